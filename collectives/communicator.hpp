@@ -1,0 +1,60 @@
+// The Communicator interface: collectives and point-to-point transfers over one group of
+// ranks. NCCL (GPU, stream-ordered) and MPI (host, non-blocking requests) implement it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "core/dtype.hpp"
+#include "models/backend.hpp"
+
+namespace ridgeline {
+
+enum class ReduceOp { sum, prod, max, min, avg };
+const char* reduce_op_name(ReduceOp op);
+ReduceOp parse_reduce_op(const std::string& name);
+
+/// One communicator over a group of ranks. Every member calls each collective in the same
+/// order. Calls are asynchronous: on NCCL they are enqueued on `stream`; on MPI they start a
+/// non-blocking request tied to `stream` (or block when `stream` is null). complete(stream)
+/// finishes, from the host's side, what was started on that stream (a no-op on NCCL, whose
+/// work is ordered by the stream itself).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "nccl" or "mpi".
+  virtual const char* backend() const = 0;
+
+  virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                          Stream stream) = 0;
+  /// recv holds size() * send_count elements, rank-major.
+  virtual void all_gather(const void* send, void* recv, size_t send_count, DType dtype,
+                          Stream stream) = 0;
+  /// send holds size() * recv_count elements, rank-major.
+  virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                              ReduceOp op, Stream stream) = 0;
+  /// send and recv hold size() * count elements; block j of send goes to rank j.
+  virtual void all_to_all(const void* send, void* recv, size_t count, DType dtype,
+                          Stream stream) = 0;
+  virtual void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
+                         Stream stream) = 0;
+  virtual void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                      int root, Stream stream) = 0;
+  /// Point-to-point: pair send and recv calls inside group_start()/group_end() to avoid
+  /// deadlock when two ranks exchange.
+  virtual void send(const void* buf, size_t count, DType dtype, int peer, Stream stream) = 0;
+  virtual void recv(void* buf, size_t count, DType dtype, int peer, Stream stream) = 0;
+  virtual void group_start() = 0;
+  virtual void group_end() = 0;
+  /// Host-side completion of everything started on `stream` (see class comment).
+  virtual void complete(Stream stream) = 0;
+};
+
+/// MPI implementation over a duplicate of `comm` (every rank of `comm` calls).
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm);
+
+}  // namespace ridgeline

@@ -1,0 +1,62 @@
+// Transformer layer dimensions (a model preset) and the workload run on them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace ridgeline {
+
+enum class MlpKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+/// Prefill: seq tokens of batch sequences at once. Decode: one new token per sequence
+/// against a KV cache of `context` tokens.
+enum class Phase { prefill, decode };
+
+const char* mlp_name(MlpKind k);
+const char* norm_name(NormKind k);
+const char* phase_name(Phase p);
+MlpKind parse_mlp(const std::string& s);
+NormKind parse_norm(const std::string& s);
+Phase parse_phase(const std::string& s);
+
+/// Dimensions of one transformer block (pre-norm, Megatron layout).
+struct ModelSpec {
+  std::string name = "custom";
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;     ///< grouped-query attention: heads % kv_heads == 0
+  int64_t ffn_hidden = 0;   ///< MLP inner width (per branch for SwiGLU)
+  int64_t layers = 0;       ///< layers actually run
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  bool rotary = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+
+  int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
+};
+
+/// What one rank of a tensor-parallel group computes per layer.
+struct LayerShape {
+  Phase phase = Phase::prefill;
+  int64_t batch = 1;
+  int64_t seq = 1;      ///< prefill tokens per sequence (decode: 1)
+  int64_t context = 0;  ///< decode: tokens already in the KV cache before this step
+  int tp = 1;
+  DType dtype = DType::f32;
+
+  int64_t tokens() const { return phase == Phase::prefill ? batch * seq : batch; }
+  /// Keys visible to the last query of a sequence (prefill: seq; decode: context + 1).
+  int64_t kv_len() const { return phase == Phase::prefill ? seq : context + 1; }
+};
+
+/// Heads of each kind on one rank. When kv_heads < tp, each rank holds one replicated KV head.
+int64_t local_heads(const ModelSpec& m, int tp);
+int64_t local_kv_heads(const ModelSpec& m, int tp);
+/// First global KV head held by `tp_rank`.
+int64_t first_kv_head(const ModelSpec& m, int tp, int tp_rank);
+
+}  // namespace ridgeline

@@ -1,0 +1,122 @@
+// FLOPs and bytes per op. Bytes count each operand read once and each result written once
+// (the minimum traffic); FLOPs count 2 per multiply-add.
+#include "models/work_model.hpp"
+
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+OpSpec make(const char* name, OpKind kind, Lane lane, double flops, double bytes, double comm) {
+  OpSpec o;
+  o.name = name;
+  o.kind = kind;
+  o.lane = lane;
+  o.cost.flops = flops;
+  o.cost.hbm_bytes = bytes;
+  o.cost.comm_bytes = comm;
+  return o;
+}
+
+OpSpec gemm_op(const char* name, double m, double n, double k, double e) {
+  return make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
+}
+}  // namespace
+
+double attention_flops(const ModelSpec& m, const LayerShape& s) {
+  const double hl = static_cast<double>(local_heads(m, s.tp));
+  const double d = static_cast<double>(m.head_dim());
+  const double b = static_cast<double>(s.batch);
+  // Visible keys summed over queries: causal prefill sees 1..seq, decode sees context + 1.
+  const double pairs = s.phase == Phase::prefill
+                           ? static_cast<double>(s.seq) * static_cast<double>(s.seq + 1) / 2.0
+                           : static_cast<double>(s.context + 1);
+  return 4.0 * b * hl * d * pairs;
+}
+
+double layer_weight_bytes(const ModelSpec& m, int tp, DType dtype) {
+  const double e = static_cast<double>(dtype_size(dtype));
+  const double h = static_cast<double>(m.hidden);
+  const double d = static_cast<double>(m.head_dim());
+  const double qkv = static_cast<double>(local_heads(m, tp) + 2 * local_kv_heads(m, tp)) * d;
+  const double f = static_cast<double>(m.ffn_hidden / tp);
+  const double fc1 = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
+  const double attn_out = static_cast<double>(local_heads(m, tp)) * d;
+  return (qkv * h + attn_out * h + fc1 * h + f * h + 4.0 * h) * e;
+}
+
+std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn) {
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  const double t = static_cast<double>(s.tokens());
+  const double h = static_cast<double>(m.hidden);
+  const double d = static_cast<double>(m.head_dim());
+  const double hl = static_cast<double>(local_heads(m, s.tp));
+  const double kvl = static_cast<double>(local_kv_heads(m, s.tp));
+  const double f = static_cast<double>(m.ffn_hidden / s.tp);
+  const double b = static_cast<double>(s.batch);
+  const double kv_len = static_cast<double>(s.kv_len());
+  const double q_cols = hl * d;
+  const double qkv_cols = (hl + 2.0 * kvl) * d;
+  const double norm_flops = (m.norm == NormKind::layernorm ? 8.0 : 5.0) * t * h;
+  const double norm_bytes = 2.0 * t * h * e + 2.0 * h * e;
+  const bool tp_comm = s.tp > 1;
+
+  std::vector<OpSpec> ops;
+  ops.push_back(make(op::norm1, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  ops.push_back(gemm_op(op::qkv, t, qkv_cols, h, e));
+  if (m.rotary)
+    ops.push_back(make(op::rotary, OpKind::elementwise, Lane::compute, 6.0 * t * (hl + kvl) * d,
+                       2.0 * t * (hl + kvl) * d * e, 0));
+  if (s.phase == Phase::decode)
+    ops.push_back(
+        make(op::kv_append, OpKind::elementwise, Lane::compute, 0, 4.0 * b * kvl * d * e, 0));
+  // Fused attention reads q, k, v once and writes the output once. The naive form also writes
+  // and reads back the fp32 score matrix twice (scores, then probabilities).
+  double attn_bytes = (2.0 * t * q_cols + 2.0 * b * kv_len * kvl * d) * e;
+  if (attn == AttentionImpl::naive) attn_bytes += 4.0 * b * hl * (t / b) * kv_len * 4.0;
+  ops.push_back(make(op::attention, OpKind::attention, Lane::compute, attention_flops(m, s),
+                     attn_bytes, 0));
+  ops.push_back(gemm_op(op::proj, t, h, q_cols, e));
+  if (tp_comm)
+    ops.push_back(make(op::allreduce_attn, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
+                       t * h * e));
+  ops.push_back(make(op::residual1, OpKind::elementwise, Lane::compute, t * h, 3.0 * t * h * e, 0));
+  ops.push_back(make(op::norm2, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  const double fc1_cols = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
+  ops.push_back(gemm_op(op::fc1, t, fc1_cols, h, e));
+  ops.push_back(make(op::act, OpKind::elementwise, Lane::compute,
+                     (m.mlp == MlpKind::swiglu ? 6.0 : 10.0) * t * f, (fc1_cols + f) * t * e, 0));
+  ops.push_back(gemm_op(op::fc2, t, h, f, e));
+  if (tp_comm)
+    ops.push_back(make(op::allreduce_mlp, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
+                       t * h * e));
+  ops.push_back(make(op::residual2, OpKind::elementwise, Lane::compute, t * h, 3.0 * t * h * e, 0));
+  return ops;
+}
+
+const OpSpec& find_op(const std::vector<OpSpec>& ops, const std::string& name) {
+  for (const OpSpec& o : ops)
+    if (o.name == name) return o;
+  throw Error("work model has no op '" + name + "'");
+}
+
+}  // namespace ridgeline
+
+namespace ridgeline {
+
+double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layers) {
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  const double t = static_cast<double>(s.tokens());
+  const double h = static_cast<double>(m.hidden);
+  const double d = static_cast<double>(m.head_dim());
+  const double hl = static_cast<double>(local_heads(m, s.tp));
+  const double kvl = static_cast<double>(local_kv_heads(m, s.tp));
+  const double f = static_cast<double>(m.ffn_hidden / s.tp);
+  const double fc1 = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
+  const double activations = t * (6.0 * h + (hl + 2.0 * kvl) * d + hl * d + fc1 + f) * e;
+  double cache = 0;
+  if (s.phase == Phase::decode)
+    cache = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.context + 1) * kvl * d * e;
+  return static_cast<double>(layers) * (layer_weight_bytes(m, s.tp, s.dtype) + cache) + activations;
+}
+
+}  // namespace ridgeline

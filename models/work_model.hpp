@@ -1,0 +1,58 @@
+// The work model: for every op of a tensor-parallel layer, its FLOPs, HBM bytes and
+// interconnect bytes on one rank. Timelines, reports and the roofline attribution use it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/timeline.hpp"
+#include "models/backend.hpp"
+#include "models/model_spec.hpp"
+
+namespace ridgeline {
+
+/// One op of a layer as the work model sees it.
+struct OpSpec {
+  std::string name;
+  OpKind kind = OpKind::other;
+  Lane lane = Lane::compute;
+  OpCost cost;
+};
+
+/// Op names, in execution order for one layer (fixed strings; the registry of layer ops).
+namespace op {
+inline constexpr const char* norm1 = "norm1";
+inline constexpr const char* qkv = "qkv_gemm";
+inline constexpr const char* rotary = "rotary";
+inline constexpr const char* kv_append = "kv_append";
+inline constexpr const char* attention = "attention";
+inline constexpr const char* proj = "proj_gemm";
+inline constexpr const char* allreduce_attn = "allreduce_attn";
+inline constexpr const char* residual1 = "residual1";
+inline constexpr const char* norm2 = "norm2";
+inline constexpr const char* fc1 = "fc1_gemm";
+inline constexpr const char* act = "activation";
+inline constexpr const char* fc2 = "fc2_gemm";
+inline constexpr const char* allreduce_mlp = "allreduce_mlp";
+inline constexpr const char* residual2 = "residual2";
+inline constexpr const char* send_act = "pp_send";
+inline constexpr const char* recv_act = "pp_recv";
+}  // namespace op
+
+/// Every op of one layer on one rank, in execution order (all-reduces only when tp > 1).
+std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
+/// The entry of `ops` named `name` (throws if absent).
+const OpSpec& find_op(const std::vector<OpSpec>& ops, const std::string& name);
+
+/// FLOPs of a causal attention forward on one rank (QK^T and PV, 2 FLOPs per MAC).
+double attention_flops(const ModelSpec& m, const LayerShape& s);
+/// Weight bytes of one layer on one rank.
+double layer_weight_bytes(const ModelSpec& m, int tp, DType dtype);
+
+}  // namespace ridgeline
+
+namespace ridgeline {
+/// Bytes one rank allocates for `layers` layers of a stage: weights, KV caches (decode) and
+/// activation buffers. Used to reject configurations that cannot fit before allocating.
+double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layers);
+}  // namespace ridgeline

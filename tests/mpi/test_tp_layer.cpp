@@ -1,0 +1,179 @@
+// MPI tests: the MPI communicator's collectives, and a tensor-parallel stage over all ranks
+// computing the same output as the TP=1 stage (run under mpiexec -n 1, 2 and 4).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+
+#include "collectives/communicator.hpp"
+#include "collectives/half_types.hpp"
+#include "parallel/grid.hpp"
+#include "parallel/tp_layer.hpp"
+
+namespace ridgeline {
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+TEST(MpiCommunicator, AllReduceSumAndAverage) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const int n = comm->size(), r = comm->rank();
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1) * static_cast<float>(i);
+  comm->all_reduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum, nullptr);
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], ranks_sum * static_cast<float>(i));
+  std::vector<float> a(10, static_cast<float>(r)), out(10);
+  comm->all_reduce(a.data(), out.data(), a.size(), DType::f32, ReduceOp::avg, nullptr);
+  for (float x : out) ASSERT_FLOAT_EQ(x, static_cast<float>(n - 1) / 2.0f);
+}
+
+TEST(MpiCommunicator, Bf16SumUsesUserOp) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  std::vector<uint16_t> v(33, float_to_bf16(1.5f));
+  comm->all_reduce(v.data(), v.data(), v.size(), DType::bf16, ReduceOp::sum, nullptr);
+  for (uint16_t x : v) ASSERT_EQ(bf16_to_float(x), 1.5f * static_cast<float>(comm->size()));
+  std::vector<uint16_t> m(5, float_to_f16(static_cast<float>(comm->rank())));
+  comm->all_reduce(m.data(), m.data(), m.size(), DType::f16, ReduceOp::max, nullptr);
+  for (uint16_t x : m) ASSERT_EQ(f16_to_float(x), static_cast<float>(comm->size() - 1));
+}
+
+TEST(MpiCommunicator, GatherScatterAllToAllBroadcastAndAsync) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const int n = comm->size(), r = comm->rank();
+  std::vector<int32_t> mine(3, r), all(static_cast<size_t>(3 * n));
+  comm->all_gather(mine.data(), all.data(), 3, DType::i32, nullptr);
+  for (int i = 0; i < 3 * n; ++i) ASSERT_EQ(all[static_cast<size_t>(i)], i / 3);
+  std::vector<int32_t> send(static_cast<size_t>(2 * n), 1), recv(2);
+  comm->reduce_scatter(send.data(), recv.data(), 2, DType::i32, ReduceOp::sum, nullptr);
+  ASSERT_EQ(recv[0], n);
+  std::vector<int32_t> a2a(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) a2a[static_cast<size_t>(j)] = r * 100 + j;
+  comm->all_to_all(a2a.data(), got.data(), 1, DType::i32, nullptr);
+  for (int j = 0; j < n; ++j) ASSERT_EQ(got[static_cast<size_t>(j)], j * 100 + r);
+  std::vector<int32_t> b(4, r == 0 ? 7 : -1);
+  comm->broadcast(b.data(), b.data(), 4, DType::i32, 0, nullptr);
+  ASSERT_EQ(b[3], 7);
+  // A request on a tagged stream completes only at complete(); the buffer is final then.
+  char tag = 0;
+  std::vector<float> x(64, 1.0f);
+  comm->all_reduce(x.data(), x.data(), x.size(), DType::f32, ReduceOp::sum, &tag);
+  comm->complete(&tag);
+  ASSERT_EQ(x[63], static_cast<float>(n));
+}
+
+TEST(MpiCommunicator, RingSendRecvInGroup) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const int n = comm->size(), r = comm->rank();
+  int32_t out = r, in = -1;
+  comm->group_start();
+  comm->send(&out, 1, DType::i32, (r + 1) % n, nullptr);
+  comm->recv(&in, 1, DType::i32, (r + n - 1) % n, nullptr);
+  comm->group_end();
+  ASSERT_EQ(in, (r + n - 1) % n);
+}
+
+TEST(Grid, CoordinatesAreConsistent) {
+  for (int w = 0; w < 24; ++w) {
+    const GridCoords c = grid_coords(w, 2, 3);
+    EXPECT_EQ(grid_rank(c, 2, 3), w);
+    EXPECT_LT(c.tp_rank, 2);
+    EXPECT_LT(c.pp_rank, 3);
+  }
+  ProcessGrid g(MPI_COMM_WORLD, world_size(), 1, 1);
+  int tp_size = 0;
+  MPI_Comm_size(g.tp_comm(), &tp_size);
+  EXPECT_EQ(tp_size, world_size());
+  EXPECT_THROW(ProcessGrid(MPI_COMM_WORLD, world_size() + 1, 1, 1), UsageError);
+}
+
+struct StageCase {
+  const char* name;
+  MlpKind mlp;
+  NormKind norm;
+  bool rotary;
+  int64_t kv_heads;
+  Phase phase;
+};
+
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class TpStageMatchesTp1 : public ::testing::TestWithParam<StageCase> {};
+
+TEST_P(TpStageMatchesTp1, OnEveryRank) {
+  const StageCase& c = GetParam();
+  const int tp = world_size();
+  ModelSpec m;
+  m.hidden = 128;
+  m.heads = 8;
+  m.kv_heads = c.kv_heads;
+  m.ffn_hidden = 256;
+  m.layers = 2;
+  m.mlp = c.mlp;
+  m.norm = c.norm;
+  m.rotary = c.rotary;
+  StageSpec spec;
+  spec.model = m;
+  spec.shape.phase = c.phase;
+  spec.shape.batch = 2;
+  spec.shape.seq = c.phase == Phase::prefill ? 24 : 1;
+  spec.shape.context = c.phase == Phase::decode ? 30 : 0;
+  spec.shape.tp = tp;
+  spec.tp_rank = world_rank();
+  spec.num_layers = 2;
+  spec.seed = 99;
+  auto backend = make_host_backend();
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  OpTable ops;
+  TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  stage.fill_input(0);
+  Recorder rec(backend->clock(), ops);
+  backend->clock().start_epoch();
+  stage.forward(rec);
+  rec.flush();
+
+  StageSpec ref_spec = spec;
+  ref_spec.shape.tp = 1;
+  ref_spec.tp_rank = 0;
+  OpTable ref_ops;
+  TpStage ref(*backend, nullptr, ref_spec, ref_ops);
+  ref.fill_input(0);
+  Recorder silent(backend->clock(), ref_ops);
+  silent.set_enabled(false);
+  ref.forward(silent);
+  const std::vector<float> got = backend->to_host(stage.output());
+  const std::vector<float> want = backend->to_host(ref.output());
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relative_l2(got, want), 1e-5) << c.name << " tp=" << tp;
+  // Every op of both layers was recorded, collectives only when tp > 1.
+  const size_t per_layer = stage.op_specs().size();
+  EXPECT_EQ(rec.records().size(), 2 * per_layer);
+  EXPECT_EQ(ops.find("allreduce_attn") >= 0, tp > 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, TpStageMatchesTp1,
+    ::testing::Values(StageCase{"gpt_prefill", MlpKind::gelu, NormKind::layernorm, false, 8, Phase::prefill},
+                      StageCase{"llama_prefill_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::prefill},
+                      StageCase{"llama_decode_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::decode},
+                      StageCase{"replicated_kv_decode", MlpKind::gelu, NormKind::rmsnorm, true, 1, Phase::decode}),
+    [](const ::testing::TestParamInfo<StageCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace ridgeline

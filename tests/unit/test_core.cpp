@@ -1,0 +1,172 @@
+// Unit tests of core: statistics, op table, recorder, element types, half conversions, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "collectives/half_types.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "core/timeline.hpp"
+#include "core/watchdog.hpp"
+
+namespace ridgeline {
+namespace {
+
+TEST(Stats, PercentileInterpolatesLikeNumpy) {
+  const std::vector<double> v = {4, 1, 3, 2, 5};
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 5.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 95), 4.8);  // numpy.percentile([1..5], 95)
+  EXPECT_DOUBLE_EQ(percentile({10, 20}, 25), 12.5);
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0.0);
+}
+
+TEST(Stats, SummarizeOrdersPercentiles) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  const SeriesStats s = summarize(v);
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 100);
+  EXPECT_DOUBLE_EQ(s.p50, 50.5);
+  EXPECT_NEAR(s.p95, 95.05, 1e-9);
+  EXPECT_NEAR(s.p99, 99.01, 1e-9);
+}
+
+TEST(Stats, WarmupToSteadyFindsFirstSettledIteration) {
+  // Iterations 0 and 1 are slow (cold caches, lazy init); from 2 on within 10% of p50 = 100.
+  EXPECT_EQ(warmup_to_steady({500, 180, 105, 98, 101}, 100, 0.10), 2u);
+  EXPECT_EQ(warmup_to_steady({100, 100}, 100, 0.10), 0u);
+  EXPECT_EQ(warmup_to_steady({100, 300}, 100, 0.10), 2u);  // never settled
+  EXPECT_EQ(warmup_to_steady({}, 100, 0.10), 0u);
+}
+
+TEST(OpTable, InternIsStableAndRejectsKindChanges) {
+  OpTable t;
+  EXPECT_EQ(t.intern("qkv_gemm", OpKind::gemm), 0);
+  EXPECT_EQ(t.intern("allreduce", OpKind::collective), 1);
+  EXPECT_EQ(t.intern("qkv_gemm", OpKind::gemm), 0);
+  EXPECT_EQ(t.find("allreduce"), 1);
+  EXPECT_EQ(t.find("missing"), -1);
+  EXPECT_EQ(t.kind(1), OpKind::collective);
+  EXPECT_THROW(t.intern("qkv_gemm", OpKind::norm), Error);
+  EXPECT_EQ(parse_op_kind(op_kind_name(OpKind::attention)), OpKind::attention);
+  EXPECT_THROW(parse_op_kind("bogus"), Error);
+}
+
+TEST(Recorder, RecordsOrderedStampsWithIterationAndCost) {
+  OpTable ops;
+  HostClock clock;
+  Recorder rec(clock, ops);
+  const int32_t a = ops.intern("a", OpKind::gemm);
+  const int32_t b = ops.intern("b", OpKind::collective);
+  clock.start_epoch();
+  rec.set_iteration(0, true);
+  { ScopedOp s(rec, a, 3, Lane::compute, OpCost{10, 20, 0}, Lane::compute); }
+  rec.set_iteration(1, false);
+  rec.set_microbatch(2);
+  const size_t h = rec.begin(b, 4, Lane::comm, OpCost{0, 0, 64}, Lane::compute);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  rec.end(h);
+  rec.set_enabled(false);
+  { ScopedOp s(rec, a, 5, Lane::compute, OpCost{}, Lane::compute); }  // not recorded
+  rec.flush();
+  ASSERT_EQ(rec.records().size(), 2u);
+  const TimelineRecord& r0 = rec.records()[0];
+  const TimelineRecord& r1 = rec.records()[1];
+  EXPECT_EQ(r0.op_id, a);
+  EXPECT_EQ(r0.layer, 3);
+  EXPECT_EQ(r0.warmup, 1);
+  EXPECT_DOUBLE_EQ(r0.flops, 10);
+  EXPECT_EQ(r1.op_id, b);
+  EXPECT_EQ(r1.iteration, 1);
+  EXPECT_EQ(r1.microbatch, 2);
+  EXPECT_EQ(r1.warmup, 0);
+  EXPECT_EQ(r1.lane, static_cast<uint8_t>(Lane::comm));
+  EXPECT_DOUBLE_EQ(r1.comm_bytes, 64);
+  EXPECT_GE(r0.t_start_ns, 0);
+  EXPECT_LE(r0.t_end_ns, r1.t_start_ns);
+  EXPECT_GE(r1.t_end_ns - r1.t_start_ns, 2'000'000);
+}
+
+TEST(Recorder, FlushRejectsOpsThatNeverEnded) {
+  OpTable ops;
+  HostClock clock;
+  Recorder rec(clock, ops);
+  clock.start_epoch();
+  rec.begin(ops.intern("x", OpKind::other), 0, Lane::compute, OpCost{});
+  EXPECT_THROW(rec.flush(), Error);
+}
+
+TEST(DType, NamesRoundTrip) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32})
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(dtype_size(DType::i32), 4u);
+  EXPECT_THROW(parse_dtype("fp8"), UsageError);
+}
+
+TEST(HalfTypes, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
+  // 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even (1.0).
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82);  // halfway 0x3f81/0x3f82 -> even
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);
+}
+
+TEST(HalfTypes, F16CoversNormalsSubnormalsAndOverflow) {
+  EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(f16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(f16_to_float(float_to_f16(-2.5f)), -2.5f);
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_f16(70000.0f), 0x7c00);  // inf
+  const float tiny = std::ldexp(1.0f, -24);   // smallest fp16 subnormal
+  EXPECT_EQ(float_to_f16(tiny), 0x0001);
+  EXPECT_EQ(f16_to_float(0x0001), tiny);
+  EXPECT_EQ(f16_to_float(float_to_f16(std::ldexp(3.0f, -20))), std::ldexp(3.0f, -20));
+  for (uint16_t h = 0; h < 0x7c00; h += 7) EXPECT_EQ(float_to_f16(f16_to_float(h)), h) << h;
+}
+
+TEST(Error, CheckNamesCallAndLocation) {
+  try {
+    throw_error("dir/file.cpp", 42, "do_thing()", "it broke");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "file.cpp:42: do_thing(): it broke");
+  }
+  EXPECT_NO_THROW(check(0, "MPI_Foo()", __FILE__, __LINE__));
+  EXPECT_THROW(check(1, "MPI_Foo()", __FILE__, __LINE__), Error);
+}
+
+}  // namespace
+}  // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+
+TEST(WatchdogDeathTest, ExitsWhenAPhaseOverruns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, "waiting for a peer");
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      },
+      ::testing::ExitedWithCode(124), "timed out after 0 s: waiting for a peer");
+}
+
+TEST(Watchdog, RearmAndDisarmKeepTheProcessAlive) {
+  Watchdog w(0.3, "phase one");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  w.rearm("phase two");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace ridgeline
