@@ -1,0 +1,111 @@
+// A thin RAII layer over the HDF5 C API (1.10): owned handles, checked calls, ordered attributes,
+// 1-D datasets, column tables and the timeline compound. Every ridgeline file goes through it.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "app/run_data.hpp"
+#include "core/error.hpp"
+#include "core/timeline.hpp"
+
+namespace ridgeline::h5 {
+
+/// Move-only owner of an HDF5 identifier; closes it with the function matching its type.
+class Handle {
+public:
+  Handle() = default;
+  /// Takes ownership of `id`, the result of `call` on object `path`; throws Error if it is
+  /// negative.
+  Handle(hid_t id, const char* call, const std::string& path);
+  ~Handle();
+  Handle(Handle&& other) noexcept;
+  Handle& operator=(Handle&& other) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  /// The identifier, for C API calls; the Handle keeps ownership.
+  hid_t id() const { return m_id; }
+  /// Closes now and throws Error on failure (a file's close is where its data reach the disk);
+  /// the destructor only reports failures to stderr.
+  void close();
+
+private:
+  hid_t m_id = H5I_INVALID_HID;
+};
+
+/// Throws Error naming `call`, `path` and HDF5's innermost error message if `status` is negative.
+void check_status(herr_t status, const char* call, const std::string& path);
+/// Absolute path of `name` below the object `loc` ("/ranks/0/timeline"), for messages.
+std::string object_path(hid_t loc, const std::string& name);
+
+/// Creates (truncates) a file whose groups keep link and attribute creation order.
+Handle create_file(const std::string& path);
+/// True if `path` is an HDF5 file (false for other files); throws Error if it cannot be read.
+bool is_hdf5_file(const std::string& path);
+/// Opens an existing file read-only.
+Handle open_file_read(const std::string& path);
+/// Creates group `name` below `loc`, keeping link and attribute creation order.
+Handle create_group(hid_t loc, const std::string& name);
+/// Opens the existing group `name` (a relative or absolute path) below `loc`.
+Handle open_group(hid_t loc, const std::string& name);
+/// True if every component of `path` below `loc` exists.
+bool exists(hid_t loc, const std::string& path);
+/// Names of the links in group `loc`: creation order where tracked, else name order.
+std::vector<std::string> list_children(hid_t loc);
+
+/// Writes one scalar attribute (int64, float64 or variable-length UTF-8 string) on `obj`.
+void write_attr(hid_t obj, const std::string& name, const AttrValue& value);
+/// Writes every attribute of `attrs` on `obj`, in order.
+void write_attrs(hid_t obj, const Attrs& attrs);
+/// Reads every scalar attribute of `obj` (integers as int64, floats as double, fixed or
+/// variable-length strings as text), in creation order where tracked, else name order.
+Attrs read_attrs(hid_t obj);
+
+// The plain table types live in run_data.hpp (free of HDF5 headers); these names keep the
+// writer's and reader's code in h5:: terms.
+using ColumnValues = ::ridgeline::ColumnValues;
+using Column = ::ridgeline::Column;
+using Table = ::ridgeline::Table;
+
+/// Number of values in a column.
+size_t column_size(const ColumnValues& values);
+/// The column called `name`, or nullptr.
+const Column* find_column(const Table& table, const std::string& name);
+
+/// Writes a 1-D float64 dataset.
+void write_dataset(hid_t loc, const std::string& name, const std::vector<double>& values);
+/// Writes a 1-D int64 dataset.
+void write_dataset(hid_t loc, const std::string& name, const std::vector<int64_t>& values);
+/// Writes a 1-D dataset of variable-length UTF-8 strings.
+void write_dataset(hid_t loc, const std::string& name, const std::vector<std::string>& values);
+/// Reads a 1-D dataset as int64, double or string values, following its stored type class.
+ColumnValues read_dataset(hid_t loc, const std::string& name);
+
+/// Reads a 1-D dataset whose stored type class must be that of T (int64_t, double, string).
+template <class T> std::vector<T> read_vector(hid_t loc, const std::string& name) {
+  ColumnValues values = read_dataset(loc, name);
+  auto* typed = std::get_if<std::vector<T>>(&values);
+  if (typed == nullptr) throw Error(object_path(loc, name) + ": unexpected element type");
+  return std::move(*typed);
+}
+
+/// Writes `table` as one compound dataset (int64, float64, variable-length string fields);
+/// chunked and deflate-compressed when `compress` and non-empty. Throws if lengths differ.
+void write_table(hid_t loc, const std::string& name, const Table& table, bool compress);
+/// Reads a compound dataset written by write_table (or any compound of integer, float and
+/// string fields) back into columns, in field order.
+Table read_table(hid_t loc, const std::string& name);
+
+/// Writes a timeline: compound fields named as the TimelineRecord members, chunked (at most
+/// 4096 rows a chunk), shuffled and deflate-compressed (level 4). Empty timelines are allowed.
+void write_timeline(hid_t loc, const std::string& name, const std::vector<TimelineRecord>& rows);
+/// Reads a timeline; throws if a TimelineRecord field is missing or of another type class.
+std::vector<TimelineRecord> read_timeline(hid_t loc, const std::string& name);
+
+} // namespace ridgeline::h5

@@ -1,0 +1,88 @@
+// Everything a run writes to its HDF5 file, gathered on rank 0: the in-memory image of
+// schema version 1 (docs/SCHEMA.md). The writer, the reader, `validate` and `report` share it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/stats.hpp"
+#include "core/timeline.hpp"
+
+namespace ridgeline {
+
+inline constexpr int64_t kSchemaVersion = 1;
+
+/// An HDF5 attribute value: 64-bit integer, double or UTF-8 string.
+using AttrValue = std::variant<int64_t, double, std::string>;
+/// Ordered attributes of one HDF5 object.
+using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+
+/// The values of one column or 1-D dataset.
+using ColumnValues =
+    std::variant<std::vector<int64_t>, std::vector<double>, std::vector<std::string>>;
+/// One named column of a table; a field of its compound dataset.
+struct Column {
+  std::string name;
+  ColumnValues values;
+};
+/// Columns of equal length: one compound dataset, one row per index.
+using Table = std::vector<Column>;
+
+/// A table stored at an absolute path outside the run layout (e.g. "/collectives/all_reduce");
+/// intermediate groups are created on write. `attrs` are written on the dataset.
+struct NamedTable {
+  std::string path;
+  Table table;
+  Attrs attrs;
+};
+
+/// Looks up an attribute (nullptr if absent).
+const AttrValue* find_attr(const Attrs& attrs, const std::string& key);
+/// Attribute value rendered as text (integers plainly, doubles with %.6g).
+std::string attr_to_string(const AttrValue& v);
+
+/// Aggregate of one op over the timed iterations (/summary/ops row).
+struct OpAggregate {
+  std::string name;
+  std::string kind;
+  std::string lane;
+  int64_t count = 0;        ///< timed instances on one rank per iteration, times iterations
+  double p50_ns = 0;        ///< median instance time (collectives: max over ranks per instance)
+  double mean_ns = 0;
+  double per_step_p50_ns = 0;  ///< median over iterations of the op's total time in one step
+  double share = 0;         ///< per_step_p50_ns / step p50
+  double flops = 0;         ///< per instance
+  double hbm_bytes = 0;     ///< per instance
+  double comm_bytes = 0;    ///< per instance
+  double achieved_tflops = 0;
+  double achieved_gbps = 0;  ///< hbm_bytes (or comm_bytes for collectives) / p50
+};
+
+/// /summary: step-time distribution and per-op aggregates.
+struct RunSummary {
+  std::vector<double> step_ns;         ///< per timed iteration, max over ranks
+  std::vector<double> warmup_step_ns;  ///< per warm-up iteration, max over ranks
+  SeriesStats step;
+  int64_t warmup_to_steady = 0;
+  std::vector<OpAggregate> ops;
+  Attrs attrs;  ///< check results and other scalars (check_passed, check_max_rel_error, ...)
+};
+
+/// The whole file.
+struct RunData {
+  Attrs root;    ///< schema_version, ridgeline_version, git_sha, created_utc, argv, world_size
+  Attrs stack;   ///< versions, compiler, build type, ...
+  std::vector<std::pair<std::string, std::string>> env;  ///< performance-relevant variables
+  Attrs config;  ///< every resolved option
+  std::vector<Attrs> topology;  ///< one entry per rank, same keys on every rank
+  OpTable ops;
+  std::vector<std::vector<TimelineRecord>> timelines;  ///< one per rank
+  RunSummary summary;
+  /// Extra tables (commands other than `run`: /collectives/..., /roofs/...), written last.
+  std::vector<NamedTable> tables;
+};
+
+}  // namespace ridgeline

@@ -1,0 +1,621 @@
+// Writer, reader and validator of the run file. The layout is defined here and documented in
+// docs/SCHEMA.md: change both together, and bump kSchemaVersion for incompatible changes.
+#include "app/run_file.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <iterator>
+#include <set>
+#include <type_traits>
+#include <utility>
+
+#include "app/h5.hpp"
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+const char* const kRootAttrs[] = {"schema_version", "ridgeline_version", "git_sha", "created_utc",
+                                  "argv",           "world_size"};
+const char* const kGroups[] = {"/stack", "/config", "/topology", "/ops", "/ranks", "/summary"};
+// The stack fingerprint writes these on every build, with or without CUDA.
+const char* const kStackAttrs[] = {"mpi_library", "hdf5", "build_type"};
+// Problems listed one by one per timeline before the rest are only counted: a corrupt
+// timeline can have millions of bad rows.
+constexpr size_t kMaxRowProblems = 10;
+
+// /summary attributes from RunSummary::step; `count` is written apart, as an integer.
+struct StepField {
+  const char* name;
+  double SeriesStats::*member;
+};
+constexpr StepField kStepFields[] = {
+    {"mean_ns", &SeriesStats::mean}, {"min_ns", &SeriesStats::min}, {"max_ns", &SeriesStats::max},
+    {"p50_ns", &SeriesStats::p50},   {"p95_ns", &SeriesStats::p95}, {"p99_ns", &SeriesStats::p99}};
+
+// /summary/ops fields, named as the OpAggregate members; `count` is the one integer field.
+struct TextField {
+  const char* name;
+  std::string OpAggregate::*member;
+};
+constexpr TextField kAggregateText[] = {
+    {"name", &OpAggregate::name}, {"kind", &OpAggregate::kind}, {"lane", &OpAggregate::lane}};
+struct NumberField {
+  const char* name;
+  double OpAggregate::*member;
+};
+constexpr NumberField kAggregateNumbers[] = {{"p50_ns", &OpAggregate::p50_ns},
+                                             {"mean_ns", &OpAggregate::mean_ns},
+                                             {"per_step_p50_ns", &OpAggregate::per_step_p50_ns},
+                                             {"share", &OpAggregate::share},
+                                             {"flops", &OpAggregate::flops},
+                                             {"hbm_bytes", &OpAggregate::hbm_bytes},
+                                             {"comm_bytes", &OpAggregate::comm_bytes},
+                                             {"achieved_tflops", &OpAggregate::achieved_tflops},
+                                             {"achieved_gbps", &OpAggregate::achieved_gbps}};
+
+std::string number_text(double value) {
+  return attr_to_string(AttrValue(value));
+}
+
+int64_t int_attr(const Attrs& attrs, const std::string& key, const std::string& where) {
+  const AttrValue* value = find_attr(attrs, key);
+  if (value == nullptr) throw Error(where + ": missing attribute '" + key + "'");
+  const auto* number = std::get_if<int64_t>(value);
+  if (number == nullptr) throw Error(where + ": attribute '" + key + "' is not an integer");
+  return *number;
+}
+
+double number_attr(const Attrs& attrs, const std::string& key, const std::string& where) {
+  const AttrValue* value = find_attr(attrs, key);
+  if (value == nullptr) throw Error(where + ": missing attribute '" + key + "'");
+  if (const auto* number = std::get_if<double>(value)) return *number;
+  if (const auto* number = std::get_if<int64_t>(value)) return static_cast<double>(*number);
+  throw Error(where + ": attribute '" + key + "' is not a number");
+}
+
+template <class T>
+const std::vector<T>& column(const h5::Table& table, const char* name, const std::string& where) {
+  const h5::Column* found = h5::find_column(table, name);
+  if (found == nullptr) throw Error(where + ": missing field '" + name + "'");
+  const auto* values = std::get_if<std::vector<T>>(&found->values);
+  if (values == nullptr) throw Error(where + ": field '" + name + "' has an unexpected type");
+  return *values;
+}
+
+size_t row_count(const h5::Table& table) {
+  return table.empty() ? 0 : h5::column_size(table.front().values);
+}
+
+std::string rank_path(size_t rank) {
+  return "/ranks/" + std::to_string(rank) + "/timeline";
+}
+
+// The reason `path` cannot be opened as an HDF5 file, or an empty string.
+std::string open_problem(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return path + ": no such file";
+  if (std::filesystem::is_directory(path, error)) return path + ": is a directory";
+  try {
+    if (!h5::is_hdf5_file(path)) return path + ": not an HDF5 file";
+  } catch (const Error& e) {
+    return path + ": cannot read: " + e.what();
+  }
+  return "";
+}
+
+// ---- writing ----
+
+// Checks what the layout relies on before any file is created.
+void check_writable(const std::string& path, const RunData& data) {
+  const AttrValue* version = find_attr(data.root, "schema_version");
+  if (version == nullptr || *version != AttrValue(kSchemaVersion))
+    throw Error(path + ": root attribute schema_version must be the integer " +
+                std::to_string(kSchemaVersion));
+  const auto ranks = static_cast<int64_t>(data.timelines.size());
+  if (ranks == 0) throw Error(path + ": no rank timelines to write");
+  const AttrValue* world_size = find_attr(data.root, "world_size");
+  if (world_size == nullptr || *world_size != AttrValue(ranks))
+    throw Error(path + ": root attribute world_size must equal the number of timelines (" +
+                std::to_string(ranks) + ")");
+  if (data.topology.size() != data.timelines.size())
+    throw Error(path + ": topology has " + std::to_string(data.topology.size()) + " entries for " +
+                std::to_string(ranks) + " ranks");
+  std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  if (directory.empty()) directory = ".";
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error))
+    throw UsageError(path + ": directory '" + directory.string() + "' does not exist");
+}
+
+void write_stack(hid_t file, const RunData& data) {
+  h5::Handle stack = h5::create_group(file, "stack");
+  h5::write_attrs(stack.id(), data.stack);
+  std::vector<std::string> names;
+  std::vector<std::string> values;
+  for (const auto& [name, value] : data.env) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  h5::write_table(stack.id(), "env", {{"name", std::move(names)}, {"value", std::move(values)}},
+                  false);
+}
+
+template <class T>
+std::vector<T> gather_topology(const std::vector<Attrs>& topology, const std::string& key) {
+  std::vector<T> values;
+  for (size_t rank = 0; rank < topology.size(); ++rank) {
+    const AttrValue* value = find_attr(topology[rank], key);
+    if (value == nullptr)
+      throw Error("/topology: rank " + std::to_string(rank) + " has no '" + key + "'");
+    const T* typed = std::get_if<T>(value);
+    if (typed == nullptr)
+      throw Error("/topology: '" + key + "' has another type on rank " + std::to_string(rank) +
+                  " than on rank 0");
+    values.push_back(*typed);
+  }
+  return values;
+}
+
+// One dataset per key, one entry per rank: the keys must be the same on every rank.
+void write_topology(hid_t file, const std::vector<Attrs>& topology) {
+  h5::Handle group = h5::create_group(file, "topology");
+  for (size_t rank = 1; rank < topology.size(); ++rank)
+    if (topology[rank].size() != topology.front().size())
+      throw Error("/topology: rank " + std::to_string(rank) + " has " +
+                  std::to_string(topology[rank].size()) + " keys, rank 0 has " +
+                  std::to_string(topology.front().size()));
+  for (const auto& entry : topology.front()) {
+    std::visit(
+        [&](const auto& first) {
+          using T = std::decay_t<decltype(first)>;
+          h5::write_dataset(group.id(), entry.first, gather_topology<T>(topology, entry.first));
+        },
+        entry.second);
+  }
+}
+
+void write_ops(hid_t file, const OpTable& ops) {
+  std::vector<int64_t> ids;
+  std::vector<std::string> names;
+  std::vector<std::string> kinds;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    ids.push_back(id);
+    names.push_back(ops.name(id));
+    kinds.push_back(op_kind_name(ops.kind(id)));
+  }
+  h5::write_table(file, "ops",
+                  {{"id", std::move(ids)}, {"name", std::move(names)}, {"kind", std::move(kinds)}},
+                  false);
+}
+
+void write_ranks(hid_t file, const std::vector<std::vector<TimelineRecord>>& timelines) {
+  h5::Handle ranks = h5::create_group(file, "ranks");
+  for (size_t rank = 0; rank < timelines.size(); ++rank) {
+    h5::Handle group = h5::create_group(ranks.id(), std::to_string(rank));
+    h5::write_timeline(group.id(), "timeline", timelines[rank]);
+  }
+}
+
+h5::Table aggregates_table(const std::vector<OpAggregate>& ops) {
+  h5::Table table;
+  for (const TextField& field : kAggregateText) {
+    std::vector<std::string> values;
+    for (const OpAggregate& op : ops)
+      values.push_back(op.*field.member);
+    table.push_back({field.name, std::move(values)});
+  }
+  std::vector<int64_t> counts;
+  for (const OpAggregate& op : ops)
+    counts.push_back(op.count);
+  table.push_back({"count", std::move(counts)});
+  for (const NumberField& field : kAggregateNumbers) {
+    std::vector<double> values;
+    for (const OpAggregate& op : ops)
+      values.push_back(op.*field.member);
+    table.push_back({field.name, std::move(values)});
+  }
+  return table;
+}
+
+void write_summary(hid_t file, const RunSummary& summary) {
+  h5::Handle group = h5::create_group(file, "summary");
+  h5::write_dataset(group.id(), "step_time_ns", summary.step_ns);
+  h5::write_dataset(group.id(), "warmup_step_time_ns", summary.warmup_step_ns);
+  h5::write_attr(group.id(), "count", static_cast<int64_t>(summary.step.count));
+  for (const StepField& field : kStepFields)
+    h5::write_attr(group.id(), field.name, summary.step.*field.member);
+  h5::write_attr(group.id(), "warmup_to_steady", summary.warmup_to_steady);
+  h5::write_attrs(group.id(), summary.attrs);
+  h5::write_table(group.id(), "ops", aggregates_table(summary.ops), false);
+}
+
+void write_contents(const std::string& path, const RunData& data) {
+  h5::Handle file = h5::create_file(path);
+  h5::write_attrs(file.id(), data.root);
+  write_stack(file.id(), data);
+  h5::write_attrs(h5::create_group(file.id(), "config").id(), data.config);
+  write_topology(file.id(), data.topology);
+  write_ops(file.id(), data.ops);
+  write_ranks(file.id(), data.timelines);
+  write_summary(file.id(), data.summary);
+  file.close();
+}
+
+// Removes the temporary file unless it was kept (renamed onto its final name).
+class TemporaryFile {
+public:
+  explicit TemporaryFile(std::string path) : m_path(std::move(path)) {}
+  ~TemporaryFile() {
+    if (!m_kept) std::remove(m_path.c_str());
+  }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return m_path; }
+  void keep() { m_kept = true; }
+
+private:
+  std::string m_path;
+  bool m_kept = false;
+};
+
+// ---- reading ----
+
+std::vector<Attrs> read_topology(hid_t file, size_t ranks) {
+  h5::Handle group = h5::open_group(file, "/topology");
+  std::vector<Attrs> topology(ranks);
+  for (const std::string& key : h5::list_children(group.id())) {
+    const h5::ColumnValues values = h5::read_dataset(group.id(), key);
+    if (h5::column_size(values) != ranks)
+      throw Error("/topology/" + key + ": " + std::to_string(h5::column_size(values)) +
+                  " values, world_size is " + std::to_string(ranks));
+    std::visit(
+        [&](const auto& typed) {
+          for (size_t rank = 0; rank < ranks; ++rank)
+            topology[rank].emplace_back(key, typed[rank]);
+        },
+        values);
+  }
+  return topology;
+}
+
+OpTable read_ops(hid_t file) {
+  const h5::Table table = h5::read_table(file, "/ops");
+  const auto& ids = column<int64_t>(table, "id", "/ops");
+  const auto& names = column<std::string>(table, "name", "/ops");
+  const auto& kinds = column<std::string>(table, "kind", "/ops");
+  OpTable ops;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto id = static_cast<int64_t>(i);
+    if (ids[i] != id)
+      throw Error("/ops: row " + std::to_string(i) + " has id " + std::to_string(ids[i]) +
+                  "; ids must be 0, 1, 2, ... in row order");
+    if (ops.intern(names[i], parse_op_kind(kinds[i])) != id)
+      throw Error("/ops: op '" + names[i] + "' appears twice");
+  }
+  return ops;
+}
+
+std::vector<OpAggregate> read_aggregates(hid_t file) {
+  const std::string where = "/summary/ops";
+  const h5::Table table = h5::read_table(file, where);
+  std::vector<OpAggregate> ops(row_count(table));
+  for (const TextField& field : kAggregateText) {
+    const auto& values = column<std::string>(table, field.name, where);
+    for (size_t i = 0; i < ops.size(); ++i)
+      ops[i].*field.member = values[i];
+  }
+  const auto& counts = column<int64_t>(table, "count", where);
+  for (size_t i = 0; i < ops.size(); ++i)
+    ops[i].count = counts[i];
+  for (const NumberField& field : kAggregateNumbers) {
+    const auto& values = column<double>(table, field.name, where);
+    for (size_t i = 0; i < ops.size(); ++i)
+      ops[i].*field.member = values[i];
+  }
+  return ops;
+}
+
+bool is_step_attr(const std::string& key) {
+  if (key == "count" || key == "warmup_to_steady") return true;
+  for (const StepField& field : kStepFields)
+    if (key == field.name) return true;
+  return false;
+}
+
+RunSummary read_summary(hid_t file) {
+  h5::Handle group = h5::open_group(file, "/summary");
+  RunSummary summary;
+  summary.step_ns = h5::read_vector<double>(group.id(), "step_time_ns");
+  summary.warmup_step_ns = h5::read_vector<double>(group.id(), "warmup_step_time_ns");
+  Attrs attrs = h5::read_attrs(group.id());
+  summary.step.count = static_cast<size_t>(int_attr(attrs, "count", "/summary"));
+  for (const StepField& field : kStepFields)
+    summary.step.*field.member = number_attr(attrs, field.name, "/summary");
+  summary.warmup_to_steady = int_attr(attrs, "warmup_to_steady", "/summary");
+  for (auto& entry : attrs)
+    if (!is_step_attr(entry.first)) summary.attrs.push_back(std::move(entry));
+  summary.ops = read_aggregates(file);
+  return summary;
+}
+
+std::string version_problem(int64_t version) {
+  return "/: schema_version " + std::to_string(version) + " is not supported (this build reads " +
+         std::to_string(kSchemaVersion) + ")";
+}
+
+RunData read_contents(const std::string& path) {
+  h5::Handle file = h5::open_file_read(path);
+  RunData data;
+  data.root = h5::read_attrs(file.id());
+  const int64_t version = int_attr(data.root, "schema_version", "/");
+  if (version != kSchemaVersion) throw Error(version_problem(version));
+  const int64_t world_size = int_attr(data.root, "world_size", "/");
+  if (world_size < 1) throw Error("/: world_size " + std::to_string(world_size) + " < 1");
+  const auto ranks = static_cast<size_t>(world_size);
+
+  h5::Handle stack = h5::open_group(file.id(), "/stack");
+  data.stack = h5::read_attrs(stack.id());
+  const h5::Table env = h5::read_table(stack.id(), "env");
+  const auto& names = column<std::string>(env, "name", "/stack/env");
+  const auto& values = column<std::string>(env, "value", "/stack/env");
+  for (size_t i = 0; i < names.size(); ++i)
+    data.env.emplace_back(names[i], values[i]);
+
+  h5::Handle config = h5::open_group(file.id(), "/config");
+  data.config = h5::read_attrs(config.id());
+  data.topology = read_topology(file.id(), ranks);
+  data.ops = read_ops(file.id());
+  for (size_t rank = 0; rank < ranks; ++rank)
+    data.timelines.push_back(h5::read_timeline(file.id(), rank_path(rank)));
+  data.summary = read_summary(file.id());
+  return data;
+}
+
+// ---- validation ----
+
+// Runs one group of checks; an exception (an unreadable object) becomes one more problem, so
+// one broken object never hides problems elsewhere.
+template <class Fn> void check_section(std::vector<std::string>& problems, Fn&& checks) {
+  try {
+    checks();
+  } catch (const std::exception& e) {
+    problems.emplace_back(e.what());
+  }
+}
+
+bool require_object(hid_t file, const std::string& path, const char* what,
+                    std::vector<std::string>& problems) {
+  if (h5::exists(file, path)) return true;
+  problems.push_back(path + ": missing " + what);
+  return false;
+}
+
+void require_attrs(const Attrs& attrs, const std::string& where,
+                   const std::vector<std::string>& keys, std::vector<std::string>& problems) {
+  for (const std::string& key : keys)
+    if (find_attr(attrs, key) == nullptr)
+      problems.push_back(where + ": missing attribute '" + key + "'");
+}
+
+void validate_stack(hid_t file, std::vector<std::string>& problems) {
+  h5::Handle stack = h5::open_group(file, "/stack");
+  require_attrs(h5::read_attrs(stack.id()), "/stack",
+                {std::begin(kStackAttrs), std::end(kStackAttrs)}, problems);
+  if (!require_object(file, "/stack/env", "dataset", problems)) return;
+  const h5::Table env = h5::read_table(file, "/stack/env");
+  column<std::string>(env, "name", "/stack/env");
+  column<std::string>(env, "value", "/stack/env");
+}
+
+// Returns the number of ops (the valid op_id range).
+int64_t validate_ops(hid_t file, std::vector<std::string>& problems) {
+  const h5::Table table = h5::read_table(file, "/ops");
+  const auto& ids = column<int64_t>(table, "id", "/ops");
+  column<std::string>(table, "name", "/ops");
+  const auto& kinds = column<std::string>(table, "kind", "/ops");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string row = "/ops: row " + std::to_string(i) + ": ";
+    if (ids[i] != static_cast<int64_t>(i))
+      problems.push_back(row + "id " + std::to_string(ids[i]) + ", expected " + std::to_string(i));
+    try {
+      parse_op_kind(kinds[i]);
+    } catch (const Error&) {
+      problems.push_back(row + "unknown kind '" + kinds[i] + "'");
+    }
+  }
+  return static_cast<int64_t>(ids.size());
+}
+
+void validate_timeline(hid_t file, const std::string& path, int64_t op_count,
+                       std::vector<std::string>& problems) {
+  if (!require_object(file, path, "dataset", problems)) return;
+  const std::vector<TimelineRecord> rows = h5::read_timeline(file, path);
+  size_t found = 0;
+  auto report = [&](size_t row, const std::string& what) {
+    if (++found <= kMaxRowProblems)
+      problems.push_back(path + ": row " + std::to_string(row) + ": " + what);
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TimelineRecord& row = rows[i];
+    if (row.op_id < 0 || (op_count >= 0 && row.op_id >= op_count))
+      report(i, "op_id " + std::to_string(row.op_id) + " outside [0, " +
+                    (op_count >= 0 ? std::to_string(op_count) : "?") + ")");
+    if (row.t_end_ns < row.t_start_ns) report(i, "t_end_ns < t_start_ns");
+    if (row.lane >= kLaneCount) report(i, "lane " + std::to_string(row.lane) + " not in {0, 1, 2}");
+    if (row.warmup > 1) report(i, "warmup " + std::to_string(row.warmup) + " not in {0, 1}");
+  }
+  if (found > kMaxRowProblems)
+    problems.push_back(path + ": " + std::to_string(found - kMaxRowProblems) +
+                       " more row problems");
+}
+
+// /ranks holds exactly the groups 0 .. world_size-1 (world_size < 0: unknown, not checked).
+void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
+                    std::vector<std::string>& problems) {
+  h5::Handle ranks = h5::open_group(file, "/ranks");
+  const std::vector<std::string> children = h5::list_children(ranks.id());
+  std::set<std::string> expected;
+  for (int64_t rank = 0; rank < world_size; ++rank)
+    expected.insert(std::to_string(rank));
+  for (const std::string& name : expected)
+    if (std::find(children.begin(), children.end(), name) == children.end())
+      problems.push_back("/ranks/" + name + ": missing group");
+  for (const std::string& name : children) {
+    if (world_size >= 0 && expected.count(name) == 0) {
+      problems.push_back("/ranks/" + name + ": unexpected (world_size is " +
+                         std::to_string(world_size) + ")");
+      continue;
+    }
+    check_section(problems, [&] {
+      validate_timeline(file, "/ranks/" + name + "/timeline", op_count, problems);
+    });
+  }
+}
+
+void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
+  h5::Handle topology = h5::open_group(file, "/topology");
+  for (const std::string& key : h5::list_children(topology.id()))
+    check_section(problems, [&] {
+      const size_t size = h5::column_size(h5::read_dataset(topology.id(), key));
+      if (world_size >= 0 && size != static_cast<size_t>(world_size))
+        problems.push_back("/topology/" + key + ": " + std::to_string(size) +
+                           " values, expected world_size " + std::to_string(world_size));
+    });
+}
+
+void validate_summary(hid_t file, std::vector<std::string>& problems) {
+  check_section(problems, [&] {
+    const std::string path = "/summary/step_time_ns";
+    if (!require_object(file, path, "dataset", problems)) return;
+    const std::vector<double> steps = h5::read_vector<double>(file, path);
+    if (steps.empty()) problems.push_back(path + ": empty");
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (!(steps[i] > 0)) {
+        problems.push_back(path + ": value " + std::to_string(i) + " is " + number_text(steps[i]) +
+                           ", expected > 0");
+        break;
+      }
+  });
+  check_section(problems, [&] {
+    const std::string path = "/summary/warmup_step_time_ns";
+    if (require_object(file, path, "dataset", problems)) h5::read_vector<double>(file, path);
+  });
+  check_section(problems, [&] {
+    h5::Handle summary = h5::open_group(file, "/summary");
+    const Attrs attrs = h5::read_attrs(summary.id());
+    std::vector<std::string> keys = {"count", "warmup_to_steady"};
+    for (const StepField& field : kStepFields)
+      keys.emplace_back(field.name);
+    require_attrs(attrs, "/summary", keys, problems);
+    if (find_attr(attrs, "p50_ns") == nullptr || find_attr(attrs, "p95_ns") == nullptr ||
+        find_attr(attrs, "p99_ns") == nullptr)
+      return;
+    const double p50 = number_attr(attrs, "p50_ns", "/summary");
+    const double p95 = number_attr(attrs, "p95_ns", "/summary");
+    const double p99 = number_attr(attrs, "p99_ns", "/summary");
+    if (!(p50 <= p95 && p95 <= p99))
+      problems.push_back("/summary: expected p50_ns <= p95_ns <= p99_ns, found " +
+                         number_text(p50) + ", " + number_text(p95) + ", " + number_text(p99));
+  });
+  check_section(problems, [&] {
+    if (require_object(file, "/summary/ops", "dataset", problems)) read_aggregates(file);
+  });
+}
+
+void validate_contents(hid_t file, std::vector<std::string>& problems) {
+  Attrs root;
+  check_section(problems, [&] { root = h5::read_attrs(file); });
+  require_attrs(root, "/", {std::begin(kRootAttrs), std::end(kRootAttrs)}, problems);
+  if (const AttrValue* value = find_attr(root, "schema_version")) {
+    const auto* version = std::get_if<int64_t>(value);
+    // Another major version may lay the file out differently: nothing else can be checked.
+    if (version == nullptr) {
+      problems.push_back("/: schema_version is not an integer");
+      return;
+    }
+    if (*version != kSchemaVersion) {
+      problems.push_back(version_problem(*version));
+      return;
+    }
+  }
+  int64_t world_size = -1;
+  if (const AttrValue* value = find_attr(root, "world_size")) {
+    const auto* size = std::get_if<int64_t>(value);
+    if (size != nullptr && *size >= 1)
+      world_size = *size;
+    else
+      problems.push_back("/: world_size must be an integer >= 1");
+  }
+
+  std::set<std::string> present;
+  for (const char* group : kGroups)
+    check_section(problems, [&] {
+      if (require_object(file, group, "group", problems)) present.insert(group);
+    });
+  auto has = [&](const char* group) { return present.count(group) > 0; };
+  if (has("/stack")) check_section(problems, [&] { validate_stack(file, problems); });
+  if (has("/config"))
+    check_section(problems, [&] { h5::read_attrs(h5::open_group(file, "/config").id()); });
+  if (has("/topology"))
+    check_section(problems, [&] { validate_topology(file, world_size, problems); });
+  int64_t op_count = -1;
+  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, problems); });
+  if (has("/ranks"))
+    check_section(problems, [&] { validate_ranks(file, world_size, op_count, problems); });
+  if (has("/summary")) validate_summary(file, problems);
+}
+
+} // namespace
+
+void write_run_file(const std::string& path, const RunData& data) {
+  check_writable(path, data);
+  TemporaryFile temporary(path + ".tmp." + std::to_string(::getpid()));
+  try {
+    write_contents(temporary.path(), data);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  if (std::rename(temporary.path().c_str(), path.c_str()) != 0)
+    throw Error(path + ": cannot rename '" + temporary.path() +
+                "' onto it: " + std::strerror(errno));
+  temporary.keep();
+}
+
+RunData read_run_file(const std::string& path) {
+  if (const std::string problem = open_problem(path); !problem.empty()) throw UsageError(problem);
+  try {
+    return read_contents(path);
+  } catch (const Error& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+}
+
+std::vector<std::string> validate_run_file(const std::string& path) {
+  if (std::string problem = open_problem(path); !problem.empty()) return {problem};
+  std::vector<std::string> problems;
+  try {
+    h5::Handle file = h5::open_file_read(path);
+    validate_contents(file.id(), problems);
+  } catch (const std::exception& e) {
+    problems.push_back(path + ": " + e.what());
+  }
+  return problems;
+}
+
+std::string hdf5_library_version() {
+  unsigned major = 0;
+  unsigned minor = 0;
+  unsigned release = 0;
+  h5::check_status(H5get_libversion(&major, &minor, &release), "H5get_libversion", "library");
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
+} // namespace ridgeline
