@@ -1,0 +1,586 @@
+// Fused attention on the GPU. Prefill (seq > 1): a flash-attention-style kernel, one CTA per
+// 128 query rows of one head, K/V streamed through shared memory in 64-key tiles (cp.async,
+// double-buffered), S = QK^T and O += PV on tensor cores (mma.sync m16n8k16, fp32 accumulate),
+// online softmax in registers: the seq x context score matrix never exists. Decode (seq == 1):
+// the context is split across CTAs so that even batch * kv_heads = 1 fills every SM; each CTA
+// keeps a partial (max, sum, unnormalised output) and a second kernel combines the splits.
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "models/cuda_common.cuh"
+
+namespace ridgeline {
+namespace cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// PTX wrappers (sm_80+): tensor-core MMA, ldmatrix and asynchronous global -> shared copies.
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+/// 16-byte copy; `valid` false zero-fills the destination (rows past the context or the tile).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    r = *reinterpret_cast<uint32_t *>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    r = *reinterpret_cast<uint32_t *>(&v);
+  }
+  return r;
+}
+
+// Shared-memory tiles are [rows][D] with 16-byte chunks XOR-swizzled by (row % 8): the 8 rows
+// an ldmatrix reads at one logical chunk land in 8 different bank groups.
+template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+struct FlashParams {
+  const void *q;
+  const void *k;
+  const void *v;
+  void *o;
+  int64_t q_ld, k_ld, v_ld, o_ld;
+  int seq, context, capacity, heads, group;
+  float scale_log2; ///< log2(e) / sqrt(head_dim): the softmax runs on exp2
+};
+
+constexpr int kFlashWarps = 8;
+constexpr int kFlashM = 16 * kFlashWarps; // query rows per CTA, 16 per warp
+constexpr int kFlashN = 64;               // keys per tile
+constexpr int kFlashThreads = 32 * kFlashWarps;
+
+template <int D> constexpr int flash_smem_bytes() {
+  return (kFlashM * D + 4 * kFlashN * D) * 2; // Q, then K and V double-buffered
+}
+
+/// Issues cp.async loads of `rows` x D elements starting at logical row `row0` of a head.
+template <typename T, int D, int kRows>
+__device__ __forceinline__ void load_tile(T *smem, const T *base, int64_t ld, int row0,
+                                          int valid_rows) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kFlashThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = row0 + r < valid_rows;
+    const T *src = base + (valid ? (static_cast<int64_t>(row0 + r) * ld + c * 8) : 0);
+    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(smem + swizzle<D>(r, c))), src,
+                valid);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T *q_s = reinterpret_cast<T *>(smem_raw);
+  T *k_s = q_s + kFlashM * D;     // [2][kFlashN][D]
+  T *v_s = k_s + 2 * kFlashN * D; // [2][kFlashN][D]
+
+  const int m_blocks = (p.seq + kFlashM - 1) / kFlashM;
+  // The longest (last) query tiles go first so that the causal tail does not straggle.
+  const int m_block = m_blocks - 1 - static_cast<int>(blockIdx.y);
+  const int b = static_cast<int>(blockIdx.x) / p.heads;
+  const int h = static_cast<int>(blockIdx.x) % p.heads;
+  const int kvh = h / p.group;
+  const int m0 = m_block * kFlashM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int offset = p.context - p.seq; // query i sees keys j <= offset + i
+
+  const T *q_base = static_cast<const T *>(p.q) + (static_cast<int64_t>(b) * p.seq) * p.q_ld +
+                    static_cast<int64_t>(h) * D;
+  const T *k_base = static_cast<const T *>(p.k) + (static_cast<int64_t>(b) * p.capacity) * p.k_ld +
+                    static_cast<int64_t>(kvh) * D;
+  const T *v_base = static_cast<const T *>(p.v) + (static_cast<int64_t>(b) * p.capacity) * p.v_ld +
+                    static_cast<int64_t>(kvh) * D;
+
+  const int last_row = min(m0 + kFlashM, p.seq) - 1;
+  const int keys = min(p.context, offset + last_row + 1);
+  const int n_blocks = (keys + kFlashN - 1) / kFlashN;
+
+  load_tile<T, D, kFlashM>(q_s, q_base, p.q_ld, m0, p.seq);
+  cp_async_commit();
+  load_tile<T, D, kFlashN>(k_s, k_base, p.k_ld, 0, p.context);
+  load_tile<T, D, kFlashN>(v_s, v_base, p.v_ld, 0, p.context);
+  cp_async_commit();
+
+  constexpr int kSteps = D / 16;       // k-steps of QK^T
+  constexpr int kNTiles = kFlashN / 8; // 8-key tiles of S
+  constexpr int kDTiles = D / 8;       // 8-column tiles of O
+  uint32_t q_frag[kSteps][4];
+  float o_acc[kDTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i)
+    o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f}; // per-thread partial sums, reduced over the quad at the end
+
+  const int g = lane / 4, t = lane % 4;
+  const int row_lo = m0 + warp * 16 + g; // this thread's two query rows
+  const int row_hi = row_lo + 8;
+
+  for (int n = 0; n < n_blocks; ++n) {
+    cp_async_wait_all();
+    __syncthreads(); // tile n is in; every warp is done with the buffer tile n + 1 will use
+    if (n == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        const int r = warp * 16 + (lane % 16);
+        const int c = ks * 2 + lane / 16;
+        ldmatrix_x4(q_frag[ks],
+                    static_cast<uint32_t>(__cvta_generic_to_shared(q_s + swizzle<D>(r, c))));
+      }
+    }
+    if (n + 1 < n_blocks) {
+      const int buf = (n + 1) & 1;
+      load_tile<T, D, kFlashN>(k_s + buf * kFlashN * D, k_base, p.k_ld, (n + 1) * kFlashN,
+                               p.context);
+      load_tile<T, D, kFlashN>(v_s + buf * kFlashN * D, v_base, p.v_ld, (n + 1) * kFlashN,
+                               p.context);
+      cp_async_commit();
+    }
+    const T *kt = k_s + (n & 1) * kFlashN * D;
+    const T *vt = v_s + (n & 1) * kFlashN * D;
+    const uint32_t k_addr = static_cast<uint32_t>(__cvta_generic_to_shared(kt));
+    const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(vt));
+
+    // S = Q K^T for this warp's 16 rows x 64 keys.
+    float s[kNTiles][4];
+#pragma unroll
+    for (int i = 0; i < kNTiles; ++i)
+      s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; nt += 2) {
+        uint32_t kb[4];
+        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
+        const int c = ks * 2 + (lane / 8) % 2;
+        ldmatrix_x4(kb, k_addr + 2 * swizzle<D>(r, c));
+        mma_16816<T>(s[nt], q_frag[ks], kb[0], kb[1]);
+        mma_16816<T>(s[nt + 1], q_frag[ks], kb[2], kb[3]);
+      }
+    }
+
+    // Mask only the tiles that reach past a row's last visible key or past the context.
+    const int n0 = n * kFlashN;
+    const bool needs_mask = n0 + kFlashN - 1 > offset + m0 || n0 + kFlashN > p.context;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nt][e] * p.scale_log2;
+        if (needs_mask) {
+          const int key = n0 + nt * 8 + 2 * t + (e & 1);
+          const int row = e < 2 ? row_lo : row_hi;
+          if (key > offset + row || key >= p.context)
+            x = -INFINITY;
+        }
+        s[nt][e] = x;
+      }
+    }
+
+    // Online softmax: new running max, rescale what was accumulated, exponentiate this tile.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = row_max[half];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+        mx = fmaxf(mx, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.0f : mx; // a row with nothing visible yet
+      const float alpha = exp2f(row_max[half] - base);
+      row_max[half] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        s[nt][2 * half] = exp2f(s[nt][2 * half] - base);
+        s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - base);
+        sum += s[nt][2 * half] + s[nt][2 * half + 1];
+      }
+      row_sum[half] = row_sum[half] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        o_acc[dt][2 * half] *= alpha;
+        o_acc[dt][2 * half + 1] *= alpha;
+      }
+    }
+
+    // O += P V: the S accumulators are exactly the A fragments of P once packed to 16 bits.
+#pragma unroll
+    for (int kk = 0; kk < kFlashN / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; dt += 2) {
+        uint32_t vb[4];
+        const int r = kk * 16 + (lane % 16);
+        const int c = dt + lane / 16;
+        ldmatrix_x4_trans(vb, v_addr + 2 * swizzle<D>(r, c));
+        mma_16816<T>(o_acc[dt], pa, vb[0], vb[1]);
+        mma_16816<T>(o_acc[dt + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+
+  // Finish the row sums over the quad, normalise, and store rows that exist.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.0f / sum;
+    const int row = half == 0 ? row_lo : row_hi;
+    if (row >= p.seq)
+      continue;
+    T *out = static_cast<T *>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
+             static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<uint32_t *>(out + dt * 8 + 2 * t) =
+          pack2<T>(o_acc[dt][2 * half] * inv, o_acc[dt][2 * half + 1] * inv);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode: one query row per (sequence, head); the context is split across CTAs.
+
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeTile = 64; // keys staged in shared memory at a time
+constexpr int kDecodeHeads = 8; // query heads of one KV head handled per CTA
+
+struct DecodeParams {
+  const void *q;
+  const void *k;
+  const void *v;
+  float *part_o;  ///< [batch][heads][splits][D], unnormalised
+  float *part_ml; ///< [batch][heads][splits][2]: running max (log2 units) and sum
+  int64_t q_ld, k_ld, v_ld;
+  int context, capacity, heads, group, head_chunks, splits, split_len;
+  float scale_log2;
+};
+
+template <int D> constexpr int decode_smem_bytes() {
+  return kDecodeHeads * D * 4 + 2 * kDecodeTile * (D + 8) * 2 + kDecodeHeads * kDecodeTile * 4 +
+         3 * kDecodeHeads * 4;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodeParams p) {
+  constexpr int kLd = D + 8; // padded rows: thread-per-key reads hit distinct banks
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float *q_s = reinterpret_cast<float *>(smem_raw);                // [kDecodeHeads][D]
+  T *k_s = reinterpret_cast<T *>(q_s + kDecodeHeads * D);          // [kDecodeTile][kLd]
+  T *v_s = k_s + kDecodeTile * kLd;                                // [kDecodeTile][kLd]
+  float *p_s = reinterpret_cast<float *>(v_s + kDecodeTile * kLd); // [kDecodeHeads][kDecodeTile]
+  float *m_s = p_s + kDecodeHeads * kDecodeTile;
+  float *l_s = m_s + kDecodeHeads;
+  float *alpha_s = l_s + kDecodeHeads;
+
+  const int split = blockIdx.x;
+  const int kvh = blockIdx.y / p.head_chunks;
+  const int chunk = blockIdx.y % p.head_chunks;
+  const int b = blockIdx.z;
+  const int g0 = chunk * kDecodeHeads;
+  const int nh = min(kDecodeHeads, p.group - g0);
+  const int begin = split * p.split_len;
+  const int end = min(p.context, begin + p.split_len);
+
+  const T *q_base = static_cast<const T *>(p.q) + static_cast<int64_t>(b) * p.q_ld;
+  for (int i = threadIdx.x; i < kDecodeHeads * D; i += kDecodeThreads) {
+    const int hh = i / D;
+    q_s[i] = hh < nh ? to_float(q_base[static_cast<int64_t>(kvh * p.group + g0 + hh) * D + i % D])
+                     : 0.0f;
+  }
+  if (threadIdx.x < kDecodeHeads) {
+    m_s[threadIdx.x] = -INFINITY;
+    l_s[threadIdx.x] = 0.0f;
+  }
+  const T *k_base = static_cast<const T *>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
+                    static_cast<int64_t>(kvh) * D;
+  const T *v_base = static_cast<const T *>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
+                    static_cast<int64_t>(kvh) * D;
+
+  // PV ownership: thread -> (head, 8-column chunk).
+  constexpr int kChunks = D / 8;
+  const int my_head = threadIdx.x / kChunks;
+  const int my_chunk = threadIdx.x % kChunks;
+  const bool owns = my_head < nh;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+
+  for (int j0 = begin; j0 < end; j0 += kDecodeTile) {
+    const int len = min(kDecodeTile, end - j0);
+    __syncthreads(); // previous tile fully consumed (and q_s / m_s initialised)
+    for (int i = threadIdx.x; i < kDecodeTile * kChunks; i += kDecodeThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (r < len) { // rows past the split are zero: no stale NaN reaches P * V
+        kv = *reinterpret_cast<const uint4 *>(k_base + static_cast<int64_t>(j0 + r) * p.k_ld +
+                                              c * 8);
+        vv = *reinterpret_cast<const uint4 *>(v_base + static_cast<int64_t>(j0 + r) * p.v_ld +
+                                              c * 8);
+      }
+      *reinterpret_cast<uint4 *>(k_s + r * kLd + c * 8) = kv;
+      *reinterpret_cast<uint4 *>(v_s + r * kLd + c * 8) = vv;
+    }
+    __syncthreads();
+    // Scores: thread -> key (threadIdx % tile), heads strided by the number of key passes.
+    {
+      constexpr int kPasses = kDecodeThreads / kDecodeTile;
+      const int key = threadIdx.x % kDecodeTile;
+      for (int hh = threadIdx.x / kDecodeTile; hh < nh; hh += kPasses) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const uint4 raw = *reinterpret_cast<const uint4 *>(k_s + key * kLd + c * 8);
+          const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+          for (int x = 0; x < 8; ++x)
+            dot += to_float(e[x]) * q_s[hh * D + c * 8 + x];
+        }
+        p_s[hh * kDecodeTile + key] = key < len ? dot * p.scale_log2 : -INFINITY;
+      }
+    }
+    __syncthreads();
+    // Online softmax per head: one warp per head.
+    {
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+      for (int hh = warp; hh < nh; hh += kDecodeThreads / 32) {
+        float mx = -INFINITY;
+        for (int j = lane; j < kDecodeTile; j += 32)
+          mx = fmaxf(mx, p_s[hh * kDecodeTile + j]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float m_old = m_s[hh];
+        const float m_new = fmaxf(m_old, mx); // finite: every tile has a visible key
+        float sum = 0.0f;
+        for (int j = lane; j < kDecodeTile; j += 32) {
+          const float e = exp2f(p_s[hh * kDecodeTile + j] - m_new);
+          p_s[hh * kDecodeTile + j] = e;
+          sum += e;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+          sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) {
+          const float alpha = exp2f(m_old - m_new);
+          alpha_s[hh] = alpha;
+          l_s[hh] = l_s[hh] * alpha + sum;
+          m_s[hh] = m_new;
+        }
+      }
+    }
+    __syncthreads();
+    if (owns) {
+      const float alpha = alpha_s[my_head];
+#pragma unroll
+      for (int x = 0; x < 8; ++x)
+        acc[x] *= alpha;
+      for (int j = 0; j < len; ++j) {
+        const float pj = p_s[my_head * kDecodeTile + j];
+        const uint4 raw = *reinterpret_cast<const uint4 *>(v_s + j * kLd + my_chunk * 8);
+        const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+        for (int x = 0; x < 8; ++x)
+          acc[x] += pj * to_float(e[x]);
+      }
+    }
+  }
+  if (owns) {
+    const int h = kvh * p.group + g0 + my_head;
+    const int64_t slot = (static_cast<int64_t>(b) * p.heads + h) * p.splits + split;
+    float *o = p.part_o + slot * D + my_chunk * 8;
+#pragma unroll
+    for (int x = 0; x < 8; ++x)
+      o[x] = acc[x];
+    if (my_chunk == 0) {
+      p.part_ml[slot * 2] = m_s[my_head];
+      p.part_ml[slot * 2 + 1] = l_s[my_head];
+    }
+  }
+}
+
+template <typename T, int D>
+__global__ void decode_combine_kernel(const float *part_o, const float *part_ml, T *out,
+                                      int64_t o_ld, int heads, int splits) {
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int64_t slot0 = (static_cast<int64_t>(b) * heads + h) * splits;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s)
+    mx = fmaxf(mx, part_ml[(slot0 + s) * 2]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = exp2f(part_ml[(slot0 + s) * 2] - mx);
+      num += w * part_o[(slot0 + s) * D + d];
+      den += w * part_ml[(slot0 + s) * 2 + 1];
+    }
+    out[static_cast<int64_t>(b) * o_ld + static_cast<int64_t>(h) * D + d] =
+        from_float<T>(num / den);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+template <typename T, int D>
+void launch_flash(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+                  const Tensor &out, cudaStream_t stream) {
+  constexpr int smem = flash_smem_bytes<D>();
+  // cudaFuncSetAttribute is per device and cheap; setting it every launch keeps multi-device
+  // processes correct without static state.
+  RIDGELINE_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  FlashParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.o = out.data;
+  p.q_ld = q.ld;
+  p.k_ld = k.ld;
+  p.v_ld = v.ld;
+  p.o_ld = out.ld;
+  p.seq = static_cast<int>(s.seq);
+  p.context = static_cast<int>(s.context);
+  p.capacity = static_cast<int>(s.capacity);
+  p.heads = static_cast<int>(s.heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
+                  static_cast<unsigned>((s.seq + kFlashM - 1) / kFlashM));
+  flash_prefill_kernel<T, D><<<grid, kFlashThreads, smem, stream>>>(p);
+  RIDGELINE_CHECK(cudaGetLastError());
+}
+
+template <typename T, int D>
+void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+                   const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
+  const int group = static_cast<int>(s.heads / s.kv_heads);
+  const int head_chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
+  // Two waves of CTAs over the SMs, but no split shorter than one tile.
+  const int64_t want = (2 * static_cast<int64_t>(sm_count) + ctas_per_split - 1) / ctas_per_split;
+  const int64_t max_splits = (s.context + kDecodeTile - 1) / kDecodeTile;
+  int64_t splits = want < 1 ? 1 : (want > max_splits ? max_splits : want);
+  const int64_t split_len = (s.context + splits - 1) / splits;
+  splits = (s.context + split_len - 1) / split_len;
+
+  const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
+  float *part = static_cast<float *>(scratch(slots * (D + 2) * sizeof(float)));
+  DecodeParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.part_o = part;
+  p.part_ml = part + slots * D;
+  p.q_ld = q.ld;
+  p.k_ld = k.ld;
+  p.v_ld = v.ld;
+  p.context = static_cast<int>(s.context);
+  p.capacity = static_cast<int>(s.capacity);
+  p.heads = static_cast<int>(s.heads);
+  p.group = group;
+  p.head_chunks = head_chunks;
+  p.splits = static_cast<int>(splits);
+  p.split_len = static_cast<int>(split_len);
+  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  constexpr int smem = decode_smem_bytes<D>();
+  RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(s.kv_heads * head_chunks),
+                  static_cast<unsigned>(s.batch));
+  decode_split_kernel<T, D><<<grid, kDecodeThreads, smem, stream>>>(p);
+  RIDGELINE_CHECK(cudaGetLastError());
+  decode_combine_kernel<T, D>
+      <<<dim3(static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch)), D, 0, stream>>>(
+          p.part_o, p.part_ml, static_cast<T *>(out.data), out.ld, p.heads, p.splits);
+  RIDGELINE_CHECK(cudaGetLastError());
+}
+
+bool aligned_16(const Tensor &t) {
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0;
+}
+
+template <typename T>
+void run_fused(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+               const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
+  const bool decode = s.seq == 1;
+  if (s.head_dim == 64) {
+    if (decode)
+      launch_decode<T, 64>(s, q, k, v, out, sm_count, scratch, stream);
+    else
+      launch_flash<T, 64>(s, q, k, v, out, stream);
+  } else if (s.head_dim == 128) {
+    if (decode)
+      launch_decode<T, 128>(s, q, k, v, out, sm_count, scratch, stream);
+    else
+      launch_flash<T, 128>(s, q, k, v, out, stream);
+  } else {
+    throw Error("fused attention supports head_dim 64 and 128, got " + std::to_string(s.head_dim) +
+                " (the naive implementation takes any head_dim)");
+  }
+}
+
+} // namespace
+
+void attention_fused(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+                     const Tensor &out, int sm_count, const ScratchFn &scratch,
+                     cudaStream_t stream) {
+  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
+                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
+  RIDGELINE_REQUIRE(s.context < (int64_t{1} << 31) && s.batch * s.capacity < (int64_t{1} << 31),
+                    "fused attention: sequence too long for 32-bit row indices");
+  if (s.batch == 0 || s.seq == 0 || s.heads == 0)
+    return;
+  if (q.dtype == DType::bf16)
+    run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, stream);
+  else if (q.dtype == DType::f16)
+    run_fused<__half>(s, q, k, v, out, sm_count, scratch, stream);
+  else
+    throw Error("fused attention takes bf16 or fp16 tensors");
+}
+
+} // namespace cuda
+} // namespace ridgeline

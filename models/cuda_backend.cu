@@ -1,0 +1,682 @@
+// The CUDA backend: two streams (compute; comm/p2p at the highest priority), a CUDA-event clock,
+// cuBLASLt GEMMs with cached heuristics, the kernels of kernels_cuda.cu and attention_cuda.cu,
+// and CUDA-graph capture/replay of whole lanes.
+#include <cublasLt.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.hpp"
+#include "core/error.hpp"
+#include "models/cuda_backend.hpp"
+#include "models/cuda_common.cuh"
+
+namespace ridgeline {
+namespace cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+/// Owns a cudaStream_t.
+class Stream {
+public:
+  explicit Stream(int priority) {
+    RIDGELINE_CHECK(cudaStreamCreateWithPriority(&m_stream, cudaStreamNonBlocking, priority));
+  }
+  Stream(Stream &&other) noexcept : m_stream(other.m_stream) { other.m_stream = nullptr; }
+  Stream &operator=(Stream &&) = delete;
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  ~Stream() {
+    if (m_stream != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cudaStreamDestroy(m_stream));
+  }
+  cudaStream_t get() const { return m_stream; }
+
+private:
+  cudaStream_t m_stream = nullptr;
+};
+
+/// Owns a cudaEvent_t (timing events for the clock, sync-only events for joins).
+class Event {
+public:
+  explicit Event(bool timing) {
+    RIDGELINE_CHECK(
+        cudaEventCreateWithFlags(&m_event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  Event(Event &&other) noexcept : m_event(other.m_event) { other.m_event = nullptr; }
+  Event &operator=(Event &&) = delete;
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  ~Event() {
+    if (m_event != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(m_event));
+  }
+  cudaEvent_t get() const { return m_event; }
+
+private:
+  cudaEvent_t m_event = nullptr;
+};
+
+/// Owns a cublasLtHandle_t.
+class CublasLtHandle {
+public:
+  CublasLtHandle() { RIDGELINE_CHECK(cublasLtCreate(&m_handle)); }
+  CublasLtHandle(const CublasLtHandle &) = delete;
+  CublasLtHandle &operator=(const CublasLtHandle &) = delete;
+  ~CublasLtHandle() { RIDGELINE_CHECK_NOTHROW(cublasLtDestroy(m_handle)); }
+  cublasLtHandle_t get() const { return m_handle; }
+
+private:
+  cublasLtHandle_t m_handle = nullptr;
+};
+
+/// Owns an instantiated CUDA graph.
+class GraphExec {
+public:
+  explicit GraphExec(cudaGraphExec_t exec) : m_exec(exec) {}
+  GraphExec(GraphExec &&other) noexcept : m_exec(other.m_exec) { other.m_exec = nullptr; }
+  GraphExec &operator=(GraphExec &&) = delete;
+  GraphExec(const GraphExec &) = delete;
+  GraphExec &operator=(const GraphExec &) = delete;
+  ~GraphExec() {
+    if (m_exec != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cudaGraphExecDestroy(m_exec));
+  }
+  cudaGraphExec_t get() const { return m_exec; }
+
+private:
+  cudaGraphExec_t m_exec = nullptr;
+};
+
+/// Clock on CUDA events: a pool created up front and reused, so that timed loops create none.
+class CudaClock final : public Clock {
+public:
+  explicit CudaClock(std::array<cudaStream_t, kLaneCount> lanes) : m_lanes(lanes), m_epoch(true) {
+    grow(256);
+  }
+
+  void start_epoch() override {
+    RIDGELINE_CHECK(cudaEventRecord(m_epoch.get(), m_lanes[0]));
+    RIDGELINE_CHECK(cudaEventSynchronize(m_epoch.get()));
+    m_next = 0;
+  }
+
+  size_t stamp(Lane lane) override {
+    if (m_next == m_pool.size())
+      grow(m_pool.size()); // doubles: only in the first iterations
+    RIDGELINE_CHECK(cudaEventRecord(m_pool[m_next].get(), m_lanes[static_cast<int>(lane)]));
+    return m_next++;
+  }
+
+  std::vector<int64_t> collect() override {
+    std::vector<int64_t> out(m_next);
+    for (size_t i = 0; i < m_next; ++i) {
+      RIDGELINE_CHECK(cudaEventSynchronize(m_pool[i].get()));
+      float ms = 0.0f;
+      RIDGELINE_CHECK(cudaEventElapsedTime(&ms, m_epoch.get(), m_pool[i].get()));
+      out[i] = std::llround(static_cast<double>(ms) * 1.0e6);
+    }
+    m_next = 0;
+    return out;
+  }
+
+  const char *name() const override { return "cuda_event"; }
+
+private:
+  void grow(size_t n) {
+    m_pool.reserve(m_pool.size() + n);
+    for (size_t i = 0; i < n; ++i)
+      m_pool.emplace_back(true);
+  }
+
+  std::array<cudaStream_t, kLaneCount> m_lanes;
+  Event m_epoch;
+  std::vector<Event> m_pool;
+  size_t m_next = 0;
+};
+
+/// One cuBLASLt matmul in column-major terms: D[m, n] = alpha * op(A)[m, k] * op(B)[k, n].
+struct MatmulShape {
+  bool trans_a = false;
+  bool trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  cudaDataType_t ab_type = CUDA_R_16BF;
+  cudaDataType_t c_type = CUDA_R_16BF;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  int64_t align_a = 256, align_b = 256, align_c = 256; ///< bytes: heuristics must respect them
+
+  std::array<int64_t, 17> key() const {
+    return {trans_a, trans_b, m,        n,        k,        lda,     ldb,     ldc,    ab_type,
+            c_type,  batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c};
+  }
+};
+
+/// A matmul description, its layouts and the algorithm the heuristic chose, built once per shape.
+class MatmulPlan {
+public:
+  MatmulPlan(cublasLtHandle_t handle, const MatmulShape &s) {
+    RIDGELINE_CHECK(cublasLtMatmulDescCreate(&m_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    RIDGELINE_CHECK(
+        cublasLtMatmulDescSetAttribute(m_desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    RIDGELINE_CHECK(
+        cublasLtMatmulDescSetAttribute(m_desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    m_a =
+        layout(s.ab_type, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.lda, s.batch, s.stride_a);
+    m_b =
+        layout(s.ab_type, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, s.ldb, s.batch, s.stride_b);
+    m_c = layout(s.c_type, s.m, s.n, s.ldc, s.batch, s.stride_c);
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    RIDGELINE_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t workspace = kWorkspaceBytes;
+    const uint32_t align[3] = {static_cast<uint32_t>(s.align_a), static_cast<uint32_t>(s.align_b),
+                               static_cast<uint32_t>(s.align_c)};
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0], sizeof(uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1], sizeof(uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], sizeof(uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2], sizeof(uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulAlgoGetHeuristic(handle, m_desc, m_a, m_b, m_c, m_c, pref, 1, &result,
+                                              &found);
+    RIDGELINE_CHECK_NOTHROW(cublasLtMatmulPreferenceDestroy(pref));
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+      destroy();
+      RIDGELINE_CHECK(status);
+      throw Error("cuBLASLt found no algorithm for m=" + std::to_string(s.m) +
+                  " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+                  " lda=" + std::to_string(s.lda) + " ldb=" + std::to_string(s.ldb) +
+                  " ldc=" + std::to_string(s.ldc));
+    }
+    m_algo = result.algo;
+    m_workspace = result.workspaceSize;
+  }
+  MatmulPlan(const MatmulPlan &) = delete;
+  MatmulPlan &operator=(const MatmulPlan &) = delete;
+  ~MatmulPlan() { destroy(); }
+
+  void run(cublasLtHandle_t handle, float alpha, const void *a, const void *b, void *c,
+           void *workspace, cudaStream_t stream) const {
+    const float beta = 0.0f;
+    RIDGELINE_CHECK(cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, c, m_c,
+                                   &m_algo, workspace, m_workspace, stream));
+  }
+
+private:
+  static cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                                       int64_t batch, int64_t stride) {
+    cublasLtMatrixLayout_t l = nullptr;
+    RIDGELINE_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows),
+                                               static_cast<uint64_t>(cols), ld));
+    if (batch > 1) {
+      const int32_t count = static_cast<int32_t>(batch);
+      RIDGELINE_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                       &count, sizeof(count)));
+      RIDGELINE_CHECK(cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    }
+    return l;
+  }
+  void destroy() noexcept {
+    if (m_c != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_c));
+    if (m_b != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_b));
+    if (m_a != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_a));
+    if (m_desc != nullptr)
+      RIDGELINE_CHECK_NOTHROW(cublasLtMatmulDescDestroy(m_desc));
+    m_a = m_b = m_c = nullptr;
+    m_desc = nullptr;
+  }
+
+  cublasLtMatmulDesc_t m_desc = nullptr;
+  cublasLtMatrixLayout_t m_a = nullptr, m_b = nullptr, m_c = nullptr;
+  cublasLtMatmulAlgo_t m_algo{};
+  size_t m_workspace = 0;
+};
+
+/// Largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
+int64_t alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int64_t align = 256;
+  while (align > 2 && a % static_cast<uintptr_t>(align) != 0)
+    align /= 2;
+  return align;
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+  case DType::bf16:
+    return CUDA_R_16BF;
+  case DType::f16:
+    return CUDA_R_16F;
+  case DType::f32:
+    return CUDA_R_32F;
+  case DType::i32:
+    return CUDA_R_32I;
+  }
+  throw Error("unknown dtype");
+}
+
+void free_device(void *p) {
+  if (p != nullptr)
+    RIDGELINE_CHECK_NOTHROW(cudaFree(p));
+}
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(int device, DType dtype)
+      : m_device(device), m_dtype(dtype), m_compute(set_device(device, 0)),
+        m_comm(greatest_priority()), m_clock(lane_streams()) {
+    m_join[0] = std::make_unique<Event>(false);
+    m_join[1] = std::make_unique<Event>(false);
+    RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
+  }
+
+  const char *name() const override { return "cuda"; }
+  DType dtype() const override { return m_dtype; }
+  ridgeline::Stream stream(Lane lane) override { return static_cast<ridgeline::Stream>(raw(lane)); }
+  Clock &clock() override { return m_clock; }
+
+  void join(Lane waiter, Lane signal) override {
+    cudaStream_t w = raw(waiter), s = raw(signal);
+    if (w == s)
+      return; // p2p shares the comm stream
+    cudaEvent_t e = m_join[lane_slot(signal)]->get();
+    RIDGELINE_CHECK(cudaEventRecord(e, s));
+    RIDGELINE_CHECK(cudaStreamWaitEvent(w, e, 0));
+  }
+
+  void synchronize() override {
+    RIDGELINE_CHECK(cudaStreamSynchronize(m_compute.get()));
+    RIDGELINE_CHECK(cudaStreamSynchronize(m_comm.get()));
+  }
+
+  Buffer allocate(int64_t rows, int64_t cols) override {
+    RIDGELINE_REQUIRE(rows >= 0 && cols >= 0, "negative allocation");
+    return allocate_bytes(static_cast<size_t>(rows * cols) * dtype_size(m_dtype));
+  }
+
+  Buffer allocate_bytes(size_t bytes) override {
+    void *p = nullptr;
+    if (bytes > 0)
+      RIDGELINE_CHECK(cudaMalloc(&p, bytes));
+    return Buffer(p, bytes, free_device);
+  }
+
+  void upload(void *dst, const void *host_src, size_t bytes) override {
+    RIDGELINE_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+  }
+  void download(void *host_dst, const void *src, size_t bytes) override {
+    RIDGELINE_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+
+  void fill_random(Tensor t, const GenKey &key, int64_t row0, int64_t col0) override {
+    require_dtype(t);
+    cuda::fill_random(t, key, row0, col0, m_compute.get());
+  }
+  void fill_value(Tensor t, float value) override {
+    require_dtype(t);
+    cuda::fill_value(t, value, m_compute.get());
+  }
+
+  void copy(const Tensor &src, Tensor dst, Lane lane) override {
+    RIDGELINE_REQUIRE(src.rows == dst.rows && src.cols == dst.cols && src.dtype == dst.dtype,
+                      "copy: tensor shapes or dtypes differ");
+    if (src.rows == 0 || src.cols == 0)
+      return;
+    const size_t es = dtype_size(src.dtype);
+    RIDGELINE_CHECK(
+        cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.ld) * es, src.data,
+                          static_cast<size_t>(src.ld) * es, static_cast<size_t>(src.cols) * es,
+                          static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, raw(lane)));
+  }
+
+  std::vector<float> to_host(const Tensor &t) override {
+    const size_t es = dtype_size(t.dtype);
+    const size_t n = static_cast<size_t>(t.rows * t.cols);
+    std::vector<float> out(n);
+    if (n == 0)
+      return out;
+    // Every lane may have produced `t`: wait for all of them before reading.
+    synchronize();
+    std::vector<unsigned char> raw_bytes(n * es);
+    RIDGELINE_CHECK(cudaMemcpy2D(raw_bytes.data(), static_cast<size_t>(t.cols) * es, t.data,
+                                 static_cast<size_t>(t.ld) * es, static_cast<size_t>(t.cols) * es,
+                                 static_cast<size_t>(t.rows), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h = 0;
+      switch (t.dtype) {
+      case DType::bf16:
+        std::memcpy(&h, raw_bytes.data() + 2 * i, 2);
+        out[i] = bf16_bits_to_float(h);
+        break;
+      case DType::f16:
+        std::memcpy(&h, raw_bytes.data() + 2 * i, 2);
+        out[i] = __half2float(__ushort_as_half(h));
+        break;
+      case DType::f32:
+        std::memcpy(&out[i], raw_bytes.data() + 4 * i, 4);
+        break;
+      case DType::i32: {
+        int32_t v = 0;
+        std::memcpy(&v, raw_bytes.data() + 4 * i, 4);
+        out[i] = static_cast<float>(v);
+        break;
+      }
+      }
+    }
+    return out;
+  }
+
+  void gemm(const Tensor &a, const Tensor &w, Tensor c, Lane lane) override {
+    RIDGELINE_REQUIRE(a.cols == w.cols && c.rows == a.rows && c.cols == w.rows,
+                      "gemm shapes do not match: c[m,n] = a[m,k] * w[n,k]^T");
+    require_dtype(a);
+    require_dtype(w);
+    require_dtype(c);
+    if (c.rows == 0 || c.cols == 0)
+      return;
+    if (a.cols == 0) {
+      fill_value(c, 0.0f);
+      return;
+    }
+    // Row-major c = a w^T is column-major c^T = w a^T: w is op(A) transposed, a is op(B).
+    MatmulShape s;
+    s.trans_a = true;
+    s.m = c.cols;
+    s.n = c.rows;
+    s.k = a.cols;
+    s.lda = w.ld;
+    s.ldb = a.ld;
+    s.ldc = c.ld;
+    s.ab_type = s.c_type = cuda_type(m_dtype);
+    s.align_a = alignment_of(w.data);
+    s.align_b = alignment_of(a.data);
+    s.align_c = alignment_of(c.data);
+    run_matmul(s, 1.0f, w.data, a.data, c.data, lane);
+  }
+
+  void layer_norm(const Tensor &x, const Tensor &gamma, const Tensor &beta, Tensor y,
+                  float eps) override {
+    require_norm(x, gamma, y);
+    require_dtype(beta);
+    RIDGELINE_REQUIRE(beta.elements() >= x.cols, "layer_norm: beta shorter than a row");
+    cuda::norm(x, gamma, &beta, y, eps, m_compute.get());
+  }
+
+  void rms_norm(const Tensor &x, const Tensor &gamma, Tensor y, float eps) override {
+    require_norm(x, gamma, y);
+    cuda::norm(x, gamma, nullptr, y, eps, m_compute.get());
+  }
+
+  void gelu(const Tensor &x, Tensor y) override {
+    require_same(x, y);
+    cuda::map(cuda::MapOp::gelu, x, x, y, m_compute.get());
+  }
+
+  void swiglu(const Tensor &gate_up, Tensor y) override {
+    RIDGELINE_REQUIRE(gate_up.rows == y.rows && gate_up.cols == 2 * y.cols,
+                      "swiglu: input must be [m, 2f] for an [m, f] output");
+    require_dtype(gate_up);
+    require_dtype(y);
+    cuda::map(cuda::MapOp::swiglu, gate_up.cols_slice(0, y.cols),
+              gate_up.cols_slice(y.cols, y.cols), y, m_compute.get());
+  }
+
+  void add(const Tensor &a, const Tensor &b, Tensor y, Lane lane) override {
+    require_same(a, y);
+    require_same(b, y);
+    cuda::map(cuda::MapOp::add, a, b, y, raw(lane));
+  }
+
+  void rotary(Tensor x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
+              float theta) override {
+    RIDGELINE_REQUIRE(heads * head_dim <= x.cols && head_dim % 2 == 0 && seq_len > 0,
+                      "rotary: bad head layout");
+    require_dtype(x);
+    cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, m_compute.get());
+  }
+
+  void attention(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+                 Tensor out, AttentionImpl impl) override {
+    RIDGELINE_REQUIRE(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+                      "attention: heads must be a multiple of kv_heads");
+    RIDGELINE_REQUIRE(q.rows == s.batch * s.seq && out.rows == q.rows, "attention: q rows");
+    RIDGELINE_REQUIRE(k.rows == s.batch * s.capacity && v.rows == k.rows, "attention: kv rows");
+    RIDGELINE_REQUIRE(s.context <= s.capacity && s.seq <= s.context && s.seq >= 1,
+                      "attention: context");
+    RIDGELINE_REQUIRE(q.cols >= s.heads * s.head_dim && out.cols >= s.heads * s.head_dim &&
+                          k.cols >= s.kv_heads * s.head_dim && v.cols >= s.kv_heads * s.head_dim,
+                      "attention: head columns");
+    require_dtype(q);
+    require_dtype(k);
+    require_dtype(v);
+    require_dtype(out);
+    if (impl == AttentionImpl::fused)
+      cuda::attention_fused(
+          s, q, k, v, out, m_sm_count,
+          [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, m_compute.get());
+    else
+      attention_naive(s, q, k, v, out);
+  }
+
+  bool supports_graphs() const override { return true; }
+
+  void capture_begin(Lane lane) override {
+    RIDGELINE_REQUIRE(!m_capturing, "capture_begin: a capture is already open");
+    // Relaxed: NCCL and the scratch growth above may make calls that global mode forbids.
+    RIDGELINE_CHECK(cudaStreamBeginCapture(raw(lane), cudaStreamCaptureModeRelaxed));
+    m_capturing = true;
+  }
+
+  int capture_end(Lane lane) override {
+    RIDGELINE_REQUIRE(m_capturing, "capture_end without capture_begin");
+    m_capturing = false;
+    cudaGraph_t graph = nullptr;
+    RIDGELINE_CHECK(cudaStreamEndCapture(raw(lane), &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    RIDGELINE_CHECK_NOTHROW(cudaGraphDestroy(graph));
+    RIDGELINE_CHECK(status);
+    m_graphs.emplace_back(exec);
+    return static_cast<int>(m_graphs.size()) - 1;
+  }
+
+  void replay(int graph_id, Lane lane) override {
+    RIDGELINE_REQUIRE(graph_id >= 0 && graph_id < static_cast<int>(m_graphs.size()),
+                      "replay: unknown graph id");
+    RIDGELINE_CHECK(cudaGraphLaunch(m_graphs[static_cast<size_t>(graph_id)].get(), raw(lane)));
+  }
+
+private:
+  // Sets the device before any member that allocates is constructed; returns the priority of the
+  // compute stream (the default, lowest).
+  static int set_device(int device, int priority) {
+    RIDGELINE_CHECK(cudaSetDevice(device));
+    return priority;
+  }
+  static int greatest_priority() {
+    int least = 0, greatest = 0;
+    RIDGELINE_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    return greatest;
+  }
+
+  std::array<cudaStream_t, kLaneCount> lane_streams() const {
+    return {m_compute.get(), m_comm.get(), m_comm.get()};
+  }
+  cudaStream_t raw(Lane lane) const {
+    return lane == Lane::compute ? m_compute.get() : m_comm.get();
+  }
+  static int lane_slot(Lane lane) { return lane == Lane::compute ? 0 : 1; }
+
+  void require_dtype(const Tensor &t) const {
+    if (t.dtype != m_dtype)
+      throw Error(std::string("cuda backend holds ") + dtype_name(m_dtype) + " tensors, got " +
+                  dtype_name(t.dtype));
+  }
+  void require_same(const Tensor &a, const Tensor &b) const {
+    RIDGELINE_REQUIRE(a.rows == b.rows && a.cols == b.cols, "tensor shapes differ");
+    require_dtype(a);
+    require_dtype(b);
+  }
+  void require_norm(const Tensor &x, const Tensor &gamma, const Tensor &y) const {
+    require_same(x, y);
+    require_dtype(gamma);
+    RIDGELINE_REQUIRE(gamma.elements() >= x.cols && (gamma.rows == 1 || gamma.ld == gamma.cols),
+                      "norm: gamma must hold one contiguous row of x's width");
+  }
+
+  static float bf16_bits_to_float(uint16_t v) {
+    const uint32_t bits = static_cast<uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+
+  /// Grows `buffer` to `bytes`; a buffer replaced during a capture stays alive, since the graph
+  /// being recorded may already refer to it.
+  void *scratch(DeviceBuffer &buffer, size_t bytes) {
+    if (buffer.bytes() < bytes) {
+      if (m_capturing)
+        m_retired.push_back(std::move(buffer));
+      else
+        buffer = DeviceBuffer(); // cudaFree waits for the kernels still using it
+      buffer = DeviceBuffer(bytes);
+    }
+    return buffer.data();
+  }
+
+  void run_matmul(const MatmulShape &s, float alpha, const void *a, const void *b, void *c,
+                  Lane lane) {
+    auto it = m_plans.find(s.key());
+    if (it == m_plans.end())
+      it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
+    DeviceBuffer &ws = m_workspace[lane_slot(lane)];
+    if (ws.bytes() == 0)
+      ws = DeviceBuffer(kWorkspaceBytes);
+    it->second->run(m_lt.get(), alpha, a, b, c, ws.data(), raw(lane));
+  }
+
+  // Materialised attention, one head at a time over every sequence of the batch: S = Q K^T
+  // (fp32, cuBLASLt batched over sequences), a masked softmax to P, then O = P V.
+  void attention_naive(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+                       const Tensor &out) {
+    const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
+    const size_t es = dtype_size(m_dtype);
+    const size_t cells = static_cast<size_t>(s.batch * s.seq * s.context);
+    float *scores = static_cast<float *>(scratch(m_scores, cells * sizeof(float)));
+    void *probs = scratch(m_probs, cells * es);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kvh = h / group;
+      const char *qh = static_cast<const char *>(q.data) + static_cast<size_t>(h * d) * es;
+      const char *kh = static_cast<const char *>(k.data) + static_cast<size_t>(kvh * d) * es;
+      const char *vh = static_cast<const char *>(v.data) + static_cast<size_t>(kvh * d) * es;
+      char *oh = static_cast<char *>(out.data) + static_cast<size_t>(h * d) * es;
+
+      MatmulShape qk; // column-major S^T[context, seq] = K Q^T per sequence
+      qk.trans_a = true;
+      qk.m = s.context;
+      qk.n = s.seq;
+      qk.k = d;
+      qk.lda = k.ld;
+      qk.ldb = q.ld;
+      qk.ldc = s.context;
+      qk.ab_type = cuda_type(m_dtype);
+      qk.c_type = CUDA_R_32F;
+      qk.batch = s.batch;
+      qk.stride_a = s.capacity * k.ld;
+      qk.stride_b = s.seq * q.ld;
+      qk.stride_c = s.seq * s.context;
+      qk.align_a = alignment_of(kh);
+      qk.align_b = alignment_of(qh);
+      qk.align_c = alignment_of(scores);
+      run_matmul(qk, 1.0f, kh, qh, scores, Lane::compute);
+
+      cuda::causal_softmax(scores, probs, m_dtype, s.batch * s.seq, s.seq, s.context, scale,
+                           m_compute.get());
+
+      MatmulShape pv; // column-major O^T[d, seq] = V^T P^T per sequence
+      pv.m = d;
+      pv.n = s.seq;
+      pv.k = s.context;
+      pv.lda = v.ld;
+      pv.ldb = s.context;
+      pv.ldc = out.ld;
+      pv.ab_type = pv.c_type = cuda_type(m_dtype);
+      pv.batch = s.batch;
+      pv.stride_a = s.capacity * v.ld;
+      pv.stride_b = s.seq * s.context;
+      pv.stride_c = s.seq * out.ld;
+      pv.align_a = alignment_of(vh);
+      pv.align_b = alignment_of(probs);
+      pv.align_c = alignment_of(oh);
+      run_matmul(pv, 1.0f, vh, probs, oh, Lane::compute);
+    }
+  }
+
+  int m_device;
+  DType m_dtype;
+  Stream m_compute;
+  Stream m_comm;
+  CudaClock m_clock;
+  std::unique_ptr<Event> m_join[2];
+  CublasLtHandle m_lt;
+  DeviceBuffer m_workspace[2];
+  std::map<std::array<int64_t, 17>, std::unique_ptr<MatmulPlan>> m_plans;
+  DeviceBuffer m_scores;
+  DeviceBuffer m_probs;
+  DeviceBuffer m_decode_scratch;
+  std::vector<DeviceBuffer> m_retired;
+  std::vector<GraphExec> m_graphs;
+  bool m_capturing = false;
+  int m_sm_count = 0;
+};
+
+} // namespace
+} // namespace cuda
+
+int cuda_device_count() {
+  int count = 0;
+  // No driver or no device is not an error here: the answer is simply zero.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype) {
+  if (dtype != DType::bf16 && dtype != DType::f16)
+    throw UsageError(std::string("the cuda backend stores bf16 or fp16, not ") + dtype_name(dtype));
+  const int count = cuda_device_count();
+  if (device < 0 || device >= count)
+    throw UsageError("CUDA device " + std::to_string(device) + " does not exist (" +
+                     std::to_string(count) + " visible)");
+  return std::make_unique<cuda::CudaBackend>(device, dtype);
+}
+
+} // namespace ridgeline

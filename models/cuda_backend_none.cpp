@@ -1,0 +1,23 @@
+// The CUDA entry points of a build without CUDA: no devices, no backend, no GPU facts.
+#include "core/error.hpp"
+#include "models/cuda_backend.hpp"
+
+namespace ridgeline {
+
+int cuda_device_count() { return 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(int, DType) {
+  throw UsageError("this ridgeline was built without CUDA");
+}
+
+GpuInfo query_gpu(int device) {
+  GpuInfo info;
+  info.device = device;
+  return info;
+}
+
+std::vector<std::pair<std::string, std::string>> cuda_stack_versions() { return {}; }
+
+std::vector<std::vector<std::string>> gpu_link_matrix() { return {}; }
+
+} // namespace ridgeline

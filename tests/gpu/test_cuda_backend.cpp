@@ -1,0 +1,349 @@
+// The CUDA backend against the host reference: every kernel on small and odd shapes from the
+// same generated inputs. Tolerance: relative L2 error ||gpu - host|| / ||host|| < 2e-2 for
+// bf16/fp16 storage (a few bf16 roundings of 2^-9 each). Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "collectives/half_types.hpp"
+#include "core/error.hpp"
+#include "models/backend.hpp"
+#include "models/cuda_backend.hpp"
+
+namespace ridgeline {
+namespace {
+
+constexpr double kTolerance = 2e-2;
+
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
+    if (cuda_device_count() == 0)                                                                  \
+      GTEST_SKIP() << "no CUDA device visible";                                                    \
+  } while (0)
+
+double relative_error(const std::vector<float> &gpu, const std::vector<float> &host) {
+  EXPECT_EQ(gpu.size(), host.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < gpu.size() && i < host.size(); ++i) {
+    diff += (static_cast<double>(gpu[i]) - host[i]) * (static_cast<double>(gpu[i]) - host[i]);
+    norm += static_cast<double>(host[i]) * host[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+bool any_nan(const std::vector<float> &v) {
+  for (float x : v)
+    if (std::isnan(x))
+      return true;
+  return false;
+}
+
+/// A host backend and a CUDA backend with helpers that give both the same tensors.
+class CudaVsHost : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device visible";
+    m_gpu = make_cuda_backend(0, DType::bf16);
+    m_host = make_host_backend();
+  }
+
+  struct Pair {
+    Buffer gpu_buf, host_buf;
+    Tensor gpu, host;
+  };
+
+  /// rows x cols on both backends (GPU rows padded to `ld`), filled from `key`; the host copy
+  /// holds the GPU's rounded values so that only the kernel's arithmetic is compared.
+  Pair make(int64_t rows, int64_t cols, uint64_t tensor, float scale = 1.0f, int64_t ld = 0) {
+    Pair p;
+    if (ld == 0)
+      ld = cols;
+    p.gpu_buf = m_gpu->allocate(rows, ld);
+    p.gpu = p.gpu_buf.view(rows, ld, DType::bf16).cols_slice(0, cols);
+    p.host_buf = m_host->allocate(rows, cols);
+    p.host = p.host_buf.view(rows, cols, DType::f32);
+    GenKey key{42, tensor, cols, scale};
+    m_gpu->fill_random(p.gpu, key, 0, 0);
+    sync_to_host(p);
+    return p;
+  }
+  Pair zeros(int64_t rows, int64_t cols) {
+    Pair p;
+    p.gpu_buf = m_gpu->allocate(rows, cols);
+    p.gpu = p.gpu_buf.view(rows, cols, DType::bf16);
+    p.host_buf = m_host->allocate(rows, cols);
+    p.host = p.host_buf.view(rows, cols, DType::f32);
+    m_gpu->fill_value(p.gpu, 0.0f);
+    m_host->fill_value(p.host, 0.0f);
+    return p;
+  }
+  void sync_to_host(Pair &p) {
+    const std::vector<float> v = m_gpu->to_host(p.gpu);
+    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
+  }
+  void expect_close(const Pair &p, const char *what, double tol = kTolerance) {
+    const std::vector<float> g = m_gpu->to_host(p.gpu);
+    const std::vector<float> h = m_host->to_host(p.host);
+    EXPECT_FALSE(any_nan(g)) << what;
+    EXPECT_LT(relative_error(g, h), tol) << what;
+  }
+
+  std::unique_ptr<Backend> m_gpu;
+  std::unique_ptr<Backend> m_host;
+};
+
+TEST(CudaBackend, RejectsUnsupportedDtype) {
+  EXPECT_THROW(make_cuda_backend(0, DType::f32), UsageError);
+}
+
+TEST(CudaBackend, StackAndTopology) {
+  REQUIRE_GPU();
+  const GpuInfo info = query_gpu(0);
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GT(info.memory_total_bytes, 0);
+  EXPECT_GE(info.compute_major, 8);
+  const auto versions = cuda_stack_versions();
+  bool runtime = false, nccl = false, lt = false;
+  for (const auto &kv : versions) {
+    runtime |= kv.first == "cuda_runtime";
+    nccl |= kv.first == "nccl";
+    lt |= kv.first == "cublaslt";
+  }
+  EXPECT_TRUE(runtime && nccl && lt);
+  const auto links = gpu_link_matrix();
+  if (!links.empty()) {
+    ASSERT_EQ(links.size(), static_cast<size_t>(cuda_device_count()));
+    for (size_t i = 0; i < links.size(); ++i)
+      EXPECT_EQ(links[i][i], "X");
+  }
+}
+
+// The generator must give the GPU the host's fp32 values bit for bit before rounding.
+TEST_F(CudaVsHost, GeneratorBitExact) {
+  for (int64_t cols : {64, 53}) { // vector path and scalar path
+    const int64_t rows = 37;
+    Buffer b = m_gpu->allocate(rows, cols);
+    const Tensor t = b.view(rows, cols, DType::bf16);
+    const GenKey key{7, tensor_id(3, 5), 1000, 0.25f};
+    m_gpu->fill_random(t, key, 11, 17);
+    std::vector<uint16_t> raw(static_cast<size_t>(rows * cols));
+    m_gpu->download(raw.data(), t.data, raw.size() * 2);
+    int wrong = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        wrong +=
+            raw[static_cast<size_t>(r * cols + c)] != float_to_bf16(generate(key, 11 + r, 17 + c));
+    EXPECT_EQ(wrong, 0) << "cols " << cols;
+  }
+  auto f16 = make_cuda_backend(0, DType::f16);
+  Buffer b = f16->allocate(9, 24);
+  const Tensor t = b.view(9, 24, DType::f16);
+  const GenKey key{1, 2, 24, 3.0f};
+  f16->fill_random(t, key, 0, 0);
+  std::vector<uint16_t> raw(9 * 24);
+  f16->download(raw.data(), t.data, raw.size() * 2);
+  for (int64_t i = 0; i < 9 * 24; ++i)
+    EXPECT_EQ(raw[static_cast<size_t>(i)], float_to_f16(generate(key, i / 24, i % 24)));
+}
+
+TEST_F(CudaVsHost, Gemm) {
+  struct Case {
+    int64_t m, n, k, lda;
+  };
+  for (const Case c : {Case{64, 64, 64, 0}, Case{37, 53, 29, 0}, Case{33, 40, 24, 40},
+                       Case{1, 96, 128, 0}, Case{130, 72, 200, 208}}) {
+    Pair a = make(c.m, c.k, 1, 1.0f, c.lda);
+    Pair w = make(c.n, c.k, 2);
+    Pair out = zeros(c.m, c.n);
+    m_gpu->gemm(a.gpu, w.gpu, out.gpu);
+    m_host->gemm(a.host, w.host, out.host);
+    expect_close(out, "gemm");
+  }
+}
+
+TEST_F(CudaVsHost, ElementwiseAndNorms) {
+  for (int64_t cols : {72, 45}) {
+    const int64_t rows = 19;
+    Pair x = make(rows, cols, 10, 2.0f);
+    Pair y = make(rows, cols, 11);
+    Pair gamma = make(1, cols, 12);
+    Pair beta = make(1, cols, 13);
+    Pair out = zeros(rows, cols);
+
+    m_gpu->gelu(x.gpu, out.gpu);
+    m_host->gelu(x.host, out.host);
+    expect_close(out, "gelu");
+    m_gpu->add(x.gpu, y.gpu, out.gpu);
+    m_host->add(x.host, y.host, out.host);
+    expect_close(out, "add");
+    m_gpu->layer_norm(x.gpu, gamma.gpu, beta.gpu, out.gpu, 1e-5f);
+    m_host->layer_norm(x.host, gamma.host, beta.host, out.host, 1e-5f);
+    expect_close(out, "layer_norm");
+    m_gpu->rms_norm(x.gpu, gamma.gpu, out.gpu, 1e-5f);
+    m_host->rms_norm(x.host, gamma.host, out.host, 1e-5f);
+    expect_close(out, "rms_norm");
+
+    Pair gate_up = make(rows, 2 * cols, 14, 3.0f);
+    m_gpu->swiglu(gate_up.gpu, out.gpu);
+    m_host->swiglu(gate_up.host, out.host);
+    expect_close(out, "swiglu");
+  }
+}
+
+TEST_F(CudaVsHost, RotaryAndCopy) {
+  for (int64_t head_dim : {64, 128}) {
+    const int64_t rows = 21, heads = 3;
+    Pair x = make(rows, heads * head_dim + 8, 20);
+    m_gpu->rotary(x.gpu, heads, head_dim, 7, 1000, 10000.0f);
+    m_host->rotary(x.host, heads, head_dim, 7, 1000, 10000.0f);
+    expect_close(x, "rotary");
+  }
+  Pair src = make(17, 40, 21, 1.0f, 48);
+  Pair dst = zeros(17, 40);
+  m_gpu->copy(src.gpu, dst.gpu);
+  m_host->copy(src.host, dst.host);
+  expect_close(dst, "copy", 1e-7);
+}
+
+struct AttentionCase {
+  const char *name;
+  int64_t batch, seq, context, capacity, heads, kv_heads, head_dim;
+};
+
+class CudaAttention : public CudaVsHost, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(CudaAttention, FusedAndNaiveMatchHost) {
+  const AttentionCase c = GetParam();
+  AttentionShape s;
+  s.batch = c.batch;
+  s.seq = c.seq;
+  s.context = c.context;
+  s.capacity = c.capacity;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  Pair q = make(c.batch * c.seq, c.heads * c.head_dim, 30);
+  Pair k = make(c.batch * c.capacity, c.kv_heads * c.head_dim, 31);
+  Pair v = make(c.batch * c.capacity, c.kv_heads * c.head_dim, 32);
+  Pair fused = zeros(c.batch * c.seq, c.heads * c.head_dim);
+  Pair naive = zeros(c.batch * c.seq, c.heads * c.head_dim);
+  m_gpu->attention(s, q.gpu, k.gpu, v.gpu, fused.gpu, AttentionImpl::fused);
+  m_gpu->attention(s, q.gpu, k.gpu, v.gpu, naive.gpu, AttentionImpl::naive);
+  m_host->attention(s, q.host, k.host, v.host, fused.host, AttentionImpl::fused);
+  m_host->attention(s, q.host, k.host, v.host, naive.host, AttentionImpl::naive);
+  expect_close(fused, "fused");
+  expect_close(naive, "naive");
+  EXPECT_LT(relative_error(m_gpu->to_host(fused.gpu), m_gpu->to_host(naive.gpu)), kTolerance)
+      << "fused vs naive";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Values(AttentionCase{"prefill_d64_gqa8_odd", 2, 77, 77, 77, 8, 1, 64},
+                      AttentionCase{"prefill_d128_gqa2", 1, 200, 200, 200, 4, 2, 128},
+                      AttentionCase{"prefill_d128_two_tiles", 1, 256, 256, 256, 2, 2, 128},
+                      AttentionCase{"chunked_prefill_d64", 2, 50, 130, 160, 4, 4, 64},
+                      AttentionCase{"decode_context1_d128", 3, 1, 1, 8, 8, 1, 128},
+                      AttentionCase{"decode_context1000_d64", 2, 1, 1000, 1024, 16, 2, 64},
+                      AttentionCase{"decode_context1000_gqa16_d128", 1, 1, 1000, 1000, 16, 1, 128}),
+    [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
+
+TEST_F(CudaVsHost, FusedRejectsOtherHeadDims) {
+  AttentionShape s;
+  s.seq = s.context = s.capacity = 16;
+  s.heads = s.kv_heads = 1;
+  s.head_dim = 96;
+  Pair q = make(16, 96, 1);
+  Pair out = zeros(16, 96);
+  EXPECT_THROW(m_gpu->attention(s, q.gpu, q.gpu, q.gpu, out.gpu, AttentionImpl::fused), Error);
+}
+
+// A captured graph with a cross-lane fork/join must reproduce the eager result.
+TEST_F(CudaVsHost, GraphReplayMatchesEager) {
+  ASSERT_TRUE(m_gpu->supports_graphs());
+  Pair a = make(48, 64, 40);
+  Pair w = make(96, 64, 41);
+  Pair h = zeros(48, 96);
+  Pair eager = zeros(48, 96);
+  Pair replayed = zeros(48, 96);
+  auto layer = [&](const Tensor &out) {
+    m_gpu->gemm(a.gpu, w.gpu, h.gpu);
+    m_gpu->gelu(h.gpu, h.gpu);
+    m_gpu->join(Lane::comm, Lane::compute);
+    m_gpu->add(h.gpu, h.gpu, out, Lane::comm);
+    m_gpu->join(Lane::compute, Lane::comm);
+  };
+  layer(eager.gpu);
+  m_gpu->synchronize();
+  m_gpu->capture_begin(Lane::compute);
+  layer(replayed.gpu);
+  const int id = m_gpu->capture_end(Lane::compute);
+  m_gpu->synchronize();
+  EXPECT_EQ(relative_error(m_gpu->to_host(replayed.gpu), std::vector<float>(48 * 96, 0.0f)), 0.0)
+      << "capture must not execute";
+  m_gpu->replay(id, Lane::compute);
+  m_gpu->replay(id, Lane::compute);
+  EXPECT_EQ(relative_error(m_gpu->to_host(replayed.gpu), m_gpu->to_host(eager.gpu)), 0.0);
+}
+
+TEST_F(CudaVsHost, ClockStampsAreOrdered) {
+  Clock &clock = m_gpu->clock();
+  EXPECT_STREQ(clock.name(), "cuda_event");
+  Pair a = make(256, 256, 50);
+  Pair out = zeros(256, 256);
+  clock.start_epoch();
+  for (int i = 0; i < 300; ++i) { // more stamps than the initial pool
+    clock.stamp(Lane::compute);
+    m_gpu->gemm(a.gpu, a.gpu, out.gpu);
+  }
+  clock.stamp(Lane::compute);
+  const std::vector<int64_t> t = clock.collect();
+  ASSERT_EQ(t.size(), 301u);
+  for (size_t i = 1; i < t.size(); ++i)
+    EXPECT_GE(t[i], t[i - 1]);
+  EXPECT_GT(t.back(), t.front());
+  EXPECT_TRUE(clock.collect().empty());
+}
+
+// Not a pass/fail speed bar: prints the fused prefill rate (causal FLOPs = 2 * seq^2 * d * heads)
+// next to the naive path's, so that a GPU run shows what the fused kernel buys.
+TEST_F(CudaVsHost, FusedPrefillThroughput) {
+  AttentionShape s;
+  s.batch = 1;
+  s.seq = s.context = s.capacity = 4096;
+  s.heads = s.kv_heads = 32;
+  s.head_dim = 128;
+  const int64_t width = s.heads * s.head_dim;
+  Buffer qb = m_gpu->allocate(s.seq, width), kb = m_gpu->allocate(s.seq, width),
+         vb = m_gpu->allocate(s.seq, width), ob = m_gpu->allocate(s.seq, width);
+  const Tensor q = qb.view(s.seq, width, DType::bf16), k = kb.view(s.seq, width, DType::bf16),
+               v = vb.view(s.seq, width, DType::bf16), o = ob.view(s.seq, width, DType::bf16);
+  m_gpu->fill_random(q, GenKey{1, 1, width, 1.0f}, 0, 0);
+  m_gpu->fill_random(k, GenKey{1, 2, width, 1.0f}, 0, 0);
+  m_gpu->fill_random(v, GenKey{1, 3, width, 1.0f}, 0, 0);
+  const double flops = 2.0 * static_cast<double>(s.seq * s.seq) * s.head_dim * s.heads;
+  for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::naive}) {
+    for (int i = 0; i < 3; ++i)
+      m_gpu->attention(s, q, k, v, o, impl);
+    m_gpu->synchronize();
+    const int reps = 20;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i)
+      m_gpu->attention(s, q, k, v, o, impl);
+    m_gpu->synchronize();
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    std::printf("attention %s seq 4096 d 128 heads 32: %.3f ms, %.1f TFLOP/s\n",
+                impl == AttentionImpl::fused ? "fused" : "naive", sec * 1e3, flops / sec / 1e12);
+    EXPECT_FALSE(any_nan(m_gpu->to_host(o.rows_slice(0, 64))));
+  }
+}
+
+} // namespace
+} // namespace ridgeline
