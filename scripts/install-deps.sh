@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what ridgeline needs to build and test on Debian 12 / Ubuntu 24.04, skipping what is
+# already there (so it also works on machines that reach no package registry).
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config git libopenmpi-dev openmpi-bin
+          libhdf5-dev hdf5-tools libcli11-dev libgtest-dev libopenblas-dev python3 python3-pip)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Python analysis: h5py, numpy, matplotlib, pytest (pip first; Debian packages where pip refuses).
+if ! python3 -c "import h5py, numpy, matplotlib, pytest" 2>/dev/null; then
+  if ! python3 -m pip install -q h5py numpy matplotlib pytest 2>/dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+      python3-h5py python3-numpy python3-matplotlib python3-pytest
+  fi
+fi
+python3 -c "import h5py, numpy, matplotlib, pytest"

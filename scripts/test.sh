@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test that runs without a GPU: build, then ctest (unit, mpi, e2e; gpu tests skip
+# without a device), the Python analysis tests on a file the binary writes, and the Slurm
+# scripts against a real local Slurm when this machine allows starting one (root).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+scripts/install-deps.sh
+scripts/build.sh "$repo/build"
+export NCCL_NVLS_ENABLE=0 OPENBLAS_NUM_THREADS=1
+ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
+RIDGELINE_BIN="$repo/build/src/ridgeline" python3 -m pytest -q scripts/tests
+if [ "$(id -u)" -eq 0 ]; then
+  scripts/slurm-ci.sh "$repo/build"
+else
+  echo "test.sh: Slurm test not run: starting slurmctld/slurmd needs root"
+fi

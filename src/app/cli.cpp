@@ -1,0 +1,37 @@
+// The CLI: one table of subcommands (explicit registry), built into one CLI11 app.
+#include "app/build_info.hpp"
+#include "app/commands.hpp"
+
+namespace ridgeline {
+namespace {
+
+struct CommandEntry {
+  const char* name;
+  CommandSetup setup;
+};
+
+// Every subcommand, in the order `--help` lists them.
+const CommandEntry kCommands[] = {
+    {"run", setup_run_command},
+    {"env", setup_env_command},
+    {"validate", setup_validate_command},
+    {"report", setup_report_command},
+};
+
+}  // namespace
+
+void build_cli(CLI::App& app, CommandAction& action) {
+  app.description(
+      "ridgeline: transformer layers over MPI ranks (tensor and pipeline parallel), timed op by op "
+      "against the machine's compute, memory and interconnect roofs. Launch with mpirun/srun; "
+      "every rank runs the same command.");
+  app.set_version_flag("--version", std::string("ridgeline ") + build::version + " (" + build::git_sha + ")");
+  app.require_subcommand(1);
+  // Presets are CLI11 TOML files whose [run] table holds `run` options; --config may follow
+  // the subcommand (fallthrough) and the command line overrides the file.
+  app.set_config("--config", "", "Preset or options file (TOML), e.g. models/llama3-70b.toml");
+  app.fallthrough();
+  for (const CommandEntry& c : kCommands) c.setup(app, action);
+}
+
+}  // namespace ridgeline

@@ -1,0 +1,33 @@
+// The command registry: each subcommand binds its options to its own struct and leaves an
+// action that main() runs after parsing, with the MPI session.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/mpi_session.hpp"
+
+namespace ridgeline {
+
+struct CommandContext {
+  MpiSession& mpi;
+  std::vector<std::string> argv;  ///< the full command line, recorded in output files
+};
+
+/// What a subcommand does once parsed; returns the process exit code.
+using CommandAction = std::function<int(CommandContext&)>;
+/// Adds one subcommand to `app` and sets `action` to run it when it is the one selected.
+using CommandSetup = void (*)(CLI::App& app, CommandAction& action);
+
+void setup_run_command(CLI::App& app, CommandAction& action);
+void setup_env_command(CLI::App& app, CommandAction& action);
+void setup_validate_command(CLI::App& app, CommandAction& action);
+void setup_report_command(CLI::App& app, CommandAction& action);
+
+/// Builds the whole CLI (every registered command) into `app`; returns the selected action.
+void build_cli(CLI::App& app, CommandAction& action);
+
+}  // namespace ridgeline

@@ -1,0 +1,263 @@
+// Binding, defaults and validation of the run configuration.
+#include "app/config.hpp"
+
+#include <sys/stat.h>
+
+#include <climits>
+#include <sstream>
+
+#include "models/work_model.hpp"
+
+namespace ridgeline {
+namespace {
+
+bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
+  for (const char* c : choices)
+    if (v == c) return true;
+  return false;
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+void bind_run_options(CLI::App& cmd, RunConfig& c) {
+  cmd.footer(
+      "Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
+      "llama3-70b, llama3-405b); options given on the command line override the file.");
+  const char* const model = "Model";
+  cmd.add_option("--model", c.model, "Model name recorded in the output (set by presets)")->group(model);
+  cmd.add_option("--hidden", c.hidden, "Hidden size h")->group(model);
+  cmd.add_option("--heads", c.heads, "Attention (query) heads")->group(model);
+  cmd.add_option("--kv-heads", c.kv_heads, "Key/value heads for grouped-query attention (default: heads)")
+      ->group(model);
+  cmd.add_option("--ffn-hidden", c.ffn_hidden, "MLP inner size (per branch for SwiGLU)")->group(model);
+  cmd.add_option("--layers", c.layers, "Transformer layers to run, split over pipeline stages")->group(model);
+  cmd.add_option("--mlp", c.mlp, "MLP activation: gelu | swiglu")->group(model);
+  cmd.add_option("--norm", c.norm, "Normalisation: layernorm | rmsnorm")->group(model);
+  cmd.add_option("--rotary", c.rotary, "Rotary position embedding: on | off")->group(model);
+  cmd.add_option("--rope-theta", c.rope_theta, "Rotary base theta")->capture_default_str()->group(model);
+  cmd.add_option("--norm-eps", c.norm_eps, "Normalisation epsilon")->capture_default_str()->group(model);
+
+  const char* const work = "Workload";
+  cmd.add_option("--phase", c.phase,
+                 "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of --context)")
+      ->capture_default_str()->group(work);
+  cmd.add_option("--batch", c.batch, "Sequences per step")->group(work);
+  cmd.add_option("--seq", c.seq, "Prefill tokens per sequence")->group(work);
+  cmd.add_option("--context", c.context, "Decode: tokens already in the KV cache")->group(work);
+  cmd.add_option("--microbatches", c.microbatches, "Pipeline microbatches per step (the batch is split)")
+      ->capture_default_str()->group(work);
+
+  const char* const par = "Parallelism";
+  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str()->group(par);
+  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str()->group(par);
+  cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
+      ->capture_default_str()->group(par);
+
+  const char* const exec = "Execution";
+  cmd.add_option("--backend", c.backend, "auto | host | cuda (auto: cuda when a GPU is visible)")
+      ->capture_default_str()->group(exec);
+  cmd.add_option("--dtype", c.dtype, "auto | fp32 | bf16 | fp16 (auto: fp32 on host, bf16 on cuda)")
+      ->capture_default_str()->group(exec);
+  cmd.add_option("--attention", c.attention, "fused (online softmax) | naive (materialised scores)")
+      ->capture_default_str()->group(exec);
+
+  const char* const meas = "Measurement";
+  cmd.add_option("--warmup", c.warmup, "Warm-up iterations (recorded and marked, not summarised)")
+      ->capture_default_str()->group(meas);
+  cmd.add_option("--iters", c.iters, "Timed iterations")->capture_default_str()->group(meas);
+  cmd.add_option("--check", c.check,
+                 "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
+                 "(auto: on when that reference fits in 2 GiB)")
+      ->capture_default_str()->group(meas);
+  cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")->capture_default_str()->group(meas);
+  cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
+  cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
+      ->capture_default_str()->group(meas);
+}
+
+void apply_defaults(RunConfig& c, const std::string& backend) {
+  const bool host = backend == "host";
+  const bool preset = c.hidden > 0;
+  if (c.backend == "auto") c.backend = backend;
+  if (c.model.empty()) c.model = preset ? "custom" : (host ? "host-default" : "gpt-h8192");
+  if (!preset) {
+    // Host: small enough for two ranks on two CPU cores to finish within seconds.
+    // GPU: the Megatron-style h=8192, 64-head, GELU 4h reference layer.
+    c.hidden = host ? 1024 : 8192;
+    if (c.heads == 0) c.heads = host ? 16 : 64;
+    if (c.ffn_hidden == 0) c.ffn_hidden = 4 * c.hidden;
+    if (c.layers == 0) c.layers = host ? 2 : 1;
+  }
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  if (c.layers == 0) c.layers = 1;
+  if (c.mlp.empty()) c.mlp = "gelu";
+  if (c.norm.empty()) c.norm = "layernorm";
+  if (c.rotary.empty()) c.rotary = "off";
+  const bool decode = c.phase == "decode";
+  if (c.batch == 0) c.batch = decode ? (host ? 8 : 64) : 1;
+  if (decode) c.seq = 1;
+  if (c.seq == 0) c.seq = host ? 512 : 4096;
+  if (decode && c.context == 0) c.context = host ? 256 : 1;
+  if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
+}
+
+std::vector<std::string> validate(const RunConfig& c, int world_size) {
+  std::vector<std::string> p;
+  auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) p.push_back(std::string(name) + " must be positive (got " + str(v) + ")");
+    return v > 0;
+  };
+  bool dims_ok = true;
+  for (auto [v, name] : {std::pair{c.hidden, "--hidden"}, {c.heads, "--heads"}, {c.kv_heads, "--kv-heads"},
+                         {c.ffn_hidden, "--ffn-hidden"}, {c.layers, "--layers"}, {c.batch, "--batch"},
+                         {c.seq, "--seq"}, {c.microbatches, "--microbatches"}})
+    dims_ok = positive(v, name) && dims_ok;
+  bool grid_ok = true;
+  for (auto [v, name] : {std::pair{c.tp, "--tp"}, {c.pp, "--pp"}, {c.dp, "--dp"}})
+    grid_ok = positive(v, name) && grid_ok;
+  if (c.context < 0) p.push_back("--context must be >= 0 (got " + str(c.context) + ")");
+  if (c.warmup < 0) p.push_back("--warmup must be >= 0 (got " + str(c.warmup) + ")");
+  if (c.iters < 1) p.push_back("--iters must be >= 1 (got " + str(c.iters) + ")");
+  if (c.timeout_s <= 0) p.push_back("--timeout must be positive");
+  if (c.norm_eps <= 0) p.push_back("--norm-eps must be positive");
+  if (c.rope_theta <= 0) p.push_back("--rope-theta must be positive");
+  auto choice = [&](const std::string& v, const char* name, std::initializer_list<const char*> ok) {
+    if (one_of(v, ok)) return;
+    std::string list;
+    for (const char* o : ok) list += std::string(list.empty() ? "" : ", ") + o;
+    p.push_back(std::string(name) + " must be one of " + list + " (got '" + v + "')");
+  };
+  choice(c.phase, "--phase", {"prefill", "decode"});
+  choice(c.mlp, "--mlp", {"gelu", "swiglu"});
+  choice(c.norm, "--norm", {"layernorm", "rmsnorm"});
+  choice(c.rotary, "--rotary", {"on", "off"});
+  choice(c.attention, "--attention", {"fused", "naive"});
+  choice(c.check, "--check", {"auto", "on", "off"});
+  choice(c.backend, "--backend", {"auto", "host", "cuda"});
+  if (c.backend == "host" && c.dtype != "fp32")
+    p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
+  if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
+    p.push_back("the cuda backend computes in bf16 or fp16 (got --dtype " + c.dtype + ")");
+
+  if (grid_ok && static_cast<int64_t>(c.tp) * c.pp * c.dp != world_size)
+    p.push_back("tp * pp * dp = " + str(static_cast<int64_t>(c.tp) * c.pp * c.dp) + " but " +
+                str(world_size) + " ranks are running (mpirun -np N)");
+  if (dims_ok) {
+    if (c.hidden % c.heads != 0)
+      p.push_back("--hidden " + str(c.hidden) + " is not divisible by --heads " + str(c.heads));
+    if (c.heads % c.kv_heads != 0)
+      p.push_back("--heads " + str(c.heads) + " is not a multiple of --kv-heads " + str(c.kv_heads));
+    if (c.rotary == "on" && (c.hidden / c.heads) % 2 != 0)
+      p.push_back("rotary embedding needs an even head dimension (got " + str(c.hidden / c.heads) + ")");
+    if (c.batch % c.microbatches != 0)
+      p.push_back("--batch " + str(c.batch) + " is not divisible by --microbatches " + str(c.microbatches));
+  }
+  if (dims_ok && grid_ok) {
+    if (c.heads % c.tp != 0)
+      p.push_back("--heads " + str(c.heads) + " is not divisible by --tp " + str(c.tp));
+    if (c.kv_heads % c.tp != 0 && c.tp % c.kv_heads != 0)
+      p.push_back("--kv-heads " + str(c.kv_heads) + " and --tp " + str(c.tp) +
+                  ": one must divide the other (KV heads are split, or replicated across ranks)");
+    if (c.ffn_hidden % c.tp != 0)
+      p.push_back("--ffn-hidden " + str(c.ffn_hidden) + " is not divisible by --tp " + str(c.tp));
+    if (c.layers % c.pp != 0)
+      p.push_back("--layers " + str(c.layers) + " is not divisible by --pp " + str(c.pp));
+    // Kernels, BLAS and MPI take 32-bit counts: every tensor must stay below 2^31 elements.
+    const double mb_batch = static_cast<double>(c.batch / c.microbatches);
+    const bool decode = c.phase == "decode";
+    const double tokens = decode ? mb_batch : mb_batch * static_cast<double>(c.seq);
+    const double kv = decode ? static_cast<double>(c.context + 1) : static_cast<double>(c.seq);
+    const double f = static_cast<double>(c.ffn_hidden / c.tp * (c.mlp == "swiglu" ? 2 : 1));
+    const double heads = static_cast<double>(c.heads / c.tp);
+    const double h = static_cast<double>(c.hidden);
+    const std::pair<const char*, double> counts[] = {
+        {"activations (tokens x hidden)", tokens * h},
+        {"MLP activations (tokens x ffn / tp)", tokens * f},
+        {"MLP weights (hidden x ffn / tp)", h * f},
+        {"KV cache (batch x context x hidden)", mb_batch * kv * h},
+        {"attention scores (batch x heads / tp x seq x context)",
+         c.attention == "naive" ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv : 0.0}};
+    for (const auto& [what, elements] : counts)
+      if (elements >= static_cast<double>(INT32_MAX)) {
+        std::ostringstream msg;
+        msg << what << " would hold " << elements << " elements, over the 32-bit limit " << INT32_MAX;
+        p.push_back(msg.str());
+      }
+  }
+  if (!c.out.empty()) {
+    struct stat st {};
+    const std::string dir = parent_dir(c.out);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      p.push_back("--out: directory '" + dir + "' does not exist");
+  }
+  return p;
+}
+
+ModelSpec model_spec(const RunConfig& c) {
+  ModelSpec m;
+  m.name = c.model;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.kv_heads = c.kv_heads;
+  m.ffn_hidden = c.ffn_hidden;
+  m.layers = c.layers;
+  m.mlp = parse_mlp(c.mlp);
+  m.norm = parse_norm(c.norm);
+  m.rotary = c.rotary == "on";
+  m.rope_theta = c.rope_theta;
+  m.norm_eps = c.norm_eps;
+  return m;
+}
+
+LayerShape layer_shape(const RunConfig& c) {
+  LayerShape s;
+  s.phase = parse_phase(c.phase);
+  s.batch = c.batch / c.microbatches;
+  s.seq = s.phase == Phase::decode ? 1 : c.seq;
+  s.context = s.phase == Phase::decode ? c.context : 0;
+  s.tp = c.tp;
+  s.dtype = parse_dtype(c.dtype);
+  return s;
+}
+
+Attrs config_attrs(const RunConfig& c) {
+  return {{"model", c.model},
+          {"hidden", c.hidden},
+          {"heads", c.heads},
+          {"kv_heads", c.kv_heads},
+          {"ffn_hidden", c.ffn_hidden},
+          {"layers", c.layers},
+          {"mlp", c.mlp},
+          {"norm", c.norm},
+          {"rotary", c.rotary},
+          {"rope_theta", c.rope_theta},
+          {"norm_eps", c.norm_eps},
+          {"phase", c.phase},
+          {"batch", c.batch},
+          {"seq", c.seq},
+          {"context", c.context},
+          {"microbatches", c.microbatches},
+          {"tp", static_cast<int64_t>(c.tp)},
+          {"pp", static_cast<int64_t>(c.pp)},
+          {"dp", static_cast<int64_t>(c.dp)},
+          {"backend", c.backend},
+          {"dtype", c.dtype},
+          {"attention", c.attention},
+          {"overlap", std::string("none")},
+          {"warmup", static_cast<int64_t>(c.warmup)},
+          {"iters", static_cast<int64_t>(c.iters)},
+          {"check", c.check},
+          {"seed", static_cast<int64_t>(c.seed)},
+          {"out", c.out},
+          {"timeout_s", c.timeout_s}};
+}
+
+}  // namespace ridgeline

@@ -1,0 +1,67 @@
+// The `run` configuration: one plain struct, bound to CLI11 in one function, completed with
+// the embedded defaults, validated in one function that reports every problem at once, and
+// written verbatim to /config.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/run_data.hpp"
+#include "models/model_spec.hpp"
+
+namespace ridgeline {
+
+struct RunConfig {
+  // Model (a preset file sets these; every field can be overridden on the command line).
+  std::string model = "";  ///< preset name; empty = the embedded default for the backend
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;  ///< 0 = heads (multi-head attention)
+  int64_t ffn_hidden = 0;
+  int64_t layers = 0;
+  std::string mlp = "";
+  std::string norm = "";
+  std::string rotary = "";  ///< on | off; empty = off unless a preset sets it
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  // Workload.
+  std::string phase = "prefill";
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t context = 0;
+  int64_t microbatches = 1;
+  // Parallelism.
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  // Backend and kernels.
+  std::string backend = "auto";  ///< auto | host | cuda
+  std::string dtype = "auto";    ///< auto | fp32 | bf16 | fp16
+  std::string attention = "fused";
+  // Measurement.
+  int warmup = 3;
+  int iters = 10;
+  std::string check = "auto";  ///< auto | on | off
+  uint64_t seed = 1234;
+  std::string out = "";        ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
+  double timeout_s = 300;
+};
+
+/// Binds every RunConfig field to an option of `cmd`. Preset files reach these options
+/// through the top-level --config (their keys sit under a [run] table).
+void bind_run_options(CLI::App& cmd, RunConfig& cfg);
+/// Fills the fields left unset with the embedded default for `backend` ("host" or "cuda"):
+/// a model small enough for 2 CPU cores on the host, the reference h=8192 layer on GPUs.
+void apply_defaults(RunConfig& cfg, const std::string& backend);
+/// Every problem with a completed configuration for `world_size` ranks (empty = valid).
+std::vector<std::string> validate(const RunConfig& cfg, int world_size);
+/// The model and per-microbatch layer shape of a validated configuration.
+ModelSpec model_spec(const RunConfig& cfg);
+LayerShape layer_shape(const RunConfig& cfg);
+/// Every resolved option as /config attributes.
+Attrs config_attrs(const RunConfig& cfg);
+
+}  // namespace ridgeline
