@@ -1,0 +1,258 @@
+"""Reads a ridgeline HDF5 run file (schema version 1, docs/SCHEMA.md) into plain Python and numpy.
+
+One reader for every tool in this package: analysis, plots and exporters take what it returns.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, NamedTuple, Tuple
+
+import h5py
+import numpy as np
+
+#: The schema major version this reader understands; minor versions only add objects.
+SUPPORTED_MAJOR = 1
+
+#: /ranks/<r>/timeline rows (src/core/timeline.hpp TimelineRecord). lane: 0 compute, 1 comm,
+#: 2 p2p; warmup: 1 for warm-up iterations; times in ns since the rank's epoch.
+TIMELINE_DTYPE = np.dtype([
+    ("op_id", "<i4"), ("layer", "<i4"), ("microbatch", "<i4"), ("iteration", "<i4"),
+    ("lane", "u1"), ("warmup", "u1"), ("t_start_ns", "<i8"), ("t_end_ns", "<i8"),
+    ("flops", "<f8"), ("hbm_bytes", "<f8"), ("comm_bytes", "<f8"),
+])
+
+# Groups every run (or every sweep point) has; a sweep file's root may lack them.
+_RUN_GROUPS = ("stack", "config", "topology", "ops", "ranks", "summary")
+# `ridgeline collectives` files have no timelines: their results are tables (see Run.tables).
+_TABLE_FILE_GROUPS = ("stack", "config", "topology")
+
+
+class SchemaError(Exception):
+    """The file is not a ridgeline run file this reader can interpret."""
+
+
+class Op(NamedTuple):
+    """One row of /ops: timeline rows refer to it by `id`."""
+
+    id: int
+    name: str
+    kind: str
+
+
+@dataclass
+class Summary:
+    """/summary as the C++ side computed it when the run was written."""
+
+    step_time_ns: np.ndarray
+    warmup_step_time_ns: np.ndarray
+    attrs: Dict[str, Any]
+    ops: np.ndarray  # structured array, string fields decoded to str
+
+
+@dataclass
+class Run:
+    """One run: a whole file, or one point of a sweep file (then `points` is empty)."""
+
+    path: str
+    attrs: Dict[str, Any]
+    stack: Dict[str, Any]
+    env: Dict[str, str]
+    config: Dict[str, Any]
+    topology: Dict[str, np.ndarray]
+    ops: List[Op]
+    timelines: Dict[int, np.ndarray]
+    summary: Summary | None
+    points: List["Run"] = field(default_factory=list)
+    #: Compound datasets outside the run layout by path, e.g. "/collectives/all_reduce" and
+    #: "/roofs/interconnect" of `ridgeline collectives` files; string fields decoded.
+    tables: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return int(self.attrs.get("world_size", len(self.timelines)))
+
+    def op_names(self) -> np.ndarray:
+        """Op names indexed by op id (for labelling timeline rows)."""
+        return np.array([op.name for op in self.ops], dtype=object)
+
+    def op_kinds(self) -> np.ndarray:
+        """Op kinds indexed by op id."""
+        return np.array([op.kind for op in self.ops], dtype=object)
+
+    def summary_op_p50(self) -> Dict[str, float]:
+        """op name -> p50_ns from /summary/ops (the input of analysis.compare_op_p50)."""
+        if self.summary is None:
+            return {}
+        ops = self.summary.ops
+        return dict(zip(ops["name"].tolist(), ops["p50_ns"].tolist()))
+
+    def comm_op_ids(self) -> set:
+        """Ids of ops whose instance time is a maximum over ranks (collectives and p2p)."""
+        return {op.id for op in self.ops if op.kind in ("collective", "p2p")}
+
+
+def load(path: str) -> Run:
+    """Reads the whole file at `path`. Raises SchemaError for another schema major version or a
+    missing part, OSError if the file cannot be opened as HDF5."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with h5py.File(path, "r") as f:
+        attrs = _attrs(f)
+        _check_version(attrs, path)
+        has_points = "points" in f
+        required = () if has_points else (
+            _TABLE_FILE_GROUPS if attrs.get("command") == "collectives" else _RUN_GROUPS)
+        try:
+            run = _read_run(f, path, attrs, required)
+            run.tables = _tables(f)
+            if has_points:
+                run.points = [
+                    _read_point(f["points"][key], f"{path}:/points/{key}", run)
+                    for key in sorted(f["points"], key=_point_order)
+                ]
+        except (KeyError, ValueError) as e:
+            # h5py reports a missing dataset or field this way; say which file it was.
+            raise SchemaError(f"{path}: malformed run file: {e}") from e
+    return run
+
+
+def schema_major(version: Any) -> int:
+    """Major part of a schema_version attribute: 1 for 1, "1" or "1.2"."""
+    return int(str(version).split(".")[0])
+
+
+def _check_version(attrs: Dict[str, Any], path: str) -> None:
+    if "schema_version" not in attrs:
+        raise SchemaError(f"{path}: no root attribute 'schema_version'; not a ridgeline run file")
+    try:
+        major = schema_major(attrs["schema_version"])
+    except ValueError:
+        raise SchemaError(f"{path}: schema_version {attrs['schema_version']!r} is not a version")
+    if major != SUPPORTED_MAJOR:
+        raise SchemaError(
+            f"{path}: schema_version {attrs['schema_version']} has major version {major}; "
+            f"this reader supports major version {SUPPORTED_MAJOR} only")
+
+
+def _point_order(key: str) -> Tuple[int, int, str]:
+    # Points are numbered 0, 1, ..., 10: numeric order, not text order.
+    return (0, int(key), "") if key.isdigit() else (1, 0, key)
+
+
+def _read_point(group: h5py.Group, where: str, parent: Run) -> Run:
+    """A sweep point: what it does not store itself (e.g. the stack) is the file's."""
+    point = _read_run(group, where, {**parent.attrs, **_attrs(group)}, ("ranks", "summary"))
+    for name in ("stack", "env", "config", "topology", "ops"):
+        if not getattr(point, name):
+            setattr(point, name, getattr(parent, name))
+    return point
+
+
+def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
+              required: Tuple[str, ...]) -> Run:
+    missing = [name for name in required if name not in group]
+    if missing:
+        raise SchemaError(f"{where}: missing group(s) {', '.join('/' + m for m in missing)}")
+    stack = group.get("stack")
+    return Run(
+        path=where,
+        attrs=attrs,
+        stack=_attrs(stack) if stack is not None else {},
+        env=_env(stack) if stack is not None and "env" in stack else {},
+        config=_attrs(group["config"]) if "config" in group else {},
+        topology=_topology(group["topology"]) if "topology" in group else {},
+        ops=_ops(group["ops"]) if "ops" in group else [],
+        timelines=_timelines(group["ranks"], where) if "ranks" in group else {},
+        summary=_summary(group["summary"]) if "summary" in group else None,
+    )
+
+
+def _scalar(value: Any) -> Any:
+    """numpy scalars and bytes as plain Python values, so attrs compare and print naturally."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _attrs(obj: h5py.HLObject) -> Dict[str, Any]:
+    return {key: _scalar(value) for key, value in obj.attrs.items()}
+
+
+def _decode_table(data: np.ndarray) -> np.ndarray:
+    """A compound table with its variable-length string fields (bytes objects) turned into
+    fixed-width str fields, so that string columns compare like numpy arrays."""
+    fields = []
+    columns = []
+    for name in data.dtype.names:
+        column = data[name]
+        if column.dtype.kind in ("O", "S"):
+            column = np.array([_scalar(v) for v in column], dtype=str)
+        fields.append((name, column.dtype))
+        columns.append(column)
+    out = np.empty(len(data), dtype=fields)
+    for (name, _), column in zip(fields, columns):
+        out[name] = column
+    return out
+
+
+def _env(stack: h5py.Group) -> Dict[str, str]:
+    table = _decode_table(stack["env"][()])
+    return dict(zip(table["name"].tolist(), table["value"].tolist()))
+
+
+def _topology(group: h5py.Group) -> Dict[str, np.ndarray]:
+    out = {}
+    for key, dataset in group.items():
+        values = dataset[()]
+        if values.dtype.kind in ("O", "S"):
+            values = np.array([_scalar(v) for v in values], dtype=str)
+        out[key] = values
+    return out
+
+
+def _ops(dataset: h5py.Dataset) -> List[Op]:
+    table = _decode_table(dataset[()])
+    ops = [Op(int(i), str(n), str(k)) for i, n, k in zip(table["id"], table["name"], table["kind"])]
+    for row, op in enumerate(ops):
+        if op.id != row:
+            raise SchemaError(f"{dataset.name}: row {row} has id {op.id}; ids must be 0, 1, 2, ...")
+    return ops
+
+
+def _timelines(group: h5py.Group, where: str) -> Dict[int, np.ndarray]:
+    out = {}
+    for key in group:
+        if not key.isdigit() or "timeline" not in group[key]:
+            raise SchemaError(f"{where}: /ranks/{key} is not a rank group with a timeline")
+        timeline = group[key]["timeline"][()]
+        missing = [n for n in TIMELINE_DTYPE.names if n not in (timeline.dtype.names or ())]
+        if missing:
+            raise SchemaError(f"{where}: /ranks/{key}/timeline lacks field(s) {', '.join(missing)}")
+        out[int(key)] = timeline
+    return dict(sorted(out.items()))
+
+
+def _tables(f: h5py.File) -> Dict[str, np.ndarray]:
+    """Compound datasets outside the run layout and the sweep points, by absolute path."""
+    out = {}
+    skip = (*_RUN_GROUPS, "points")
+
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        if (name.split("/")[0] not in skip and isinstance(obj, h5py.Dataset)
+                and obj.dtype.names is not None):
+            out["/" + name] = _decode_table(obj[()])
+
+    f.visititems(visit)
+    return out
+
+
+def _summary(group: h5py.Group) -> Summary:
+    return Summary(
+        step_time_ns=group["step_time_ns"][()],
+        warmup_step_time_ns=group["warmup_step_time_ns"][()],
+        attrs=_attrs(group),
+        ops=_decode_table(group["ops"][()]),
+    )

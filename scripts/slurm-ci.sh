@@ -1,0 +1,215 @@
+#!/bin/bash
+# Submits slurm/run.sbatch and slurm/scaling.sbatch to a real single-node Slurm on localhost
+# (munged, slurmctld and slurmd started here from a generated slurm.conf) and checks each job:
+# exit code, HDF5 files, `ridgeline validate`, the scaling summary. Installs Slurm and munge
+# with apt-get when missing. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default
+# 240 s) and the daemons are stopped on exit, so CI never hangs. Needs root: the daemons and
+# the jobs run as root, without cgroups.
+#   scripts/slurm-ci.sh BUILD_DIR
+set -euo pipefail
+
+if (( $# != 1 )); then
+  echo "usage: $0 BUILD_DIR (the build holding src/ridgeline)" >&2
+  exit 2
+fi
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=$(cd "$1" && pwd)/src/ridgeline
+# With at most ~40 s of clean-up after it, the whole script stays under 5 minutes.
+budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-240}
+start_s=$SECONDS
+if [[ ! -x $bin ]]; then
+  echo "slurm-ci: no binary at $bin" >&2
+  exit 2
+fi
+if (( EUID != 0 )); then
+  echo "slurm-ci: must run as root (slurmd runs jobs as root here; no cgroups)" >&2
+  exit 2
+fi
+
+log() { echo "slurm-ci [$((SECONDS - start_s))s]: $*"; }
+
+# bounded MAX_S CMD...: CMD for at most MAX_S seconds and never past the total budget.
+bounded() {
+  local max_s=$1 left_s=$((budget_s - (SECONDS - start_s)))
+  shift
+  (( left_s < max_s )) && max_s=$left_s
+  if (( max_s <= 0 )); then
+    echo "slurm-ci: the time budget of ${budget_s}s is spent" >&2
+    return 124
+  fi
+  timeout --kill-after=5 "$max_s" "$@"
+}
+
+# wait_until WHAT MAX_S CMD...: polls CMD once a second until it succeeds.
+wait_until() {
+  local what=$1 max_s=$2
+  shift 2
+  local deadline_s=$((SECONDS + max_s))
+  until bounded 10 "$@" > /dev/null 2>&1; do
+    if (( SECONDS >= deadline_s || SECONDS - start_s >= budget_s )); then
+      echo "slurm-ci: timed out after ${max_s}s waiting for $what" >&2
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+install_slurm() {
+  local tool missing=0
+  for tool in munged mungekey slurmctld slurmd sbatch sinfo scancel; do
+    command -v "$tool" > /dev/null || missing=1
+  done
+  (( missing )) || return 0
+  log "installing munge and Slurm with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  bounded 120 apt-get update -qq
+  bounded 180 apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client \
+    > /dev/null
+}
+
+state=""
+pids=()
+job=""
+cleanup() {
+  local rc=$?
+  trap - EXIT
+  if [[ -n $job ]]; then
+    timeout 10 scancel "$job" 2> /dev/null || true
+    # slurmd ends the job's processes: stopping it before the job is gone would leave them.
+    local deadline_s=$((SECONDS + 20))
+    while (( SECONDS < deadline_s )) && [[ -n $(timeout 5 squeue -h -j "$job" 2> /dev/null) ]]; do
+      sleep 1
+    done
+  fi
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do
+    timeout 10 tail --pid="$pid" -f /dev/null 2> /dev/null || kill -KILL "$pid" 2> /dev/null || true
+  done
+  if [[ -n $state ]]; then
+    if (( rc == 0 )); then
+      rm -rf "$state"
+    else
+      for f in "$state"/log/*; do
+        echo "---- $f (last 30 lines)"
+        tail -n 30 "$f"
+      done
+      echo "slurm-ci: kept $state for inspection"
+    fi
+  fi
+  log "$( (( rc == 0 )) && echo PASSED || echo "FAILED (exit $rc)")"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+install_slurm
+state=$(mktemp -d /tmp/ridgeline-slurm.XXXXXX)
+mkdir -p "$state"/{munge,log,ctld,spool,results}
+# munged wants its socket directory searchable by all; the key itself stays 0600.
+chmod 755 "$state" "$state/munge"
+
+# munged: its own key, socket and files, so a system munged (if any) is left alone.
+sock=$state/munge/munge.socket
+bounded 10 mungekey --create --keyfile="$state/munge/munge.key"
+munged -F --force --socket="$sock" --key-file="$state/munge/munge.key" \
+  --pid-file="$state/munge/munged.pid" --seed-file="$state/munge/munged.seed" \
+  > "$state/log/munged.out" 2>&1 &
+pids+=($!)
+wait_until "munged" 15 bash -c "munge --socket='$sock' -n | unmunge --socket='$sock'"
+log "munged up"
+
+# Two free TCP ports on localhost, so a system Slurm or another CI run does not collide.
+read -r ctld_port slurmd_port < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))')
+mem_mib=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
+export SLURM_CONF=$state/slurm.conf
+cat > "$SLURM_CONF" <<CONF
+ClusterName=ridgeline-ci
+SlurmctldHost=localhost
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock
+StateSaveLocation=$state/ctld
+SlurmdSpoolDir=$state/spool
+SlurmctldPidFile=$state/slurmctld.pid
+SlurmdPidFile=$state/slurmd.pid
+# Containers have no usable cgroups: track job processes through /proc, bind nothing.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+# A cancelled job (on timeout) is killed 5 s after SIGTERM, not the default 30 s.
+KillWait=5
+SlurmdTimeout=60
+InactiveLimit=0
+MinJobAge=300
+# The margin keeps slurmd from reporting less memory than configured (which drains the node).
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$((mem_mib - mem_mib / 10)) State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+
+# In the foreground (-D) they log to stderr, into log/*.out, and their pids are ours to stop.
+slurmctld -D -i -f "$SLURM_CONF" > "$state/log/slurmctld.out" 2>&1 &
+pids+=($!)
+slurmd -D -N localhost -f "$SLURM_CONF" > "$state/log/slurmd.out" 2>&1 &
+pids+=($!)
+wait_until "node localhost idle in sinfo" 60 \
+  bash -c '[[ $(sinfo -h -N -n localhost -o %T) == idle ]]'
+log "slurmctld and slurmd up; $(sinfo -h -N -o '%N %T %c CPUs %m MiB')"
+
+# submit SCRIPT: sbatch --wait on SCRIPT, prints the job's output, sets $job; returns its exit code.
+submit() {
+  local rc=0
+  bounded 120 sbatch --parsable --wait --chdir="$repo" --output="$state/log/job-%j.out" "$1" \
+    > "$state/sbatch.out" || rc=$?
+  job=$(head -n 1 "$state/sbatch.out" | cut -d ';' -f 1)
+  log "$(basename "$1"): job ${job:-?} finished with exit code $rc"
+  if [[ -n $job && -f $state/log/job-$job.out ]]; then
+    echo "---- job $job output"
+    cat "$state/log/job-$job.out"
+    echo "----"
+  fi
+  return "$rc"
+}
+
+export RIDGELINE_BIN=$bin
+export RIDGELINE_CONFIG=$repo/models/tiny.toml
+export RIDGELINE_RESULTS=$state/results
+export RIDGELINE_MPIRUN_FLAGS="--oversubscribe --allow-run-as-root"
+export RIDGELINE_ARGS="--tp 2 --warmup 1 --iters 3"
+submit "$repo/slurm/run.sbatch"
+out=$state/results/ridgeline-$job.h5
+if [[ ! -f $out ]]; then
+  echo "slurm-ci: the job did not write $out" >&2
+  exit 1
+fi
+bounded 60 mpirun -np 1 $RIDGELINE_MPIRUN_FLAGS "$bin" validate "$out"
+
+# TP = 1 and 2 on the node's 2 tasks: two files and a summary line for each.
+export RIDGELINE_ARGS="--warmup 1 --iters 3"
+submit "$repo/slurm/scaling.sbatch"
+for tp in 1 2; do
+  if [[ ! -f $state/results/ridgeline-$job-tp$tp.h5 ]]; then
+    echo "slurm-ci: the scaling job did not write ridgeline-$job-tp$tp.h5" >&2
+    exit 1
+  fi
+done
+rows=$(grep -c "ridgeline-$job-tp[12].h5 " "$state/log/job-$job.out" || true)
+if (( rows != 2 )); then
+  echo "slurm-ci: expected 2 summary lines in the scaling job's output, found $rows" >&2
+  exit 1
+fi

@@ -1,0 +1,269 @@
+"""Tests of the analysis package against a real run file (conftest.py) and hand-made data."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from ridgeline_analysis import SchemaError, analysis, export, load, plots
+from ridgeline_analysis.reader import TIMELINE_DTYPE
+
+SCRIPTS = Path(__file__).resolve().parents[1]
+
+
+# ---- reader ----
+
+def test_reader_loads_every_group(run):
+    for key in ("schema_version", "ridgeline_version", "git_sha", "created_utc", "argv",
+                "world_size", "command"):
+        assert key in run.attrs
+    assert run.attrs["schema_version"] == 1
+    assert run.world_size == 2
+    assert {"mpi_library", "hdf5", "build_type"} <= set(run.stack)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in run.env.items())
+    assert run.config["tp"] == 2 and run.config["warmup"] == 1 and run.config["iters"] == 3
+    assert run.config["model"] == "tiny"
+    assert run.topology and all(len(v) == 2 for v in run.topology.values())
+    assert [op.id for op in run.ops] == list(range(len(run.ops)))
+    assert {op.kind for op in run.ops} >= {"gemm", "collective"}
+    assert sorted(run.timelines) == [0, 1]
+    assert run.points == []
+    ops = run.summary.ops
+    assert set(ops.dtype.names) == {
+        "name", "kind", "lane", "count", "p50_ns", "mean_ns", "per_step_p50_ns", "share",
+        "flops", "hbm_bytes", "comm_bytes", "achieved_tflops", "achieved_gbps"}
+    assert ops["name"].dtype.kind == "U" and ops.size > 0
+    assert run.summary.step_time_ns.shape == (3,)
+    assert run.summary.warmup_step_time_ns.shape == (1,)
+    for key in ("count", "mean_ns", "min_ns", "max_ns", "p50_ns", "p95_ns", "p99_ns",
+                "warmup_to_steady"):
+        assert key in run.summary.attrs
+
+
+def test_timeline_dtypes(run):
+    for timeline in run.timelines.values():
+        assert timeline.dtype == TIMELINE_DTYPE
+        assert timeline.size > 0
+        assert set(np.unique(timeline["warmup"]).tolist()) == {0, 1}
+        assert set(np.unique(timeline["lane"]).tolist()) <= {0, 1, 2}
+        assert (timeline["t_end_ns"] >= timeline["t_start_ns"]).all()
+
+
+def test_schema_version_2_is_rejected(run_path, tmp_path):
+    copy = tmp_path / "v2.h5"
+    shutil.copy(run_path, copy)
+    with h5py.File(copy, "r+") as f:
+        f.attrs["schema_version"] = np.int64(2)
+    with pytest.raises(SchemaError, match="major version 2"):
+        load(str(copy))
+
+
+def test_sweep_points_are_exposed(run_path, tmp_path):
+    sweep = tmp_path / "sweep.h5"
+    with h5py.File(run_path, "r") as src, h5py.File(sweep, "w") as dst:
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+        for name in ("stack", "ops"):
+            src.copy(name, dst)
+        for k in ("0", "1", "10"):
+            point = dst.create_group(f"points/{k}")
+            for name in ("config", "topology", "ranks", "summary"):
+                src.copy(name, point)
+            point["config"].attrs["tp"] = int(k) + 1
+    run = load(str(sweep))
+    assert [p.config["tp"] for p in run.points] == [1, 2, 11]
+    assert run.timelines == {}
+    assert run.points[2].ops == run.ops and run.points[2].env == run.env
+    assert sorted(run.points[0].timelines) == [0, 1]
+    lines = _cli("summary", str(sweep)).stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["sweep.h5-p0", "sweep.h5-p1", "sweep.h5-p2"]
+    assert [line.split()[3] for line in lines[1:]] == ["1", "2", "11"]
+
+
+def test_table_file_without_timelines(run_path, tmp_path):
+    """`ridgeline collectives` files: no /ops, /ranks or /summary; tables instead."""
+    path = tmp_path / "collectives.h5"
+    with h5py.File(run_path, "r") as src, h5py.File(path, "w") as dst:
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+        dst.attrs["command"] = "collectives"
+        for name in ("stack", "config", "topology"):
+            src.copy(name, dst)
+        rows = np.array([(b"all_reduce", 1024, 12.5)],
+                        dtype=[("collective", h5py.string_dtype()), ("size_bytes", "<i8"),
+                               ("busbw_gbps", "<f8")])
+        dst.create_dataset("collectives/all_reduce", data=rows)
+    run = load(str(path))
+    assert run.timelines == {} and run.summary is None
+    table = run.tables["/collectives/all_reduce"]
+    assert table["collective"].tolist() == ["all_reduce"] and table["busbw_gbps"][0] == 12.5
+    done = _cli("summary", str(path))
+    assert done.returncode != 0 and "no timelines" in done.stderr
+
+
+# ---- analysis against the C++ summary ----
+
+def test_step_times_equal_summary(run):
+    iterations, steps_ns = analysis.step_times_ns(run.timelines)
+    np.testing.assert_allclose(steps_ns, run.summary.step_time_ns, rtol=1e-9)
+    assert iterations.tolist() == [1, 2, 3]
+    _, warmup_ns = analysis.step_times_ns(run.timelines, warmup=True)
+    np.testing.assert_allclose(warmup_ns, run.summary.warmup_step_time_ns, rtol=1e-9)
+
+
+def _recomputed_p50_by_name(run):
+    p50 = analysis.op_p50_ns(run.timelines, len(run.ops), run.comm_op_ids())
+    return {op.name: p50[op.id] for op in run.ops}
+
+
+def test_compute_op_p50_equals_summary(run):
+    ours = _recomputed_p50_by_name(run)
+    compute = run.summary.ops[run.summary.ops["lane"] == "compute"]
+    assert compute.size > 0
+    for row in compute:
+        assert ours[row["name"]] == pytest.approx(row["p50_ns"], rel=1e-9), row["name"]
+
+
+def test_collective_op_p50_equals_summary(run):
+    ours = _recomputed_p50_by_name(run)
+    comm = run.summary.ops[np.isin(run.summary.ops["kind"], ["collective", "p2p"])]
+    assert comm.size > 0
+    for row in comm:
+        assert ours[row["name"]] == pytest.approx(row["p50_ns"], rel=1e-9), row["name"]
+
+
+def test_op_p50_per_rank(run):
+    per_rank = analysis.op_p50_per_rank_ns(run.timelines, len(run.ops))
+    assert per_rank.shape == (2, len(run.ops))
+    gemm = next(op.id for op in run.ops if op.kind == "gemm")
+    expected = np.percentile(analysis.op_durations_ns(run.timelines[1], gemm), 50)
+    assert per_rank[1, gemm] == expected
+
+
+def test_step_breakdown_parts_add_up(run):
+    breakdown = analysis.step_breakdown(run.timelines)
+    parts = (breakdown["compute_ns"] + breakdown["comm_exposed_ns"] + breakdown["p2p_exposed_ns"]
+             + breakdown["idle_ns"])
+    np.testing.assert_allclose(parts, breakdown["span_ns"], rtol=1e-12)
+    np.testing.assert_allclose(breakdown["span_ns"], run.summary.step_time_ns, rtol=1e-9)
+    assert set(breakdown["critical"].tolist()) <= {"compute", "comm", "p2p", "idle"}
+
+
+def test_compare_op_p50_of_a_run_with_itself(run):
+    table = analysis.compare_op_p50(run.summary_op_p50(), run.summary_op_p50())
+    assert table.size == run.summary.ops.size
+    np.testing.assert_array_equal(table["ratio"], 1.0)
+
+
+def test_compare_op_p50_ratio_and_missing_ops():
+    table = analysis.compare_op_p50({"gemm": 100.0, "norm": 10.0}, {"gemm": 150.0, "ar": 5.0})
+    assert table["name"].tolist() == ["gemm", "norm", "ar"]
+    assert table["ratio"][0] == 1.5
+    assert np.isnan(table["ratio"][1]) and np.isnan(table["ratio"][2])
+
+
+# ---- interval arithmetic (hand-computed) ----
+
+def _exposed(comm, compute):
+    c = np.array(comm, dtype=float).reshape(-1, 2)
+    k = np.array(compute, dtype=float).reshape(-1, 2)
+    return analysis.exposed_ns(c[:, 0], c[:, 1], k[:, 0], k[:, 1])
+
+
+@pytest.mark.parametrize("comm, compute, expected", [
+    ([(0, 10)], [(5, 15)], 5),                      # overlapping: [0,5) is exposed
+    ([(2, 8)], [(0, 10)], 0),                       # comm nested in compute: hidden
+    ([(0, 10)], [(2, 5)], 7),                       # compute nested in comm
+    ([(0, 3), (10, 12)], [(4, 9)], 5),              # disjoint: all exposed
+    ([(0, 5)], [(5, 10)], 5),                       # touching only
+    ([(0, 4), (2, 6)], [(1, 2), (5, 7)], 4),        # comm overlaps itself: union [0,6) less 2
+    ([(0, 10)], [(1, 3), (2, 4), (6, 7)], 6),       # overlapping compute intervals count once
+    ([], [(0, 10)], 0),
+    ([(0, 10)], [], 10),
+])
+def test_exposed_ns(comm, compute, expected):
+    assert _exposed(comm, compute) == expected
+
+
+def test_merge_intervals():
+    merged = analysis.merge_intervals(np.array([5, 0, 2, 20, 12]), np.array([8, 3, 4, 25, 20]))
+    assert merged.tolist() == [[0, 4], [5, 8], [12, 25]]
+
+
+def _synthetic(rows):
+    """Timeline rows (op_id, iteration, lane, start, end) as the file's dtype."""
+    out = np.zeros(len(rows), dtype=TIMELINE_DTYPE)
+    for i, (op_id, iteration, lane, start, end) in enumerate(rows):
+        out[i] = (op_id, 0, 0, iteration, lane, 0, start, end, 0, 0, 0)
+    return out
+
+
+def test_exposed_comm_and_critical_lane_on_synthetic_timelines():
+    timelines = {
+        # iteration 0: compute [0,10) and [12,20), comm [8,14): exposed [10,12) = 2
+        # iteration 1: compute [100,102), comm [101,130), p2p [125,140): 28 + 10 exposed
+        0: _synthetic([(0, 0, 0, 0, 10), (0, 0, 0, 12, 20), (1, 0, 1, 8, 14),
+                       (0, 1, 0, 100, 102), (1, 1, 1, 101, 130), (2, 1, 2, 125, 140)]),
+        # iteration 0: compute [0,30) with comm hidden inside; iteration 1: short
+        1: _synthetic([(0, 0, 0, 0, 30), (1, 0, 1, 5, 10), (0, 1, 0, 100, 101)]),
+    }
+    iterations, by_rank = analysis.exposed_comm_by_rank_ns(timelines)
+    assert iterations.tolist() == [0, 1]
+    assert by_rank.tolist() == [[2, 38], [0, 0]]
+    assert analysis.exposed_comm_ns(timelines)[1].tolist() == [2, 38]
+    _, steps = analysis.step_times_ns(timelines)
+    assert steps.tolist() == [30, 40]
+    b = analysis.step_breakdown(timelines)
+    assert b["rank"].tolist() == [1, 0]
+    assert b["critical"].tolist() == ["compute", "comm"]
+    assert b[1]["compute_ns"] == 2 and b[1]["comm_exposed_ns"] == 28
+    assert b[1]["p2p_exposed_ns"] == 10 and b[1]["idle_ns"] == 0
+
+
+# ---- export and plots ----
+
+def test_perfetto_trace(run, tmp_path):
+    path = export.write_trace(str(tmp_path / "trace.json"), run.timelines, run.op_names(),
+                              run.op_kinds(), run.attrs)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == sum(t.size for t in run.timelines.values())
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+    assert {e["args"]["rank"] for e in events} == {0, 1}
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert all(names[(e["pid"], e["tid"])] == e["args"]["lane"] for e in events)
+
+
+def test_plots_write_png(run, tmp_path):
+    png_magic = b"\x89PNG\r\n\x1a\n"
+    gantt = plots.plot_timeline(run.timelines, run.op_kinds(), str(tmp_path / "gantt.png"))
+    hist = plots.plot_step_histogram(run.summary.step_time_ns, str(tmp_path / "hist.png"),
+                                     run.summary.warmup_step_time_ns)
+    for path in (gantt, hist):
+        with open(path, "rb") as f:
+            assert f.read(8) == png_magic
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli(run_path, tmp_path):
+    done = _cli("summary", str(run_path))
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()
+    assert header.split()[:4] == ["run", "model", "phase", "tp"]
+    assert row.split()[1:4] == ["tiny", "prefill", "2"]
+    assert _cli("plot", str(run_path), "-o", str(tmp_path)).returncode == 0
+    assert (tmp_path / "tmp-timeline.png").is_file() and (tmp_path / "tmp-steps.png").is_file()
+    assert _cli("trace", str(run_path), "-o", str(tmp_path / "t.json")).returncode == 0
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    missing = _cli("summary", str(tmp_path / "missing.h5"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
