@@ -13,6 +13,7 @@ struct CommandEntry {
 // Every subcommand, in the order `--help` lists them.
 const CommandEntry kCommands[] = {
     {"run", setup_run_command},
+    {"collectives", setup_collectives_command},
     {"env", setup_env_command},
     {"validate", setup_validate_command},
     {"report", setup_report_command},

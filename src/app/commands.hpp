@@ -26,6 +26,7 @@ void setup_run_command(CLI::App& app, CommandAction& action);
 void setup_env_command(CLI::App& app, CommandAction& action);
 void setup_validate_command(CLI::App& app, CommandAction& action);
 void setup_report_command(CLI::App& app, CommandAction& action);
+void setup_collectives_command(CLI::App& app, CommandAction& action);
 
 /// Builds the whole CLI (every registered command) into `app`; returns the selected action.
 void build_cli(CLI::App& app, CommandAction& action);

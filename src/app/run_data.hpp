@@ -83,6 +83,16 @@ struct RunData {
   RunSummary summary;
   /// Extra tables (commands other than `run`: /collectives/..., /roofs/...), written last.
   std::vector<NamedTable> tables;
+  /// Further configurations of the same job (e.g. one per overlap strategy), each written as
+  /// /points/<k> with its own config, ops, ranks and summary; the root holds point 0 again so
+  /// that every reader of a single run reads a multi-point file unchanged.
+  struct Point {
+    Attrs config;
+    OpTable ops;
+    std::vector<std::vector<TimelineRecord>> timelines;
+    RunSummary summary;
+  };
+  std::vector<Point> points;
 };
 
 }  // namespace ridgeline

@@ -26,6 +26,24 @@ const char* const kRootAttrs[] = {"schema_version", "ridgeline_version", "git_sh
 const char* const kGroups[] = {"/stack", "/config", "/topology", "/ops", "/ranks", "/summary"};
 // The stack fingerprint writes these on every build, with or without CUDA.
 const char* const kStackAttrs[] = {"mpi_library", "hdf5", "build_type"};
+// Files of `ridgeline collectives` (root attribute command = "collectives") hold no timelines:
+// their results are tables under /collectives and the fitted roof under /roofs/interconnect.
+const char* const kCollectivesCommand = "collectives";
+const char* const kCollectivesGroups[] = {"/stack", "/config", "/topology", "/collectives",
+                                          "/roofs"};
+const char* const kRoofPath = "/roofs/interconnect";
+// A /collectives table whose name ends with this holds per-iteration samples.
+const char* const kSamplesSuffix = "_samples_ns";
+const char* const kResultIntColumns[] = {"size_bytes", "count", "wrong", "iters"};
+const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns", "time_p95_ns",
+                                            "time_p99_ns",  "time_min_ns", "algbw_gbps",
+                                            "busbw_gbps",   "busbw_p50_gbps"};
+const char* const kRoofTextColumns[] = {"collective", "dtype", "transport"};
+const char* const kRoofIntColumns[] = {"group_size", "fit_min_bytes", "fit_max_bytes"};
+const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps"};
+// Top-level groups of the run layout; every other group may hold NamedTables.
+const char* const kLayoutGroups[] = {"stack", "config", "topology", "ops", "ranks", "summary", "points"};
+
 // Problems listed one by one per timeline before the rest are only counted: a corrupt
 // timeline can have millions of bad rows.
 constexpr size_t kMaxRowProblems = 10;
@@ -93,6 +111,16 @@ size_t row_count(const h5::Table& table) {
   return table.empty() ? 0 : h5::column_size(table.front().values);
 }
 
+bool is_collectives_file(const Attrs& root) {
+  const AttrValue* command = find_attr(root, "command");
+  return command != nullptr && *command == AttrValue(std::string(kCollectivesCommand));
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string rank_path(size_t rank) {
   return "/ranks/" + std::to_string(rank) + "/timeline";
 }
@@ -118,13 +146,18 @@ void check_writable(const std::string& path, const RunData& data) {
   if (version == nullptr || *version != AttrValue(kSchemaVersion))
     throw Error(path + ": root attribute schema_version must be the integer " +
                 std::to_string(kSchemaVersion));
-  const auto ranks = static_cast<int64_t>(data.timelines.size());
+  const bool collectives = is_collectives_file(data.root);
+  const auto ranks = static_cast<int64_t>(collectives ? data.topology.size() : data.timelines.size());
   if (ranks == 0) throw Error(path + ": no rank timelines to write");
   const AttrValue* world_size = find_attr(data.root, "world_size");
   if (world_size == nullptr || *world_size != AttrValue(ranks))
-    throw Error(path + ": root attribute world_size must equal the number of timelines (" +
-                std::to_string(ranks) + ")");
-  if (data.topology.size() != data.timelines.size())
+    throw Error(path + ": root attribute world_size must equal the number of " +
+                (collectives ? "topology entries (" : "timelines (") + std::to_string(ranks) + ")");
+  if (collectives && data.tables.empty()) throw Error(path + ": no collective tables to write");
+  for (const NamedTable& table : data.tables)
+    if (table.path.size() < 2 || table.path.front() != '/' || table.path.back() == '/')
+      throw Error(path + ": table path '" + table.path + "' must be absolute, naming a dataset");
+  if (!collectives && data.topology.size() != data.timelines.size())
     throw Error(path + ": topology has " + std::to_string(data.topology.size()) + " entries for " +
                 std::to_string(ranks) + " ranks");
   std::filesystem::path directory = std::filesystem::path(path).parent_path();
@@ -237,15 +270,53 @@ void write_summary(hid_t file, const RunSummary& summary) {
   h5::write_table(group.id(), "ops", aggregates_table(summary.ops), false);
 }
 
+// Tables of more rows than this are chunked and compressed (per-iteration samples can be long).
+constexpr size_t kCompressRows = 4096;
+
+// Each table at its absolute path, creating the groups on the way; its attributes on the dataset.
+void write_tables(hid_t file, const std::vector<NamedTable>& tables) {
+  for (const NamedTable& named : tables) {
+    const size_t slash = named.path.rfind('/');
+    const std::string parent = named.path.substr(0, slash);
+    const std::string leaf = named.path.substr(slash + 1);
+    std::string walked;
+    size_t start = 1;
+    while (start <= parent.size() && !parent.empty()) {
+      const size_t end = std::min(parent.find('/', start), parent.size());
+      walked += "/" + parent.substr(start, end - start);
+      if (!h5::exists(file, walked)) h5::create_group(file, walked);
+      start = end + 1;
+    }
+    h5::Handle group = h5::open_group(file, parent.empty() ? "/" : parent);
+    h5::write_table(group.id(), leaf, named.table, row_count(named.table) > kCompressRows);
+    h5::Handle dataset(H5Dopen2(group.id(), leaf.c_str(), H5P_DEFAULT), "H5Dopen2", named.path);
+    h5::write_attrs(dataset.id(), named.attrs);
+  }
+}
+
 void write_contents(const std::string& path, const RunData& data) {
   h5::Handle file = h5::create_file(path);
   h5::write_attrs(file.id(), data.root);
   write_stack(file.id(), data);
   h5::write_attrs(h5::create_group(file.id(), "config").id(), data.config);
   write_topology(file.id(), data.topology);
-  write_ops(file.id(), data.ops);
-  write_ranks(file.id(), data.timelines);
-  write_summary(file.id(), data.summary);
+  if (!is_collectives_file(data.root)) {
+    write_ops(file.id(), data.ops);
+    write_ranks(file.id(), data.timelines);
+    write_summary(file.id(), data.summary);
+  }
+  write_tables(file.id(), data.tables);
+  if (!data.points.empty()) {
+    h5::Handle points = h5::create_group(file.id(), "points");
+    for (size_t k = 0; k < data.points.size(); ++k) {
+      const RunData::Point& point = data.points[k];
+      h5::Handle group = h5::create_group(points.id(), std::to_string(k));
+      h5::write_attrs(h5::create_group(group.id(), "config").id(), point.config);
+      write_ops(group.id(), point.ops);
+      write_ranks(group.id(), point.timelines);
+      write_summary(group.id(), point.summary);
+    }
+  }
   file.close();
 }
 
@@ -346,6 +417,38 @@ RunSummary read_summary(hid_t file) {
   return summary;
 }
 
+// Every compound dataset below `path` (recursively) as a NamedTable, in creation order.
+void read_tables_below(hid_t file, const std::string& path, std::vector<NamedTable>& out) {
+  h5::Handle group = h5::open_group(file, path);
+  for (const std::string& name : h5::list_children(group.id())) {
+    const std::string child = (path == "/" ? "" : path) + "/" + name;
+    h5::Handle object(H5Oopen(file, child.c_str(), H5P_DEFAULT), "H5Oopen", child);
+    const H5I_type_t type = H5Iget_type(object.id());
+    if (type == H5I_GROUP) {
+      read_tables_below(file, child, out);
+      continue;
+    }
+    if (type != H5I_DATASET) continue;
+    h5::Handle dtype(H5Dget_type(object.id()), "H5Dget_type", child);
+    if (H5Tget_class(dtype.id()) != H5T_COMPOUND) continue;
+    out.push_back({child, h5::read_table(file, child), h5::read_attrs(object.id())});
+  }
+}
+
+// The NamedTables of a file: every table outside the run layout's own groups.
+std::vector<NamedTable> read_tables(hid_t file) {
+  std::vector<NamedTable> tables;
+  for (const std::string& name : h5::list_children(file)) {
+    if (std::find_if(std::begin(kLayoutGroups), std::end(kLayoutGroups), [&](const char* g) {
+          return name == g;
+        }) != std::end(kLayoutGroups))
+      continue;
+    h5::Handle object(H5Oopen(file, name.c_str(), H5P_DEFAULT), "H5Oopen", "/" + name);
+    if (H5Iget_type(object.id()) == H5I_GROUP) read_tables_below(file, "/" + name, tables);
+  }
+  return tables;
+}
+
 std::string version_problem(int64_t version) {
   return "/: schema_version " + std::to_string(version) + " is not supported (this build reads " +
          std::to_string(kSchemaVersion) + ")";
@@ -372,10 +475,13 @@ RunData read_contents(const std::string& path) {
   h5::Handle config = h5::open_group(file.id(), "/config");
   data.config = h5::read_attrs(config.id());
   data.topology = read_topology(file.id(), ranks);
-  data.ops = read_ops(file.id());
-  for (size_t rank = 0; rank < ranks; ++rank)
-    data.timelines.push_back(h5::read_timeline(file.id(), rank_path(rank)));
-  data.summary = read_summary(file.id());
+  if (!is_collectives_file(data.root)) {
+    data.ops = read_ops(file.id());
+    for (size_t rank = 0; rank < ranks; ++rank)
+      data.timelines.push_back(h5::read_timeline(file.id(), rank_path(rank)));
+    data.summary = read_summary(file.id());
+  }
+  data.tables = read_tables(file.id());
   return data;
 }
 
@@ -530,6 +636,95 @@ void validate_summary(hid_t file, std::vector<std::string>& problems) {
   });
 }
 
+// One /collectives/<name> result table: the documented columns, sane rows.
+void validate_result_table(hid_t file, const std::string& path,
+                           std::vector<std::string>& problems) {
+  const h5::Table table = h5::read_table(file, path);
+  for (const char* name : kResultIntColumns)
+    column<int64_t>(table, name, path);
+  for (const char* name : kResultNumberColumns)
+    column<double>(table, name, path);
+  const auto& sizes = column<int64_t>(table, "size_bytes", path);
+  const auto& wrong = column<int64_t>(table, "wrong", path);
+  const auto& iters = column<int64_t>(table, "iters", path);
+  const auto& minimum = column<double>(table, "time_min_ns", path);
+  const auto& p50 = column<double>(table, "time_p50_ns", path);
+  const auto& p95 = column<double>(table, "time_p95_ns", path);
+  const auto& p99 = column<double>(table, "time_p99_ns", path);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string row = path + ": row " + std::to_string(i) + ": ";
+    if (sizes[i] <= 0) problems.push_back(row + "size_bytes must be > 0");
+    if (wrong[i] < 0) problems.push_back(row + "wrong must be >= 0");
+    if (iters[i] <= 0) problems.push_back(row + "iters must be > 0");
+    if (!(minimum[i] > 0 && minimum[i] <= p50[i] && p50[i] <= p95[i] && p95[i] <= p99[i]))
+      problems.push_back(row + "expected 0 < time_min_ns <= time_p50_ns <= time_p95_ns <= " +
+                         "time_p99_ns, found " + number_text(minimum[i]) + ", " +
+                         number_text(p50[i]) + ", " + number_text(p95[i]) + ", " +
+                         number_text(p99[i]));
+  }
+}
+
+void validate_samples_table(hid_t file, const std::string& path,
+                            std::vector<std::string>& problems) {
+  const h5::Table table = h5::read_table(file, path);
+  column<int64_t>(table, "size_index", path);
+  column<int64_t>(table, "iteration", path);
+  const auto& times = column<double>(table, "time_ns", path);
+  for (size_t i = 0; i < times.size(); ++i)
+    if (!(times[i] > 0)) {
+      problems.push_back(path + ": row " + std::to_string(i) + ": time_ns must be > 0");
+      break;
+    }
+}
+
+void validate_collectives(hid_t file, std::vector<std::string>& problems) {
+  h5::Handle group = h5::open_group(file, "/collectives");
+  const std::vector<std::string> children = h5::list_children(group.id());
+  if (children.empty()) problems.emplace_back("/collectives: empty");
+  for (const std::string& name : children)
+    check_section(problems, [&] {
+      const std::string path = "/collectives/" + name;
+      if (ends_with(name, kSamplesSuffix))
+        validate_samples_table(file, path, problems);
+      else
+        validate_result_table(file, path, problems);
+    });
+}
+
+void validate_roof(hid_t file, std::vector<std::string>& problems) {
+  if (!require_object(file, kRoofPath, "dataset", problems)) return;
+  const h5::Table table = h5::read_table(file, kRoofPath);
+  for (const char* name : kRoofTextColumns)
+    column<std::string>(table, name, kRoofPath);
+  for (const char* name : kRoofIntColumns)
+    column<int64_t>(table, name, kRoofPath);
+  for (const char* name : kRoofNumberColumns)
+    column<double>(table, name, kRoofPath);
+  const auto& alpha = column<double>(table, "alpha_us", kRoofPath);
+  const auto& beta = column<double>(table, "beta_gbps", kRoofPath);
+  for (size_t i = 0; i < alpha.size(); ++i)
+    if (!(alpha[i] >= 0 && beta[i] > 0))
+      problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) +
+                         ": expected alpha_us >= 0 and beta_gbps > 0, found " +
+                         number_text(alpha[i]) + ", " + number_text(beta[i]));
+}
+
+// Every /points/<k> holds one configuration's config, ops, a timeline per rank and a
+// summary with step times.
+void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
+  h5::Handle points = h5::open_group(file, "/points");
+  for (const std::string& k : h5::list_children(points.id())) {
+    const std::string base = "/points/" + k;
+    for (const char* part : {"/config", "/ops", "/summary/step_time_ns", "/summary/ops"})
+      require_object(file, base + part, "object", problems);
+    for (int64_t r = 0; r < world_size; ++r)
+      require_object(file, base + "/ranks/" + std::to_string(r) + "/timeline", "dataset", problems);
+    if (h5::exists(file, base + "/summary/step_time_ns") &&
+        h5::read_vector<double>(file, base + "/summary/step_time_ns").empty())
+      problems.push_back(base + "/summary/step_time_ns: no timed iterations");
+  }
+}
+
 void validate_contents(hid_t file, std::vector<std::string>& problems) {
   Attrs root;
   check_section(problems, [&] { root = h5::read_attrs(file); });
@@ -555,8 +750,12 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
       problems.push_back("/: world_size must be an integer >= 1");
   }
 
+  const bool collectives = is_collectives_file(root);
+  if (collectives) require_attrs(root, "/", {"check"}, problems);
+  std::vector<const char*> groups(std::begin(kGroups), std::end(kGroups));
+  if (collectives) groups.assign(std::begin(kCollectivesGroups), std::end(kCollectivesGroups));
   std::set<std::string> present;
-  for (const char* group : kGroups)
+  for (const char* group : groups)
     check_section(problems, [&] {
       if (require_object(file, group, "group", problems)) present.insert(group);
     });
@@ -571,6 +770,11 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   if (has("/ranks"))
     check_section(problems, [&] { validate_ranks(file, world_size, op_count, problems); });
   if (has("/summary")) validate_summary(file, problems);
+  if (h5::exists(file, "/points"))
+    check_section(problems, [&] { validate_points(file, world_size, problems); });
+  if (!collectives) return;
+  if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
+  if (has("/roofs")) check_section(problems, [&] { validate_roof(file, problems); });
 }
 
 } // namespace

@@ -558,5 +558,83 @@ TEST_F(RunFileTest, LibraryVersionIsDotted) {
   EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << version;
 }
 
+// A `ridgeline collectives` file: no timelines, /collectives tables and the interconnect roof.
+TEST_F(RunFileTest, CollectivesFileRoundTripsAndValidates) {
+  RunData data = make_run();
+  data.root.emplace_back("command", std::string("collectives"));
+  data.root.emplace_back("check", std::string("passed"));
+  data.ops = OpTable();
+  data.timelines.clear();
+  data.summary = RunSummary();
+  const Table result = {{"size_bytes", std::vector<int64_t>{8, 16}},
+                        {"count", std::vector<int64_t>{2, 4}},
+                        {"time_mean_ns", std::vector<double>{1500, 1600}},
+                        {"time_p50_ns", std::vector<double>{1400, 1500}},
+                        {"time_p95_ns", std::vector<double>{1800, 1900}},
+                        {"time_p99_ns", std::vector<double>{1900, 2000}},
+                        {"time_min_ns", std::vector<double>{1300, 1400}},
+                        {"algbw_gbps", std::vector<double>{0.005, 0.01}},
+                        {"busbw_gbps", std::vector<double>{0.005, 0.01}},
+                        {"busbw_p50_gbps", std::vector<double>{0.006, 0.011}},
+                        {"wrong", std::vector<int64_t>{0, 0}},
+                        {"iters", std::vector<int64_t>{20, 20}}};
+  data.tables.push_back({"/collectives/all_reduce", result, {{"group_size", int64_t{2}}}});
+  data.tables.push_back({"/collectives/all_reduce_samples_ns",
+                         {{"size_index", std::vector<int64_t>{0, 0, 1}},
+                          {"iteration", std::vector<int64_t>{0, 1, 0}},
+                          {"time_ns", std::vector<double>{1400, 1600, 1500}}},
+                         {}});
+  data.tables.push_back({"/roofs/interconnect",
+                         {{"collective", std::vector<std::string>{"all_reduce"}},
+                          {"group_size", std::vector<int64_t>{2}},
+                          {"dtype", std::vector<std::string>{"fp32"}},
+                          {"transport", std::vector<std::string>{"auto"}},
+                          {"alpha_us", std::vector<double>{1.3}},
+                          {"beta_gbps", std::vector<double>{2.5}},
+                          {"fit_min_bytes", std::vector<int64_t>{8}},
+                          {"fit_max_bytes", std::vector<int64_t>{16}}},
+                         {}});
+  const std::string path = file("coll.h5");
+  write_run_file(path, data);
+  EXPECT_TRUE(validate_run_file(path).empty()) << joined(validate_run_file(path));
+  const RunData back = read_run_file(path);
+  EXPECT_TRUE(back.timelines.empty());
+  ASSERT_EQ(back.tables.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back.tables[i].path, data.tables[i].path);
+    ASSERT_EQ(back.tables[i].table.size(), data.tables[i].table.size());
+    for (size_t c = 0; c < data.tables[i].table.size(); ++c) {
+      EXPECT_EQ(back.tables[i].table[c].name, data.tables[i].table[c].name);
+      EXPECT_EQ(back.tables[i].table[c].values, data.tables[i].table[c].values);
+    }
+    EXPECT_EQ(back.tables[i].attrs, data.tables[i].attrs);
+  }
+
+  // A run file keeps its layout and gains the tables.
+  RunData run = make_run();
+  run.tables.push_back(data.tables.back());
+  write_run_file(file("run.h5"), run);
+  EXPECT_TRUE(validate_run_file(file("run.h5")).empty());
+  EXPECT_EQ(read_run_file(file("run.h5")).tables.size(), 1u);
+
+  // Broken: a missing column, unordered percentiles, no roof.
+  RunData bad = data;
+  bad.tables[0].table.pop_back();
+  std::get<std::vector<double>>(bad.tables[0].table[4].values)[1] = 100;
+  bad.tables.pop_back();
+  write_run_file(file("bad.h5"), bad);
+  const std::vector<std::string> problems = validate_run_file(file("bad.h5"));
+  EXPECT_TRUE(contains(problems, "/collectives/all_reduce: missing field 'iters'"))
+      << joined(problems);
+  EXPECT_TRUE(contains(problems, "/roofs: missing group")) << joined(problems);
+
+  bad = data;
+  std::get<std::vector<double>>(bad.tables[0].table[4].values)[1] = 100;
+  write_run_file(file("bad2.h5"), bad);
+  EXPECT_TRUE(contains(validate_run_file(file("bad2.h5")), "/collectives/all_reduce: row 1"));
+  bad.tables.clear();
+  EXPECT_THROW(write_run_file(file("bad3.h5"), bad), Error);
+}
+
 } // namespace
 } // namespace ridgeline

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# End to end on the host backend: mpirun -> collectives -> HDF5 file -> validate.
+# Usage: collectives_validate.sh RIDGELINE_BIN NP [collectives options...]
+set -euo pipefail
+bin=$1 np=$2
+shift 2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+out=$work/coll.h5
+
+mpiexec -n "$np" --oversubscribe "$bin" collectives --out "$out" "$@" | tee "$work/run.log"
+test -f "$out"
+if ls "$work"/*.tmp.* >/dev/null 2>&1; then echo "temporary file left behind" >&2; exit 1; fi
+grep -q "Avg bus bandwidth" "$work/run.log"
+grep -q "busbw(GB/s)" "$work/run.log"
+"$bin" validate "$out"
+if command -v h5dump >/dev/null; then
+  h5dump -H "$out" > "$work/h5dump.txt"
+  for d in all_reduce all_reduce_samples_ns sendrecv interconnect; do
+    grep -q "DATASET \"$d\"" "$work/h5dump.txt" || { echo "h5dump: no $d" >&2; exit 1; }
+  done
+fi
+echo "e2e collectives ok: np=$np $*"

@@ -1,0 +1,114 @@
+// The collective benchmark's call path on the host backend (MPI communicator) under mpiexec -n
+// 2 and 4: every collective, 8 B to 1 MiB, fp32 / bf16 / int32, in place and out of place, on
+// the whole world and on concurrent groups of 2: #wrong must be 0 everywhere.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "collectives/collective_bench.hpp"
+#include "collectives/communicator.hpp"
+#include "models/backend.hpp"
+
+namespace ridgeline {
+namespace {
+
+// Sweeps every collective on `comm_world` split into groups of `group_size`; returns the
+// number of wrong elements summed over every rank and a description of the first failure.
+int64_t sweep(int group_size, DType dtype, ReduceOp op, bool in_place, int root,
+              std::string& first_failure) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm group;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank / group_size, world_rank, &group);
+  int64_t total = 0;
+  {
+    std::unique_ptr<Backend> backend = make_host_backend();
+    std::unique_ptr<Communicator> comm = make_mpi_communicator(group);
+    const size_t max_bytes = size_t{1} << 20;
+    Buffer a = backend->allocate_bytes(max_bytes);
+    Buffer b = backend->allocate_bytes(max_bytes);
+    std::vector<unsigned char> staging(max_bytes);
+    const int rank = comm->rank();
+    const int ranks = comm->size();
+    for (const CollectiveSpec& spec : collective_registry())
+      for (size_t requested : size_sweep(8, max_bytes, 2)) {
+        const CollectiveShape shape = collective_shape(spec, requested, dtype, ranks);
+        if (shape.count == 0) continue;
+        const CallBuffers buf = call_buffers(in_place_layout(spec, comm->backend()), in_place,
+                                             shape, dtype, rank, a, b);
+        upload_inputs(*backend, spec, shape, buf, dtype, op, rank, ranks, staging);
+        issue_collective(*comm, spec, buf, shape, dtype, op, root, nullptr);
+        comm->complete(nullptr);
+        const ResultChecker checker(spec, shape, dtype, op, root, rank, ranks);
+        int64_t wrong = download_and_count_wrong(*backend, checker, buf, dtype, staging);
+        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        if (wrong > 0 && first_failure.empty())
+          first_failure = std::string(spec.name) + " " + std::to_string(shape.size_bytes) + " B";
+        total += wrong;
+      }
+  }
+  MPI_Comm_free(&group);
+  return total;
+}
+
+int world_size() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+TEST(CollectivesMpi, EverySweepIsExactOutOfPlaceAndInPlace) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32})
+    for (bool in_place : {false, true}) {
+      std::string failure;
+      EXPECT_EQ(sweep(world_size(), dtype, ReduceOp::sum, in_place, world_size() - 1, failure), 0)
+          << dtype_name(dtype) << (in_place ? " in place" : " out of place") << ": " << failure;
+    }
+}
+
+TEST(CollectivesMpi, EveryReductionOpIsExact) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32})
+    for (ReduceOp op : {ReduceOp::prod, ReduceOp::max, ReduceOp::min, ReduceOp::avg}) {
+      if (!exactness_problem(dtype, op, world_size()).empty()) continue;
+      std::string failure;
+      EXPECT_EQ(sweep(world_size(), dtype, op, false, 0, failure), 0)
+          << dtype_name(dtype) << " " << reduce_op_name(op) << ": " << failure;
+    }
+}
+
+TEST(CollectivesMpi, ConcurrentGroupsOfTwo) {
+  if (world_size() < 4 || world_size() % 2 != 0) GTEST_SKIP() << "needs 4 ranks";
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32})
+    for (bool in_place : {false, true}) {
+      std::string failure;
+      EXPECT_EQ(sweep(2, dtype, ReduceOp::sum, in_place, 1, failure), 0)
+          << dtype_name(dtype) << (in_place ? " in place" : " out of place") << ": " << failure;
+    }
+}
+
+TEST(CollectivesMpi, AFlippedElementIsCounted) {
+  // A wrong result on one rank must be seen: corrupt one received element on rank 0.
+  std::unique_ptr<Backend> backend = make_host_backend();
+  std::unique_ptr<Communicator> comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const CollectiveSpec& spec = *find_collective("all_reduce");
+  const CollectiveShape shape = collective_shape(spec, 4096, DType::f32, comm->size());
+  Buffer a = backend->allocate_bytes(4096);
+  Buffer b = backend->allocate_bytes(4096);
+  std::vector<unsigned char> staging(4096);
+  const CallBuffers buf =
+      call_buffers(InPlace::same_buffer, false, shape, DType::f32, comm->rank(), a, b);
+  upload_inputs(*backend, spec, shape, buf, DType::f32, ReduceOp::sum, comm->rank(), comm->size(),
+                staging);
+  issue_collective(*comm, spec, buf, shape, DType::f32, ReduceOp::sum, 0, nullptr);
+  if (comm->rank() == 0) static_cast<float*>(buf.recv)[17] += 1.0f;
+  const ResultChecker checker(spec, shape, DType::f32, ReduceOp::sum, 0, comm->rank(),
+                              comm->size());
+  int64_t wrong = download_and_count_wrong(*backend, checker, buf, DType::f32, staging);
+  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(wrong, 1);
+}
+
+} // namespace
+} // namespace ridgeline
