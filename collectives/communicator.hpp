@@ -28,6 +28,9 @@ class Communicator {
   virtual int size() const = 0;
   /// "nccl" or "mpi".
   virtual const char* backend() const = 0;
+  /// True when a collective's completion is ordered by its stream (NCCL): a time stamp queued
+  /// right after it marks its end. False when the host must complete() it first (MPI).
+  virtual bool stream_ordered() const = 0;
 
   virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                           Stream stream) = 0;

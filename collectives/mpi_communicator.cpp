@@ -73,6 +73,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return m_rank; }
   int size() const override { return m_size; }
   const char* backend() const override { return "mpi"; }
+  bool stream_ordered() const override { return false; }
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {

@@ -107,6 +107,7 @@ public:
   int rank() const override { return m_rank; }
   int size() const override { return m_size; }
   const char *backend() const override { return "nccl"; }
+  bool stream_ordered() const override { return true; }
 
   void all_reduce(const void *send, void *recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {

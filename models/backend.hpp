@@ -83,6 +83,11 @@ class Backend {
   virtual Clock& clock() = 0;
   /// Makes `waiter` wait for everything issued so far on `signal` (device-side; no host sync).
   virtual void join(Lane waiter, Lane signal) = 0;
+  /// Marks everything issued so far on `lane` (an event on GPUs); wait_fence() makes another
+  /// lane wait for exactly that point, not for later work. The host runs synchronously: no-ops.
+  /// A fence must be waited on before 64 newer fences are made.
+  virtual size_t fence(Lane lane) { return 0; }
+  virtual void wait_fence(Lane waiter, size_t fence) {}
   /// Blocks the host until every lane is idle.
   virtual void synchronize() = 0;
 
@@ -125,7 +130,9 @@ class Backend {
   /// Starts recording everything issued on `lane` (and on lanes joined to it) into a graph
   /// instead of running it. Lanes joined in must be joined back before capture_end().
   virtual void capture_begin(Lane lane) { throw UsageError("CUDA graphs need the cuda backend"); }
-  /// Ends the capture started on `lane` and instantiates it; returns the graph's id.
+  /// Ends the capture started on `lane` and instantiates it; returns the graph's id. Graphs
+  /// live as long as the backend: destroy the backend before any NCCL communicator whose
+  /// collectives were captured (NCCL waits for the graphs that hold it).
   virtual int capture_end(Lane lane) { throw UsageError("CUDA graphs need the cuda backend"); }
   /// Launches graph `graph_id` on `lane` (asynchronous).
   virtual void replay(int graph_id, Lane lane) {

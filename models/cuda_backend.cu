@@ -287,11 +287,13 @@ void free_device(void *p) {
 
 class CudaBackend final : public Backend {
 public:
-  CudaBackend(int device, DType dtype)
+  CudaBackend(int device, DType dtype, bool comm_priority)
       : m_device(device), m_dtype(dtype), m_compute(set_device(device, 0)),
-        m_comm(greatest_priority()), m_clock(lane_streams()) {
+        m_comm(comm_priority ? greatest_priority() : 0), m_clock(lane_streams()) {
     m_join[0] = std::make_unique<Event>(false);
     m_join[1] = std::make_unique<Event>(false);
+    for (auto &e : m_fences)
+      e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
   }
 
@@ -307,6 +309,16 @@ public:
     cudaEvent_t e = m_join[lane_slot(signal)]->get();
     RIDGELINE_CHECK(cudaEventRecord(e, s));
     RIDGELINE_CHECK(cudaStreamWaitEvent(w, e, 0));
+  }
+
+  size_t fence(Lane lane) override {
+    const size_t id = m_next_fence++ % kFences;
+    RIDGELINE_CHECK(cudaEventRecord(m_fences[id]->get(), raw(lane)));
+    return id;
+  }
+
+  void wait_fence(Lane waiter, size_t fence) override {
+    RIDGELINE_CHECK(cudaStreamWaitEvent(raw(waiter), m_fences.at(fence)->get(), 0));
   }
 
   void synchronize() override {
@@ -327,9 +339,12 @@ public:
   }
 
   void upload(void *dst, const void *host_src, size_t bytes) override {
+    // The lanes are non-blocking streams: a plain cudaMemcpy would not wait for them.
+    synchronize();
     RIDGELINE_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
   }
   void download(void *host_dst, const void *src, size_t bytes) override {
+    synchronize();
     RIDGELINE_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
   }
 
@@ -644,6 +659,11 @@ private:
   Stream m_comm;
   CudaClock m_clock;
   std::unique_ptr<Event> m_join[2];
+  // Ring of sync-only events for fence(): a stream wait captures the event's state when it is
+  // enqueued, so an event may be recorded again once its waits are enqueued.
+  static constexpr size_t kFences = 64;
+  std::array<std::unique_ptr<Event>, kFences> m_fences;
+  size_t m_next_fence = 0;
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
   std::map<std::array<int64_t, 17>, std::unique_ptr<MatmulPlan>> m_plans;
@@ -669,14 +689,14 @@ int cuda_device_count() {
   return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype) {
+std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, bool comm_priority) {
   if (dtype != DType::bf16 && dtype != DType::f16)
     throw UsageError(std::string("the cuda backend stores bf16 or fp16, not ") + dtype_name(dtype));
   const int count = cuda_device_count();
   if (device < 0 || device >= count)
     throw UsageError("CUDA device " + std::to_string(device) + " does not exist (" +
                      std::to_string(count) + " visible)");
-  return std::make_unique<cuda::CudaBackend>(device, dtype);
+  return std::make_unique<cuda::CudaBackend>(device, dtype, comm_priority);
 }
 
 } // namespace ridgeline

@@ -17,8 +17,9 @@ namespace ridgeline {
 int cuda_device_count();
 
 /// Creates the CUDA backend on `device` (made current for the calling thread) storing
-/// activations and weights as `dtype` (bf16 or fp16; anything else throws UsageError).
-std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype);
+/// activations and weights as `dtype` (bf16 or fp16; anything else throws UsageError). The
+/// comm lane's stream gets the device's greatest priority unless `comm_priority` is false.
+std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, bool comm_priority = true);
 
 /// One GPU as recorded in /topology. Fields NVML could not supply are empty or -1.
 struct GpuInfo {

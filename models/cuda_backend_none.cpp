@@ -6,7 +6,7 @@ namespace ridgeline {
 
 int cuda_device_count() { return 0; }
 
-std::unique_ptr<Backend> make_cuda_backend(int, DType) {
+std::unique_ptr<Backend> make_cuda_backend(int, DType, bool) {
   throw UsageError("this ridgeline was built without CUDA");
 }
 

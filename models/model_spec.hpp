@@ -47,6 +47,9 @@ struct LayerShape {
   int64_t context = 0;  ///< decode: tokens already in the KV cache before this step
   int tp = 1;
   DType dtype = DType::f32;
+  /// Megatron sequence parallelism: norms and residuals on tokens / tp rows per rank, an
+  /// all-gather before each column-parallel GEMM and a reduce-scatter after each row-parallel one.
+  bool sequence_parallel = false;
 
   int64_t tokens() const { return phase == Phase::prefill ? batch * seq : batch; }
   /// Keys visible to the last query of a sequence (prefill: seq; decode: context + 1).

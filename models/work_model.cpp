@@ -56,12 +56,24 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   const double kv_len = static_cast<double>(s.kv_len());
   const double q_cols = hl * d;
   const double qkv_cols = (hl + 2.0 * kvl) * d;
-  const double norm_flops = (m.norm == NormKind::layernorm ? 8.0 : 5.0) * t * h;
-  const double norm_bytes = 2.0 * t * h * e + 2.0 * h * e;
-  const bool tp_comm = s.tp > 1;
+  // Norms and residuals see this rank's rows: all tokens, or tokens / tp under sequence
+  // parallelism. Collective message sizes follow nccl-tests: the full [t, h] activation.
+  const bool sp = s.sequence_parallel && s.tp > 1;
+  const double ts = sp ? t / static_cast<double>(s.tp) : t;
+  const double norm_flops = (m.norm == NormKind::layernorm ? 8.0 : 5.0) * ts * h;
+  const double norm_bytes = 2.0 * ts * h * e + 2.0 * h * e;
+  const bool tp_comm = s.tp > 1 && !sp;
+  const double act_bytes = t * h * e;
+  auto gather = [&](const char* name) {
+    return make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes);
+  };
+  auto scatter = [&](const char* name) {
+    return make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes);
+  };
 
   std::vector<OpSpec> ops;
   ops.push_back(make(op::norm1, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  if (sp) ops.push_back(gather(op::allgather_attn));
   ops.push_back(gemm_op(op::qkv, t, qkv_cols, h, e));
   if (m.rotary)
     ops.push_back(make(op::rotary, OpKind::elementwise, Lane::compute, 6.0 * t * (hl + kvl) * d,
@@ -79,8 +91,10 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   if (tp_comm)
     ops.push_back(make(op::allreduce_attn, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
                        t * h * e));
-  ops.push_back(make(op::residual1, OpKind::elementwise, Lane::compute, t * h, 3.0 * t * h * e, 0));
+  if (sp) ops.push_back(scatter(op::reducescatter_attn));
+  ops.push_back(make(op::residual1, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   ops.push_back(make(op::norm2, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  if (sp) ops.push_back(gather(op::allgather_mlp));
   const double fc1_cols = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
   ops.push_back(gemm_op(op::fc1, t, fc1_cols, h, e));
   ops.push_back(make(op::act, OpKind::elementwise, Lane::compute,
@@ -89,7 +103,8 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   if (tp_comm)
     ops.push_back(make(op::allreduce_mlp, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
                        t * h * e));
-  ops.push_back(make(op::residual2, OpKind::elementwise, Lane::compute, t * h, 3.0 * t * h * e, 0));
+  if (sp) ops.push_back(scatter(op::reducescatter_mlp));
+  ops.push_back(make(op::residual2, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   return ops;
 }
 
@@ -112,7 +127,10 @@ double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layer
   const double kvl = static_cast<double>(local_kv_heads(m, s.tp));
   const double f = static_cast<double>(m.ffn_hidden / s.tp);
   const double fc1 = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
-  const double activations = t * (6.0 * h + (hl + 2.0 * kvl) * d + hl * d + fc1 + f) * e;
+  // Residual stream (3), norm output, QKV, attention, projection, FC1, activation, FC2 rows;
+  // sequence parallelism adds the gathered norm output and two shard-sized scatter outputs.
+  const double activations = t * (6.0 * h + (hl + 2.0 * kvl) * d + hl * d + fc1 + f) * e +
+                             (s.sequence_parallel ? t * h * e * 1.5 : 0.0);
   double cache = 0;
   if (s.phase == Phase::decode)
     cache = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.context + 1) * kvl * d * e;

@@ -35,11 +35,16 @@ inline constexpr const char* act = "activation";
 inline constexpr const char* fc2 = "fc2_gemm";
 inline constexpr const char* allreduce_mlp = "allreduce_mlp";
 inline constexpr const char* residual2 = "residual2";
+inline constexpr const char* allgather_attn = "allgather_attn";
+inline constexpr const char* reducescatter_attn = "reducescatter_attn";
+inline constexpr const char* allgather_mlp = "allgather_mlp";
+inline constexpr const char* reducescatter_mlp = "reducescatter_mlp";
 inline constexpr const char* send_act = "pp_send";
 inline constexpr const char* recv_act = "pp_recv";
 }  // namespace op
 
-/// Every op of one layer on one rank, in execution order (all-reduces only when tp > 1).
+/// Every op of one layer on one rank, in execution order (collectives only when tp > 1:
+/// all-reduces, or all-gathers and reduce-scatters under sequence parallelism).
 std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
 /// The entry of `ops` named `name` (throws if absent).
 const OpSpec& find_op(const std::vector<OpSpec>& ops, const std::string& name);

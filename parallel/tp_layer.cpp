@@ -1,4 +1,5 @@
-// Tensor-parallel transformer stage: weight sharding by global index, and the forward schedule.
+// Tensor-parallel transformer stage: weight sharding by global index, the overlap strategies,
+// and the forward schedule.
 #include "parallel/tp_layer.hpp"
 
 #include <cmath>
@@ -8,15 +9,71 @@
 namespace ridgeline {
 namespace {
 // Indices into the op table of a layer, resolved once so the forward loop does no lookups.
-enum Slot { s_norm1, s_qkv, s_rotary, s_kv_append, s_attention, s_proj, s_ar_attn, s_res1,
-            s_norm2, s_fc1, s_act, s_fc2, s_ar_mlp, s_res2, s_count };
+enum Slot {
+  s_norm1, s_ag_attn, s_qkv, s_rotary, s_kv_append, s_attention, s_proj, s_ar_attn, s_rs_attn,
+  s_res1, s_norm2, s_ag_mlp, s_fc1, s_act, s_fc2, s_ar_mlp, s_rs_mlp, s_res2, s_count
+};
 const char* const kSlotNames[s_count] = {
-    op::norm1, op::qkv,       op::rotary, op::kv_append,      op::attention,
-    op::proj,  op::allreduce_attn, op::residual1, op::norm2, op::fc1,
-    op::act,   op::fc2,       op::allreduce_mlp, op::residual2};
+    op::norm1,     op::allgather_attn, op::qkv,       op::rotary,        op::kv_append,
+    op::attention, op::proj,           op::allreduce_attn, op::reducescatter_attn,
+    op::residual1, op::norm2,          op::allgather_mlp, op::fc1,       op::act,
+    op::fc2,       op::allreduce_mlp,  op::reducescatter_mlp, op::residual2};
 
 float uniform_scale(int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); }
+
+OpCost scaled(const OpCost& c, double share) {
+  return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
+}
 }  // namespace
+
+std::string Overlap::name() const {
+  switch (kind) {
+    case Kind::none: return "none";
+    case Kind::async: return "async";
+    case Kind::chunked: return "chunked:" + std::to_string(degree);
+    case Kind::split: return "split:" + std::to_string(degree);
+  }
+  return "?";
+}
+
+Overlap parse_overlap(const std::string& text) {
+  const std::string usage = "overlap strategy '" + text +
+                            "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2)";
+  Overlap o;
+  if (text == "none") return o;
+  if (text == "async") {
+    o.kind = Overlap::Kind::async;
+    return o;
+  }
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw UsageError(usage);
+  const std::string kind = text.substr(0, colon), n = text.substr(colon + 1);
+  if (kind == "chunked") o.kind = Overlap::Kind::chunked;
+  else if (kind == "split") o.kind = Overlap::Kind::split;
+  else throw UsageError(usage);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(usage);
+  o.degree = std::stoi(n);
+  if (o.degree < 2) throw UsageError(usage);
+  return o;
+}
+
+std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap& o) {
+  std::vector<std::string> p;
+  const int64_t t = s.tokens();
+  const bool sp = s.sequence_parallel && s.tp > 1;
+  if (s.batch % o.parts() != 0)
+    p.push_back(o.name() + " splits the batch: " + std::to_string(s.batch) +
+                " sequences per microbatch do not divide into " + std::to_string(o.parts()) + " parts");
+  const int64_t units = static_cast<int64_t>(o.parts()) * o.chunks();
+  const int64_t divisor = units * (sp ? s.tp : 1);
+  if (t % divisor != 0)
+    p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " +
+                std::to_string(t) + " tokens per microbatch do not divide into " +
+                std::to_string(divisor) + " equal row blocks" +
+                (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
+  return p;
+}
 
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops)
     : m_backend(backend), m_comm(tp_comm), m_spec(spec) {
@@ -24,6 +81,9 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
                     "tensor parallelism needs a communicator of tp ranks");
+  const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
+  if (!problems.empty()) throw UsageError(problems.front());
+  m_sp = s.sequence_parallel && s.tp > 1;
   m_ops = layer_ops(m, s, spec.attention);
   m_op_ids.assign(s_count, -1);
   m_slot_specs.assign(s_count, nullptr);
@@ -41,27 +101,41 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_d = m.head_dim();
   m_fl = m.ffn_hidden / s.tp;
   m_tokens = s.tokens();
+  m_stream_tokens = m_sp ? m_tokens / s.tp : m_tokens;
+  m_units = spec.overlap.parts() * spec.overlap.chunks();
 
   const int64_t h = m.hidden;
   const int64_t qkv_cols = (m_hl + 2 * m_kvl) * m_d;
   const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_fl : m_fl;
-  m_in_buf = alloc(m_tokens, h);
-  m_out_buf = alloc(m_tokens, h);
-  m_tmp_buf = alloc(m_tokens, h);
-  m_ln_buf = alloc(m_tokens, h);
+  m_in_buf = alloc(m_stream_tokens, h);
+  m_out_buf = alloc(m_stream_tokens, h);
+  m_tmp_buf = alloc(m_stream_tokens, h);
+  m_ln_buf = alloc(m_stream_tokens, h);
   m_qkv_buf = alloc(m_tokens, qkv_cols);
   m_attn_buf = alloc(m_tokens, m_hl * m_d);
   m_proj_buf = alloc(m_tokens, h);
   m_fc1_buf = alloc(m_tokens, fc1_cols);
   m_act_buf = alloc(m_tokens, m_fl);
   m_fc2_buf = alloc(m_tokens, h);
+  if (m_sp) {
+    m_ln_full_buf = alloc(m_tokens, h);
+    m_proj_shard_buf = alloc(m_stream_tokens, h);
+    m_fc2_shard_buf = alloc(m_stream_tokens, h);
+  }
   const DType dt = backend.dtype();
-  m_input = m_in_buf.view(m_tokens, h, dt);
-  m_output = m_out_buf.view(m_tokens, h, dt);
+  m_input = m_in_buf.view(m_stream_tokens, h, dt);
+  m_output = m_out_buf.view(m_stream_tokens, h, dt);
 
   m_layers.resize(static_cast<size_t>(spec.num_layers));
   for (int64_t l = 0; l < spec.num_layers; ++l)
     init_layer(spec.first_layer + l, m_layers[static_cast<size_t>(l)]);
+}
+
+void TpStage::set_overlap(const Overlap& overlap) {
+  const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
+  if (!problems.empty()) throw UsageError(problems.front());
+  m_spec.overlap = overlap;
+  m_units = overlap.parts() * overlap.chunks();
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -101,18 +175,19 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   // Row-parallel projection: this rank's columns of the global Wo [h, heads * d].
   const int64_t attn_cols = m.heads * m_d;
   w.wo = alloc(h, m_hl * m_d);
-  m_backend.fill_random(w.wo.view(h, m_hl * m_d, dt), key(role_wo, attn_cols, uniform_scale(attn_cols)),
-                        0, r * m_hl * m_d);
+  m_backend.fill_random(w.wo.view(h, m_hl * m_d, dt),
+                        key(role_wo, attn_cols, uniform_scale(attn_cols)), 0, r * m_hl * m_d);
 
   // Column-parallel FC1 (gate and up stacked for SwiGLU), row-parallel FC2.
   const bool swiglu = m.mlp == MlpKind::swiglu;
   w.w1 = alloc(swiglu ? 2 * m_fl : m_fl, h);
   const Tensor w1 = w.w1.view(swiglu ? 2 * m_fl : m_fl, h, dt);
   m_backend.fill_random(w1.rows_slice(0, m_fl), key(role_w1, h, s_in), r * m_fl, 0);
-  if (swiglu) m_backend.fill_random(w1.rows_slice(m_fl, m_fl), key(role_w1_up, h, s_in), r * m_fl, 0);
+  if (swiglu)
+    m_backend.fill_random(w1.rows_slice(m_fl, m_fl), key(role_w1_up, h, s_in), r * m_fl, 0);
   w.w2 = alloc(h, m_fl);
-  m_backend.fill_random(w.w2.view(h, m_fl, dt), key(role_w2, m.ffn_hidden, uniform_scale(m.ffn_hidden)),
-                        0, r * m_fl);
+  m_backend.fill_random(w.w2.view(h, m_fl, dt),
+                        key(role_w2, m.ffn_hidden, uniform_scale(m.ffn_hidden)), 0, r * m_fl);
 
   if (m_spec.shape.phase == Phase::decode) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
@@ -129,134 +204,331 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   }
 }
 
-void TpStage::fill_input(int64_t microbatch) {
-  const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_spec.model.hidden, 1.0f};
-  m_backend.fill_random(m_input, key, microbatch * m_tokens, 0);
+// Under sequence parallelism rank r holds, for every unit u, the rows
+// [u * Tu + r * Tu / tp, + Tu / tp) of the unit: an all-gather of one unit's pieces then lands
+// the unit's rows contiguous and in token order, and a reduce-scatter of a unit's rows hands
+// each rank its piece. Without it, ranks hold every row.
+Tensor TpStage::unit_rows(const Tensor& full, int unit) const {
+  const int64_t n = m_tokens / m_units;
+  return full.rows_slice(unit * n, n);
 }
 
-void TpStage::forward(Recorder& rec) {
-  const int64_t n = m_spec.num_layers;
+Tensor TpStage::unit_piece(const Tensor& shard, int unit) const {
+  const int64_t n = m_stream_tokens / m_units;
+  return shard.rows_slice(unit * n, n);
+}
+
+Tensor TpStage::part_rows(const Tensor& full, int part) const {
+  const int64_t n = m_tokens / m_spec.overlap.parts();
+  return full.rows_slice(part * n, n);
+}
+
+Tensor TpStage::part_stream(const Tensor& stream, int part) const {
+  const int64_t n = m_stream_tokens / m_spec.overlap.parts();
+  return stream.rows_slice(part * n, n);
+}
+
+void TpStage::fill_input(int64_t microbatch) {
+  const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_spec.model.hidden, 1.0f};
+  const int64_t base = microbatch * m_tokens;
+  if (!m_sp) {
+    m_backend.fill_random(m_input, key, base, 0);
+    return;
+  }
+  const int64_t unit = m_tokens / m_units, piece = unit / m_spec.shape.tp;
+  for (int u = 0; u < m_units; ++u)
+    m_backend.fill_random(unit_piece(m_input, u), key, base + u * unit + m_spec.tp_rank * piece, 0);
+}
+
+std::vector<float> TpStage::gather_output() {
+  if (!m_sp) return m_backend.to_host(m_output);
+  Buffer full_buf = m_backend.allocate(m_tokens, m_spec.model.hidden);
+  const Tensor full = full_buf.view(m_tokens, m_spec.model.hidden, m_backend.dtype());
+  const Stream stream = m_backend.stream(Lane::compute);
+  for (int u = 0; u < m_units; ++u) {
+    const Tensor piece = unit_piece(m_output, u);
+    m_comm->all_gather(piece.data, unit_rows(full, u).data, static_cast<size_t>(piece.elements()),
+                       piece.dtype, stream);
+  }
+  m_comm->complete(stream);
+  return m_backend.to_host(full);
+}
+
+Lane TpStage::comm_queue() const {
+  return m_spec.overlap.kind == Overlap::Kind::none ? Lane::compute : Lane::comm;
+}
+
+size_t TpStage::begin_compute(Recorder& rec, int slot, int64_t layer, double share) {
+  const auto i = static_cast<size_t>(slot);
+  return rec.begin(m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
+                   scaled(m_slot_specs[i]->cost, share), Lane::compute);
+}
+
+template <class Issue>
+void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue) {
+  if (!communicating()) return;
+  const Lane queue = comm_queue();
+  // On its own queue a collective must still wait for the compute that produced its input.
+  if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
+  const auto i = static_cast<size_t>(slot);
+  const size_t handle = rec.begin(m_op_ids[i], static_cast<int32_t>(layer), Lane::comm,
+                                  scaled(m_slot_specs[i]->cost, share), queue);
+  const Stream stream = m_backend.stream(queue);
+  issue(stream);
+  // Stream-ordered (NCCL) or blocking (MPI on a null stream): it ends where the next stamp
+  // lands. A non-blocking MPI request ends when wait_comm() completes it.
+  if (m_comm->stream_ordered() || stream == nullptr)
+    rec.end(handle);
+  else
+    m_open_comm.push_back(handle);
+}
+
+void TpStage::wait_comm(Recorder& rec, size_t fence) {
+  if (!communicating() || comm_queue() == Lane::compute) return;
+  m_comm->complete(m_backend.stream(Lane::comm));
+  for (size_t handle : m_open_comm) rec.end(handle);
+  m_open_comm.clear();
+  m_backend.wait_fence(Lane::compute, fence);
+}
+
+void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
+                   const Buffer& beta, Tensor out) {
+  if (!computing()) return;
+  const int64_t h = m_spec.model.hidden;
   const DType dt = m_backend.dtype();
-  const Tensor tmp = m_tmp_buf.view(m_tokens, m_spec.model.hidden, dt);
-  Tensor x = m_input;
-  for (int64_t l = 0; l < n; ++l) {
-    // Alternate output buffers so that the last layer writes output().
-    const Tensor y = (n - 1 - l) % 2 == 0 ? m_output : tmp;
-    run_layer(rec, m_spec.first_layer + l, m_layers[static_cast<size_t>(l)], x, y);
-    x = y;
+  const size_t hnd = begin_compute(rec, slot, layer, 1.0 / m_spec.overlap.parts());
+  if (m_spec.model.norm == NormKind::layernorm)
+    m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
+                         static_cast<float>(m_spec.model.norm_eps));
+  else
+    m_backend.rms_norm(in, gamma.view(1, h, dt), out, static_cast<float>(m_spec.model.norm_eps));
+  rec.end(hnd);
+}
+
+void TpStage::gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,
+                          int unit) {
+  const Tensor piece = unit_piece(shard, unit);
+  void* dst = unit_rows(full, unit).data;
+  collective(rec, slot, layer, 1.0 / m_units, [&](Stream st) {
+    m_comm->all_gather(piece.data, dst, static_cast<size_t>(piece.elements()), piece.dtype, st);
+  });
+}
+
+void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
+                          const Tensor& w, Tensor out, int part) {
+  const DType dt = m_backend.dtype();
+  const Tensor ln = m_ln_buf.view(m_stream_tokens, m_spec.model.hidden, dt);
+  if (!m_sp) {
+    if (!computing()) return;
+    const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
+    m_backend.gemm(part_rows(ln, part), w, part_rows(out, part));
+    rec.end(hnd);
+    return;
+  }
+  const Tensor full = m_ln_full_buf.view(m_tokens, m_spec.model.hidden, dt);
+  const int k = m_spec.overlap.chunks(), first = part * k;
+  gather_unit(rec, gather_slot, layer, ln, full, first);
+  for (int u = first; u < first + k; ++u) {
+    // Wait for unit u's gather only (u + 1's is issued after the fence), then compute on it
+    // while the next unit's gather runs.
+    wait_comm(rec, m_backend.fence(Lane::comm));
+    if (u + 1 < first + k) gather_unit(rec, gather_slot, layer, ln, full, u + 1);
+    if (!computing()) continue;
+    const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
+    m_backend.gemm(unit_rows(full, u), w, unit_rows(out, u));
+    rec.end(hnd);
   }
 }
 
-void TpStage::all_reduce(Recorder& rec, int slot, int64_t layer, Tensor t) {
-  const Stream stream = m_backend.stream(Lane::compute);
-  const auto i = static_cast<size_t>(slot);
-  ScopedOp scope(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::comm, m_slot_specs[i]->cost,
-                 Lane::compute);
-  m_comm->all_reduce(t.data, t.data, static_cast<size_t>(t.elements()), t.dtype, ReduceOp::sum,
-                     stream);
-  m_comm->complete(stream);
+size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
+                         const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
+                         int part) {
+  const int k = m_spec.overlap.chunks(), first = part * k;
+  for (int u = first; u < first + k; ++u) {
+    const Tensor rows = unit_rows(out_full, u);
+    if (computing()) {
+      const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
+      m_backend.gemm(unit_rows(in, u), w, rows);
+      rec.end(hnd);
+    }
+    collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
+      if (m_sp)
+        m_comm->reduce_scatter(rows.data, unit_piece(out_shard, u).data,
+                               static_cast<size_t>(rows.elements() / m_spec.shape.tp), rows.dtype,
+                               ReduceOp::sum, st);
+      else
+        m_comm->all_reduce(rows.data, rows.data, static_cast<size_t>(rows.elements()), rows.dtype,
+                           ReduceOp::sum, st);
+    });
+  }
+  return comm_queue() == Lane::comm ? m_backend.fence(Lane::comm) : 0;
 }
 
-void TpStage::run_layer(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
-                        Tensor y) {
+size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,
+                                const Tensor& x, int part) {
   const ModelSpec& m = m_spec.model;
   const LayerShape& s = m_spec.shape;
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
-  const int64_t t = m_tokens;
-  const float eps = static_cast<float>(m.norm_eps);
-  const auto lid = static_cast<int32_t>(layer);
-  auto scope = [&](Slot slot) {
-    const OpSpec& spec = *m_slot_specs[static_cast<size_t>(slot)];
-    return rec.begin(m_op_ids[static_cast<size_t>(slot)], lid, spec.lane, spec.cost, Lane::compute);
-  };
-  auto norm = [&](Slot slot, const Tensor& in, const Buffer& gamma, const Buffer& beta, Tensor out) {
-    const size_t hnd = scope(slot);
-    if (m.norm == NormKind::layernorm)
-      m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out, eps);
-    else
-      m_backend.rms_norm(in, gamma.view(1, h, dt), out, eps);
-    rec.end(hnd);
-  };
+  const int parts = m_spec.overlap.parts();
+  const double share = 1.0 / parts;
+  const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
+  const Tensor qkv = m_qkv_buf.view(m_tokens, (m_hl + 2 * m_kvl) * m_d, dt);
+  const Tensor attn = m_attn_buf.view(m_tokens, m_hl * m_d, dt);
 
-  const Tensor ln = m_ln_buf.view(t, h, dt);
-  const Tensor qkv = m_qkv_buf.view(t, (m_hl + 2 * m_kvl) * m_d, dt);
-  const Tensor attn = m_attn_buf.view(t, m_hl * m_d, dt);
-  const Tensor proj = m_proj_buf.view(t, h, dt);
-  const bool swiglu = m.mlp == MlpKind::swiglu;
-  const Tensor fc1 = m_fc1_buf.view(t, swiglu ? 2 * m_fl : m_fl, dt);
-  const Tensor act = m_act_buf.view(t, m_fl, dt);
-  const Tensor fc2 = m_fc2_buf.view(t, h, dt);
-
-  norm(s_norm1, x, w.ln1_gamma, w.ln1_beta, ln);
-  size_t hnd = scope(s_qkv);
-  m_backend.gemm(ln, w.wqkv.view(qkv.cols, h, dt), qkv);
-  rec.end(hnd);
+  norm(rec, s_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta, part_stream(ln, part));
+  column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
 
   const bool decode = s.phase == Phase::decode;
-  if (m.rotary) {
-    hnd = scope(s_rotary);
-    m_backend.rotary(qkv.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d,
-                     decode ? 1 : s.seq, decode ? s.context : 0,
-                     static_cast<float>(m.rope_theta));
+  const int64_t nb = s.batch / parts, b0 = part * nb;
+  const Tensor pq = part_rows(qkv, part);
+  if (computing()) {
+    if (m.rotary) {
+      const size_t hnd = begin_compute(rec, s_rotary, layer, share);
+      m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d,
+                       decode ? 1 : s.seq, decode ? s.context : 0, static_cast<float>(m.rope_theta));
+      rec.end(hnd);
+    }
+    const Tensor q = pq.cols_slice(0, m_hl * m_d);
+    const Tensor k_new = pq.cols_slice(m_hl * m_d, m_kvl * m_d);
+    const Tensor v_new = pq.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d);
+    AttentionShape shape;
+    shape.batch = nb;
+    shape.heads = m_hl;
+    shape.kv_heads = m_kvl;
+    shape.head_dim = m_d;
+    if (decode) {
+      const int64_t cap = s.context + 1;
+      const Tensor k_cache =
+          w.k_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
+      const Tensor v_cache =
+          w.v_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
+      size_t hnd = begin_compute(rec, s_kv_append, layer, share);
+      m_backend.copy(k_new, k_cache.strided_rows(s.context, nb, cap));
+      m_backend.copy(v_new, v_cache.strided_rows(s.context, nb, cap));
+      rec.end(hnd);
+      shape.seq = 1;
+      shape.context = cap;
+      shape.capacity = cap;
+      hnd = begin_compute(rec, s_attention, layer, share);
+      m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
+      rec.end(hnd);
+    } else {
+      shape.seq = s.seq;
+      shape.context = s.seq;
+      shape.capacity = s.seq;
+      const size_t hnd = begin_compute(rec, s_attention, layer, share);
+      m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
+      rec.end(hnd);
+    }
+  }
+  const Tensor proj = m_proj_buf.view(m_tokens, h, dt);
+  const Tensor proj_shard = m_sp ? m_proj_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  return row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
+                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, part);
+}
+
+size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
+                          Tensor y, int part, size_t fence) {
+  const ModelSpec& m = m_spec.model;
+  const DType dt = m_backend.dtype();
+  const int64_t h = m.hidden;
+  const double share = 1.0 / m_spec.overlap.parts();
+  wait_comm(rec, fence);
+  const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
+                              : part_rows(m_proj_buf.view(m_tokens, h, dt), part);
+  if (computing()) {
+    const size_t hnd = begin_compute(rec, s_res1, layer, share);
+    m_backend.add(part_stream(x, part), reduced, part_stream(y, part));
     rec.end(hnd);
   }
-  const Tensor q = qkv.cols_slice(0, m_hl * m_d);
-  const Tensor k_new = qkv.cols_slice(m_hl * m_d, m_kvl * m_d);
-  const Tensor v_new = qkv.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d);
-  AttentionShape shape;
-  shape.batch = s.batch;
-  shape.heads = m_hl;
-  shape.kv_heads = m_kvl;
-  shape.head_dim = m_d;
-  if (decode) {
-    const int64_t capacity = s.context + 1;
-    const Tensor k_cache = w.k_cache.view(s.batch * capacity, m_kvl * m_d, dt);
-    const Tensor v_cache = w.v_cache.view(s.batch * capacity, m_kvl * m_d, dt);
-    hnd = scope(s_kv_append);
-    m_backend.copy(k_new, k_cache.strided_rows(s.context, s.batch, capacity));
-    m_backend.copy(v_new, v_cache.strided_rows(s.context, s.batch, capacity));
-    rec.end(hnd);
-    shape.seq = 1;
-    shape.context = capacity;
-    shape.capacity = capacity;
-    hnd = scope(s_attention);
-    m_backend.attention(shape, q, k_cache, v_cache, attn, m_spec.attention);
-    rec.end(hnd);
-  } else {
-    shape.seq = s.seq;
-    shape.context = s.seq;
-    shape.capacity = s.seq;
-    hnd = scope(s_attention);
-    m_backend.attention(shape, q, k_new, v_new, attn, m_spec.attention);
+  const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
+  norm(rec, s_norm2, layer, part_stream(y, part), w.ln2_gamma, w.ln2_beta, part_stream(ln, part));
+  const bool swiglu = m.mlp == MlpKind::swiglu;
+  const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
+  const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
+  column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
+  if (computing()) {
+    const size_t hnd = begin_compute(rec, s_act, layer, share);
+    if (swiglu)
+      m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
+    else
+      m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
     rec.end(hnd);
   }
+  const Tensor fc2 = m_fc2_buf.view(m_tokens, h, dt);
+  const Tensor fc2_shard = m_sp ? m_fc2_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  return row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
+                  fc2_shard, part);
+}
 
-  hnd = scope(s_proj);
-  m_backend.gemm(attn, w.wo.view(h, m_hl * m_d, dt), proj);
+void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
+  const DType dt = m_backend.dtype();
+  const int64_t h = m_spec.model.hidden;
+  wait_comm(rec, fence);
+  if (!computing()) return;
+  const Tensor reduced = m_sp ? part_stream(m_fc2_shard_buf.view(m_stream_tokens, h, dt), part)
+                              : part_rows(m_fc2_buf.view(m_tokens, h, dt), part);
+  const size_t hnd = begin_compute(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
+  m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
   rec.end(hnd);
-  if (s.tp > 1) all_reduce(rec, s_ar_attn, layer, proj);
-  hnd = scope(s_res1);
-  m_backend.add(x, proj, y);
-  rec.end(hnd);
+}
 
-  norm(s_norm2, y, w.ln2_gamma, w.ln2_beta, ln);
-  hnd = scope(s_fc1);
-  m_backend.gemm(ln, w.w1.view(fc1.cols, h, dt), fc1);
-  rec.end(hnd);
-  hnd = scope(s_act);
-  if (swiglu)
-    m_backend.swiglu(fc1, act);
-  else
-    m_backend.gelu(fc1, act);
-  rec.end(hnd);
-  hnd = scope(s_fc2);
-  m_backend.gemm(act, w.w2.view(h, m_fl, dt), fc2);
-  rec.end(hnd);
-  if (s.tp > 1) all_reduce(rec, s_ar_mlp, layer, fc2);
-  hnd = scope(s_res2);
-  m_backend.add(y, fc2, y);
-  rec.end(hnd);
+void TpStage::forward(Recorder& rec) {
+  const int64_t n = m_spec.num_layers;
+  const int parts = m_spec.overlap.parts();
+  const Tensor tmp = m_tmp_buf.view(m_stream_tokens, m_spec.model.hidden, m_backend.dtype());
+  Tensor x = m_input;
+  std::vector<size_t> fences(static_cast<size_t>(parts));
+  for (int64_t l = 0; l < n; ++l) {
+    // Alternate output buffers so that the last layer writes output().
+    const Tensor y = (n - 1 - l) % 2 == 0 ? m_output : tmp;
+    const int64_t layer = m_spec.first_layer + l;
+    const LayerWeights& w = m_layers[static_cast<size_t>(l)];
+    // Parts interleave phase by phase: part p's collective runs under part p + 1's compute.
+    for (int p = 0; p < parts; ++p) fences[static_cast<size_t>(p)] = attention_phase(rec, layer, w, x, p);
+    for (int p = 0; p < parts; ++p)
+      fences[static_cast<size_t>(p)] = mlp_phase(rec, layer, w, x, y, p, fences[static_cast<size_t>(p)]);
+    for (int p = 0; p < parts; ++p) final_phase(rec, layer, y, p, fences[static_cast<size_t>(p)]);
+    x = y;
+  }
+}
+
+std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, int reps) {
+  const ModelSpec& m = m_spec.model;
+  const DType dt = m_backend.dtype();
+  const int64_t h = m.hidden;
+  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_fl : m_fl;
+  struct Shape {
+    const char* op;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{op::qkv, (m_hl + 2 * m_kvl) * m_d, h},
+                          {op::proj, h, m_hl * m_d},
+                          {op::fc1, fc1_cols, h},
+                          {op::fc2, h, m_fl}};
+  std::vector<GemmProbe> probes;
+  for (const Shape& sh : shapes) {
+    Buffer a = m_backend.allocate(m_tokens, sh.k);
+    Buffer w = m_backend.allocate(sh.n, sh.k);
+    Buffer c = m_backend.allocate(m_tokens, sh.n);
+    const Tensor ta = a.view(m_tokens, sh.k, dt), tw = w.view(sh.n, sh.k, dt),
+                 tc = c.view(m_tokens, sh.n, dt);
+    m_backend.fill_random(ta, GenKey{m_spec.seed, tensor_id(-2, 1), sh.k, 1.0f}, 0, 0);
+    m_backend.fill_random(tw, GenKey{m_spec.seed, tensor_id(-2, 2), sh.k, 0.05f}, 0, 0);
+    for (int i = 0; i < warmup; ++i) m_backend.gemm(ta, tw, tc);
+    GemmProbe p;
+    p.op = sh.op;
+    p.flops = 2.0 * static_cast<double>(m_tokens) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
+    p.reps = reps;
+    p.start_mark = rec.mark(Lane::compute);
+    for (int i = 0; i < reps; ++i) m_backend.gemm(ta, tw, tc);
+    p.end_mark = rec.mark(Lane::compute);
+    probes.push_back(p);
+    // Operands are freed only after the device finished with them.
+    m_backend.synchronize();
+  }
+  return probes;
 }
 
 }  // namespace ridgeline

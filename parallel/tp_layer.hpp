@@ -1,10 +1,13 @@
 // Megatron-style tensor-parallel transformer blocks: column-parallel QKV and FC1, row-parallel
-// projection and FC2, an all-reduce after each row-parallel GEMM. One TpStage holds the
-// weights, KV caches and activations of the consecutive layers of one pipeline stage on one
-// TP rank, and runs them forward while recording every op.
+// projection and FC2, an all-reduce after each row-parallel GEMM (or, under sequence
+// parallelism, an all-gather before each column-parallel GEMM and a reduce-scatter after each
+// row-parallel one). One TpStage holds the weights, KV caches and activations of the
+// consecutive layers of one pipeline stage on one TP rank, runs them forward under an overlap
+// strategy, and records every op.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectives/communicator.hpp"
@@ -21,16 +24,47 @@ enum TensorRole : int64_t {
   role_k_cache = 8, role_v_cache = 9, role_input = 10
 };
 
+/// How a stage overlaps its collectives with compute.
+///   none       collectives on the compute queue, serialized (the eager-framework baseline)
+///   async      collectives on their own queue, joined by events (overlaps what is independent)
+///   chunked:K  the tokens are cut into K chunks: the collective of chunk i runs while the GEMM
+///              of chunk i+1 computes (under sequence parallelism the all-gather of chunk i+1
+///              runs while the GEMM of chunk i computes)
+///   split:N    the batch is cut into N parts whose layers interleave, so one part's collective
+///              runs under another part's compute
+struct Overlap {
+  enum class Kind { none, async, chunked, split };
+  Kind kind = Kind::none;
+  int degree = 1;  ///< K for chunked, N for split
+
+  int parts() const { return kind == Kind::split ? degree : 1; }
+  int chunks() const { return kind == Kind::chunked ? degree : 1; }
+  /// "none", "async", "chunked:K" or "split:N" (parse_overlap's inverse).
+  std::string name() const;
+};
+/// Parses one strategy; throws UsageError naming the accepted forms.
+Overlap parse_overlap(const std::string& text);
+
 /// What one stage computes.
 struct StageSpec {
   ModelSpec model;
-  LayerShape shape;           ///< per microbatch (batch = sequences per microbatch)
+  LayerShape shape;  ///< per microbatch (batch = sequences per microbatch)
   AttentionImpl attention = AttentionImpl::fused;
+  Overlap overlap;
   int tp_rank = 0;
-  int64_t first_layer = 0;    ///< global index of this stage's first layer
+  int64_t first_layer = 0;  ///< global index of this stage's first layer
   int64_t num_layers = 1;
   uint64_t seed = 0;
 };
+
+/// The problems that make `spec`'s token split impossible (empty = fine): under split:N the
+/// batch must divide into N parts; chunks (and tp shards under sequence parallelism) must
+/// divide the tokens.
+std::vector<std::string> stage_split_problems(const LayerShape& shape, const Overlap& overlap);
+
+/// What a forward() runs: everything, the compute without collectives, or the collectives
+/// without compute (same messages, same order); the last two isolate each lane's time.
+enum class StageMode { full, compute_only, comm_only };
 
 class TpStage {
  public:
@@ -38,17 +72,37 @@ class TpStage {
   /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops`.
   TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops);
 
-  /// Input activations [tokens, hidden] of this stage (filled by fill_input() or a recv).
+  /// Input activations of this stage: [tokens, hidden], or this rank's [tokens / tp, hidden]
+  /// rows under sequence parallelism (filled by fill_input() or a pipeline receive).
   Tensor input() const { return m_input; }
-  /// Output activations [tokens, hidden] after forward().
+  /// Output activations after forward(), laid out like input().
   Tensor output() const { return m_output; }
-  /// Generates the model input of microbatch `mb` (first stage), identical on every TP rank.
+  /// Generates the model input of microbatch `mb` (first stage): this rank's rows of it.
   void fill_input(int64_t microbatch);
+  void set_mode(StageMode mode) { m_mode = mode; }
+  /// Switches the overlap strategy (weights and buffers stay); throws UsageError if the
+  /// tokens cannot be split for it.
+  void set_overlap(const Overlap& overlap);
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
   void forward(Recorder& rec);
+  /// The whole [tokens, hidden] output in token order (gathers the shards under sequence
+  /// parallelism). Every rank of the TP group calls it.
+  std::vector<float> gather_output();
   /// Bytes of weights, caches and activations this stage allocated.
   size_t allocated_bytes() const { return m_allocated; }
   const std::vector<OpSpec>& op_specs() const { return m_ops; }
+
+  /// One GEMM of the layer timed alone: `reps` back-to-back calls of the same shape on fresh
+  /// operands, bracketed by two Recorder marks (resolve with mark_ns() after a flush()).
+  struct GemmProbe {
+    std::string op;
+    double flops = 0;
+    size_t start_mark = 0;
+    size_t end_mark = 0;
+    int reps = 0;
+  };
+  /// Times every GEMM shape of the layer standalone (the same library call as in the layer).
+  std::vector<GemmProbe> probe_gemms(Recorder& rec, int warmup, int reps);
 
  private:
   struct LayerWeights {
@@ -56,21 +110,51 @@ class TpStage {
   };
   Buffer alloc(int64_t rows, int64_t cols);
   void init_layer(int64_t layer, LayerWeights& w);
-  void run_layer(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y);
-  /// All-reduce of a row-parallel GEMM's partial sums, serialized on the compute queue.
-  void all_reduce(Recorder& rec, int slot, int64_t layer, Tensor t);
+  // One part of one layer in three phases separated by the row-parallel collectives; each of
+  // the first two returns the comm-lane fence the next phase waits for.
+  size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, int part);
+  size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
+                   int part, size_t fence);
+  void final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence);
+  void norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
+            const Buffer& beta, Tensor out);
+  // Column-parallel GEMM of one part: under sequence parallelism each unit's all-gather is
+  // followed by that unit's GEMM while the next unit's all-gather runs.
+  void column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer, const Tensor& w,
+                   Tensor out, int part);
+  // Row-parallel GEMM of one part, unit by unit, each unit's reduction issued right after it.
+  size_t row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
+                  const Tensor& w, Tensor out_full, Tensor out_shard, int part);
+  void gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full, int unit);
+  // Collective plumbing: queue, recording, completion.
+  bool computing() const { return m_mode != StageMode::comm_only; }
+  bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
+  Lane comm_queue() const;
+  size_t begin_compute(Recorder& rec, int slot, int64_t layer, double share);
+  template <class Issue>
+  void collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue);
+  void wait_comm(Recorder& rec, size_t fence);
+  // Row ranges: units (chunks of a part), parts, and this rank's shard pieces.
+  Tensor unit_rows(const Tensor& full, int unit) const;
+  Tensor unit_piece(const Tensor& shard, int unit) const;
+  Tensor part_rows(const Tensor& full, int part) const;
+  Tensor part_stream(const Tensor& stream, int part) const;
 
   Backend& m_backend;
   Communicator* m_comm;
   StageSpec m_spec;
+  StageMode m_mode = StageMode::full;
+  bool m_sp = false;
   std::vector<OpSpec> m_ops;
-  std::vector<int32_t> m_op_ids;              ///< op table id per layer slot (-1: absent)
+  std::vector<int32_t> m_op_ids;            ///< op table id per layer slot (-1: absent)
   std::vector<const OpSpec*> m_slot_specs;  ///< work-model entry per layer slot
-  int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0;
+  std::vector<size_t> m_open_comm;          ///< host collectives begun but not yet completed
+  int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
+  int m_units = 1;
   size_t m_allocated = 0;
   std::vector<LayerWeights> m_layers;
-  Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_qkv_buf, m_attn_buf, m_proj_buf, m_fc1_buf,
-      m_act_buf, m_fc2_buf;
+  Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf,
+      m_proj_buf, m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
   Tensor m_input, m_output;
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "models/work_model.hpp"
+#include "parallel/tp_layer.hpp"
 
 namespace ridgeline {
 namespace {
@@ -51,7 +52,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()->group(work);
   cmd.add_option("--batch", c.batch, "Sequences per step")->group(work);
   cmd.add_option("--seq", c.seq, "Prefill tokens per sequence")->group(work);
-  cmd.add_option("--context", c.context, "Decode: tokens already in the KV cache")->group(work);
+  cmd.add_option("--context", c.context,
+                 "Decode: tokens already in the KV cache (default 256 on host, 1 on GPUs)")
+      ->group(work);
   cmd.add_option("--microbatches", c.microbatches, "Pipeline microbatches per step (the batch is split)")
       ->capture_default_str()->group(work);
 
@@ -68,6 +71,28 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()->group(exec);
   cmd.add_option("--attention", c.attention, "fused (online softmax) | naive (materialised scores)")
       ->capture_default_str()->group(exec);
+  cmd.add_flag("--graphs", c.graphs,
+               "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
+               "launch overhead, which often bounds decode; the timeline then has one op per step")
+      ->group(exec);
+
+  const char* const ovl = "Overlap";
+  cmd.add_option("--overlap", c.overlap,
+                 "Comma list of strategies run back to back: none (serialized), async (own "
+                 "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
+                 "(N interleaved parts of the batch)")
+      ->capture_default_str()->group(ovl);
+  cmd.add_flag("--sequence-parallel", c.sequence_parallel,
+               "All-gather before column-parallel and reduce-scatter after row-parallel GEMMs "
+               "instead of all-reduce; norms and residuals on tokens / tp rows")
+      ->group(ovl);
+  cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas, "NCCL maxCTAs (channels) for the TP communicator")
+      ->group(ovl);
+  cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")->group(ovl);
+  cmd.add_option("--comm-priority", c.comm_priority,
+                 "Priority of the collective stream: high | normal (CUDA_DEVICE_MAX_CONNECTIONS "
+                 "is read from the environment and recorded)")
+      ->capture_default_str()->group(ovl);
 
   const char* const meas = "Measurement";
   cmd.add_option("--warmup", c.warmup, "Warm-up iterations (recorded and marked, not summarised)")
@@ -75,7 +100,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--iters", c.iters, "Timed iterations")->capture_default_str()->group(meas);
   cmd.add_option("--check", c.check,
                  "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
-                 "(auto: on when that reference fits in 2 GiB)")
+                 "(auto: on when that reference fits in 2 GiB of host memory or a quarter of the free GPU memory)")
       ->capture_default_str()->group(meas);
   cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")->capture_default_str()->group(meas);
   cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
@@ -105,7 +130,7 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
   if (c.batch == 0) c.batch = decode ? (host ? 8 : 64) : 1;
   if (decode) c.seq = 1;
   if (c.seq == 0) c.seq = host ? 512 : 4096;
-  if (decode && c.context == 0) c.context = host ? 256 : 1;
+  if (c.context < 0) c.context = decode ? (host ? 256 : 1) : 0;
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
 }
 
@@ -144,6 +169,20 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.backend, "--backend", {"auto", "host", "cuda"});
   if (c.backend == "host" && c.dtype != "fp32")
     p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
+  if (c.graphs && c.backend != "cuda") p.push_back("--graphs needs the cuda backend");
+  choice(c.comm_priority, "--comm-priority", {"high", "normal"});
+  if (c.backend != "cuda" && (c.nccl_max_ctas >= 0 || c.nccl_min_ctas >= 0))
+    p.push_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
+  if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
+    p.push_back("--nccl-max-ctas/--nccl-min-ctas must be positive");
+  if (c.sequence_parallel && c.tp < 2) p.push_back("--sequence-parallel needs --tp 2 or more");
+  std::vector<std::string> strategies;
+  try {
+    strategies = overlap_list(c);
+  } catch (const UsageError& e) {
+    p.push_back(std::string("--overlap: ") + e.what());
+  }
+  if (c.graphs && c.pp > 1) p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
     p.push_back("the cuda backend computes in bf16 or fp16 (got --dtype " + c.dtype + ")");
 
@@ -170,6 +209,10 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
       p.push_back("--ffn-hidden " + str(c.ffn_hidden) + " is not divisible by --tp " + str(c.tp));
     if (c.layers % c.pp != 0)
       p.push_back("--layers " + str(c.layers) + " is not divisible by --pp " + str(c.pp));
+    if (c.batch % c.microbatches == 0 && one_of(c.phase, {"prefill", "decode"}))
+      for (const std::string& name : strategies)
+        for (const std::string& problem : stage_split_problems(layer_shape(c), parse_overlap(name)))
+          p.push_back("--overlap " + problem);
     // Kernels, BLAS and MPI take 32-bit counts: every tensor must stay below 2^31 elements.
     const double mb_batch = static_cast<double>(c.batch / c.microbatches);
     const bool decode = c.phase == "decode";
@@ -225,7 +268,18 @@ LayerShape layer_shape(const RunConfig& c) {
   s.context = s.phase == Phase::decode ? c.context : 0;
   s.tp = c.tp;
   s.dtype = parse_dtype(c.dtype);
+  s.sequence_parallel = c.sequence_parallel;
   return s;
+}
+
+std::vector<std::string> overlap_list(const RunConfig& c) {
+  std::vector<std::string> names;
+  std::string item;
+  std::istringstream in(c.overlap);
+  while (std::getline(in, item, ','))
+    names.push_back(parse_overlap(item).name());
+  if (names.empty()) throw UsageError("no overlap strategy given");
+  return names;
 }
 
 Attrs config_attrs(const RunConfig& c) {
@@ -251,7 +305,12 @@ Attrs config_attrs(const RunConfig& c) {
           {"backend", c.backend},
           {"dtype", c.dtype},
           {"attention", c.attention},
-          {"overlap", std::string("none")},
+          {"graphs", static_cast<int64_t>(c.graphs ? 1 : 0)},
+          {"overlap", c.overlap},
+          {"sequence_parallel", static_cast<int64_t>(c.sequence_parallel ? 1 : 0)},
+          {"nccl_max_ctas", static_cast<int64_t>(c.nccl_max_ctas)},
+          {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
+          {"comm_priority", c.comm_priority},
           {"warmup", static_cast<int64_t>(c.warmup)},
           {"iters", static_cast<int64_t>(c.iters)},
           {"check", c.check},

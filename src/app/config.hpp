@@ -31,7 +31,7 @@ struct RunConfig {
   std::string phase = "prefill";
   int64_t batch = 0;
   int64_t seq = 0;
-  int64_t context = 0;
+  int64_t context = -1;  ///< decode: tokens already cached; -1 = the backend's default
   int64_t microbatches = 1;
   // Parallelism.
   int tp = 1;
@@ -41,6 +41,12 @@ struct RunConfig {
   std::string backend = "auto";  ///< auto | host | cuda
   std::string dtype = "auto";    ///< auto | fp32 | bf16 | fp16
   std::string attention = "fused";
+  bool graphs = false;  ///< capture one step as a CUDA graph and replay it (cuda backend)
+  std::string overlap = "none";  ///< comma list of strategies, run back to back
+  bool sequence_parallel = false;
+  int nccl_max_ctas = -1;  ///< ncclConfig_t::maxCTAs; -1 = NCCL's default
+  int nccl_min_ctas = -1;
+  std::string comm_priority = "high";  ///< high | normal: the comm stream's priority
   // Measurement.
   int warmup = 3;
   int iters = 10;
@@ -61,6 +67,8 @@ std::vector<std::string> validate(const RunConfig& cfg, int world_size);
 /// The model and per-microbatch layer shape of a validated configuration.
 ModelSpec model_spec(const RunConfig& cfg);
 LayerShape layer_shape(const RunConfig& cfg);
+/// The overlap strategies of --overlap, in order (throws UsageError on a bad entry).
+std::vector<std::string> overlap_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);
 

@@ -115,12 +115,32 @@ struct CheckOutcome {
   double tolerance = 0;
 };
 
-// The last stage's output against the whole model (every layer) recomputed at TP=1 from the
-// same generated input, on the last stage's TP rank 0 of each data-parallel replica: this
-// checks the TP shards, the collectives and the pipeline transfers together.
-CheckOutcome check_against_reference(const CommandContext& ctx, Backend& backend, TpStage& stage,
-                                     const StageSpec& spec, bool last_stage, int64_t all_layers,
-                                     bool enabled, const std::string& why_not) {
+// The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
+// last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
+// stage's output with it checks the TP shards, the collectives and the pipeline transfers.
+std::vector<float> reference_output(Backend& backend, const StageSpec& spec, bool holder,
+                                    int64_t all_layers) {
+  if (!holder) return {};
+  StageSpec ref_spec = spec;
+  ref_spec.shape.tp = 1;
+  ref_spec.shape.sequence_parallel = false;
+  ref_spec.overlap = Overlap{};
+  ref_spec.tp_rank = 0;
+  ref_spec.first_layer = 0;
+  ref_spec.num_layers = all_layers;
+  OpTable scratch_ops;
+  TpStage ref(backend, nullptr, ref_spec, scratch_ops);
+  ref.fill_input(0);
+  Recorder silent(backend.clock(), scratch_ops);
+  silent.set_enabled(false);
+  ref.forward(silent);
+  return backend.to_host(ref.output());
+}
+
+// Every rank calls; the last stage's TP group gathers its output, the holder compares.
+CheckOutcome check_output(MPI_Comm world, Backend& backend, TpStage& stage, bool last_stage,
+                          const std::vector<float>& reference, bool enabled,
+                          const std::string& why_not) {
   CheckOutcome c;
   c.tolerance = backend.dtype() == DType::f32 ? 1e-4 : 2e-2;
   if (!enabled) {
@@ -128,23 +148,78 @@ CheckOutcome check_against_reference(const CommandContext& ctx, Backend& backend
     return c;
   }
   double err = 0;
-  if (last_stage && spec.tp_rank == 0) {
-    StageSpec ref_spec = spec;
-    ref_spec.shape.tp = 1;
-    ref_spec.first_layer = 0;
-    ref_spec.num_layers = all_layers;
-    OpTable scratch_ops;
-    TpStage ref(backend, nullptr, ref_spec, scratch_ops);
-    ref.fill_input(0);
-    Recorder silent(backend.clock(), scratch_ops);
-    silent.set_enabled(false);
-    ref.forward(silent);
-    err = relative_l2(backend.to_host(stage.output()), backend.to_host(ref.output()));
+  if (last_stage) {
+    const std::vector<float> got = stage.gather_output();
+    if (!reference.empty()) err = relative_l2(got, reference);
   }
-  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, ctx.mpi.world()));
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, world));
   c.max_rel_error = err;
   c.status = err <= c.tolerance ? "passed" : "failed";
   return c;
+}
+
+// Loop times of one strategy (per iteration, max over ranks).
+struct LoopTimes {
+  double instrumented_ns = 0;
+  double plain_ns = 0;
+  double compute_only_ns = 0;
+  double comm_only_ns = 0;
+};
+
+// One strategy's results, on rank 0.
+struct StrategyResult {
+  std::string name;
+  RunSummary summary;
+  std::vector<std::vector<TimelineRecord>> timelines;
+  LoopTimes loops;
+  CheckOutcome check;
+};
+
+// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
+// else compute-only + comm-only): exposed communication, overlap efficiency, interference,
+// and the lane on the critical path.
+Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
+  const LoopTimes& t = r.loops;
+  double compute_in_step_ns = 0;
+  for (const OpAggregate& a : r.summary.ops)
+    if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
+  const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
+  return {{"overlap", r.name},
+          {"step_ns", t.plain_ns},
+          {"compute_only_ns", t.compute_only_ns},
+          {"comm_only_ns", t.comm_only_ns},
+          {"exposed_comm_ns", t.plain_ns - t.compute_only_ns},
+          {"serialized_ns", serialized_ns},
+          {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
+          {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
+          {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
+}
+
+void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results,
+                         const std::vector<Attrs>& metrics) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-12s %10s %10s %10s %10s %8s %8s %8s %-13s %s\n", "overlap",
+                "step ms", "comp ms", "comm ms", "exposed", "eff", "interf", "vs none", "bound",
+                "check");
+  out << "\n" << line;
+  double none_ns = 0;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].name == "none") none_ns = results[i].loops.plain_ns;
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto num = [&](const char* key) { return std::get<double>(*find_attr(metrics[i], key)); };
+    const LoopTimes& t = results[i].loops;
+    std::snprintf(line, sizeof(line), "%-12s %10.4f %10.4f %10.4f %10.4f %8.3f %8.3f %8s %-13s %s\n",
+                  results[i].name.c_str(), t.plain_ns / 1e6, t.compute_only_ns / 1e6,
+                  t.comm_only_ns / 1e6, num("exposed_comm_ns") / 1e6, num("overlap_efficiency"),
+                  num("interference"),
+                  none_ns > 0 ? std::to_string(t.plain_ns / none_ns).substr(0, 5).c_str() : "-",
+                  std::get<std::string>(*find_attr(metrics[i], "bound")).c_str(),
+                  results[i].check.status.c_str());
+    out << line;
+  }
+  out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means, max over ranks; "
+         "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
+         "compute time in the overlapped step / compute-only time\n";
 }
 
 int run_one(CommandContext& ctx, RunConfig cfg) {
@@ -162,19 +237,25 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
 
   const ModelSpec model = model_spec(cfg);
   const LayerShape shape = layer_shape(cfg);
+  const std::vector<std::string> strategies = overlap_list(cfg);
   const int64_t stage_layers = cfg.layers / cfg.pp;
   const int device = want_cuda ? mpi.local_rank() % std::max(1, gpus) : -1;
 
-  // Memory: this stage, plus the TP=1 reference stage when checking, against the smallest
+  // Memory: this stage, plus the TP=1 reference model when checking, against the smallest
   // free memory of any rank, before anything is allocated.
   LayerShape tp1 = shape;
   tp1.tp = 1;
+  tp1.sequence_parallel = false;
   const double ref_bytes = stage_memory_bytes(model, tp1, cfg.layers);
   const bool check_possible = cfg.tp > 1 || cfg.pp > 1;
-  const bool check = check_possible && (cfg.check == "on" || (cfg.check == "auto" && ref_bytes <= kCheckAutoLimitBytes));
-  const double need = stage_memory_bytes(model, shape, stage_layers) + (check ? ref_bytes : 0.0);
   int64_t free_bytes = want_cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
+  // auto: check whenever the reference fits comfortably (2 GiB of host memory, a quarter of
+  // the smallest free GPU memory).
+  const double auto_limit =
+      want_cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
+  const bool check = check_possible && (cfg.check == "on" || (cfg.check == "auto" && ref_bytes <= auto_limit));
+  const double need = stage_memory_bytes(model, shape, stage_layers) + (check ? ref_bytes : 0.0);
   if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
     char msg[256];
     std::snprintf(msg, sizeof(msg),
@@ -192,16 +273,21 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
   ProcessGrid grid(mpi.world(), cfg.tp, cfg.pp, cfg.dp);
   const GridCoords& gc = grid.coords();
-  std::unique_ptr<Backend> backend =
-      want_cuda ? make_cuda_backend(device, parse_dtype(cfg.dtype)) : make_host_backend();
+  // Communicators are declared first so that they are destroyed last: NCCL communicators must
+  // outlive the CUDA graphs (owned by the backend) that captured their collectives.
   std::unique_ptr<Communicator> tp_comm, pp_comm;
+  std::unique_ptr<Backend> backend =
+      want_cuda ? make_cuda_backend(device, parse_dtype(cfg.dtype), cfg.comm_priority == "high")
+                : make_host_backend();
+  NcclOptions nccl;
+  nccl.max_ctas = cfg.nccl_max_ctas;
+  nccl.min_ctas = cfg.nccl_min_ctas;
   auto make_comm = [&](MPI_Comm c) {
-    return want_cuda ? make_nccl_communicator(c, NcclOptions{}) : make_mpi_communicator(c);
+    return want_cuda ? make_nccl_communicator(c, nccl) : make_mpi_communicator(c);
   };
   if (cfg.tp > 1) tp_comm = make_comm(grid.tp_comm());
   if (cfg.pp > 1) pp_comm = make_comm(grid.pp_comm());
 
-  OpTable ops;
   StageSpec spec;
   spec.model = model;
   spec.shape = shape;
@@ -210,50 +296,141 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   spec.first_layer = gc.pp_rank * stage_layers;
   spec.num_layers = stage_layers;
   spec.seed = cfg.seed;
-  TpStage stage(*backend, tp_comm.get(), spec, ops);
-  const double act_bytes = static_cast<double>(shape.tokens() * model.hidden * static_cast<int64_t>(dtype_size(shape.dtype)));
-  const OpCost p2p_cost{0, act_bytes, act_bytes};
-  const int32_t recv_id = ops.intern(op::recv_act, OpKind::p2p);
-  const int32_t send_id = ops.intern(op::send_act, OpKind::p2p);
-  if (gc.pp_rank == 0) stage.fill_input(0);
-
-  Recorder rec(backend->clock(), ops);
-  backend->synchronize();
-  RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
-  backend->clock().start_epoch();
-  const Stream compute = backend->stream(Lane::compute);
-  for (int it = 0; it < cfg.warmup + cfg.iters; ++it) {
-    watchdog.rearm("iteration " + std::to_string(it) + " (a collective or pipeline transfer is waiting)");
-    rec.set_iteration(it, it < cfg.warmup);
-    for (int64_t mb = 0; mb < cfg.microbatches; ++mb) {
-      rec.set_microbatch(static_cast<int32_t>(mb));
-      if (gc.pp_rank > 0) {
-        ScopedOp s(rec, recv_id, static_cast<int32_t>(spec.first_layer), Lane::p2p, p2p_cost, Lane::compute);
-        const Tensor in = stage.input();
-        pp_comm->recv(in.data, static_cast<size_t>(in.elements()), in.dtype, gc.pp_rank - 1, compute);
-        pp_comm->complete(compute);
-      }
-      stage.forward(rec);
-      if (gc.pp_rank < cfg.pp - 1) {
-        ScopedOp s(rec, send_id, static_cast<int32_t>(spec.first_layer + stage_layers - 1), Lane::p2p,
-                   p2p_cost, Lane::compute);
-        const Tensor out = stage.output();
-        pp_comm->send(out.data, static_cast<size_t>(out.elements()), out.dtype, gc.pp_rank + 1, compute);
-        pp_comm->complete(compute);
-      }
-    }
-  }
-  watchdog.rearm("waiting for the device to finish the timed iterations");
-  backend->synchronize();
-  rec.flush();
-  watchdog.rearm("checking the result and gathering timelines");
-
+  const bool last_stage = gc.pp_rank == cfg.pp - 1;
+  watchdog.rearm("computing the TP=1 reference output");
+  const std::vector<float> reference =
+      check ? reference_output(*backend, spec, last_stage && gc.tp_rank == 0, cfg.layers)
+            : std::vector<float>{};
   const std::string why_not =
       check_possible ? "--check " + cfg.check + " (the TP=1 reference model needs " +
                            std::to_string(static_cast<int64_t>(ref_bytes / 1048576)) + " MiB)"
                      : "tp=1 and pp=1: the run is itself the reference";
-  const CheckOutcome chk = check_against_reference(ctx, *backend, stage, spec, gc.pp_rank == cfg.pp - 1,
-                                                   cfg.layers, check, why_not);
+
+  OpTable ops;
+  spec.overlap = parse_overlap(strategies.front());
+  TpStage stage(*backend, tp_comm.get(), spec, ops);
+  const int64_t stream_tokens = stage.input().rows;
+  const double act_bytes = static_cast<double>(stream_tokens * model.hidden * static_cast<int64_t>(dtype_size(shape.dtype)));
+  const OpCost p2p_cost{0, act_bytes, act_bytes};
+  const int32_t recv_id = ops.intern(op::recv_act, OpKind::p2p);
+  const int32_t send_id = ops.intern(op::send_act, OpKind::p2p);
+  const int32_t graph_op = cfg.graphs ? ops.intern("stage_graph", OpKind::other) : -1;
+  OpCost graph_cost;
+  for (const OpSpec& o : stage.op_specs()) {
+    graph_cost.flops += o.cost.flops * static_cast<double>(stage_layers);
+    graph_cost.hbm_bytes += o.cost.hbm_bytes * static_cast<double>(stage_layers);
+    graph_cost.comm_bytes += o.cost.comm_bytes * static_cast<double>(stage_layers);
+  }
+  const Stream compute = backend->stream(Lane::compute);
+
+  std::vector<StrategyResult> results;
+  std::vector<TpStage::GemmProbe> probes;
+  std::vector<double> probe_ns;
+  for (const std::string& strategy : strategies) {
+    stage.set_overlap(parse_overlap(strategy));
+    // Under sequence parallelism a rank's rows depend on the strategy's chunking: refill.
+    if (gc.pp_rank == 0) stage.fill_input(0);
+    Recorder rec(backend->clock(), ops);
+    int graph = -1;
+    if (cfg.graphs) {
+      // The stage's kernels and collectives captured once; each step is then one replay, and
+      // the timeline holds one op per step (per-op times need eager execution).
+      Recorder silent(backend->clock(), ops);
+      silent.set_enabled(false);
+      backend->capture_begin(Lane::compute);
+      stage.forward(silent);
+      graph = backend->capture_end(Lane::compute);
+    }
+    // One step of this rank: every microbatch through the stage, with pipeline transfers.
+    auto run_step = [&] {
+      for (int64_t mb = 0; mb < cfg.microbatches; ++mb) {
+        rec.set_microbatch(static_cast<int32_t>(mb));
+        if (gc.pp_rank > 0) {
+          ScopedOp s(rec, recv_id, static_cast<int32_t>(spec.first_layer), Lane::p2p, p2p_cost, Lane::compute);
+          const Tensor in = stage.input();
+          pp_comm->recv(in.data, static_cast<size_t>(in.elements()), in.dtype, gc.pp_rank - 1, compute);
+          pp_comm->complete(compute);
+        }
+        if (graph >= 0) {
+          ScopedOp s(rec, graph_op, static_cast<int32_t>(spec.first_layer), Lane::compute, graph_cost,
+                     Lane::compute);
+          backend->replay(graph, Lane::compute);
+        } else {
+          stage.forward(rec);
+        }
+        if (gc.pp_rank < cfg.pp - 1) {
+          ScopedOp s(rec, send_id, static_cast<int32_t>(spec.first_layer + stage_layers - 1), Lane::p2p,
+                     p2p_cost, Lane::compute);
+          const Tensor out = stage.output();
+          pp_comm->send(out.data, static_cast<size_t>(out.elements()), out.dtype, gc.pp_rank + 1, compute);
+          pp_comm->complete(compute);
+        }
+      }
+    };
+    // A loop of `iters` steps bracketed by two marks, for the loop-level times.
+    auto timed_loop = [&](StageMode mode, const char* what) {
+      watchdog.rearm(std::string(what) + " (" + strategy + ")");
+      stage.set_mode(mode);
+      const size_t start = rec.mark(Lane::compute);
+      for (int it = 0; it < cfg.iters; ++it) run_step();
+      const size_t end = rec.mark(Lane::compute);
+      stage.set_mode(StageMode::full);
+      return std::make_pair(start, end);
+    };
+
+    backend->synchronize();
+    RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
+    backend->clock().start_epoch();
+    size_t timed_start = 0;
+    for (int it = 0; it < cfg.warmup + cfg.iters; ++it) {
+      watchdog.rearm("iteration " + std::to_string(it) + " of " + strategy +
+                     " (a collective or pipeline transfer is waiting)");
+      if (it == cfg.warmup) timed_start = rec.mark(Lane::compute);
+      rec.set_iteration(it, it < cfg.warmup);
+      run_step();
+    }
+    const size_t timed_end = rec.mark(Lane::compute);
+    // The same steps without per-op stamps (the instrumentation's own cost), then each lane
+    // alone: compute with collectives skipped, collectives with compute skipped (eager only:
+    // a graph replays what it captured).
+    rec.set_enabled(false);
+    const auto plain = timed_loop(StageMode::full, "uninstrumented iterations");
+    std::pair<size_t, size_t> compute_only{0, 0}, comm_only{0, 0};
+    if (graph < 0) {
+      compute_only = timed_loop(StageMode::compute_only, "compute-only iterations");
+      comm_only = timed_loop(StageMode::comm_only, "communication-only iterations");
+      run_step();  // a full step again: the check reads its output
+    }
+    rec.set_enabled(true);
+    if (results.empty()) {
+      watchdog.rearm("standalone GEMM probes");
+      probes = stage.probe_gemms(rec, 2, want_cuda ? 20 : 2);
+    }
+    watchdog.rearm("waiting for the device to finish " + strategy);
+    backend->synchronize();
+    rec.flush();
+
+    auto per_iter = [&](std::pair<size_t, size_t> m) {
+      return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / cfg.iters;
+    };
+    std::vector<double> loop_ns = {per_iter({timed_start, timed_end}), per_iter(plain),
+                                   per_iter(compute_only), per_iter(comm_only)};
+    if (probe_ns.empty())
+      for (const TpStage::GemmProbe& p : probes)
+        loop_ns.push_back(static_cast<double>(rec.mark_ns(p.end_mark) - rec.mark_ns(p.start_mark)) / p.reps);
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, loop_ns.data(), static_cast<int>(loop_ns.size()),
+                                  MPI_DOUBLE, MPI_MAX, mpi.world()));
+    if (probe_ns.empty()) probe_ns.assign(loop_ns.begin() + 4, loop_ns.end());
+
+    watchdog.rearm("checking " + strategy + " and gathering timelines");
+    StrategyResult r;
+    r.name = strategy;
+    r.loops = LoopTimes{loop_ns[0], loop_ns[1], loop_ns[2], loop_ns[3]};
+    r.check = check_output(mpi.world(), *backend, stage, last_stage, reference, check, why_not);
+    r.timelines = gather_timelines(mpi.world(), rec.records());
+    if (mpi.rank() == 0) r.summary = summarize_run(ops, r.timelines);
+    results.push_back(std::move(r));
+  }
 
   RunData data;
   data.root = {{"schema_version", kSchemaVersion},
@@ -265,29 +442,74 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                {"command", std::string("run")}};
   data.stack = stack_attrs();
   data.stack.emplace_back("clock", std::string(backend->clock().name()));
+  std::string links;
+  for (const auto& row : gpu_link_matrix()) {
+    std::string line;
+    for (const std::string& cell : row) line += (line.empty() ? "" : " ") + cell;
+    links += (links.empty() ? "" : "; ") + line;
+  }
+  if (!links.empty()) data.stack.emplace_back("gpu_link_matrix", links);
   data.env = performance_env();
   data.config = config_attrs(cfg);
   const Attrs coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
                         {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
                         {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
   data.topology = gather_attrs(mpi.world(), rank_topology(mpi, cfg.backend, device, coords));
-  data.timelines = gather_timelines(mpi.world(), rec.records());
   int ok = 1;
   if (mpi.rank() == 0) {
-    data.ops = ops;
-    data.summary = summarize_run(ops, data.timelines);
-    data.summary.attrs = {{"check", chk.status},
-                          {"check_max_rel_error", chk.max_rel_error},
-                          {"check_tolerance", chk.tolerance}};
-    write_run_file(cfg.out, data);
-    print_report(std::cout, data);
-    std::cout << "wrote " << cfg.out << "\n";
-    if (chk.status == "failed") {
-      std::cerr << "ridgeline: check FAILED: relative L2 error " << chk.max_rel_error
-                << " exceeds the tolerance " << chk.tolerance << " (tp=" << cfg.tp << " pp=" << cfg.pp
-                << " output vs the TP=1 single-stage recomputation)\n";
-      ok = 0;
+    double serialized_ns = results.front().loops.compute_only_ns + results.front().loops.comm_only_ns;
+    for (const StrategyResult& r : results)
+      if (r.name == "none") serialized_ns = r.loops.plain_ns;
+    std::vector<Attrs> metrics;
+    for (StrategyResult& r : results) {
+      metrics.push_back(overlap_attrs(r, serialized_ns));
+      Attrs& a = r.summary.attrs;
+      a = {{"check", r.check.status},
+           {"check_max_rel_error", r.check.max_rel_error},
+           {"check_tolerance", r.check.tolerance},
+           {"instrumented_step_ns", r.loops.instrumented_ns},
+           {"uninstrumented_step_ns", r.loops.plain_ns},
+           {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0}};
+      if (!cfg.graphs)
+        for (const auto& kv : metrics.back())
+          if (kv.first != "step_ns") a.push_back(kv);
+      for (size_t i = 0; i < probes.size(); ++i) {
+        const double ref_tflops = probes[i].flops / probe_ns[i] / 1e3;
+        a.emplace_back("gemm_reference_tflops." + probes[i].op, ref_tflops);
+        for (const OpAggregate& op : r.summary.ops)
+          if (op.name == probes[i].op && ref_tflops > 0)
+            a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
+      }
+      if (r.check.status == "failed") ok = 0;
     }
+    data.ops = ops;
+    data.timelines = results.front().timelines;
+    data.summary = results.front().summary;
+    if (results.size() > 1)
+      for (const StrategyResult& r : results) {
+        RunData::Point point;
+        point.config = data.config;
+        point.config.emplace_back("strategy", r.name);
+        point.ops = ops;
+        point.timelines = r.timelines;
+        point.summary = r.summary;
+        data.points.push_back(std::move(point));
+      }
+    write_run_file(cfg.out, data);
+    for (const StrategyResult& r : results) {
+      RunData shown = data;
+      shown.summary = r.summary;
+      if (results.size() > 1) std::cout << "\n== overlap " << r.name << "\n";
+      print_report(std::cout, shown);
+    }
+    if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1)) print_overlap_table(std::cout, results, metrics);
+    std::cout << "wrote " << cfg.out << "\n";
+    for (const StrategyResult& r : results)
+      if (r.check.status == "failed")
+        std::cerr << "ridgeline: check FAILED for overlap " << r.name << ": relative L2 error "
+                  << r.check.max_rel_error << " exceeds the tolerance " << r.check.tolerance
+                  << " (tp=" << cfg.tp << " pp=" << cfg.pp
+                  << " output vs the whole model recomputed at TP=1)\n";
   }
   RIDGELINE_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
   return ok ? 0 : 3;

@@ -94,8 +94,15 @@ void Recorder::end(size_t handle) {
   p.end_stamp = m_clock.stamp(p.queue);
 }
 
+size_t Recorder::mark(Lane queue) {
+  m_mark_stamps.push_back(m_clock.stamp(queue));
+  return m_mark_ns.size() + m_mark_stamps.size() - 1;
+}
+
 void Recorder::flush() {
   const std::vector<int64_t> stamps = m_clock.collect();
+  for (size_t s : m_mark_stamps) m_mark_ns.push_back(stamps.at(s));
+  m_mark_stamps.clear();
   for (Pending& p : m_pending) {
     if (p.end_stamp == kNoStamp) throw Error("timeline: op began but never ended");
     p.row.t_start_ns = stamps.at(p.start_stamp);

@@ -105,6 +105,10 @@ class Recorder {
     return begin(op_id, layer, lane, cost, lane);
   }
   void end(size_t handle);
+  /// A bare time stamp on `queue` (not a timeline row), e.g. around a whole loop; its time is
+  /// mark_ns(handle) after the next flush(). Recorded even while disabled.
+  size_t mark(Lane queue);
+  int64_t mark_ns(size_t handle) const { return m_mark_ns.at(handle); }
   /// Converts pending stamps into rows (waits for the device). Call outside timed regions.
   void flush();
   const std::vector<TimelineRecord>& records() const { return m_records; }
@@ -127,6 +131,8 @@ class Recorder {
   int32_t m_microbatch = 0;
   std::vector<Pending> m_pending;
   std::vector<TimelineRecord> m_records;
+  std::vector<size_t> m_mark_stamps;  ///< clock stamp of each mark, pending until flush()
+  std::vector<int64_t> m_mark_ns;     ///< resolved marks, indexed by mark handle
 };
 
 /// RAII op scope: begin() in the constructor, end() in the destructor.

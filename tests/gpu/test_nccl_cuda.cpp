@@ -25,8 +25,10 @@ protected:
   }
   int m_rank = 0;
   int m_size = 1;
-  std::unique_ptr<Backend> m_backend;
+  // Declared first, destroyed last: NCCL communicators must outlive the CUDA graphs (owned
+  // by the backend) that captured their collectives.
   std::unique_ptr<Communicator> m_comm;
+  std::unique_ptr<Backend> m_backend;
 };
 
 TEST_F(NcclCuda, AllReduceAndAllGather) {

@@ -177,3 +177,107 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+
+struct OverlapCase {
+  const char* name;
+  const char* overlap;
+  bool sequence_parallel;
+  Phase phase;
+};
+
+class OverlapMatchesTp1 : public ::testing::TestWithParam<OverlapCase> {};
+
+// Every overlap strategy, with and without sequence parallelism, computes the TP=1 output; the
+// compute-only and comm-only modes record only their own lane.
+TEST_P(OverlapMatchesTp1, OnEveryRank) {
+  const OverlapCase& c = GetParam();
+  const int tp = world_size();
+  ModelSpec m;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 128;
+  m.layers = 2;
+  StageSpec spec;
+  spec.model = m;
+  spec.shape.phase = c.phase;
+  spec.shape.batch = 4;
+  spec.shape.seq = c.phase == Phase::prefill ? 16 : 1;
+  spec.shape.context = c.phase == Phase::decode ? 9 : 0;
+  spec.shape.tp = tp;
+  spec.shape.sequence_parallel = c.sequence_parallel;
+  spec.overlap = parse_overlap(c.overlap);
+  spec.tp_rank = world_rank();
+  spec.num_layers = 2;
+  spec.seed = 5;
+  if (!stage_split_problems(spec.shape, spec.overlap).empty()) GTEST_SKIP() << "tokens do not split";
+  auto backend = make_host_backend();
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  OpTable ops;
+  TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  stage.fill_input(0);
+  Recorder rec(backend->clock(), ops);
+  backend->clock().start_epoch();
+  stage.forward(rec);
+  rec.flush();
+  const std::vector<float> got = stage.gather_output();
+
+  StageSpec ref_spec = spec;
+  ref_spec.shape.tp = 1;
+  ref_spec.shape.sequence_parallel = false;
+  ref_spec.overlap = Overlap{};
+  ref_spec.tp_rank = 0;
+  OpTable ref_ops;
+  TpStage ref(*backend, nullptr, ref_spec, ref_ops);
+  ref.fill_input(0);
+  Recorder silent(backend->clock(), ref_ops);
+  silent.set_enabled(false);
+  ref.forward(silent);
+  EXPECT_LT(relative_l2(got, backend->to_host(ref.output())), 1e-5) << c.name << " tp=" << tp;
+
+  for (StageMode mode : {StageMode::compute_only, StageMode::comm_only}) {
+    Recorder lane_rec(backend->clock(), ops);
+    stage.set_mode(mode);
+    stage.forward(lane_rec);
+    lane_rec.flush();
+    for (const TimelineRecord& r : lane_rec.records())
+      EXPECT_EQ(r.lane == static_cast<uint8_t>(Lane::comm), mode == StageMode::comm_only) << c.name;
+    if (tp == 1 && mode == StageMode::comm_only) EXPECT_TRUE(lane_rec.records().empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, OverlapMatchesTp1,
+    ::testing::Values(OverlapCase{"none", "none", false, Phase::prefill},
+                      OverlapCase{"async", "async", false, Phase::prefill},
+                      OverlapCase{"chunked4", "chunked:4", false, Phase::prefill},
+                      OverlapCase{"split2", "split:2", false, Phase::prefill},
+                      OverlapCase{"sp_none", "none", true, Phase::prefill},
+                      OverlapCase{"sp_chunked2", "chunked:2", true, Phase::prefill},
+                      OverlapCase{"sp_split2", "split:2", true, Phase::prefill},
+                      OverlapCase{"decode_split2", "split:2", false, Phase::decode},
+                      OverlapCase{"decode_sp_chunked2", "chunked:2", true, Phase::decode}),
+    [](const ::testing::TestParamInfo<OverlapCase>& i) { return std::string(i.param.name); });
+
+TEST(Overlap, ParsesAndRejects) {
+  EXPECT_EQ(parse_overlap("chunked:4").chunks(), 4);
+  EXPECT_EQ(parse_overlap("split:2").parts(), 2);
+  EXPECT_EQ(parse_overlap("async").name(), "async");
+  for (const char* bad : {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", ""})
+    EXPECT_THROW(parse_overlap(bad), UsageError) << bad;
+  LayerShape s;
+  s.batch = 1;
+  s.seq = 10;
+  s.tp = 4;
+  s.sequence_parallel = true;
+  EXPECT_EQ(stage_split_problems(s, parse_overlap("split:2")).size(), 2u);  // batch and rows
+  s.seq = 16;
+  s.batch = 2;
+  EXPECT_TRUE(stage_split_problems(s, parse_overlap("chunked:2")).empty());
+}
+
+}  // namespace
+}  // namespace ridgeline
