@@ -1,11 +1,16 @@
 // ridgeline entry point: MPI up, parse, run the selected command; errors are printed once and
 // end every rank with a non-zero status (MPI_Abort for failures that may strand other ranks).
+#include <cstdio>
 #include <iostream>
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a file or pipe: a job killed by its scheduler keeps every table
+  // row it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::cout.sync_with_stdio(true);
   ridgeline::MpiSession mpi(&argc, &argv);
   CLI::App app{"ridgeline"};
   ridgeline::CommandAction action;

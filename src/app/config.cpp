@@ -225,7 +225,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
         {"activations (tokens x hidden)", tokens * h},
         {"MLP activations (tokens x ffn / tp)", tokens * f},
         {"MLP weights (hidden x ffn / tp)", h * f},
-        {"KV cache (batch x context x hidden)", mb_batch * kv * h},
+        {"KV cache (batch x context x kv_heads / tp x head_dim)",
+         mb_batch * kv * static_cast<double>(c.kv_heads >= c.tp ? c.kv_heads / c.tp : 1) *
+             static_cast<double>(c.hidden / c.heads)},
         {"attention scores (batch x heads / tp x seq x context)",
          c.attention == "naive" ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv : 0.0}};
     for (const auto& [what, elements] : counts)
