@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks on one GPU node, everything collected in OUTDIR:
+#   - build natively (MPI, HDF5, CLI11, GTest development files needed), or unpack a bundle
+#     made by scripts/bundle.sh (--bundle FILE) on nodes without them;
+#   - the `gpu` tests;
+#   - layers: prefill and decode of the h=8192 reference layer at TP = 1, 2, 4 (decode eager
+#     and with --graphs), each beside the PyTorch-eager reference measured in the same job;
+#   - collectives: nccl-tests-style sweeps on 2 and 4 GPUs, NVLink and host transports;
+#   - overlap: the overlap strategies side by side;
+#   - extras: naive attention and a Llama 3 70B decode slice;
+#   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
+# and prints a summary table last. Sections run in the order of --only (default: all but graphs).
+# NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: gpu-check.sh OUTDIR [--bundle FILE] [--only SECTIONS]}
+shift
+bundle=""
+only="tests,layers,collectives,overlap,extras"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) bundle=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"/{logs,h5,ref}
+out=$(cd "$out" && pwd)
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# One node: MPI only bootstraps and carries small control messages (NCCL moves the data), so
+# use shared memory and loopback and skip network probing (UCX, other interfaces).
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx \
+  OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+if ! ldconfig -p | grep -q 'libnccl.so.2' && ! ls /usr/local/cuda/lib*/libnccl.so.2 >/dev/null 2>&1; then
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
+fi
+
+if [ -n "$bundle" ]; then
+  root=/tmp/ridgeline-bundle
+  rm -rf "$root" && mkdir -p "$root/sys"
+  tar -C "$root" -xJf "$bundle"
+  for deb in "$root"/debs/*.deb; do dpkg -x "$deb" "$root/sys"; done
+  usr=$root/sys/usr
+  export OPAL_PREFIX=$usr PATH=$usr/bin:$PATH
+  export PMIX_INSTALL_PREFIX=$usr/lib/x86_64-linux-gnu/pmix2
+  export PMIX_MCA_mca_base_component_path=$usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+  export LD_LIBRARY_PATH=$root/lib:$usr/lib/x86_64-linux-gnu:$usr/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
+  bin=$root/bin
+  ridgeline=$bin/ridgeline
+  launcher=$usr/bin/orterun
+  echo "gpu-check: using the prebuilt bundle $bundle" | tee "$out/logs/build.log"
+else
+  build=$repo/build-gpu
+  "$repo/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/logs/build.log" 2>&1 ||
+    { tail -50 "$out/logs/build.log"; exit 1; }
+  bin=$build/tests/gpu
+  ridgeline=$build/src/ridgeline
+  launcher=mpirun
+fi
+mpirun=("$launcher" --bind-to none --map-by slot)
+# Every step is bounded so that one hang cannot take the whole job's time.
+step_timeout=${GPU_CHECK_STEP_TIMEOUT:-150}
+start_s=$(date +%s)
+log() { echo "[gpu-check +$(( $(date +%s) - start_s ))s] $*"; }
+ngpu=$(nvidia-smi -L | wc -l)
+summary=$out/summary.txt
+: >"$summary"
+note() { log "$*"; echo "$*" >>"$summary"; }
+
+{ nvidia-smi; nvidia-smi topo -m; } >"$out/logs/nvidia-smi.txt" 2>&1
+timeout 60 "${mpirun[@]}" -np "$ngpu" "$ridgeline" env >"$out/logs/env.txt" 2>&1
+note "env: rc=$? ($ngpu GPUs, launcher $launcher)"
+
+section_tests() {
+  if [ -n "${build:-}" ]; then
+    (cd "$build" && ctest -L gpu --output-on-failure --timeout "$step_timeout") >"$out/logs/gpu-tests.log" 2>&1
+  else
+    for t in "$bin"/test_*; do
+      case $(basename "$t") in
+        test_cuda_backend) timeout "$step_timeout" "$t" ;;
+        *) timeout "$step_timeout" "${mpirun[@]}" -np 2 "$t" ;;
+      esac
+    done >"$out/logs/gpu-tests.log" 2>&1
+  fi
+  note "gpu tests: rc=$? ($(grep -cE '\[  PASSED  \]|tests passed' "$out/logs/gpu-tests.log") passing summaries, $(grep -c '\[  FAILED  \]' "$out/logs/gpu-tests.log") failures)"
+}
+
+# run NAME NP ARGS...: one ridgeline run, log + HDF5 under OUTDIR.
+run() {
+  local name=$1 np=$2
+  shift 2
+  timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" run "$@" --timeout 120 \
+    --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+  local rc=$?
+  note "$name: rc=$rc $(grep -E '^step time' "$out/logs/$name.log" | head -1)"
+}
+# torch NAME NP ARGS...: the PyTorch-eager reference layer.
+torch_ref() {
+  local name=$1 np=$2
+  shift 2
+  timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
+    "$repo/scripts/reference/torch_tp_layer.py" "$@" \
+    --json "$out/ref/$name.json" >"$out/logs/$name.log" 2>&1
+  note "$name: rc=$? $(grep -E 'p50' "$out/logs/$name.log" | tail -1)"
+}
+
+section_layers() {
+  for tp in 1 2 4; do
+    [ "$tp" -le "$ngpu" ] || continue
+    run "prefill_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 --batch 1 \
+      --tp "$tp" --warmup 5 --iters 20
+    torch_ref "torch_prefill_tp$tp" "$tp" --phase prefill --hidden 8192 --heads 64 --seq 4096 --batch 1
+    run "decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode --batch 64 \
+      --context 0 --tp "$tp" --warmup 10 --iters 100
+    run "decode_graphs_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
+      --batch 64 --context 0 --tp "$tp" --warmup 10 --iters 100 --graphs
+    torch_ref "torch_decode_tp$tp" "$tp" --phase decode --hidden 8192 --heads 64 --batch 64
+  done
+}
+
+section_collectives() {
+  for np in 2 4; do
+    [ "$np" -le "$ngpu" ] || continue
+    for transport in nvlink host; do
+      name="collectives_np${np}_$transport"
+      max=2G
+      [ "$transport" = host ] && max=256M
+      timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives --transport "$transport" --min-bytes 8 \
+        --max-bytes "$max" --warmup 5 --iters 20 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+      note "$name: rc=$? $(grep -E 'Avg bus bandwidth' "$out/logs/$name.log" | tr '\n' ' ')"
+    done
+  done
+}
+
+section_extras() {
+  run "prefill_naive_tp4" 4 --config "$repo/models/gpt-h8192.toml" --seq 4096 --tp 4 \
+    --attention naive --warmup 3 --iters 10
+  run "llama3_70b_decode_tp4" 4 --config "$repo/models/llama3-70b.toml" --layers 4 \
+    --phase decode --batch 64 --context 4096 --tp 4 --warmup 10 --iters 50 --graphs
+}
+
+section_overlap() {
+  for tp in 4 2; do
+    [ "$tp" -le "$ngpu" ] || continue
+    run "overlap_prefill_b1_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
+      --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,async,chunked:2,chunked:4
+    run "overlap_decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
+      --batch 64 --context 0 --tp "$tp" --warmup 10 --iters 50 --overlap none,async,chunked:2,split:2
+  done
+  run "overlap_prefill_b1_sp_tp4" 4 --config "$repo/models/gpt-h8192.toml" --seq 4096 --batch 1 \
+    --tp 4 --sequence-parallel --warmup 3 --iters 15 --overlap none,async,chunked:2,chunked:4
+  for tp in 4 2; do
+    [ "$tp" -le "$ngpu" ] || continue
+    run "overlap_prefill_b4_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
+      --batch 4 --tp "$tp" --warmup 2 --iters 8 --overlap none,async,chunked:2,chunked:4,split:2
+  done
+}
+
+section_graphs() {
+  for tp in 2 4; do
+    [ "$tp" -le "$ngpu" ] || continue
+    run "decode_graphs_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
+      --batch 64 --context 0 --tp "$tp" --warmup 10 --iters 100 --graphs
+  done
+}
+
+# Sections run in the order --only lists them.
+for section in ${only//,/ }; do
+  declare -F "section_$section" >/dev/null || { echo "gpu-check: unknown section $section" >&2; exit 2; }
+  "section_$section"
+done
+python3 "$repo/scripts/gpu_summary.py" "$out" | tee -a "$summary"
