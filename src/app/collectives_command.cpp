@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "app/build_info.hpp"
+#include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
 #include "app/run_file.hpp"
@@ -86,35 +87,6 @@ const TransportPreset* find_transport(const std::string& name) {
   for (const TransportPreset& t : kTransports)
     if (name == t.name) return &t;
   return nullptr;
-}
-
-std::string utc_now(const char* format) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), format, &tm);
-  return buf;
-}
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string s;
-  for (const std::string& p : parts)
-    s += (s.empty() ? "" : sep) + p;
-  return s;
-}
-
-int64_t available_host_bytes(int local_ranks) {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return -1;
-  char name[64];
-  long long kib = 0;
-  char unit[16];
-  int64_t avail = -1;
-  while (std::fscanf(f, "%63s %lld %15s", name, &kib, unit) == 3)
-    if (std::string(name) == "MemAvailable:") avail = kib * 1024;
-  std::fclose(f);
-  return avail < 0 ? -1 : avail / std::max(1, local_ranks);
 }
 
 // Every problem with the options at once; identical on every rank (no rank-local facts).
@@ -228,13 +200,6 @@ void check_nvlink(int local_gpus, std::vector<std::string>& warnings) {
       if (links[i][j].rfind("NV", 0) != 0)
         warnings.push_back("--transport nvlink: GPUs " + std::to_string(i) + " and " +
                            std::to_string(j) + " are linked by " + links[i][j] + ", not NVLink");
-}
-
-std::string link_matrix_text() {
-  std::vector<std::string> rows;
-  for (const auto& row : gpu_link_matrix())
-    rows.push_back(join(row, " "));
-  return join(rows, "; ");
 }
 
 /// Owns the communicator of one group of consecutive ranks (MPI_Comm_split).
@@ -606,16 +571,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                          "memory of any rank is " +
                          fixed(static_cast<double>(free_bytes) / 1073741824.0, 2) + " GiB");
   }
-  if (!all_ranks_true(mpi.world(), problems.empty())) {
-    if (mpi.rank() == 0) {
-      std::cerr << "ridgeline: invalid collectives configuration:\n";
-      for (const std::string& p :
-           problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"}
-                            : problems)
-        std::cerr << "  - " << p << "\n";
-    }
-    return 2;
-  }
+  if (reject_if_any(ctx, "invalid collectives configuration", problems)) return 2;
 
   std::vector<std::string> warnings;
   std::vector<EnvSetting> nccl_env;

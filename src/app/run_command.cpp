@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "app/build_info.hpp"
+#include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config.hpp"
 #include "app/fingerprint.hpp"
@@ -27,43 +28,6 @@ namespace ridgeline {
 namespace {
 
 constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
-
-std::string utc_now(const char* format) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), format, &tm);
-  return buf;
-}
-
-std::string join_argv(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
-
-// Prints the problems once (rank 0) and returns the usage exit code on every rank.
-int reject(const CommandContext& ctx, const std::string& what, const std::vector<std::string>& problems) {
-  if (ctx.mpi.rank() == 0) {
-    std::cerr << "ridgeline: " << what << ":\n";
-    for (const std::string& p : problems) std::cerr << "  - " << p << "\n";
-  }
-  return 2;
-}
-
-int64_t available_host_bytes(int local_ranks) {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return -1;
-  char name[64];
-  long long kib = 0;
-  char unit[16];
-  int64_t avail = -1;
-  while (std::fscanf(f, "%63s %lld %15s", name, &kib, unit) == 3)
-    if (std::string(name) == "MemAvailable:") avail = kib * 1024;
-  std::fclose(f);
-  return avail < 0 ? -1 : avail / std::max(1, local_ranks);
-}
 
 std::vector<std::vector<TimelineRecord>> gather_timelines(MPI_Comm comm,
                                                           const std::vector<TimelineRecord>& mine) {
@@ -232,8 +196,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   apply_defaults(cfg, want_cuda ? "cuda" : "host");
   std::vector<std::string> problems = validate(cfg, mpi.size());
   if (cfg.backend == "cuda" && gpus == 0) problems.push_back("--backend cuda: no CUDA device is visible");
-  if (!all_ranks_true(mpi.world(), problems.empty()))
-    return reject(ctx, "invalid configuration", problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems);
+  if (reject_if_any(ctx, "invalid configuration", problems)) return 2;
 
   const ModelSpec model = model_spec(cfg);
   const LayerShape shape = layer_shape(cfg);
@@ -262,7 +225,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                   "needs about %.2f GiB per rank (weights, caches, activations%s) but the smallest "
                   "free memory of any rank is %.2f GiB",
                   need / 1073741824.0, check ? ", TP=1 check" : "", static_cast<double>(free_bytes) / 1073741824.0);
-    return reject(ctx, "configuration does not fit in memory", {msg});
+    reject_if_any(ctx, "configuration does not fit in memory", {msg});
+    return 2;
   }
 
   if (cfg.out.empty()) {
@@ -437,18 +401,13 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                {"ridgeline_version", std::string(build::version)},
                {"git_sha", std::string(build::git_sha)},
                {"created_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")},
-               {"argv", join_argv(ctx.argv)},
+               {"argv", join(ctx.argv, " ")},
                {"world_size", static_cast<int64_t>(mpi.size())},
                {"command", std::string("run")}};
   data.stack = stack_attrs();
   data.stack.emplace_back("clock", std::string(backend->clock().name()));
-  std::string links;
-  for (const auto& row : gpu_link_matrix()) {
-    std::string line;
-    for (const std::string& cell : row) line += (line.empty() ? "" : " ") + cell;
-    links += (links.empty() ? "" : "; ") + line;
-  }
-  if (!links.empty()) data.stack.emplace_back("gpu_link_matrix", links);
+  if (const std::string links = link_matrix_text(); !links.empty())
+    data.stack.emplace_back("gpu_link_matrix", links);
   data.env = performance_env();
   data.config = config_attrs(cfg);
   const Attrs coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},

@@ -1,0 +1,59 @@
+// Shared command helpers.
+#include "app/command_support.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "models/cuda_backend.hpp"
+
+namespace ridgeline {
+
+std::string utc_now(const char* format) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, &tm);
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (const std::string& p : parts) s += (s.empty() ? "" : sep) + p;
+  return s;
+}
+
+int64_t available_host_bytes(int local_ranks) {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char name[64];
+  long long kib = 0;
+  char unit[16];
+  int64_t avail = -1;
+  while (std::fscanf(f, "%63s %lld %15s", name, &kib, unit) == 3)
+    if (std::string(name) == "MemAvailable:") avail = kib * 1024;
+  std::fclose(f);
+  return avail < 0 ? -1 : avail / std::max(1, local_ranks);
+}
+
+bool reject_if_any(const CommandContext& ctx, const std::string& what,
+                   const std::vector<std::string>& problems) {
+  if (all_ranks_true(ctx.mpi.world(), problems.empty())) return false;
+  if (ctx.mpi.rank() == 0) {
+    std::cerr << "ridgeline: " << what << ":\n";
+    for (const std::string& p :
+         problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems)
+      std::cerr << "  - " << p << "\n";
+  }
+  return true;
+}
+
+std::string link_matrix_text() {
+  std::vector<std::string> rows;
+  for (const auto& row : gpu_link_matrix()) rows.push_back(join(row, " "));
+  return join(rows, "; ");
+}
+
+}  // namespace ridgeline
