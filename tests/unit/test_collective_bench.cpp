@@ -275,6 +275,43 @@ TEST(CollectiveBench, CheckerAgreesWithAModelAndCountsFlippedElements) {
       }
 }
 
+TEST(CollectiveBench, FilledSendValuesMatchTheFormulaEverywhere) {
+  // Filling copies whole periods: check every element against send_value at an offset start
+  // and a length that is no multiple of any period.
+  const size_t elements = 100003, first = 17;
+  for (DType dtype : {DType::bf16, DType::f32, DType::i32})
+    for (const CollectiveSpec& s : collective_registry())
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
+        std::vector<unsigned char> raw(elements * dtype_size(dtype));
+        fill_send_values(raw.data(), elements, first, s, dtype, op, 2, 4);
+        size_t differ = 0;
+        for (size_t i = 0; i < elements; ++i)
+          differ += decode_element(raw.data(), i, dtype) == send_value(s, op, 2, 4, first + i) ? 0 : 1;
+        EXPECT_EQ(differ, 0u) << s.name << " " << dtype_name(dtype);
+      }
+}
+
+TEST(CollectiveBench, CheckerCountsWrongElementsInLargeOutputs) {
+  // Outputs of many tiles: a wrong element deep inside any segment is counted, a correct buffer
+  // counts nothing, and -0 where +0 is expected is the same value.
+  const int n = 4;
+  for (const char* name : {"all_reduce", "all_gather", "all_to_all", "sendrecv"}) {
+    const CollectiveSpec& s = spec(name);
+    const CollectiveShape shape = collective_shape(s, 4 * 1000003, DType::f32, n);
+    const int rank = 1;
+    const ResultChecker checker(s, shape, DType::f32, ReduceOp::sum, 0, rank, n);
+    std::vector<float> got(checker.output_elements());
+    for (size_t j = 0; j < got.size(); ++j) got[j] = static_cast<float>(checker.expected(j));
+    EXPECT_EQ(checker.count_wrong(got.data()), 0u) << name;
+    for (size_t j = 0; j < got.size(); ++j)
+      if (got[j] == 0.0f) got[j] = -0.0f;
+    EXPECT_EQ(checker.count_wrong(got.data()), 0u) << name << ": -0 is 0";
+    const std::vector<size_t> bad = {got.size() / 3 + 5, got.size() - 1, got.size() / 2 + 8191};
+    for (size_t j : bad) got[j] += 1.0f;
+    EXPECT_EQ(checker.count_wrong(got.data()), bad.size()) << name;
+  }
+}
+
 TEST(CollectiveBench, FitRecoversKnownAlphaBeta) {
   const double alpha_us = 12.5;
   const double beta_gbps = 340.0;
