@@ -106,6 +106,9 @@ class Backend {
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
 
+  /// SMs that later gemm() calls ask the library to use (0 = every SM), so that a collective
+  /// running beside them finds free SMs. The host backend ignores it.
+  virtual void set_gemm_sm_limit(int sms) {}
   /// c[m, n] = a[m, k] * w[n, k]^T (fp32 accumulation).
   virtual void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) = 0;
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,

@@ -3,6 +3,7 @@
 // and CUDA-graph capture/replay of whole lanes.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -152,10 +153,11 @@ struct MatmulShape {
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t align_a = 256, align_b = 256, align_c = 256; ///< bytes: heuristics must respect them
+  int64_t sms = 0; ///< SM count target (0 = the device's)
 
-  std::array<int64_t, 17> key() const {
-    return {trans_a, trans_b, m,        n,        k,        lda,     ldb,     ldc,    ab_type,
-            c_type,  batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c};
+  std::array<int64_t, 18> key() const {
+    return {trans_a,  trans_b,  m,        n,       k,       lda,     ldb, ldc, ab_type,
+            c_type,   batch,    stride_a, stride_b, stride_c, align_a, align_b, align_c, sms};
   }
 };
 
@@ -175,6 +177,13 @@ public:
     m_b =
         layout(s.ab_type, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, s.ldb, s.batch, s.stride_b);
     m_c = layout(s.c_type, s.m, s.n, s.ldc, s.batch, s.stride_c);
+    if (s.sms > 0) {
+      // The heuristic then picks tiles and a grid for fewer SMs, leaving the rest to a
+      // concurrent NCCL kernel instead of occupying every SM until the GEMM ends.
+      const int32_t sms = static_cast<int32_t>(s.sms);
+      RIDGELINE_CHECK(cublasLtMatmulDescSetAttribute(m_desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                     &sms, sizeof(sms)));
+    }
 
     cublasLtMatmulPreference_t pref = nullptr;
     RIDGELINE_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -431,8 +440,11 @@ public:
     s.align_a = alignment_of(w.data);
     s.align_b = alignment_of(a.data);
     s.align_c = alignment_of(c.data);
+    s.sms = m_gemm_sms;
     run_matmul(s, 1.0f, w.data, a.data, c.data, lane);
   }
+
+  void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
 
   void layer_norm(const Tensor &x, const Tensor &gamma, const Tensor &beta, Tensor y,
                   float eps) override {
@@ -666,7 +678,8 @@ private:
   size_t m_next_fence = 0;
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
-  std::map<std::array<int64_t, 17>, std::unique_ptr<MatmulPlan>> m_plans;
+  std::map<std::array<int64_t, 18>, std::unique_ptr<MatmulPlan>> m_plans;
+  int m_gemm_sms = 0;
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;

@@ -291,6 +291,11 @@ void TpStage::wait_comm(Recorder& rec, size_t fence) {
   m_backend.wait_fence(Lane::compute, fence);
 }
 
+void TpStage::gemm(const Tensor& a, const Tensor& w, Tensor c, bool beside_comm) {
+  m_backend.set_gemm_sm_limit(beside_comm && communicating() ? m_spec.overlap_gemm_sms : 0);
+  m_backend.gemm(a, w, c);
+}
+
 void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
                    const Buffer& beta, Tensor out) {
   if (!computing()) return;
@@ -321,7 +326,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   if (!m_sp) {
     if (!computing()) return;
     const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
-    m_backend.gemm(part_rows(ln, part), w, part_rows(out, part));
+    gemm(part_rows(ln, part), w, part_rows(out, part), split());
     rec.end(hnd);
     return;
   }
@@ -335,7 +340,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     if (u + 1 < first + k) gather_unit(rec, gather_slot, layer, ln, full, u + 1);
     if (!computing()) continue;
     const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
-    m_backend.gemm(unit_rows(full, u), w, unit_rows(out, u));
+    gemm(unit_rows(full, u), w, unit_rows(out, u), split() || u + 1 < first + k);
     rec.end(hnd);
   }
 }
@@ -348,7 +353,7 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
     const Tensor rows = unit_rows(out_full, u);
     if (computing()) {
       const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
-      m_backend.gemm(unit_rows(in, u), w, rows);
+      gemm(unit_rows(in, u), w, rows, split() || u > first);
       rec.end(hnd);
     }
     collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
@@ -508,6 +513,7 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
                           {op::fc1, fc1_cols, h},
                           {op::fc2, h, m_fl}};
   std::vector<GemmProbe> probes;
+  m_backend.set_gemm_sm_limit(0);
   for (const Shape& sh : shapes) {
     Buffer a = m_backend.allocate(m_tokens, sh.k);
     Buffer w = m_backend.allocate(sh.n, sh.k);

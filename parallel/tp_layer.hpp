@@ -51,6 +51,7 @@ struct StageSpec {
   LayerShape shape;  ///< per microbatch (batch = sequences per microbatch)
   AttentionImpl attention = AttentionImpl::fused;
   Overlap overlap;
+  int overlap_gemm_sms = 0;  ///< SM target of GEMMs beside a collective (0 = every SM)
   int tp_rank = 0;
   int64_t first_layer = 0;  ///< global index of this stage's first layer
   int64_t num_layers = 1;
@@ -116,6 +117,10 @@ class TpStage {
   size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
                    int part, size_t fence);
   void final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence);
+  // A GEMM of the layer; one that runs beside a collective in flight (`beside_comm`) targets
+  // overlap_gemm_sms SMs so that NCCL's kernel can start before the GEMM ends.
+  void gemm(const Tensor& a, const Tensor& w, Tensor c, bool beside_comm);
+  bool split() const { return m_spec.overlap.kind == Overlap::Kind::split; }
   void norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
             const Buffer& beta, Tensor out);
   // Column-parallel GEMM of one part: under sequence parallelism each unit's all-gather is

@@ -89,6 +89,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas, "NCCL maxCTAs (channels) for the TP communicator")
       ->group(ovl);
   cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")->group(ovl);
+  cmd.add_option("--overlap-gemm-sms", c.overlap_gemm_sms,
+                 "SMs that a GEMM running beside a collective (chunked:K, split:N) asks "
+                 "cuBLASLt to use, leaving the rest to NCCL's CTAs; 0 = every SM")
+      ->capture_default_str()->group(ovl);
   cmd.add_option("--comm-priority", c.comm_priority,
                  "Priority of the collective stream: high | normal (CUDA_DEVICE_MAX_CONNECTIONS "
                  "is read from the environment and recorded)")
@@ -175,6 +179,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
   if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
     p.push_back("--nccl-max-ctas/--nccl-min-ctas must be positive");
+  if (c.overlap_gemm_sms < 0) p.push_back("--overlap-gemm-sms must be >= 0 (0: every SM)");
+  if (c.overlap_gemm_sms > 0 && c.backend != "cuda")
+    p.push_back("--overlap-gemm-sms needs the cuda backend (cuBLASLt)");
   if (c.sequence_parallel && c.tp < 2) p.push_back("--sequence-parallel needs --tp 2 or more");
   std::vector<std::string> strategies;
   try {
@@ -313,6 +320,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"nccl_max_ctas", static_cast<int64_t>(c.nccl_max_ctas)},
           {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
           {"comm_priority", c.comm_priority},
+          {"overlap_gemm_sms", static_cast<int64_t>(c.overlap_gemm_sms)},
           {"warmup", static_cast<int64_t>(c.warmup)},
           {"iters", static_cast<int64_t>(c.iters)},
           {"check", c.check},

@@ -47,6 +47,7 @@ struct RunConfig {
   int nccl_max_ctas = -1;  ///< ncclConfig_t::maxCTAs; -1 = NCCL's default
   int nccl_min_ctas = -1;
   std::string comm_priority = "high";  ///< high | normal: the comm stream's priority
+  int overlap_gemm_sms = 0;  ///< SMs a GEMM beside a collective targets; 0 = every SM
   // Measurement.
   int warmup = 3;
   int iters = 10;

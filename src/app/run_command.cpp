@@ -260,6 +260,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   spec.first_layer = gc.pp_rank * stage_layers;
   spec.num_layers = stage_layers;
   spec.seed = cfg.seed;
+  spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   watchdog.rearm("computing the TP=1 reference output");
   const std::vector<float> reference =
