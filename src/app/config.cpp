@@ -122,9 +122,10 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
     // GPU: the Megatron-style h=8192, 64-head, GELU 4h reference layer.
     c.hidden = host ? 1024 : 8192;
     if (c.heads == 0) c.heads = host ? 16 : 64;
-    if (c.ffn_hidden == 0) c.ffn_hidden = 4 * c.hidden;
     if (c.layers == 0) c.layers = host ? 2 : 1;
   }
+  // A model given by its dimensions alone gets the classic 4h MLP.
+  if (c.ffn_hidden == 0) c.ffn_hidden = 4 * c.hidden;
   if (c.kv_heads == 0) c.kv_heads = c.heads;
   if (c.layers == 0) c.layers = 1;
   if (c.mlp.empty()) c.mlp = "gelu";
