@@ -462,6 +462,58 @@ __global__ void decode_combine_kernel(const float *part_o, const float *part_ml,
   }
 }
 
+// Short contexts (at most one tile): one warp per (sequence, query head) keeps q, the running
+// softmax and the output row in registers, with no shared memory and no block barriers. The
+// split kernel would stage a mostly empty tile per head behind three barriers, which made the
+// attention of a decode step at context 1 cost as much as a GEMM.
+constexpr int kShortWarps = 4; // warps per CTA
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kShortWarps * 32)
+    decode_short_kernel(DecodeParams p, int batch, T *out, int64_t o_ld) {
+  constexpr int kPer = D / 32; // columns per lane
+  const int row = blockIdx.x * kShortWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= batch * p.heads)
+    return;
+  const int b = row / p.heads, h = row % p.heads, kvh = h / p.group;
+  const int col = lane * kPer;
+  const T *q = static_cast<const T *>(p.q) + static_cast<int64_t>(b) * p.q_ld + h * D + col;
+  const T *k = static_cast<const T *>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
+               kvh * D + col;
+  const T *v = static_cast<const T *>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
+               kvh * D + col;
+  float qv[kPer], acc[kPer];
+#pragma unroll
+  for (int x = 0; x < kPer; ++x) {
+    qv[x] = to_float(q[x]) * p.scale_log2;
+    acc[x] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int j = 0; j < p.context; ++j) {
+    const T *kj = k + static_cast<int64_t>(j) * p.k_ld;
+    const T *vj = v + static_cast<int64_t>(j) * p.v_ld;
+    float dot = 0.0f;
+#pragma unroll
+    for (int x = 0; x < kPer; ++x)
+      dot += qv[x] * to_float(kj[x]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float m_new = fmaxf(m, dot);
+    const float alpha = exp2f(m - m_new), pj = exp2f(dot - m_new);
+    l = l * alpha + pj;
+#pragma unroll
+    for (int x = 0; x < kPer; ++x)
+      acc[x] = acc[x] * alpha + pj * to_float(vj[x]);
+    m = m_new;
+  }
+  T *o = out + static_cast<int64_t>(b) * o_ld + h * D + col;
+#pragma unroll
+  for (int x = 0; x < kPer; ++x)
+    o[x] = from_float<T>(acc[x] / l);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
@@ -498,6 +550,27 @@ template <typename T, int D>
 void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
                    const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
   const int group = static_cast<int>(s.heads / s.kv_heads);
+  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  if (s.context <= kDecodeTile) {
+    DecodeParams p{};
+    p.q = q.data;
+    p.k = k.data;
+    p.v = v.data;
+    p.q_ld = q.ld;
+    p.k_ld = k.ld;
+    p.v_ld = v.ld;
+    p.context = static_cast<int>(s.context);
+    p.capacity = static_cast<int>(s.capacity);
+    p.heads = static_cast<int>(s.heads);
+    p.group = group;
+    p.scale_log2 = scale_log2;
+    const int64_t rows = s.batch * s.heads;
+    decode_short_kernel<T, D>
+        <<<static_cast<unsigned>((rows + kShortWarps - 1) / kShortWarps), kShortWarps * 32, 0,
+           stream>>>(p, static_cast<int>(s.batch), static_cast<T *>(out.data), out.ld);
+    RIDGELINE_CHECK(cudaGetLastError());
+    return;
+  }
   const int head_chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
   const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
   // Two waves of CTAs over the SMs, but no split shorter than one tile.
@@ -525,7 +598,7 @@ void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, co
   p.head_chunks = head_chunks;
   p.splits = static_cast<int>(splits);
   p.split_len = static_cast<int>(split_len);
-  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  p.scale_log2 = scale_log2;
   constexpr int smem = decode_smem_bytes<D>();
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -250,6 +250,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"prefill_d128_two_tiles", 1, 256, 256, 256, 2, 2, 128},
                       AttentionCase{"chunked_prefill_d64", 2, 50, 130, 160, 4, 4, 64},
                       AttentionCase{"decode_context1_d128", 3, 1, 1, 8, 8, 1, 128},
+                      AttentionCase{"decode_context37_mha_d64", 3, 1, 37, 40, 8, 8, 64},
+                      AttentionCase{"decode_context64_gqa4_d128", 2, 1, 64, 64, 8, 2, 128},
+                      AttentionCase{"decode_context65_d128", 2, 1, 65, 70, 4, 4, 128},
                       AttentionCase{"decode_context1000_d64", 2, 1, 1000, 1024, 16, 2, 64},
                       AttentionCase{"decode_context1000_gqa16_d128", 1, 1, 1000, 1000, 16, 1, 128}),
     [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
