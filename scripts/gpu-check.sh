@@ -95,6 +95,7 @@ section_tests() {
 run() {
   local name=$1 np=$2
   shift 2
+  [ "$np" -le "$ngpu" ] || { note "$name: skipped (needs $np GPUs, $ngpu here)"; return; }
   timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" run "$@" --timeout 120 \
     --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
   local rc=$?
@@ -104,6 +105,7 @@ run() {
 torch_ref() {
   local name=$1 np=$2
   shift 2
+  [ "$np" -le "$ngpu" ] || { note "$name: skipped (needs $np GPUs, $ngpu here)"; return; }
   timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
     "$repo/scripts/reference/torch_tp_layer.py" "$@" \
     --json "$out/ref/$name.json" >"$out/logs/$name.log" 2>&1
@@ -150,6 +152,12 @@ section_overlap() {
     [ "$tp" -le "$ngpu" ] || continue
     run "overlap_prefill_b1_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
       --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,async,chunked:2,chunked:4
+    # Chunk GEMMs that leave SMs to NCCL's CTAs (132 SMs on H200).
+    for ctas in 16 8; do
+      run "overlap_prefill_b1_sms$((132 - ctas))_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" \
+        --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,chunked:2,chunked:4 \
+        --nccl-max-ctas "$ctas" --overlap-gemm-sms $((132 - ctas))
+    done
     run "overlap_decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
       --batch 64 --context 0 --tp "$tp" --warmup 10 --iters 50 --overlap none,async,chunked:2,split:2
   done
