@@ -348,9 +348,13 @@ public:
   }
 
   void upload(void *dst, const void *host_src, size_t bytes) override {
-    // The lanes are non-blocking streams: a plain cudaMemcpy would not wait for them.
+    // The lanes are non-blocking streams: a plain cudaMemcpy would not wait for them. Nor may
+    // the host return early: cudaMemcpy from pageable memory may return once the data are
+    // staged, before they land, and a collective on another stream then reads stale bytes.
     synchronize();
-    RIDGELINE_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+    RIDGELINE_CHECK(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, m_compute.get()));
+    RIDGELINE_CHECK(cudaStreamSynchronize(m_compute.get()));
   }
   void download(void *host_dst, const void *src, size_t bytes) override {
     synchronize();
