@@ -58,11 +58,15 @@ Overlap parse_overlap(const std::string& text) {
   return o;
 }
 
+bool splits_tokens(const LayerShape& s, const Overlap& o) {
+  return o.parts() > 1 && s.batch == 1 && s.phase == Phase::prefill;
+}
+
 std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap& o) {
   std::vector<std::string> p;
   const int64_t t = s.tokens();
   const bool sp = s.sequence_parallel && s.tp > 1;
-  if (s.batch % o.parts() != 0)
+  if (s.batch % o.parts() != 0 && !splits_tokens(s, o))
     p.push_back(o.name() + " splits the batch: " + std::to_string(s.batch) +
                 " sequences per microbatch do not divide into " + std::to_string(o.parts()) + " parts");
   const int64_t units = static_cast<int64_t>(o.parts()) * o.chunks();
@@ -385,13 +389,19 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
 
   const bool decode = s.phase == Phase::decode;
-  const int64_t nb = s.batch / parts, b0 = part * nb;
+  // A single prefill sequence split into parts: part p holds the queries of tokens
+  // [p * n, (p + 1) * n) and attends causally to every earlier token's keys.
+  const bool by_tokens = splits_tokens(s, m_spec.overlap);
+  const int64_t n = s.seq / parts;
+  const int64_t nb = by_tokens ? 1 : s.batch / parts, b0 = by_tokens ? 0 : part * nb;
   const Tensor pq = part_rows(qkv, part);
   if (computing()) {
     if (m.rotary) {
       const size_t hnd = begin_compute(rec, s_rotary, layer, share);
-      m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d,
-                       decode ? 1 : s.seq, decode ? s.context : 0, static_cast<float>(m.rope_theta));
+      const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
+      const int64_t pos0 = decode ? s.context : (by_tokens ? part * n : 0);
+      m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
+                       static_cast<float>(m.rope_theta));
       rec.end(hnd);
     }
     const Tensor q = pq.cols_slice(0, m_hl * m_d);
@@ -417,6 +427,19 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.capacity = cap;
       hnd = begin_compute(rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
+      rec.end(hnd);
+    } else if (by_tokens) {
+      // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
+      // Causal work grows with the part: (2p + 1) / parts^2 of the whole attention.
+      shape.seq = n;
+      shape.context = (part + 1) * n;
+      shape.capacity = shape.context;
+      const Tensor kv_rows = qkv.rows_slice(0, shape.context);
+      const size_t hnd = begin_compute(rec, s_attention, layer,
+                                       static_cast<double>(2 * part + 1) / (parts * parts));
+      m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
+                          kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
+                          part_rows(attn, part), m_spec.attention);
       rec.end(hnd);
     } else {
       shape.seq = s.seq;

@@ -31,7 +31,8 @@ enum TensorRole : int64_t {
 ///              of chunk i+1 computes (under sequence parallelism the all-gather of chunk i+1
 ///              runs while the GEMM of chunk i computes)
 ///   split:N    the batch is cut into N parts whose layers interleave, so one part's collective
-///              runs under another part's compute
+///              runs under another part's compute; a single prefill sequence is cut into N
+///              token ranges instead, each attending causally to every earlier token
 struct Overlap {
   enum class Kind { none, async, chunked, split };
   Kind kind = Kind::none;
@@ -58,8 +59,10 @@ struct StageSpec {
   uint64_t seed = 0;
 };
 
+/// Whether split:N cuts the tokens of a single prefill sequence rather than the batch.
+bool splits_tokens(const LayerShape& shape, const Overlap& overlap);
 /// The problems that make `spec`'s token split impossible (empty = fine): under split:N the
-/// batch must divide into N parts; chunks (and tp shards under sequence parallelism) must
+/// batch must divide into N parts (or be one prefill sequence, split by tokens); chunks (and tp shards under sequence parallelism) must
 /// divide the tokens.
 std::vector<std::string> stage_split_problems(const LayerShape& shape, const Overlap& overlap);
 

@@ -80,7 +80,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--overlap", c.overlap,
                  "Comma list of strategies run back to back: none (serialized), async (own "
                  "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
-                 "(N interleaved parts of the batch)")
+                 "(N interleaved parts of the batch; of the tokens for one prefill sequence)")
       ->capture_default_str()->group(ovl);
   cmd.add_flag("--sequence-parallel", c.sequence_parallel,
                "All-gather before column-parallel and reduce-scatter after row-parallel GEMMs "

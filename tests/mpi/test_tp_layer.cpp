@@ -186,6 +186,8 @@ struct OverlapCase {
   const char* overlap;
   bool sequence_parallel;
   Phase phase;
+  int64_t batch = 4;
+  bool rotary = false;
 };
 
 class OverlapMatchesTp1 : public ::testing::TestWithParam<OverlapCase> {};
@@ -201,10 +203,11 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
   m.kv_heads = 4;
   m.ffn_hidden = 128;
   m.layers = 2;
+  m.rotary = c.rotary;
   StageSpec spec;
   spec.model = m;
   spec.shape.phase = c.phase;
-  spec.shape.batch = 4;
+  spec.shape.batch = c.batch;
   spec.shape.seq = c.phase == Phase::prefill ? 16 : 1;
   spec.shape.context = c.phase == Phase::decode ? 9 : 0;
   spec.shape.tp = tp;
@@ -259,6 +262,11 @@ INSTANTIATE_TEST_SUITE_P(
                       OverlapCase{"sp_chunked2", "chunked:2", true, Phase::prefill},
                       OverlapCase{"sp_split2", "split:2", true, Phase::prefill},
                       OverlapCase{"decode_split2", "split:2", false, Phase::decode},
+                      // One sequence split by tokens: later parts attend to earlier parts' keys,
+                      // and rotary positions continue across parts.
+                      OverlapCase{"tokens_split2", "split:2", false, Phase::prefill, 1, true},
+                      OverlapCase{"tokens_split4", "split:4", false, Phase::prefill, 1, true},
+                      OverlapCase{"tokens_sp_split2", "split:2", true, Phase::prefill, 1, true},
                       OverlapCase{"decode_sp_chunked2", "chunked:2", true, Phase::decode}),
     [](const ::testing::TestParamInfo<OverlapCase>& i) { return std::string(i.param.name); });
 
@@ -273,7 +281,15 @@ TEST(Overlap, ParsesAndRejects) {
   s.seq = 10;
   s.tp = 4;
   s.sequence_parallel = true;
+  // One prefill sequence splits by tokens: only the rows (10 tokens in 2 parts x 4 shards) fail.
+  EXPECT_EQ(stage_split_problems(s, parse_overlap("split:2")).size(), 1u);
+  EXPECT_TRUE(splits_tokens(s, parse_overlap("split:2")));
+  s.phase = Phase::decode;
+  EXPECT_FALSE(splits_tokens(s, parse_overlap("split:2")));
   EXPECT_EQ(stage_split_problems(s, parse_overlap("split:2")).size(), 2u);  // batch and rows
+  s.phase = Phase::prefill;
+  s.batch = 3;
+  EXPECT_FALSE(splits_tokens(s, parse_overlap("split:2")));
   s.seq = 16;
   s.batch = 2;
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("chunked:2")).empty());
