@@ -18,6 +18,7 @@
 #include "collectives/communicator.hpp"
 #include "collectives/nccl_communicator.hpp"
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
@@ -28,6 +29,9 @@ namespace ridgeline {
 namespace {
 
 constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
+// Rounds of the interleaved uninstrumented loops (the reported step, compute-only and
+// communication-only times are medians over them).
+constexpr int kInterleavedRounds = 5;
 
 std::vector<std::vector<TimelineRecord>> gather_timelines(MPI_Comm comm,
                                                           const std::vector<TimelineRecord>& mine) {
@@ -181,7 +185,8 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
                   results[i].check.status.c_str());
     out << line;
   }
-  out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means, max over ranks; "
+  out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means (max over ranks), "
+         "median of " << kInterleavedRounds << " rounds in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
          "compute time in the overlapped step / compute-only time\n";
 }
@@ -291,12 +296,54 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   std::vector<StrategyResult> results;
   std::vector<TpStage::GemmProbe> probes;
   std::vector<double> probe_ns;
-  for (const std::string& strategy : strategies) {
+  std::vector<int> graphs(strategies.size(), -1);
+  // One step of this rank: every microbatch through the stage (or the replay of its graph),
+  // with pipeline transfers.
+  auto run_step = [&](Recorder& rec, int graph) {
+    for (int64_t mb = 0; mb < cfg.microbatches; ++mb) {
+      rec.set_microbatch(static_cast<int32_t>(mb));
+      if (gc.pp_rank > 0) {
+        ScopedOp s(rec, recv_id, static_cast<int32_t>(spec.first_layer), Lane::p2p, p2p_cost, Lane::compute);
+        const Tensor in = stage.input();
+        pp_comm->recv(in.data, static_cast<size_t>(in.elements()), in.dtype, gc.pp_rank - 1, compute);
+        pp_comm->complete(compute);
+      }
+      if (graph >= 0) {
+        ScopedOp s(rec, graph_op, static_cast<int32_t>(spec.first_layer), Lane::compute, graph_cost,
+                   Lane::compute);
+        backend->replay(graph, Lane::compute);
+      } else {
+        stage.forward(rec);
+      }
+      if (gc.pp_rank < cfg.pp - 1) {
+        ScopedOp s(rec, send_id, static_cast<int32_t>(spec.first_layer + stage_layers - 1), Lane::p2p,
+                   p2p_cost, Lane::compute);
+        const Tensor out = stage.output();
+        pp_comm->send(out.data, static_cast<size_t>(out.elements()), out.dtype, gc.pp_rank + 1, compute);
+        pp_comm->complete(compute);
+      }
+    }
+  };
+  // A loop of `iters` steps bracketed by two marks, for the loop-level times.
+  auto timed_loop = [&](Recorder& rec, int graph, StageMode mode, const std::string& what) {
+    watchdog.rearm(what);
+    stage.set_mode(mode);
+    const size_t start = rec.mark(Lane::compute);
+    for (int it = 0; it < cfg.iters; ++it) run_step(rec, graph);
+    const size_t end = rec.mark(Lane::compute);
+    stage.set_mode(StageMode::full);
+    return std::make_pair(start, end);
+  };
+  auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m) {
+    return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / cfg.iters;
+  };
+
+  for (size_t si = 0; si < strategies.size(); ++si) {
+    const std::string& strategy = strategies[si];
     stage.set_overlap(parse_overlap(strategy));
     // Under sequence parallelism a rank's rows depend on the strategy's chunking: refill.
     if (gc.pp_rank == 0) stage.fill_input(0);
     Recorder rec(backend->clock(), ops);
-    int graph = -1;
     if (cfg.graphs) {
       // The stage's kernels and collectives captured once; each step is then one replay, and
       // the timeline holds one op per step (per-op times need eager execution).
@@ -304,45 +351,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       silent.set_enabled(false);
       backend->capture_begin(Lane::compute);
       stage.forward(silent);
-      graph = backend->capture_end(Lane::compute);
+      graphs[si] = backend->capture_end(Lane::compute);
     }
-    // One step of this rank: every microbatch through the stage, with pipeline transfers.
-    auto run_step = [&] {
-      for (int64_t mb = 0; mb < cfg.microbatches; ++mb) {
-        rec.set_microbatch(static_cast<int32_t>(mb));
-        if (gc.pp_rank > 0) {
-          ScopedOp s(rec, recv_id, static_cast<int32_t>(spec.first_layer), Lane::p2p, p2p_cost, Lane::compute);
-          const Tensor in = stage.input();
-          pp_comm->recv(in.data, static_cast<size_t>(in.elements()), in.dtype, gc.pp_rank - 1, compute);
-          pp_comm->complete(compute);
-        }
-        if (graph >= 0) {
-          ScopedOp s(rec, graph_op, static_cast<int32_t>(spec.first_layer), Lane::compute, graph_cost,
-                     Lane::compute);
-          backend->replay(graph, Lane::compute);
-        } else {
-          stage.forward(rec);
-        }
-        if (gc.pp_rank < cfg.pp - 1) {
-          ScopedOp s(rec, send_id, static_cast<int32_t>(spec.first_layer + stage_layers - 1), Lane::p2p,
-                     p2p_cost, Lane::compute);
-          const Tensor out = stage.output();
-          pp_comm->send(out.data, static_cast<size_t>(out.elements()), out.dtype, gc.pp_rank + 1, compute);
-          pp_comm->complete(compute);
-        }
-      }
-    };
-    // A loop of `iters` steps bracketed by two marks, for the loop-level times.
-    auto timed_loop = [&](StageMode mode, const char* what) {
-      watchdog.rearm(std::string(what) + " (" + strategy + ")");
-      stage.set_mode(mode);
-      const size_t start = rec.mark(Lane::compute);
-      for (int it = 0; it < cfg.iters; ++it) run_step();
-      const size_t end = rec.mark(Lane::compute);
-      stage.set_mode(StageMode::full);
-      return std::make_pair(start, end);
-    };
-
     backend->synchronize();
     RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
     backend->clock().start_epoch();
@@ -352,21 +362,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                      " (a collective or pipeline transfer is waiting)");
       if (it == cfg.warmup) timed_start = rec.mark(Lane::compute);
       rec.set_iteration(it, it < cfg.warmup);
-      run_step();
+      run_step(rec, graphs[si]);
     }
     const size_t timed_end = rec.mark(Lane::compute);
-    // The same steps without per-op stamps (the instrumentation's own cost), then each lane
-    // alone: compute with collectives skipped, collectives with compute skipped (eager only:
-    // a graph replays what it captured).
-    rec.set_enabled(false);
-    const auto plain = timed_loop(StageMode::full, "uninstrumented iterations");
-    std::pair<size_t, size_t> compute_only{0, 0}, comm_only{0, 0};
-    if (graph < 0) {
-      compute_only = timed_loop(StageMode::compute_only, "compute-only iterations");
-      comm_only = timed_loop(StageMode::comm_only, "communication-only iterations");
-      run_step();  // a full step again: the check reads its output
-    }
-    rec.set_enabled(true);
     if (results.empty()) {
       watchdog.rearm("standalone GEMM probes");
       probes = stage.probe_gemms(rec, 2, want_cuda ? 20 : 2);
@@ -375,26 +373,66 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     backend->synchronize();
     rec.flush();
 
-    auto per_iter = [&](std::pair<size_t, size_t> m) {
-      return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / cfg.iters;
-    };
-    std::vector<double> loop_ns = {per_iter({timed_start, timed_end}), per_iter(plain),
-                                   per_iter(compute_only), per_iter(comm_only)};
+    std::vector<double> loop_ns = {per_iter(rec, {timed_start, timed_end})};
     if (probe_ns.empty())
       for (const TpStage::GemmProbe& p : probes)
         loop_ns.push_back(static_cast<double>(rec.mark_ns(p.end_mark) - rec.mark_ns(p.start_mark)) / p.reps);
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, loop_ns.data(), static_cast<int>(loop_ns.size()),
                                   MPI_DOUBLE, MPI_MAX, mpi.world()));
-    if (probe_ns.empty()) probe_ns.assign(loop_ns.begin() + 4, loop_ns.end());
+    if (probe_ns.empty()) probe_ns.assign(loop_ns.begin() + 1, loop_ns.end());
 
     watchdog.rearm("checking " + strategy + " and gathering timelines");
     StrategyResult r;
     r.name = strategy;
-    r.loops = LoopTimes{loop_ns[0], loop_ns[1], loop_ns[2], loop_ns[3]};
+    r.loops.instrumented_ns = loop_ns[0];
     r.check = check_output(mpi.world(), *backend, stage, last_stage, reference, check, why_not);
     r.timelines = gather_timelines(mpi.world(), rec.records());
     if (mpi.rank() == 0) r.summary = summarize_run(ops, r.timelines);
     results.push_back(std::move(r));
+  }
+
+  // The same steps without per-op stamps (the instrumentation's own cost), then each lane alone:
+  // compute with collectives skipped, collectives with compute skipped (eager only: a graph
+  // replays what it captured). Strategies take turns round by round, so that a drift of clocks
+  // or temperature during the job falls on every strategy alike; each time is the median over
+  // the rounds.
+  {
+    std::vector<StageMode> modes = {StageMode::full};
+    if (!cfg.graphs) modes.insert(modes.end(), {StageMode::compute_only, StageMode::comm_only});
+    Recorder quiet(backend->clock(), ops);
+    quiet.set_enabled(false);
+    backend->synchronize();
+    RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
+    std::vector<std::pair<size_t, size_t>> marks;  // [round][strategy][mode]
+    for (int round = 0; round < kInterleavedRounds; ++round)
+      for (size_t si = 0; si < strategies.size(); ++si) {
+        stage.set_overlap(parse_overlap(strategies[si]));
+        for (StageMode mode : modes)
+          marks.push_back(timed_loop(quiet, graphs[si], mode,
+                                     "uninstrumented iterations (" + strategies[si] + ", round " +
+                                         std::to_string(round) + ")"));
+      }
+    watchdog.rearm("waiting for the device to finish the uninstrumented rounds");
+    backend->synchronize();
+    quiet.flush();
+    std::vector<double> ns;
+    for (const auto& m : marks) ns.push_back(per_iter(quiet, m));
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
+                                  MPI_MAX, mpi.world()));
+    auto median_of = [&](size_t si, size_t mode) {
+      std::vector<double> rounds;
+      for (int round = 0; round < kInterleavedRounds; ++round)
+        rounds.push_back(ns[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode]);
+      return percentile(rounds, 50);
+    };
+    for (size_t si = 0; si < results.size(); ++si) {
+      LoopTimes& t = results[si].loops;
+      t.plain_ns = median_of(si, 0);
+      if (modes.size() == 3) {
+        t.compute_only_ns = median_of(si, 1);
+        t.comm_only_ns = median_of(si, 2);
+      }
+    }
   }
 
   RunData data;
