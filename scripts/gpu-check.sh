@@ -141,21 +141,23 @@ section_collectives() {
 }
 
 section_extras() {
-  run "prefill_naive_tp4" 4 --config "$repo/models/gpt-h8192.toml" --seq 4096 --tp 4 \
+  local tp=$(( ngpu < 4 ? ngpu : 4 ))
+  run "prefill_naive_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 --tp "$tp" \
     --attention naive --warmup 3 --iters 10
-  run "llama3_70b_decode_tp4" 4 --config "$repo/models/llama3-70b.toml" --layers 4 \
-    --phase decode --batch 64 --context 4096 --tp 4 --warmup 10 --iters 50 --graphs
+  run "llama3_70b_decode_tp$tp" "$tp" --config "$repo/models/llama3-70b.toml" --layers 4 \
+    --phase decode --batch 64 --context 4096 --tp "$tp" --warmup 10 --iters 50 --graphs
 }
 
 section_overlap() {
   for tp in 4 2; do
     [ "$tp" -le "$ngpu" ] || continue
     run "overlap_prefill_b1_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
-      --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,async,chunked:2,chunked:4
-    # Chunk GEMMs that leave SMs to NCCL's CTAs (132 SMs on H200).
+      --batch 1 --tp "$tp" --warmup 3 --iters 15 \
+      --overlap none,async,chunked:2,chunked:4,split:2,split:4
+    # GEMMs beside a collective that leave SMs to NCCL's CTAs (132 SMs on H200).
     for ctas in 16 8; do
       run "overlap_prefill_b1_sms$((132 - ctas))_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" \
-        --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,chunked:2,chunked:4 \
+        --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,chunked:4,split:2,split:4 \
         --nccl-max-ctas "$ctas" --overlap-gemm-sms $((132 - ctas))
     done
     run "overlap_decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
