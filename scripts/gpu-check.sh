@@ -137,6 +137,11 @@ section_collectives() {
         --max-bytes "$max" --warmup 5 --iters 20 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
       note "$name: rc=$? $(grep -E 'Avg bus bandwidth' "$out/logs/$name.log" | tr '\n' ' ')"
     done
+    # The same collectives through PyTorch's NCCL, timed as nccl-tests times them.
+    timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
+      "$repo/scripts/reference/torch_collectives.py" --json "$out/ref/torch_collectives_np$np.json" \
+      >"$out/logs/torch_collectives_np$np.log" 2>&1
+    note "torch_collectives_np$np: rc=$?"
   done
 }
 

@@ -57,6 +57,31 @@ def collective_rows(out):
     return rows
 
 
+def reference_rows(out):
+    """ridgeline's NVLink sweep beside the PyTorch/NCCL reference of the same job, per size."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "ref", "torch_collectives_np*.json"))):
+        np_ = os.path.basename(path)[len("torch_collectives_np"):-len(".json")]
+        h5 = os.path.join(out, "h5", f"collectives_np{np_}_nvlink.h5")
+        if not os.path.exists(h5):
+            continue
+        with open(path) as f:
+            ref = json.load(f)
+        with h5py.File(h5, "r") as f:
+            for r in ref["rows"]:
+                table = f["collectives"].get(r["collective"])
+                if table is None:
+                    continue
+                t = table[()]
+                match = t[t["size_bytes"] == r["size_bytes"]]
+                if len(match) == 0:
+                    continue
+                ours_us = float(match[0]["time_mean_ns"]) / 1e3
+                rows.append((np_, r["collective"], r["size_bytes"], ours_us, r["time_us"],
+                             float(match[0]["busbw_gbps"]), r["busbw_gbps"], ref["nccl"]))
+    return rows
+
+
 def main():
     out = sys.argv[1]
     print(f"{'run':<28} {'p50 ms':>9} {'torch ms':>9} {'ratio':>6} {'check':<8} {'instr %':>7} {'gemm/ref':>8}")
@@ -67,6 +92,13 @@ def main():
         print(f"\n{'sweep':<26} {'collective':<15} {'max bytes':>11} {'busbw GB/s':>10} {'max us <=128K':>13}")
         for r in rows:
             print(f"{r[0]:<26} {r[1]:<15} {r[2]:>11} {r[3]:>10.1f} {r[4]:>13.1f}")
+    rows = reference_rows(out)
+    if rows:
+        print(f"\n{'np':>2} {'collective':<15} {'size':>11} {'us':>9} {'torch us':>9} {'t ratio':>7} "
+              f"{'busbw':>7} {'torch':>7} {'bw ratio':>8}  torch NCCL")
+        for r in rows:
+            print(f"{r[0]:>2} {r[1]:<15} {r[2]:>11} {r[3]:>9.2f} {r[4]:>9.2f} {r[3] / r[4]:>7.3f} "
+                  f"{r[5]:>7.1f} {r[6]:>7.1f} {r[5] / r[6] if r[6] else float('nan'):>8.3f}  {r[7]}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""PyTorch/NCCL reference for `ridgeline collectives`: the same collectives, sizes and timing
+rule as nccl-tests (warm-up, then `iters` back-to-back launches between two CUDA events, time =
+elapsed / iters, busbw = algbw * factor), so ratios come from one job on one machine.
+
+  torchrun --standalone --nproc-per-node N scripts/reference/torch_collectives.py [ARGS]
+
+PyTorch brings its own NCCL build; the version it reports is printed and stored with the
+results, beside the NCCL that ridgeline loaded.
+"""
+import os
+
+# NVLink multicast (NVLS) stays off, as in every ridgeline process; NCCL reads it at load time.
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+
+import argparse
+import json
+
+import torch
+import torch.distributed as dist
+
+SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def size_bytes(text):
+    text = text.upper().rstrip("B")
+    unit = text[-1] if text and text[-1] in SUFFIX else ""
+    return int(text[: len(text) - len(unit)]) * SUFFIX[unit]
+
+
+def busbw_factor(name, n):
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n,
+            "reduce_scatter": (n - 1) / n, "sendrecv": 1.0}[name]
+
+
+def launcher(name, size, n, rank, device):
+    """One call of collective `name` whose nccl-tests size is `size` bytes (bf16)."""
+    elems = size // 2
+    if name == "all_reduce":
+        buf = torch.ones(elems, dtype=torch.bfloat16, device=device)
+        return lambda: dist.all_reduce(buf)
+    if name == "all_gather":
+        out = torch.empty(elems - elems % n, dtype=torch.bfloat16, device=device)
+        inp = torch.ones(out.numel() // n, dtype=torch.bfloat16, device=device)
+        return lambda: dist.all_gather_into_tensor(out, inp)
+    if name == "reduce_scatter":
+        inp = torch.ones(elems - elems % n, dtype=torch.bfloat16, device=device)
+        out = torch.empty(inp.numel() // n, dtype=torch.bfloat16, device=device)
+        return lambda: dist.reduce_scatter_tensor(out, inp)
+    send = torch.ones(elems, dtype=torch.bfloat16, device=device)
+    recv = torch.empty_like(send)
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+
+    def ring():
+        ops = [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+    return ring
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="8,1K,64K,128K,64M,256M,1G,2G",
+                   help="comma list of nccl-tests sizes (bytes, K/M/G suffixes)")
+    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter,sendrecv")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
+    a = p.parse_args()
+
+    dist.init_process_group("nccl")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    rows = []
+    for name in a.collectives.split(","):
+        for text in a.sizes.split(","):
+            size = size_bytes(text)
+            call = launcher(name, size, n, rank, device)
+            for _ in range(a.warmup):
+                call()
+            torch.cuda.synchronize()
+            dist.barrier()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(a.iters):
+                call()
+            end.record()
+            end.synchronize()
+            t = torch.tensor([start.elapsed_time(end) * 1e3 / a.iters], device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a collective's time: max over ranks
+            time_us = t.item()
+            algbw = size / (time_us * 1e3)
+            rows.append({"collective": name, "size_bytes": size, "time_us": time_us,
+                         "algbw_gbps": algbw, "busbw_gbps": algbw * busbw_factor(name, n)})
+    if rank == 0:
+        nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+        print(f"torch {torch.__version__}, NCCL {nccl}, {n} ranks, bf16, "
+              f"{a.warmup} warm-up + {a.iters} timed launches per size")
+        print(f"{'collective':<16}{'size(B)':>12}{'time(us)':>11}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}")
+        for r in rows:
+            print(f"{r['collective']:<16}{r['size_bytes']:>12}{r['time_us']:>11.2f}"
+                  f"{r['algbw_gbps']:>13.3f}{r['busbw_gbps']:>13.3f}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"torch": torch.__version__, "nccl": nccl, "ranks": n, "rows": rows}, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
