@@ -46,6 +46,38 @@ GpuInfo query_gpu(int device);
 /// (component, version) pairs: driver, CUDA runtime, cuBLASLt and NCCL as loaded at run time.
 std::vector<std::pair<std::string, std::string>> cuda_stack_versions();
 
+/// One NVML reading of a GPU (a /ranks/<r>/samples row); -1 where NVML could not say.
+struct GpuSample {
+  int64_t t_ns = 0;  ///< steady clock, since the sampler started
+  int64_t sm_clock_mhz = -1;
+  int64_t mem_clock_mhz = -1;
+  double power_w = -1;
+  double temp_c = -1;
+  /// NVML's clocks-event (throttle) reason bits, e.g. 0x4 software power cap, 0x20 thermal.
+  int64_t clock_event_reasons = -1;
+};
+
+/// Bit of GpuSample::clock_event_reasons set while the software power cap holds clocks down.
+inline constexpr int64_t kClockEventPowerCap = 0x4;
+
+/// Reads `device` through NVML every `period_ms` on a background thread from construction to
+/// stop() (or destruction). Without NVML, or in a build without CUDA, it records nothing.
+class GpuSampler {
+ public:
+  GpuSampler(int device, int period_ms);
+  ~GpuSampler();
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+  /// Now on the samples' time base (ns since construction).
+  int64_t now_ns() const;
+  /// Stops sampling and returns every sample, oldest first (empty after the first call).
+  std::vector<GpuSample> stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
 /// Links between the visible GPUs, nvidia-smi topo style: "X" on the diagonal, "NV<n>" for n
 /// NVLinks, else the PCIe path class (PIX, PXB, PHB, NODE, SYS). Empty without NVML.
 std::vector<std::vector<std::string>> gpu_link_matrix();

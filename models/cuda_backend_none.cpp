@@ -20,4 +20,10 @@ std::vector<std::pair<std::string, std::string>> cuda_stack_versions() { return 
 
 std::vector<std::vector<std::string>> gpu_link_matrix() { return {}; }
 
+struct GpuSampler::Impl {};
+GpuSampler::GpuSampler(int, int) {}
+GpuSampler::~GpuSampler() = default;
+int64_t GpuSampler::now_ns() const { return 0; }
+std::vector<GpuSample> GpuSampler::stop() { return {}; }
+
 } // namespace ridgeline

@@ -6,8 +6,12 @@
 #include <nccl.h>
 #include <strings.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/cuda_check.hpp"
 #include "models/cuda_backend.hpp"
@@ -24,6 +28,7 @@ constexpr int kNvmlClockMem = 2;       // NVML_CLOCK_MEM
 constexpr int kNvmlP2pCapsNvlink = 2;  // NVML_P2P_CAPS_INDEX_NVLINK
 constexpr int kNvmlP2pStatusOk = 0;    // NVML_P2P_STATUS_OK
 constexpr unsigned kNvmlMaxLinks = 18; // NVML_NVLINK_MAX_LINKS (Hopper)
+constexpr int kNvmlTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
 
 struct NvmlPciInfo { // nvmlPciInfo_t
   char bus_id_legacy[16];
@@ -56,6 +61,11 @@ public:
     load(m_p2p, "nvmlDeviceGetP2PStatus");
     load(m_common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
     load(m_driver, "nvmlSystemGetDriverVersion");
+    load(m_power, "nvmlDeviceGetPowerUsage");
+    load(m_temperature, "nvmlDeviceGetTemperature");
+    load(m_reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (m_reasons == nullptr) // the name before NVML 12.2
+      load(m_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
     m_ok = m_init != nullptr && m_init() == kNvmlSuccess;
   }
   Nvml(const Nvml &) = delete;
@@ -97,6 +107,24 @@ public:
     if (m_ecc == nullptr || m_ecc(d, &current, &pending) != kNvmlSuccess)
       return -1;
     return current != 0 ? 1 : 0;
+  }
+  double power_w(NvmlDevice d) const {
+    unsigned mw = 0;
+    if (m_power == nullptr || m_power(d, &mw) != kNvmlSuccess)
+      return -1;
+    return mw / 1000.0;
+  }
+  double temperature_c(NvmlDevice d) const {
+    unsigned c = 0;
+    if (m_temperature == nullptr || m_temperature(d, kNvmlTemperatureGpu, &c) != kNvmlSuccess)
+      return -1;
+    return c;
+  }
+  int64_t clock_event_reasons(NvmlDevice d) const {
+    unsigned long long bits = 0;
+    if (m_reasons == nullptr || m_reasons(d, &bits) != kNvmlSuccess)
+      return -1;
+    return static_cast<int64_t>(bits);
   }
   std::string driver() const {
     char buf[96] = {};
@@ -202,6 +230,9 @@ private:
   NvmlReturn (*m_p2p)(NvmlDevice, NvmlDevice, int, int *) = nullptr;
   NvmlReturn (*m_common_ancestor)(NvmlDevice, NvmlDevice, int *) = nullptr;
   NvmlReturn (*m_driver)(char *, unsigned) = nullptr;
+  NvmlReturn (*m_power)(NvmlDevice, unsigned *) = nullptr;
+  NvmlReturn (*m_temperature)(NvmlDevice, int, unsigned *) = nullptr;
+  NvmlReturn (*m_reasons)(NvmlDevice, unsigned long long *) = nullptr;
 };
 
 std::string bus_id(int device) {
@@ -318,6 +349,65 @@ std::vector<std::vector<std::string>> gpu_link_matrix() {
     }
   }
   return m;
+}
+
+// The sampling thread owns its NVML session; the main thread only reads the clock and, at the
+// end, the samples.
+struct GpuSampler::Impl {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now();
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::vector<GpuSample> samples;
+  std::thread thread;
+
+  int64_t since_start() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  }
+
+  void run(int device, int period_ms) {
+    const Nvml nvml;
+    const NvmlDevice dev = nvml.device(device);
+    if (dev == nullptr)
+      return;
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      lock.unlock();
+      GpuSample s;
+      s.t_ns = since_start();
+      s.sm_clock_mhz = nvml.clock(dev, kNvmlClockSm);
+      s.mem_clock_mhz = nvml.clock(dev, kNvmlClockMem);
+      s.power_w = nvml.power_w(dev);
+      s.temp_c = nvml.temperature_c(dev);
+      s.clock_event_reasons = nvml.clock_event_reasons(dev);
+      lock.lock();
+      samples.push_back(s);
+      wake.wait_for(lock, std::chrono::milliseconds(period_ms), [this] { return stopping; });
+    }
+  }
+};
+
+GpuSampler::GpuSampler(int device, int period_ms) : m_impl(std::make_unique<Impl>()) {
+  m_impl->thread = std::thread([impl = m_impl.get(), device, period_ms] {
+    // The CUDA runtime is not touched here beyond the PCI bus id that finds the NVML handle.
+    impl->run(device, period_ms);
+  });
+}
+
+GpuSampler::~GpuSampler() { stop(); }
+
+int64_t GpuSampler::now_ns() const { return m_impl->since_start(); }
+
+std::vector<GpuSample> GpuSampler::stop() {
+  {
+    std::lock_guard<std::mutex> lock(m_impl->mutex);
+    m_impl->stopping = true;
+  }
+  m_impl->wake.notify_all();
+  if (m_impl->thread.joinable())
+    m_impl->thread.join();
+  return std::move(m_impl->samples);
 }
 
 } // namespace ridgeline

@@ -67,6 +67,10 @@ class Run:
     #: Compound datasets outside the run layout by path, e.g. "/collectives/all_reduce" and
     #: "/roofs/interconnect" of `ridgeline collectives` files; string fields decoded.
     tables: Dict[str, np.ndarray] = field(default_factory=dict)
+    #: NVML samples of each rank's GPU (/ranks/<r>/samples: t_ns on the top-level timelines'
+    #: epoch, sm_clock_mhz, mem_clock_mhz, power_w, temp_c, clock_event_reasons); empty on the
+    #: host backend or with --sample-ms 0.
+    samples: Dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -165,6 +169,8 @@ def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
         ops=_ops(group["ops"]) if "ops" in group else [],
         timelines=_timelines(group["ranks"], where) if "ranks" in group else {},
         summary=_summary(group["summary"]) if "summary" in group else None,
+        samples={int(k): g["samples"][()] for k, g in group["ranks"].items()
+                 if "samples" in g} if "ranks" in group else {},
     )
 
 

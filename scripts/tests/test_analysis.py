@@ -84,6 +84,25 @@ def test_sweep_points_are_exposed(run_path, tmp_path):
     assert [line.split()[3] for line in lines[1:]] == ["1", "2", "11"]
 
 
+def test_gpu_samples_per_rank(run, run_path, tmp_path):
+    """Host runs have no NVML samples; a GPU run's /ranks/<r>/samples are read per rank."""
+    assert run.samples == {}
+    path = tmp_path / "samples.h5"
+    with h5py.File(run_path, "r") as src, h5py.File(path, "w") as dst:
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+        for name in src:
+            src.copy(name, dst)
+        rows = np.array([(0, 1980, 3201, 150.0, 40.0, 0), (20_000_000, 1710, 3201, 699.5, 51.0, 4)],
+                        dtype=[("t_ns", "<i8"), ("sm_clock_mhz", "<i8"), ("mem_clock_mhz", "<i8"),
+                               ("power_w", "<f8"), ("temp_c", "<f8"), ("clock_event_reasons", "<i8")])
+        dst.create_dataset("ranks/1/samples", data=rows)
+    got = load(str(path))
+    assert sorted(got.samples) == [1]
+    assert got.samples[1]["sm_clock_mhz"].tolist() == [1980, 1710]
+    assert "/ranks/1/samples" not in got.tables
+
+
 def test_table_file_without_timelines(run_path, tmp_path):
     """`ridgeline collectives` files: no /ops, /ranks or /summary; tables instead."""
     path = tmp_path / "collectives.h5"

@@ -110,6 +110,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
   cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
       ->capture_default_str()->group(meas);
+  cmd.add_option("--sample-ms", c.sample_ms,
+                 "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
+                 "temperature, clock-event reasons) in ms; 0 = off")
+      ->capture_default_str()->group(meas);
 }
 
 void apply_defaults(RunConfig& c, const std::string& backend) {
@@ -157,6 +161,7 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   if (c.warmup < 0) p.push_back("--warmup must be >= 0 (got " + str(c.warmup) + ")");
   if (c.iters < 1) p.push_back("--iters must be >= 1 (got " + str(c.iters) + ")");
   if (c.timeout_s <= 0) p.push_back("--timeout must be positive");
+  if (c.sample_ms < 0) p.push_back("--sample-ms must be >= 0 (0: no samples)");
   if (c.norm_eps <= 0) p.push_back("--norm-eps must be positive");
   if (c.rope_theta <= 0) p.push_back("--rope-theta must be positive");
   auto choice = [&](const std::string& v, const char* name, std::initializer_list<const char*> ok) {
@@ -327,7 +332,8 @@ Attrs config_attrs(const RunConfig& c) {
           {"check", c.check},
           {"seed", static_cast<int64_t>(c.seed)},
           {"out", c.out},
-          {"timeout_s", c.timeout_s}};
+          {"timeout_s", c.timeout_s},
+          {"sample_ms", static_cast<int64_t>(c.sample_ms)}};
 }
 
 }  // namespace ridgeline

@@ -55,6 +55,7 @@ struct RunConfig {
   uint64_t seed = 1234;
   std::string out = "";        ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
   double timeout_s = 300;
+  int sample_ms = 20;  ///< NVML sampling period of each rank's GPU; 0 = off
 };
 
 /// Binds every RunConfig field to an option of `cmd`. Preset files reach these options

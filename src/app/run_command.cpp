@@ -33,19 +33,20 @@ constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
 // communication-only times are medians over them).
 constexpr int kInterleavedRounds = 5;
 
-std::vector<std::vector<TimelineRecord>> gather_timelines(MPI_Comm comm,
-                                                          const std::vector<TimelineRecord>& mine) {
+// Every rank's rows of a trivially copyable type on rank 0 (empty elsewhere); every rank calls.
+template <class Row>
+std::vector<std::vector<Row>> gather_rows(MPI_Comm comm, const std::vector<Row>& mine) {
   int rank = 0, size = 0;
   RIDGELINE_CHECK(MPI_Comm_rank(comm, &rank));
   RIDGELINE_CHECK(MPI_Comm_size(comm, &size));
-  const size_t row = sizeof(TimelineRecord);
+  const size_t row = sizeof(Row);
   const size_t my_bytes = mine.size() * row;
   if (my_bytes > static_cast<size_t>(INT32_MAX))
-    throw Error("timeline of " + std::to_string(mine.size()) + " rows is too large to gather");
+    throw Error("a rank's " + std::to_string(mine.size()) + " rows are too many to gather");
   int bytes = static_cast<int>(my_bytes);
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   RIDGELINE_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  std::vector<std::vector<TimelineRecord>> out;
+  std::vector<std::vector<Row>> out;
   std::vector<char> all;
   if (rank == 0) {
     int64_t total = 0;
@@ -53,14 +54,14 @@ std::vector<std::vector<TimelineRecord>> gather_timelines(MPI_Comm comm,
       displs[static_cast<size_t>(r)] = static_cast<int>(total);
       total += counts[static_cast<size_t>(r)];
     }
-    if (total > INT32_MAX) throw Error("timelines are too large to gather on rank 0");
+    if (total > INT32_MAX) throw Error("rows are too many to gather on rank 0");
     all.resize(static_cast<size_t>(total));
   }
   RIDGELINE_CHECK(MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
                               MPI_BYTE, 0, comm));
   if (rank == 0)
     for (int r = 0; r < size; ++r) {
-      const auto* first = reinterpret_cast<const TimelineRecord*>(all.data() + displs[static_cast<size_t>(r)]);
+      const auto* first = reinterpret_cast<const Row*>(all.data() + displs[static_cast<size_t>(r)]);
       out.emplace_back(first, first + counts[static_cast<size_t>(r)] / row);
     }
   return out;
@@ -141,7 +142,49 @@ struct StrategyResult {
   std::vector<std::vector<TimelineRecord>> timelines;
   LoopTimes loops;
   CheckOutcome check;
+  Attrs gpu;  ///< NVML means over this strategy's loops (empty without samples)
 };
+
+// A stretch of the run on the samples' time base (ns since the sampler started).
+struct Window {
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+// NVML means over windows, averaged over every rank's GPU (every rank calls).
+Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
+                const std::vector<Window>& windows, const std::string& prefix) {
+  double sums[4] = {0, 0, 0, 0};  // SM clock, power, power-capped samples, samples
+  for (const GpuSample& s : samples)
+    for (const Window& w : windows)
+      if (s.t_ns >= w.begin_ns && s.t_ns <= w.end_ns && s.sm_clock_mhz >= 0) {
+        sums[0] += static_cast<double>(s.sm_clock_mhz);
+        sums[1] += s.power_w;
+        sums[2] += s.clock_event_reasons >= 0 && (s.clock_event_reasons & kClockEventPowerCap) ? 1 : 0;
+        sums[3] += 1;
+      }
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm));
+  if (sums[3] == 0) return {};
+  return {{prefix + ".sm_clock_mhz", sums[0] / sums[3]},
+          {prefix + ".power_w", sums[1] / sums[3]},
+          {prefix + ".power_capped_share", sums[2] / sums[3]},
+          {prefix + ".samples", static_cast<int64_t>(sums[3])}};
+}
+
+// The samples as the /ranks/<r>/samples table.
+Table samples_table(const std::vector<GpuSample>& samples) {
+  std::vector<int64_t> t, sm, mem, reasons;
+  std::vector<double> power, temp;
+  for (const GpuSample& s : samples) {
+    t.push_back(s.t_ns);
+    sm.push_back(s.sm_clock_mhz);
+    mem.push_back(s.mem_clock_mhz);
+    power.push_back(s.power_w);
+    temp.push_back(s.temp_c);
+    reasons.push_back(s.clock_event_reasons);
+  }
+  return {{"t_ns", t},        {"sm_clock_mhz", sm}, {"mem_clock_mhz", mem},
+          {"power_w", power}, {"temp_c", temp},     {"clock_event_reasons", reasons}};
+}
 
 // The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
 // else compute-only + comm-only): exposed communication, overlap efficiency, interference,
@@ -189,6 +232,36 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
          "median of " << kInterleavedRounds << " rounds in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
          "compute time in the overlapped step / compute-only time\n";
+}
+
+// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).
+void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms) {
+  const char* const loops[] = {"instrumented", "step", "compute_only", "comm_only"};
+  bool any = false;
+  for (const StrategyResult& r : results) any = any || !r.gpu.empty();
+  if (!any) return;
+  out << "\ngpu (NVML every " << sample_ms
+      << " ms, mean of all ranks): SM MHz / W / share of samples power-capped\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", "overlap", loops[0], loops[1],
+                loops[2], loops[3]);
+  out << line;
+  for (const StrategyResult& r : results) {
+    std::string cells[4];
+    for (int i = 0; i < 4; ++i) {
+      const std::string key = std::string("gpu.") + loops[i];
+      const AttrValue* mhz = find_attr(r.gpu, key + ".sm_clock_mhz");
+      if (mhz == nullptr) continue;
+      char cell[64];
+      std::snprintf(cell, sizeof(cell), "%4.0f / %3.0f / %3.0f%%", std::get<double>(*mhz),
+                    std::get<double>(*find_attr(r.gpu, key + ".power_w")),
+                    100 * std::get<double>(*find_attr(r.gpu, key + ".power_capped_share")));
+      cells[i] = cell;
+    }
+    std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", r.name.c_str(),
+                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str());
+    out << line;
+  }
 }
 
 int run_one(CommandContext& ctx, RunConfig cfg) {
@@ -292,11 +365,18 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     graph_cost.comm_bytes += o.cost.comm_bytes * static_cast<double>(stage_layers);
   }
   const Stream compute = backend->stream(Lane::compute);
+  // NVML samples of this rank's GPU through every loop: clocks that fall under the power cap
+  // explain differences between loops that the FLOPs and bytes do not.
+  std::unique_ptr<GpuSampler> sampler;
+  if (want_cuda && cfg.sample_ms > 0) sampler = std::make_unique<GpuSampler>(device, cfg.sample_ms);
+  std::vector<int64_t> epochs;              // sampler time of each strategy's clock epoch
+  std::vector<Window> instrumented_windows;  // per strategy
 
   std::vector<StrategyResult> results;
   std::vector<TpStage::GemmProbe> probes;
   std::vector<double> probe_ns;
   std::vector<int> graphs(strategies.size(), -1);
+  std::vector<std::vector<GpuSample>> rank_samples;  // rank 0: every rank's NVML samples
   // One step of this rank: every microbatch through the stage (or the replay of its graph),
   // with pipeline transfers.
   auto run_step = [&](Recorder& rec, int graph) {
@@ -356,6 +436,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     backend->synchronize();
     RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
     backend->clock().start_epoch();
+    epochs.push_back(sampler ? sampler->now_ns() : 0);
     size_t timed_start = 0;
     for (int it = 0; it < cfg.warmup + cfg.iters; ++it) {
       watchdog.rearm("iteration " + std::to_string(it) + " of " + strategy +
@@ -372,6 +453,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     watchdog.rearm("waiting for the device to finish " + strategy);
     backend->synchronize();
     rec.flush();
+    instrumented_windows.push_back(
+        {epochs.back() + rec.mark_ns(timed_start), epochs.back() + rec.mark_ns(timed_end)});
 
     std::vector<double> loop_ns = {per_iter(rec, {timed_start, timed_end})};
     if (probe_ns.empty())
@@ -386,7 +469,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     r.name = strategy;
     r.loops.instrumented_ns = loop_ns[0];
     r.check = check_output(mpi.world(), *backend, stage, last_stage, reference, check, why_not);
-    r.timelines = gather_timelines(mpi.world(), rec.records());
+    r.timelines = gather_rows(mpi.world(), rec.records());
     if (mpi.rank() == 0) r.summary = summarize_run(ops, r.timelines);
     results.push_back(std::move(r));
   }
@@ -433,6 +516,27 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         t.comm_only_ns = median_of(si, 2);
       }
     }
+    // The rounds' marks count from the last strategy's epoch.
+    const std::vector<GpuSample> samples = sampler ? sampler->stop() : std::vector<GpuSample>{};
+    const char* const mode_names[] = {"step", "compute_only", "comm_only"};
+    for (size_t si = 0; si < results.size(); ++si) {
+      Attrs& gpu = results[si].gpu;
+      gpu = gpu_means(mpi.world(), samples, {instrumented_windows[si]}, "gpu.instrumented");
+      for (size_t mode = 0; mode < modes.size(); ++mode) {
+        std::vector<Window> windows;
+        for (int round = 0; round < kInterleavedRounds; ++round) {
+          const auto& m = marks[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode];
+          windows.push_back({epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
+        }
+        for (auto& kv : gpu_means(mpi.world(), samples, windows, std::string("gpu.") + mode_names[mode]))
+          gpu.push_back(std::move(kv));
+      }
+      if (!gpu.empty()) gpu.emplace_back("gpu.epoch_offset_ns", epochs[si] - epochs.front());
+    }
+    // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
+    std::vector<GpuSample> mine = samples;
+    for (GpuSample& s : mine) s.t_ns -= epochs.front();
+    rank_samples = gather_rows(mpi.world(), mine);
   }
 
   RunData data;
@@ -471,6 +575,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       if (!cfg.graphs)
         for (const auto& kv : metrics.back())
           if (kv.first != "step_ns") a.push_back(kv);
+      a.insert(a.end(), r.gpu.begin(), r.gpu.end());
       for (size_t i = 0; i < probes.size(); ++i) {
         const double ref_tflops = probes[i].flops / probe_ns[i] / 1e3;
         a.emplace_back("gemm_reference_tflops." + probes[i].op, ref_tflops);
@@ -493,6 +598,11 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         point.summary = r.summary;
         data.points.push_back(std::move(point));
       }
+    for (size_t rank = 0; rank < rank_samples.size(); ++rank)
+      if (!rank_samples[rank].empty())
+        data.tables.push_back({"/ranks/" + std::to_string(rank) + "/samples",
+                               samples_table(rank_samples[rank]),
+                               {{"period_ms", static_cast<int64_t>(cfg.sample_ms)}}});
     write_run_file(cfg.out, data);
     for (const StrategyResult& r : results) {
       RunData shown = data;
@@ -501,6 +611,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       print_report(std::cout, shown);
     }
     if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1)) print_overlap_table(std::cout, results, metrics);
+    print_gpu_table(std::cout, results, cfg.sample_ms);
     std::cout << "wrote " << cfg.out << "\n";
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")

@@ -482,6 +482,13 @@ RunData read_contents(const std::string& path) {
     data.summary = read_summary(file.id());
   }
   data.tables = read_tables(file.id());
+  // The optional NVML samples sit inside the run layout, beside each rank's timeline.
+  for (size_t rank = 0; rank < data.timelines.size(); ++rank) {
+    const std::string path = "/ranks/" + std::to_string(rank) + "/samples";
+    if (!h5::exists(file.id(), path)) continue;
+    h5::Handle dataset(H5Dopen2(file.id(), path.c_str(), H5P_DEFAULT), "H5Dopen2", path);
+    data.tables.push_back({path, h5::read_table(file.id(), path), h5::read_attrs(dataset.id())});
+  }
   return data;
 }
 
@@ -563,6 +570,27 @@ void validate_timeline(hid_t file, const std::string& path, int64_t op_count,
                        " more row problems");
 }
 
+// Optional NVML samples of a rank's GPU: the six fields, times in order.
+void validate_samples(hid_t file, const std::string& path, std::vector<std::string>& problems) {
+  if (!h5::exists(file, path)) return;
+  const h5::Table table = h5::read_table(file, path);
+  for (const char* field : {"t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c",
+                            "clock_event_reasons"})
+    if (h5::find_column(table, field) == nullptr) problems.push_back(path + ": missing field " + field);
+  const h5::Column* t = h5::find_column(table, "t_ns");
+  if (t == nullptr) return;
+  const auto* values = std::get_if<std::vector<int64_t>>(&t->values);
+  if (values == nullptr) {
+    problems.push_back(path + ": t_ns is not an integer field");
+    return;
+  }
+  for (size_t i = 1; i < values->size(); ++i)
+    if ((*values)[i] < (*values)[i - 1]) {
+      problems.push_back(path + ": t_ns decreases at row " + std::to_string(i));
+      return;
+    }
+}
+
 // /ranks holds exactly the groups 0 .. world_size-1 (world_size < 0: unknown, not checked).
 void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
                     std::vector<std::string>& problems) {
@@ -582,6 +610,7 @@ void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
     }
     check_section(problems, [&] {
       validate_timeline(file, "/ranks/" + name + "/timeline", op_count, problems);
+      validate_samples(file, "/ranks/" + name + "/samples", problems);
     });
   }
 }

@@ -289,6 +289,39 @@ TEST_F(RunFileTest, ValidFileHasNoProblems) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
+TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
+  RunData data = make_run();
+  const Table samples = {{"t_ns", std::vector<int64_t>{-5000000, 15000000, 35000000}},
+                         {"sm_clock_mhz", std::vector<int64_t>{1980, 1755, 1710}},
+                         {"mem_clock_mhz", std::vector<int64_t>{3201, 3201, 3201}},
+                         {"power_w", std::vector<double>{120.5, 690.0, 699.8}},
+                         {"temp_c", std::vector<double>{35, 48, 52}},
+                         {"clock_event_reasons", std::vector<int64_t>{0, 4, 4}}};
+  data.tables.push_back({"/ranks/1/samples", samples, {{"period_ms", int64_t{20}}}});
+  const std::string path = file("samples.h5");
+  write_run_file(path, data);
+  EXPECT_TRUE(validate_run_file(path).empty()) << joined(validate_run_file(path));
+  const RunData back = read_run_file(path);
+  const NamedTable* got = nullptr;
+  for (const NamedTable& t : back.tables)
+    if (t.path == "/ranks/1/samples") got = &t;
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(h5::find_column(got->table, "sm_clock_mhz")->values)[2], 1710);
+  EXPECT_EQ(std::get<std::vector<double>>(h5::find_column(got->table, "power_w")->values)[1], 690.0);
+
+  // Times out of order and a missing field are both reported.
+  RunData bad = make_run();
+  Table shuffled = samples;
+  std::get<std::vector<int64_t>>(shuffled[0].values) = {3, 2, 1};
+  shuffled.pop_back();
+  bad.tables.push_back({"/ranks/0/samples", shuffled, {}});
+  const std::string bad_path = file("bad_samples.h5");
+  write_run_file(bad_path, bad);
+  const std::vector<std::string> problems = validate_run_file(bad_path);
+  EXPECT_TRUE(contains(problems, "/ranks/0/samples: t_ns decreases at row 1")) << joined(problems);
+  EXPECT_TRUE(contains(problems, "/ranks/0/samples: missing field clock_event_reasons")) << joined(problems);
+}
+
 TEST_F(RunFileTest, ValidationFindsBadTimelineRows) {
   RunData data = make_run();
   TimelineRecord& reversed = data.timelines[1][17];
