@@ -101,6 +101,24 @@ TEST(CudaBackend, RejectsUnsupportedDtype) {
   EXPECT_THROW(make_cuda_backend(0, DType::f32), UsageError);
 }
 
+TEST(CudaBackend, SamplerReadsClocksAndPowerInOrder) {
+  REQUIRE_GPU();
+  GpuSampler sampler(0, 5);
+  const int64_t start = sampler.now_ns();
+  while (sampler.now_ns() - start < 100'000'000) {
+  }
+  const std::vector<GpuSample> samples = sampler.stop();
+  ASSERT_GE(samples.size(), 5u) << "5 ms period over 100 ms";
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_GT(samples[i].sm_clock_mhz, 0) << i;
+    EXPECT_GT(samples[i].mem_clock_mhz, 0) << i;
+    EXPECT_GT(samples[i].power_w, 0) << i;
+    EXPECT_GE(samples[i].clock_event_reasons, 0) << i;
+    if (i > 0) EXPECT_GE(samples[i].t_ns, samples[i - 1].t_ns);
+  }
+  EXPECT_TRUE(sampler.stop().empty()) << "a second stop returns nothing more";
+}
+
 TEST(CudaBackend, StackAndTopology) {
   REQUIRE_GPU();
   const GpuInfo info = query_gpu(0);
