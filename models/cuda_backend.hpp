@@ -51,7 +51,8 @@ struct GpuSample {
   int64_t t_ns = 0;  ///< steady clock, since the sampler started
   int64_t sm_clock_mhz = -1;
   int64_t mem_clock_mhz = -1;
-  double power_w = -1;
+  double power_w = -1;      ///< instantaneous board power
+  double power_avg_w = -1;  ///< board power as the driver averages it (1 s on Ampere and newer)
   double temp_c = -1;
   /// NVML's clocks-event (throttle) reason bits, e.g. 0x4 software power cap, 0x20 thermal.
   int64_t clock_event_reasons = -1;

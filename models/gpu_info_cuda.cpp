@@ -29,6 +29,24 @@ constexpr int kNvmlP2pCapsNvlink = 2;  // NVML_P2P_CAPS_INDEX_NVLINK
 constexpr int kNvmlP2pStatusOk = 0;    // NVML_P2P_STATUS_OK
 constexpr unsigned kNvmlMaxLinks = 18; // NVML_NVLINK_MAX_LINKS (Hopper)
 constexpr int kNvmlTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
+constexpr unsigned kNvmlFieldPowerInstant = 186; // NVML_FI_DEV_POWER_INSTANT (mW)
+
+struct NvmlFieldValue { // nvmlFieldValue_t
+  unsigned field_id;
+  unsigned scope_id;
+  long long timestamp_us;
+  long long latency_us;
+  int value_type; // nvmlValueType_t: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 int
+  int nvml_return;
+  union {
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+  } value;
+};
 
 struct NvmlPciInfo { // nvmlPciInfo_t
   char bus_id_legacy[16];
@@ -62,6 +80,7 @@ public:
     load(m_common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
     load(m_driver, "nvmlSystemGetDriverVersion");
     load(m_power, "nvmlDeviceGetPowerUsage");
+    load(m_fields, "nvmlDeviceGetFieldValues");
     load(m_temperature, "nvmlDeviceGetTemperature");
     load(m_reasons, "nvmlDeviceGetCurrentClocksEventReasons");
     if (m_reasons == nullptr) // the name before NVML 12.2
@@ -108,11 +127,35 @@ public:
       return -1;
     return current != 0 ? 1 : 0;
   }
-  double power_w(NvmlDevice d) const {
+  /// Board power averaged by the driver (over one second on Ampere and newer).
+  double power_avg_w(NvmlDevice d) const {
     unsigned mw = 0;
     if (m_power == nullptr || m_power(d, &mw) != kNvmlSuccess)
       return -1;
     return mw / 1000.0;
+  }
+  /// Board power now (NVML_FI_DEV_POWER_INSTANT), or -1 where the driver lacks the field.
+  double power_instant_w(NvmlDevice d) const {
+    NvmlFieldValue f{};
+    f.field_id = kNvmlFieldPowerInstant;
+    if (m_fields == nullptr || m_fields(d, 1, &f) != kNvmlSuccess || f.nvml_return != kNvmlSuccess)
+      return -1;
+    switch (f.value_type) {
+    case 0:
+      return f.value.d / 1000.0;
+    case 1:
+      return f.value.ui / 1000.0;
+    case 2:
+      return static_cast<double>(f.value.ul) / 1000.0;
+    case 3:
+      return static_cast<double>(f.value.ull) / 1000.0;
+    case 4:
+      return static_cast<double>(f.value.sll) / 1000.0;
+    case 5:
+      return f.value.si / 1000.0;
+    default:
+      return -1;
+    }
   }
   double temperature_c(NvmlDevice d) const {
     unsigned c = 0;
@@ -231,6 +274,7 @@ private:
   NvmlReturn (*m_common_ancestor)(NvmlDevice, NvmlDevice, int *) = nullptr;
   NvmlReturn (*m_driver)(char *, unsigned) = nullptr;
   NvmlReturn (*m_power)(NvmlDevice, unsigned *) = nullptr;
+  NvmlReturn (*m_fields)(NvmlDevice, int, NvmlFieldValue *) = nullptr;
   NvmlReturn (*m_temperature)(NvmlDevice, int, unsigned *) = nullptr;
   NvmlReturn (*m_reasons)(NvmlDevice, unsigned long long *) = nullptr;
 };
@@ -378,7 +422,8 @@ struct GpuSampler::Impl {
       s.t_ns = since_start();
       s.sm_clock_mhz = nvml.clock(dev, kNvmlClockSm);
       s.mem_clock_mhz = nvml.clock(dev, kNvmlClockMem);
-      s.power_w = nvml.power_w(dev);
+      s.power_w = nvml.power_instant_w(dev);
+      s.power_avg_w = nvml.power_avg_w(dev);
       s.temp_c = nvml.temperature_c(dev);
       s.clock_event_reasons = nvml.clock_event_reasons(dev);
       lock.lock();

@@ -68,8 +68,8 @@ class Run:
     #: "/roofs/interconnect" of `ridgeline collectives` files; string fields decoded.
     tables: Dict[str, np.ndarray] = field(default_factory=dict)
     #: NVML samples of each rank's GPU (/ranks/<r>/samples: t_ns on the top-level timelines'
-    #: epoch, sm_clock_mhz, mem_clock_mhz, power_w, temp_c, clock_event_reasons); empty on the
-    #: host backend or with --sample-ms 0.
+    #: epoch, sm_clock_mhz, mem_clock_mhz, power_w, power_avg_w, temp_c, clock_event_reasons);
+    #: empty on the host backend or with --sample-ms 0.
     samples: Dict[int, np.ndarray] = field(default_factory=dict)
 
     @property

@@ -93,9 +93,11 @@ def test_gpu_samples_per_rank(run, run_path, tmp_path):
             dst.attrs[key] = value
         for name in src:
             src.copy(name, dst)
-        rows = np.array([(0, 1980, 3201, 150.0, 40.0, 0), (20_000_000, 1710, 3201, 699.5, 51.0, 4)],
+        rows = np.array([(0, 1980, 3201, 150.0, 120.0, 40.0, 0),
+                         (20_000_000, 1710, 3201, 699.5, 680.0, 51.0, 4)],
                         dtype=[("t_ns", "<i8"), ("sm_clock_mhz", "<i8"), ("mem_clock_mhz", "<i8"),
-                               ("power_w", "<f8"), ("temp_c", "<f8"), ("clock_event_reasons", "<i8")])
+                               ("power_w", "<f8"), ("power_avg_w", "<f8"), ("temp_c", "<f8"),
+                               ("clock_event_reasons", "<i8")])
         dst.create_dataset("ranks/1/samples", data=rows)
     got = load(str(path))
     assert sorted(got.samples) == [1]

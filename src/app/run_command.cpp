@@ -158,7 +158,7 @@ Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
     for (const Window& w : windows)
       if (s.t_ns >= w.begin_ns && s.t_ns <= w.end_ns && s.sm_clock_mhz >= 0) {
         sums[0] += static_cast<double>(s.sm_clock_mhz);
-        sums[1] += s.power_w;
+        sums[1] += s.power_w >= 0 ? s.power_w : s.power_avg_w;
         sums[2] += s.clock_event_reasons >= 0 && (s.clock_event_reasons & kClockEventPowerCap) ? 1 : 0;
         sums[3] += 1;
       }
@@ -173,17 +173,19 @@ Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
 // The samples as the /ranks/<r>/samples table.
 Table samples_table(const std::vector<GpuSample>& samples) {
   std::vector<int64_t> t, sm, mem, reasons;
-  std::vector<double> power, temp;
+  std::vector<double> power, power_avg, temp;
   for (const GpuSample& s : samples) {
     t.push_back(s.t_ns);
     sm.push_back(s.sm_clock_mhz);
     mem.push_back(s.mem_clock_mhz);
     power.push_back(s.power_w);
+    power_avg.push_back(s.power_avg_w);
     temp.push_back(s.temp_c);
     reasons.push_back(s.clock_event_reasons);
   }
-  return {{"t_ns", t},        {"sm_clock_mhz", sm}, {"mem_clock_mhz", mem},
-          {"power_w", power}, {"temp_c", temp},     {"clock_event_reasons", reasons}};
+  return {{"t_ns", t},           {"sm_clock_mhz", sm},   {"mem_clock_mhz", mem},
+          {"power_w", power},    {"power_avg_w", power_avg}, {"temp_c", temp},
+          {"clock_event_reasons", reasons}};
 }
 
 // The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,

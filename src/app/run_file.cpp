@@ -574,8 +574,8 @@ void validate_timeline(hid_t file, const std::string& path, int64_t op_count,
 void validate_samples(hid_t file, const std::string& path, std::vector<std::string>& problems) {
   if (!h5::exists(file, path)) return;
   const h5::Table table = h5::read_table(file, path);
-  for (const char* field : {"t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c",
-                            "clock_event_reasons"})
+  for (const char* field : {"t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_avg_w",
+                            "temp_c", "clock_event_reasons"})
     if (h5::find_column(table, field) == nullptr) problems.push_back(path + ": missing field " + field);
   const h5::Column* t = h5::find_column(table, "t_ns");
   if (t == nullptr) return;

@@ -113,6 +113,7 @@ TEST(CudaBackend, SamplerReadsClocksAndPowerInOrder) {
     EXPECT_GT(samples[i].sm_clock_mhz, 0) << i;
     EXPECT_GT(samples[i].mem_clock_mhz, 0) << i;
     EXPECT_GT(samples[i].power_w, 0) << i;
+    EXPECT_GT(samples[i].power_avg_w, 0) << i;
     EXPECT_GE(samples[i].clock_event_reasons, 0) << i;
     if (i > 0) EXPECT_GE(samples[i].t_ns, samples[i - 1].t_ns);
   }

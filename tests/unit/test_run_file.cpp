@@ -295,6 +295,7 @@ TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
                          {"sm_clock_mhz", std::vector<int64_t>{1980, 1755, 1710}},
                          {"mem_clock_mhz", std::vector<int64_t>{3201, 3201, 3201}},
                          {"power_w", std::vector<double>{120.5, 690.0, 699.8}},
+                         {"power_avg_w", std::vector<double>{100.0, 650.0, 698.0}},
                          {"temp_c", std::vector<double>{35, 48, 52}},
                          {"clock_event_reasons", std::vector<int64_t>{0, 4, 4}}};
   data.tables.push_back({"/ranks/1/samples", samples, {{"period_ms", int64_t{20}}}});
