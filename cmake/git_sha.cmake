@@ -1,8 +1,12 @@
 # Writes the source tree's commit (with -dirty for uncommitted changes) into OUT at every
 # build, touching OUT only when it changes, so the fingerprint names the code actually built.
+# A tree copied without its own repository (to a GPU node, say) has no commit to read, or a
+# stale one: the environment variable RIDGELINE_GIT_SHA then names it.
 execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY "${SRC}"
                 OUTPUT_VARIABLE sha OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR sha STREQUAL "")
+if(NOT "$ENV{RIDGELINE_GIT_SHA}" STREQUAL "")
+  set(sha "$ENV{RIDGELINE_GIT_SHA}")
+elseif(NOT rc EQUAL 0 OR sha STREQUAL "")
   set(sha "unknown")
 else()
   execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY "${SRC}"
