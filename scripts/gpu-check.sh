@@ -157,12 +157,12 @@ section_overlap() {
   for tp in 4 2; do
     [ "$tp" -le "$ngpu" ] || continue
     run "overlap_prefill_b1_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
-      --batch 1 --tp "$tp" --warmup 3 --iters 15 \
+      --batch 1 --tp "$tp" --warmup 5 --iters 30 \
       --overlap none,async,chunked:2,chunked:4,split:2,split:4
     # GEMMs beside a collective that leave SMs to NCCL's CTAs (132 SMs on H200).
     for ctas in 16 8; do
       run "overlap_prefill_b1_sms$((132 - ctas))_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" \
-        --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 15 --overlap none,chunked:4,split:2,split:4 \
+        --seq 4096 --batch 1 --tp "$tp" --warmup 5 --iters 30 --overlap none,chunked:4,split:2,split:4 \
         --nccl-max-ctas "$ctas" --overlap-gemm-sms $((132 - ctas))
     done
     run "overlap_decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode \
