@@ -277,6 +277,10 @@ std::vector<double> time_size(Bench& bench, const CollectiveSpec& spec, const Ca
   };
   for (int i = 0; i < c.warmup; ++i)
     launch();
+  // Every rank starts the timed launches together: otherwise the first sample of a size holds
+  // the skew with which the ranks left the barrier before the warm-up.
+  wait_all(bench, stream);
+  RIDGELINE_CHECK(MPI_Barrier(bench.world));
   if (!c.graph) {
     for (int i = 0; i < c.iters; ++i) {
       clock.stamp(bench.lane);
@@ -286,7 +290,6 @@ std::vector<double> time_size(Bench& bench, const CollectiveSpec& spec, const Ca
     wait_all(bench, stream);
     return pair_durations(clock.collect(), 1.0);
   }
-  wait_all(bench, stream);
   bench.backend.capture_begin(bench.lane);
   for (int i = 0; i < c.iters; ++i)
     launch();
