@@ -550,20 +550,19 @@ template <typename T, int D>
 void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
                    const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
   const int group = static_cast<int>(s.heads / s.kv_heads);
-  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  DecodeParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.q_ld = q.ld;
+  p.k_ld = k.ld;
+  p.v_ld = v.ld;
+  p.context = static_cast<int>(s.context);
+  p.capacity = static_cast<int>(s.capacity);
+  p.heads = static_cast<int>(s.heads);
+  p.group = group;
+  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   if (s.context <= kDecodeTile) {
-    DecodeParams p{};
-    p.q = q.data;
-    p.k = k.data;
-    p.v = v.data;
-    p.q_ld = q.ld;
-    p.k_ld = k.ld;
-    p.v_ld = v.ld;
-    p.context = static_cast<int>(s.context);
-    p.capacity = static_cast<int>(s.capacity);
-    p.heads = static_cast<int>(s.heads);
-    p.group = group;
-    p.scale_log2 = scale_log2;
     const int64_t rows = s.batch * s.heads;
     decode_short_kernel<T, D>
         <<<static_cast<unsigned>((rows + kShortWarps - 1) / kShortWarps), kShortWarps * 32, 0,
@@ -582,23 +581,11 @@ void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, co
 
   const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
   float *part = static_cast<float *>(scratch(slots * (D + 2) * sizeof(float)));
-  DecodeParams p{};
-  p.q = q.data;
-  p.k = k.data;
-  p.v = v.data;
   p.part_o = part;
   p.part_ml = part + slots * D;
-  p.q_ld = q.ld;
-  p.k_ld = k.ld;
-  p.v_ld = v.ld;
-  p.context = static_cast<int>(s.context);
-  p.capacity = static_cast<int>(s.capacity);
-  p.heads = static_cast<int>(s.heads);
-  p.group = group;
   p.head_chunks = head_chunks;
   p.splits = static_cast<int>(splits);
   p.split_len = static_cast<int>(split_len);
-  p.scale_log2 = scale_log2;
   constexpr int smem = decode_smem_bytes<D>();
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

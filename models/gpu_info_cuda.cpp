@@ -115,12 +115,7 @@ public:
   std::string uuid(NvmlDevice d) const { return text(m_uuid, d); }
   int clock(NvmlDevice d, int type) const { return value(m_clock, d, type); }
   int max_clock(NvmlDevice d, int type) const { return value(m_max_clock, d, type); }
-  double power_limit_w(NvmlDevice d) const {
-    unsigned mw = 0;
-    if (m_power_limit == nullptr || m_power_limit(d, &mw) != kNvmlSuccess)
-      return -1;
-    return mw / 1000.0;
-  }
+  double power_limit_w(NvmlDevice d) const { return watts(m_power_limit, d); }
   int ecc(NvmlDevice d) const {
     int current = 0, pending = 0;
     if (m_ecc == nullptr || m_ecc(d, &current, &pending) != kNvmlSuccess)
@@ -128,12 +123,7 @@ public:
     return current != 0 ? 1 : 0;
   }
   /// Board power averaged by the driver (over one second on Ampere and newer).
-  double power_avg_w(NvmlDevice d) const {
-    unsigned mw = 0;
-    if (m_power == nullptr || m_power(d, &mw) != kNvmlSuccess)
-      return -1;
-    return mw / 1000.0;
-  }
+  double power_avg_w(NvmlDevice d) const { return watts(m_power, d); }
   /// Board power now (NVML_FI_DEV_POWER_INSTANT), or -1 where the driver lacks the field.
   double power_instant_w(NvmlDevice d) const {
     NvmlFieldValue f{};
@@ -242,6 +232,13 @@ private:
       return {};
     return buf;
   }
+  using MilliwattFn = NvmlReturn (*)(NvmlDevice, unsigned *);
+  static double watts(MilliwattFn fn, NvmlDevice d) {
+    unsigned mw = 0;
+    if (fn == nullptr || fn(d, &mw) != kNvmlSuccess)
+      return -1;
+    return mw / 1000.0;
+  }
   int value(ClockFn fn, NvmlDevice d, int type) const {
     unsigned v = 0;
     if (fn == nullptr || fn(d, type, &v) != kNvmlSuccess)
@@ -266,14 +263,14 @@ private:
   TextFn m_uuid = nullptr;
   ClockFn m_clock = nullptr;
   ClockFn m_max_clock = nullptr;
-  NvmlReturn (*m_power_limit)(NvmlDevice, unsigned *) = nullptr;
+  MilliwattFn m_power_limit = nullptr;
   NvmlReturn (*m_ecc)(NvmlDevice, int *, int *) = nullptr;
   NvmlReturn (*m_link_state)(NvmlDevice, unsigned, int *) = nullptr;
   NvmlReturn (*m_link_remote)(NvmlDevice, unsigned, NvmlPciInfo *) = nullptr;
   NvmlReturn (*m_p2p)(NvmlDevice, NvmlDevice, int, int *) = nullptr;
   NvmlReturn (*m_common_ancestor)(NvmlDevice, NvmlDevice, int *) = nullptr;
   NvmlReturn (*m_driver)(char *, unsigned) = nullptr;
-  NvmlReturn (*m_power)(NvmlDevice, unsigned *) = nullptr;
+  MilliwattFn m_power = nullptr;
   NvmlReturn (*m_fields)(NvmlDevice, int, NvmlFieldValue *) = nullptr;
   NvmlReturn (*m_temperature)(NvmlDevice, int, unsigned *) = nullptr;
   NvmlReturn (*m_reasons)(NvmlDevice, unsigned long long *) = nullptr;
