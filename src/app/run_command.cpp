@@ -29,9 +29,11 @@ namespace ridgeline {
 namespace {
 
 constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
-// Rounds of the interleaved uninstrumented loops (the reported step, compute-only and
-// communication-only times are medians over them).
+// Rounds of the interleaved uninstrumented loops when a job compares strategies (the reported
+// step, compute-only and communication-only times are medians over them); one strategy alone
+// runs one round.
 constexpr int kInterleavedRounds = 5;
+int interleaved_rounds(size_t strategies) { return strategies > 1 ? kInterleavedRounds : 1; }
 
 // Every rank's rows of a trivially copyable type on rank 0 (empty elsewhere); every rank calls.
 template <class Row>
@@ -231,7 +233,8 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
     out << line;
   }
   out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means (max over ranks), "
-         "median of " << kInterleavedRounds << " rounds in which the strategies take turns; "
+         "median of " << interleaved_rounds(results.size())
+      << " round(s) in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
          "compute time in the overlapped step / compute-only time\n";
 }
@@ -489,7 +492,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     backend->synchronize();
     RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
     std::vector<std::pair<size_t, size_t>> marks;  // [round][strategy][mode]
-    for (int round = 0; round < kInterleavedRounds; ++round)
+    const int rounds = interleaved_rounds(strategies.size());
+    for (int round = 0; round < rounds; ++round)
       for (size_t si = 0; si < strategies.size(); ++si) {
         stage.set_overlap(parse_overlap(strategies[si]));
         for (StageMode mode : modes)
@@ -505,10 +509,10 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
                                   MPI_MAX, mpi.world()));
     auto median_of = [&](size_t si, size_t mode) {
-      std::vector<double> rounds;
-      for (int round = 0; round < kInterleavedRounds; ++round)
-        rounds.push_back(ns[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode]);
-      return percentile(rounds, 50);
+      std::vector<double> per_round;
+      for (int round = 0; round < rounds; ++round)
+        per_round.push_back(ns[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode]);
+      return percentile(per_round, 50);
     };
     for (size_t si = 0; si < results.size(); ++si) {
       LoopTimes& t = results[si].loops;
@@ -526,7 +530,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       gpu = gpu_means(mpi.world(), samples, {instrumented_windows[si]}, "gpu.instrumented");
       for (size_t mode = 0; mode < modes.size(); ++mode) {
         std::vector<Window> windows;
-        for (int round = 0; round < kInterleavedRounds; ++round) {
+        for (int round = 0; round < rounds; ++round) {
           const auto& m = marks[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode];
           windows.push_back({epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
         }
