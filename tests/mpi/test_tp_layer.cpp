@@ -248,7 +248,9 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
     lane_rec.flush();
     for (const TimelineRecord& r : lane_rec.records())
       EXPECT_EQ(r.lane == static_cast<uint8_t>(Lane::comm), mode == StageMode::comm_only) << c.name;
-    if (tp == 1 && mode == StageMode::comm_only) EXPECT_TRUE(lane_rec.records().empty());
+    if (tp == 1 && mode == StageMode::comm_only) {
+      EXPECT_TRUE(lane_rec.records().empty());
+    }
   }
 }
 
