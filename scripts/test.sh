@@ -9,6 +9,10 @@ scripts/install-deps.sh
 scripts/build.sh "$repo/build"
 export NCCL_NVLS_ENABLE=0 OPENBLAS_NUM_THREADS=1
 ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
+# The README's first command, the main job, as a newcomer runs it (the build above is reused).
+main_job=$(mktemp -d)
+OUT="$main_job/main-job.h5" scripts/setup.sh
+rm -rf "$main_job"
 RIDGELINE_BIN="$repo/build/src/ridgeline" python3 -m pytest -q scripts/tests
 if [ "$(id -u)" -eq 0 ]; then
   scripts/slurm-ci.sh "$repo/build"
