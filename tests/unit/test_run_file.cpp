@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "app/h5.hpp"
 #include "app/run_file.hpp"
+#include "app/summary.hpp"
 
 namespace ridgeline {
 namespace {
@@ -321,6 +323,22 @@ TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
   const std::vector<std::string> problems = validate_run_file(bad_path);
   EXPECT_TRUE(contains(problems, "/ranks/0/samples: t_ns decreases at row 1")) << joined(problems);
   EXPECT_TRUE(contains(problems, "/ranks/0/samples: missing field clock_event_reasons")) << joined(problems);
+}
+
+TEST(Report, RatesInGflopsUntilAnOpReachesATflop) {
+  RunData data = make_run();
+  ASSERT_GE(data.summary.ops.size(), 2u);
+  for (OpAggregate& op : data.summary.ops) op.achieved_tflops = 0.0625;
+  std::ostringstream cpu;
+  print_report(cpu, data);
+  EXPECT_NE(cpu.str().find("GFLOP/s"), std::string::npos) << cpu.str();
+  EXPECT_NE(cpu.str().find(" 62.500 "), std::string::npos) << cpu.str();
+  data.summary.ops[1].achieved_tflops = 790.5;
+  std::ostringstream gpu;
+  print_report(gpu, data);
+  EXPECT_NE(gpu.str().find("TFLOP/s"), std::string::npos) << gpu.str();
+  EXPECT_NE(gpu.str().find(" 790.500 "), std::string::npos) << gpu.str();
+  EXPECT_NE(gpu.str().find(" 0.062 "), std::string::npos) << gpu.str();
 }
 
 TEST_F(RunFileTest, ValidationFindsBadTimelineRows) {
