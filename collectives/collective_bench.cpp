@@ -301,7 +301,7 @@ ResultChecker::ResultChecker(const CollectiveSpec& spec, const CollectiveShape& 
   if (!spec.reduces) return;
   // The reduction of index i depends on i only through i % period (see send_value), so one
   // period of results serves every element.
-  const size_t period = op == ReduceOp::prod ? static_cast<size_t>(ranks) : kSumPeriod;
+  const size_t period = pattern_period(spec, op, ranks);
   for (size_t i = 0; i < period; ++i) {
     double acc = send_value(spec, op, 0, ranks, i);
     for (int r = 1; r < ranks; ++r)
@@ -341,7 +341,7 @@ size_t ResultChecker::count_wrong(const void* got) const {
   constexpr size_t kTileElements = 8192;
   const size_t n = output_elements();
   const size_t elt = dtype_size(m_dtype);
-  const size_t period = m_spec.reduces ? m_reduced.size() : kCopyPeriod;
+  const size_t period = pattern_period(m_spec, m_op, m_ranks);
   const bool per_source =
       m_spec.id == Collective::all_gather || m_spec.id == Collective::all_to_all;
   const size_t segment = std::max<size_t>(1, per_source ? m_shape.count : n);
