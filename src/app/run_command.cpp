@@ -493,6 +493,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
     std::vector<std::pair<size_t, size_t>> marks;  // [round][strategy][mode]
     const int rounds = interleaved_rounds(strategies.size());
+    auto slot = [&](int round, size_t si, size_t mode) {
+      return (static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode;
+    };
     for (int round = 0; round < rounds; ++round)
       for (size_t si = 0; si < strategies.size(); ++si) {
         stage.set_overlap(parse_overlap(strategies[si]));
@@ -511,7 +514,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     auto median_of = [&](size_t si, size_t mode) {
       std::vector<double> per_round;
       for (int round = 0; round < rounds; ++round)
-        per_round.push_back(ns[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode]);
+        per_round.push_back(ns[slot(round, si, mode)]);
       return percentile(per_round, 50);
     };
     for (size_t si = 0; si < results.size(); ++si) {
@@ -531,7 +534,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       for (size_t mode = 0; mode < modes.size(); ++mode) {
         std::vector<Window> windows;
         for (int round = 0; round < rounds; ++round) {
-          const auto& m = marks[(static_cast<size_t>(round) * strategies.size() + si) * modes.size() + mode];
+          const auto& m = marks[slot(round, si, mode)];
           windows.push_back({epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
         }
         for (auto& kv : gpu_means(mpi.world(), samples, windows, std::string("gpu.") + mode_names[mode]))
