@@ -1,5 +1,5 @@
 // The collective registry, size sweeps, exact expected values, the #wrong checker and the
-// alpha/beta fit. Nothing here touches a device or MPI, so all of it is unit tested.
+// alpha/beta fits. Nothing here touches a device or MPI, so all of it is unit tested.
 #include "collectives/collective_bench.hpp"
 
 #include <algorithm>
@@ -416,7 +416,7 @@ void issue_collective(Communicator& comm, const CollectiveSpec& spec, const Call
   }
 }
 
-void upload_inputs(Backend& backend, const CollectiveSpec& spec, const CollectiveShape& shape,
+void upload_inputs(Device& backend, const CollectiveSpec& spec, const CollectiveShape& shape,
                    const CallBuffers& buf, DType dtype, ReduceOp op, int rank, int ranks,
                    std::vector<unsigned char>& staging) {
   const size_t elt = dtype_size(dtype);
@@ -440,7 +440,7 @@ void upload_inputs(Backend& backend, const CollectiveSpec& spec, const Collectiv
   backend.upload(buf.recv, staging.data(), recv_bytes);
 }
 
-int64_t download_and_count_wrong(Backend& backend, const ResultChecker& checker,
+int64_t download_and_count_wrong(Device& backend, const ResultChecker& checker,
                                  const CallBuffers& buf, DType dtype,
                                  std::vector<unsigned char>& staging) {
   if (!checker.has_output()) return 0;
@@ -484,6 +484,23 @@ RoofFit fit_alpha_beta(const std::vector<double>& bus_bytes, const std::vector<d
   fit.beta_gbps = slope > 0 ? 1.0 / (slope * 1e3) : std::numeric_limits<double>::infinity();
   fit.points = bus_bytes.size();
   return fit;
+}
+
+// alpha sits 10% below the fastest call so that the line stays strictly under every point: with
+// alpha equal to it, the point that set it would leave no room for its own bytes.
+void envelope_fit(const std::vector<double>& bus_bytes, const std::vector<double>& min_time_us,
+                  double& alpha_us, double& beta_gbps) {
+  RIDGELINE_REQUIRE(bus_bytes.size() == min_time_us.size(), "envelope_fit: sizes and times differ");
+  double fastest = std::numeric_limits<double>::infinity();
+  for (double t : min_time_us)
+    if (t > 0) fastest = std::min(fastest, t);
+  RIDGELINE_REQUIRE(std::isfinite(fastest), "envelope_fit: needs a point with time > 0");
+  alpha_us = 0.9 * fastest;
+  double beta = 0;
+  for (size_t i = 0; i < bus_bytes.size(); ++i)
+    if (min_time_us[i] > 0 && bus_bytes[i] > 0)
+      beta = std::max(beta, bus_bytes[i] / ((min_time_us[i] - alpha_us) * 1e3));
+  beta_gbps = beta > 0 ? beta : std::numeric_limits<double>::infinity();
 }
 
 } // namespace ridgeline

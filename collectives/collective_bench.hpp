@@ -1,6 +1,6 @@
 // The collective benchmark's pure parts (no GPU, no MPI): the registry of collectives with their
 // busbw factors and buffer layouts, size sweeps, exact expected values and the #wrong checker,
-// and the alpha/beta fit of the interconnect roof. `ridgeline collectives` drives them.
+// and the alpha/beta fits of the interconnect roof. collective_runner.hpp drives them.
 #pragma once
 
 #include <cstddef>
@@ -142,12 +142,12 @@ void issue_collective(Communicator& comm, const CollectiveSpec& spec, const Call
 
 /// Uploads this rank's send values, and the sentinel into every other byte of the output region
 /// (synchronous). `staging` is host memory of at least the buffers' size.
-void upload_inputs(Backend& backend, const CollectiveSpec& spec, const CollectiveShape& shape,
+void upload_inputs(Device& backend, const CollectiveSpec& spec, const CollectiveShape& shape,
                    const CallBuffers& buf, DType dtype, ReduceOp op, int rank, int ranks,
                    std::vector<unsigned char>& staging);
 
 /// Downloads this rank's output (after the call completed) and counts its wrong elements.
-int64_t download_and_count_wrong(Backend& backend, const ResultChecker& checker,
+int64_t download_and_count_wrong(Device& backend, const ResultChecker& checker,
                                  const CallBuffers& buf, DType dtype,
                                  std::vector<unsigned char>& staging);
 
@@ -164,5 +164,16 @@ struct RoofFit {
 /// Fits time_us = alpha_us + bus_bytes / (beta_gbps * 1e3) by least squares on the relative
 /// error (see the .cpp for why). Needs at least two distinct sizes; throws Error otherwise.
 RoofFit fit_alpha_beta(const std::vector<double>& bus_bytes, const std::vector<double>& time_us);
+
+/// The lower envelope of measured minimum times, for attribution: alpha_us + bus_bytes /
+/// (beta_gbps * 1e3) <= min_time_us at every point, so no op is ever measured faster than its
+/// own roof (which a least-squares fit through the medians does not promise). alpha_us = 0.9 x
+/// the smallest positive time; beta_gbps (GB/s) is the smallest bandwidth that keeps every point
+/// on or above the line: the max over points of bus_bytes / ((min_time_us - alpha_us) * 1e3).
+/// Points with min_time_us <= 0 (not timed) are skipped and points with bus_bytes <= 0 impose
+/// nothing on beta; beta_gbps = +inf when no point does. Throws Error when no point has
+/// min_time_us > 0 (or the vectors differ in length).
+void envelope_fit(const std::vector<double>& bus_bytes, const std::vector<double>& min_time_us,
+                  double& alpha_us, double& beta_gbps);
 
 } // namespace ridgeline

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/dtype.hpp"
-#include "models/backend.hpp"
+#include "core/device.hpp"
 
 namespace ridgeline {
 

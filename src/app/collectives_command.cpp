@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -18,18 +17,16 @@
 #include "app/fingerprint.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_bench.hpp"
+#include "collectives/collective_runner.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/nccl_communicator.hpp"
+#include "collectives/transport.hpp"
 #include "core/error.hpp"
-#include "core/stats.hpp"
 #include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
 namespace {
-
-// Timed replays of the captured graph per size under --graph: each is one sample.
-constexpr int kGraphReplays = 10;
 
 /// Every option of the command, as given (strings parsed and checked in validate()).
 struct CollectivesConfig {
@@ -60,34 +57,6 @@ struct Resolved {
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
 };
-
-/// One NCCL variable of a transport preset.
-struct EnvSetting {
-  const char* name;
-  const char* value;
-};
-
-/// A transport preset: the NCCL variables it sets before the communicator exists.
-struct TransportPreset {
-  const char* name;
-  std::vector<EnvSetting> env;
-};
-
-// auto and nvlink leave NCCL's choice alone (nvlink is recorded and checked against the link
-// matrix); host forbids peer-to-peer so traffic goes through host memory; net also forbids
-// shared memory and selects the socket transport, as between nodes.
-const std::vector<TransportPreset> kTransports = {
-    {"auto", {}},
-    {"nvlink", {}},
-    {"host", {{"NCCL_P2P_DISABLE", "1"}}},
-    {"net", {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "Socket"}}},
-};
-
-const TransportPreset* find_transport(const std::string& name) {
-  for (const TransportPreset& t : kTransports)
-    if (name == t.name) return &t;
-  return nullptr;
-}
 
 // Every problem with the options at once; identical on every rank (no rank-local facts).
 std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpus, int world,
@@ -152,7 +121,7 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   if (!(c.timeout_s > 0)) p.push_back("--timeout must be positive");
   if (c.graph && !cuda) p.push_back("--graph needs the cuda backend (CUDA graphs)");
   if (find_transport(c.transport) == nullptr)
-    p.push_back("--transport '" + c.transport + "': expected auto, nvlink, host or net");
+    p.push_back("--transport '" + c.transport + "': expected " + transport_names());
   else if (c.transport != "auto" && !cuda)
     p.push_back("--transport " + c.transport +
                 " selects an NCCL transport: needs the cuda backend");
@@ -165,208 +134,19 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   return p;
 }
 
-// Sets the preset's NCCL variables (and NCCL_NVLS_ENABLE=0 unless the user chose); returns what
-// was set, and warnings (for rank 0 to print) where the user's environment said otherwise.
-std::vector<EnvSetting> apply_transport(const TransportPreset& preset,
-                                        std::vector<std::string>& warnings) {
-  std::vector<EnvSetting> applied;
-  for (const EnvSetting& e : preset.env) {
-    const char* before = std::getenv(e.name);
-    if (before != nullptr && std::string(before) != e.value)
-      warnings.push_back(std::string("--transport ") + preset.name + " sets " + e.name + "=" +
-                         e.value + ", overriding " + e.name + "=" + before +
-                         " from the environment");
-    setenv(e.name, e.value, 1);
-    applied.push_back(e);
-  }
-  // NVLink multicast stays off on the reference machines unless the user asks for it.
-  if (std::getenv("NCCL_NVLS_ENABLE") == nullptr) {
-    setenv("NCCL_NVLS_ENABLE", "0", 1);
-    applied.push_back({"NCCL_NVLS_ENABLE", "0"});
-  }
-  return applied;
-}
-
-// nvlink: every pair of this node's GPUs in use should be linked by NVLink.
-void check_nvlink(int local_gpus, std::vector<std::string>& warnings) {
-  const std::vector<std::vector<std::string>> links = gpu_link_matrix();
-  if (links.empty()) {
-    warnings.emplace_back("--transport nvlink: no GPU link matrix (NVML) to confirm NVLink");
-    return;
-  }
-  const auto n = std::min(links.size(), static_cast<size_t>(local_gpus));
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = i + 1; j < n && j < links[i].size(); ++j)
-      if (links[i][j].rfind("NV", 0) != 0)
-        warnings.push_back("--transport nvlink: GPUs " + std::to_string(i) + " and " +
-                           std::to_string(j) + " are linked by " + links[i][j] + ", not NVLink");
-}
-
-/// Owns the communicator of one group of consecutive ranks (MPI_Comm_split).
-class GroupComm {
-public:
-  GroupComm(MPI_Comm world, int color, int key) {
-    RIDGELINE_CHECK(MPI_Comm_split(world, color, key, &m_comm));
-  }
-  ~GroupComm() { RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_comm)); }
-  GroupComm(const GroupComm&) = delete;
-  GroupComm& operator=(const GroupComm&) = delete;
-  MPI_Comm get() const { return m_comm; }
-
-private:
-  MPI_Comm m_comm = MPI_COMM_NULL;
-};
-
-/// One measured size of one collective (group 0's view, plus the max over all groups).
-struct SizeRow {
-  CollectiveShape shape;
-  SeriesStats time_ns;         ///< of the per-sample max over group 0's ranks
-  double time_mean_all_ns = 0; ///< mean of the per-sample max over every rank of every group
-  std::vector<double> samples_ns;
-  int64_t wrong = 0; ///< summed over every rank
-  int64_t iters = 0; ///< timed collective calls the statistics cover
-};
-
-/// The sweep of one collective.
-struct CollectiveResult {
-  const CollectiveSpec* spec = nullptr;
-  bool in_place = false;
-  std::vector<SizeRow> rows;
-  bool fitted = false;
-  RoofFit fit;
-};
-
-/// What every size of the sweep shares.
-struct Bench {
-  Backend& backend;
-  Communicator& comm;
-  MPI_Comm group;
-  MPI_Comm world;
-  const CollectivesConfig& cfg;
-  const Resolved& r;
-  bool cuda = false;
-  Lane lane = Lane::compute;
-  Buffer a;
-  Buffer b;
-  std::vector<unsigned char> staging;
-};
-
-void wait_all(Bench& bench, Stream stream) {
-  if (bench.cuda)
-    nccl_wait_with_timeout(bench.comm, stream, static_cast<int>(bench.cfg.timeout_s));
-  else
-    bench.comm.complete(stream);
-}
-
-// Per-sample times in ns: stamps pair up as (start, end); one sample per pair divided by `per`.
-std::vector<double> pair_durations(const std::vector<int64_t>& stamps, double per) {
-  std::vector<double> out;
-  for (size_t i = 0; i + 1 < stamps.size(); i += 2)
-    out.push_back(static_cast<double>(stamps[i + 1] - stamps[i]) / per);
-  return out;
-}
-
-// The timed part of one size: eager iterations, or --graph's captured launches replayed whole.
-std::vector<double> time_size(Bench& bench, const CollectiveSpec& spec, const CallBuffers& buf,
-                              const CollectiveShape& shape) {
-  Stream stream = bench.backend.stream(bench.lane);
-  Clock& clock = bench.backend.clock();
-  const CollectivesConfig& c = bench.cfg;
-  auto launch = [&] {
-    issue_collective(bench.comm, spec, buf, shape, bench.r.dtype, bench.r.op, c.root, stream);
-  };
-  for (int i = 0; i < c.warmup; ++i)
-    launch();
-  // Every rank starts the timed launches together: otherwise the first sample of a size holds
-  // the skew with which the ranks left the barrier before the warm-up.
-  wait_all(bench, stream);
-  RIDGELINE_CHECK(MPI_Barrier(bench.world));
-  if (!c.graph) {
-    for (int i = 0; i < c.iters; ++i) {
-      clock.stamp(bench.lane);
-      launch();
-      clock.stamp(bench.lane);
-    }
-    wait_all(bench, stream);
-    return pair_durations(clock.collect(), 1.0);
-  }
-  bench.backend.capture_begin(bench.lane);
-  for (int i = 0; i < c.iters; ++i)
-    launch();
-  const int graph = bench.backend.capture_end(bench.lane);
-  bench.backend.replay(graph, bench.lane); // untimed: the first launch of a graph uploads it
-  for (int k = 0; k < kGraphReplays; ++k) {
-    clock.stamp(bench.lane);
-    bench.backend.replay(graph, bench.lane);
-    clock.stamp(bench.lane);
-  }
-  wait_all(bench, stream);
-  return pair_durations(clock.collect(), static_cast<double>(c.iters));
-}
-
-// Fresh inputs, one call, exact comparison of this rank's output: the #wrong of this rank.
-int64_t check_size(Bench& bench, const CollectiveSpec& spec, const CallBuffers& buf,
-                   const CollectiveShape& shape, int rank, int ranks) {
-  const Resolved& r = bench.r;
-  upload_inputs(bench.backend, spec, shape, buf, r.dtype, r.op, rank, ranks, bench.staging);
-  Stream stream = bench.backend.stream(bench.lane);
-  issue_collective(bench.comm, spec, buf, shape, r.dtype, r.op, bench.cfg.root, stream);
-  wait_all(bench, stream);
-  const ResultChecker checker(spec, shape, r.dtype, r.op, bench.cfg.root, rank, ranks);
-  return download_and_count_wrong(bench.backend, checker, buf, r.dtype, bench.staging);
-}
-
-CollectiveResult sweep_collective(Bench& bench, const CollectiveSpec& spec, Watchdog& watchdog) {
-  int rank = 0, ranks = 1;
-  RIDGELINE_CHECK(MPI_Comm_rank(bench.group, &rank));
-  RIDGELINE_CHECK(MPI_Comm_size(bench.group, &ranks));
-  CollectiveResult result;
-  result.spec = &spec;
-  const InPlace layout = in_place_layout(spec, bench.comm.backend());
-  result.in_place = bench.cfg.in_place && layout != InPlace::unsupported;
-  size_t previous_size = 0;
-  for (size_t requested : bench.r.sizes) {
-    const CollectiveShape shape = collective_shape(spec, requested, bench.r.dtype, ranks);
-    if (shape.count == 0 || shape.size_bytes == previous_size) continue;
-    previous_size = shape.size_bytes;
-    watchdog.rearm(std::string(spec.name) + " of " + std::to_string(shape.size_bytes) +
-                   " bytes (a rank or the interconnect is not answering)");
-    const CallBuffers buf =
-        call_buffers(layout, bench.cfg.in_place, shape, bench.r.dtype, rank, bench.a, bench.b);
-    RIDGELINE_CHECK(MPI_Barrier(bench.world));
-    std::vector<double> samples = time_size(bench, spec, buf, shape);
-    std::vector<double> all_groups = samples;
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, samples.data(), static_cast<int>(samples.size()),
-                                  MPI_DOUBLE, MPI_MAX, bench.group));
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, all_groups.data(),
-                                  static_cast<int>(all_groups.size()), MPI_DOUBLE, MPI_MAX,
-                                  bench.world));
-    int64_t wrong = check_size(bench, spec, buf, shape, rank, ranks);
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, bench.world));
-    SizeRow row;
-    row.shape = shape;
-    row.time_ns = summarize(samples);
-    row.time_mean_all_ns = mean(all_groups);
-    row.samples_ns = std::move(samples);
-    row.wrong = wrong;
-    row.iters = static_cast<int64_t>(bench.cfg.iters) * (bench.cfg.graph ? kGraphReplays : 1);
-    result.rows.push_back(std::move(row));
-  }
-  // The roof is fitted on the medians: one slow outlier iteration must not move it.
-  if (result.rows.size() >= 2) {
-    std::vector<double> bus_bytes, time_us;
-    for (const SizeRow& row : result.rows) {
-      bus_bytes.push_back(static_cast<double>(row.shape.size_bytes) * spec.busbw_factor(ranks));
-      time_us.push_back(row.time_ns.p50 / 1e3);
-    }
-    // Factor 0 (a group of one) moves no bytes between ranks: there is no roof to fit.
-    const bool timed = std::all_of(time_us.begin(), time_us.end(), [](double t) { return t > 0; });
-    if (spec.busbw_factor(ranks) > 0 && timed) {
-      result.fit = fit_alpha_beta(bus_bytes, time_us);
-      result.fitted = true;
-    }
-  }
-  return result;
+// The options a sweep reads, from the checked configuration.
+SweepOptions sweep_options(const CollectivesConfig& c, const Resolved& r) {
+  SweepOptions o;
+  o.sizes = r.sizes;
+  o.dtype = r.dtype;
+  o.op = r.op;
+  o.root = c.root;
+  o.in_place = c.in_place;
+  o.warmup = c.warmup;
+  o.iters = c.iters;
+  o.graph = c.graph;
+  o.timeout_s = c.timeout_s;
+  return o;
 }
 
 // ---- output ----
@@ -466,7 +246,7 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
   const int n = c.group_size;
   std::vector<std::string> roof_names, roof_dtypes, roof_transports;
   std::vector<int64_t> roof_groups, roof_min, roof_max;
-  std::vector<double> roof_alpha, roof_beta;
+  std::vector<double> roof_alpha, roof_beta, roof_floor_alpha, roof_floor_beta;
   for (const CollectiveResult& res : results) {
     const CollectiveSpec& spec = *res.spec;
     std::vector<int64_t> size, count, wrong, iters, size_index, iteration;
@@ -533,6 +313,8 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
       roof_transports.push_back(c.transport);
       roof_alpha.push_back(res.fit.alpha_us);
       roof_beta.push_back(res.fit.beta_gbps);
+      roof_floor_alpha.push_back(res.floor_alpha_us);
+      roof_floor_beta.push_back(res.floor_beta_gbps);
       roof_min.push_back(size.front());
       roof_max.push_back(size.back());
     }
@@ -544,6 +326,8 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
                      {"transport", roof_transports},
                      {"alpha_us", roof_alpha},
                      {"beta_gbps", roof_beta},
+                     {"floor_alpha_us", roof_floor_alpha},
+                     {"floor_beta_gbps", roof_floor_beta},
                      {"fit_min_bytes", roof_min},
                      {"fit_max_bytes", roof_max}},
                     {{"backend", comm_backend},
@@ -580,7 +364,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   std::vector<EnvSetting> nccl_env;
   if (cuda) {
     nccl_env = apply_transport(*find_transport(cfg.transport), warnings);
-    if (cfg.transport == "nvlink") check_nvlink(std::min(gpus, mpi.local_size()), warnings);
+    if (cfg.transport == "nvlink")
+      check_nvlink(std::min(gpus, mpi.local_size()), gpu_link_matrix(), warnings);
   }
   if (mpi.rank() == 0)
     for (const std::string& w : warnings)
@@ -608,25 +393,15 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   nccl.min_ctas = cfg.nccl_min_ctas;
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
   comm = cuda ? make_nccl_communicator(group.get(), nccl) : make_mpi_communicator(group.get());
-  const size_t max_bytes = r.sizes.back();
-  Bench bench{*backend,
-              *comm,
-              group.get(),
-              mpi.world(),
-              cfg,
-              r,
-              cuda,
-              cuda ? Lane::comm : Lane::compute, // host: the null stream, so MPI blocks
-              backend->allocate_bytes(max_bytes),
-              backend->allocate_bytes(max_bytes),
-              std::vector<unsigned char>(max_bytes)};
+  CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
+  const SweepOptions opts = sweep_options(cfg, r);
 
   backend->synchronize();
   RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
   backend->clock().start_epoch();
   std::vector<CollectiveResult> results;
   for (const CollectiveSpec* spec : r.collectives)
-    results.push_back(sweep_collective(bench, *spec, watchdog));
+    results.push_back(bench.sweep(*spec, opts, watchdog));
   watchdog.rearm("gathering the topology and writing the file");
 
   int64_t wrong = 0;
@@ -702,7 +477,7 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str();
   cmd->add_option("--group-size", c.group_size,
                   "Ranks per communicator: consecutive groups running concurrently (default: all)");
-  cmd->add_option("--transport", c.transport, "NCCL transport preset: auto, nvlink, host or net")
+  cmd->add_option("--transport", c.transport, "NCCL transport preset: " + transport_names())
       ->capture_default_str();
   cmd->add_option("--nccl-max-ctas", c.nccl_max_ctas, "ncclConfig_t::maxCTAs (-1: NCCL's default)")
       ->capture_default_str();

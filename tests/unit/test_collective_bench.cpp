@@ -1,5 +1,5 @@
 // The collective benchmark's pure parts: busbw factors, size rules, exact expected values, the
-// #wrong checker against an independent host model of every collective, and the roof fit.
+// #wrong checker against an independent host model of every collective, and the roof fits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -342,6 +342,36 @@ TEST(CollectiveBench, FitRecoversKnownAlphaBeta) {
   EXPECT_TRUE(std::isinf(fit.beta_gbps));
   EXPECT_THROW(fit_alpha_beta({8}, {1.0}), Error);
   EXPECT_THROW(fit_alpha_beta({8, 8}, {1.0, 1.1}), Error);
+}
+
+TEST(CollectiveBench, EnvelopeFitStaysUnderEveryPoint) {
+  // alpha = 0.9 x 10 us = 9 us; beta = max(1e6 / 11e3, 1e7 / 101e3) = 99.0099 GB/s, set by the
+  // largest point (where the line touches it); the 1 MB point stays above the line.
+  const std::vector<double> bytes = {0, 1e6, 1e7};
+  const std::vector<double> time_us = {10, 20, 110};
+  double alpha = -1, beta = -1;
+  envelope_fit(bytes, time_us, alpha, beta);
+  EXPECT_DOUBLE_EQ(alpha, 9.0);
+  EXPECT_NEAR(beta, 1e7 / 101e3, 1e-9);
+  EXPECT_NEAR(beta, 99.0099, 1e-4);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    EXPECT_LE(alpha + bytes[i] / (beta * 1e3), time_us[i] * (1 + 1e-12)) << i;
+  EXPECT_NEAR(alpha + bytes[2] / (beta * 1e3), time_us[2], 1e-9);
+  EXPECT_GT(time_us[1] - (alpha + bytes[1] / (beta * 1e3)), 0.8);
+
+  // Order does not matter, and untimed points (time <= 0) are skipped.
+  envelope_fit({1e7, 0, 5e5, 1e6}, {110, 10, 0, 20}, alpha, beta);
+  EXPECT_DOUBLE_EQ(alpha, 9.0);
+  EXPECT_NEAR(beta, 1e7 / 101e3, 1e-9);
+
+  // No bytes anywhere (a group of one): nothing limits the bandwidth.
+  envelope_fit({0, 0}, {4, 8}, alpha, beta);
+  EXPECT_DOUBLE_EQ(alpha, 3.6);
+  EXPECT_TRUE(std::isinf(beta));
+
+  EXPECT_THROW(envelope_fit({8, 16}, {0, -1}, alpha, beta), Error);
+  EXPECT_THROW(envelope_fit({}, {}, alpha, beta), Error);
+  EXPECT_THROW(envelope_fit({8}, {1, 2}, alpha, beta), Error);
 }
 
 } // namespace

@@ -1,6 +1,6 @@
-// Tensor views and Buffer.
+// Tensor views and Buffer (core/device.hpp).
 #include "core/error.hpp"
-#include "models/backend.hpp"
+#include "core/device.hpp"
 
 namespace ridgeline {
 

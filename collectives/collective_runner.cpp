@@ -1,0 +1,157 @@
+// One collective's sweep on a live communicator: barriers, warm-up, timed calls or graph
+// replays, the max over the group per sample, the exact #wrong check and the roof fits.
+#include "collectives/collective_runner.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "collectives/nccl_communicator.hpp"
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+// Per-sample times in ns: stamps pair up as (start, end); one sample per pair divided by `per`.
+std::vector<double> pair_durations(const std::vector<int64_t>& stamps, double per) {
+  std::vector<double> out;
+  for (size_t i = 0; i + 1 < stamps.size(); i += 2)
+    out.push_back(static_cast<double>(stamps[i + 1] - stamps[i]) / per);
+  return out;
+}
+
+} // namespace
+
+GroupComm::GroupComm(MPI_Comm world, int color, int key) {
+  RIDGELINE_CHECK(MPI_Comm_split(world, color, key, &m_comm));
+}
+
+GroupComm::~GroupComm() {
+  RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_comm));
+}
+
+CollectiveBench::CollectiveBench(Device& device, Communicator& comm, MPI_Comm group, MPI_Comm world,
+                                 size_t max_bytes)
+    : m_device(device), m_comm(comm), m_group(group), m_world(world),
+      m_stream_ordered(comm.stream_ordered()),
+      m_lane(m_stream_ordered ? Lane::comm : Lane::compute), m_a(device.allocate_bytes(max_bytes)),
+      m_b(device.allocate_bytes(max_bytes)), m_staging(max_bytes) {}
+
+void CollectiveBench::wait_all(Stream stream, const SweepOptions& opts) {
+  if (m_stream_ordered)
+    nccl_wait_with_timeout(m_comm, stream, static_cast<int>(opts.timeout_s));
+  else
+    m_comm.complete(stream);
+}
+
+// The timed part of one size: eager iterations, or the graph's captured launches replayed whole.
+std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const CallBuffers& buf,
+                                               const CollectiveShape& shape,
+                                               const SweepOptions& opts) {
+  Stream stream = m_device.stream(m_lane);
+  Clock& clock = m_device.clock();
+  auto launch = [&] {
+    issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
+  };
+  for (int i = 0; i < opts.warmup; ++i)
+    launch();
+  // Every rank starts the timed launches together: otherwise the first sample of a size holds
+  // the skew with which the ranks left the barrier before the warm-up.
+  wait_all(stream, opts);
+  RIDGELINE_CHECK(MPI_Barrier(m_world));
+  if (!opts.graph) {
+    for (int i = 0; i < opts.iters; ++i) {
+      clock.stamp(m_lane);
+      launch();
+      clock.stamp(m_lane);
+    }
+    wait_all(stream, opts);
+    return pair_durations(clock.collect(), 1.0);
+  }
+  m_device.capture_begin(m_lane);
+  for (int i = 0; i < opts.iters; ++i)
+    launch();
+  const int graph = m_device.capture_end(m_lane);
+  m_device.replay(graph, m_lane); // untimed: the first launch of a graph uploads it
+  for (int k = 0; k < kGraphReplays; ++k) {
+    clock.stamp(m_lane);
+    m_device.replay(graph, m_lane);
+    clock.stamp(m_lane);
+  }
+  wait_all(stream, opts);
+  return pair_durations(clock.collect(), static_cast<double>(opts.iters));
+}
+
+// Fresh inputs, one call, exact comparison of this rank's output: the #wrong of this rank.
+int64_t CollectiveBench::check_size(const CollectiveSpec& spec, const CallBuffers& buf,
+                                    const CollectiveShape& shape, const SweepOptions& opts) {
+  int rank = 0, ranks = 1;
+  RIDGELINE_CHECK(MPI_Comm_rank(m_group, &rank));
+  RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));
+  upload_inputs(m_device, spec, shape, buf, opts.dtype, opts.op, rank, ranks, m_staging);
+  Stream stream = m_device.stream(m_lane);
+  issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
+  wait_all(stream, opts);
+  const ResultChecker checker(spec, shape, opts.dtype, opts.op, opts.root, rank, ranks);
+  return download_and_count_wrong(m_device, checker, buf, opts.dtype, m_staging);
+}
+
+CollectiveResult CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts,
+                                        Watchdog& watchdog) {
+  int rank = 0, ranks = 1;
+  RIDGELINE_CHECK(MPI_Comm_rank(m_group, &rank));
+  RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));
+  CollectiveResult result;
+  result.spec = &spec;
+  const InPlace layout = in_place_layout(spec, m_comm.backend());
+  result.in_place = opts.in_place && layout != InPlace::unsupported;
+  size_t previous_size = 0;
+  for (size_t requested : opts.sizes) {
+    const CollectiveShape shape = collective_shape(spec, requested, opts.dtype, ranks);
+    if (shape.count == 0 || shape.size_bytes == previous_size) continue;
+    previous_size = shape.size_bytes;
+    RIDGELINE_REQUIRE(shape.size_bytes <= m_a.bytes(),
+                      "CollectiveBench::sweep: a size is larger than the buffers");
+    watchdog.rearm(std::string(spec.name) + " of " + std::to_string(shape.size_bytes) +
+                   " bytes (a rank or the interconnect is not answering)");
+    const CallBuffers buf = call_buffers(layout, opts.in_place, shape, opts.dtype, rank, m_a, m_b);
+    RIDGELINE_CHECK(MPI_Barrier(m_world));
+    std::vector<double> samples = time_size(spec, buf, shape, opts);
+    std::vector<double> all_groups = samples;
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, samples.data(), static_cast<int>(samples.size()),
+                                  MPI_DOUBLE, MPI_MAX, m_group));
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, all_groups.data(),
+                                  static_cast<int>(all_groups.size()), MPI_DOUBLE, MPI_MAX,
+                                  m_world));
+    int64_t wrong = check_size(spec, buf, shape, opts);
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, m_world));
+    SizeRow row;
+    row.shape = shape;
+    row.time_ns = summarize(samples);
+    row.time_mean_all_ns = mean(all_groups);
+    row.samples_ns = std::move(samples);
+    row.wrong = wrong;
+    row.iters = static_cast<int64_t>(opts.iters) * (opts.graph ? kGraphReplays : 1);
+    result.rows.push_back(std::move(row));
+  }
+  // Factor 0 (a group of one) moves no bytes between ranks: there is no roof to fit. Every
+  // minimum must be timed (> 0, so every median is too) for the envelope to lie under it.
+  const double factor = spec.busbw_factor(ranks);
+  const bool timed = std::all_of(result.rows.begin(), result.rows.end(),
+                                 [](const SizeRow& row) { return row.time_ns.min > 0; });
+  if (result.rows.size() < 2 || factor <= 0 || !timed) return result;
+  std::vector<double> bus_bytes, p50_us, min_us;
+  for (const SizeRow& row : result.rows) {
+    bus_bytes.push_back(static_cast<double>(row.shape.size_bytes) * factor);
+    p50_us.push_back(row.time_ns.p50 / 1e3);
+    min_us.push_back(row.time_ns.min / 1e3);
+  }
+  // The roof is fitted on the medians: one slow outlier iteration must not move it. The
+  // envelope uses the minima: attribution must never find a call faster than its own floor.
+  result.fit = fit_alpha_beta(bus_bytes, p50_us);
+  envelope_fit(bus_bytes, min_us, result.floor_alpha_us, result.floor_beta_gbps);
+  result.fitted = true;
+  return result;
+}
+
+} // namespace ridgeline
