@@ -1,6 +1,6 @@
 // The CUDA backend: two streams (compute; comm/p2p at the highest priority), a CUDA-event clock,
-// cuBLASLt GEMMs with cached heuristics, the kernels of kernels_cuda.cu and attention_cuda.cu,
-// and CUDA-graph capture/replay of whole lanes.
+// cuBLASLt GEMMs with cached heuristics, the kernels of kernels_cuda.cu, attention_cuda.cu and
+// roofs_cuda.cu, and CUDA-graph capture/replay of whole lanes.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -304,6 +304,10 @@ public:
     for (auto &e : m_fences)
       e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
+    int threads_per_sm = 0;
+    RIDGELINE_CHECK(
+        cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+    m_resident_threads = m_sm_count * threads_per_sm;
   }
 
   const char *name() const override { return "cuda"; }
@@ -381,6 +385,22 @@ public:
                           static_cast<size_t>(src.ld) * es, static_cast<size_t>(src.cols) * es,
                           static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, raw(lane)));
   }
+
+  void memory_pass(MemoryPass kind, const Buffer &src, const Buffer &dst, size_t bytes,
+                   Lane lane) override {
+    RIDGELINE_REQUIRE(bytes % 16 == 0, "memory_pass: bytes must be a multiple of 16");
+    // The kernels access uint4 words: a misaligned address would fault on the device.
+    RIDGELINE_REQUIRE(kind == MemoryPass::write ||
+                          (bytes <= src.bytes() && alignment_of(src.data()) >= 16),
+                      "memory_pass: source shorter than bytes or not 16-byte aligned");
+    RIDGELINE_REQUIRE(kind == MemoryPass::read ||
+                          (bytes <= dst.bytes() && alignment_of(dst.data()) >= 16),
+                      "memory_pass: destination shorter than bytes or not 16-byte aligned");
+    cuda::memory_pass(kind, src.data(), dst.data(), bytes, static_cast<uint4 *>(m_sink.data()),
+                      m_resident_threads, raw(lane));
+  }
+
+  void empty_kernels(int count, Lane lane) override { cuda::empty_kernels(count, raw(lane)); }
 
   std::vector<float> to_host(const Tensor &t) override {
     const size_t es = dtype_size(t.dtype);
@@ -691,6 +711,8 @@ private:
   std::vector<GraphExec> m_graphs;
   bool m_capturing = false;
   int m_sm_count = 0;
+  int m_resident_threads = 0; ///< SMs x threads per SM: one full wave
+  DeviceBuffer m_sink{sizeof(uint4)}; ///< where the read pass may store (see roofs_cuda.cu)
 };
 
 } // namespace

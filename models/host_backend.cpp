@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -26,6 +27,17 @@ void require_same_shape(const Tensor& a, const Tensor& b) {
 }
 
 void free_host(void* p) { std::free(p); }
+
+// The memory passes work in 16-byte chunks of four 32-bit words, as the GPU's uint4 accesses.
+// Integer words: their sum may be reassociated, so the compiler vectorises the read, and its
+// speed does not depend on the bytes (denormal floats slow float adds down).
+constexpr size_t kChunkWords = 4;
+// What the write pass stores in every chunk.
+constexpr uint32_t kWritePattern[kChunkWords] = {0x01234567u, 0x89abcdefu, 0xfedcba98u,
+                                                 0x76543210u};
+
+// The host's empty kernel: not inlined, and the opaque asm keeps every call from being dropped.
+[[gnu::noinline]] void empty_kernel() { asm volatile(""); }
 
 class HostBackend final : public Backend {
  public:
@@ -76,6 +88,42 @@ class HostBackend final : public Backend {
     float* d = f32(dst);
     for (int64_t r = 0; r < src.rows; ++r)
       std::memcpy(d + r * dst.ld, s + r * src.ld, static_cast<size_t>(src.cols) * sizeof(float));
+  }
+
+  void memory_pass(MemoryPass kind, const Buffer& src, const Buffer& dst, size_t bytes,
+                   Lane) override {
+    RIDGELINE_REQUIRE(bytes % 16 == 0, "memory_pass: bytes must be a multiple of 16");
+    RIDGELINE_REQUIRE(kind == MemoryPass::write || bytes <= src.bytes(),
+                      "memory_pass: source shorter than bytes");
+    RIDGELINE_REQUIRE(kind == MemoryPass::read || bytes <= dst.bytes(),
+                      "memory_pass: destination shorter than bytes");
+    const size_t words = bytes / sizeof(uint32_t);
+    const auto* in = static_cast<const uint32_t*>(src.data());
+    auto* out = static_cast<uint32_t*>(dst.data());
+    switch (kind) {
+      case MemoryPass::read: {
+        uint32_t sum[kChunkWords] = {};
+        for (size_t i = 0; i < words; i += kChunkWords)
+          for (size_t j = 0; j < kChunkWords; ++j) sum[j] += in[i + j];
+        m_sink = sum[0] + sum[1] + sum[2] + sum[3];
+        break;
+      }
+      case MemoryPass::write:
+        for (size_t i = 0; i < words; i += kChunkWords)
+          for (size_t j = 0; j < kChunkWords; ++j) out[i + j] = kWritePattern[j];
+        break;
+      case MemoryPass::copy:
+        for (size_t i = 0; i < words; i += kChunkWords)
+          for (size_t j = 0; j < kChunkWords; ++j) out[i + j] = in[i + j];
+        break;
+    }
+  }
+
+  void empty_kernels(int count, Lane) override {
+    // A volatile pointer: an indirect call per launch, as the kernels' virtual dispatch, that the
+    // optimiser can neither inline nor hoist.
+    void (*volatile kernel)() = empty_kernel;
+    for (int i = 0; i < count; ++i) kernel();
   }
 
   std::vector<float> to_host(const Tensor& t) override {
@@ -239,6 +287,7 @@ class HostBackend final : public Backend {
  private:
   HostClock m_clock;
   char m_lane_tags[kLaneCount] = {};
+  volatile uint32_t m_sink = 0;  // the read pass's sum: a store the compiler must make
 };
 
 }  // namespace

@@ -18,7 +18,11 @@ OpSpec make(const char* name, OpKind kind, Lane lane, double flops, double bytes
 }
 
 OpSpec gemm_op(const char* name, double m, double n, double k, double e) {
-  return make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
+  OpSpec o = make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
+  o.m = static_cast<int64_t>(m);
+  o.n = static_cast<int64_t>(n);
+  o.k = static_cast<int64_t>(k);
+  return o;
 }
 }  // namespace
 
@@ -64,11 +68,21 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   const double norm_bytes = 2.0 * ts * h * e + 2.0 * h * e;
   const bool tp_comm = s.tp > 1 && !sp;
   const double act_bytes = t * h * e;
+  auto collective = [](OpSpec o, const char* registry_name) {
+    o.collective = registry_name;
+    return o;
+  };
   auto gather = [&](const char* name) {
-    return make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes);
+    return collective(make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes),
+                      "all_gather");
   };
   auto scatter = [&](const char* name) {
-    return make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes);
+    return collective(make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes),
+                      "reduce_scatter");
+  };
+  auto all_reduce = [&](const char* name) {
+    return collective(make(name, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e, t * h * e),
+                      "all_reduce");
   };
 
   std::vector<OpSpec> ops;
@@ -88,9 +102,7 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   ops.push_back(make(op::attention, OpKind::attention, Lane::compute, attention_flops(m, s),
                      attn_bytes, 0));
   ops.push_back(gemm_op(op::proj, t, h, q_cols, e));
-  if (tp_comm)
-    ops.push_back(make(op::allreduce_attn, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
-                       t * h * e));
+  if (tp_comm) ops.push_back(all_reduce(op::allreduce_attn));
   if (sp) ops.push_back(scatter(op::reducescatter_attn));
   ops.push_back(make(op::residual1, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   ops.push_back(make(op::norm2, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
@@ -100,9 +112,7 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   ops.push_back(make(op::act, OpKind::elementwise, Lane::compute,
                      (m.mlp == MlpKind::swiglu ? 6.0 : 10.0) * t * f, (fc1_cols + f) * t * e, 0));
   ops.push_back(gemm_op(op::fc2, t, h, f, e));
-  if (tp_comm)
-    ops.push_back(make(op::allreduce_mlp, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e,
-                       t * h * e));
+  if (tp_comm) ops.push_back(all_reduce(op::allreduce_mlp));
   if (sp) ops.push_back(scatter(op::reducescatter_mlp));
   ops.push_back(make(op::residual2, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   return ops;

@@ -17,6 +17,11 @@ struct OpSpec {
   OpKind kind = OpKind::other;
   Lane lane = Lane::compute;
   OpCost cost;
+  /// For collectives: the collective registry's name of what it runs ("all_reduce", ...);
+  /// attribution finds its interconnect roof by it. Empty for compute ops.
+  std::string collective;
+  /// For GEMMs: c[m, n] = a[m, k] * w[n, k]^T on this rank (0 for other ops).
+  int64_t m = 0, n = 0, k = 0;
 };
 
 /// Op names, in execution order for one layer (fixed strings; the registry of layer ops).
@@ -41,6 +46,8 @@ inline constexpr const char* allgather_mlp = "allgather_mlp";
 inline constexpr const char* reducescatter_mlp = "reducescatter_mlp";
 inline constexpr const char* send_act = "pp_send";
 inline constexpr const char* recv_act = "pp_recv";
+/// A whole stage replayed as one captured graph (--graphs): one op per step.
+inline constexpr const char* stage_graph = "stage_graph";
 }  // namespace op
 
 /// Every op of one layer on one rank, in execution order (collectives only when tp > 1:

@@ -17,7 +17,8 @@ int grid_rank(const GridCoords& c, int tp, int pp) {
   return (c.dp_rank * pp + c.pp_rank) * tp + c.tp_rank;
 }
 
-ProcessGrid::ProcessGrid(MPI_Comm world, int tp, int pp, int dp) : m_tp(tp), m_pp(pp), m_dp(dp) {
+ProcessGrid::ProcessGrid(MPI_Comm world, int tp, int pp, int dp)
+    : m_tp(tp), m_pp(pp), m_dp(dp), m_world(world) {
   int rank = 0, size = 0;
   RIDGELINE_CHECK(MPI_Comm_rank(world, &rank));
   RIDGELINE_CHECK(MPI_Comm_size(world, &size));

@@ -28,6 +28,8 @@ class ProcessGrid {
   int pp() const { return m_pp; }
   int dp() const { return m_dp; }
   const GridCoords& coords() const { return m_coords; }
+  /// The communicator the grid was built over.
+  MPI_Comm world() const { return m_world; }
   MPI_Comm tp_comm() const { return m_tp_comm; }
   MPI_Comm pp_comm() const { return m_pp_comm; }
   MPI_Comm dp_comm() const { return m_dp_comm; }
@@ -35,6 +37,7 @@ class ProcessGrid {
  private:
   int m_tp, m_pp, m_dp;
   GridCoords m_coords;
+  MPI_Comm m_world;
   MPI_Comm m_tp_comm = MPI_COMM_NULL;
   MPI_Comm m_pp_comm = MPI_COMM_NULL;
   MPI_Comm m_dp_comm = MPI_COMM_NULL;

@@ -1,0 +1,67 @@
+// Lookups over the measured roofs.
+#include "models/roofs.hpp"
+
+#include <algorithm>
+
+namespace ridgeline {
+
+double Roofs::peak_tflops(DType dtype) const {
+  double best = 0;
+  for (const GemmRoof& g : gemm)
+    if (g.dtype == dtype_name(dtype)) best = std::max(best, g.tflops);
+  return best;
+}
+
+double Roofs::memory_gbps(double footprint_bytes) const {
+  double best = 0, largest_gbps = 0;
+  int64_t largest = -1;
+  for (const MemoryRoof& m : memory) {
+    // An op both reads and writes: the best of the three kernels at a large enough set.
+    if (static_cast<double>(m.bytes) >= footprint_bytes) best = std::max(best, m.gbps);
+    if (m.kind == "copy" && m.bytes > largest) {
+      largest = m.bytes;
+      largest_gbps = m.gbps;
+    }
+  }
+  return best > 0 ? best : largest_gbps;
+}
+
+double Roofs::hbm_gbps() const {
+  double gbps = 0;
+  int64_t largest = -1;
+  for (const MemoryRoof& m : memory)
+    if (m.kind == "copy" && m.bytes > largest) {
+      largest = m.bytes;
+      gbps = m.gbps;
+    }
+  return gbps;
+}
+
+double Roofs::launch_floor_ns() const {
+  double eager = 0;
+  for (const LaunchRoof& l : launch) {
+    if (l.kind == "graph_node") return l.ns_per_launch;
+    if (l.kind == "eager") eager = l.ns_per_launch;
+  }
+  return eager;
+}
+
+const InterconnectRoof* Roofs::interconnect_for(const std::string& collective, int64_t group_size,
+                                                const std::string& transport) const {
+  auto same_path = [](const std::string& a, const std::string& b) {
+    auto nv = [](const std::string& t) { return t == "auto" || t == "nvlink"; };
+    return a == b || (nv(a) && nv(b));
+  };
+  std::vector<const InterconnectRoof*> candidates;
+  for (const InterconnectRoof& r : interconnect)
+    if (r.collective == collective && r.group_size == group_size) candidates.push_back(&r);
+  for (const InterconnectRoof* r : candidates)
+    if (same_path(r->transport, transport)) return r;
+  // Roofs measured over one transport only (e.g. MPI on the host) serve every run.
+  bool one_transport = true;
+  for (const InterconnectRoof& r : interconnect)
+    one_transport = one_transport && r.transport == interconnect.front().transport;
+  return one_transport && !candidates.empty() ? candidates.front() : nullptr;
+}
+
+}  // namespace ridgeline

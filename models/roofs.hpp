@@ -1,0 +1,88 @@
+// The machine's measured roofs (the /roofs group of a file): dense GEMM rate per dtype, memory
+// bandwidth by working-set size, the launch floor, and the interconnect per collective, group
+// size and transport. Plain data with the lookups attribution needs; `ridgeline roofs` (and the
+// short measurement of `run`/`sweep`) fill it, the run file stores and reads it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace ridgeline {
+
+/// One timed GEMM shape: c[m, n] = a[m, k] * w[n, k]^T.
+struct GemmRoof {
+  std::string dtype;  ///< "bf16", "fp16", "fp32"
+  std::string label;  ///< "square" or the layer op whose shape it is (e.g. "fc1_gemm")
+  int64_t m = 0, n = 0, k = 0;
+  int64_t reps = 0;
+  double best_ns = 0;  ///< fastest call
+  double p50_ns = 0;   ///< median call
+  double tflops = 0;   ///< 2 m n k / best_ns
+  double sm_clock_mhz = -1;  ///< NVML mean while it ran (-1: not sampled)
+};
+
+/// One timed pass of the project's memory kernels over `bytes` of traffic.
+struct MemoryRoof {
+  std::string kind;   ///< "read", "write" or "copy"
+  int64_t bytes = 0;  ///< bytes moved per pass (copy: read + write)
+  int64_t reps = 0;
+  double best_ns = 0;
+  double p50_ns = 0;
+  double gbps = 0;  ///< bytes / best_ns
+  double sm_clock_mhz = -1;
+};
+
+/// The cost of launching an empty kernel.
+struct LaunchRoof {
+  std::string kind;  ///< "eager" (back-to-back launches from the host) or "graph_node" (replay)
+  int64_t launches = 0;
+  double ns_per_launch = 0;  ///< best over the repetitions
+  double sm_clock_mhz = -1;
+};
+
+/// One collective's interconnect roof for one group size and transport.
+struct InterconnectRoof {
+  std::string collective;  ///< collective registry name: all_reduce, all_gather, ...
+  int64_t group_size = 0;
+  std::string dtype;
+  std::string transport;  ///< auto, nvlink, host, net (NCCL) or mpi (host backend)
+  double alpha_us = 0;    ///< least-squares fit of the medians (as `collectives` reports)
+  double beta_gbps = 0;
+  /// The lower envelope used for attribution: floor_alpha_us + bus_bytes / (floor_beta_gbps *
+  /// 1e3) stays at or below every measured minimum time (see envelope_fit()).
+  double floor_alpha_us = 0;
+  double floor_beta_gbps = 0;
+  int64_t fit_min_bytes = 0, fit_max_bytes = 0;
+};
+
+/// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,
+/// interconnect rows cover every group size measured).
+struct Roofs {
+  std::string backend;  ///< "host" or "cuda"
+  std::string source;   ///< how the roofs were obtained (command, quick/full, or the file read)
+  std::vector<GemmRoof> gemm;
+  std::vector<MemoryRoof> memory;
+  std::vector<LaunchRoof> launch;
+  std::vector<InterconnectRoof> interconnect;
+
+  bool empty() const { return gemm.empty() && memory.empty() && launch.empty() && interconnect.empty(); }
+  /// Highest GEMM rate of `dtype` over every measured shape in TFLOP/s (0 if none).
+  double peak_tflops(DType dtype) const;
+  /// Memory bandwidth in GB/s for a working set of `footprint_bytes`: the best read, write or
+  /// copy bandwidth measured at any size >= footprint (caches make small sets faster), the
+  /// largest copy's figure beyond the measured range; 0 if nothing was measured.
+  double memory_gbps(double footprint_bytes) const;
+  /// Copy bandwidth at the largest measured size: the HBM (host: DRAM) roof in GB/s.
+  double hbm_gbps() const;
+  /// Device-side floor of one kernel: graph_node where measured, else eager; 0 if neither.
+  double launch_floor_ns() const;
+  /// The roof of `collective` over `group_size` ranks on `transport` ("auto" and "nvlink" stand
+  /// for each other; any transport matches when the roofs have only one); nullptr if absent.
+  const InterconnectRoof* interconnect_for(const std::string& collective, int64_t group_size,
+                                           const std::string& transport) const;
+};
+
+}  // namespace ridgeline

@@ -1,0 +1,169 @@
+// The attribution arithmetic on hand-computed cases: each roof's bound, the ceiling, the
+// interconnect envelope, and the split of a step by ceiling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/attribution.hpp"
+#include "models/roofs.hpp"
+
+namespace ridgeline {
+namespace {
+
+// 100 TFLOP/s bf16; copy 1000 GB/s at 1 GiB, 4000 GB/s at 16 MiB (a cache); read 1200 GB/s at
+// 1 GiB; launch floor 2 us (graph node) beside 5 us eager; all_reduce over 2 ranks on nvlink:
+// floor alpha 10 us, floor beta 100 GB/s.
+Roofs sample_roofs() {
+  Roofs r;
+  r.backend = "cuda";
+  r.gemm.push_back({"bf16", "square", 8192, 8192, 8192, 10, 0, 0, 100.0, -1});
+  r.gemm.push_back({"bf16", "fc1_gemm", 4096, 32768, 8192, 10, 0, 0, 90.0, -1});
+  r.gemm.push_back({"fp16", "square", 8192, 8192, 8192, 10, 0, 0, 80.0, -1});
+  r.memory.push_back({"copy", int64_t{1} << 30, 5, 0, 0, 1000.0, -1});
+  r.memory.push_back({"read", int64_t{1} << 30, 5, 0, 0, 1200.0, -1});
+  r.memory.push_back({"copy", int64_t{16} << 20, 5, 0, 0, 4000.0, -1});
+  r.launch.push_back({"eager", 1000, 5000.0, -1});
+  r.launch.push_back({"graph_node", 1000, 2000.0, -1});
+  r.interconnect.push_back({"all_reduce", 2, "bf16", "nvlink", 12.0, 90.0, 10.0, 100.0, 8, 1 << 30});
+  return r;
+}
+
+TEST(Roofs, Lookups) {
+  const Roofs r = sample_roofs();
+  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::bf16), 100.0);  // best over every shape of the dtype
+  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f16), 80.0);
+  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f32), 0.0);
+  EXPECT_DOUBLE_EQ(r.hbm_gbps(), 1000.0);                     // the largest copy
+  EXPECT_DOUBLE_EQ(r.memory_gbps(2.0 * (1 << 30)), 1000.0);   // beyond the range: largest copy
+  EXPECT_DOUBLE_EQ(r.memory_gbps(512.0 * (1 << 20)), 1200.0); // best kind at sizes >= 512 MiB
+  EXPECT_DOUBLE_EQ(r.memory_gbps(1 << 20), 4000.0);           // a cache-sized set
+  EXPECT_DOUBLE_EQ(r.launch_floor_ns(), 2000.0);
+  EXPECT_NE(r.interconnect_for("all_reduce", 2, "auto"), nullptr);  // auto and nvlink agree
+  EXPECT_EQ(r.interconnect_for("all_reduce", 4, "nvlink"), nullptr);
+  EXPECT_EQ(r.interconnect_for("all_gather", 2, "nvlink"), nullptr);
+}
+
+TEST(Attribution, ComputeBoundGemm) {
+  // 2 * 8192^3 FLOPs = 1.0995e12 at 100 TFLOP/s = 10.995 ms; bytes 3 * 8192^2 * 2 = 402.65 MB
+  // at the 1 GiB roof: 0.4027 ms; launch 2 us.
+  OpWork op;
+  op.kind = OpKind::gemm;
+  op.flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  op.hbm_bytes = 3.0 * 8192 * 8192 * 2;
+  op.dtype = DType::bf16;
+  const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
+  EXPECT_NEAR(b.compute_ns, op.flops / 100e3, 1e-3);
+  EXPECT_NEAR(b.hbm_ns, op.hbm_bytes / 1200.0, 1e-6);  // 402 MB: sizes >= it are 1 GiB copy and read
+  EXPECT_DOUBLE_EQ(b.launch_ns, 2000.0);
+  EXPECT_EQ(b.ceiling, Ceiling::compute);
+  EXPECT_DOUBLE_EQ(b.bound_ns, b.compute_ns);
+  EXPECT_TRUE(b.missing.empty());
+}
+
+TEST(Attribution, HbmBoundElementwise) {
+  // 3 GiB of traffic at 1000 GB/s (beyond the range: the largest copy) = 3.2212 ms.
+  OpWork op;
+  op.kind = OpKind::elementwise;
+  op.flops = 1e9;
+  op.hbm_bytes = 3.0 * (1 << 30);
+  op.dtype = DType::bf16;
+  const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
+  EXPECT_NEAR(b.hbm_ns, 3.0 * (1 << 30) / 1000.0, 1e-6);
+  EXPECT_NEAR(b.compute_ns, 1e9 / 100e3, 1e-9);
+  EXPECT_EQ(b.ceiling, Ceiling::hbm);
+}
+
+TEST(Attribution, LaunchBoundTinyOp) {
+  OpWork op;
+  op.kind = OpKind::norm;
+  op.flops = 1000;
+  op.hbm_bytes = 4096;  // 4 KiB in the 16 MiB cache roof: ~1 ns
+  op.dtype = DType::bf16;
+  const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
+  EXPECT_NEAR(b.hbm_ns, 4096 / 4000.0, 1e-9);
+  EXPECT_EQ(b.ceiling, Ceiling::launch);
+  EXPECT_DOUBLE_EQ(b.bound_ns, 2000.0);
+}
+
+TEST(Attribution, InterconnectBoundCollective) {
+  // 64 MiB all-reduce over 2 ranks: bus bytes = 64 MiB x 2(n-1)/n = 64 MiB; 10 us + 67108864 /
+  // 100 GB/s = 10 us + 671.09 us. Its FLOPs and HBM bytes do not count (inside the roof).
+  OpWork op;
+  op.kind = OpKind::collective;
+  op.flops = 1e12;
+  op.hbm_bytes = 1e12;
+  op.comm_bytes = 64.0 * (1 << 20);
+  op.collective = "all_reduce";
+  op.group_size = 2;
+  op.busbw_factor = 1.0;
+  op.dtype = DType::bf16;
+  const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
+  EXPECT_NEAR(b.interconnect_ns, 10e3 + 67108864.0 / 100.0, 1e-6);
+  EXPECT_DOUBLE_EQ(b.compute_ns, 0.0);
+  EXPECT_DOUBLE_EQ(b.hbm_ns, 0.0);
+  EXPECT_EQ(b.ceiling, Ceiling::interconnect);
+  // A tiny message is bound by the latency alpha (10 us), above the launch floor (2 us).
+  op.comm_bytes = 8;
+  EXPECT_NEAR(op_bounds(op, sample_roofs(), "auto").bound_ns, 10e3 + 8 / 100.0, 1e-9);
+}
+
+TEST(Attribution, MissingRoofsAreNamed) {
+  OpWork op;
+  op.kind = OpKind::collective;
+  op.comm_bytes = 1 << 20;
+  op.collective = "all_gather";
+  op.group_size = 2;
+  op.busbw_factor = 0.5;
+  EXPECT_NE(op_bounds(op, sample_roofs(), "nvlink").missing.find("all_gather over 2 ranks"), std::string::npos);
+  OpWork gemm;
+  gemm.kind = OpKind::gemm;
+  gemm.flops = 1e9;
+  gemm.dtype = DType::f32;
+  EXPECT_NE(op_bounds(gemm, sample_roofs(), "nvlink").missing.find("fp32"), std::string::npos);
+}
+
+TEST(Attribution, StepSplitSerial) {
+  // Compute lane: 6 ms compute-bound + 2 ms HBM-bound; interconnect ops 1.5 ms; step 10 ms:
+  // 8 ms of compute ops leave 2 ms, of which the interconnect takes its 1.5 ms; 0.5 ms of gaps
+  // count as launch. Ceiling: compute.
+  const StepSplit s = split_step(10e6, {{6e6, false, Ceiling::compute}, {2e6, false, Ceiling::hbm},
+                                        {1.5e6, true, Ceiling::interconnect}});
+  EXPECT_DOUBLE_EQ(s.by_class_ns[0], 6e6);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[1], 2e6);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[2], 1.5e6);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[3], 0.5e6);
+  EXPECT_DOUBLE_EQ(s.exposed_interconnect_ns, 1.5e6);
+  EXPECT_EQ(s.ceiling, Ceiling::compute);
+}
+
+TEST(Attribution, StepSplitOverlappedAndInterconnectBound) {
+  // Overlap hid most of 5 ms of collectives: the step (4 ms) exceeds the compute ops (3 ms HBM)
+  // by 1 ms, which is the exposed interconnect; no launch share.
+  StepSplit s = split_step(4e6, {{3e6, false, Ceiling::hbm}, {5e6, true, Ceiling::interconnect}});
+  EXPECT_DOUBLE_EQ(s.by_class_ns[2], 1e6);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[3], 0.0);
+  EXPECT_EQ(s.ceiling, Ceiling::hbm);
+  // Decode-like: 1 ms of HBM-bound compute, 3 ms collectives, serialized: interconnect.
+  s = split_step(4.2e6, {{1e6, false, Ceiling::hbm}, {3e6, true, Ceiling::interconnect}});
+  EXPECT_DOUBLE_EQ(s.by_class_ns[2], 3e6);
+  EXPECT_NEAR(s.by_class_ns[3], 0.2e6, 1e-6);
+  EXPECT_EQ(s.ceiling, Ceiling::interconnect);
+  // Compute ops summed over ranks can exceed the step: they are scaled into it.
+  s = split_step(1e6, {{1.5e6, false, Ceiling::compute}, {0.5e6, false, Ceiling::hbm}});
+  EXPECT_DOUBLE_EQ(s.by_class_ns[0], 0.75e6);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[1], 0.25e6);
+}
+
+TEST(Attribution, StepSplitByBounds) {
+  // A graph replay of 2 layers: bounds 3 us compute and 1 us interconnect per layer: 75 / 25 %.
+  OpBounds a, b;
+  a.bound_ns = 3000, a.ceiling = Ceiling::compute;
+  b.bound_ns = 1000, b.ceiling = Ceiling::interconnect;
+  const StepSplit s = split_step_by_bounds(10e3, {a, b}, {2, 2});
+  EXPECT_DOUBLE_EQ(s.by_class_ns[0], 7.5e3);
+  EXPECT_DOUBLE_EQ(s.by_class_ns[2], 2.5e3);
+  EXPECT_EQ(s.ceiling, Ceiling::compute);
+}
+
+}  // namespace
+}  // namespace ridgeline
