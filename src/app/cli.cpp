@@ -13,6 +13,8 @@ struct CommandEntry {
 // Every subcommand, in the order `--help` lists them.
 const CommandEntry kCommands[] = {
     {"run", setup_run_command},
+    {"sweep", setup_sweep_command},
+    {"roofs", setup_roofs_command},
     {"collectives", setup_collectives_command},
     {"env", setup_env_command},
     {"validate", setup_validate_command},

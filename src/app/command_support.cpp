@@ -25,6 +25,17 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return s;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
 int64_t available_host_bytes(int local_ranks) {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (!f) return -1;

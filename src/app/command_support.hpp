@@ -14,6 +14,8 @@ namespace ridgeline {
 std::string utc_now(const char* format);
 /// `parts` joined with `sep`.
 std::string join(const std::vector<std::string>& parts, const char* sep);
+/// The items of a comma-separated list, in order (empty items kept, for validation to refuse).
+std::vector<std::string> split_list(const std::string& text);
 /// MemAvailable split evenly over the `local_ranks` ranks of this host (bytes; -1 if unknown).
 int64_t available_host_bytes(int local_ranks);
 /// Every rank calls: false when `problems` is empty on every rank; otherwise rank 0 prints

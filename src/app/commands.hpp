@@ -27,6 +27,8 @@ void setup_env_command(CLI::App& app, CommandAction& action);
 void setup_validate_command(CLI::App& app, CommandAction& action);
 void setup_report_command(CLI::App& app, CommandAction& action);
 void setup_collectives_command(CLI::App& app, CommandAction& action);
+void setup_sweep_command(CLI::App& app, CommandAction& action);
+void setup_roofs_command(CLI::App& app, CommandAction& action);
 
 /// Builds the whole CLI (every registered command) into `app`; returns the selected action.
 void build_cli(CLI::App& app, CommandAction& action);

@@ -93,6 +93,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "SMs that a GEMM running beside a collective (chunked:K, split:N) asks "
                  "cuBLASLt to use, leaving the rest to NCCL's CTAs; 0 = every SM")
       ->capture_default_str()->group(ovl);
+  cmd.add_option("--transport", c.transport,
+                 "NCCL transport preset: auto, nvlink (checked against the link matrix), host "
+                 "(NCCL_P2P_DISABLE=1: through host memory) or net (sockets, as between nodes)")
+      ->capture_default_str()->group(ovl);
   cmd.add_option("--comm-priority", c.comm_priority,
                  "Priority of the collective stream: high | normal (CUDA_DEVICE_MAX_CONNECTIONS "
                  "is read from the environment and recorded)")
@@ -110,6 +114,13 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
   cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
       ->capture_default_str()->group(meas);
+  cmd.add_option("--roofs", c.roofs,
+                 "Roofs for attribution: a file written by `ridgeline roofs`, or none; default: "
+                 "measure a short version first (GEMM peak, memory bandwidth, launch floor, interconnect)")
+      ->group(meas);
+  cmd.add_option("--json", c.json, "Also write the summary (ops, ceilings, step split) as JSON to this file")
+      ->group(meas);
+  cmd.add_option("--markdown", c.markdown, "Also write the summary as markdown to this file")->group(meas);
   cmd.add_option("--sample-ms", c.sample_ms,
                  "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
                  "temperature, clock-event reasons) in ms; 0 = off")
@@ -181,6 +192,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
   if (c.graphs && c.backend != "cuda") p.push_back("--graphs needs the cuda backend");
   choice(c.comm_priority, "--comm-priority", {"high", "normal"});
+  choice(c.transport, "--transport", {"auto", "nvlink", "host", "net"});
+  if (c.transport != "auto" && c.backend != "cuda")
+    p.push_back("--transport " + c.transport + " selects an NCCL transport: needs the cuda backend");
   if (c.backend != "cuda" && (c.nccl_max_ctas >= 0 || c.nccl_min_ctas >= 0))
     p.push_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
   if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
@@ -250,11 +264,17 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
         p.push_back(msg.str());
       }
   }
-  if (!c.out.empty()) {
+  for (const auto& [path, option] : {std::pair{c.out, "--out"}, {c.json, "--json"}, {c.markdown, "--markdown"}}) {
+    if (path.empty()) continue;
     struct stat st {};
-    const std::string dir = parent_dir(c.out);
+    const std::string dir = parent_dir(path);
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      p.push_back("--out: directory '" + dir + "' does not exist");
+      p.push_back(std::string(option) + ": directory '" + dir + "' does not exist");
+  }
+  if (!c.roofs.empty() && c.roofs != "none") {
+    struct stat st {};
+    if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      p.push_back("--roofs: '" + c.roofs + "' is not a file (write one with `ridgeline roofs`, or give none)");
   }
   return p;
 }
@@ -327,13 +347,15 @@ Attrs config_attrs(const RunConfig& c) {
           {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
           {"comm_priority", c.comm_priority},
           {"overlap_gemm_sms", static_cast<int64_t>(c.overlap_gemm_sms)},
+          {"transport", c.transport},
           {"warmup", static_cast<int64_t>(c.warmup)},
           {"iters", static_cast<int64_t>(c.iters)},
           {"check", c.check},
           {"seed", static_cast<int64_t>(c.seed)},
           {"out", c.out},
           {"timeout_s", c.timeout_s},
-          {"sample_ms", static_cast<int64_t>(c.sample_ms)}};
+          {"sample_ms", static_cast<int64_t>(c.sample_ms)},
+          {"roofs", c.roofs}};
 }
 
 }  // namespace ridgeline

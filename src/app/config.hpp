@@ -48,6 +48,7 @@ struct RunConfig {
   int nccl_min_ctas = -1;
   std::string comm_priority = "high";  ///< high | normal: the comm stream's priority
   int overlap_gemm_sms = 0;  ///< SMs a GEMM beside a collective targets; 0 = every SM
+  std::string transport = "auto";  ///< NCCL transport preset (auto | nvlink | host | net)
   // Measurement.
   int warmup = 3;
   int iters = 10;
@@ -56,6 +57,9 @@ struct RunConfig {
   std::string out = "";        ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
   double timeout_s = 300;
   int sample_ms = 20;  ///< NVML sampling period of each rank's GPU; 0 = off
+  std::string roofs = "";     ///< roofs file; "" = measure a short version; "none" = no attribution
+  std::string json = "";      ///< also write the summary as JSON here
+  std::string markdown = "";  ///< also write the summary as markdown here
 };
 
 /// Binds every RunConfig field to an option of `cmd`. Preset files reach these options

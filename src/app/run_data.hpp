@@ -59,6 +59,14 @@ struct OpAggregate {
   double comm_bytes = 0;    ///< per instance
   double achieved_tflops = 0;
   double achieved_gbps = 0;  ///< hbm_bytes (or comm_bytes for collectives) / p50
+  // Attribution against the roofs (0 and "none" when the run had no roofs).
+  double compute_bound_ns = 0;       ///< flops / GEMM peak of the dtype
+  double hbm_bound_ns = 0;           ///< hbm_bytes / memory bandwidth at the op's working set
+  double interconnect_bound_ns = 0;  ///< the collective's interconnect roof at its size
+  double launch_bound_ns = 0;        ///< the launch floor
+  double bound_ns = 0;               ///< the largest: the time the op's ceiling allows
+  std::string ceiling = "none";      ///< compute | hbm | interconnect | launch | none
+  double efficiency = 0;             ///< bound_ns / p50_ns
 };
 
 /// /summary: step-time distribution and per-op aggregates.
@@ -87,12 +95,20 @@ struct RunData {
   /// /points/<k> with its own config, ops, ranks and summary; the root holds point 0 again so
   /// that every reader of a single run reads a multi-point file unchanged.
   struct Point {
+    Attrs attrs;  ///< sweep points: status ("ok" | "failed: <reason>") and label
     Attrs config;
-    OpTable ops;
+    OpTable ops;  ///< with `timelines`; both empty when a sweep keeps no timelines
     std::vector<std::vector<TimelineRecord>> timelines;
+    bool has_summary = true;  ///< false for a failed sweep point
     RunSummary summary;
   };
   std::vector<Point> points;
+  /// Attributes of groups outside the run layout (e.g. /roofs, /sweep), written after `tables`.
+  std::vector<std::pair<std::string, Attrs>> group_attrs;
 };
+
+/// Whether a file of this root has the run layout at its root (/ops, /ranks, /summary):
+/// run files do; collectives, roofs and sweep files keep their results elsewhere.
+bool has_run_layout(const Attrs& root);
 
 }  // namespace ridgeline

@@ -40,7 +40,28 @@ const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns", "time
                                             "busbw_gbps",   "busbw_p50_gbps"};
 const char* const kRoofTextColumns[] = {"collective", "dtype", "transport"};
 const char* const kRoofIntColumns[] = {"group_size", "fit_min_bytes", "fit_max_bytes"};
-const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps"};
+const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps", "floor_alpha_us",
+                                          "floor_beta_gbps"};
+// The other /roofs tables of roofs, run and sweep files: (table, text, integer, number fields).
+struct RoofTable {
+  const char* path;
+  std::vector<const char*> text, ints, numbers;
+};
+const RoofTable kRoofTables[] = {
+    {"/roofs/gemm", {"dtype", "label"}, {"m", "n", "k", "reps"}, {"best_ns", "p50_ns", "tflops", "sm_clock_mhz"}},
+    {"/roofs/memory", {"kind"}, {"bytes", "reps"}, {"best_ns", "p50_ns", "gbps", "sm_clock_mhz"}},
+    {"/roofs/launch", {"kind"}, {"launches"}, {"ns_per_launch", "sm_clock_mhz"}}};
+// Sweep files: a row per point and the crossovers found.
+const RoofTable kSweepTables[] = {
+    {"/sweep/points",
+     {"status", "label", "phase", "overlap", "transport", "dtype", "ceiling", "check"},
+     {"point", "tp", "batch", "seq", "context", "hidden"},
+     {"step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+      "exposed_interconnect_ns", "step_flops", "step_hbm_bytes", "step_comm_bytes"}},
+    {"/sweep/crossovers",
+     {"axis", "fixed", "kind", "before_value", "at_value", "note"},
+     {"predicted", "before_point", "at_point"},
+     {"rising_ns", "falling_ns"}}};
 // Top-level groups of the run layout; every other group may hold NamedTables.
 const char* const kLayoutGroups[] = {"stack", "config", "topology", "ops", "ranks", "summary", "points"};
 
@@ -63,7 +84,8 @@ struct TextField {
   std::string OpAggregate::*member;
 };
 constexpr TextField kAggregateText[] = {
-    {"name", &OpAggregate::name}, {"kind", &OpAggregate::kind}, {"lane", &OpAggregate::lane}};
+    {"name", &OpAggregate::name}, {"kind", &OpAggregate::kind}, {"lane", &OpAggregate::lane},
+    {"ceiling", &OpAggregate::ceiling}};
 struct NumberField {
   const char* name;
   double OpAggregate::*member;
@@ -76,7 +98,20 @@ constexpr NumberField kAggregateNumbers[] = {{"p50_ns", &OpAggregate::p50_ns},
                                              {"hbm_bytes", &OpAggregate::hbm_bytes},
                                              {"comm_bytes", &OpAggregate::comm_bytes},
                                              {"achieved_tflops", &OpAggregate::achieved_tflops},
-                                             {"achieved_gbps", &OpAggregate::achieved_gbps}};
+                                             {"achieved_gbps", &OpAggregate::achieved_gbps},
+                                             {"compute_bound_ns", &OpAggregate::compute_bound_ns},
+                                             {"hbm_bound_ns", &OpAggregate::hbm_bound_ns},
+                                             {"interconnect_bound_ns", &OpAggregate::interconnect_bound_ns},
+                                             {"launch_bound_ns", &OpAggregate::launch_bound_ns},
+                                             {"bound_ns", &OpAggregate::bound_ns},
+                                             {"efficiency", &OpAggregate::efficiency}};
+// Attribution fields, added within schema version 1: files written before them lack them.
+bool is_attribution_field(const std::string& name) {
+  for (const char* f : {"ceiling", "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns",
+                        "launch_bound_ns", "bound_ns", "efficiency"})
+    if (name == f) return true;
+  return false;
+}
 
 std::string number_text(double value) {
   return attr_to_string(AttrValue(value));
@@ -111,10 +146,12 @@ size_t row_count(const h5::Table& table) {
   return table.empty() ? 0 : h5::column_size(table.front().values);
 }
 
-bool is_collectives_file(const Attrs& root) {
+bool is_command(const Attrs& root, const char* name) {
   const AttrValue* command = find_attr(root, "command");
-  return command != nullptr && *command == AttrValue(std::string(kCollectivesCommand));
+  return command != nullptr && *command == AttrValue(std::string(name));
 }
+
+bool is_collectives_file(const Attrs& root) { return is_command(root, kCollectivesCommand); }
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -146,14 +183,14 @@ void check_writable(const std::string& path, const RunData& data) {
   if (version == nullptr || *version != AttrValue(kSchemaVersion))
     throw Error(path + ": root attribute schema_version must be the integer " +
                 std::to_string(kSchemaVersion));
-  const bool collectives = is_collectives_file(data.root);
+  const bool collectives = !has_run_layout(data.root);
   const auto ranks = static_cast<int64_t>(collectives ? data.topology.size() : data.timelines.size());
   if (ranks == 0) throw Error(path + ": no rank timelines to write");
   const AttrValue* world_size = find_attr(data.root, "world_size");
   if (world_size == nullptr || *world_size != AttrValue(ranks))
     throw Error(path + ": root attribute world_size must equal the number of " +
                 (collectives ? "topology entries (" : "timelines (") + std::to_string(ranks) + ")");
-  if (collectives && data.tables.empty()) throw Error(path + ": no collective tables to write");
+  if (collectives && data.tables.empty()) throw Error(path + ": no result tables to write");
   for (const NamedTable& table : data.tables)
     if (table.path.size() < 2 || table.path.front() != '/' || table.path.back() == '/')
       throw Error(path + ": table path '" + table.path + "' must be absolute, naming a dataset");
@@ -237,26 +274,6 @@ void write_ranks(hid_t file, const std::vector<std::vector<TimelineRecord>>& tim
   }
 }
 
-h5::Table aggregates_table(const std::vector<OpAggregate>& ops) {
-  h5::Table table;
-  for (const TextField& field : kAggregateText) {
-    std::vector<std::string> values;
-    for (const OpAggregate& op : ops)
-      values.push_back(op.*field.member);
-    table.push_back({field.name, std::move(values)});
-  }
-  std::vector<int64_t> counts;
-  for (const OpAggregate& op : ops)
-    counts.push_back(op.count);
-  table.push_back({"count", std::move(counts)});
-  for (const NumberField& field : kAggregateNumbers) {
-    std::vector<double> values;
-    for (const OpAggregate& op : ops)
-      values.push_back(op.*field.member);
-    table.push_back({field.name, std::move(values)});
-  }
-  return table;
-}
 
 void write_summary(hid_t file, const RunSummary& summary) {
   h5::Handle group = h5::create_group(file, "summary");
@@ -300,21 +317,28 @@ void write_contents(const std::string& path, const RunData& data) {
   write_stack(file.id(), data);
   h5::write_attrs(h5::create_group(file.id(), "config").id(), data.config);
   write_topology(file.id(), data.topology);
-  if (!is_collectives_file(data.root)) {
+  if (has_run_layout(data.root)) {
     write_ops(file.id(), data.ops);
     write_ranks(file.id(), data.timelines);
     write_summary(file.id(), data.summary);
   }
   write_tables(file.id(), data.tables);
+  for (const auto& [group_path, attrs] : data.group_attrs) {
+    if (!h5::exists(file.id(), group_path)) h5::create_group(file.id(), group_path);
+    h5::write_attrs(h5::open_group(file.id(), group_path).id(), attrs);
+  }
   if (!data.points.empty()) {
     h5::Handle points = h5::create_group(file.id(), "points");
     for (size_t k = 0; k < data.points.size(); ++k) {
       const RunData::Point& point = data.points[k];
       h5::Handle group = h5::create_group(points.id(), std::to_string(k));
+      h5::write_attrs(group.id(), point.attrs);
       h5::write_attrs(h5::create_group(group.id(), "config").id(), point.config);
-      write_ops(group.id(), point.ops);
-      write_ranks(group.id(), point.timelines);
-      write_summary(group.id(), point.summary);
+      if (!point.timelines.empty()) {
+        write_ops(group.id(), point.ops);
+        write_ranks(group.id(), point.timelines);
+      }
+      if (point.has_summary) write_summary(group.id(), point.summary);
     }
   }
   file.close();
@@ -379,6 +403,7 @@ std::vector<OpAggregate> read_aggregates(hid_t file) {
   const h5::Table table = h5::read_table(file, where);
   std::vector<OpAggregate> ops(row_count(table));
   for (const TextField& field : kAggregateText) {
+    if (is_attribution_field(field.name) && h5::find_column(table, field.name) == nullptr) continue;
     const auto& values = column<std::string>(table, field.name, where);
     for (size_t i = 0; i < ops.size(); ++i)
       ops[i].*field.member = values[i];
@@ -387,6 +412,7 @@ std::vector<OpAggregate> read_aggregates(hid_t file) {
   for (size_t i = 0; i < ops.size(); ++i)
     ops[i].count = counts[i];
   for (const NumberField& field : kAggregateNumbers) {
+    if (is_attribution_field(field.name) && h5::find_column(table, field.name) == nullptr) continue;
     const auto& values = column<double>(table, field.name, where);
     for (size_t i = 0; i < ops.size(); ++i)
       ops[i].*field.member = values[i];
@@ -475,13 +501,16 @@ RunData read_contents(const std::string& path) {
   h5::Handle config = h5::open_group(file.id(), "/config");
   data.config = h5::read_attrs(config.id());
   data.topology = read_topology(file.id(), ranks);
-  if (!is_collectives_file(data.root)) {
+  if (has_run_layout(data.root)) {
     data.ops = read_ops(file.id());
     for (size_t rank = 0; rank < ranks; ++rank)
       data.timelines.push_back(h5::read_timeline(file.id(), rank_path(rank)));
     data.summary = read_summary(file.id());
   }
   data.tables = read_tables(file.id());
+  for (const char* group : {"/roofs", "/sweep"})
+    if (h5::exists(file.id(), group))
+      data.group_attrs.emplace_back(group, h5::read_attrs(h5::open_group(file.id(), group).id()));
   // The optional NVML samples sit inside the run layout, beside each rank's timeline.
   for (size_t rank = 0; rank < data.timelines.size(); ++rank) {
     const std::string path = "/ranks/" + std::to_string(rank) + "/samples";
@@ -731,27 +760,79 @@ void validate_roof(hid_t file, std::vector<std::string>& problems) {
     column<double>(table, name, kRoofPath);
   const auto& alpha = column<double>(table, "alpha_us", kRoofPath);
   const auto& beta = column<double>(table, "beta_gbps", kRoofPath);
-  for (size_t i = 0; i < alpha.size(); ++i)
+  const auto& floor_alpha = column<double>(table, "floor_alpha_us", kRoofPath);
+  const auto& floor_beta = column<double>(table, "floor_beta_gbps", kRoofPath);
+  for (size_t i = 0; i < alpha.size(); ++i) {
     if (!(alpha[i] >= 0 && beta[i] > 0))
       problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) +
                          ": expected alpha_us >= 0 and beta_gbps > 0, found " +
                          number_text(alpha[i]) + ", " + number_text(beta[i]));
+    if (!(floor_alpha[i] >= 0 && floor_beta[i] > 0))
+      problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) +
+                         ": expected floor_alpha_us >= 0 and floor_beta_gbps > 0, found " +
+                         number_text(floor_alpha[i]) + ", " + number_text(floor_beta[i]));
+  }
 }
 
-// Every /points/<k> holds one configuration's config, ops, a timeline per rank and a
-// summary with step times.
+// A table with the given fields and types (each a problem when missing or mistyped).
+void validate_fields(hid_t file, const RoofTable& spec, std::vector<std::string>& problems) {
+  if (!require_object(file, spec.path, "dataset", problems)) return;
+  const h5::Table table = h5::read_table(file, spec.path);
+  for (const char* name : spec.text) check_section(problems, [&] { column<std::string>(table, name, spec.path); });
+  for (const char* name : spec.ints) check_section(problems, [&] { column<int64_t>(table, name, spec.path); });
+  for (const char* name : spec.numbers) check_section(problems, [&] { column<double>(table, name, spec.path); });
+}
+
+// /roofs of roofs, run and sweep files: every table with its fields, positive rates.
+void validate_roofs(hid_t file, std::vector<std::string>& problems) {
+  for (const RoofTable& spec : kRoofTables)
+    check_section(problems, [&] {
+      validate_fields(file, spec, problems);
+      if (!h5::exists(file, spec.path)) return;
+      const h5::Table table = h5::read_table(file, spec.path);
+      const char* rate = spec.numbers.size() > 2 ? spec.numbers[2] : spec.numbers[0];
+      const auto& values = column<double>(table, rate, spec.path);
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!(values[i] > 0))
+          problems.push_back(std::string(spec.path) + ": row " + std::to_string(i) + ": " + rate +
+                             " must be > 0, found " + number_text(values[i]));
+    });
+  check_section(problems, [&] { validate_roof(file, problems); });
+}
+
+// Every /points/<k>: its config; a summary unless the point failed (status "failed: ...");
+// a timeline per rank where its ops were kept.
 void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
   for (const std::string& k : h5::list_children(points.id())) {
     const std::string base = "/points/" + k;
-    for (const char* part : {"/config", "/ops", "/summary/step_time_ns", "/summary/ops"})
-      require_object(file, base + part, "object", problems);
-    for (int64_t r = 0; r < world_size; ++r)
-      require_object(file, base + "/ranks/" + std::to_string(r) + "/timeline", "dataset", problems);
-    if (h5::exists(file, base + "/summary/step_time_ns") &&
-        h5::read_vector<double>(file, base + "/summary/step_time_ns").empty())
-      problems.push_back(base + "/summary/step_time_ns: no timed iterations");
+    require_object(file, base + "/config", "group", problems);
+    const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
+    const AttrValue* status = find_attr(attrs, "status");
+    const bool failed = status != nullptr && attr_to_string(*status).rfind("failed", 0) == 0;
+    if (!failed) {
+      for (const char* part : {"/summary/step_time_ns", "/summary/ops"})
+        require_object(file, base + part, "object", problems);
+      if (h5::exists(file, base + "/summary/step_time_ns") &&
+          h5::read_vector<double>(file, base + "/summary/step_time_ns").empty())
+        problems.push_back(base + "/summary/step_time_ns: no timed iterations");
+    }
+    if (h5::exists(file, base + "/ops"))
+      for (int64_t r = 0; r < world_size; ++r)
+        require_object(file, base + "/ranks/" + std::to_string(r) + "/timeline", "dataset", problems);
   }
+}
+
+// Sweep files: the point and crossover tables, one /points group per row.
+void validate_sweep(hid_t file, std::vector<std::string>& problems) {
+  for (const RoofTable& spec : kSweepTables) check_section(problems, [&] { validate_fields(file, spec, problems); });
+  if (!h5::exists(file, "/sweep/points")) return;
+  const size_t rows = row_count(h5::read_table(file, "/sweep/points"));
+  const size_t groups = h5::exists(file, "/points") ? h5::list_children(h5::open_group(file, "/points").id()).size() : 0;
+  if (rows != groups)
+    problems.push_back("/sweep/points: " + std::to_string(rows) + " rows but " + std::to_string(groups) +
+                       " groups under /points");
+  require_attrs(h5::read_attrs(h5::open_group(file, "/sweep").id()), "/sweep", {"axes", "points", "failed"}, problems);
 }
 
 void validate_contents(hid_t file, std::vector<std::string>& problems) {
@@ -780,9 +861,13 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   }
 
   const bool collectives = is_collectives_file(root);
+  const bool roofs_file = is_command(root, "roofs");
+  const bool sweep_file = is_command(root, "sweep");
   if (collectives) require_attrs(root, "/", {"check"}, problems);
   std::vector<const char*> groups(std::begin(kGroups), std::end(kGroups));
   if (collectives) groups.assign(std::begin(kCollectivesGroups), std::end(kCollectivesGroups));
+  if (roofs_file) groups = {"/stack", "/config", "/topology", "/roofs"};
+  if (sweep_file) groups = {"/stack", "/config", "/topology", "/sweep", "/points"};
   std::set<std::string> present;
   for (const char* group : groups)
     check_section(problems, [&] {
@@ -801,9 +886,13 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   if (has("/summary")) validate_summary(file, problems);
   if (h5::exists(file, "/points"))
     check_section(problems, [&] { validate_points(file, world_size, problems); });
-  if (!collectives) return;
-  if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
-  if (has("/roofs")) check_section(problems, [&] { validate_roof(file, problems); });
+  if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });
+  if (collectives) {
+    if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
+    if (has("/roofs")) check_section(problems, [&] { validate_roof(file, problems); });
+  } else if (h5::exists(file, "/roofs")) {
+    check_section(problems, [&] { validate_roofs(file, problems); });
+  }
 }
 
 } // namespace
@@ -841,6 +930,137 @@ std::vector<std::string> validate_run_file(const std::string& path) {
     problems.push_back(path + ": " + e.what());
   }
   return problems;
+}
+
+void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
+  Table gemm(10), memory(7), launch(4);
+  {
+    std::vector<std::string> dtype, label;
+    std::vector<int64_t> m, n, k, reps;
+    std::vector<double> best, p50, tflops, mhz;
+    for (const GemmRoof& g : roofs.gemm) {
+      dtype.push_back(g.dtype), label.push_back(g.label), m.push_back(g.m), n.push_back(g.n), k.push_back(g.k);
+      reps.push_back(g.reps), best.push_back(g.best_ns), p50.push_back(g.p50_ns), tflops.push_back(g.tflops);
+      mhz.push_back(g.sm_clock_mhz);
+    }
+    gemm = {{"dtype", dtype}, {"label", label}, {"m", m},          {"n", n},           {"k", k},
+            {"reps", reps},   {"best_ns", best}, {"p50_ns", p50}, {"tflops", tflops}, {"sm_clock_mhz", mhz}};
+  }
+  {
+    std::vector<std::string> kind;
+    std::vector<int64_t> bytes, reps;
+    std::vector<double> best, p50, gbps, mhz;
+    for (const MemoryRoof& r : roofs.memory) {
+      kind.push_back(r.kind), bytes.push_back(r.bytes), reps.push_back(r.reps), best.push_back(r.best_ns);
+      p50.push_back(r.p50_ns), gbps.push_back(r.gbps), mhz.push_back(r.sm_clock_mhz);
+    }
+    memory = {{"kind", kind}, {"bytes", bytes}, {"reps", reps}, {"best_ns", best},
+              {"p50_ns", p50}, {"gbps", gbps},  {"sm_clock_mhz", mhz}};
+  }
+  {
+    std::vector<std::string> kind;
+    std::vector<int64_t> launches;
+    std::vector<double> ns, mhz;
+    for (const LaunchRoof& r : roofs.launch)
+      kind.push_back(r.kind), launches.push_back(r.launches), ns.push_back(r.ns_per_launch), mhz.push_back(r.sm_clock_mhz);
+    launch = {{"kind", kind}, {"launches", launches}, {"ns_per_launch", ns}, {"sm_clock_mhz", mhz}};
+  }
+  std::vector<std::string> names, dtypes, transports;
+  std::vector<int64_t> groups, fit_min, fit_max;
+  std::vector<double> alpha, beta, floor_alpha, floor_beta;
+  for (const InterconnectRoof& r : roofs.interconnect) {
+    names.push_back(r.collective), groups.push_back(r.group_size), dtypes.push_back(r.dtype);
+    transports.push_back(r.transport), alpha.push_back(r.alpha_us), beta.push_back(r.beta_gbps);
+    floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
+    fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
+  }
+  data.tables.push_back({"/roofs/gemm", gemm, {{"method", std::string("cuBLASLt (host: OpenBLAS) GEMMs c = a w^T, fp32 accumulation, square sizes and the layer's shapes; best and median of back-to-back calls")}}});
+  data.tables.push_back({"/roofs/memory", memory, {{"method", std::string("the project's vectorised read, write and copy kernels over buffers from cache-sized to far beyond the last-level cache; copy bytes count read + write")}}});
+  data.tables.push_back({"/roofs/launch", launch, {{"method", std::string("empty kernels launched back to back from the host (eager), and replayed from one captured graph (graph_node)")}}});
+  data.tables.push_back({"/roofs/interconnect",
+                         {{"collective", names}, {"group_size", groups}, {"dtype", dtypes}, {"transport", transports},
+                          {"alpha_us", alpha}, {"beta_gbps", beta}, {"floor_alpha_us", floor_alpha},
+                          {"floor_beta_gbps", floor_beta}, {"fit_min_bytes", fit_min}, {"fit_max_bytes", fit_max}},
+                         {{"method", std::string("a short nccl-tests-style sweep per collective and group size (groups of consecutive ranks, run concurrently); alpha/beta: least squares on the medians; floor_*: the lower envelope of the fastest calls")}}});
+  Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
+  for (DType d : {DType::bf16, DType::f16, DType::f32})
+    if (roofs.peak_tflops(d) > 0) attrs.emplace_back(std::string("gemm_peak_tflops.") + dtype_name(d), roofs.peak_tflops(d));
+  for (const char* kind : {"read", "write", "copy"}) {
+    double gbps = 0;
+    int64_t largest = -1;
+    for (const MemoryRoof& r : roofs.memory)
+      if (r.kind == kind && r.bytes > largest) largest = r.bytes, gbps = r.gbps;
+    if (largest > 0) attrs.emplace_back(std::string("hbm_") + kind + "_gbps", gbps);
+  }
+  for (const LaunchRoof& r : roofs.launch) attrs.emplace_back("launch_" + r.kind + "_ns", r.ns_per_launch);
+  attrs.insert(attrs.end(), extra.begin(), extra.end());
+  data.group_attrs.emplace_back("/roofs", attrs);
+}
+
+Roofs read_roofs(const std::string& path) {
+  if (const std::string problem = open_problem(path); !problem.empty()) throw UsageError(problem);
+  try {
+    h5::Handle file = h5::open_file_read(path);
+    if (!h5::exists(file.id(), "/roofs/gemm"))
+      throw UsageError(path + ": no /roofs (measure them with `ridgeline roofs --out " + path + "`)");
+    Roofs roofs;
+    const Attrs attrs = h5::read_attrs(h5::open_group(file.id(), "/roofs").id());
+    const Attrs root = h5::read_attrs(file.id());
+    if (const AttrValue* b = find_attr(attrs, "backend")) roofs.backend = attr_to_string(*b);
+    const AttrValue* created = find_attr(root, "created_utc");
+    roofs.source = path + (created ? " (" + attr_to_string(*created) + ")" : std::string());
+    const h5::Table g = h5::read_table(file.id(), "/roofs/gemm");
+    for (size_t i = 0; i < row_count(g); ++i)
+      roofs.gemm.push_back({column<std::string>(g, "dtype", path)[i], column<std::string>(g, "label", path)[i],
+                            column<int64_t>(g, "m", path)[i], column<int64_t>(g, "n", path)[i],
+                            column<int64_t>(g, "k", path)[i], column<int64_t>(g, "reps", path)[i],
+                            column<double>(g, "best_ns", path)[i], column<double>(g, "p50_ns", path)[i],
+                            column<double>(g, "tflops", path)[i], column<double>(g, "sm_clock_mhz", path)[i]});
+    const h5::Table m = h5::read_table(file.id(), "/roofs/memory");
+    for (size_t i = 0; i < row_count(m); ++i)
+      roofs.memory.push_back({column<std::string>(m, "kind", path)[i], column<int64_t>(m, "bytes", path)[i],
+                              column<int64_t>(m, "reps", path)[i], column<double>(m, "best_ns", path)[i],
+                              column<double>(m, "p50_ns", path)[i], column<double>(m, "gbps", path)[i],
+                              column<double>(m, "sm_clock_mhz", path)[i]});
+    const h5::Table l = h5::read_table(file.id(), "/roofs/launch");
+    for (size_t i = 0; i < row_count(l); ++i)
+      roofs.launch.push_back({column<std::string>(l, "kind", path)[i], column<int64_t>(l, "launches", path)[i],
+                              column<double>(l, "ns_per_launch", path)[i], column<double>(l, "sm_clock_mhz", path)[i]});
+    const h5::Table c = h5::read_table(file.id(), kRoofPath);
+    for (size_t i = 0; i < row_count(c); ++i)
+      roofs.interconnect.push_back(
+          {column<std::string>(c, "collective", path)[i], column<int64_t>(c, "group_size", path)[i],
+           column<std::string>(c, "dtype", path)[i], column<std::string>(c, "transport", path)[i],
+           column<double>(c, "alpha_us", path)[i], column<double>(c, "beta_gbps", path)[i],
+           column<double>(c, "floor_alpha_us", path)[i], column<double>(c, "floor_beta_gbps", path)[i],
+           column<int64_t>(c, "fit_min_bytes", path)[i], column<int64_t>(c, "fit_max_bytes", path)[i]});
+    return roofs;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+}
+
+Table aggregates_table(const std::vector<OpAggregate>& ops) {
+  Table table;
+  for (const TextField& field : kAggregateText) {
+    std::vector<std::string> values;
+    for (const OpAggregate& op : ops)
+      values.push_back(op.*field.member);
+    table.push_back({field.name, std::move(values)});
+  }
+  std::vector<int64_t> counts;
+  for (const OpAggregate& op : ops)
+    counts.push_back(op.count);
+  table.push_back({"count", std::move(counts)});
+  for (const NumberField& field : kAggregateNumbers) {
+    std::vector<double> values;
+    for (const OpAggregate& op : ops)
+      values.push_back(op.*field.member);
+    table.push_back({field.name, std::move(values)});
+  }
+  return table;
 }
 
 std::string hdf5_library_version() {

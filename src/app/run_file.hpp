@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/run_data.hpp"
+#include "models/roofs.hpp"
 
 namespace ridgeline {
 
@@ -22,6 +23,17 @@ RunData read_run_file(const std::string& path);
 /// Every problem found in `path` against the schema, one short message each naming the object;
 /// empty when the file is valid. Never throws for a malformed or missing file.
 std::vector<std::string> validate_run_file(const std::string& path);
+
+/// The /summary/ops table of `ops` (also what the JSON and markdown reporters print).
+Table aggregates_table(const std::vector<OpAggregate>& ops);
+
+/// Appends `roofs` to `data` as the /roofs tables (gemm, memory, launch, interconnect) and the
+/// /roofs group attributes (backend, source, headline figures), followed by `extra`.
+void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra);
+
+/// The /roofs of a roofs, run or sweep file; `source` names the file. Throws UsageError naming
+/// `path` when it cannot be read or holds no /roofs.
+Roofs read_roofs(const std::string& path);
 
 /// Version of the HDF5 library linked in, e.g. "1.10.8" (for the stack fingerprint).
 std::string hdf5_library_version();

@@ -1,8 +1,7 @@
-// Timeline reduction and report tables.
+// Timeline reduction: every rank's timeline into the run summary.
 #include "app/summary.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -95,49 +94,6 @@ RunSummary summarize_run(const OpTable& ops, const std::vector<std::vector<Timel
     s.ops.push_back(a);
   }
   return s;
-}
-
-void print_report(std::ostream& out, const RunData& d) {
-  auto cfg = [&](const char* key) {
-    const AttrValue* v = find_attr(d.config, key);
-    return v ? attr_to_string(*v) : std::string("?");
-  };
-  const AttrValue* debug = find_attr(d.stack, "debug_build");
-  if (debug && attr_to_string(*debug) == "1")
-    out << "WARNING: DEBUG BUILD -- timings are not representative; rebuild with "
-           "-DCMAKE_BUILD_TYPE=Release\n";
-  char line[512];
-  std::snprintf(line, sizeof(line),
-                "ridgeline run: model %s  h=%s heads=%s kv=%s ffn=%s layers=%s  %s batch=%s seq=%s "
-                "context=%s  tp=%s pp=%s dp=%s  backend=%s %s  attention=%s\n",
-                cfg("model").c_str(), cfg("hidden").c_str(), cfg("heads").c_str(), cfg("kv_heads").c_str(),
-                cfg("ffn_hidden").c_str(), cfg("layers").c_str(), cfg("phase").c_str(),
-                cfg("batch").c_str(), cfg("seq").c_str(), cfg("context").c_str(), cfg("tp").c_str(),
-                cfg("pp").c_str(), cfg("dp").c_str(), cfg("backend").c_str(), cfg("dtype").c_str(),
-                cfg("attention").c_str());
-  out << line;
-  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s.
-  double fastest_tflops = 0;
-  for (const OpAggregate& a : d.summary.ops) fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
-  const bool giga = fastest_tflops < 1.0;
-  std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7s %11s %7s %10s %10s\n", "op", "kind", "lane",
-                "count", "p50 (us)", "share", giga ? "GFLOP/s" : "TFLOP/s", "GB/s");
-  out << line;
-  for (const OpAggregate& a : d.summary.ops) {
-    std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7lld %11.2f %6.1f%% %10.3f %10.2f\n",
-                  a.name.c_str(), a.kind.c_str(), a.lane.c_str(), static_cast<long long>(a.count),
-                  a.p50_ns / 1e3, 100.0 * a.share, a.achieved_tflops * (giga ? 1e3 : 1.0),
-                  a.achieved_gbps);
-    out << line;
-  }
-  const SeriesStats& st = d.summary.step;
-  std::snprintf(line, sizeof(line),
-                "step time (ms): p50 %.4f  p95 %.4f  p99 %.4f  mean %.4f  min %.4f  max %.4f  "
-                "(%zu timed iterations; steady after %lld of %zu warm-up)\n",
-                st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.mean / 1e6, st.min / 1e6, st.max / 1e6,
-                st.count, static_cast<long long>(d.summary.warmup_to_steady), d.summary.warmup_step_ns.size());
-  out << line;
-  for (const auto& [k, v] : d.summary.attrs) out << k << ": " << attr_to_string(v) << "\n";
 }
 
 }  // namespace ridgeline

@@ -1,8 +1,6 @@
-// Reduction of all ranks' timelines into the run summary, and the report tables printed by
-// `run` and `report`.
+// Reduction of all ranks' timelines into the run summary.
 #pragma once
 
-#include <ostream>
 #include <vector>
 
 #include "app/run_data.hpp"
@@ -13,8 +11,5 @@ namespace ridgeline {
 /// A step's time is the longest rank's span of that iteration; a collective instance's time
 /// is its maximum over ranks; compute instances count once per rank.
 RunSummary summarize_run(const OpTable& ops, const std::vector<std::vector<TimelineRecord>>& timelines);
-
-/// Prints the summary table of a run (configuration line, per-op table, step percentiles).
-void print_report(std::ostream& out, const RunData& data);
 
 }  // namespace ridgeline

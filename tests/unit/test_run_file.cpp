@@ -14,6 +14,7 @@
 
 #include "app/h5.hpp"
 #include "app/run_file.hpp"
+#include "app/reporters.hpp"
 #include "app/summary.hpp"
 
 namespace ridgeline {
@@ -643,6 +644,8 @@ TEST_F(RunFileTest, CollectivesFileRoundTripsAndValidates) {
                           {"transport", std::vector<std::string>{"auto"}},
                           {"alpha_us", std::vector<double>{1.3}},
                           {"beta_gbps", std::vector<double>{2.5}},
+                          {"floor_alpha_us", std::vector<double>{1.5}},
+                          {"floor_beta_gbps", std::vector<double>{2.8}},
                           {"fit_min_bytes", std::vector<int64_t>{8}},
                           {"fit_max_bytes", std::vector<int64_t>{16}}},
                          {}});
@@ -662,9 +665,11 @@ TEST_F(RunFileTest, CollectivesFileRoundTripsAndValidates) {
     EXPECT_EQ(back.tables[i].attrs, data.tables[i].attrs);
   }
 
-  // A run file keeps its layout and gains the tables.
+  // A run file keeps its layout and gains the tables (outside /roofs, whose tables are checked
+  // as a set in run files).
   RunData run = make_run();
   run.tables.push_back(data.tables.back());
+  run.tables.back().path = "/extra/interconnect";
   write_run_file(file("run.h5"), run);
   EXPECT_TRUE(validate_run_file(file("run.h5")).empty());
   EXPECT_EQ(read_run_file(file("run.h5")).tables.size(), 1u);

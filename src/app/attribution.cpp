@@ -1,0 +1,122 @@
+// Attribution of a run summary (see attribution.hpp).
+#include "app/attribution.hpp"
+
+#include <set>
+
+#include "app/command_support.hpp"
+#include "collectives/collective_bench.hpp"
+
+namespace ridgeline {
+namespace {
+
+const OpSpec* find_spec(const AttributionInput& in, const std::string& name) {
+  for (const std::vector<OpSpec>* list : {&in.specs, &in.p2p})
+    for (const OpSpec& s : *list)
+      if (s.name == name) return &s;
+  return nullptr;
+}
+
+void store_bounds(OpAggregate& a, const OpBounds& b) {
+  a.compute_bound_ns = b.compute_ns;
+  a.hbm_bound_ns = b.hbm_ns;
+  a.interconnect_bound_ns = b.interconnect_ns;
+  a.launch_bound_ns = b.launch_ns;
+  a.bound_ns = b.bound_ns;
+  a.ceiling = ceiling_name(b.ceiling);
+  a.efficiency = a.p50_ns > 0 ? b.bound_ns / a.p50_ns : 0;
+}
+
+}  // namespace
+
+OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype) {
+  OpWork w;
+  w.kind = spec.kind;
+  w.flops = cost.flops;
+  w.hbm_bytes = cost.hbm_bytes;
+  w.comm_bytes = cost.comm_bytes;
+  w.collective = spec.collective;
+  w.group_size = spec.kind == OpKind::p2p ? 2 : tp;
+  w.dtype = dtype;
+  if (const CollectiveSpec* c = find_collective(spec.collective))
+    w.busbw_factor = c->busbw_factor(static_cast<int>(w.group_size));
+  return w;
+}
+
+void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roofs) {
+  const double step_ns = summary.step.p50;
+  const double iters = static_cast<double>(std::max<size_t>(1, summary.step.count));
+  std::set<std::string> missing;
+  StepSplit split;
+  double step_flops = 0, step_hbm = 0, step_comm = 0;
+  int64_t over = 0;
+  if (!in.graph_op.empty()) {
+    // A replayed graph has one timeline op per microbatch: its ops' bounds come from the work
+    // model, and the step is split in the proportions of those bounds.
+    std::vector<OpBounds> bounds;
+    std::vector<double> per_step;
+    OpBounds total;
+    for (const OpSpec& s : in.specs) {
+      bounds.push_back(op_bounds(op_work(s, s.cost, in.tp, in.dtype), roofs, in.transport));
+      if (!bounds.back().missing.empty()) missing.insert(bounds.back().missing);
+      per_step.push_back(static_cast<double>(in.layers * in.microbatches));
+    }
+    split = split_step_by_bounds(step_ns, bounds, per_step);
+    for (OpAggregate& a : summary.ops) {
+      if (a.name != in.graph_op) continue;
+      for (size_t i = 0; i < bounds.size(); ++i) {
+        const double n = static_cast<double>(in.layers);
+        total.compute_ns += bounds[i].compute_ns * n;
+        total.hbm_ns += bounds[i].hbm_ns * n;
+        total.interconnect_ns += bounds[i].interconnect_ns * n;
+        total.launch_ns += bounds[i].launch_ns * n;
+        total.bound_ns += bounds[i].bound_ns * n;
+      }
+      total.ceiling = split.ceiling;
+      store_bounds(a, total);
+    }
+    for (const OpAggregate& a : summary.ops) {
+      const double n = static_cast<double>(a.count) / iters;
+      step_flops += a.flops * n;
+      step_hbm += a.hbm_bytes * n;
+      step_comm += a.comm_bytes * n;
+    }
+  } else {
+    std::vector<StepPart> parts;
+    for (OpAggregate& a : summary.ops) {
+      const OpSpec* spec = find_spec(in, a.name);
+      const bool comm = a.kind == "collective" || a.kind == "p2p";
+      const double n = static_cast<double>(a.count) / iters;
+      step_flops += a.flops * n;
+      step_hbm += a.hbm_bytes * n;
+      step_comm += a.comm_bytes * n;
+      Ceiling ceiling = Ceiling::none;
+      if (spec != nullptr) {
+        const OpBounds b =
+            op_bounds(op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype), roofs, in.transport);
+        if (!b.missing.empty()) missing.insert(b.missing);
+        store_bounds(a, b);
+        ceiling = b.ceiling;
+      }
+      parts.push_back({a.per_step_p50_ns, comm, ceiling});
+    }
+    split = split_step(step_ns, parts);
+  }
+  for (const OpAggregate& a : summary.ops)
+    if (a.efficiency > kEfficiencyLimit) ++over;
+  Attrs& attrs = summary.attrs;
+  attrs.emplace_back("ceiling", std::string(ceiling_name(split.ceiling)));
+  const Ceiling classes[] = {Ceiling::compute, Ceiling::hbm, Ceiling::interconnect, Ceiling::launch};
+  for (Ceiling c : classes)
+    attrs.emplace_back(std::string("step_") + ceiling_name(c) + "_ns", split.by_class_ns[static_cast<int>(c)]);
+  attrs.emplace_back("exposed_interconnect_ns", split.exposed_interconnect_ns);
+  attrs.emplace_back("attribution", std::string(in.graph_op.empty() ? "measured ops" : "work model under the roofs (graph replay)"));
+  attrs.emplace_back("ops_over_ceiling", over);
+  attrs.emplace_back("step_flops", step_flops);
+  attrs.emplace_back("step_hbm_bytes", step_hbm);
+  attrs.emplace_back("step_comm_bytes", step_comm);
+  attrs.emplace_back("roofs_source", roofs.source);
+  if (!missing.empty())
+    attrs.emplace_back("roofs_missing", join(std::vector<std::string>(missing.begin(), missing.end()), "; "));
+}
+
+}  // namespace ridgeline

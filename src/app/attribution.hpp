@@ -1,0 +1,36 @@
+// Attribution of a run's ops and steps against the roofs: each /summary/ops row gets the time
+// every roof alone allows it, its ceiling and efficiency; /summary gets the step's time split
+// by ceiling and the step's ceiling. The arithmetic is models/attribution.hpp's.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/run_data.hpp"
+#include "models/attribution.hpp"
+#include "models/roofs.hpp"
+#include "models/work_model.hpp"
+
+namespace ridgeline {
+
+/// What the run's ops are, as the work model describes them.
+struct AttributionInput {
+  std::vector<OpSpec> specs;  ///< one layer's ops on one rank
+  std::vector<OpSpec> p2p;    ///< pipeline transfers (collective "sendrecv" between 2 ranks)
+  int64_t layers = 1;         ///< layers of the stage
+  int64_t microbatches = 1;
+  int tp = 1;
+  DType dtype = DType::f32;
+  std::string transport;  ///< the job's interconnect transport
+  std::string graph_op;   ///< non-empty: each microbatch is one replayed graph, recorded as this op
+};
+
+/// Adds the bounds, ceiling and efficiency of every op of `summary`, and the step split and
+/// ceiling attributes (ceiling, step_<class>_ns, exposed_interconnect_ns, attribution,
+/// ops_over_ceiling, step_flops, step_hbm_bytes, step_comm_bytes, roofs_source[, roofs_missing]).
+void attribute(RunSummary& summary, const AttributionInput& input, const Roofs& roofs);
+
+/// The work of one op for attribution: its per-instance costs, collective and group.
+OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype);
+
+}  // namespace ridgeline

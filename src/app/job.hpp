@@ -1,0 +1,88 @@
+// The job context: what every point of a job shares and builds once — the backend on this
+// rank's device, the process grids and their communicators, the transport, the stack
+// fingerprint. `run`, `sweep` and `roofs` drive their points through it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "app/run_data.hpp"
+#include "collectives/communicator.hpp"
+#include "collectives/nccl_communicator.hpp"
+#include "models/backend.hpp"
+#include "parallel/grid.hpp"
+
+namespace ridgeline {
+
+/// A grid's communicators: TP and PP (null where the degree is 1).
+struct GridComms {
+  std::unique_ptr<ProcessGrid> grid;
+  std::unique_ptr<Communicator> tp, pp;
+};
+
+class JobContext {
+ public:
+  /// Picks the device (`backend`: auto | host | cuda; auto takes the GPU when one is visible).
+  /// Creates nothing yet; every rank constructs it with the same arguments.
+  JobContext(CommandContext& cmd, const std::string& backend);
+  ~JobContext();
+  JobContext(const JobContext&) = delete;
+  JobContext& operator=(const JobContext&) = delete;
+
+  MpiSession& mpi() { return m_cmd.mpi; }
+  const std::vector<std::string>& argv() const { return m_cmd.argv; }
+  const CommandContext& command() const { return m_cmd; }
+  /// "cuda" or "host".
+  const std::string& backend_name() const { return m_backend_name; }
+  bool cuda() const { return m_cuda; }
+  int gpus() const { return m_gpus; }
+  /// This rank's CUDA device (-1 on the host backend).
+  int device() const { return m_device; }
+
+  /// Sets the NCCL transport preset (auto | nvlink | host | net) before any communicator
+  /// exists; returns warnings for rank 0 to print. NCCL reads its environment once per
+  /// process, so a job has one transport: a second, different call throws UsageError.
+  std::vector<std::string> use_transport(const std::string& transport);
+  /// The job's transport: the preset's name on NCCL, "mpi" on the host backend.
+  std::string transport() const;
+
+  /// The backend storing `dtype` (cuda: bf16 or fp16; host: fp32), created on first use.
+  Backend& backend(DType dtype, bool comm_priority = true);
+  /// The grid tp x pp x dp with its TP and PP communicators, created on first use (every rank
+  /// asks for the same grids in the same order: creation is collective).
+  GridComms& grid(int tp, int pp, int dp, const NcclOptions& nccl);
+  /// A communicator over `comm` (NCCL on GPUs, MPI on the host) with NCCL's defaults and the
+  /// job's transport; every rank of `comm` calls.
+  std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const NcclOptions& nccl);
+  /// Frees every grid and backend (e.g. before a point that needs the memory); collective.
+  void release();
+
+  /// The smallest free memory of any rank (GPU memory, or host memory per rank); collective.
+  int64_t min_free_bytes();
+
+  /// Root attributes of an output file of `command`.
+  Attrs root_attrs(const std::string& command) const;
+  /// Stack fingerprint (/stack) with the clock, the GPU link matrix and the transport.
+  Attrs stack() const;
+  /// Every rank's topology entry with `extra` appended, on rank 0 (collective).
+  std::vector<Attrs> topology(const Attrs& extra);
+
+ private:
+  CommandContext& m_cmd;
+  std::string m_backend_name;
+  bool m_cuda = false;
+  int m_gpus = 0;
+  int m_device = -1;
+  std::string m_transport;  ///< set once by use_transport ("" = not yet: auto)
+  std::vector<std::pair<std::string, std::string>> m_transport_env;
+  // Declared before the backends so that they are destroyed after them: an NCCL communicator
+  // must outlive the CUDA graphs (owned by a backend) that captured its collectives.
+  std::map<std::tuple<int, int, int, int, int>, GridComms> m_grids;
+  std::map<std::pair<DType, bool>, std::unique_ptr<Backend>> m_backends;
+};
+
+}  // namespace ridgeline

@@ -1,0 +1,388 @@
+// One point of a job (see point.hpp).
+#include "app/point.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "app/attribution.hpp"
+#include "app/summary.hpp"
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "models/cuda_backend.hpp"
+#include "models/work_model.hpp"
+#include "parallel/tp_layer.hpp"
+
+namespace ridgeline {
+namespace {
+
+constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  if (!std::isfinite(num)) return INFINITY;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Bytes the TP=1 reference model needs, and whether the check runs (auto: when that reference
+// fits comfortably: 2 GiB of host memory, a quarter of the smallest free GPU memory).
+struct CheckPlan {
+  bool possible = false;
+  bool enabled = false;
+  double ref_bytes = 0;
+};
+CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
+  CheckPlan p;
+  LayerShape tp1 = layer_shape(cfg);
+  tp1.tp = 1;
+  tp1.sequence_parallel = false;
+  p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
+  p.possible = cfg.tp > 1 || cfg.pp > 1;
+  const double auto_limit = cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
+  p.enabled = p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit));
+  return p;
+}
+
+// The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
+// last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
+// stage's output with it checks the TP shards, the collectives and the pipeline transfers.
+std::vector<float> reference_output(Backend& backend, const StageSpec& spec, bool holder,
+                                    int64_t all_layers) {
+  if (!holder) return {};
+  StageSpec ref_spec = spec;
+  ref_spec.shape.tp = 1;
+  ref_spec.shape.sequence_parallel = false;
+  ref_spec.overlap = Overlap{};
+  ref_spec.tp_rank = 0;
+  ref_spec.first_layer = 0;
+  ref_spec.num_layers = all_layers;
+  OpTable scratch_ops;
+  TpStage ref(backend, nullptr, ref_spec, scratch_ops);
+  ref.fill_input(0);
+  Recorder silent(backend.clock(), scratch_ops);
+  silent.set_enabled(false);
+  ref.forward(silent);
+  return backend.to_host(ref.output());
+}
+
+// The stage under the protocol: each strategy is one overlap of the same weights; a step is
+// every microbatch through the stage (or the replay of its graph) with pipeline transfers.
+class StageWorkload final : public Workload {
+ public:
+  StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
+                OpTable& ops, const std::vector<std::string>& strategies, const StageSpec& spec,
+                const std::vector<float>& reference, const CheckPlan& check, const std::string& why_not)
+      : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_strategies(strategies),
+        m_spec(spec), m_reference(reference), m_check(check), m_why_not(why_not),
+        m_graphs(strategies.size(), -1) {
+    const GridCoords& gc = comms.grid->coords();
+    m_first = gc.pp_rank == 0;
+    m_last = gc.pp_rank == cfg.pp - 1;
+    const double act_bytes = static_cast<double>(stage.input().rows * spec.model.hidden *
+                                                 static_cast<int64_t>(dtype_size(spec.shape.dtype)));
+    m_p2p_cost = OpCost{0, act_bytes, act_bytes};
+    m_recv_id = ops.intern(op::recv_act, OpKind::p2p);
+    m_send_id = ops.intern(op::send_act, OpKind::p2p);
+    if (cfg.graphs) {
+      m_graph_op = ops.intern(op::stage_graph, OpKind::other);
+      for (const OpSpec& o : stage.op_specs()) {
+        m_graph_cost.flops += o.cost.flops * static_cast<double>(spec.num_layers);
+        m_graph_cost.hbm_bytes += o.cost.hbm_bytes * static_cast<double>(spec.num_layers);
+        m_graph_cost.comm_bytes += o.cost.comm_bytes * static_cast<double>(spec.num_layers);
+      }
+    }
+  }
+
+  size_t strategies() const override { return m_strategies.size(); }
+  std::string strategy_name(size_t s) const override { return m_strategies[s]; }
+  bool lane_modes() const override { return !m_cfg.graphs; }
+  void select(size_t s) override {
+    m_current = s;
+    m_stage.set_overlap(parse_overlap(m_strategies[s]));
+    if (m_cfg.graphs && m_graphs[s] < 0) {
+      // The stage's kernels and collectives captured once; each step is then one replay, and
+      // the timeline holds one op per step (per-op times need eager execution).
+      Recorder silent(m_backend.clock(), m_stage_ops);
+      silent.set_enabled(false);
+      m_backend.capture_begin(Lane::compute);
+      m_stage.forward(silent);
+      m_graphs[s] = m_backend.capture_end(Lane::compute);
+    }
+  }
+  // Under sequence parallelism a rank's rows depend on the strategy's chunking: refill.
+  void prepare() override {
+    if (m_first) m_stage.fill_input(0);
+  }
+  void set_mode(Mode mode) override {
+    m_stage.set_mode(mode == Mode::full           ? StageMode::full
+                     : mode == Mode::compute_only ? StageMode::compute_only
+                                                  : StageMode::comm_only);
+  }
+  void step(Recorder& rec) override {
+    const Stream compute = m_backend.stream(Lane::compute);
+    const int32_t first_layer = static_cast<int32_t>(m_spec.first_layer);
+    for (int64_t mb = 0; mb < m_cfg.microbatches; ++mb) {
+      rec.set_microbatch(static_cast<int32_t>(mb));
+      if (!m_first) {
+        ScopedOp s(rec, m_recv_id, first_layer, Lane::p2p, m_p2p_cost, Lane::compute);
+        const Tensor in = m_stage.input();
+        m_comms.pp->recv(in.data, static_cast<size_t>(in.elements()), in.dtype,
+                         m_comms.grid->coords().pp_rank - 1, compute);
+        m_comms.pp->complete(compute);
+      }
+      if (m_graphs[m_current] >= 0) {
+        ScopedOp s(rec, m_graph_op, first_layer, Lane::compute, m_graph_cost, Lane::compute);
+        m_backend.replay(m_graphs[m_current], Lane::compute);
+      } else {
+        m_stage.forward(rec);
+      }
+      if (!m_last) {
+        ScopedOp s(rec, m_send_id, static_cast<int32_t>(m_spec.first_layer + m_spec.num_layers - 1),
+                   Lane::p2p, m_p2p_cost, Lane::compute);
+        const Tensor out = m_stage.output();
+        m_comms.pp->send(out.data, static_cast<size_t>(out.elements()), out.dtype,
+                         m_comms.grid->coords().pp_rank + 1, compute);
+        m_comms.pp->complete(compute);
+      }
+    }
+  }
+  void after_timed(Recorder& rec) override {
+    if (m_current == 0) m_probes = m_stage.probe_gemms(rec, 2, m_backend.name() == std::string("cuda") ? 20 : 2);
+  }
+  void after_flush(Recorder& rec) override {
+    if (m_current == 0) {
+      for (const TpStage::GemmProbe& p : m_probes)
+        m_probe_ns.push_back(static_cast<double>(rec.mark_ns(p.end_mark) - rec.mark_ns(p.start_mark)) / p.reps);
+      RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, m_probe_ns.data(), static_cast<int>(m_probe_ns.size()),
+                                    MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
+    }
+    m_checks.push_back(check_output());
+  }
+
+  const std::vector<TpStage::GemmProbe>& probes() const { return m_probes; }
+  const std::vector<double>& probe_ns() const { return m_probe_ns; }
+  const std::vector<CheckOutcome>& checks() const { return m_checks; }
+  OpCost p2p_cost() const { return m_p2p_cost; }
+
+ private:
+  // Every rank calls; the last stage's TP group gathers its output, the holder compares.
+  CheckOutcome check_output() {
+    CheckOutcome c;
+    c.tolerance = m_backend.dtype() == DType::f32 ? 1e-4 : 2e-2;
+    if (!m_check.enabled) {
+      c.status = "skipped: " + m_why_not;
+      return c;
+    }
+    double err = 0;
+    if (m_last) {
+      const std::vector<float> got = m_stage.gather_output();
+      if (!m_reference.empty()) err = relative_l2(got, m_reference);
+    }
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
+    c.max_rel_error = err;
+    c.status = err <= c.tolerance ? "passed" : "failed";
+    return c;
+  }
+
+  const RunConfig& m_cfg;
+  Backend& m_backend;
+  GridComms& m_comms;
+  TpStage& m_stage;
+  std::vector<std::string> m_strategies;
+  StageSpec m_spec;
+  const std::vector<float>& m_reference;
+  CheckPlan m_check;
+  std::string m_why_not;
+  std::vector<int> m_graphs;
+  OpTable m_stage_ops;
+  size_t m_current = 0;
+  bool m_first = true, m_last = true;
+  OpCost m_p2p_cost, m_graph_cost;
+  int32_t m_recv_id = -1, m_send_id = -1, m_graph_op = -1;
+  std::vector<TpStage::GemmProbe> m_probes;
+  std::vector<double> m_probe_ns;
+  std::vector<CheckOutcome> m_checks;
+};
+
+}  // namespace
+
+std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
+  apply_defaults(cfg, job.backend_name());
+  std::vector<std::string> problems = validate(cfg, job.mpi().size());
+  if (cfg.backend == "cuda" && job.gpus() == 0) problems.push_back("--backend cuda: no CUDA device is visible");
+  if (!all_ranks_true(job.mpi().world(), problems.empty())) return problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems;
+  // Memory: this stage, plus the TP=1 reference model when checking, against the smallest
+  // free memory of any rank, before anything is allocated.
+  const int64_t free_bytes = job.min_free_bytes();
+  const CheckPlan check = plan_check(cfg, job.cuda(), free_bytes);
+  const double need = stage_memory_bytes(model_spec(cfg), layer_shape(cfg), cfg.layers / cfg.pp) +
+                      (check.enabled ? check.ref_bytes : 0.0);
+  if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
+    char msg[256];
+    std::snprintf(msg, sizeof(msg),
+                  "does not fit in memory: needs about %.2f GiB per rank (weights, caches, "
+                  "activations%s) but the smallest free memory of any rank is %.2f GiB",
+                  need / 1073741824.0, check.enabled ? ", TP=1 check" : "",
+                  static_cast<double>(free_bytes) / 1073741824.0);
+    problems.emplace_back(msg);
+  }
+  return problems;
+}
+
+Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
+  const LoopTimes& t = r.loops;
+  double compute_in_step_ns = 0;
+  for (const OpAggregate& a : r.summary.ops)
+    if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
+  const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
+  return {{"overlap", r.name},
+          {"step_ns", t.plain_ns},
+          {"compute_only_ns", t.compute_only_ns},
+          {"comm_only_ns", t.comm_only_ns},
+          {"exposed_comm_ns", t.plain_ns - t.compute_only_ns},
+          {"serialized_ns", serialized_ns},
+          {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
+          {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
+          {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
+}
+
+PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs, Watchdog& watchdog) {
+  const auto started = std::chrono::steady_clock::now();
+  MpiSession& mpi = job.mpi();
+  PointResult result;
+  result.cfg = cfg;
+  const ModelSpec model = model_spec(cfg);
+  const std::vector<std::string> strategies = overlap_list(cfg);
+  const int64_t stage_layers = cfg.layers / cfg.pp;
+
+  watchdog.rearm("creating communicators and allocating weights");
+  NcclOptions nccl;
+  nccl.max_ctas = cfg.nccl_max_ctas;
+  nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
+  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  const GridCoords& gc = comms.grid->coords();
+  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
+                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
+                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
+  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
+
+  StageSpec spec;
+  spec.model = model;
+  spec.shape = layer_shape(cfg);
+  spec.attention = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  spec.tp_rank = gc.tp_rank;
+  spec.first_layer = gc.pp_rank * stage_layers;
+  spec.num_layers = stage_layers;
+  spec.seed = cfg.seed;
+  spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
+  spec.overlap = parse_overlap(strategies.front());
+  const bool last_stage = gc.pp_rank == cfg.pp - 1;
+  const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
+  const std::string why_not =
+      check.possible ? "--check " + cfg.check + " (the TP=1 reference model needs " +
+                           std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
+                     : "tp=1 and pp=1: the run is itself the reference";
+
+  // Allocation may fail on one rank only (another process took the memory): agree first.
+  std::vector<float> reference;
+  std::unique_ptr<TpStage> stage;
+  std::string failure;
+  try {
+    watchdog.rearm("computing the TP=1 reference output");
+    if (check.enabled) reference = reference_output(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
+    stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops);
+    backend.synchronize();
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  if (!all_ranks_true(mpi.world(), failure.empty())) {
+    result.status = "failed: " + (failure.empty() ? std::string("another rank could not build the stage") : failure);
+    return result;
+  }
+
+  StageWorkload workload(cfg, backend, comms, *stage, result.ops, strategies, spec, reference, check, why_not);
+  ProtocolOptions po;
+  po.warmup = cfg.warmup;
+  po.iters = cfg.iters;
+  po.sample_ms = cfg.sample_ms;
+  po.device = job.device();
+  const auto measured = std::chrono::steady_clock::now();
+  ProtocolResult measurement = run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
+  result.measure_s = seconds_since(measured);
+  result.rank_samples = std::move(measurement.rank_samples);
+
+  // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
+  // transfers and, under graphs, the replayed stage.
+  AttributionInput attribution;
+  attribution.specs = stage->op_specs();
+  attribution.layers = stage_layers;
+  attribution.microbatches = cfg.microbatches;
+  attribution.tp = cfg.tp;
+  attribution.dtype = parse_dtype(cfg.dtype);
+  attribution.transport = job.transport();
+  attribution.graph_op = cfg.graphs ? op::stage_graph : "";
+  for (const char* name : {op::send_act, op::recv_act}) {
+    OpSpec p2p;
+    p2p.name = name;
+    p2p.kind = OpKind::p2p;
+    p2p.lane = Lane::p2p;
+    p2p.cost = workload.p2p_cost();
+    p2p.collective = "sendrecv";
+    attribution.p2p.push_back(p2p);
+  }
+
+  for (size_t si = 0; si < measurement.strategies.size(); ++si) {
+    StrategyMeasurement& m = measurement.strategies[si];
+    StrategyResult r;
+    r.name = m.name;
+    r.loops = m.loops;
+    r.check = workload.checks()[si];
+    r.timelines = std::move(m.timelines);
+    if (mpi.rank() == 0) r.summary = summarize_run(result.ops, r.timelines);
+    if (r.check.status == "failed") result.check_failed = true;
+    result.strategies.push_back(std::move(r));
+  }
+  if (mpi.rank() == 0) {
+    double serialized_ns = result.strategies.front().loops.compute_only_ns + result.strategies.front().loops.comm_only_ns;
+    for (const StrategyResult& r : result.strategies)
+      if (r.name == "none") serialized_ns = r.loops.plain_ns;
+    for (size_t si = 0; si < result.strategies.size(); ++si) {
+      StrategyResult& r = result.strategies[si];
+      Attrs& a = r.summary.attrs;
+      a = {{"check", r.check.status},
+           {"check_max_rel_error", r.check.max_rel_error},
+           {"check_tolerance", r.check.tolerance},
+           {"instrumented_step_ns", r.loops.instrumented_ns},
+           {"uninstrumented_step_ns", r.loops.plain_ns},
+           {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0}};
+      if (!cfg.graphs)
+        for (auto& kv : overlap_attrs(r, serialized_ns))
+          if (kv.first != "step_ns") a.push_back(kv);
+      const Attrs& gpu = measurement.strategies[si].gpu;
+      a.insert(a.end(), gpu.begin(), gpu.end());
+      for (size_t i = 0; i < workload.probes().size(); ++i) {
+        const TpStage::GemmProbe& probe = workload.probes()[i];
+        const double ref_tflops = probe.flops / workload.probe_ns()[i] / 1e3;
+        a.emplace_back("gemm_reference_tflops." + probe.op, ref_tflops);
+        for (const OpAggregate& op : r.summary.ops)
+          if (op.name == probe.op && ref_tflops > 0)
+            a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
+      }
+      if (!roofs.empty()) attribute(r.summary, attribution, roofs);
+    }
+  }
+  result.setup_s = seconds_since(started) - result.measure_s;
+  return result;
+}
+
+}  // namespace ridgeline

@@ -1,0 +1,60 @@
+// One point (configuration) of a job: validated and sized against memory, its stage built on
+// the job's grid, measured by the protocol under each overlap strategy, checked against the
+// TP=1 model, summarised and attributed against the roofs. `run` runs one point, `sweep` many.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/config.hpp"
+#include "app/job.hpp"
+#include "app/protocol.hpp"
+#include "app/run_data.hpp"
+#include "core/watchdog.hpp"
+#include "models/roofs.hpp"
+
+namespace ridgeline {
+
+struct CheckOutcome {
+  std::string status;  ///< passed | failed | skipped: reason
+  double max_rel_error = 0;
+  double tolerance = 0;
+};
+
+/// One strategy's results, on rank 0.
+struct StrategyResult {
+  std::string name;
+  RunSummary summary;  ///< with check, loop, overlap, GPU and attribution attributes
+  std::vector<std::vector<TimelineRecord>> timelines;
+  LoopTimes loops;
+  CheckOutcome check;
+};
+
+/// A point's results (rank 0 holds the summaries and timelines; every rank the status).
+struct PointResult {
+  RunConfig cfg;               ///< as run, after defaults
+  std::string status = "ok";   ///< "ok" or "failed: <reason>"
+  OpTable ops;
+  std::vector<StrategyResult> strategies;
+  std::vector<std::vector<GpuSample>> rank_samples;
+  Attrs coords;                ///< this rank's grid coordinates (for /topology)
+  bool check_failed = false;
+  double setup_s = 0;          ///< building, checking and gathering, outside the iterations
+  double measure_s = 0;        ///< the protocol's loops
+
+  bool ok() const { return status == "ok"; }
+};
+
+/// Applies the defaults of the job's backend to `cfg` and returns every problem with it for
+/// `world_size` ranks, memory included (collective: every rank gets the same list).
+std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);
+
+/// Runs one resolved, valid point (collective). An allocation that fails on any rank makes the
+/// point fail on every rank with the reason, instead of ending the job.
+PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs, Watchdog& watchdog);
+
+/// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
+/// else compute-only + comm-only).
+Attrs overlap_attrs(const StrategyResult& r, double serialized_ns);
+
+}  // namespace ridgeline

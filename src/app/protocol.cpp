@@ -1,0 +1,219 @@
+// The measurement protocol (see protocol.hpp).
+#include "app/protocol.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
+
+namespace ridgeline {
+namespace {
+
+// Rounds of the interleaved uninstrumented loops when a job compares strategies (the reported
+// step, compute-only and communication-only times are medians over them).
+constexpr int kInterleavedRounds = 5;
+
+// A stretch of the run on the samples' time base (ns since the sampler started).
+struct Window {
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+// NVML means over windows, averaged over every rank's GPU (every rank calls).
+Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
+                const std::vector<Window>& windows, const std::string& prefix) {
+  double sums[4] = {0, 0, 0, 0};  // SM clock, power, power-capped samples, samples
+  for (const GpuSample& s : samples)
+    for (const Window& w : windows)
+      if (s.t_ns >= w.begin_ns && s.t_ns <= w.end_ns && s.sm_clock_mhz >= 0) {
+        sums[0] += static_cast<double>(s.sm_clock_mhz);
+        sums[1] += s.power_w >= 0 ? s.power_w : s.power_avg_w;
+        sums[2] += s.clock_event_reasons >= 0 && (s.clock_event_reasons & kClockEventPowerCap) ? 1 : 0;
+        sums[3] += 1;
+      }
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm));
+  if (sums[3] == 0) return {};
+  return {{prefix + ".sm_clock_mhz", sums[0] / sums[3]},
+          {prefix + ".power_w", sums[1] / sums[3]},
+          {prefix + ".power_capped_share", sums[2] / sums[3]},
+          {prefix + ".samples", static_cast<int64_t>(sums[3])}};
+}
+
+}  // namespace
+
+int interleaved_rounds(size_t strategies) { return strategies > 1 ? kInterleavedRounds : 1; }
+
+template <class Row>
+std::vector<std::vector<Row>> gather_rows(MPI_Comm comm, const std::vector<Row>& mine) {
+  int rank = 0, size = 0;
+  RIDGELINE_CHECK(MPI_Comm_rank(comm, &rank));
+  RIDGELINE_CHECK(MPI_Comm_size(comm, &size));
+  const size_t row = sizeof(Row);
+  const size_t my_bytes = mine.size() * row;
+  if (my_bytes > static_cast<size_t>(INT32_MAX))
+    throw Error("a rank's " + std::to_string(mine.size()) + " rows are too many to gather");
+  int bytes = static_cast<int>(my_bytes);
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  RIDGELINE_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
+  std::vector<std::vector<Row>> out;
+  std::vector<char> all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[static_cast<size_t>(r)] = static_cast<int>(total);
+      total += counts[static_cast<size_t>(r)];
+    }
+    if (total > INT32_MAX) throw Error("rows are too many to gather on rank 0");
+    all.resize(static_cast<size_t>(total));
+  }
+  RIDGELINE_CHECK(MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                              MPI_BYTE, 0, comm));
+  if (rank == 0)
+    for (int r = 0; r < size; ++r) {
+      const auto* first = reinterpret_cast<const Row*>(all.data() + displs[static_cast<size_t>(r)]);
+      out.emplace_back(first, first + counts[static_cast<size_t>(r)] / row);
+    }
+  return out;
+}
+template std::vector<std::vector<TimelineRecord>> gather_rows(MPI_Comm, const std::vector<TimelineRecord>&);
+template std::vector<std::vector<GpuSample>> gather_rows(MPI_Comm, const std::vector<GpuSample>&);
+
+Table samples_table(const std::vector<GpuSample>& samples) {
+  std::vector<int64_t> t, sm, mem, reasons;
+  std::vector<double> power, power_avg, temp;
+  for (const GpuSample& s : samples) {
+    t.push_back(s.t_ns);
+    sm.push_back(s.sm_clock_mhz);
+    mem.push_back(s.mem_clock_mhz);
+    power.push_back(s.power_w);
+    power_avg.push_back(s.power_avg_w);
+    temp.push_back(s.temp_c);
+    reasons.push_back(s.clock_event_reasons);
+  }
+  return {{"t_ns", t},           {"sm_clock_mhz", sm},   {"mem_clock_mhz", mem},
+          {"power_w", power},    {"power_avg_w", power_avg}, {"temp_c", temp},
+          {"clock_event_reasons", reasons}};
+}
+
+ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Comm comm,
+                            Watchdog& watchdog, const ProtocolOptions& o) {
+  ProtocolResult result;
+  const size_t strategies = w.strategies();
+  result.rounds = interleaved_rounds(strategies);
+  // NVML samples of this rank's GPU through every loop: clocks that fall under the power cap
+  // explain differences between loops that the FLOPs and bytes do not.
+  std::unique_ptr<GpuSampler> sampler;
+  if (o.device >= 0 && o.sample_ms > 0) sampler = std::make_unique<GpuSampler>(o.device, o.sample_ms);
+  std::vector<int64_t> epochs;               // sampler time of each strategy's clock epoch
+  std::vector<Window> instrumented_windows;  // per strategy
+
+  auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m) {
+    return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / o.iters;
+  };
+  for (size_t si = 0; si < strategies; ++si) {
+    const std::string name = w.strategy_name(si);
+    w.select(si);
+    w.prepare();
+    Recorder rec(backend.clock(), ops);
+    backend.synchronize();
+    RIDGELINE_CHECK(MPI_Barrier(comm));
+    backend.clock().start_epoch();
+    epochs.push_back(sampler ? sampler->now_ns() : 0);
+    size_t timed_start = 0;
+    for (int it = 0; it < o.warmup + o.iters; ++it) {
+      watchdog.rearm("iteration " + std::to_string(it) + " of " + name +
+                     " (a collective or pipeline transfer is waiting)");
+      if (it == o.warmup) timed_start = rec.mark(Lane::compute);
+      rec.set_iteration(it, it < o.warmup);
+      w.step(rec);
+    }
+    const size_t timed_end = rec.mark(Lane::compute);
+    w.after_timed(rec);
+    watchdog.rearm("waiting for the device to finish " + name);
+    backend.synchronize();
+    rec.flush();
+    instrumented_windows.push_back(
+        {epochs.back() + rec.mark_ns(timed_start), epochs.back() + rec.mark_ns(timed_end)});
+    double instrumented = per_iter(rec, {timed_start, timed_end});
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, comm));
+    watchdog.rearm("checking " + name + " and gathering timelines");
+    w.after_flush(rec);
+    StrategyMeasurement m;
+    m.name = name;
+    m.loops.instrumented_ns = instrumented;
+    m.timelines = gather_rows(comm, rec.records());
+    result.strategies.push_back(std::move(m));
+  }
+
+  // The same steps without per-op stamps (the instrumentation's own cost), then each lane
+  // alone. Strategies take turns round by round, so that a drift of clocks or temperature
+  // during the job falls on every strategy alike; each time is the median over the rounds.
+  std::vector<Workload::Mode> modes = {Workload::Mode::full};
+  if (w.lane_modes()) modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
+  Recorder quiet(backend.clock(), ops);
+  quiet.set_enabled(false);
+  backend.synchronize();
+  RIDGELINE_CHECK(MPI_Barrier(comm));
+  std::vector<std::pair<size_t, size_t>> marks;  // [round][strategy][mode]
+  auto slot = [&](int round, size_t si, size_t mode) {
+    return (static_cast<size_t>(round) * strategies + si) * modes.size() + mode;
+  };
+  for (int round = 0; round < result.rounds; ++round)
+    for (size_t si = 0; si < strategies; ++si) {
+      w.select(si);
+      for (Workload::Mode mode : modes) {
+        watchdog.rearm("uninstrumented iterations (" + w.strategy_name(si) + ", round " +
+                       std::to_string(round) + ")");
+        w.set_mode(mode);
+        const size_t start = quiet.mark(Lane::compute);
+        for (int it = 0; it < o.iters; ++it) w.step(quiet);
+        marks.emplace_back(start, quiet.mark(Lane::compute));
+        w.set_mode(Workload::Mode::full);
+      }
+    }
+  watchdog.rearm("waiting for the device to finish the uninstrumented rounds");
+  backend.synchronize();
+  quiet.flush();
+  std::vector<double> ns;
+  for (const auto& m : marks) ns.push_back(per_iter(quiet, m));
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
+                                MPI_MAX, comm));
+  auto median_of = [&](size_t si, size_t mode) {
+    std::vector<double> per_round;
+    for (int round = 0; round < result.rounds; ++round) per_round.push_back(ns[slot(round, si, mode)]);
+    return percentile(per_round, 50);
+  };
+  for (size_t si = 0; si < strategies; ++si) {
+    LoopTimes& t = result.strategies[si].loops;
+    t.plain_ns = median_of(si, 0);
+    if (modes.size() == 3) {
+      t.compute_only_ns = median_of(si, 1);
+      t.comm_only_ns = median_of(si, 2);
+    }
+  }
+  // The rounds' marks count from the last strategy's epoch.
+  const std::vector<GpuSample> samples = sampler ? sampler->stop() : std::vector<GpuSample>{};
+  const char* const mode_names[] = {"step", "compute_only", "comm_only"};
+  for (size_t si = 0; si < strategies; ++si) {
+    Attrs& gpu = result.strategies[si].gpu;
+    gpu = gpu_means(comm, samples, {instrumented_windows[si]}, "gpu.instrumented");
+    for (size_t mode = 0; mode < modes.size(); ++mode) {
+      std::vector<Window> windows;
+      for (int round = 0; round < result.rounds; ++round) {
+        const auto& m = marks[slot(round, si, mode)];
+        windows.push_back({epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
+      }
+      for (auto& kv : gpu_means(comm, samples, windows, std::string("gpu.") + mode_names[mode]))
+        gpu.push_back(std::move(kv));
+    }
+    if (!gpu.empty()) gpu.emplace_back("gpu.epoch_offset_ns", epochs[si] - epochs.front());
+  }
+  // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
+  std::vector<GpuSample> mine = samples;
+  for (GpuSample& s : mine) s.t_ns -= epochs.front();
+  result.rank_samples = gather_rows(comm, mine);
+  return result;
+}
+
+}  // namespace ridgeline

@@ -1,0 +1,252 @@
+// Reporters: console tables, JSON and markdown (see reporters.hpp).
+#include "app/reporters.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "models/attribution.hpp"
+
+namespace ridgeline {
+
+void print_report(std::ostream& out, const RunData& d) {
+  auto cfg = [&](const char* key) {
+    const AttrValue* v = find_attr(d.config, key);
+    return v ? attr_to_string(*v) : std::string("?");
+  };
+  const AttrValue* debug = find_attr(d.stack, "debug_build");
+  if (debug && attr_to_string(*debug) == "1")
+    out << "WARNING: DEBUG BUILD -- timings are not representative; rebuild with "
+           "-DCMAKE_BUILD_TYPE=Release\n";
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "ridgeline run: model %s  h=%s heads=%s kv=%s ffn=%s layers=%s  %s batch=%s seq=%s "
+                "context=%s  tp=%s pp=%s dp=%s  backend=%s %s  attention=%s\n",
+                cfg("model").c_str(), cfg("hidden").c_str(), cfg("heads").c_str(), cfg("kv_heads").c_str(),
+                cfg("ffn_hidden").c_str(), cfg("layers").c_str(), cfg("phase").c_str(),
+                cfg("batch").c_str(), cfg("seq").c_str(), cfg("context").c_str(), cfg("tp").c_str(),
+                cfg("pp").c_str(), cfg("dp").c_str(), cfg("backend").c_str(), cfg("dtype").c_str(),
+                cfg("attention").c_str());
+  out << line;
+  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s.
+  double fastest_tflops = 0;
+  for (const OpAggregate& a : d.summary.ops) fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
+  const bool giga = fastest_tflops < 1.0;
+  bool attributed = false;
+  for (const OpAggregate& a : d.summary.ops) attributed = attributed || a.ceiling != "none";
+  std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7s %11s %7s %10s %10s", "op", "kind", "lane",
+                "count", "p50 (us)", "share", giga ? "GFLOP/s" : "TFLOP/s", "GB/s");
+  out << line;
+  if (attributed) {
+    std::snprintf(line, sizeof(line), " %11s %-12s %6s", "bound (us)", "ceiling", "eff");
+    out << line;
+  }
+  out << "\n";
+  std::vector<std::string> over;
+  for (const OpAggregate& a : d.summary.ops) {
+    std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7lld %11.2f %6.1f%% %10.3f %10.2f",
+                  a.name.c_str(), a.kind.c_str(), a.lane.c_str(), static_cast<long long>(a.count),
+                  a.p50_ns / 1e3, 100.0 * a.share, a.achieved_tflops * (giga ? 1e3 : 1.0),
+                  a.achieved_gbps);
+    out << line;
+    if (attributed) {
+      std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3, a.ceiling.c_str(), a.efficiency);
+      out << line;
+      if (a.efficiency > kEfficiencyLimit) over.push_back(a.name);
+    }
+    out << "\n";
+  }
+  const SeriesStats& st = d.summary.step;
+  std::snprintf(line, sizeof(line),
+                "step time (ms): p50 %.4f  p95 %.4f  p99 %.4f  mean %.4f  min %.4f  max %.4f  "
+                "(%zu timed iterations; steady after %lld of %zu warm-up)\n",
+                st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.mean / 1e6, st.min / 1e6, st.max / 1e6,
+                st.count, static_cast<long long>(d.summary.warmup_to_steady), d.summary.warmup_step_ns.size());
+  out << line;
+  if (const AttrValue* ceiling = find_attr(d.summary.attrs, "ceiling")) {
+    auto ms = [&](const char* key) {
+      const AttrValue* v = find_attr(d.summary.attrs, key);
+      return v ? std::get<double>(*v) / 1e6 : 0.0;
+    };
+    std::snprintf(line, sizeof(line),
+                  "step by ceiling (ms, p50 step): compute %.4f  hbm %.4f  interconnect %.4f  launch %.4f"
+                  "  -> ceiling: %s\n",
+                  ms("step_compute_ns"), ms("step_hbm_ns"), ms("step_interconnect_ns"), ms("step_launch_ns"),
+                  attr_to_string(*ceiling).c_str());
+    out << line;
+  }
+  for (const std::string& name : over)
+    out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > " << kEfficiencyLimit
+        << "): a roof or the work model is wrong for it\n";
+  for (const auto& [k, v] : d.summary.attrs) out << k << ": " << attr_to_string(v) << "\n";
+}
+
+void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-12s %10s %10s %10s %10s %8s %8s %8s %-13s %s\n", "overlap",
+                "step ms", "comp ms", "comm ms", "exposed", "eff", "interf", "vs none", "bound",
+                "check");
+  out << "\n" << line;
+  double none_ns = 0;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].name == "none") none_ns = results[i].loops.plain_ns;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Attrs& metrics = results[i].summary.attrs;
+    auto num = [&](const char* key) { return std::get<double>(*find_attr(metrics, key)); };
+    const LoopTimes& t = results[i].loops;
+    std::snprintf(line, sizeof(line), "%-12s %10.4f %10.4f %10.4f %10.4f %8.3f %8.3f %8s %-13s %s\n",
+                  results[i].name.c_str(), t.plain_ns / 1e6, t.compute_only_ns / 1e6,
+                  t.comm_only_ns / 1e6, num("exposed_comm_ns") / 1e6, num("overlap_efficiency"),
+                  num("interference"),
+                  none_ns > 0 ? std::to_string(t.plain_ns / none_ns).substr(0, 5).c_str() : "-",
+                  std::get<std::string>(*find_attr(metrics, "bound")).c_str(),
+                  results[i].check.status.c_str());
+    out << line;
+  }
+  out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means (max over ranks), "
+         "median of " << interleaved_rounds(results.size())
+      << " round(s) in which the strategies take turns; "
+         "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
+         "compute time in the overlapped step / compute-only time\n";
+}
+
+void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms) {
+  const char* const loops[] = {"instrumented", "step", "compute_only", "comm_only"};
+  bool any = false;
+  for (const StrategyResult& r : results) any = any || find_attr(r.summary.attrs, "gpu.instrumented.sm_clock_mhz");
+  if (!any) return;
+  out << "\ngpu (NVML every " << sample_ms
+      << " ms, mean of all ranks): SM MHz / W / share of samples power-capped\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", "overlap", loops[0], loops[1],
+                loops[2], loops[3]);
+  out << line;
+  for (const StrategyResult& r : results) {
+    std::string cells[4];
+    for (int i = 0; i < 4; ++i) {
+      const std::string key = std::string("gpu.") + loops[i];
+      const AttrValue* mhz = find_attr(r.summary.attrs, key + ".sm_clock_mhz");
+      if (mhz == nullptr) continue;
+      char cell[64];
+      std::snprintf(cell, sizeof(cell), "%4.0f / %3.0f / %3.0f%%", std::get<double>(*mhz),
+                    std::get<double>(*find_attr(r.summary.attrs, key + ".power_w")),
+                    100 * std::get<double>(*find_attr(r.summary.attrs, key + ".power_capped_share")));
+      cells[i] = cell;
+    }
+    std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", r.name.c_str(),
+                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str());
+    out << line;
+  }
+}
+
+namespace {
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+std::string json_value(const AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return json_number(*d);
+  return json_string(std::get<std::string>(v));
+}
+
+// Cell `row` of a column as JSON, or as markdown text.
+std::string cell(const Column& c, size_t row, bool json) {
+  if (const auto* i = std::get_if<std::vector<int64_t>>(&c.values)) return std::to_string((*i)[row]);
+  if (const auto* d = std::get_if<std::vector<double>>(&c.values)) {
+    if (json) return json_number((*d)[row]);
+    return attr_to_string(AttrValue((*d)[row]));
+  }
+  const std::string& text = std::get<std::vector<std::string>>(c.values)[row];
+  return json ? json_string(text) : text;
+}
+
+size_t rows(const Table& t) {
+  if (t.empty()) return 0;
+  return std::visit([](const auto& v) { return v.size(); }, t.front().values);
+}
+
+std::ofstream open_out(const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw UsageError("cannot write '" + path + "'");
+  return out;
+}
+
+}  // namespace
+
+void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,
+                const std::vector<std::pair<std::string, Table>>& tables) {
+  std::ofstream out = open_out(path);
+  out << "{";
+  const char* sep = "\n  ";
+  for (const auto& [name, group] : attrs) {
+    out << sep << json_string(name) << ": {";
+    for (size_t i = 0; i < group.size(); ++i)
+      out << (i ? ", " : "") << json_string(group[i].first) << ": " << json_value(group[i].second);
+    out << "}";
+    sep = ",\n  ";
+  }
+  for (const auto& [name, table] : tables) {
+    out << sep << json_string(name) << ": [";
+    for (size_t r = 0; r < rows(table); ++r) {
+      out << (r ? ",\n    {" : "\n    {");
+      for (size_t c = 0; c < table.size(); ++c)
+        out << (c ? ", " : "") << json_string(table[c].name) << ": " << cell(table[c], r, true);
+      out << "}";
+    }
+    out << "]";
+    sep = ",\n  ";
+  }
+  out << "\n}\n";
+  if (!out) throw Error("writing '" + path + "' failed");
+}
+
+void write_markdown(const std::string& path, const std::string& title,
+                    const std::vector<std::pair<std::string, Attrs>>& attrs,
+                    const std::vector<std::pair<std::string, Table>>& tables) {
+  std::ofstream out = open_out(path);
+  out << "# " << title << "\n";
+  for (const auto& [name, group] : attrs) {
+    out << "\n## " << name << "\n\n";
+    for (const auto& [key, value] : group) out << "- `" << key << "`: " << attr_to_string(value) << "\n";
+  }
+  for (const auto& [name, table] : tables) {
+    out << "\n## " << name << "\n\n|";
+    for (const Column& c : table) out << " " << c.name << " |";
+    out << "\n|";
+    for (size_t c = 0; c < table.size(); ++c) out << " --- |";
+    out << "\n";
+    for (size_t r = 0; r < rows(table); ++r) {
+      out << "|";
+      for (const Column& c : table) out << " " << cell(c, r, false) << " |";
+      out << "\n";
+    }
+  }
+  if (!out) throw Error("writing '" + path + "' failed");
+}
+
+}  // namespace ridgeline

@@ -1,0 +1,32 @@
+// Reporters: what a job prints and writes once measured — the console tables, the HDF5 file's
+// contents, and JSON and markdown summaries of the same numbers.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "app/point.hpp"
+#include "app/run_data.hpp"
+
+namespace ridgeline {
+
+/// The summary of a run: configuration line, per-op table (with each op's bound, ceiling and
+/// efficiency when the run was attributed), step percentiles, the step split by ceiling, and
+/// the summary's other scalars. Ops measured faster than their ceiling are flagged.
+void print_report(std::ostream& out, const RunData& data);
+/// The strategies side by side: step, compute-only, comm-only, exposed, efficiency.
+void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results);
+/// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).
+void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms);
+
+/// A file's tables as JSON: {"attrs": {...}, "<name>": [{row}, ...], ...}; a table is a list of
+/// objects, one per row.
+void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,
+                const std::vector<std::pair<std::string, Table>>& tables);
+/// The same as markdown: a heading and a list per attribute group, a table per table.
+void write_markdown(const std::string& path, const std::string& title,
+                    const std::vector<std::pair<std::string, Attrs>>& attrs,
+                    const std::vector<std::pair<std::string, Table>>& tables);
+
+}  // namespace ridgeline

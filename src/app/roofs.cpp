@@ -1,0 +1,384 @@
+// Roof measurement and the `ridgeline roofs` command.
+#include "app/roofs.hpp"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "app/command_support.hpp"
+#include "app/commands.hpp"
+#include "app/fingerprint.hpp"
+#include "app/run_file.hpp"
+#include "collectives/collective_runner.hpp"
+#include "collectives/transport.hpp"
+#include "core/error.hpp"
+#include "models/cuda_backend.hpp"
+#include "models/roof_probes.hpp"
+
+namespace ridgeline {
+namespace {
+
+// NVML's SM clock during [begin_ns, end_ns) of the sampler's time base, averaged over every
+// rank's GPU (-1 without samples; every rank calls).
+double mean_sm_clock(MPI_Comm comm, const std::vector<GpuSample>& samples, int64_t begin_ns, int64_t end_ns) {
+  double sums[2] = {0, 0};
+  for (const GpuSample& s : samples)
+    if (s.t_ns >= begin_ns && s.t_ns <= end_ns && s.sm_clock_mhz >= 0) {
+      sums[0] += static_cast<double>(s.sm_clock_mhz);
+      sums[1] += 1;
+    }
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm));
+  return sums[1] > 0 ? sums[0] / sums[1] : -1;
+}
+
+// The best time of any rank (the roof: what the device can do).
+void best_over_ranks(MPI_Comm comm, double& best_ns, double& p50_ns) {
+  double t[2] = {best_ns, p50_ns};
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MIN, comm));
+  best_ns = t[0];
+  p50_ns = t[1];
+}
+
+// Windows of each measured row on the sampler's clock, resolved once sampling stops.
+struct Windows {
+  std::unique_ptr<GpuSampler> sampler;
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  int64_t now() const { return sampler ? sampler->now_ns() : 0; }
+};
+
+}  // namespace
+
+RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
+  RoofsPlan p;
+  p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+  if (cuda) {
+    p.dtypes = quick ? std::vector<DType>{DType::bf16} : std::vector<DType>{DType::bf16, DType::f16};
+    p.gemm_sizes = quick ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{2048, 4096, 8192, 16384};
+    p.gemm_reps = quick ? 10 : 20;
+    p.memory_min_bytes = 1 << 20;
+    p.memory_max_bytes = quick ? (int64_t{1} << 30) : (int64_t{4} << 30);
+    p.memory_reps = quick ? 5 : 10;
+    p.interconnect_max_bytes = quick ? (size_t{64} << 20) : (size_t{1} << 30);
+    p.interconnect_iters = quick ? 10 : 20;
+  } else {
+    p.dtypes = {DType::f32};
+    p.gemm_sizes = quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{128, 256, 512, 1024};
+    p.gemm_reps = quick ? 5 : 10;
+    p.memory_min_bytes = 16 << 10;
+    // Caches shape host bandwidth: finer steps find each level's plateau.
+    p.memory_step = 2;
+    p.memory_max_bytes = quick ? (int64_t{64} << 20) : (int64_t{256} << 20);
+    p.memory_reps = quick ? 5 : 10;
+    p.interconnect_max_bytes = quick ? (size_t{256} << 10) : (size_t{4} << 20);
+    p.interconnect_iters = quick ? 5 : 20;
+  }
+  p.source = quick ? "measured by this job (quick plan)" : "measured by ridgeline roofs";
+  return p;
+}
+
+Attrs RoofsPlan::attrs() const {
+  std::vector<std::string> d, sizes, shapes;
+  for (DType t : dtypes) d.emplace_back(dtype_name(t));
+  for (int64_t n : gemm_sizes) sizes.push_back(std::to_string(n));
+  for (const Shape& s : gemm_shapes)
+    shapes.push_back(s.label + ":" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+  return {{"dtypes", join(d, ",")},
+          {"gemm_sizes", join(sizes, ",")},
+          {"gemm_shapes", join(shapes, ",")},
+          {"gemm_reps", static_cast<int64_t>(gemm_reps)},
+          {"memory_min_bytes", memory_min_bytes},
+          {"memory_max_bytes", memory_max_bytes},
+          {"memory_step", memory_step},
+          {"memory_reps", static_cast<int64_t>(memory_reps)},
+          {"launches", static_cast<int64_t>(launches)},
+          {"launch_reps", static_cast<int64_t>(launch_reps)},
+          {"collectives", join(collectives, ",")},
+          {"interconnect_max_bytes", static_cast<int64_t>(interconnect_max_bytes)},
+          {"interconnect_iters", static_cast<int64_t>(interconnect_iters)},
+          {"sample_ms", static_cast<int64_t>(sample_ms)},
+          {"timeout_s", timeout_s}};
+}
+
+Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) {
+  MPI_Comm world = job.mpi().world();
+  Roofs roofs;
+  roofs.backend = job.backend_name();
+  roofs.source = plan.source;
+  Windows w;
+  if (job.device() >= 0 && plan.sample_ms > 0) w.sampler = std::make_unique<GpuSampler>(job.device(), plan.sample_ms);
+  // Each probe synchronises at its end: a host window around it covers its device time.
+  auto timed = [&](auto&& probe) {
+    RIDGELINE_CHECK(MPI_Barrier(world));
+    const int64_t begin = w.now();
+    auto row = probe();
+    w.spans.emplace_back(begin, w.now());
+    best_over_ranks(world, row.best_ns, row.p50_ns);
+    return row;
+  };
+
+  for (DType dtype : plan.dtypes) {
+    Backend& backend = job.backend(dtype);
+    std::vector<RoofsPlan::Shape> shapes;
+    for (int64_t n : plan.gemm_sizes) shapes.push_back({"square", n, n, n});
+    shapes.insert(shapes.end(), plan.gemm_shapes.begin(), plan.gemm_shapes.end());
+    for (const RoofsPlan::Shape& s : shapes) {
+      watchdog.rearm("GEMM roof " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+      GemmRoof g = timed([&] { return probe_gemm(backend, s.label, s.m, s.n, s.k, plan.gemm_reps); });
+      g.tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / g.best_ns / 1e3;
+      roofs.gemm.push_back(g);
+    }
+  }
+  Backend& backend = job.backend(job.cuda() ? DType::bf16 : DType::f32);
+  {
+    const Buffer src = backend.allocate_bytes(static_cast<size_t>(plan.memory_max_bytes));
+    const Buffer dst = backend.allocate_bytes(static_cast<size_t>(plan.memory_max_bytes));
+    // Defined contents: the read kernel sums real data, never uninitialised memory.
+    backend.memory_pass(Backend::MemoryPass::write, src, src, static_cast<size_t>(plan.memory_max_bytes));
+    for (int64_t bytes = plan.memory_min_bytes; bytes <= plan.memory_max_bytes; bytes *= plan.memory_step)
+      for (Backend::MemoryPass kind : {Backend::MemoryPass::read, Backend::MemoryPass::write, Backend::MemoryPass::copy}) {
+        watchdog.rearm("memory roof of " + std::to_string(bytes) + " bytes");
+        MemoryRoof m = timed([&] { return probe_memory(backend, kind, bytes, src, dst, plan.memory_reps); });
+        m.gbps = static_cast<double>(m.bytes) / m.best_ns;
+        roofs.memory.push_back(m);
+      }
+  }
+  watchdog.rearm("launch floor");
+  for (bool graph : {false, true}) {
+    if (graph && !backend.supports_graphs()) continue;
+    RIDGELINE_CHECK(MPI_Barrier(world));
+    const int64_t begin = w.now();
+    LaunchRoof l = probe_launch(backend, graph, plan.launches, plan.launch_reps);
+    w.spans.emplace_back(begin, w.now());
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &l.ns_per_launch, 1, MPI_DOUBLE, MPI_MIN, world));
+    roofs.launch.push_back(l);
+  }
+
+  // Interconnect: every group size 2, 4, ... that divides the ranks, groups of consecutive
+  // ranks (as TP groups are) running concurrently.
+  const int ranks = job.mpi().size();
+  SweepOptions sweep;
+  sweep.sizes = size_sweep(8, plan.interconnect_max_bytes, 4.0);
+  sweep.dtype = backend.dtype();
+  sweep.warmup = 3;
+  sweep.iters = plan.interconnect_iters;
+  sweep.timeout_s = plan.timeout_s;
+  for (int g = 2; g <= ranks; g *= 2) {
+    if (ranks % g != 0) continue;
+    GroupComm group(world, job.mpi().rank() / g, job.mpi().rank());
+    NcclOptions nccl;
+    nccl.timeout_s = static_cast<int>(std::ceil(plan.timeout_s));
+    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
+    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
+    for (const std::string& name : plan.collectives) {
+      const CollectiveSpec* spec = find_collective(name);
+      if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
+      const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
+      if (!r.fitted) continue;
+      int64_t wrong = 0;
+      for (const SizeRow& row : r.rows) wrong += row.wrong;
+      if (wrong > 0) throw Error("interconnect roof: " + name + " returned " + std::to_string(wrong) + " wrong elements");
+      InterconnectRoof roof;
+      roof.collective = name;
+      roof.group_size = g;
+      roof.dtype = dtype_name(sweep.dtype);
+      roof.transport = job.transport();
+      roof.alpha_us = r.fit.alpha_us;
+      roof.beta_gbps = r.fit.beta_gbps;
+      roof.floor_alpha_us = r.floor_alpha_us;
+      roof.floor_beta_gbps = r.floor_beta_gbps;
+      roof.fit_min_bytes = static_cast<int64_t>(r.rows.front().shape.size_bytes);
+      roof.fit_max_bytes = static_cast<int64_t>(r.rows.back().shape.size_bytes);
+      roofs.interconnect.push_back(roof);
+    }
+  }
+  const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
+  size_t span = 0;
+  for (GemmRoof& g : roofs.gemm) g.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
+  for (MemoryRoof& m : roofs.memory) m.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
+  for (LaunchRoof& l : roofs.launch) l.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
+  backend.synchronize();
+  return roofs;
+}
+
+Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<RoofsPlan::Shape>& shapes,
+                   double timeout_s) {
+  if (option == "none") return {};
+  if (!option.empty()) return read_roofs(option);
+  if (job.mpi().rank() == 0)
+    std::cout << "ridgeline: no --roofs file: measuring a short version of the roofs (ridgeline roofs "
+                 "measures them in full; --roofs none skips attribution)\n";
+  RoofsPlan plan = RoofsPlan::defaults(job.cuda(), true);
+  plan.gemm_shapes = shapes;
+  plan.timeout_s = timeout_s;
+  Watchdog watchdog(timeout_s, "measuring the roofs");
+  return measure_roofs(job, plan, watchdog);
+}
+
+void print_roofs(std::ostream& out, const Roofs& r) {
+  char line[256];
+  out << "roofs (" << r.backend << "; " << r.source << ")\n";
+  for (const GemmRoof& g : r.gemm) {
+    std::snprintf(line, sizeof(line), "  gemm    %-5s %-10s %6lldx%6lldx%6lld %10.3f TFLOP/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
+                  g.dtype.c_str(), g.label.c_str(), static_cast<long long>(g.m), static_cast<long long>(g.n),
+                  static_cast<long long>(g.k), g.tflops, g.best_ns / 1e3, g.p50_ns / 1e3, g.sm_clock_mhz);
+    out << line;
+  }
+  for (const MemoryRoof& m : r.memory) {
+    std::snprintf(line, sizeof(line), "  memory  %-5s %14lld B %10.1f GB/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
+                  m.kind.c_str(), static_cast<long long>(m.bytes), m.gbps, m.best_ns / 1e3, m.p50_ns / 1e3,
+                  m.sm_clock_mhz);
+    out << line;
+  }
+  for (const LaunchRoof& l : r.launch) {
+    std::snprintf(line, sizeof(line), "  launch  %-10s %8.3f us per kernel (%lld launches)\n", l.kind.c_str(),
+                  l.ns_per_launch / 1e3, static_cast<long long>(l.launches));
+    out << line;
+  }
+  for (const InterconnectRoof& c : r.interconnect) {
+    std::snprintf(line, sizeof(line),
+                  "  interconnect %-14s x%-3lld %-6s fit: alpha %8.2f us beta %9.2f GB/s   floor: alpha %8.2f us beta %9.2f GB/s\n",
+                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(), c.alpha_us,
+                  c.beta_gbps, c.floor_alpha_us, c.floor_beta_gbps);
+    out << line;
+  }
+}
+
+namespace {
+
+struct RoofsOptions {
+  std::string backend = "auto";
+  std::string transport = "auto";
+  bool quick = false;
+  std::string dtypes;
+  std::vector<int64_t> gemm_sizes;
+  std::vector<std::string> gemm_shapes;
+  std::string memory_max_bytes;
+  std::string interconnect_max_bytes;
+  std::string collectives;
+  int sample_ms = 20;
+  std::string out;
+  double timeout_s = 300;
+};
+
+int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
+  JobContext job(ctx, o.backend);
+  RoofsPlan plan = RoofsPlan::defaults(job.cuda(), o.quick);
+  std::vector<std::string> problems;
+  if (o.backend != "auto" && o.backend != "host" && o.backend != "cuda")
+    problems.push_back("--backend must be auto, host or cuda (got '" + o.backend + "')");
+  if (o.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
+  if (!o.dtypes.empty()) {
+    plan.dtypes.clear();
+    for (const std::string& d : split_list(o.dtypes)) {
+      try {
+        plan.dtypes.push_back(parse_dtype(d));
+        if (job.cuda() == (plan.dtypes.back() == DType::f32) || plan.dtypes.back() == DType::i32)
+          problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() + " backend");
+      } catch (const UsageError& e) {
+        problems.push_back(std::string("--dtypes: ") + e.what());
+      }
+    }
+  }
+  if (!o.gemm_sizes.empty()) plan.gemm_sizes = o.gemm_sizes;
+  for (int64_t n : plan.gemm_sizes)
+    if (n <= 0) problems.push_back("--gemm-sizes: sizes must be positive (got " + std::to_string(n) + ")");
+  for (const std::string& text : o.gemm_shapes) {
+    long long m = 0, n = 0, k = 0;
+    char rest = 0;
+    if (std::sscanf(text.c_str(), "%lldx%lldx%lld%c", &m, &n, &k, &rest) != 3 || m <= 0 || n <= 0 || k <= 0)
+      problems.push_back("--gemm-shapes: '" + text + "' is not MxNxK with positive M, N, K");
+    else
+      plan.gemm_shapes.push_back({"shape", m, n, k});
+  }
+  try {
+    if (!o.memory_max_bytes.empty()) plan.memory_max_bytes = static_cast<int64_t>(parse_size_bytes(o.memory_max_bytes, "--memory-max-bytes"));
+    if (!o.interconnect_max_bytes.empty())
+      plan.interconnect_max_bytes = parse_size_bytes(o.interconnect_max_bytes, "--interconnect-max-bytes");
+  } catch (const UsageError& e) {
+    problems.emplace_back(e.what());
+  }
+  if (plan.memory_max_bytes < plan.memory_min_bytes)
+    problems.push_back("--memory-max-bytes must be at least " + std::to_string(plan.memory_min_bytes));
+  if (!o.collectives.empty()) plan.collectives = split_list(o.collectives);
+  for (const std::string& c : plan.collectives)
+    if (find_collective(c) == nullptr) problems.push_back("--collectives: unknown collective '" + c + "'");
+  if (find_transport(o.transport) == nullptr)
+    problems.push_back("--transport must be one of " + transport_names() + " (got '" + o.transport + "')");
+  else if (o.transport != "auto" && !job.cuda())
+    problems.push_back("--transport " + o.transport + " selects an NCCL transport: needs the cuda backend");
+  if (o.sample_ms < 0) problems.emplace_back("--sample-ms must be >= 0");
+  if (!(o.timeout_s > 0)) problems.emplace_back("--timeout must be positive");
+  // Two buffers of the largest memory size, against the smallest free memory of any rank.
+  if (problems.empty()) {
+    const int64_t free_bytes = job.min_free_bytes();
+    const double need = 2.0 * static_cast<double>(plan.memory_max_bytes) + 3.0 * static_cast<double>(plan.interconnect_max_bytes);
+    if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))
+      problems.push_back("the roofs' buffers need about " + std::to_string(static_cast<int64_t>(need / 1048576)) +
+                         " MiB per rank but the smallest free memory of any rank is " +
+                         std::to_string(free_bytes / 1048576) + " MiB (lower --memory-max-bytes)");
+  }
+  if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
+  plan.sample_ms = o.sample_ms;
+  plan.timeout_s = o.timeout_s;
+  for (const std::string& warning : job.use_transport(o.transport))
+    if (job.mpi().rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
+  std::string out = o.out;
+  if (out.empty()) {
+    mkdir("results", 0755);
+    out = broadcast_string(job.mpi().world(), "results/ridgeline-roofs-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
+  }
+  Watchdog watchdog(o.timeout_s, "measuring the roofs");
+  const Roofs roofs = measure_roofs(job, plan, watchdog);
+  watchdog.rearm("gathering the topology and writing the file");
+  RunData data;
+  data.root = job.root_attrs("roofs");
+  data.stack = job.stack();
+  data.env = performance_env();
+  data.config = plan.attrs();
+  data.config.emplace_back("backend", job.backend_name());
+  data.config.emplace_back("transport", job.transport());
+  data.config.emplace_back("out", out);
+  data.topology = job.topology({});
+  if (job.mpi().rank() == 0) {
+    add_roofs(data, roofs, {{"transport", job.transport()}});
+    print_roofs(std::cout, roofs);
+    write_run_file(out, data);
+    std::cout << "wrote " << out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void setup_roofs_command(CLI::App& app, CommandAction& action) {
+  auto o = std::make_shared<RoofsOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "roofs", "Measure this node's roofs (GEMM peak per dtype, memory read/write/copy bandwidth, launch "
+               "floor, interconnect alpha/beta per collective and group size) -> HDF5 /roofs");
+  cmd->add_option("--backend", o->backend, "auto | host | cuda")->capture_default_str();
+  cmd->add_option("--transport", o->transport, "NCCL transport preset: auto, nvlink, host or net (one per job)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick, "The short plan that run and sweep measure when given no --roofs file");
+  cmd->add_option("--dtypes", o->dtypes, "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)");
+  cmd->add_option("--gemm-sizes", o->gemm_sizes, "Square GEMM sizes n (n x n x n), comma list")->delimiter(',');
+  cmd->add_option("--gemm-shapes", o->gemm_shapes, "Further GEMM shapes MxNxK (e.g. a layer's), comma list")
+      ->delimiter(',');
+  cmd->add_option("--memory-max-bytes", o->memory_max_bytes,
+                  "Largest memory pass (default 4G on cuda, 256M on host; from 1M / 16K up in x4 steps)");
+  cmd->add_option("--interconnect-max-bytes", o->interconnect_max_bytes,
+                  "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)");
+  cmd->add_option("--collectives", o->collectives,
+                  "Collectives of the interconnect roof (default all_reduce,all_gather,reduce_scatter,sendrecv)");
+  cmd->add_option("--sample-ms", o->sample_ms, "NVML sampling period during the measurement (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--out,-o", o->out, "HDF5 output (default: results/ridgeline-roofs-<UTC>.h5)");
+  cmd->add_option("--timeout", o->timeout_s, "Seconds one measurement may wait before the job is aborted")
+      ->capture_default_str();
+  cmd->footer("run --roofs FILE and sweep --roofs FILE reuse the file's /roofs for attribution.");
+  cmd->callback([o, &action] { action = [o](CommandContext& ctx) { return run_roofs(ctx, *o); }; });
+}
+
+}  // namespace ridgeline

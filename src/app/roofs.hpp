@@ -1,0 +1,55 @@
+// The machine's roofs, measured: what `ridgeline roofs` measures in full, and the short version
+// `run` and `sweep` measure themselves when no roofs file is given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/job.hpp"
+#include "app/run_data.hpp"
+#include "core/watchdog.hpp"
+#include "models/roofs.hpp"
+
+namespace ridgeline {
+
+/// What to measure.
+struct RoofsPlan {
+  struct Shape {
+    std::string label;
+    int64_t m, n, k;
+  };
+  std::vector<DType> dtypes;          ///< GEMM element types
+  std::vector<int64_t> gemm_sizes;    ///< square GEMMs n x n x n
+  std::vector<Shape> gemm_shapes;     ///< further shapes (a layer's own)
+  int gemm_reps = 10;
+  int64_t memory_min_bytes = 0, memory_max_bytes = 0;  ///< traffic per pass
+  int64_t memory_step = 4;                             ///< factor between sizes
+  int memory_reps = 5;
+  int launches = 1000;
+  int launch_reps = 5;
+  std::vector<std::string> collectives;  ///< interconnect roofs at every group size 2, 4, ...
+  size_t interconnect_max_bytes = 0;
+  int interconnect_iters = 10;
+  int sample_ms = 20;
+  double timeout_s = 300;
+  std::string source;  ///< recorded as /roofs source
+
+  /// The defaults: full (`ridgeline roofs`) or quick (inside `run` and `sweep`).
+  static RoofsPlan defaults(bool cuda, bool quick);
+  /// Every option as /config attributes.
+  Attrs attrs() const;
+};
+
+/// Measures the roofs on every rank (collective); rates are the best over ranks, clocks the
+/// mean over ranks' GPUs.
+Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog);
+
+/// The roofs a `run` or `sweep` uses: "none" (no attribution), a file written by `roofs`, or
+/// "" (measure the quick plan with the GEMM shapes given, and say so on rank 0).
+Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<RoofsPlan::Shape>& shapes,
+                   double timeout_s);
+
+/// Prints the roofs as tables.
+void print_roofs(std::ostream& out, const Roofs& roofs);
+
+}  // namespace ridgeline

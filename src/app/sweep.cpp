@@ -1,0 +1,585 @@
+// `ridgeline sweep` and the crossover analysis (see sweep.hpp).
+#include "app/sweep.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "app/attribution.hpp"
+#include "app/command_support.hpp"
+#include "app/commands.hpp"
+#include "app/fingerprint.hpp"
+#include "app/job.hpp"
+#include "app/point.hpp"
+#include "app/reporters.hpp"
+#include "app/run_file.hpp"
+#include "core/error.hpp"
+#include "models/work_model.hpp"
+
+namespace ridgeline {
+
+std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg);  // run_command.cpp
+
+namespace {
+
+const char* const kNumericAxes[] = {"tp", "batch", "seq", "context", "hidden"};
+bool numeric_axis(const std::string& axis) {
+  return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) != std::end(kNumericAxes);
+}
+bool less_value(const std::string& axis, const std::string& a, const std::string& b) {
+  return numeric_axis(axis) ? std::stoll(a) < std::stoll(b) : a < b;
+}
+int class_index(const std::string& ceiling) {
+  for (int i = 0; i < kCeilingClasses; ++i)
+    if (ceiling == ceiling_name(static_cast<Ceiling>(i))) return i;
+  return -1;
+}
+// "a=1 b=2" over `axes` except `skip`.
+std::string describe(const SweepRow& r, const std::vector<std::string>& axes, const std::string& skip) {
+  std::string text;
+  for (const std::string& a : axes)
+    if (a != skip) text += (text.empty() ? "" : " ") + a + "=" + r.axis.at(a);
+  return text;
+}
+
+}  // namespace
+
+std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows, const std::vector<std::string>& axes) {
+  std::vector<Crossover> out;
+  for (const std::string& axis : axes) {
+    std::map<std::string, std::vector<const SweepRow*>> groups;
+    for (const SweepRow& r : rows)
+      if (r.status == "ok") groups[describe(r, axes, axis)].push_back(&r);
+    for (auto& [fixed, line] : groups) {
+      std::sort(line.begin(), line.end(),
+                [&](const SweepRow* a, const SweepRow* b) { return less_value(axis, a->axis.at(axis), b->axis.at(axis)); });
+      bool interconnect_found = false;
+      for (size_t i = 1; i < line.size(); ++i) {
+        const SweepRow& before = *line[i - 1];
+        const SweepRow& at = *line[i];
+        if (before.ceiling == at.ceiling) continue;
+        const int from = class_index(before.ceiling), to = class_index(at.ceiling);
+        if (from < 0 || to < 0 || to == static_cast<int>(Ceiling::launch)) continue;
+        // The interconnect becoming the ceiling, or HBM and compute trading places.
+        const bool interconnect = to == static_cast<int>(Ceiling::interconnect);
+        const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
+        if (!interconnect && !memory_compute) continue;
+        if (interconnect && interconnect_found) continue;
+        interconnect_found = interconnect_found || interconnect;
+        Crossover c;
+        c.axis = axis;
+        c.fixed = fixed;
+        c.kind = at.ceiling;
+        c.before_value = before.axis.at(axis);
+        c.at_value = at.axis.at(axis);
+        c.before_point = before.point;
+        c.at_point = at.point;
+        c.rising_ns = at.class_ns[to];
+        c.falling_ns = at.class_ns[from];
+        c.note = std::string(ceiling_name(static_cast<Ceiling>(to))) + " " + std::to_string(c.rising_ns / 1e3).substr(0, 8) +
+                 " us passes " + ceiling_name(static_cast<Ceiling>(from)) + " " +
+                 std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us";
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+Table sweep_points_table(const std::vector<SweepRow>& rows) {
+  std::vector<int64_t> point;
+  std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, std::vector<std::string>> texts;
+  std::vector<std::string> status, label, ceiling, check;
+  std::vector<double> p50, p99, cls[4], exposed, flops, hbm, comm, setup, measure;
+  for (const SweepRow& r : rows) {
+    point.push_back(r.point);
+    status.push_back(r.status);
+    label.push_back(r.label);
+    for (const char* a : kSweepAxes) {
+      if (numeric_axis(a)) {
+        const std::string& v = r.axis.at(a);
+        ints[a].push_back(v.empty() ? 0 : std::stoll(v));
+      } else {
+        texts[a].push_back(r.axis.at(a));
+      }
+    }
+    p50.push_back(r.step_p50_ns);
+    p99.push_back(r.step_p99_ns);
+    for (int i = 0; i < 4; ++i) cls[i].push_back(r.class_ns[i]);
+    exposed.push_back(r.exposed_interconnect_ns);
+    ceiling.push_back(r.ceiling);
+    flops.push_back(r.step_flops);
+    hbm.push_back(r.step_hbm_bytes);
+    comm.push_back(r.step_comm_bytes);
+    check.push_back(r.check);
+    setup.push_back(r.setup_s);
+    measure.push_back(r.measure_s);
+  }
+  Table t = {{"point", point}, {"status", status}, {"label", label}};
+  for (const char* a : kSweepAxes) {
+    if (numeric_axis(a))
+      t.push_back({a, ints[a]});
+    else
+      t.push_back({a, texts[a]});
+  }
+  const Table rest = {{"step_p50_ns", p50},     {"step_p99_ns", p99},     {"compute_ns", cls[0]},
+                      {"hbm_ns", cls[1]},       {"interconnect_ns", cls[2]}, {"launch_ns", cls[3]},
+                      {"exposed_interconnect_ns", exposed}, {"ceiling", ceiling}, {"step_flops", flops},
+                      {"step_hbm_bytes", hbm},  {"step_comm_bytes", comm}, {"check", check},
+                      {"setup_s", setup},       {"measure_s", measure}};
+  t.insert(t.end(), rest.begin(), rest.end());
+  return t;
+}
+
+Table crossovers_table(const std::vector<Crossover>& cs) {
+  std::vector<std::string> axis, fixed, kind, before, at, note;
+  std::vector<int64_t> predicted, before_point, at_point;
+  std::vector<double> rising, falling;
+  for (const Crossover& c : cs) {
+    axis.push_back(c.axis), fixed.push_back(c.fixed), kind.push_back(c.kind), before.push_back(c.before_value);
+    at.push_back(c.at_value), note.push_back(c.note), predicted.push_back(c.predicted ? 1 : 0);
+    before_point.push_back(c.before_point), at_point.push_back(c.at_point);
+    rising.push_back(c.rising_ns), falling.push_back(c.falling_ns);
+  }
+  return {{"axis", axis},         {"fixed", fixed},     {"kind", kind},       {"predicted", predicted},
+          {"before_value", before}, {"at_value", at},   {"before_point", before_point},
+          {"at_point", at_point}, {"rising_ns", rising}, {"falling_ns", falling}, {"note", note}};
+}
+
+std::vector<SweepRow> sweep_rows_from(const Table& t) {
+  auto col = [&](const char* name) -> const Column& {
+    for (const Column& c : t)
+      if (c.name == name) return c;
+    throw Error(std::string("/sweep/points: missing field '") + name + "'");
+  };
+  auto ints = [&](const char* n) { return std::get<std::vector<int64_t>>(col(n).values); };
+  auto nums = [&](const char* n) { return std::get<std::vector<double>>(col(n).values); };
+  auto texts = [&](const char* n) { return std::get<std::vector<std::string>>(col(n).values); };
+  const auto point = ints("point");
+  std::vector<SweepRow> rows(point.size());
+  const auto status = texts("status"), label = texts("label"), ceiling = texts("ceiling"), check = texts("check");
+  const auto p50 = nums("step_p50_ns"), p99 = nums("step_p99_ns"), exposed = nums("exposed_interconnect_ns");
+  const std::vector<double> cls[4] = {nums("compute_ns"), nums("hbm_ns"), nums("interconnect_ns"), nums("launch_ns")};
+  const auto flops = nums("step_flops"), hbm = nums("step_hbm_bytes"), comm = nums("step_comm_bytes");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SweepRow& r = rows[i];
+    r.point = point[i], r.status = status[i], r.label = label[i], r.ceiling = ceiling[i], r.check = check[i];
+    r.step_p50_ns = p50[i], r.step_p99_ns = p99[i], r.exposed_interconnect_ns = exposed[i];
+    for (int c = 0; c < 4; ++c) r.class_ns[c] = cls[c][i];
+    r.step_flops = flops[i], r.step_hbm_bytes = hbm[i], r.step_comm_bytes = comm[i];
+    for (const char* a : kSweepAxes)
+      r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
+  }
+  return rows;
+}
+
+void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows, const std::vector<std::string>& axes,
+                 const std::vector<Crossover>& crossovers) {
+  char line[512];
+  std::snprintf(line, sizeof(line), "%5s  %-34s %10s %10s %10s %10s %10s %10s  %-12s %s\n", "point", "label",
+                "p50 ms", "p99 ms", "compute", "hbm", "interconn", "launch", "ceiling", "check / status");
+  out << "\n" << line;
+  for (const SweepRow& r : rows) {
+    if (r.status != "ok") {
+      std::snprintf(line, sizeof(line), "%5lld  %-34s %s\n", static_cast<long long>(r.point), r.label.c_str(),
+                    r.status.c_str());
+      out << line;
+      continue;
+    }
+    std::snprintf(line, sizeof(line), "%5lld  %-34s %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
+                  static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, r.step_p99_ns / 1e6,
+                  r.class_ns[0] / 1e6, r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6,
+                  r.ceiling.c_str(), r.check.substr(0, r.check.find(':')).c_str());
+    out << line;
+  }
+  out << "compute .. launch: the p50 step's time by ceiling (ms): compute-lane ops by their own ceiling, the "
+         "exposed interconnect, and the gaps between ops (launch)\n";
+  if (axes.empty()) return;
+  out << "\ncrossovers\n";
+  for (const std::string& axis : axes) {
+    bool any = false;
+    for (const Crossover& c : crossovers) {
+      if (c.axis != axis) continue;
+      any = true;
+      if (c.predicted && c.at_value.empty())
+        std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; %s\n", axis.c_str(), c.fixed.c_str(),
+                      c.note.c_str());
+      else if (c.predicted)
+        std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; predicted: %s becomes the ceiling at %s=%s (%s)\n",
+                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(), c.at_value.c_str(), c.note.c_str());
+      else
+        std::snprintf(line, sizeof(line), "  %-8s [%s] %s becomes the ceiling between %s=%s and %s=%s: %s\n", axis.c_str(),
+                      c.fixed.c_str(), c.kind.c_str(), axis.c_str(), c.before_value.c_str(), axis.c_str(),
+                      c.at_value.c_str(), c.note.c_str());
+      out << line;
+    }
+    if (!any) out << "  " << axis << ": no crossover in the grid\n";
+  }
+}
+
+void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport, double (&class_ns)[4],
+                     std::string& note) {
+  for (double& t : class_ns) t = 0;
+  Roofs r = roofs;
+  // A group size never measured (more ranks than the job had) borrows the largest measured.
+  std::set<std::string> borrowed;
+  for (const InterconnectRoof& ic : roofs.interconnect)
+    if (roofs.interconnect_for(ic.collective, cfg.tp, transport) == nullptr) {
+      const InterconnectRoof* best = nullptr;
+      for (const InterconnectRoof& c : roofs.interconnect)
+        if (c.collective == ic.collective && (best == nullptr || c.group_size > best->group_size)) best = &c;
+      InterconnectRoof copy = *best;
+      copy.group_size = cfg.tp;
+      r.interconnect.push_back(copy);
+      borrowed.insert("the interconnect roof of " + std::to_string(best->group_size) + " ranks");
+    }
+  if (!borrowed.empty()) note = "assumes " + *borrowed.begin() + " at tp=" + std::to_string(cfg.tp);
+  const DType dtype = parse_dtype(cfg.dtype);
+  const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  const double instances = static_cast<double>(cfg.layers / cfg.pp * cfg.microbatches);
+  for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), attn)) {
+    const OpBounds b = op_bounds(op_work(o, o.cost, cfg.tp, dtype), r, transport);
+    if (b.ceiling != Ceiling::none) class_ns[static_cast<int>(b.ceiling)] += b.bound_ns * instances;
+  }
+}
+
+namespace {
+
+struct SweepOptions {
+  RunConfig base;
+  std::vector<std::string> lists[std::size(kSweepAxes)];
+  bool keep_timelines = false;
+};
+
+// The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
+// grid (x2 steps, up to x64) in the direction in which the interconnect gains.
+Crossover predict_crossover(const std::string& axis, const std::string& fixed, const RunConfig& first,
+                            const RunConfig& last, const Roofs& roofs, const std::string& transport, int world) {
+  Crossover c;
+  c.axis = axis;
+  c.fixed = fixed;
+  c.kind = "interconnect";
+  c.predicted = true;
+  auto margin = [&](const RunConfig& cfg, double (&t)[4], std::string& note) {
+    predict_classes(cfg, roofs, transport, t, note);
+    return t[2] - std::max(t[0], t[1]);
+  };
+  double t_first[4], t_last[4];
+  std::string note;
+  const double m_first = margin(first, t_first, note), m_last = margin(last, t_last, note);
+  if (roofs.interconnect.empty()) {
+    c.note = "the roofs hold no interconnect roof (a one-rank job): nothing to predict";
+    return c;
+  }
+  const bool up = m_last >= m_first;
+  RunConfig cfg = up ? last : first;
+  for (int step = 0; step < 6; ++step) {
+    int64_t v = 0;
+    if (axis == "tp") v = up ? cfg.tp * 2 : cfg.tp / 2;
+    if (axis == "batch") v = up ? cfg.batch * 2 : cfg.batch / 2;
+    if (axis == "seq") v = up ? cfg.seq * 2 : cfg.seq / 2;
+    if (axis == "context") v = up ? cfg.context * 2 : cfg.context / 2;
+    if (axis == "hidden") v = up ? cfg.hidden * 2 : cfg.hidden / 2;
+    if (v <= 0 || (axis != "context" && v < 1)) break;
+    if (axis == "tp") cfg.tp = static_cast<int>(v);
+    if (axis == "batch") cfg.batch = v;
+    if (axis == "seq") cfg.seq = v;
+    if (axis == "context") cfg.context = v;
+    if (axis == "hidden") cfg.hidden = v, cfg.ffn_hidden = 4 * v;
+    const int ranks = axis == "tp" ? cfg.tp * cfg.pp : world;
+    if (!validate(cfg, ranks * (axis == "tp" ? 1 : 1)).empty()) break;
+    double t[4];
+    std::string n;
+    if (margin(cfg, t, n) > 0) {
+      c.at_value = std::to_string(v);
+      c.rising_ns = t[2];
+      c.falling_ns = std::max(t[0], t[1]);
+      c.note = "work model under the roofs: interconnect " + std::to_string(t[2] / 1e3).substr(0, 8) + " us vs " +
+               std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us" + (n.empty() ? "" : "; " + n);
+      return c;
+    }
+  }
+  c.note = "none predicted within x64 of the grid (work model under the roofs)";
+  return c;
+}
+
+void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
+  if (axis == "tp") cfg.tp = std::stoi(value);
+  if (axis == "batch") cfg.batch = std::stoll(value);
+  if (axis == "seq") cfg.seq = std::stoll(value);
+  if (axis == "context") cfg.context = std::stoll(value);
+  if (axis == "hidden") cfg.hidden = std::stoll(value);
+  if (axis == "phase") cfg.phase = value;
+  if (axis == "overlap") cfg.overlap = value;
+  if (axis == "transport") cfg.transport = value;
+  if (axis == "dtype") cfg.dtype = value;
+}
+
+std::string axis_value(const RunConfig& cfg, const std::string& axis) {
+  if (axis == "tp") return std::to_string(cfg.tp);
+  if (axis == "batch") return std::to_string(cfg.batch);
+  if (axis == "seq") return std::to_string(cfg.seq);
+  if (axis == "context") return std::to_string(cfg.context);
+  if (axis == "hidden") return std::to_string(cfg.hidden);
+  if (axis == "phase") return cfg.phase;
+  if (axis == "overlap") return cfg.overlap;
+  if (axis == "transport") return cfg.transport;
+  return cfg.dtype;
+}
+
+int run_sweep(CommandContext& ctx, SweepOptions o) {
+  JobContext job(ctx, o.base.backend);
+  MpiSession& mpi = job.mpi();
+  const int world = mpi.size();
+  std::vector<std::string> problems, axes;
+  const size_t naxes = std::size(kSweepAxes);
+  for (size_t a = 0; a < naxes; ++a) {
+    std::set<std::string> seen;
+    for (const std::string& v : o.lists[a]) {
+      if (v.empty()) problems.push_back(std::string("--") + kSweepAxes[a] + ": empty item in the list");
+      else if (!seen.insert(v).second) problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' given twice");
+      if (numeric_axis(kSweepAxes[a]) && !v.empty() && v.find_first_not_of("0123456789") != std::string::npos)
+        problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' is not a non-negative integer");
+    }
+    if (o.lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
+  }
+  const size_t transport_axis = static_cast<size_t>(std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string("transport")) - std::begin(kSweepAxes));
+  if (o.lists[transport_axis].size() > 1)
+    problems.emplace_back("--transport: NCCL reads its environment once per process, so a job runs one transport: "
+                          "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
+  if (o.base.out.empty()) {
+    mkdir("results", 0755);
+    o.base.out = broadcast_string(mpi.world(), "results/ridgeline-sweep-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
+  }
+  if (reject_if_any(ctx, "invalid sweep", problems)) return 2;
+
+  // The grid: every combination, the last axis fastest; a point's options are those of the
+  // base configuration with its axis values.
+  std::vector<RunConfig> grid = {o.base};
+  for (size_t a = 0; a < naxes; ++a) {
+    if (o.lists[a].empty()) continue;
+    std::vector<RunConfig> next;
+    for (const RunConfig& cfg : grid)
+      for (const std::string& v : o.lists[a]) {
+        RunConfig c = cfg;
+        set_axis(c, kSweepAxes[a], v);
+        next.push_back(c);
+      }
+    grid.swap(next);
+  }
+  const std::string transport = o.lists[transport_axis].empty() ? o.base.transport : o.lists[transport_axis].front();
+  for (const std::string& warning : job.use_transport(transport))
+    if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
+  // Roofs: one file or one short measurement for every point (with the first point's shapes).
+  RunConfig shapes_cfg = grid.front();
+  apply_defaults(shapes_cfg, job.backend_name());
+  std::vector<RoofsPlan::Shape> shapes;
+  if (validate(shapes_cfg, world).empty() || shapes_cfg.tp * shapes_cfg.pp <= world) shapes = layer_gemm_shapes(shapes_cfg);
+  const Roofs roofs = obtain_roofs(job, o.base.roofs, {}, o.base.timeout_s);
+  if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs(std::cout, roofs);
+  if (mpi.rank() == 0)
+    std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
+              << " rank(s); a point with tp x pp below the ranks runs as data-parallel replicas (no gradient "
+                 "traffic), its step the longest replica's\n";
+
+  RunData data;
+  data.root = job.root_attrs("sweep");
+  data.stack = job.stack();
+  data.env = performance_env();
+  data.config = config_attrs(o.base);
+  for (size_t a = 0; a < naxes; ++a)
+    if (!o.lists[a].empty()) data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(o.lists[a], ","));
+  data.config.emplace_back("keep_timelines", static_cast<int64_t>(o.keep_timelines));
+  data.topology = job.topology({});
+  if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
+  const size_t fixed_tables = data.tables.size();
+  const size_t fixed_groups = data.group_attrs.size();
+
+  std::vector<SweepRow> rows;
+  std::vector<RunConfig> resolved;
+  std::set<std::string> labels;
+  const auto started = std::chrono::steady_clock::now();
+  bool any_failed_check = false;
+  for (size_t k = 0; k < grid.size(); ++k) {
+    RunConfig cfg = grid[k];
+    cfg.dp = 1;
+    // Ranks beyond the point's tp x pp run it as data-parallel replicas.
+    if (cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0) cfg.dp = world / (cfg.tp * cfg.pp);
+    cfg.roofs = o.base.roofs;
+    cfg.json.clear();
+    cfg.markdown.clear();
+    std::vector<std::string> point_problems = resolve_point(job, cfg);
+    SweepRow row;
+    row.point = static_cast<int64_t>(rows.size());
+    for (const char* a : kSweepAxes) row.axis[a] = axis_value(cfg, a);
+    row.label = axes.empty() ? "point" : describe(row, axes, "");
+    // Decode ignores --seq and prefill --context: such combinations repeat a point.
+    if (!labels.insert(describe(row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), "")).second)
+      continue;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (mpi.rank() == 0) {
+      char line[256];
+      std::snprintf(line, sizeof(line), "sweep: point %zu of %zu: %s (elapsed %.0f s, ETA %.0f s)\n", k + 1, grid.size(),
+                    row.label.c_str(), elapsed, k > 0 ? elapsed / static_cast<double>(k) * static_cast<double>(grid.size() - k) : 0.0);
+      std::cerr << line;
+    }
+    RunData::Point p;
+    p.config = config_attrs(cfg);
+    p.has_summary = false;
+    if (!point_problems.empty()) {
+      row.status = "failed: " + join(point_problems, "; ");
+    } else {
+      Watchdog watchdog(cfg.timeout_s, "point " + row.label);
+      PointResult result = run_point(job, cfg, roofs, watchdog);
+      row.status = result.status;
+      row.setup_s = result.setup_s;
+      row.measure_s = result.measure_s;
+      if (result.ok() && mpi.rank() == 0) {
+        const StrategyResult& r = result.strategies.front();
+        const Attrs& a = r.summary.attrs;
+        auto num = [&](const char* key) {
+          const AttrValue* v = find_attr(a, key);
+          return v ? std::get<double>(*v) : 0.0;
+        };
+        row.step_p50_ns = r.summary.step.p50;
+        row.step_p99_ns = r.summary.step.p99;
+        const char* keys[] = {"step_compute_ns", "step_hbm_ns", "step_interconnect_ns", "step_launch_ns"};
+        for (int c = 0; c < 4; ++c) row.class_ns[c] = num(keys[c]);
+        row.exposed_interconnect_ns = num("exposed_interconnect_ns");
+        if (const AttrValue* v = find_attr(a, "ceiling")) row.ceiling = attr_to_string(*v);
+        row.step_flops = num("step_flops");
+        row.step_hbm_bytes = num("step_hbm_bytes");
+        row.step_comm_bytes = num("step_comm_bytes");
+        row.check = r.check.status;
+        p.summary = r.summary;
+        p.has_summary = true;
+        if (o.keep_timelines) {
+          p.ops = result.ops;
+          p.timelines = r.timelines;
+        }
+      }
+      any_failed_check = any_failed_check || result.check_failed;
+    }
+    p.attrs = {{"status", row.status}, {"label", row.label}};
+    rows.push_back(row);
+    resolved.push_back(cfg);
+    data.points.push_back(std::move(p));
+    // The file is rewritten after every point (complete = 0 until the last), so a job killed
+    // midway keeps every point it finished, marked as incomplete.
+    if (mpi.rank() == 0) {
+      std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+      data.tables.resize(fixed_tables);
+      data.group_attrs.resize(fixed_groups);
+      data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
+      data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
+      int64_t failed = 0;
+      for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
+      data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
+                                                    {"points", static_cast<int64_t>(rows.size())},
+                                                    {"failed", failed},
+                                                    {"complete", static_cast<int64_t>(k + 1 == grid.size())}});
+      write_run_file(o.base.out, data);
+    }
+  }
+  if (mpi.rank() == 0) {
+    // Where a line of the grid holds no interconnect crossover, the roofs' prediction.
+    std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+    if (!roofs.empty())
+      for (const std::string& axis : axes) {
+        if (!numeric_axis(axis)) continue;
+        std::map<std::string, std::vector<size_t>> groups;
+        for (size_t i = 0; i < rows.size(); ++i)
+          if (rows[i].status == "ok") groups[describe(rows[i], axes, axis)].push_back(i);
+        for (auto& [fixed, line] : groups) {
+          bool found = false;
+          for (const Crossover& c : crossovers) found = found || (c.axis == axis && c.fixed == fixed && c.kind == "interconnect");
+          if (found || line.empty()) continue;
+          std::sort(line.begin(), line.end(), [&](size_t a, size_t b) {
+            return less_value(axis, rows[a].axis.at(axis), rows[b].axis.at(axis));
+          });
+          if (rows[line.back()].ceiling == "interconnect") {
+            Crossover c;
+            c.axis = axis, c.fixed = fixed, c.kind = "interconnect", c.predicted = true;
+            c.note = "the interconnect is the ceiling from the first point of the grid on (" + axis + "=" +
+                     rows[line.front()].axis.at(axis) + ")";
+            if (rows[line.front()].ceiling != "interconnect") continue;
+            crossovers.push_back(c);
+            continue;
+          }
+          crossovers.push_back(predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs,
+                                                 job.transport(), world));
+        }
+      }
+    data.tables.resize(fixed_tables);
+    data.group_attrs.resize(fixed_groups);
+    data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
+    data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
+    int64_t failed = 0;
+    for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
+    data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
+                                                  {"points", static_cast<int64_t>(rows.size())},
+                                                  {"failed", failed},
+                                                  {"complete", int64_t{1}}});
+    write_run_file(o.base.out, data);
+    print_sweep(std::cout, rows, axes, crossovers);
+    const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root}, {"config", data.config}};
+    const std::vector<std::pair<std::string, Table>> tables = {{"points", sweep_points_table(rows)},
+                                                               {"crossovers", crossovers_table(crossovers)}};
+    if (!o.base.json.empty()) write_json(o.base.json, attrs, tables);
+    if (!o.base.markdown.empty()) write_markdown(o.base.markdown, "ridgeline sweep", attrs, tables);
+    std::cout << "wrote " << o.base.out << "\n";
+  }
+  int ok = any_failed_check ? 0 : 1;
+  RIDGELINE_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
+  return ok ? 0 : 3;
+}
+
+}  // namespace
+
+void setup_sweep_command(CLI::App& app, CommandAction& action) {
+  auto o = std::make_shared<SweepOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Run every point of a grid of configurations in one job -> one HDF5 file with a group per "
+               "point, the step's time by ceiling per point, and the crossovers along each axis");
+  bind_run_options(*cmd, o->base);
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    const std::string flag = std::string("--") + kSweepAxes[a];
+    CLI::Option* scalar = cmd->get_option(flag);
+    const std::string group = scalar->get_group();
+    const std::string description = scalar->get_description();
+    cmd->remove_option(scalar);
+    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
+        ->delimiter(',')
+        ->group(group);
+  }
+  cmd->add_flag("--keep-timelines", o->keep_timelines, "Store every point's per-rank timelines (large)")
+      ->group("Measurement");
+  cmd->footer(
+      "Every combination of the listed values is one point, run in turn by every rank; a point that "
+      "fails (invalid, out of memory) is recorded with its reason and the sweep goes on. One transport per "
+      "job: NCCL reads its environment once. Crossover: along each listed axis, the first point where the "
+      "interconnect becomes the step's ceiling; where the grid holds none, the roofs' prediction.");
+  // Presets are [run] tables (CLI11 applies a section to the subcommand of its name): a sweep
+  // takes the same table, for every option the command line left unset.
+  cmd->callback([o, &action, &app, cmd] {
+    const CLI::Option* config = app.get_option("--config");
+    if (config->count() > 0)
+      for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_file(config->as<std::string>())) {
+        if (item.parents != std::vector<std::string>{"run"}) continue;
+        CLI::Option* opt = cmd->get_option_no_throw("--" + item.name);
+        if (opt == nullptr || opt->count() > 0) continue;
+        opt->add_result(item.inputs);
+        opt->run_callback();
+      }
+    action = [o](CommandContext& ctx) { return run_sweep(ctx, *o); };
+  });
+}
+
+}  // namespace ridgeline
