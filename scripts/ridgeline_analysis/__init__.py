@@ -1,9 +1,10 @@
-"""Analysis of ridgeline HDF5 run files: reader, pure analysis functions, plots and exporters.
+"""Analysis of ridgeline HDF5 run and sweep files: reader, pure analysis functions, plots and
+exporters.
 
     from ridgeline_analysis import load
     run = load("results/ridgeline-123.h5")
 """
-from .reader import Op, Run, SchemaError, Summary, load
+from .reader import Op, Roofs, Run, SchemaError, Summary, Sweep, load
 
-__all__ = ["Op", "Run", "SchemaError", "Summary", "load"]
+__all__ = ["Op", "Roofs", "Run", "SchemaError", "Summary", "Sweep", "load"]
 __version__ = "0.1.0"

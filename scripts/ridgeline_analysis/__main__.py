@@ -1,4 +1,5 @@
-"""Command line: python3 -m ridgeline_analysis {summary,plot,trace} FILE [-o OUT]."""
+"""Command line: python3 -m ridgeline_analysis {summary,plot,trace,ridgeline,scaling,bars} FILE
+[-o OUT]."""
 from __future__ import annotations
 
 import argparse
@@ -10,32 +11,54 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from . import analysis, export, plots
-from .reader import Run, SchemaError, load
+from .reader import Run, SchemaError, Sweep, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
-           "exposed_comm_p50_ms", "critical", "check")
+           "exposed_comm_p50_ms", "critical", "check", "ceiling")
+#: Columns of the summary of a sweep file: one row per /sweep/points row.
+SWEEP_COLUMNS = ("run", "label", "status", "p50_ms", "p99_ms", "ceiling", "compute_ms", "hbm_ms",
+                 "interconnect_ms", "launch_ms", "check")
+#: Picture formats, by the output's suffix.
+FORMATS = (".png", ".svg")
+
+
+class Refusal(Exception):
+    """A request the file cannot answer: main() prints it as one line and exits 2."""
 
 
 def _runs(path: str, point: Optional[int]) -> List[Tuple[str, Run]]:
     """(suffix, run): ("", run) for a plain file, ("-p<k>", point k) for each point of a sweep
     file, or only for `point` if given."""
-    run = load(path)
+    return _points(load(path), path, point)
+
+
+def _points(run: Run, path: str, point: Optional[int]) -> List[Tuple[str, Run]]:
     if not run.points:
         if run.summary is None:
-            raise SystemExit(f"{path}: a `ridgeline {run.attrs.get('command', '?')}` file has no "
-                             "timelines; its results are in Run.tables (ridgeline_analysis.load)")
+            raise Refusal(f"{path}: a `ridgeline {run.attrs.get('command', '?')}` file has no "
+                          "timelines; its results are in Run.tables (ridgeline_analysis.load)")
         if point is not None:
-            raise SystemExit(f"{path}: --point given, but the file has no /points")
+            raise Refusal(f"{path}: --point given, but the file has no /points")
         return [("", run)]
     if point is not None and not 0 <= point < len(run.points):
-        raise SystemExit(f"{path}: no point {point} (the file has {len(run.points)})")
+        raise Refusal(f"{path}: no point {point} (the file has {len(run.points)})")
     chosen = range(len(run.points)) if point is None else [point]
     return [(f"-p{k}", run.points[k]) for k in chosen]
 
 
+def _with_timelines(runs: List[Tuple[str, Run]], path: str) -> List[Tuple[str, Run]]:
+    """The runs that have timelines; refuses when none has (a sweep keeps them on request)."""
+    kept = [(suffix, run) for suffix, run in runs if run.timelines and run.summary is not None]
+    if not kept:
+        raise Refusal(f"{path}: no timelines in the file (a sweep keeps its points' timelines "
+                      "only when asked to)")
+    return kept
+
+
 def summary_row(label: str, run: Run) -> Tuple[str, ...]:
     """One line of the summary table; every count and time comes from the run's timelines and
-    /summary, the exposed communication and critical lane from analysis."""
+    /summary, the exposed communication and critical lane from analysis, the ceiling from the
+    C++ attribution."""
     cfg = run.config
     steps_ns = run.summary.step_time_ns
     _, exposed_ns = analysis.exposed_comm_ns(run.timelines)
@@ -50,21 +73,59 @@ def summary_row(label: str, run: Run) -> Tuple[str, ...]:
             str(run.world_size), str(len(steps_ns)), ms(steps_ns, 50), ms(steps_ns, 95),
             ms(exposed_ns, 50), critical,
             # passed | failed | skipped: the reason after a colon would break the columns.
-            str(run.summary.attrs.get("check", "-")).split(":")[0])
+            str(run.summary.attrs.get("check", "-")).split(":")[0],
+            # The step's ceiling under the measured roofs (files with /roofs).
+            str(run.summary.attrs.get("ceiling", "-")))
 
 
-def format_table(rows: List[Tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
+def sweep_rows(name: str, sweep: Sweep, point: Optional[int] = None) -> List[Tuple[str, ...]]:
+    """One line per /sweep/points row (or only point `point`): label, status, step p50 and p99,
+    ceiling, the step's time by ceiling and the check, all as the C++ side wrote them."""
+    rows = []
+    for p in sweep.points:
+        if point is not None and int(p["point"]) != point:
+            continue
+        ok = p["status"] == "ok"
+
+        def ms(value: float) -> str:
+            return f"{value / 1e6:.4f}" if ok else "-"
+
+        rows.append((f"{name}-p{int(p['point'])}", str(p["label"]),
+                     str(p["status"]).split(":")[0], ms(p["step_p50_ns"]), ms(p["step_p99_ns"]),
+                     str(p["ceiling"]) if ok else "-", ms(p["compute_ns"]), ms(p["hbm_ns"]),
+                     ms(p["interconnect_ns"]), ms(p["launch_ns"]),
+                     str(p["check"]).split(":")[0] or "-"))
+    return rows
+
+
+def format_table(rows: List[Tuple[str, ...]], columns: Tuple[str, ...] = COLUMNS) -> str:
+    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
-                     for r in [COLUMNS, *rows]) + "\n"
+                     for r in [columns, *rows]) + "\n"
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    rows = []
+    rows: List[Tuple[str, ...]] = []
+    swept: List[Tuple[str, ...]] = []
+    failures: List[str] = []
     for path in args.files:
-        rows += [summary_row(os.path.basename(path) + suffix, run)
-                 for suffix, run in _runs(path, args.point)]
-    text = format_table(rows)
+        run = load(path)
+        name = os.path.basename(path)
+        if run.sweep is not None:
+            if args.point is not None and not 0 <= args.point < run.sweep.points.size:
+                raise Refusal(f"{path}: no point {args.point} (the sweep has "
+                              f"{run.sweep.points.size})")
+            swept += sweep_rows(name, run.sweep, args.point)
+            failures += [f"{name}-p{int(p['point'])} {p['label']}: {p['status']}"
+                         for p in run.sweep.points if p["status"] != "ok"
+                         and args.point in (None, int(p["point"]))]
+            continue
+        rows += [summary_row(name + suffix, point) for suffix, point in
+                 _points(run, path, args.point)]
+    parts = [format_table(rows)] if rows else []
+    if swept:
+        parts.append(format_table(swept, SWEEP_COLUMNS) + "".join(f"{f}\n" for f in failures))
+    text = "\n".join(parts)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
@@ -78,9 +139,10 @@ def _stem(path: str) -> str:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    runs = _with_timelines(_runs(args.file, args.point), args.file)
     out_dir = args.output or os.path.dirname(os.path.abspath(args.file))
     os.makedirs(out_dir, exist_ok=True)
-    for suffix, run in _runs(args.file, args.point):
+    for suffix, run in runs:
         name = _stem(args.file) + suffix
         title = f"{name}: {run.config.get('model', '?')} tp={run.config.get('tp', '?')}"
         print(plots.plot_timeline(run.timelines, run.op_kinds(),
@@ -93,7 +155,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    runs = _runs(args.file, args.point)
+    runs = _with_timelines(_runs(args.file, args.point), args.file)
     if len(runs) > 1:
         raise SystemExit(f"{args.file}: a sweep file; choose one point with --point K")
     _, run = runs[0]
@@ -103,10 +165,85 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _picture_path(args: argparse.Namespace, what: str) -> str:
+    """-o OUT (its suffix names the format), else <FILE's stem>-<what>.png beside FILE."""
+    if args.output:
+        if os.path.splitext(args.output)[1].lower() not in FORMATS:
+            raise Refusal(f"{args.output}: the output's suffix names the format; use one of "
+                          f"{', '.join(FORMATS)}")
+        return args.output
+    return os.path.join(os.path.dirname(os.path.abspath(args.file)),
+                        f"{_stem(args.file)}-{what}.png")
+
+
+def _sweep_of(run: Run, path: str, command: str) -> Sweep:
+    if run.sweep is None:
+        raise Refusal(f"{path}: not a sweep file (command {run.command or '?'}); `{command}` "
+                      "needs the file of a `ridgeline sweep`")
+    return run.sweep
+
+
+def cmd_ridgeline(args: argparse.Namespace) -> int:
+    run = load(args.file)
+    if run.roofs is None:
+        raise Refusal(f"{args.file}: no /roofs in the file (it was run with --roofs none, or "
+                      "before roofs were recorded); the ridgeline plane needs them")
+    try:
+        lines = analysis.ridge_lines(run.roofs, args.dtype or str(run.config.get("dtype", "")))
+    except ValueError as e:
+        raise Refusal(f"{args.file}: {e}")
+    tags = None
+    if run.sweep is not None:
+        parts = [analysis.sweep_step_points(run.sweep.points)]
+        tags = {str(p["label"]): str(int(p["point"])) for p in run.sweep.points}
+        for k in args.point or []:
+            if not 0 <= k < len(run.points) or run.points[k].summary is None:
+                raise Refusal(f"{args.file}: point {k} has no summary (not an ok point of the "
+                              f"{len(run.points)})")
+            ops = analysis.ridgeline_points(run.points[k].summary.ops, None)
+            ops["name"] = [f"{k}:{name}" for name in ops["name"]]
+            parts.append(ops)
+        points = np.concatenate(parts)
+        title = f"{os.path.basename(args.file)}: sweep over {', '.join(run.sweep.axes)}"
+    else:
+        if args.point:
+            raise Refusal(f"{args.file}: --point is for sweep files")
+        cfg = run.config
+        if run.summary is None:  # a roofs file: the plane and its lines only
+            points = analysis.ridgeline_points(None, None)
+            title = f"{os.path.basename(args.file)}: the roofs of `ridgeline {run.command}`"
+        else:
+            points = analysis.ridgeline_points(run.summary.ops, run.summary.attrs)
+            title = (f"{os.path.basename(args.file)}: {cfg.get('model', '?')} "
+                     f"{cfg.get('phase', '')} tp={cfg.get('tp', '?')} "
+                     f"batch={cfg.get('batch', '?')}")
+    print(plots.plot_ridgeline(lines, points, _picture_path(args, "ridgeline"), title=title,
+                               step_tags=tags))
+    return 0
+
+
+def cmd_scaling(args: argparse.Namespace) -> int:
+    sweep = _sweep_of(load(args.file), args.file, "scaling")
+    if args.axis not in sweep.axes:
+        raise Refusal(f"{args.file}: {args.axis!r} is not an axis of this sweep; its axes: "
+                      f"{', '.join(sweep.axes) or 'none (one point)'}")
+    scaling = analysis.scaling_series(sweep, args.axis)
+    title = f"{os.path.basename(args.file)}: step time by ceiling along {args.axis}"
+    print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title))
+    return 0
+
+
+def cmd_bars(args: argparse.Namespace) -> int:
+    sweep = _sweep_of(load(args.file), args.file, "bars")
+    title = f"{os.path.basename(args.file)}: step time by ceiling, per point"
+    print(plots.plot_step_bars(sweep.points, _picture_path(args, "bars"), title=title))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python3 -m ridgeline_analysis",
-        description="Summaries, plots and Perfetto traces of ridgeline HDF5 run files.")
+        description="Summaries, plots and Perfetto traces of ridgeline HDF5 run and sweep files.")
     sub = parser.add_subparsers(dest="command", required=True)
     point_help = "sweep files: only point K (/points/K)"
 
@@ -131,6 +268,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON file to write (default: FILE's name with .trace.json)")
     p.add_argument("--point", type=int, metavar="K", help=point_help)
     p.set_defaults(func=cmd_trace)
+
+    out_help = "picture to write, .png or .svg (default: FILE's name + -{}.png beside it)"
+    p = sub.add_parser("ridgeline", help="the ridgeline plane: ops and steps against the roofs")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("ridgeline"))
+    p.add_argument("--point", type=int, action="append", metavar="K",
+                   help="sweep files: also draw the ops of point K (repeatable)")
+    p.add_argument("--dtype", metavar="DTYPE",
+                   help="GEMM peak of this dtype (default: the run's dtype, else the highest)")
+    p.set_defaults(func=cmd_ridgeline)
+
+    p = sub.add_parser("scaling", help="sweep files: step time by ceiling along one axis")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--axis", required=True, help="one of the sweep's axes (e.g. tp, batch)")
+    p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("scaling-AXIS"))
+    p.set_defaults(func=cmd_scaling)
+
+    p = sub.add_parser("bars", help="sweep files: stacked step time by ceiling, one bar per point")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("bars"))
+    p.set_defaults(func=cmd_bars)
     return parser
 
 
@@ -138,7 +296,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SchemaError, OSError) as e:
+    except (SchemaError, OSError, Refusal) as e:
         print(f"ridgeline_analysis: {e}", file=sys.stderr)
         return 2
 

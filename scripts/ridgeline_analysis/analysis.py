@@ -1,5 +1,7 @@
 """Pure functions on timeline arrays (the /ranks/<r>/timeline compound rows): durations, per-op
-percentiles, step times, exposed communication and the lane that bounds each step. No I/O.
+percentiles, step times, exposed communication and the lane that bounds each step; and on the
+attribution tables: the ridgeline plane's points and ridge lines, and a sweep's scaling series.
+No I/O.
 
 `timelines` is always a mapping rank -> structured array as reader.load() returns it.
 Percentiles interpolate linearly (numpy's default), as the C++ summary does, so the results
@@ -7,9 +9,12 @@ here reproduce /summary exactly.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, Mapping, Tuple
+import math
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
+
+from .reader import Roofs, Sweep
 
 LANES = ("compute", "comm", "p2p")
 COMPUTE_LANE, COMM_LANE, P2P_LANE = 0, 1, 2
@@ -214,3 +219,194 @@ def compare_op_p50(base: Mapping[str, float], other: Mapping[str, float]) -> np.
         b = float(other.get(name, np.nan))
         out[i] = (name, a, b, b / a if a > 0 else np.nan)
     return out
+
+
+# ---- ridgeline plane (Checconi, Tithi and Petrini 2022, arXiv:2209.01368) ----
+
+#: The ceiling classes of the attribution, in the order the C++ side numbers them.
+CEILINGS = ("compute", "hbm", "interconnect", "launch")
+
+#: Rows of ridgeline_points(): x = FLOP per HBM byte, y = FLOP per interconnect byte (+inf without
+#: interconnect bytes, NaN without FLOPs); `what` is "op" or "step"; time_ns the op's p50 or the
+#: step's p50.
+RIDGELINE_DTYPE = np.dtype([
+    ("name", "U64"), ("what", "U4"), ("x", np.float64), ("y", np.float64),
+    ("flops", np.float64), ("hbm_bytes", np.float64), ("comm_bytes", np.float64),
+    ("time_ns", np.float64), ("ceiling", "U12"),
+])
+
+
+def intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte: +inf when no bytes move, NaN when there are no FLOPs (no place on the
+    plane)."""
+    if not flops > 0:
+        return math.nan
+    return math.inf if not nbytes > 0 else flops / nbytes
+
+
+def ridgeline_points(summary_ops: Optional[np.ndarray], summary_attrs: Optional[Mapping[str, Any]],
+                     step_name: str = "step") -> np.ndarray:
+    """Points of the ridgeline plane: one per op of /summary/ops (flops, hbm_bytes, comm_bytes per
+    instance, time p50_ns, its `ceiling`) then one for the step from the /summary attributes
+    step_flops, step_hbm_bytes, step_comm_bytes, p50_ns and ceiling (left out when the summary
+    has no step_flops). Ceilings absent from older files read "none"."""
+    rows = []
+    if summary_ops is not None:
+        has_ceiling = "ceiling" in (summary_ops.dtype.names or ())
+        for op in summary_ops:
+            rows.append((op["name"], "op", op["flops"], op["hbm_bytes"], op["comm_bytes"],
+                         op["p50_ns"], op["ceiling"] if has_ceiling else "none"))
+    if summary_attrs is not None and "step_flops" in summary_attrs:
+        a = summary_attrs
+        rows.append((step_name, "step", a["step_flops"], a.get("step_hbm_bytes", 0.0),
+                     a.get("step_comm_bytes", 0.0), a.get("p50_ns", math.nan),
+                     a.get("ceiling", "none")))
+    return _ridgeline_rows(rows)
+
+
+def sweep_step_points(points: np.ndarray) -> np.ndarray:
+    """The step of every ok point of /sweep/points as a ridgeline point named by its label."""
+    ok = points[points["status"] == "ok"]
+    return _ridgeline_rows([(p["label"], "step", p["step_flops"], p["step_hbm_bytes"],
+                             p["step_comm_bytes"], p["step_p50_ns"], p["ceiling"]) for p in ok])
+
+
+def _ridgeline_rows(rows: List[Tuple[Any, ...]]) -> np.ndarray:
+    out = np.empty(len(rows), dtype=RIDGELINE_DTYPE)
+    for i, (name, what, flops, hbm, comm, time_ns, ceiling) in enumerate(rows):
+        flops, hbm, comm = float(flops), float(hbm), float(comm)
+        out[i] = (name, what, intensity(flops, hbm), intensity(flops, comm), flops, hbm, comm,
+                  float(time_ns), ceiling)
+    return out
+
+
+class RidgeLines(NamedTuple):
+    """The roofs as lines of the plane. Bandwidths in bytes/s, peak in FLOP/s; net_bw and y_ridge
+    are NaN when the roofs have no usable interconnect row (a one-rank job)."""
+
+    dtype: str
+    peak_flops: float
+    hbm_bw: float
+    net_bw: float
+    net_source: str  # which /roofs/interconnect row gave net_bw, in words
+
+    @property
+    def x_ridge(self) -> float:
+        """FLOP per HBM byte at which compute time equals HBM time."""
+        return self.peak_flops / self.hbm_bw
+
+    @property
+    def y_ridge(self) -> float:
+        """FLOP per interconnect byte at which compute time equals interconnect time."""
+        return self.peak_flops / self.net_bw if self.net_bw > 0 else math.nan
+
+    def diagonal(self, x: Any) -> Any:
+        """y = x * hbm_bw / net_bw: where HBM time equals interconnect time."""
+        return np.asarray(x, dtype=np.float64) * self.hbm_bw / self.net_bw
+
+    def region(self, x: float, y: float) -> str:
+        """The roof that bounds a point: the largest of F/peak, F/(x hbm_bw), F/(y net_bw)."""
+        times = (1.0 / self.peak_flops, 1.0 / (x * self.hbm_bw) if x > 0 else math.inf,
+                 1.0 / (y * self.net_bw) if y > 0 and self.net_bw > 0 else 0.0)
+        return CEILINGS[int(np.argmax(times))]
+
+
+def ridge_lines(roofs: Roofs, dtype: Optional[str] = None) -> RidgeLines:
+    """The ridge lines of `roofs`: peak = the GEMM peak of `dtype` (default: the highest peak),
+    hbm_bw = the copy bandwidth at the largest measured size, net_bw = floor_beta_gbps of the
+    all_reduce roof at the largest group size (ties: the roofs' transport, then the fastest).
+    The floor beta is the lower envelope's bus bandwidth the attribution uses, so an op's
+    interconnect intensity is measured against the same roof as its ceiling. ValueError if the
+    roofs lack a GEMM peak or an HBM bandwidth."""
+    peaks = roofs.peak_tflops()
+    if not peaks:
+        raise ValueError("the roofs have no GEMM peak")
+    if dtype is None or dtype not in peaks:
+        dtype = max(peaks, key=peaks.get)
+    hbm = roofs.hbm_gbps()
+    if not hbm > 0:
+        raise ValueError("the roofs have no HBM copy bandwidth")
+    net, source = math.nan, "no all_reduce interconnect roof"
+    rows = roofs.interconnect_rows("all_reduce")
+    rows = rows[np.isfinite(rows["floor_beta_gbps"]) & (rows["floor_beta_gbps"] > 0)]
+    if rows.size:
+        rows = rows[rows["group_size"] == rows["group_size"].max()]
+        same = rows[rows["transport"] == roofs.transport]
+        rows = same if same.size else rows
+        row = rows[np.argmax(rows["floor_beta_gbps"])]
+        net = float(row["floor_beta_gbps"]) * 1e9
+        source = (f"all_reduce over {int(row['group_size'])} ranks ({row['transport']}): "
+                  f"floor beta {float(row['floor_beta_gbps']):.4g} GB/s")
+    return RidgeLines(dtype, peaks[dtype] * 1e12, hbm * 1e9, net, source)
+
+
+# ---- scaling series of a sweep ----
+
+#: Sweep axes whose values are numbers (sorted numerically); the others sort as strings.
+NUMERIC_AXES = ("tp", "batch", "seq", "context", "hidden")
+#: Every axis a sweep can have, in the order the C++ side lists them.
+SWEEP_AXES = (*NUMERIC_AXES, "phase", "overlap", "transport", "dtype")
+
+
+class ScalingGroup(NamedTuple):
+    """The ok points that share the values of every other axis, sorted along the axis."""
+
+    fixed: Dict[str, str]  # other axis -> value; empty for a one-axis sweep
+    rows: np.ndarray       # /sweep/points rows: step_p50_ns, compute_ns, hbm_ns, ...
+    crossovers: np.ndarray  # /sweep/crossovers rows of the axis for this group
+
+    @property
+    def name(self) -> str:
+        """"batch=4 phase=decode", as the crossovers' `fixed` field; "" for a one-axis sweep."""
+        return " ".join(f"{k}={v}" for k, v in self.fixed.items())
+
+
+class Scaling(NamedTuple):
+    axis: str
+    numeric: bool
+    values: List[Any]       # every ok value of the axis, sorted (positions of string axes)
+    groups: List[ScalingGroup]
+    crossovers: np.ndarray  # every /sweep/crossovers row of the axis
+
+
+def axis_sort_key(axis: str, value: Any) -> Any:
+    """Numbers for the numeric axes, strings for the others."""
+    return float(value) if axis in NUMERIC_AXES else str(value)
+
+
+def parse_fixed(fixed: str) -> Dict[str, str]:
+    """"batch=64 context=1024" -> {"batch": "64", "context": "1024"}."""
+    return dict(part.split("=", 1) for part in fixed.split() if "=" in part)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def scaling_series(sweep: Sweep, axis: str) -> Scaling:
+    """The ok points of `sweep` along `axis`, grouped by the values of every other axis of the
+    sweep (/sweep attribute `axes`), groups and points in sorted order, with the crossovers of
+    the axis matched to their group by `fixed`. ValueError if `axis` is not one of the axes."""
+    axes = sweep.axes
+    if axis not in axes:
+        raise ValueError(f"{axis!r} is not an axis of this sweep "
+                         f"(axes: {', '.join(axes) or 'none'})")
+    others = [a for a in axes if a != axis]
+    ok = sweep.ok()
+    groups: Dict[Tuple[Any, ...], List[int]] = {}
+    for i, row in enumerate(ok):
+        groups.setdefault(tuple(axis_sort_key(a, row[a]) for a in others), []).append(i)
+    crossovers = sweep.crossovers[sweep.crossovers["axis"] == axis]
+    fixed_of = [parse_fixed(str(c["fixed"])) for c in crossovers]
+    out = []
+    for key in sorted(groups):
+        rows = ok[groups[key]]
+        rows = rows[np.argsort([axis_sort_key(axis, v) for v in rows[axis]], kind="stable")]
+        fixed = {a: _value_text(rows[0][a]) for a in others}
+        mine = [i for i, f in enumerate(fixed_of) if all(f.get(a) == v for a, v in fixed.items())]
+        out.append(ScalingGroup(fixed, rows, crossovers[mine]))
+    values = sorted({v.item() if isinstance(v, np.generic) else v for v in ok[axis]},
+                    key=lambda v: axis_sort_key(axis, v))
+    return Scaling(axis, axis in NUMERIC_AXES, values, out, crossovers)

@@ -1,18 +1,23 @@
-"""PNG plots of a run: a per-rank timeline Gantt chart and a step-time histogram.
+"""Plots of a run or a sweep: a per-rank timeline Gantt chart, a step-time histogram, the
+ridgeline plane, scaling curves and stacked step-time bars by ceiling.
 
 Figures are drawn on the Agg canvas directly (no pyplot), so plotting works without a display
-and never changes the caller's matplotlib backend.
+and never changes the caller's matplotlib backend. The format follows the path's suffix (.png,
+.svg, ...).
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+import math
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .analysis import LANES, timed_rows
+from .analysis import CEILINGS, LANES, RidgeLines, Scaling, timed_rows
 
 # One colour per op kind of the schema (/ops kind), stable across runs so plots compare.
 KIND_COLOURS = {
@@ -20,6 +25,15 @@ KIND_COLOURS = {
     "elementwise": "tab:cyan", "collective": "tab:red", "p2p": "tab:orange",
     "other": "tab:gray",
 }
+
+
+#: One colour per ceiling class, the same in every picture.
+CEILING_COLOURS = {
+    "compute": "tab:blue", "hbm": "tab:green", "interconnect": "tab:red", "launch": "tab:orange",
+    "none": "tab:gray",
+}
+# Region shades of the ridgeline plane: the class colours, light.
+_REGION_ALPHA = 0.10
 
 
 def _save(fig: Figure, path: str) -> str:
@@ -85,5 +99,329 @@ def plot_step_histogram(step_time_ns: np.ndarray, path: str,
     ax.set_ylabel("iterations")
     ax.set_title(title or "ridgeline step times")
     ax.legend(fontsize="small")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# ---- ridgeline plane ----
+
+def _decades(values: Sequence[float]) -> Tuple[float, float]:
+    """Log-axis limits: whole decades around the values, with at least a factor 3 of margin."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
+    if v.size == 0:
+        return 0.1, 10.0
+    return 10.0 ** math.floor(math.log10(v.min() / 3)), 10.0 ** math.ceil(math.log10(v.max() * 3))
+
+
+def _tags(x: np.ndarray, y: np.ndarray, names: Sequence[str]) -> List[Tuple[float, float, str]]:
+    """One label per position: points within 0.05 decades of each other share "a, b"."""
+    out: List[Tuple[float, float, str]] = []
+    for xi, yi, name in zip(x.tolist(), y.tolist(), names):
+        for i, (xo, yo, text) in enumerate(out):
+            if abs(math.log10(xi / xo)) < 0.05 and (yi == yo or (
+                    np.isfinite(yi) and np.isfinite(yo) and abs(math.log10(yi / yo)) < 0.05)):
+                out[i] = (xo, yo, f"{text}, {name}")
+                break
+        else:
+            out.append((xi, yi, name))
+    return out
+
+
+def plot_ridgeline(lines: RidgeLines, points: np.ndarray, path: str, title: str = "",
+                   step_tags: Optional[Mapping[str, str]] = None) -> str:
+    """The ridgeline plane (after Checconi, Tithi and Petrini 2022, "Ridgeline: A 2D Roofline
+    Model for Distributed Systems", arXiv:2209.01368): log-log, x = FLOP per HBM
+    byte, y = FLOP per interconnect byte; the compute-, HBM- and interconnect-bound regions
+    shaded and bounded by the ridge lines of `lines`; `points` (analysis.RIDGELINE_DTYPE) drawn
+    small for ops and large for steps, coloured by their ceiling. Points without interconnect
+    bytes (y = inf) go on a strip above the plane. Steps are tagged with their names, or with
+    `step_tags[name]` and then listed (tag, name) beside the plane; communicating ops on the
+    plane are named."""
+    has_net = bool(np.isfinite(lines.net_bw) and lines.net_bw > 0)
+    xr, yr = lines.x_ridge, lines.y_ridge
+    # A point needs FLOPs and HBM bytes to have a place; y = inf goes on the strip.
+    fits = np.isfinite(points["x"]) & (points["x"] > 0) & ~np.isnan(points["y"])
+    placed, left_out = points[fits], points[~fits]
+    on_plane = placed[np.isfinite(placed["y"])]
+    on_strip = placed[np.isinf(placed["y"])]
+    # At least a factor 30 either side of the ridge point, so that every region has room.
+    x0, x1 = _decades([*placed["x"].tolist(), xr / 10, xr * 10])
+    y0, y1 = _decades([*on_plane["y"].tolist(), *([yr / 10, yr * 10] if has_net else [])]
+                      or [1.0])
+
+    fig = Figure(figsize=(11, 7.5))
+    grid = fig.add_gridspec(2, 1, height_ratios=(1, 9), hspace=0.04,
+                            left=0.09, right=0.66, top=0.9, bottom=0.1)
+    strip: Axes = fig.add_subplot(grid[0])
+    ax: Axes = fig.add_subplot(grid[1], sharex=strip)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+
+    # Regions, shaded with their class colours.
+    xg = np.geomspace(x0, x1, 400)
+    shade = dict(alpha=_REGION_ALPHA, linewidth=0)
+    if has_net:
+        diag = lines.diagonal(xg)
+        left = xg <= xr
+        ax.fill_between(xg[left], np.clip(diag[left], y0, y1), y1,
+                        color=CEILING_COLOURS["hbm"], **shade)
+        ax.fill_between(xg, y0, np.clip(np.minimum(diag, yr), y0, y1),
+                        color=CEILING_COLOURS["interconnect"], **shade)
+        ax.fill_between([xr, x1], yr, y1, color=CEILING_COLOURS["compute"], **shade)
+    else:
+        ax.axvspan(x0, xr, color=CEILING_COLOURS["hbm"], **shade)
+        ax.axvspan(xr, x1, color=CEILING_COLOURS["compute"], **shade)
+    strip.axvspan(x0, xr, color=CEILING_COLOURS["hbm"], **shade)
+    strip.axvspan(xr, x1, color=CEILING_COLOURS["compute"], **shade)
+
+    # Ridge lines.
+    ridge = dict(color="0.2", linewidth=1.4)
+    if has_net:
+        ax.plot([xr, xr], [yr, y1], linestyle="-", **ridge)
+        ax.plot([xr, x1], [yr, yr], linestyle="--", **ridge)
+        ax.plot(xg[left], lines.diagonal(xg[left]), linestyle=":", **ridge)
+    else:
+        ax.axvline(xr, linestyle="-", **ridge)
+    strip.axvline(xr, linestyle="-", **ridge)
+
+    # Region names, where the region is sure to be.
+    name_box = dict(fontsize=10, fontweight="bold", ha="center", va="center",
+                    bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.6, linewidth=0))
+    lx0, lx1, lxr = math.log10(x0), math.log10(x1), math.log10(xr)
+    ly0, ly1 = math.log10(y0), math.log10(y1)
+    if has_net:
+        lyr = math.log10(yr)
+        ax.text(10 ** ((lxr + lx1) / 2), 10 ** (lyr + 0.85 * (ly1 - lyr)), "compute-bound",
+                color=CEILING_COLOURS["compute"], **name_box)
+        hx = 10 ** (lx0 + 0.45 * (lxr - lx0))
+        ax.text(hx, 10 ** (ly1 - 0.1 * (ly1 - ly0)), "HBM-bound", color=CEILING_COLOURS["hbm"],
+                **name_box)
+        ax.text(10 ** ((lxr + lx1) / 2), 10 ** (ly0 + 0.1 * (ly1 - ly0)), "interconnect-bound",
+                color=CEILING_COLOURS["interconnect"], **name_box)
+    else:
+        ax.text(10 ** ((lxr + lx1) / 2), 10 ** (ly1 - 0.1 * (ly1 - ly0)), "compute-bound",
+                color=CEILING_COLOURS["compute"], **name_box)
+        ax.text(10 ** ((lx0 + lxr) / 2), 10 ** (ly1 - 0.1 * (ly1 - ly0)), "HBM-bound",
+                color=CEILING_COLOURS["hbm"], **name_box)
+
+    # Points: ops small, steps large, coloured by their ceiling.
+    def draw(target: Axes, rows: np.ndarray, y: np.ndarray) -> None:
+        for what, size, marker in (("op", 36, "o"), ("step", 300, "*")):
+            sel = rows["what"] == what
+            colours = [CEILING_COLOURS.get(c, "black") for c in rows["ceiling"][sel]]
+            target.scatter(rows["x"][sel], y[sel], s=size, marker=marker, c=colours,
+                           edgecolors="black", linewidths=0.6, zorder=3 if what == "op" else 4)
+
+    draw(ax, on_plane, on_plane["y"])
+    draw(strip, on_strip, np.full(on_strip.size, 0.5))
+
+    steps = points[points["what"] == "step"]
+    tag_of = {str(n): (step_tags or {}).get(str(n), str(n)) for n in steps["name"]}
+    for target, rows, strip_row in ((ax, on_plane, False), (strip, on_strip, True)):
+        sel = rows[rows["what"] == "step"]
+        y = np.full(sel.size, 0.5) if strip_row else sel["y"]
+        for x, yy, text in _tags(sel["x"], y, [tag_of[str(n)] for n in sel["name"]]):
+            target.annotate(text, (x, yy), xytext=(7, 5 if not strip_row else -3),
+                            textcoords="offset points", fontsize=8, fontweight="bold",
+                            va="center" if strip_row else "bottom")
+    # Ops on the plane (few: those that communicate) by name; the strip has no room for names.
+    ops = on_plane[on_plane["what"] == "op"]
+    for x, y, text in _tags(ops["x"], ops["y"], ops["name"].tolist()):
+        ax.annotate(text, (x, y), xytext=(6, -4), textcoords="offset points", fontsize=7,
+                    color="0.25", va="top")
+    strip.set_ylim(0, 1)
+    strip.set_yticks([])
+    strip.set_ylabel("no inter-\nconnect\nbytes", rotation=0, ha="right", va="center",
+                     fontsize=8, color="0.25")
+    strip.tick_params(labelbottom=False)
+
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte)")
+    ax.set_ylabel("network intensity (FLOP per interconnect byte)")
+    ax.grid(True, which="major", linewidth=0.4, alpha=0.5)
+    roof_line = (f"roofs: peak {lines.dtype} {lines.peak_flops / 1e12:.4g} TFLOP/s, HBM copy "
+                 f"{lines.hbm_bw / 1e9:.4g} GB/s, interconnect "
+                 + (lines.net_source if has_net else "none (no all_reduce roof)"))
+    fig.text(0.09, 0.965, title or "ridgeline plane", fontsize=11, va="top", ha="left")
+    fig.text(0.09, 0.93, roof_line, fontsize=8.5, va="top", ha="left", color="0.3")
+    if left_out.size:
+        fig.text(0.09, 0.012, "not on the plane (no FLOPs or no HBM bytes): "
+                 + ", ".join(left_out["name"].tolist()), fontsize=8, color="0.3")
+
+    handles = [Line2D([], [], linestyle="none", marker="o", markersize=9,
+                      markerfacecolor=CEILING_COLOURS[c], markeredgecolor="black",
+                      label=f"ceiling: {c}")
+               for c in (*CEILINGS, "none") if c in set(points["ceiling"].tolist())]
+    if (points["what"] == "op").any():
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=6, color="0.6",
+                              markeredgecolor="black", label="op"))
+    if (points["what"] == "step").any():
+        handles.append(Line2D([], [], linestyle="none", marker="*", markersize=15, color="0.6",
+                              markeredgecolor="black", label="step"))
+    handles.append(Line2D([], [], linestyle="-", label=f"peak / HBM = {xr:.3g} FLOP/B", **ridge))
+    if has_net:
+        handles += [
+            Line2D([], [], linestyle="--", label=f"peak / net = {yr:.3g} FLOP/B", **ridge),
+            Line2D([], [], linestyle=":", label="HBM time = network time", **ridge),
+        ]
+    legend = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.68, 0.9),
+                        fontsize=8, title="colour: measured ceiling\nshade: region of the roofs",
+                        title_fontsize=8)
+    if step_tags and steps.size:
+        # The step tags' key, under the legend.
+        below = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer()).y0 / fig.bbox.height
+        fig.text(0.685, below - 0.02, "steps\n" + "\n".join(
+            f"{tag_of[str(n)]:>3}  {n}" for n in steps["name"]),
+            fontsize=8, va="top", family="monospace")
+    return _save(fig, path)
+
+
+# ---- scaling curves and bars of a sweep ----
+
+def _overtaken(group_rows: np.ndarray, crossover: np.void, axis: str) -> str:
+    """The class a crossover's rising class passes: the ceiling of the point before it (measured
+    rows name it), else the largest other class at the group's last point."""
+    before = group_rows[group_rows["point"] == crossover["before_point"]]
+    if before.size and before["ceiling"][0] != crossover["kind"]:
+        return str(before["ceiling"][0])
+    if group_rows.size:
+        last = group_rows[-1]
+        others = [c for c in CEILINGS if c != crossover["kind"]]
+        return max(others, key=lambda c: float(last[f"{c}_ns"]))
+    return "?"
+
+
+def _axis_positions(scaling: Scaling, values: Sequence) -> np.ndarray:
+    """x of axis values: the values themselves on numeric axes, their rank among every ok
+    value on string axes (NaN for a value not in the sweep)."""
+    if scaling.numeric:
+        return np.asarray([float(v) for v in values], dtype=np.float64)
+    index = {str(v): i for i, v in enumerate(scaling.values)}
+    return np.asarray([index.get(str(v), np.nan) for v in values], dtype=np.float64)
+
+
+def plot_scaling(scaling: Scaling, path: str, title: str = "") -> str:
+    """Step time by ceiling along one sweep axis: per group of the other axes one panel with a
+    line per class (compute, hbm, interconnect, launch) and the step p50; crossovers as vertical
+    lines in the colour of the class that takes over (predicted ones dashed), annotated with the
+    two times that cross."""
+    n = max(1, len(scaling.groups))
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(4.6 * cols + 0.6, 3.8 * rows + 1.2))
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(n)]
+    predicted_seen = measured_seen = False
+    positive = all(float(v) > 0 for v in scaling.values) if scaling.numeric else False
+    log_x = positive and len(scaling.values) > 1 and max(scaling.values) / min(scaling.values) >= 4
+    for ax, group in zip(axes, scaling.groups):
+        x = _axis_positions(scaling, group.rows[scaling.axis].tolist())
+        top = float(group.rows["step_p50_ns"].max()) / 1e6 if group.rows.size else 1.0
+        for c in CEILINGS:
+            ax.plot(x, group.rows[f"{c}_ns"] / 1e6, marker="o", markersize=4, linewidth=1.4,
+                    color=CEILING_COLOURS[c], label=c)
+        ax.plot(x, group.rows["step_p50_ns"] / 1e6, marker="s", markersize=5, linewidth=2.2,
+                color="black", label="step p50")
+        ticks = list(x)
+        notes = []
+        for cross in group.crossovers:
+            if not cross["at_value"]:
+                continue  # none predicted within range: nothing to mark
+            at = _axis_positions(scaling, [cross["at_value"]])[0]
+            if not np.isfinite(at):
+                continue
+            predicted = bool(cross["predicted"])
+            predicted_seen |= predicted
+            measured_seen |= not predicted
+            colour = CEILING_COLOURS.get(str(cross["kind"]), "black")
+            ax.axvline(at, color=colour, linestyle="--" if predicted else "-", linewidth=1.3,
+                       alpha=0.9)
+            ticks.append(at)
+            notes.append((at, colour, ("predicted: " if predicted else "") + f"{cross['kind']} "
+                          f"{cross['rising_ns'] / 1e6:.3g} ms\npasses "
+                          f"{_overtaken(group.rows, cross, scaling.axis)} "
+                          f"{cross['falling_ns'] / 1e6:.3g} ms"))
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ticks = sorted(set(t for t in ticks if np.isfinite(t)))
+        if scaling.numeric:
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
+            lo, hi = min(ticks), max(ticks)
+            pad = (hi / lo) ** 0.12 if log_x and hi > lo else None
+            if pad:
+                ax.set_xlim(lo / pad, hi * pad)
+            elif hi > lo:
+                ax.set_xlim(lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))
+        else:
+            ax.set_xticks(range(len(scaling.values)), [str(v) for v in scaling.values])
+            ax.set_xlim(-0.5, len(scaling.values) - 0.5)
+        # Notes beside their line, on the side with room (inside the panel), stacked downwards.
+        for shown, (at, colour, text) in enumerate(notes):
+            frac = (ax.transAxes.inverted().transform(ax.transData.transform((at, 1.0))))[0]
+            right = frac < 0.5
+            ax.annotate(text, (at, 1.0 - 0.03 - 0.16 * shown),
+                        xycoords=("data", "axes fraction"), xytext=(4 if right else -4, 0),
+                        textcoords="offset points", fontsize=7, va="top",
+                        ha="left" if right else "right", color=colour,
+                        bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.8,
+                                  linewidth=0))
+        shown = len(notes)
+        # Head room for the crossover notes above the curves.
+        ax.set_ylim(0, top * (1.15 + 0.3 * shown) if top > 0 else 1.0)
+        ax.set_xlabel(scaling.axis)
+        ax.set_ylabel("time per step (ms)")
+        ax.set_title(group.name or "every point", fontsize=10)
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+    if not scaling.groups:
+        axes[0].text(0.5, 0.5, "no ok points", ha="center", va="center",
+                     transform=axes[0].transAxes)
+    handles = [Line2D([], [], color=CEILING_COLOURS[c], marker="o", markersize=4, label=c)
+               for c in CEILINGS]
+    handles.append(Line2D([], [], color="black", marker="s", linewidth=2.2, label="step p50"))
+    if measured_seen:
+        handles.append(Line2D([], [], color="0.3", linestyle="-", label="crossover (measured)"))
+    if predicted_seen:
+        handles.append(Line2D([], [], color="0.3", linestyle="--", label="crossover (predicted)"))
+    fig.suptitle(title or f"step time by ceiling along {scaling.axis}", fontsize=11)
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if rows == 1 else 0.035, 1, 0.97))
+    return _save(fig, path)
+
+
+def plot_step_bars(points: np.ndarray, path: str, title: str = "") -> str:
+    """One bar per /sweep/points row: the step's time stacked by ceiling class (ms) with the
+    step p50 marked; failed points as a hatched empty bar labelled "failed"."""
+    n = points.size
+    fig = Figure(figsize=(max(6.5, 0.75 * n + 3.5), 5.2))
+    ax = fig.add_subplot()
+    ok = points["status"] == "ok"
+    x = np.arange(n)
+    bottom = np.zeros(n)
+    for c in CEILINGS:
+        height = np.where(ok, points[f"{c}_ns"] / 1e6, 0.0)
+        ax.bar(x, height, bottom=bottom, width=0.7, color=CEILING_COLOURS[c], label=c,
+               edgecolor="white", linewidth=0.5)
+        bottom += height
+    top = float(max(bottom.max(), (points["step_p50_ns"][ok] / 1e6).max(initial=0.0))) or 1.0
+    if ok.any():
+        ax.scatter(x[ok], points["step_p50_ns"][ok] / 1e6, marker="_", s=500, color="black",
+                   linewidths=2, zorder=3, label="step p50")
+    for i in np.flatnonzero(~ok).tolist():
+        ax.bar(i, top * 0.9, width=0.7, fill=False, hatch="//", edgecolor="0.45", linewidth=1)
+        reason = str(points["status"][i]).partition(":")[2].strip()
+        ax.text(i, top * 0.45, "failed" + (f"\n{reason[:40]}" if reason else ""), rotation=90,
+                ha="center", va="center", fontsize=7, color="0.25",
+                bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.85, linewidth=0))
+    if (~ok).any():
+        ax.bar([np.nan], [0], fill=False, hatch="//", edgecolor="0.45", label="failed")
+    ax.set_xticks(x, [str(v) for v in points["label"]], rotation=30, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(0, top * 1.08)
+    ax.set_ylabel("time per step (ms)")
+    ax.set_title(title or "step time by ceiling, per sweep point", fontsize=11)
+    ax.grid(True, axis="y", linewidth=0.4, alpha=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     return _save(fig, path)

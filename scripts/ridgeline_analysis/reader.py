@@ -1,4 +1,5 @@
-"""Reads a ridgeline HDF5 run file (schema version 1, docs/SCHEMA.md) into plain Python and numpy.
+"""Reads a ridgeline HDF5 file (schema version 1, docs/SCHEMA.md) into plain Python and numpy:
+run files, sweep files (`ridgeline sweep`), roofs files and collectives files.
 
 One reader for every tool in this package: analysis, plots and exporters take what it returns.
 """
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -26,6 +27,27 @@ TIMELINE_DTYPE = np.dtype([
 _RUN_GROUPS = ("stack", "config", "topology", "ops", "ranks", "summary")
 # `ridgeline collectives` files have no timelines: their results are tables (see Run.tables).
 _TABLE_FILE_GROUPS = ("stack", "config", "topology")
+# What each file kind (root attribute `command`) must have besides; run files: _RUN_GROUPS.
+_FILE_GROUPS = {
+    "collectives": _TABLE_FILE_GROUPS,
+    "roofs": (*_TABLE_FILE_GROUPS, "roofs"),
+    "sweep": (*_TABLE_FILE_GROUPS, "sweep"),
+}
+
+#: The four /roofs tables with their fields (empty arrays of these stand in for absent tables).
+ROOF_TABLE_DTYPES = {
+    "gemm": np.dtype([("dtype", "U8"), ("label", "U16"), ("m", "<i8"), ("n", "<i8"),
+                      ("k", "<i8"), ("reps", "<i8"), ("best_ns", "<f8"), ("p50_ns", "<f8"),
+                      ("tflops", "<f8"), ("sm_clock_mhz", "<f8")]),
+    "memory": np.dtype([("kind", "U8"), ("bytes", "<i8"), ("reps", "<i8"), ("best_ns", "<f8"),
+                        ("p50_ns", "<f8"), ("gbps", "<f8"), ("sm_clock_mhz", "<f8")]),
+    "launch": np.dtype([("kind", "U16"), ("launches", "<i8"), ("ns_per_launch", "<f8"),
+                        ("sm_clock_mhz", "<f8")]),
+    "interconnect": np.dtype([("collective", "U16"), ("group_size", "<i8"), ("dtype", "U8"),
+                              ("transport", "U8"), ("alpha_us", "<f8"), ("beta_gbps", "<f8"),
+                              ("floor_alpha_us", "<f8"), ("floor_beta_gbps", "<f8"),
+                              ("fit_min_bytes", "<i8"), ("fit_max_bytes", "<i8")]),
+}
 
 
 class SchemaError(Exception):
@@ -51,6 +73,80 @@ class Summary:
 
 
 @dataclass
+class Roofs:
+    """/roofs: the machine's measured roofs (group attributes and the four tables, string fields
+    decoded; an absent table is an empty array with its fields)."""
+
+    attrs: Dict[str, Any]
+    gemm: np.ndarray
+    memory: np.ndarray
+    launch: np.ndarray
+    interconnect: np.ndarray  # may have no rows (a one-rank job)
+
+    @property
+    def backend(self) -> str:
+        return str(self.attrs.get("backend", ""))
+
+    @property
+    def transport(self) -> str:
+        return str(self.attrs.get("transport", ""))
+
+    def peak_tflops(self) -> Dict[str, float]:
+        """dtype -> peak GEMM TFLOP/s: the `gemm_peak_tflops.<dtype>` attributes, and for a dtype
+        without one the best `tflops` of its /roofs/gemm rows."""
+        peaks = {key.split(".", 1)[1]: float(value) for key, value in self.attrs.items()
+                 if key.startswith("gemm_peak_tflops.")}
+        for dtype in np.unique(self.gemm["dtype"]).tolist():
+            if dtype not in peaks:
+                peaks[dtype] = float(self.gemm["tflops"][self.gemm["dtype"] == dtype].max())
+        return peaks
+
+    def hbm_gbps(self) -> float:
+        """HBM (host: DRAM) copy bandwidth in GB/s: the copy row with the largest bytes (caches make
+        smaller working sets faster), else the `hbm_copy_gbps` attribute; NaN if neither."""
+        copy = self.memory[self.memory["kind"] == "copy"]
+        if copy.size:
+            return float(copy["gbps"][np.argmax(copy["bytes"])])
+        return float(self.attrs.get("hbm_copy_gbps", np.nan))
+
+    def launch_floor_ns(self) -> float:
+        """Device-side cost of one kernel: graph_node where measured, else eager (as the C++
+        Roofs::launch_floor_ns); NaN if neither."""
+        for kind in ("graph_node", "eager"):
+            rows = self.launch[self.launch["kind"] == kind]
+            if rows.size:
+                return float(rows["ns_per_launch"].min())
+            if f"launch_{kind}_ns" in self.attrs:
+                return float(self.attrs[f"launch_{kind}_ns"])
+        return float("nan")
+
+    def interconnect_rows(self, collective: Optional[str] = None) -> np.ndarray:
+        """/roofs/interconnect rows, all or those of one collective (e.g. "all_reduce")."""
+        if collective is None:
+            return self.interconnect
+        return self.interconnect[self.interconnect["collective"] == collective]
+
+
+@dataclass
+class Sweep:
+    """/sweep of a `ridgeline sweep` file: one /sweep/points row per point (failed ones too) and
+    the crossovers the C++ side found (measured) or extrapolated (predicted == 1)."""
+
+    attrs: Dict[str, Any]
+    points: np.ndarray
+    crossovers: np.ndarray
+
+    @property
+    def axes(self) -> List[str]:
+        """The options given more than one value, in the sweep's order (tp, batch, seq, ...)."""
+        return [a.strip() for a in str(self.attrs.get("axes", "")).split(",") if a.strip()]
+
+    def ok(self) -> np.ndarray:
+        """The /sweep/points rows whose status is "ok"."""
+        return self.points[self.points["status"] == "ok"]
+
+
+@dataclass
 class Run:
     """One run: a whole file, or one point of a sweep file (then `points` is empty)."""
 
@@ -71,6 +167,25 @@ class Run:
     #: epoch, sm_clock_mhz, mem_clock_mhz, power_w, power_avg_w, temp_c, clock_event_reasons);
     #: empty on the host backend or with --sample-ms 0.
     samples: Dict[int, np.ndarray] = field(default_factory=dict)
+    #: /roofs, or None when the file has none (`--roofs none`, older files). Sweep points share
+    #: their file's.
+    roofs: Optional[Roofs] = None
+    #: /sweep of a sweep file (root attribute command == "sweep"), else None.
+    sweep: Optional[Sweep] = None
+
+    @property
+    def command(self) -> str:
+        return str(self.attrs.get("command", ""))
+
+    @property
+    def status(self) -> str:
+        """A sweep point's status ("ok" or "failed: <reason>"); "ok" for anything else."""
+        return str(self.attrs.get("status", "ok"))
+
+    @property
+    def label(self) -> str:
+        """A sweep point's label (e.g. "tp=2 batch=64"); "" for anything else."""
+        return str(self.attrs.get("label", ""))
 
     @property
     def world_size(self) -> int:
@@ -105,14 +220,17 @@ def load(path: str) -> Run:
         attrs = _attrs(f)
         _check_version(attrs, path)
         has_points = "points" in f
-        required = () if has_points else (
-            _TABLE_FILE_GROUPS if attrs.get("command") == "collectives" else _RUN_GROUPS)
+        command = attrs.get("command")
+        is_sweep = command == "sweep"
+        required = _FILE_GROUPS.get(command, () if has_points else _RUN_GROUPS)
         try:
             run = _read_run(f, path, attrs, required)
             run.tables = _tables(f)
+            run.roofs = _roofs(f["roofs"]) if "roofs" in f else None
+            run.sweep = _sweep(f["sweep"]) if is_sweep else None
             if has_points:
                 run.points = [
-                    _read_point(f["points"][key], f"{path}:/points/{key}", run)
+                    _read_point(f["points"][key], f"{path}:/points/{key}", run, is_sweep)
                     for key in sorted(f["points"], key=_point_order)
                 ]
         except (KeyError, ValueError) as e:
@@ -144,10 +262,16 @@ def _point_order(key: str) -> Tuple[int, int, str]:
     return (0, int(key), "") if key.isdigit() else (1, 0, key)
 
 
-def _read_point(group: h5py.Group, where: str, parent: Run) -> Run:
-    """A sweep point: what it does not store itself (e.g. the stack) is the file's."""
-    point = _read_run(group, where, {**parent.attrs, **_attrs(group)}, ("ranks", "summary"))
-    for name in ("stack", "env", "config", "topology", "ops"):
+def _read_point(group: h5py.Group, where: str, parent: Run, is_sweep: bool) -> Run:
+    """A sweep point: what it does not store itself (e.g. the stack) is the file's. Points of a
+    sweep file need only a config, and a summary when their status is "ok"; timelines are kept
+    only on request."""
+    attrs = {**parent.attrs, **_attrs(group)}
+    required: Tuple[str, ...] = ("ranks", "summary")
+    if is_sweep:
+        required = ("config", "summary") if attrs.get("status") == "ok" else ("config",)
+    point = _read_run(group, where, attrs, required)
+    for name in ("stack", "env", "config", "topology", "ops", "roofs"):
         if not getattr(point, name):
             setattr(point, name, getattr(parent, name))
     return point
@@ -189,7 +313,10 @@ def _attrs(obj: h5py.HLObject) -> Dict[str, Any]:
 
 def _decode_table(data: np.ndarray) -> np.ndarray:
     """A compound table with its variable-length string fields (bytes objects) turned into
-    fixed-width str fields, so that string columns compare like numpy arrays."""
+    fixed-width str fields, so that string columns compare like numpy arrays. A table with no
+    rows may be stored with a null dataspace: it reads as an empty array of its fields."""
+    if isinstance(data, h5py.Empty):
+        data = np.empty(0, dtype=data.dtype)
     fields = []
     columns = []
     for name in data.dtype.names:
@@ -257,8 +384,20 @@ def _tables(f: h5py.File) -> Dict[str, np.ndarray]:
 
 def _summary(group: h5py.Group) -> Summary:
     return Summary(
-        step_time_ns=group["step_time_ns"][()],
-        warmup_step_time_ns=group["warmup_step_time_ns"][()],
+        step_time_ns=group["step_time_ns"][()] if "step_time_ns" in group else np.empty(0),
+        warmup_step_time_ns=(group["warmup_step_time_ns"][()] if "warmup_step_time_ns" in group
+                             else np.empty(0)),
         attrs=_attrs(group),
         ops=_decode_table(group["ops"][()]),
     )
+
+
+def _roofs(group: h5py.Group) -> Roofs:
+    tables = {name: _decode_table(group[name][()]) if name in group else np.empty(0, dtype)
+              for name, dtype in ROOF_TABLE_DTYPES.items()}
+    return Roofs(attrs=_attrs(group), **tables)
+
+
+def _sweep(group: h5py.Group) -> Sweep:
+    return Sweep(attrs=_attrs(group), points=_decode_table(group["points"][()]),
+                 crossovers=_decode_table(group["crossovers"][()]))

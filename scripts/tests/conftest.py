@@ -1,4 +1,5 @@
-"""Fixtures: one real run file, produced once per session by the C++ binary under mpirun."""
+"""Fixtures: one real run file and one real sweep file, each produced once per session by the
+C++ binary under mpirun."""
 import os
 import subprocess
 from pathlib import Path
@@ -25,13 +26,10 @@ def ridgeline_binary() -> Path:
     return binary
 
 
-@pytest.fixture(scope="session")
-def run_path(tmp_path_factory) -> Path:
-    """A real two-rank TP=2 run of models/tiny.toml: 1 warm-up and 3 timed iterations."""
-    workdir = tmp_path_factory.mktemp("run")
+def run_ridgeline(workdir: Path, *args: str) -> None:
+    """mpirun -np 2 <binary> ARGS in workdir; fails the test on a timeout or a non-zero exit."""
     command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-               str(ridgeline_binary()), "run", "--config", str(REPO / "models" / "tiny.toml"),
-               "--tp", "2", "--warmup", "1", "--iters", "3", "--out", "tmp.h5"]
+               str(ridgeline_binary()), *args]
     try:
         done = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
                               timeout=RUN_TIMEOUT_S)
@@ -40,6 +38,14 @@ def run_path(tmp_path_factory) -> Path:
     if done.returncode != 0:
         pytest.fail(f"{' '.join(command)} exited {done.returncode}\n"
                     f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def run_path(tmp_path_factory) -> Path:
+    """A real two-rank TP=2 run of models/tiny.toml: 1 warm-up and 3 timed iterations."""
+    workdir = tmp_path_factory.mktemp("run")
+    run_ridgeline(workdir, "run", "--config", str(REPO / "models" / "tiny.toml"), "--tp", "2",
+                  "--warmup", "1", "--iters", "3", "--out", "tmp.h5")
     return workdir / "tmp.h5"
 
 
@@ -47,3 +53,19 @@ def run_path(tmp_path_factory) -> Path:
 def run(run_path):
     from ridgeline_analysis import load
     return load(str(run_path))
+
+
+@pytest.fixture(scope="session")
+def sweep_path(tmp_path_factory) -> Path:
+    """A real two-rank decode sweep of models/tiny.toml over tp = 1, 2 and batch = 1, 4."""
+    workdir = tmp_path_factory.mktemp("sweep")
+    run_ridgeline(workdir, "sweep", "--config", str(REPO / "models" / "tiny.toml"),
+                  "--phase", "decode", "--tp", "1,2", "--batch", "1,4", "--warmup", "1",
+                  "--iters", "3", "--out", "sweep.h5")
+    return workdir / "sweep.h5"
+
+
+@pytest.fixture(scope="session")
+def sweep(sweep_path):
+    from ridgeline_analysis import load
+    return load(str(sweep_path))

@@ -35,7 +35,10 @@ def test_reader_loads_every_group(run):
     ops = run.summary.ops
     assert set(ops.dtype.names) == {
         "name", "kind", "lane", "count", "p50_ns", "mean_ns", "per_step_p50_ns", "share",
-        "flops", "hbm_bytes", "comm_bytes", "achieved_tflops", "achieved_gbps"}
+        "flops", "hbm_bytes", "comm_bytes", "achieved_tflops", "achieved_gbps",
+        # attribution against the measured roofs
+        "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns", "launch_bound_ns",
+        "bound_ns", "ceiling", "efficiency"}
     assert ops["name"].dtype.kind == "U" and ops.size > 0
     assert run.summary.step_time_ns.shape == (3,)
     assert run.summary.warmup_step_time_ns.shape == (1,)

@@ -1,0 +1,342 @@
+"""Tests of the roofs, the ridgeline plane, sweep files and their pictures: against a real sweep
+file and a real run file (conftest.py) and against hand-made tables."""
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from ridgeline_analysis import analysis, load
+from ridgeline_analysis.reader import ROOF_TABLE_DTYPES, Roofs, Sweep
+
+SCRIPTS = Path(__file__).resolve().parents[1]
+CLASSES = {"compute", "hbm", "interconnect", "launch"}
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---- reader ----
+
+def test_sweep_file_is_read(sweep):
+    assert sweep.command == "sweep"
+    assert sweep.summary is None and sweep.timelines == {} and sweep.ops == []
+    assert sweep.sweep.axes == ["tp", "batch"]
+    assert sweep.sweep.attrs["points"] == 4 and sweep.sweep.attrs["failed"] == 0
+    table = sweep.sweep.points
+    assert table["point"].tolist() == [0, 1, 2, 3]
+    assert table["label"].tolist() == ["tp=1 batch=1", "tp=1 batch=4", "tp=2 batch=1",
+                                       "tp=2 batch=4"]
+    assert set(table["status"].tolist()) == {"ok"}
+    assert set(table["ceiling"].tolist()) <= CLASSES
+    assert (table["step_p50_ns"] > 0).all() and (table["step_flops"] > 0).all()
+    assert set(table["phase"].tolist()) == {"decode"}
+    # The four classes split the measured step.
+    parts = sum(table[f"{c}_ns"] for c in CLASSES)
+    np.testing.assert_allclose(parts, table["step_p50_ns"], rtol=1e-6)
+
+    assert len(sweep.points) == 4
+    for k, point in enumerate(sweep.points):
+        assert point.status == "ok" and point.label == table["label"][k]
+        assert point.config["tp"] == table["tp"][k] and point.config["batch"] == table["batch"][k]
+        assert point.summary.attrs["ceiling"] == table["ceiling"][k]
+        assert "ceiling" in point.summary.ops.dtype.names
+        assert point.roofs is sweep.roofs
+
+    cross = sweep.sweep.crossovers
+    assert {"axis", "fixed", "kind", "predicted", "before_value", "at_value", "before_point",
+            "at_point", "rising_ns", "falling_ns", "note"} <= set(cross.dtype.names)
+    assert set(cross["axis"].tolist()) <= {"tp", "batch"}
+    measured = cross[cross["predicted"] == 0]
+    assert (measured["at_point"] >= 0).all()
+    assert (cross[cross["predicted"] == 1]["at_point"] == -1).all()
+
+
+def test_roofs_are_read(sweep, run):
+    for roofs in (sweep.roofs, run.roofs):
+        assert roofs is not None
+        assert roofs.backend in ("host", "cuda")
+        peaks = roofs.peak_tflops()
+        assert "fp32" in peaks and peaks["fp32"] > 0
+        copy = roofs.memory[roofs.memory["kind"] == "copy"]
+        assert roofs.hbm_gbps() == copy["gbps"][np.argmax(copy["bytes"])]
+        assert roofs.launch_floor_ns() >= 0
+        reduce = roofs.interconnect_rows("all_reduce")
+        assert reduce.size and reduce["group_size"].max() == 2
+        assert set(roofs.interconnect.dtype.names) >= set(ROOF_TABLE_DTYPES["interconnect"].names)
+
+
+def test_run_file_attribution_fields(run):
+    attrs = run.summary.attrs
+    for key in ("step_compute_ns", "step_hbm_ns", "step_interconnect_ns", "step_launch_ns",
+                "exposed_interconnect_ns", "attribution", "ops_over_ceiling", "step_flops",
+                "step_hbm_bytes", "step_comm_bytes"):
+        assert key in attrs, key
+    assert attrs["ceiling"] in CLASSES
+    assert set(run.summary.ops["ceiling"].tolist()) <= CLASSES | {"none"}
+
+
+def test_file_without_roofs_is_read(run_path, tmp_path):
+    copy = tmp_path / "noroofs.h5"
+    shutil.copy(run_path, copy)
+    with h5py.File(copy, "r+") as f:
+        del f["roofs"]
+    assert load(str(copy)).roofs is None
+
+
+# ---- ridgeline plane ----
+
+def test_ridgeline_points_of_a_run(run):
+    points = analysis.ridgeline_points(run.summary.ops, run.summary.attrs)
+    ops, steps = points[points["what"] == "op"], points[points["what"] == "step"]
+    assert ops["name"].tolist() == run.summary.ops["name"].tolist()
+    assert ops["ceiling"].tolist() == run.summary.ops["ceiling"].tolist()
+    no_comm = run.summary.ops["comm_bytes"] == 0
+    assert no_comm.any() and np.isinf(ops["y"][no_comm]).all()
+    gemm = run.summary.ops[run.summary.ops["kind"] == "gemm"][0]
+    row = ops[ops["name"] == gemm["name"]][0]
+    assert row["x"] == pytest.approx(gemm["flops"] / gemm["hbm_bytes"])
+    assert steps.size == 1
+    a = run.summary.attrs
+    assert steps[0]["x"] == pytest.approx(a["step_flops"] / a["step_hbm_bytes"])
+    assert steps[0]["y"] == pytest.approx(a["step_flops"] / a["step_comm_bytes"])
+    assert steps[0]["ceiling"] == a["ceiling"] and steps[0]["time_ns"] == a["p50_ns"]
+
+
+def test_ridgeline_points_of_a_sweep(sweep):
+    steps = analysis.sweep_step_points(sweep.sweep.points)
+    table = sweep.sweep.points
+    assert steps["name"].tolist() == table["label"].tolist()
+    tp1 = table["tp"] == 1  # one rank per replica: no interconnect bytes
+    assert np.isinf(steps["y"][tp1]).all() and np.isfinite(steps["y"][~tp1]).all()
+
+
+def test_intensity_edges():
+    assert analysis.intensity(8.0, 2.0) == 4.0
+    assert analysis.intensity(8.0, 0.0) == math.inf
+    assert math.isnan(analysis.intensity(0.0, 2.0))
+
+
+def _roofs(interconnect_rows, transport="nvlink"):
+    def table(name, rows):
+        return np.array(rows, dtype=ROOF_TABLE_DTYPES[name])
+    return Roofs(
+        attrs={"backend": "cuda", "transport": transport, "gemm_peak_tflops.bf16": 800.0},
+        gemm=table("gemm", [("bf16", "square", 8192, 8192, 8192, 20, 1.0, 1.0, 790.0, 1980.0),
+                            ("fp32", "square", 4096, 4096, 4096, 20, 1.0, 1.0, 60.0, 1980.0)]),
+        memory=table("memory", [("copy", 1 << 20, 10, 1.0, 1.0, 9000.0, -1.0),
+                                ("copy", 1 << 30, 10, 1.0, 1.0, 4000.0, -1.0),
+                                ("read", 1 << 30, 10, 1.0, 1.0, 4500.0, -1.0)]),
+        launch=table("launch", [("eager", 1000, 2500.0, -1.0), ("graph_node", 1000, 900.0, -1.0)]),
+        interconnect=table("interconnect", interconnect_rows),
+    )
+
+
+def test_ridge_lines_by_hand():
+    rows = [("all_reduce", 2, "bf16", "nvlink", 5.0, 300.0, 4.0, 350.0, 1024, 1 << 30),
+            ("all_reduce", 8, "bf16", "net", 9.0, 40.0, 8.0, 50.0, 1024, 1 << 30),
+            ("all_reduce", 8, "bf16", "nvlink", 9.0, 150.0, 8.0, 200.0, 1024, 1 << 30),
+            ("all_gather", 8, "bf16", "nvlink", 9.0, 900.0, 8.0, 999.0, 1024, 1 << 30)]
+    roofs = _roofs(rows)
+    assert roofs.peak_tflops() == {"bf16": 800.0, "fp32": 60.0}
+    assert roofs.hbm_gbps() == 4000.0          # the copy row with the largest bytes
+    assert roofs.launch_floor_ns() == 900.0    # graph_node where measured
+    lines = analysis.ridge_lines(roofs, "bf16")
+    assert lines.peak_flops == 800e12 and lines.hbm_bw == 4000e9
+    assert lines.net_bw == 200e9               # all_reduce, 8 ranks, the roofs' transport
+    assert lines.x_ridge == pytest.approx(200.0)
+    assert lines.y_ridge == pytest.approx(4000.0)
+    # The diagonal (HBM time = network time) passes through the ridge point.
+    assert lines.diagonal(lines.x_ridge) == pytest.approx(lines.y_ridge)
+    assert lines.region(1e4, 1e6) == "compute"
+    assert lines.region(10.0, 1e6) == "hbm"
+    assert lines.region(1e4, 10.0) == "interconnect"
+    assert lines.region(10.0, 100.0) == "interconnect"   # below the diagonal
+    assert lines.region(10.0, 400.0) == "hbm"            # above it
+    assert analysis.ridge_lines(roofs, "fp32").peak_flops == 60e12
+    assert analysis.ridge_lines(roofs, "unknown").dtype == "bf16"   # the highest peak
+
+
+def test_ridge_lines_without_interconnect():
+    lines = analysis.ridge_lines(_roofs([]))
+    assert math.isnan(lines.net_bw) and math.isnan(lines.y_ridge)
+    assert lines.region(1e4, 10.0) == "compute"
+
+
+def test_ridge_lines_of_real_roofs(run):
+    lines = analysis.ridge_lines(run.roofs, run.config["dtype"])
+    assert lines.dtype == "fp32"
+    assert lines.x_ridge == pytest.approx(run.roofs.peak_tflops()["fp32"] * 1e3
+                                          / run.roofs.hbm_gbps())
+    reduce = run.roofs.interconnect_rows("all_reduce")
+    assert lines.net_bw == pytest.approx(reduce["floor_beta_gbps"].max() * 1e9)
+
+
+# ---- scaling series ----
+
+def test_scaling_series_of_the_real_sweep(sweep):
+    tp = analysis.scaling_series(sweep.sweep, "tp")
+    assert tp.numeric and tp.values == [1, 2]
+    assert [g.name for g in tp.groups] == ["batch=1", "batch=4"]
+    for group in tp.groups:
+        assert group.rows["tp"].tolist() == [1, 2]
+        assert len(set(group.rows["batch"].tolist())) == 1
+        assert all(c["fixed"] == group.name and c["axis"] == "tp" for c in group.crossovers)
+    assert sum(g.crossovers.size for g in tp.groups) == tp.crossovers.size
+    batch = analysis.scaling_series(sweep.sweep, "batch")
+    assert [g.name for g in batch.groups] == ["tp=1", "tp=2"]
+    assert all(g.rows["batch"].tolist() == [1, 4] for g in batch.groups)
+    with pytest.raises(ValueError, match="axes: tp, batch"):
+        analysis.scaling_series(sweep.sweep, "seq")
+
+
+def _sweep(rows, axes, crossovers=()):
+    points = np.zeros(len(rows), dtype=[
+        ("point", "<i8"), ("status", "U32"), ("label", "U32"), ("tp", "<i8"), ("batch", "<i8"),
+        ("phase", "U8"), ("step_p50_ns", "<f8"), ("compute_ns", "<f8"), ("hbm_ns", "<f8"),
+        ("interconnect_ns", "<f8"), ("launch_ns", "<f8"), ("ceiling", "U12")])
+    for i, (tp, batch, phase, status) in enumerate(rows):
+        points[i] = (i, status, f"p{i}", tp, batch, phase, 10.0 * i, 1, 2, 3, 4, "compute")
+    cross = np.array(list(crossovers), dtype=[
+        ("axis", "U8"), ("fixed", "U32"), ("kind", "U12"), ("predicted", "<i8"),
+        ("at_value", "U8")])
+    return Sweep({"axes": axes}, points, cross)
+
+
+def test_scaling_series_groups_and_sorts_by_hand():
+    rows = [(16, 2, "decode", "ok"), (2, 2, "decode", "ok"), (2, 10, "prefill", "ok"),
+            (8, 2, "decode", "failed: out of memory"), (4, 10, "prefill", "ok"),
+            (2, 10, "decode", "ok")]
+    sweep = _sweep(rows, "tp,batch,phase", [
+        ("tp", "batch=2 phase=decode", "interconnect", 0, "16"),
+        ("tp", "phase=prefill batch=10", "hbm", 1, "32"),   # order of `fixed` does not matter
+        ("batch", "tp=2 phase=decode", "hbm", 0, "10")])
+    s = analysis.scaling_series(sweep, "tp")
+    # Groups by (batch, phase), batch numerically (2 < 10), phase as a string.
+    assert [g.fixed for g in s.groups] == [{"batch": "2", "phase": "decode"},
+                                           {"batch": "10", "phase": "decode"},
+                                           {"batch": "10", "phase": "prefill"}]
+    assert [g.rows["tp"].tolist() for g in s.groups] == [[2, 16], [2], [2, 4]]  # failed left out
+    assert [g.crossovers["kind"].tolist() for g in s.groups] == [["interconnect"], [], ["hbm"]]
+    assert s.values == [2, 4, 16]
+    phase = analysis.scaling_series(sweep, "phase")
+    assert not phase.numeric and phase.values == ["decode", "prefill"]
+    assert [g.name for g in phase.groups] == ["tp=2 batch=2", "tp=2 batch=10", "tp=4 batch=10",
+                                              "tp=16 batch=2"]
+    two = next(g for g in phase.groups if g.fixed == {"tp": "2", "batch": "10"})
+    assert two.rows["phase"].tolist() == ["decode", "prefill"]
+
+
+# ---- pictures ----
+
+def _check_picture(path: Path) -> None:
+    assert path.is_file() and path.stat().st_size > 10_000, path
+    if path.suffix == ".png":
+        image = imread(str(path))
+        assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 400
+        assert float(image[..., :3].var()) > 0.005, f"{path} looks blank"
+    else:
+        text = path.read_text(encoding="utf-8")
+        assert text.lstrip().startswith("<?xml") and "<svg" in text
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+@pytest.mark.parametrize("command", [["ridgeline"], ["ridgeline", "--point", "2"],
+                                     ["scaling", "--axis", "tp"],
+                                     ["scaling", "--axis", "batch"], ["bars"]])
+def test_sweep_pictures(sweep_path, tmp_path, command, suffix):
+    out = tmp_path / f"picture{suffix}"
+    done = _cli(command[0], str(sweep_path), *command[1:], "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out)
+    _check_picture(out)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_ridgeline_picture_of_a_run(run_path, tmp_path, suffix):
+    out = tmp_path / f"plane{suffix}"
+    done = _cli("ridgeline", str(run_path), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    _check_picture(out)
+
+
+def test_default_picture_names(sweep_path, tmp_path):
+    copy = tmp_path / "grid.h5"
+    shutil.copy(sweep_path, copy)
+    for args, name in ((["ridgeline"], "grid-ridgeline.png"),
+                       (["scaling", "--axis", "tp"], "grid-scaling-tp.png"),
+                       (["bars"], "grid-bars.png")):
+        done = _cli(args[0], str(copy), *args[1:])
+        assert done.returncode == 0, done.stderr
+        _check_picture(tmp_path / name)
+
+
+def test_bars_with_a_failed_point(sweep_path, tmp_path):
+    """A point that failed has no summary: a hatched bar, and the reader accepts the file."""
+    path = tmp_path / "failed.h5"
+    shutil.copy(sweep_path, path)
+    with h5py.File(path, "r+") as f:
+        table = f["sweep/points"][()]
+        table["status"][3] = b"failed: out of memory"
+        for field in ("step_p50_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns"):
+            table[field][3] = 0.0
+        table["ceiling"][3] = b"none"
+        del f["sweep/points"]
+        f.create_dataset("sweep/points", data=table)
+        f["points/3"].attrs["status"] = "failed: out of memory"
+        del f["points/3/summary"]
+    run = load(str(path))
+    assert run.points[3].summary is None and run.points[3].status.startswith("failed")
+    assert [g.rows["tp"].tolist() for g in analysis.scaling_series(run.sweep, "tp").groups] \
+        == [[1, 2], [1]]
+    out = tmp_path / "bars.png"
+    assert _cli("bars", str(path), "-o", str(out)).returncode == 0
+    _check_picture(out)
+    lines = _cli("summary", str(path)).stdout.splitlines()
+    assert lines[4].split()[3] == "failed" and "out of memory" in lines[-1]
+
+
+# ---- command line ----
+
+def _refused(done, *words):
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr
+
+
+def test_cli_refusals(sweep_path, run_path, tmp_path):
+    _refused(_cli("scaling", str(sweep_path), "--axis", "seq"), "seq", "tp, batch")
+    _refused(_cli("scaling", str(run_path), "--axis", "tp"), "not a sweep file")
+    _refused(_cli("bars", str(run_path)), "not a sweep file")
+    _refused(_cli("ridgeline", str(run_path), "-o", str(tmp_path / "plane.pdf")), ".png, .svg")
+    _refused(_cli("plot", str(sweep_path)), "no timelines")
+    copy = tmp_path / "noroofs.h5"
+    shutil.copy(run_path, copy)
+    with h5py.File(copy, "r+") as f:
+        del f["roofs"]
+    _refused(_cli("ridgeline", str(copy)), "no /roofs")
+
+
+def test_cli_summary_of_a_sweep(sweep_path, sweep):
+    done = _cli("summary", str(sweep_path))
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.split()[:4] == ["run", "label", "status", "p50_ms"]
+    assert [r.split()[0] for r in rows] == [f"sweep.h5-p{k}" for k in range(4)]
+    table = sweep.sweep.points
+    for row, point in zip(rows, table):
+        cells = row.split()
+        assert " ".join(cells[1:3]) == point["label"] and cells[3] == "ok"
+        assert float(cells[4]) == pytest.approx(point["step_p50_ns"] / 1e6, abs=1e-4)
+        assert cells[6] == point["ceiling"]
+    one = _cli("summary", str(sweep_path), "--point", "2").stdout.splitlines()
+    assert len(one) == 2 and one[1].startswith("sweep.h5-p2")
