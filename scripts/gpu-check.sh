@@ -9,6 +9,8 @@
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
+#   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
+#   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -175,6 +177,52 @@ section_overlap() {
     run "overlap_prefill_b4_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
       --batch 4 --tp "$tp" --warmup 2 --iters 8 --overlap none,async,chunked:2,chunked:4,split:2
   done
+}
+
+# roofs: the node's roofs per transport (full plan), the PyTorch matmul and copy they are held
+# to, and a layer attributed against them.
+section_roofs() {
+  for transport in nvlink host; do
+    [ "$ngpu" -ge 2 ] || [ "$transport" = nvlink ] || continue
+    timeout "$step_timeout" "${mpirun[@]}" -np "$ngpu" "$ridgeline" roofs --transport "$transport" \
+      --gemm-shapes 4096x24576x8192,4096x8192x8192,4096x32768x8192,4096x8192x32768 \
+      --out "$out/h5/roofs_$transport.h5" >"$out/logs/roofs_$transport.log" 2>&1
+    note "roofs_$transport: rc=$? $(grep -E 'gemm +bf16 +square +8192' "$out/logs/roofs_$transport.log" | head -1)"
+  done
+  timeout "$step_timeout" python3 "$repo/scripts/reference/torch_roofs.py" --json "$out/ref/torch_roofs.json" \
+    >"$out/logs/torch_roofs.log" 2>&1
+  note "torch_roofs: rc=$?"
+  local tp=$(( ngpu < 2 ? 1 : 2 ))
+  run "attributed_prefill_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 --tp "$tp" \
+    --warmup 3 --iters 10 --roofs "$out/h5/roofs_nvlink.h5"
+  run "attributed_decode_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --phase decode --batch 64 \
+    --context 1024 --tp "$tp" --warmup 5 --iters 30 --roofs "$out/h5/roofs_nvlink.h5"
+}
+
+# sweep NAME TRANSPORT ARGS...: one sweep over every GPU of the node.
+sweep() {
+  local name=$1 transport=$2
+  shift 2
+  timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np "$ngpu" "$ridgeline" sweep --transport "$transport" \
+    --roofs "$out/h5/roofs_$transport.h5" --timeout 120 "$@" --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+  note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows; $(grep -E 'becomes the ceiling' "$out/logs/$name.log" | head -2 | tr -s ' ' | tr '\n' ';')"
+}
+
+# sweeps: decode and prefill of the reference layers over TP, batch, context and sequence, one
+# job per transport (NCCL reads its environment once). SWEEP_MODELS and SWEEP_TRANSPORTS narrow them.
+section_sweeps() {
+  local tps=1
+  [ "$ngpu" -ge 2 ] && tps=1,2
+  for transport in ${SWEEP_TRANSPORTS:-nvlink host}; do
+    for model in ${SWEEP_MODELS:-gpt-h8192 llama3-70b}; do
+      sweep "sweep_${model}_decode_$transport" "$transport" --config "$repo/models/$model.toml" --layers 1 \
+        --phase decode --tp "$tps" --batch 1,16,64,256 --context 1024,8192,32768 --warmup 5 --iters 20
+      sweep "sweep_${model}_prefill_$transport" "$transport" --config "$repo/models/$model.toml" --layers 1 \
+        --phase prefill --tp "$tps" --batch 1 --seq 512,2048,8192,16384 --warmup 2 --iters 5
+    done
+  done
+  python3 "$repo/scripts/roofs_check.py" "$out/h5/roofs_nvlink.h5" "$out/ref/torch_roofs.json" \
+    "$out"/h5/attributed_*.h5 "$out"/h5/sweep_*.h5 | tee "$out/logs/roofs_check.txt"
 }
 
 section_graphs() {
