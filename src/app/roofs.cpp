@@ -246,6 +246,27 @@ void print_roofs(std::ostream& out, const Roofs& r) {
   }
 }
 
+void print_roofs_summary(std::ostream& out, const Roofs& r) {
+  char line[256];
+  out << "roofs (" << r.backend << "; " << r.source << "):";
+  for (DType d : {DType::bf16, DType::f16, DType::f32})
+    if (r.peak_tflops(d) > 0) {
+      std::snprintf(line, sizeof(line), "  GEMM %s %.3f TFLOP/s;", dtype_name(d), r.peak_tflops(d));
+      out << line;
+    }
+  std::snprintf(line, sizeof(line), "  memory %.1f GB/s (largest copy), %.1f GB/s (best, cache-sized);",
+                r.hbm_gbps(), r.memory_gbps(0));
+  out << line;
+  std::snprintf(line, sizeof(line), "  launch floor %.3f us\n", r.launch_floor_ns() / 1e3);
+  out << line;
+  for (const InterconnectRoof& c : r.interconnect) {
+    std::snprintf(line, sizeof(line), "  interconnect %s x%lld (%s): %.2f us + bytes / %.2f GB/s\n",
+                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(),
+                  c.floor_alpha_us, c.floor_beta_gbps);
+    out << line;
+  }
+}
+
 namespace {
 
 struct RoofsOptions {

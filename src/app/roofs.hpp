@@ -49,7 +49,10 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog);
 Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<RoofsPlan::Shape>& shapes,
                    double timeout_s);
 
-/// Prints the roofs as tables.
+/// Prints the roofs as tables (every measured row).
 void print_roofs(std::ostream& out, const Roofs& roofs);
+/// Prints the roofs attribution uses, a few lines: GEMM peak per dtype, memory bandwidth at the
+/// largest size and the best at any size, the launch floor, each interconnect envelope.
+void print_roofs_summary(std::ostream& out, const Roofs& roofs);
 
 }  // namespace ridgeline

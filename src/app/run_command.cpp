@@ -82,7 +82,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                                {{"period_ms", static_cast<int64_t>(cfg.sample_ms)}}});
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
     write_run_file(cfg.out, data);
-    if (!roofs.empty() && cfg.roofs.empty()) print_roofs(std::cout, roofs);
+    if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(std::cout, roofs);
     for (const StrategyResult& r : results) {
       RunData shown = data;
       shown.summary = r.summary;

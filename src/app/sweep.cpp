@@ -383,7 +383,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   std::vector<RoofsPlan::Shape> shapes;
   if (validate(shapes_cfg, world).empty() || shapes_cfg.tp * shapes_cfg.pp <= world) shapes = layer_gemm_shapes(shapes_cfg);
   const Roofs roofs = obtain_roofs(job, o.base.roofs, {}, o.base.timeout_s);
-  if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs(std::cout, roofs);
+  if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs_summary(std::cout, roofs);
   if (mpi.rank() == 0)
     std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
               << " rank(s); a point with tp x pp below the ranks runs as data-parallel replicas (no gradient "
