@@ -304,10 +304,6 @@ public:
     for (auto &e : m_fences)
       e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
-    int threads_per_sm = 0;
-    RIDGELINE_CHECK(
-        cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-    m_resident_threads = m_sm_count * threads_per_sm;
   }
 
   const char *name() const override { return "cuda"; }
@@ -397,7 +393,7 @@ public:
                           (bytes <= dst.bytes() && alignment_of(dst.data()) >= 16),
                       "memory_pass: destination shorter than bytes or not 16-byte aligned");
     cuda::memory_pass(kind, src.data(), dst.data(), bytes, static_cast<uint4 *>(m_sink.data()),
-                      m_resident_threads, raw(lane));
+                      raw(lane));
   }
 
   void empty_kernels(int count, Lane lane) override { cuda::empty_kernels(count, raw(lane)); }
@@ -711,7 +707,6 @@ private:
   std::vector<GraphExec> m_graphs;
   bool m_capturing = false;
   int m_sm_count = 0;
-  int m_resident_threads = 0; ///< SMs x threads per SM: one full wave
   DeviceBuffer m_sink{sizeof(uint4)}; ///< where the read pass may store (see roofs_cuda.cu)
 };
 

@@ -105,11 +105,10 @@ void causal_softmax(const float *scores, void *probs, DType dtype, int64_t rows,
 void attention_fused(const AttentionShape &shape, const Tensor &q, const Tensor &k, const Tensor &v,
                      const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t s);
 /// The memory-roof kernels of roofs_cuda.cu (see Backend::memory_pass()) over `bytes`, a
-/// multiple of 16, of 16-byte-aligned buffers in uint4 words: grid-stride loops over one resident
-/// wave of blocks (`resident_threads`: SMs x threads per SM). Read stores into `sink` only when
-/// its XOR of the words hits one fixed pattern; the store keeps the loads from being optimised out.
+/// multiple of 16, of 16-byte-aligned buffers in uint4 words, a word per thread. Read stores into
+/// `sink` only when its XOR of the words hits one fixed pattern; the store keeps the loads alive.
 void memory_pass(Backend::MemoryPass kind, const void *src, void *dst, size_t bytes, uint4 *sink,
-                 int resident_threads, cudaStream_t s);
+                 cudaStream_t s);
 /// `count` launches of an empty <<<1, 1>>> kernel on `s` (the launch floor).
 void empty_kernels(int count, cudaStream_t s);
 

@@ -1,6 +1,7 @@
 // The CUDA backend against the host reference: every kernel on small and odd shapes from the
-// same generated inputs. Tolerance: relative L2 error ||gpu - host|| / ||host|| < 2e-2 for
-// bf16/fp16 storage (a few bf16 roundings of 2^-9 each). Skips without a CUDA device.
+// same generated inputs, the roof kernels byte for byte. Tolerance: relative L2 error
+// ||gpu - host|| / ||host|| < 2e-2 for bf16/fp16 storage (a few bf16 roundings of 2^-9 each).
+// Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -115,7 +116,9 @@ TEST(CudaBackend, SamplerReadsClocksAndPowerInOrder) {
     EXPECT_GT(samples[i].power_w, 0) << i;
     EXPECT_GT(samples[i].power_avg_w, 0) << i;
     EXPECT_GE(samples[i].clock_event_reasons, 0) << i;
-    if (i > 0) EXPECT_GE(samples[i].t_ns, samples[i - 1].t_ns);
+    if (i > 0) {
+      EXPECT_GE(samples[i].t_ns, samples[i - 1].t_ns);
+    }
   }
   EXPECT_TRUE(sampler.stop().empty()) << "a second stop returns nothing more";
 }
@@ -312,6 +315,120 @@ TEST_F(CudaVsHost, GraphReplayMatchesEager) {
   m_gpu->replay(id, Lane::compute);
   m_gpu->replay(id, Lane::compute);
   EXPECT_EQ(relative_error(m_gpu->to_host(replayed.gpu), m_gpu->to_host(eager.gpu)), 0.0);
+}
+
+/// The roof kernels' buffers: 64 MiB plus three 16-byte words, so that the grid-stride loops
+/// end part way through a step; src holds a byte pattern that no written word can equal.
+class RoofKernels : public ::testing::Test {
+protected:
+  static constexpr size_t kBytes = (size_t{64} << 20) + 48;
+
+  void SetUp() override {
+    REQUIRE_GPU();
+    m_gpu = make_cuda_backend(0, DType::bf16);
+    m_src = m_gpu->allocate_bytes(kBytes);
+    m_dst = m_gpu->allocate_bytes(kBytes);
+    m_pattern.resize(kBytes);
+    for (size_t i = 0; i < kBytes; ++i)
+      m_pattern[i] = static_cast<unsigned char>(i * 7 + 1);
+    m_gpu->upload(m_src.data(), m_pattern.data(), kBytes);
+  }
+
+  std::vector<unsigned char> download(const Buffer &b) {
+    std::vector<unsigned char> out(b.bytes());
+    m_gpu->download(out.data(), b.data(), b.bytes());
+    return out;
+  }
+  void zero(const Buffer &b) {
+    const std::vector<unsigned char> zeros(b.bytes(), 0);
+    m_gpu->upload(b.data(), zeros.data(), b.bytes());
+  }
+  /// Every 16-byte word of `got` equals its first and differs from the pattern there.
+  void expect_written(const std::vector<unsigned char> &got) {
+    ASSERT_EQ(got.size() % 16, 0u);
+    for (size_t w = 0; w < got.size(); w += 16) {
+      ASSERT_EQ(std::memcmp(got.data() + w, got.data(), 16), 0) << "word at byte " << w;
+      ASSERT_NE(std::memcmp(got.data() + w, m_pattern.data() + w, 16), 0) << "word at byte " << w;
+    }
+  }
+
+  std::unique_ptr<Backend> m_gpu;
+  Buffer m_src, m_dst;
+  std::vector<unsigned char> m_pattern;
+};
+
+TEST_F(RoofKernels, PassesMoveTheRightBytes) {
+  // Short passes too: fewer words than one block's threads, and bytes past the pass untouched.
+  for (size_t bytes : {size_t{16}, size_t{48}, kBytes}) {
+    zero(m_dst);
+    m_gpu->memory_pass(Backend::MemoryPass::copy, m_src, m_dst, bytes);
+    const std::vector<unsigned char> got = download(m_dst);
+    ASSERT_EQ(std::memcmp(got.data(), m_pattern.data(), bytes), 0) << bytes << " bytes";
+    for (size_t i = bytes; i < kBytes; ++i)
+      ASSERT_EQ(got[i], 0) << bytes << " bytes: byte " << i << " written";
+  }
+  m_gpu->memory_pass(Backend::MemoryPass::write, m_src, m_dst, kBytes);
+  expect_written(download(m_dst));
+  m_gpu->memory_pass(Backend::MemoryPass::read, m_src, m_dst, kBytes);
+  m_gpu->empty_kernels(1000);
+  m_gpu->empty_kernels(1, Lane::comm);
+  m_gpu->synchronize();
+  EXPECT_EQ(download(m_src), m_pattern) << "read must leave its source alone";
+  EXPECT_THROW(m_gpu->memory_pass(Backend::MemoryPass::copy, m_src, m_dst, 40), Error);
+  EXPECT_THROW(m_gpu->memory_pass(Backend::MemoryPass::read, m_src, m_dst, kBytes + 16), Error);
+}
+
+TEST_F(RoofKernels, PassesAreCapturable) {
+  Buffer written = m_gpu->allocate_bytes(kBytes);
+  zero(m_dst);
+  zero(written);
+  m_gpu->capture_begin(Lane::compute);
+  m_gpu->memory_pass(Backend::MemoryPass::write, m_src, written, kBytes);
+  m_gpu->memory_pass(Backend::MemoryPass::copy, m_src, m_dst, kBytes);
+  m_gpu->memory_pass(Backend::MemoryPass::read, m_src, m_dst, kBytes);
+  m_gpu->empty_kernels(1000);
+  const int id = m_gpu->capture_end(Lane::compute);
+  m_gpu->synchronize();
+  EXPECT_EQ(download(m_dst), std::vector<unsigned char>(kBytes, 0)) << "capture must not execute";
+  m_gpu->replay(id, Lane::compute);
+  m_gpu->replay(id, Lane::compute);
+  m_gpu->synchronize();
+  EXPECT_EQ(download(m_dst), m_pattern);
+  expect_written(download(written));
+}
+
+// Not a pass/fail speed bar: prints each pass's rate over 2 GiB (copy counts read + write
+// bytes) and the eager launch floor, so that a GPU run shows how close they come to the roofs.
+TEST(CudaBackend, RoofKernelThroughput) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::bf16);
+  const size_t bytes = size_t{2} << 30;
+  Buffer src = gpu->allocate_bytes(bytes), dst = gpu->allocate_bytes(bytes);
+  const int reps = 20;
+  auto seconds = [&](auto &&issue) {
+    issue();
+    gpu->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i)
+      issue();
+    gpu->synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
+  const struct {
+    const char *name;
+    Backend::MemoryPass kind;
+    double traffic;
+  } passes[] = {{"read", Backend::MemoryPass::read, 1.0},
+                {"write", Backend::MemoryPass::write, 1.0},
+                {"copy", Backend::MemoryPass::copy, 2.0}};
+  for (const auto &p : passes) {
+    const double sec = seconds([&] { gpu->memory_pass(p.kind, src, dst, bytes); });
+    std::printf("memory %s 2 GiB: %.3f ms, %.0f GB/s\n", p.name, sec * 1e3,
+                p.traffic * static_cast<double>(bytes) / sec / 1e9);
+  }
+  const int launches = 10000;
+  const double sec = seconds([&] { gpu->empty_kernels(launches); });
+  std::printf("empty kernel, eager: %.2f us per launch\n", sec / launches * 1e6);
 }
 
 TEST_F(CudaVsHost, ClockStampsAreOrdered) {

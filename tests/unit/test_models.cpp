@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
+#include <vector>
 
 #include "core/error.hpp"
 #include "models/backend.hpp"
@@ -269,6 +271,33 @@ TEST_F(HostKernels, StridedViewsCopyCacheSlots) {
   for (int b = 0; b < 3; ++b)
     for (int e = 0; e < 2; ++e) EXPECT_EQ(c[(b * 4 + 2) * 2 + e], f[b * 2 + e]);
   EXPECT_THROW(cache.strided_rows(2, 4, 4), Error);
+}
+
+TEST_F(HostKernels, MemoryPassesMoveTheRightBytes) {
+  constexpr size_t kBytes = 4096 + 48;
+  Buffer src = be->allocate_bytes(kBytes), dst = be->allocate_bytes(kBytes);
+  std::vector<unsigned char> pattern(kBytes), got(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
+  be->upload(src.data(), pattern.data(), kBytes);
+
+  be->memory_pass(Backend::MemoryPass::copy, src, dst, kBytes);
+  be->download(got.data(), dst.data(), kBytes);
+  EXPECT_EQ(got, pattern);
+
+  // Every written 16-byte word is the same constant, and none is the pattern left there before.
+  be->memory_pass(Backend::MemoryPass::write, src, dst, kBytes);
+  be->download(got.data(), dst.data(), kBytes);
+  for (size_t w = 0; w < kBytes; w += 16) {
+    ASSERT_EQ(std::memcmp(got.data() + w, got.data(), 16), 0) << w;
+    ASSERT_NE(std::memcmp(got.data() + w, pattern.data() + w, 16), 0) << w;
+  }
+
+  be->memory_pass(Backend::MemoryPass::read, src, dst, kBytes);
+  be->download(got.data(), src.data(), kBytes);
+  EXPECT_EQ(got, pattern);
+  be->empty_kernels(1000);
+  EXPECT_THROW(be->memory_pass(Backend::MemoryPass::copy, src, dst, 40), Error);
+  EXPECT_THROW(be->memory_pass(Backend::MemoryPass::write, src, dst, kBytes + 16), Error);
 }
 
 }  // namespace
