@@ -72,8 +72,9 @@ struct Roofs {
   /// Highest GEMM rate of `dtype` over every measured shape in TFLOP/s (0 if none).
   double peak_tflops(DType dtype) const;
   /// Memory bandwidth in GB/s for a working set of `footprint_bytes`: the best read, write or
-  /// copy bandwidth measured at any size >= footprint (caches make small sets faster), the
-  /// largest copy's figure beyond the measured range; 0 if nothing was measured.
+  /// copy bandwidth measured at any size >= footprint / 2 (caches make small sets faster, and
+  /// an op's operands are often still cached), the largest copy's figure beyond the measured
+  /// range; 0 if nothing was measured.
   double memory_gbps(double footprint_bytes) const;
   /// Copy bandwidth at the largest measured size: the HBM (host: DRAM) roof in GB/s.
   double hbm_gbps() const;

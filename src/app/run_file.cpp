@@ -933,7 +933,7 @@ std::vector<std::string> validate_run_file(const std::string& path) {
 }
 
 void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
-  Table gemm(10), memory(7), launch(4);
+  Table gemm, memory, launch;
   {
     std::vector<std::string> dtype, label;
     std::vector<int64_t> m, n, k, reps;

@@ -261,7 +261,7 @@ struct SweepOptions {
 // The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
 // grid (x2 steps, up to x64) in the direction in which the interconnect gains.
 Crossover predict_crossover(const std::string& axis, const std::string& fixed, const RunConfig& first,
-                            const RunConfig& last, const Roofs& roofs, const std::string& transport, int world) {
+                            const RunConfig& last, const Roofs& roofs, const std::string& transport) {
   Crossover c;
   c.axis = axis;
   c.fixed = fixed;
@@ -280,6 +280,8 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
   }
   const bool up = m_last >= m_first;
   RunConfig cfg = up ? last : first;
+  // A prediction is of one tp x pp group: replicas change nothing in the roofs' model.
+  cfg.dp = 1;
   for (int step = 0; step < 6; ++step) {
     int64_t v = 0;
     if (axis == "tp") v = up ? cfg.tp * 2 : cfg.tp / 2;
@@ -293,8 +295,7 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
     if (axis == "seq") cfg.seq = v;
     if (axis == "context") cfg.context = v;
     if (axis == "hidden") cfg.hidden = v, cfg.ffn_hidden = 4 * v;
-    const int ranks = axis == "tp" ? cfg.tp * cfg.pp : world;
-    if (!validate(cfg, ranks * (axis == "tp" ? 1 : 1)).empty()) break;
+    if (!validate(cfg, cfg.tp * cfg.pp).empty()) break;
     double t[4];
     std::string n;
     if (margin(cfg, t, n) > 0) {
@@ -377,12 +378,20 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   const std::string transport = o.lists[transport_axis].empty() ? o.base.transport : o.lists[transport_axis].front();
   for (const std::string& warning : job.use_transport(transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
-  // Roofs: one file or one short measurement for every point (with the first point's shapes).
-  RunConfig shapes_cfg = grid.front();
-  apply_defaults(shapes_cfg, job.backend_name());
+  // Roofs: one file, or one short measurement for every point with the GEMM shapes of every
+  // point that can run.
   std::vector<RoofsPlan::Shape> shapes;
-  if (validate(shapes_cfg, world).empty() || shapes_cfg.tp * shapes_cfg.pp <= world) shapes = layer_gemm_shapes(shapes_cfg);
-  const Roofs roofs = obtain_roofs(job, o.base.roofs, {}, o.base.timeout_s);
+  for (RunConfig cfg : grid) {
+    apply_defaults(cfg, job.backend_name());
+    if (cfg.tp * cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0) cfg.dp = world / (cfg.tp * cfg.pp);
+    if (!validate(cfg, world).empty()) continue;
+    for (const RoofsPlan::Shape& shape : layer_gemm_shapes(cfg))
+      if (std::none_of(shapes.begin(), shapes.end(), [&](const RoofsPlan::Shape& s) {
+            return s.m == shape.m && s.n == shape.n && s.k == shape.k;
+          }))
+        shapes.push_back(shape);
+  }
+  const Roofs roofs = obtain_roofs(job, o.base.roofs, shapes, o.base.timeout_s);
   if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs_summary(std::cout, roofs);
   if (mpi.rank() == 0)
     std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
@@ -513,8 +522,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
             crossovers.push_back(c);
             continue;
           }
-          crossovers.push_back(predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs,
-                                                 job.transport(), world));
+          crossovers.push_back(
+              predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs, job.transport()));
         }
       }
     data.tables.resize(fixed_tables);

@@ -34,9 +34,12 @@ TEST(Roofs, Lookups) {
   EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f16), 80.0);
   EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f32), 0.0);
   EXPECT_DOUBLE_EQ(r.hbm_gbps(), 1000.0);                     // the largest copy
-  EXPECT_DOUBLE_EQ(r.memory_gbps(2.0 * (1 << 30)), 1000.0);   // beyond the range: largest copy
-  EXPECT_DOUBLE_EQ(r.memory_gbps(512.0 * (1 << 20)), 1200.0); // best kind at sizes >= 512 MiB
+  EXPECT_DOUBLE_EQ(r.memory_gbps(3.0 * (1 << 30)), 1000.0);   // beyond the range: largest copy
+  EXPECT_DOUBLE_EQ(r.memory_gbps(2.0 * (1 << 30)), 1200.0);   // 1 GiB is half of it
+  EXPECT_DOUBLE_EQ(r.memory_gbps(512.0 * (1 << 20)), 1200.0); // best kind at sizes >= 256 MiB
   EXPECT_DOUBLE_EQ(r.memory_gbps(1 << 20), 4000.0);           // a cache-sized set
+  EXPECT_DOUBLE_EQ(r.memory_gbps(32.0 * (1 << 20)), 4000.0);  // 16 MiB is half of it
+  EXPECT_DOUBLE_EQ(r.memory_gbps(33.0 * (1 << 20)), 1200.0);  // more than twice the cache roof
   EXPECT_DOUBLE_EQ(r.launch_floor_ns(), 2000.0);
   EXPECT_NE(r.interconnect_for("all_reduce", 2, "auto"), nullptr);  // auto and nvlink agree
   EXPECT_EQ(r.interconnect_for("all_reduce", 4, "nvlink"), nullptr);
