@@ -413,6 +413,20 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
   std::vector<SweepRow> rows;
   std::vector<RunConfig> resolved;
+  // Rank 0: the sweep's tables after the roofs, and the file written whole (renamed into place).
+  auto write_sweep = [&](const std::vector<Crossover>& crossovers, bool complete) {
+    data.tables.resize(fixed_tables);
+    data.group_attrs.resize(fixed_groups);
+    data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
+    data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
+    int64_t failed = 0;
+    for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
+    data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
+                                                  {"points", static_cast<int64_t>(rows.size())},
+                                                  {"failed", failed},
+                                                  {"complete", static_cast<int64_t>(complete)}});
+    write_run_file(o.base.out, data);
+  };
   std::set<std::string> labels;
   const auto started = std::chrono::steady_clock::now();
   bool any_failed_check = false;
@@ -482,20 +496,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.points.push_back(std::move(p));
     // The file is rewritten after every point (complete = 0 until the last), so a job killed
     // midway keeps every point it finished, marked as incomplete.
-    if (mpi.rank() == 0) {
-      std::vector<Crossover> crossovers = find_crossovers(rows, axes);
-      data.tables.resize(fixed_tables);
-      data.group_attrs.resize(fixed_groups);
-      data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
-      data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
-      int64_t failed = 0;
-      for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
-      data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
-                                                    {"points", static_cast<int64_t>(rows.size())},
-                                                    {"failed", failed},
-                                                    {"complete", static_cast<int64_t>(k + 1 == grid.size())}});
-      write_run_file(o.base.out, data);
-    }
+    if (mpi.rank() == 0) write_sweep(find_crossovers(rows, axes), false);
   }
   if (mpi.rank() == 0) {
     // Where a line of the grid holds no interconnect crossover, the roofs' prediction.
@@ -513,12 +514,12 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
           std::sort(line.begin(), line.end(), [&](size_t a, size_t b) {
             return less_value(axis, rows[a].axis.at(axis), rows[b].axis.at(axis));
           });
-          if (rows[line.back()].ceiling == "interconnect") {
+          // A line that starts on the interconnect has nothing to cross within the grid.
+          if (rows[line.front()].ceiling == "interconnect") {
             Crossover c;
             c.axis = axis, c.fixed = fixed, c.kind = "interconnect", c.predicted = true;
             c.note = "the interconnect is the ceiling from the first point of the grid on (" + axis + "=" +
                      rows[line.front()].axis.at(axis) + ")";
-            if (rows[line.front()].ceiling != "interconnect") continue;
             crossovers.push_back(c);
             continue;
           }
@@ -526,17 +527,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
               predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs, job.transport()));
         }
       }
-    data.tables.resize(fixed_tables);
-    data.group_attrs.resize(fixed_groups);
-    data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
-    data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
-    int64_t failed = 0;
-    for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
-    data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
-                                                  {"points", static_cast<int64_t>(rows.size())},
-                                                  {"failed", failed},
-                                                  {"complete", int64_t{1}}});
-    write_run_file(o.base.out, data);
+    write_sweep(crossovers, true);
     print_sweep(std::cout, rows, axes, crossovers);
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root}, {"config", data.config}};
     const std::vector<std::pair<std::string, Table>> tables = {{"points", sweep_points_table(rows)},
