@@ -1,33 +1,57 @@
 """The roofs benchmarks of the GPU check, as ratios measured in one job:
-GEMM roof / PyTorch matmul of the same shape, copy roof / PyTorch device copy, the largest
-attributed op efficiency of each run file, and each sweep point's overhead beyond its iterations.
+GEMM roof / PyTorch matmul of the same shape and copy roof / PyTorch device copy, from rounds in
+which ridgeline and PyTorch take turns (medians over the rounds, so that clocks drifting under
+the power cap fall on both alike); the largest attributed op efficiency of each file; and each
+sweep point's overhead beyond its iterations.
 
-    python3 roofs_check.py ROOFS.h5 TORCH.json [RUN_OR_SWEEP.h5 ...]
+    python3 roofs_check.py --turn ROOFS.h5 TORCH.json [--turn ...] [RUN_OR_SWEEP.h5 ...]
 """
+import argparse
 import json
-import sys
+import statistics
 
 import h5py
 
 
-def main(argv) -> int:
-    roofs_path, torch_path, *files = argv
-    ref = json.load(open(torch_path))
-    with h5py.File(roofs_path, "r") as f:
-        gemm = f["roofs/gemm"][()]
-        memory = f["roofs/memory"][()]
-    print("benchmark                                   ridgeline    pytorch    ratio  target")
-    for g in ref["gemm"]:
-        rows = [r for r in gemm if r["dtype"].decode() == "bf16" and r["m"] == g["m"] and r["label"].decode() == "square"]
-        if rows:
-            ours = rows[0]["tflops"]
-            print(f"gemm roof bf16 {g['m']}^3 (TFLOP/s)             {ours:9.1f}  {g['tflops']:9.1f}  {ours / g['tflops']:7.3f}  >= 0.97")
-    copies = [r for r in memory if r["kind"].decode() == "copy"]
-    largest = max(copies, key=lambda r: r["bytes"])
-    c = ref["copy"]
-    print(f"copy roof {largest['bytes'] / 2**30:.0f} GiB vs torch {c['bytes'] / 2**30:.0f} GiB (GB/s)      "
-          f"{largest['gbps']:9.1f}  {c['gbps']:9.1f}  {largest['gbps'] / c['gbps']:7.3f}  >= 0.95")
-    for path in files:
+def roofs_figures(path):
+    """{(m, n, k): bf16 TFLOP/s} of square GEMMs, and the copy roof at the largest size (bytes, GB/s)."""
+    with h5py.File(path, "r") as f:
+        gemm = {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["tflops"]) for r in f["roofs/gemm"][()]
+                if r["dtype"] == b"bf16" and r["label"] == b"square"}
+        copies = [r for r in f["roofs/memory"][()] if r["kind"] == b"copy"]
+        largest = max(copies, key=lambda r: r["bytes"])
+        memory = {r["kind"].decode(): float(r["gbps"]) for r in f["roofs/memory"][()] if r["bytes"] == largest["bytes"]}
+    return gemm, int(largest["bytes"]), memory
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--turn", nargs=2, action="append", default=[], metavar=("ROOFS_H5", "TORCH_JSON"))
+    ap.add_argument("files", nargs="*")
+    args = ap.parse_args()
+    print("benchmark                                   ridgeline    pytorch    ratio  target  (median of turns; each turn's ratio)")
+    ours, theirs, copy_ours, copy_theirs, reads = {}, {}, [], [], []
+    for roofs_path, torch_path in args.turn:
+        gemm, copy_bytes, memory = roofs_figures(roofs_path)
+        ref = json.load(open(torch_path))
+        for g in ref["gemm"]:
+            shape = (g["m"], g["n"], g["k"])
+            if shape in gemm:
+                ours.setdefault(shape, []).append(gemm[shape])
+                theirs.setdefault(shape, []).append(g["tflops"])
+        copy_ours.append(memory["copy"])
+        copy_theirs.append(ref["copy"]["gbps"])
+        reads.append((memory["read"], memory["write"]))
+    for shape in sorted(ours):
+        a, b = statistics.median(ours[shape]), statistics.median(theirs[shape])
+        each = ", ".join(f"{x / y:.3f}" for x, y in zip(ours[shape], theirs[shape]))
+        print(f"gemm roof bf16 {shape[0]}^3 (TFLOP/s)          {a:9.1f}  {b:9.1f}  {a / b:7.3f}  >= 0.97  ({each})")
+    if copy_ours:
+        a, b = statistics.median(copy_ours), statistics.median(copy_theirs)
+        each = ", ".join(f"{x / y:.3f}" for x, y in zip(copy_ours, copy_theirs))
+        print(f"copy roof {copy_bytes / 2**30:.0f} GiB (GB/s, read + write)      {a:9.1f}  {b:9.1f}  {a / b:7.3f}  >= 0.95  ({each})")
+        print("read / write roof at that size (GB/s):      " + "; ".join(f"{r:.1f} / {w:.1f}" for r, w in reads))
+    for path in args.files:
         with h5py.File(path, "r") as f:
             summaries = []
             if "summary/ops" in f:
@@ -40,13 +64,13 @@ def main(argv) -> int:
             if worst:
                 print(f"max op efficiency {path.split('/')[-1]:24s} {worst[0]:9.3f} ({worst[2]} {worst[1]})  <= 1.05")
             if "sweep/points" in f:
-                pts = f["sweep/points"][()]
-                ok = [p for p in pts if p["status"].decode() == "ok"]
+                ok = [p for p in f["sweep/points"][()] if p["status"] == b"ok"]
                 if ok:
-                    print(f"sweep {path.split('/')[-1]:24s} point overhead max {max(p['setup_s'] for p in ok):6.2f} s, "
-                          f"median {sorted(p['setup_s'] for p in ok)[len(ok) // 2]:6.2f} s  <= 2 s")
+                    setup = sorted(float(p["setup_s"]) for p in ok)
+                    print(f"sweep {path.split('/')[-1]:24s} point overhead max {setup[-1]:6.2f} s, "
+                          f"median {setup[len(setup) // 2]:6.2f} s  <= 2 s")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())
