@@ -695,3 +695,58 @@ TEST_F(RunFileTest, CollectivesFileRoundTripsAndValidates) {
 
 } // namespace
 } // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+
+Roofs sample_roofs() {
+  Roofs r;
+  r.backend = "cuda";
+  r.source = "measured by ridgeline roofs";
+  r.gemm.push_back({"bf16", "square", 8192, 8192, 8192, 20, 1.38e6, 1.39e6, 797.0, 1980.0});
+  r.gemm.push_back({"bf16", "fc1_gemm", 4096, 32768, 8192, 20, 2.94e6, 3.1e6, 747.7, 1555.0});
+  r.memory.push_back({"copy", int64_t{4} << 30, 10, 996830.0, 1002240.0, 4308.6, 1440.0});
+  r.memory.push_back({"read", int64_t{4} << 30, 10, 959360.0, 961040.0, 4476.9, -1});
+  r.launch.push_back({"eager", 1000, 4352.0, -1});
+  r.launch.push_back({"graph_node", 1000, 687.0, -1});
+  r.interconnect.push_back({"all_reduce", 2, "bf16", "nvlink", 8.1, 343.0, 7.3, 360.0, 8, 1 << 30});
+  return r;
+}
+
+TEST_F(RunFileTest, RoofsRoundTripAndValidate) {
+  RunData data = make_run();
+  const Roofs roofs = sample_roofs();
+  add_roofs(data, roofs, {{"transport", std::string("nvlink")}});
+  write_run_file(file("roofs.h5"), data);
+  EXPECT_TRUE(validate_run_file(file("roofs.h5")).empty());
+  const Roofs back = read_roofs(file("roofs.h5"));
+  EXPECT_EQ(back.backend, "cuda");
+  EXPECT_NE(back.source.find(file("roofs.h5")), std::string::npos);  // names the file it came from
+  ASSERT_EQ(back.gemm.size(), 2u);
+  EXPECT_EQ(back.gemm[1].label, "fc1_gemm");
+  EXPECT_EQ(back.gemm[1].n, 32768);
+  EXPECT_DOUBLE_EQ(back.peak_tflops(DType::bf16), 797.0);
+  EXPECT_DOUBLE_EQ(back.hbm_gbps(), 4308.6);
+  EXPECT_DOUBLE_EQ(back.launch_floor_ns(), 687.0);
+  ASSERT_EQ(back.interconnect.size(), 1u);
+  EXPECT_DOUBLE_EQ(back.interconnect[0].floor_beta_gbps, 360.0);
+  const RunData read = read_run_file(file("roofs.h5"));
+  ASSERT_FALSE(read.group_attrs.empty());
+  EXPECT_EQ(attr_to_string(*find_attr(read.group_attrs.front().second, "gemm_peak_tflops.bf16")), "797");
+
+  // A roof that is not a rate, and a file without roofs.
+  RunData bad = make_run();
+  Roofs broken = roofs;
+  broken.memory[0].gbps = 0;
+  add_roofs(bad, broken, {});
+  write_run_file(file("bad.h5"), bad);
+  const std::vector<std::string> problems = validate_run_file(file("bad.h5"));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("/roofs/memory: row 0: gbps must be > 0"), std::string::npos) << problems[0];
+  write_run_file(file("plain.h5"), make_run());
+  EXPECT_THROW(read_roofs(file("plain.h5")), UsageError);
+  EXPECT_THROW(read_roofs(file("missing.h5")), UsageError);
+}
+
+}  // namespace
+}  // namespace ridgeline
