@@ -1,5 +1,5 @@
 """Command line: python3 -m ridgeline_analysis {summary,plot,trace,ridgeline,scaling,bars} FILE
-[-o OUT]."""
+[-o OUT]; summary, scaling and bars take several files (scaling and bars join sweep files)."""
 from __future__ import annotations
 
 import argparse
@@ -166,14 +166,16 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _picture_path(args: argparse.Namespace, what: str) -> str:
-    """-o OUT (its suffix names the format), else <FILE's stem>-<what>.png beside FILE."""
+    """-o OUT (its suffix names the format), else <FILE's stem>-<what>.png beside FILE; for
+    several files <stem>+<stem>...-<what>.png beside the first."""
     if args.output:
         if os.path.splitext(args.output)[1].lower() not in FORMATS:
             raise Refusal(f"{args.output}: the output's suffix names the format; use one of "
                           f"{', '.join(FORMATS)}")
         return args.output
-    return os.path.join(os.path.dirname(os.path.abspath(args.file)),
-                        f"{_stem(args.file)}-{what}.png")
+    files = getattr(args, "files", None) or [args.file]
+    return os.path.join(os.path.dirname(os.path.abspath(files[0])),
+                        f"{'+'.join(_stem(f) for f in files)}-{what}.png")
 
 
 def _sweep_of(run: Run, path: str, command: str) -> Sweep:
@@ -181,6 +183,20 @@ def _sweep_of(run: Run, path: str, command: str) -> Sweep:
         raise Refusal(f"{path}: not a sweep file (command {run.command or '?'}); `{command}` "
                       "needs the file of a `ridgeline sweep`")
     return run.sweep
+
+
+def _joined_sweep(paths: List[str], command: str) -> Sweep:
+    """One file's /sweep, or the join of several (analysis.join_sweeps)."""
+    if len(paths) == 1:
+        return _sweep_of(load(paths[0]), paths[0], command)
+    try:
+        return analysis.join_sweeps([load(path) for path in paths])
+    except analysis.JoinError as e:
+        raise Refusal(f"{command}: {e}")
+
+
+def _names(paths: List[str]) -> str:
+    return " + ".join(os.path.basename(path) for path in paths)
 
 
 def cmd_ridgeline(args: argparse.Namespace) -> int:
@@ -223,19 +239,20 @@ def cmd_ridgeline(args: argparse.Namespace) -> int:
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
-    sweep = _sweep_of(load(args.file), args.file, "scaling")
+    sweep = _joined_sweep(args.files, "scaling")
     if args.axis not in sweep.axes:
-        raise Refusal(f"{args.file}: {args.axis!r} is not an axis of this sweep; its axes: "
-                      f"{', '.join(sweep.axes) or 'none (one point)'}")
+        what = "sweep" if len(args.files) == 1 else "join"
+        raise Refusal(f"{', '.join(args.files)}: {args.axis!r} is not an axis of this {what}; "
+                      f"its axes: {', '.join(sweep.axes) or 'none (one point)'}")
     scaling = analysis.scaling_series(sweep, args.axis)
-    title = f"{os.path.basename(args.file)}: step time by ceiling along {args.axis}"
+    title = f"{_names(args.files)}: step time by ceiling along {args.axis}"
     print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title))
     return 0
 
 
 def cmd_bars(args: argparse.Namespace) -> int:
-    sweep = _sweep_of(load(args.file), args.file, "bars")
-    title = f"{os.path.basename(args.file)}: step time by ceiling, per point"
+    sweep = _joined_sweep(args.files, "bars")
+    title = f"{_names(args.files)}: step time by ceiling, per point"
     print(plots.plot_step_bars(sweep.points, _picture_path(args, "bars"), title=title))
     return 0
 
@@ -279,14 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GEMM peak of this dtype (default: the run's dtype, else the highest)")
     p.set_defaults(func=cmd_ridgeline)
 
+    join_help = "sweep files; several are joined into one sweep (e.g. one per transport)"
     p = sub.add_parser("scaling", help="sweep files: step time by ceiling along one axis")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--axis", required=True, help="one of the sweep's axes (e.g. tp, batch)")
+    p.add_argument("files", nargs="+", metavar="FILE", help=join_help)
+    p.add_argument("--axis", required=True,
+                   help="one of the sweep's axes (e.g. tp, batch; transport for a join)")
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("scaling-AXIS"))
     p.set_defaults(func=cmd_scaling)
 
     p = sub.add_parser("bars", help="sweep files: stacked step time by ceiling, one bar per point")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help=join_help)
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("bars"))
     p.set_defaults(func=cmd_bars)
     return parser

@@ -1,7 +1,7 @@
 """Pure functions on timeline arrays (the /ranks/<r>/timeline compound rows): durations, per-op
 percentiles, step times, exposed communication and the lane that bounds each step; and on the
-attribution tables: the ridgeline plane's points and ridge lines, and a sweep's scaling series.
-No I/O.
+attribution tables: the ridgeline plane's points and ridge lines, a sweep's scaling series, its
+crossovers, and the join of several sweep files into one. No I/O.
 
 `timelines` is always a mapping rank -> structured array as reader.load() returns it.
 Percentiles interpolate linearly (numpy's default), as the C++ summary does, so the results
@@ -10,11 +10,11 @@ here reproduce /summary exactly.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .reader import Roofs, Sweep
+from .reader import Roofs, Run, Sweep
 
 LANES = ("compute", "comm", "p2p")
 COMPUTE_LANE, COMM_LANE, P2P_LANE = 0, 1, 2
@@ -410,3 +410,202 @@ def scaling_series(sweep: Sweep, axis: str) -> Scaling:
     values = sorted({v.item() if isinstance(v, np.generic) else v for v in ok[axis]},
                     key=lambda v: axis_sort_key(axis, v))
     return Scaling(axis, axis in NUMERIC_AXES, values, out, crossovers)
+
+
+# ---- crossovers (as src/app/sweep.cpp find_crossovers) ----
+
+#: Fields of find_crossovers(), as /sweep/crossovers (string widths follow the contents).
+CROSSOVER_FIELDS = ("axis", "fixed", "kind", "predicted", "before_value", "at_value",
+                    "before_point", "at_point", "rising_ns", "falling_ns", "note")
+
+
+def axis_text(axis: str, value: Any) -> str:
+    """An axis value as the C++ side writes it in `fixed`, `label` and the crossovers' values:
+    integers for the numeric axes, the text for the others."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return str(int(value)) if axis in NUMERIC_AXES else str(value)
+
+
+def _describe(row: np.void, axes: Sequence[str], skip: str) -> str:
+    """"a=1 b=2" over `axes` except `skip` (the C++ describe())."""
+    return " ".join(f"{a}={axis_text(a, row[a])}" for a in axes if a != skip)
+
+
+def _microseconds(ns: float) -> str:
+    # std::to_string(ns / 1e3).substr(0, 8): "%f", cut to 8 characters.
+    return f"{ns / 1e3:f}"[:8]
+
+
+def _crossover_table(rows: List[Tuple[Any, ...]]) -> np.ndarray:
+    def width(i: int) -> int:
+        return max([len(str(r[i])) for r in rows] + [1])
+
+    text = {name: f"U{width(i)}" for i, name in enumerate(CROSSOVER_FIELDS)}
+    kinds = {"predicted": "<i8", "before_point": "<i8", "at_point": "<i8", "rising_ns": "<f8",
+             "falling_ns": "<f8"}
+    dtype = [(name, kinds.get(name, text[name])) for name in CROSSOVER_FIELDS]
+    return np.array(rows, dtype=dtype)
+
+
+def find_crossovers(points: np.ndarray, axes: Sequence[str]) -> np.ndarray:
+    """Measured crossovers among the ok rows of a /sweep/points table, by the rule of the C++
+    find_crossovers (src/app/sweep.cpp), as a table with the /sweep/crossovers fields
+    (CROSSOVER_FIELDS; predicted always 0).
+
+    Along each axis of `axes`, in turn: the ok rows are grouped by the values of every other
+    axis (`fixed`, "a=1 b=2"; groups in the text order of `fixed`), each group ordered by the
+    axis value (numerically for tp, batch, seq, context and hidden; by text order for phase,
+    overlap, transport and dtype, so transport runs auto < host < net < nvlink). Between each
+    point and the next whose ceilings differ, with both ceilings one of the four classes and the
+    new one not launch: the first step onto `interconnect` in the group is a crossover of kind
+    "interconnect", and every switch between `hbm` and `compute` one of the new class's kind;
+    anything else (e.g. from interconnect back to hbm) is none. rising_ns is the new class's time
+    at the later point, falling_ns the old class's time there."""
+    out: List[Tuple[Any, ...]] = []
+    ok = points[points["status"] == "ok"]
+    for axis in axes:
+        groups: Dict[str, List[np.void]] = {}
+        for row in ok:
+            groups.setdefault(_describe(row, axes, axis), []).append(row)
+        for fixed in sorted(groups):
+            line = sorted(groups[fixed], key=lambda r: axis_sort_key(axis, r[axis]))
+            interconnect_found = False
+            for before, at in zip(line, line[1:]):
+                if before["ceiling"] == at["ceiling"]:
+                    continue
+                old, new = str(before["ceiling"]), str(at["ceiling"])
+                if old not in CEILINGS or new not in CEILINGS or new == "launch":
+                    continue
+                interconnect = new == "interconnect"
+                memory_compute = {old, new} == {"hbm", "compute"}
+                if not (interconnect or memory_compute) or (interconnect and interconnect_found):
+                    continue
+                interconnect_found = interconnect_found or interconnect
+                rising, falling = float(at[f"{new}_ns"]), float(at[f"{old}_ns"])
+                out.append((axis, fixed, new, 0, axis_text(axis, before[axis]),
+                            axis_text(axis, at[axis]), int(before["point"]), int(at["point"]),
+                            rising, falling, f"{new} {_microseconds(rising)} us passes {old} "
+                                             f"{_microseconds(falling)} us"))
+    return _crossover_table(out)
+
+
+# ---- joining sweep files (one per transport, say) ----
+
+#: /config keys that must be equal in every file of a join (what the step computes, and on
+#: what backend): their values are those of each file's first point (resolved, e.g. backend
+#: "host" for "auto"). A key a file lacks is not compared.
+JOIN_CONFIG_KEYS = ("model", "layers", "heads", "kv_heads", "ffn_hidden", "mlp", "pp",
+                    "microbatches", "attention", "backend")
+
+
+class JoinError(ValueError):
+    """Files that cannot be joined into one sweep: not all sweep files, or a configuration that
+    differs outside the axes."""
+
+
+def _distinct(column: np.ndarray) -> List[Any]:
+    return sorted(set(column.tolist()), key=str)
+
+
+def join_axes(sweeps: Sequence[Sweep]) -> List[str]:
+    """The axes of a join: every file's axes (first file first, each in its order), then, in
+    the C++ order of the sweep options (tp, batch, ..., transport, dtype), every other option
+    that is one value within each file but not the same value in all of them (e.g. transport,
+    one file per transport; or batch, one file per batch). Phase is never added: it resolves
+    seq and context, so it is an axis only where a file swept it (join_sweeps refuses files
+    that differ in it otherwise)."""
+    axes: List[str] = []
+    for sweep in sweeps:
+        axes += [a for a in sweep.axes if a not in axes]
+    for option in SWEEP_AXES:
+        if option in axes or option == "phase":
+            continue
+        per_file = [_distinct(s.points[option]) for s in sweeps if s.points.size]
+        if all(len(v) == 1 for v in per_file) and len({str(v[0]) for v in per_file}) > 1:
+            axes.append(option)
+    return axes
+
+
+def _join_dtype(tables: Sequence[np.ndarray], label_width: int, file_width: int) -> np.dtype:
+    names = tables[0].dtype.names
+    fields = []
+    for name in names:
+        kinds = [t.dtype[name] for t in tables]
+        try:
+            common = np.result_type(*kinds)
+        except TypeError:
+            raise JoinError(f"/sweep/points field {name!r} has different types in the files "
+                            f"({', '.join(sorted({str(k) for k in kinds}))})")
+        if name == "label":
+            common = np.dtype(f"U{max(label_width, common.itemsize // 4, 1)}")
+        fields.append((name, common))
+    return np.dtype([*fields, ("file", f"U{max(file_width, 1)}"), ("file_point", "<i8")])
+
+
+def join_sweeps(runs: Sequence[Run]) -> Sweep:
+    """Several sweep files (reader.load() of each) as one sweep, as `ridgeline report A.h5 B.h5`
+    joins them: the union of their /sweep/points rows, each tagged with its file (`file`: the
+    path it was loaded from; `file_point`: its point number there), renumbered 0, 1, ... in file
+    order (`point`) and labelled by the join's axes ("tp=2 transport=nvlink"); the axes are
+    join_axes(); the crossovers are find_crossovers() of the joined rows along those axes
+    (measured only: the files' predicted crossovers belong to their own grids). One file gives
+    its own /sweep unchanged.
+
+    Raises JoinError when a file is not a sweep file, when a /config key of JOIN_CONFIG_KEYS
+    differs between files, when phase differs without being an axis of any file (see
+    join_axes()), when
+    the points tables have different fields, or when two points have the same value of every
+    axis (nothing tells them apart)."""
+    if not runs:
+        raise JoinError("no files to join")
+    for run in runs:
+        if run.sweep is None:
+            raise JoinError(f"{run.path}: not a sweep file (command {run.command or '?'}); only "
+                            "the files of `ridgeline sweep` join")
+    if len(runs) == 1:
+        return runs[0].sweep
+    sweeps = [run.sweep for run in runs]
+    first = runs[0]
+    for run in runs[1:]:
+        if run.sweep.points.dtype.names != first.sweep.points.dtype.names:
+            raise JoinError(f"{run.path} and {first.path}: /sweep/points have different fields "
+                            "(written by different versions)")
+        mine = run.points[0].config if run.points else run.config
+        theirs = first.points[0].config if first.points else first.config
+        for key in JOIN_CONFIG_KEYS:
+            if key in mine and key in theirs and mine[key] != theirs[key]:
+                raise JoinError(f"{run.path} and {first.path} differ in {key} ({mine[key]} vs "
+                                f"{theirs[key]}); only sweeps of one configuration join")
+    axes = join_axes(sweeps)
+    phases = {str(v) for s in sweeps for v in s.points["phase"].tolist()}
+    if "phase" not in axes and len(phases) > 1:
+        raise JoinError(f"{', '.join(r.path for r in runs)}: the files' phases differ "
+                        f"({', '.join(sorted(phases))}) and phase is none of their axes; join "
+                        "sweeps of one phase, or sweep --phase")
+    labels = [" ".join(f"{a}={axis_text(a, p[a])}" for a in axes)
+              for s in sweeps for p in s.points]
+    dtype = _join_dtype([s.points for s in sweeps], max([len(x) for x in labels] + [1]),
+                        max(len(r.path) for r in runs))
+    points = np.zeros(len(labels), dtype=dtype)
+    i = 0
+    seen: Dict[Tuple[str, ...], str] = {}
+    for run in runs:
+        for p in run.sweep.points:
+            for name in p.dtype.names:
+                points[name][i] = p[name]
+            key = tuple(axis_text(a, p[a]) for a in axes)
+            where = f"{run.path} point {int(p['point'])}"
+            if key in seen:
+                raise JoinError(f"{seen[key]} and {where} have the same value of every axis "
+                                f"({labels[i]}); nothing tells them apart")
+            seen[key] = where
+            points["point"][i] = i
+            points["label"][i] = labels[i]
+            points["file"][i] = run.path
+            points["file_point"][i] = int(p["point"])
+            i += 1
+    attrs = {"axes": ",".join(axes), "points": int(points.size),
+             "failed": int((points["status"] != "ok").sum()),
+             "complete": int(all(int(s.attrs.get("complete", 1)) for s in sweeps)),
+             "joined": len(runs)}
+    return Sweep(attrs, points, find_crossovers(points, axes), files=[r.path for r in runs])

@@ -130,11 +130,15 @@ class Roofs:
 @dataclass
 class Sweep:
     """/sweep of a `ridgeline sweep` file: one /sweep/points row per point (failed ones too) and
-    the crossovers the C++ side found (measured) or extrapolated (predicted == 1)."""
+    the crossovers the C++ side found (measured) or extrapolated (predicted == 1). Also the view
+    analysis.join_sweeps() makes of several files: then `files` names them, the points have the
+    fields `file` and `file_point` besides, and the crossovers are computed in Python."""
 
     attrs: Dict[str, Any]
     points: np.ndarray
     crossovers: np.ndarray
+    #: The files of a joined sweep, in join order; empty for one file's /sweep.
+    files: List[str] = field(default_factory=list)
 
     @property
     def axes(self) -> List[str]:

@@ -69,3 +69,19 @@ def sweep_path(tmp_path_factory) -> Path:
 def sweep(sweep_path):
     from ridgeline_analysis import load
     return load(str(sweep_path))
+
+
+@pytest.fixture(scope="session")
+def batch_sweep_paths(tmp_path_factory):
+    """Two real two-rank decode sweeps of models/tiny.toml over tp = 1, 2 that differ only in
+    the batch (1 and 4): one file each, for the join (the host backend refuses --transport other
+    than auto, so the files differ in batch rather than transport)."""
+    workdir = tmp_path_factory.mktemp("join")
+    paths = []
+    for batch in ("1", "4"):
+        name = f"decode_batch{batch}.h5"
+        run_ridgeline(workdir, "sweep", "--config", str(REPO / "models" / "tiny.toml"),
+                      "--phase", "decode", "--tp", "1,2", "--batch", batch, "--warmup", "1",
+                      "--iters", "2", "--out", name)
+        paths.append(workdir / name)
+    return tuple(paths)

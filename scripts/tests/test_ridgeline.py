@@ -340,3 +340,190 @@ def test_cli_summary_of_a_sweep(sweep_path, sweep):
         assert cells[6] == point["ceiling"]
     one = _cli("summary", str(sweep_path), "--point", "2").stdout.splitlines()
     assert len(one) == 2 and one[1].startswith("sweep.h5-p2")
+
+
+# ---- crossovers and joined sweep files ----
+
+def test_find_crossovers_reproduces_the_files_measured_ones(sweep):
+    """The Python rule gives what the C++ sweep wrote, field for field (measured rows)."""
+    ours = analysis.find_crossovers(sweep.sweep.points, sweep.sweep.axes)
+    cpp = sweep.sweep.crossovers[sweep.sweep.crossovers["predicted"] == 0]
+    assert ours.size == cpp.size
+    for name in analysis.CROSSOVER_FIELDS:
+        assert ours[name].tolist() == cpp[name].tolist(), name
+
+
+def _points_table(rows):
+    """(tp, transport, status, ceiling, compute, hbm, interconnect, launch) -> /sweep/points."""
+    points = np.zeros(len(rows), dtype=[
+        ("point", "<i8"), ("status", "U32"), ("label", "U32"), ("tp", "<i8"), ("batch", "<i8"),
+        ("seq", "<i8"), ("context", "<i8"), ("hidden", "<i8"), ("phase", "U8"),
+        ("overlap", "U8"), ("transport", "U8"), ("dtype", "U8"), ("step_p50_ns", "<f8"),
+        ("compute_ns", "<f8"), ("hbm_ns", "<f8"), ("interconnect_ns", "<f8"),
+        ("launch_ns", "<f8"), ("ceiling", "U12")])
+    for i, (tp, transport, status, ceiling, *ns) in enumerate(rows):
+        points[i] = (i, status, f"tp={tp}", tp, 8, 1, 256, 256, "decode", "none", transport,
+                     "bf16", sum(ns), *ns, ceiling)
+    return points
+
+
+#: A hand-made join of an nvlink sweep and a host sweep (and one auto point) over tp; times in ns
+#: as (compute, hbm, interconnect, launch).
+TRANSPORT_ROWS = [
+    (1, "nvlink", "ok", "compute", 5000, 4000, 1000, 0),
+    (2, "nvlink", "ok", "hbm", 2000, 3000, 1000, 0),
+    (4, "nvlink", "ok", "hbm", 1000, 2000, 1500, 0),
+    (8, "nvlink", "failed: out of memory", "none", 0, 0, 0, 0),
+    (16, "nvlink", "ok", "launch", 100, 200, 300, 900),
+    (1, "host", "ok", "hbm", 4000, 5000, 2000, 0),
+    (2, "host", "ok", "interconnect", 2000, 3000, 6000, 0),
+    (4, "host", "ok", "interconnect", 1000, 2000, 7000, 0),
+    (8, "host", "ok", "hbm", 500, 4000, 3000, 0),
+    (16, "host", "ok", "interconnect", 100, 200, 9000, 0),
+    (2, "auto", "ok", "hbm", 2000, 3000, 1000, 0),
+]
+
+
+def test_crossover_rule_by_hand_with_a_transport_axis():
+    points = _points_table(TRANSPORT_ROWS)
+    found = analysis.find_crossovers(points, ["tp", "transport"])
+    got = [(c["axis"], c["fixed"], c["kind"], c["before_value"], c["at_value"],
+            int(c["before_point"]), int(c["at_point"]), c["rising_ns"], c["falling_ns"])
+           for c in found]
+    assert got == [
+        # Along tp, groups in text order of `fixed`: auto (one point: nothing), host, nvlink.
+        # host: hbm -> interconnect at tp=2 (the first only: tp=16 is interconnect again after
+        # tp=8 went back to hbm, which is no crossover either).
+        ("tp", "transport=host", "interconnect", "1", "2", 5, 6, 6000.0, 3000.0),
+        # nvlink: compute -> hbm at tp=2; the failed tp=8 is left out, launch is never a kind.
+        ("tp", "transport=nvlink", "hbm", "1", "2", 0, 1, 3000.0, 2000.0),
+        # Along transport in text order (auto < host < nvlink), groups "tp=1" < "tp=16" <
+        # "tp=2" < ...: at tp=1 host (hbm) -> nvlink (compute) switches hbm to compute.
+        ("transport", "tp=1", "compute", "host", "nvlink", 5, 0, 5000.0, 4000.0),
+        # At tp=2 auto (hbm) -> host: host becomes interconnect-bound; host -> nvlink goes
+        # from interconnect back to hbm: no crossover (and none at tp=4 for the same reason).
+        ("transport", "tp=2", "interconnect", "auto", "host", 10, 6, 6000.0, 3000.0),
+    ]
+    assert found["predicted"].tolist() == [0, 0, 0, 0]
+    assert found["note"][0] == "interconnect 6.000000 us passes hbm 3.000000 us"
+    assert found["note"][2] == "compute 5.000000 us passes hbm 4.000000 us"
+    # No axes, or no ok rows: an empty table with the /sweep/crossovers fields.
+    assert analysis.find_crossovers(points, []).size == 0
+    empty = analysis.find_crossovers(points[points["status"] == "x"], ["tp"])
+    assert empty.size == 0 and empty.dtype.names == analysis.CROSSOVER_FIELDS
+
+
+def _sweep_run(path, rows, axes, config=None):
+    """A Run as reader.load() gives for a sweep file, made of a /sweep/points table."""
+    from ridgeline_analysis.reader import Run
+    config = {"model": "tiny", "layers": 2, "backend": "cuda", **(config or {})}
+    crossovers = analysis.find_crossovers(_points_table([]), [])
+    return Run(path=path, attrs={"command": "sweep"}, stack={}, env={}, config=config,
+               topology={}, ops=[], timelines={}, summary=None,
+               sweep=Sweep({"axes": axes, "complete": 1}, _points_table(rows), crossovers))
+
+
+def test_join_sweeps_by_hand_adds_the_transport_axis():
+    nvlink = _sweep_run("decode_nvlink.h5", [r for r in TRANSPORT_ROWS if r[1] == "nvlink"], "tp")
+    host = _sweep_run("decode_host.h5", [r for r in TRANSPORT_ROWS if r[1] == "host"], "tp")
+    joined = analysis.join_sweeps([nvlink, host])
+    assert joined.axes == ["tp", "transport"]
+    assert joined.files == ["decode_nvlink.h5", "decode_host.h5"]
+    assert joined.attrs["points"] == 10 and joined.attrs["failed"] == 1
+    p = joined.points
+    assert p["point"].tolist() == list(range(10))
+    assert p["file"].tolist() == ["decode_nvlink.h5"] * 5 + ["decode_host.h5"] * 5
+    assert p["file_point"].tolist() == [0, 1, 2, 3, 4] * 2
+    assert p["label"][6] == "tp=2 transport=host"
+    # The joined crossovers: the rule on the joined rows (points renumbered).
+    assert joined.crossovers.tolist() == \
+        analysis.find_crossovers(p, ["tp", "transport"]).tolist()
+    along = joined.crossovers[joined.crossovers["axis"] == "transport"]
+    assert along[["fixed", "kind", "before_value", "at_value"]].tolist() == \
+        [("tp=1", "compute", "host", "nvlink")]
+    # The scaling series and its picture take the join like one file's sweep.
+    s = analysis.scaling_series(joined, "transport")
+    assert s.values == ["host", "nvlink"] and s.groups[0].crossovers["kind"].tolist() == ["compute"]
+    # One file: its own /sweep, unchanged.
+    assert analysis.join_sweeps([nvlink]) is nvlink.sweep
+
+
+def test_join_sweeps_refusals(run):
+    nvlink = _sweep_run("a.h5", TRANSPORT_ROWS[:2], "tp")
+    host = _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp")
+    with pytest.raises(analysis.JoinError, match="not a sweep file"):
+        analysis.join_sweeps([nvlink, run])
+    with pytest.raises(analysis.JoinError, match="differ in model"):
+        analysis.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
+                                                 {"model": "llama3-8b"})])
+    with pytest.raises(analysis.JoinError, match="differ in backend"):
+        analysis.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
+                                                 {"backend": "host"})])
+    with pytest.raises(analysis.JoinError, match="same value of every axis"):
+        analysis.join_sweeps([nvlink, _sweep_run("c.h5", TRANSPORT_ROWS[:1], "tp")])
+    prefill = _sweep_run("p.h5", TRANSPORT_ROWS[5:7], "tp")
+    prefill.sweep.points["phase"] = "prefill"
+    with pytest.raises(analysis.JoinError, match="phases differ"):
+        analysis.join_sweeps([nvlink, prefill])
+    with pytest.raises(analysis.JoinError, match="no files"):
+        analysis.join_sweeps([])
+    assert analysis.join_sweeps([nvlink, host]).axes == ["tp", "transport"]
+
+
+def test_join_of_two_real_sweeps_along_batch(batch_sweep_paths):
+    a, b = (load(str(p)) for p in batch_sweep_paths)
+    assert a.sweep.axes == b.sweep.axes == ["tp"]   # one batch each: not an axis of either
+    joined = analysis.join_sweeps([a, b])
+    assert joined.axes == ["tp", "batch"]
+    p = joined.points
+    assert p.size == 4 and joined.files == [str(x) for x in batch_sweep_paths]
+    assert list(zip(p["tp"].tolist(), p["batch"].tolist())) == [(1, 1), (2, 1), (1, 4), (2, 4)]
+    assert p["file"].tolist() == [str(batch_sweep_paths[0])] * 2 + [str(batch_sweep_paths[1])] * 2
+    assert p["label"].tolist() == ["tp=1 batch=1", "tp=2 batch=1", "tp=1 batch=4",
+                                   "tp=2 batch=4"]
+    for name in ("step_p50_ns", "compute_ns", "hbm_ns", "interconnect_ns", "ceiling"):
+        assert p[name].tolist() == [*a.sweep.points[name].tolist(), *b.sweep.points[name].tolist()]
+    # Along batch, by hand from the points' ceilings: per tp, batch 1 -> 4.
+    expected = []
+    for tp in (1, 2):
+        before, at = (p[(p["tp"] == tp) & (p["batch"] == batch)][0] for batch in (1, 4))
+        old, new = str(before["ceiling"]), str(at["ceiling"])
+        if old != new and (new == "interconnect" or {old, new} == {"hbm", "compute"}):
+            expected.append((f"tp={tp}", new, "1", "4", int(before["point"]), int(at["point"]),
+                             float(at[f"{new}_ns"]), float(at[f"{old}_ns"])))
+    along = analysis.find_crossovers(p, joined.axes)
+    along = along[along["axis"] == "batch"]
+    got = [(c["fixed"], c["kind"], c["before_value"], c["at_value"], int(c["before_point"]),
+            int(c["at_point"]), float(c["rising_ns"]), float(c["falling_ns"])) for c in along]
+    assert got == expected
+    assert joined.crossovers[joined.crossovers["axis"] == "batch"].tolist() == along.tolist()
+    s = analysis.scaling_series(joined, "batch")
+    assert [g.fixed for g in s.groups] == [{"tp": "1"}, {"tp": "2"}]
+    assert [g.rows["batch"].tolist() for g in s.groups] == [[1, 4], [1, 4]]
+
+
+def test_cli_pictures_of_a_join(batch_sweep_paths, tmp_path):
+    a, b = (str(p) for p in batch_sweep_paths)
+    for name, args in (("batch", ["scaling", a, b, "--axis", "batch"]),
+                       ("tp", ["scaling", a, b, "--axis", "tp"]), ("bars", ["bars", a, b])):
+        out = tmp_path / f"{name}.png"
+        done = _cli(*args, "-o", str(out))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == str(out)
+        _check_picture(out)
+    # Without -o: the stems joined by "+" beside the first file.
+    done = _cli("bars", a, b)
+    assert done.returncode == 0, done.stderr
+    _check_picture(Path(a).parent / "decode_batch1+decode_batch4-bars.png")
+    # summary of several sweep files: one row per point of each.
+    rows = _cli("summary", a, b).stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["decode_batch1.h5-p0", "decode_batch1.h5-p1",
+                                           "decode_batch4.h5-p0", "decode_batch4.h5-p1"]
+
+
+def test_cli_join_refusals(batch_sweep_paths, run_path):
+    a, b = (str(p) for p in batch_sweep_paths)
+    _refused(_cli("scaling", str(run_path), a, "--axis", "tp"), "not a sweep file")
+    _refused(_cli("bars", a, str(run_path)), "not a sweep file")
+    _refused(_cli("scaling", a, b, "--axis", "transport"), "'transport'", "tp, batch")
+    _refused(_cli("bars", a, a), "same value of every axis")
