@@ -61,6 +61,8 @@ OpBounds op_bounds(const OpWork& op, const Roofs& roofs, const std::string& tran
         b.missing = "memory bandwidth";
     }
   }
+  // Without its own roof an op has no ceiling: the launch floor alone would misname it.
+  if (!b.missing.empty()) return b;
   b.launch_ns = op.kernels * roofs.launch_floor_ns();
   const Ceiling order[] = {Ceiling::compute, Ceiling::hbm, Ceiling::interconnect, Ceiling::launch};
   for (Ceiling c : order)

@@ -26,8 +26,7 @@ struct OpWork {
   int64_t group_size = 1;       ///< ranks taking part in the collective
   double busbw_factor = 0;      ///< bus bytes / size of that collective at group_size
   DType dtype = DType::f32;
-  /// Kernels the op launches (0 for ops that launch none, e.g. host MPI calls); the launch
-  /// bound is kernels x the launch floor.
+  /// Kernels the op launches; the launch bound is kernels x the launch floor.
   int kernels = 1;
 };
 

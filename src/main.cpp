@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same arguments, so every rank reaches this; only rank 0 speaks.
-    if (mpi.rank() == 0) return app.exit(e);
-    return e.get_exit_code();
+    // Every rank parses the same arguments, so every rank reaches this; only rank 0 speaks. A
+    // usage error exits 2 like every other bad input (--help and --version exit 0).
+    const int code = mpi.rank() == 0 ? app.exit(e) : e.get_exit_code();
+    return code == 0 ? 0 : 2;
   }
   ridgeline::CommandContext ctx{mpi, std::vector<std::string>(argv, argv + argc)};
   try {

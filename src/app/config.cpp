@@ -154,6 +154,25 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
 }
 
+std::vector<std::string> validate_shared(const RunConfig& c) {
+  std::vector<std::string> p;
+  if (!one_of(c.backend, {"auto", "host", "cuda"}))
+    p.push_back("--backend must be one of auto, host, cuda (got '" + c.backend + "')");
+  for (const auto& [path, option] : {std::pair{c.out, "--out"}, {c.json, "--json"}, {c.markdown, "--markdown"}}) {
+    if (path.empty()) continue;
+    struct stat st {};
+    const std::string dir = parent_dir(path);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      p.push_back(std::string(option) + ": directory '" + dir + "' does not exist");
+  }
+  if (!c.roofs.empty() && c.roofs != "none") {
+    struct stat st {};
+    if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      p.push_back("--roofs: '" + c.roofs + "' is not a file (write one with `ridgeline roofs`, or give none)");
+  }
+  return p;
+}
+
 std::vector<std::string> validate(const RunConfig& c, int world_size) {
   std::vector<std::string> p;
   auto positive = [&](int64_t v, const char* name) {
@@ -187,7 +206,6 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.rotary, "--rotary", {"on", "off"});
   choice(c.attention, "--attention", {"fused", "naive"});
   choice(c.check, "--check", {"auto", "on", "off"});
-  choice(c.backend, "--backend", {"auto", "host", "cuda"});
   if (c.backend == "host" && c.dtype != "fp32")
     p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
   if (c.graphs && c.backend != "cuda") p.push_back("--graphs needs the cuda backend");
@@ -264,18 +282,7 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
         p.push_back(msg.str());
       }
   }
-  for (const auto& [path, option] : {std::pair{c.out, "--out"}, {c.json, "--json"}, {c.markdown, "--markdown"}}) {
-    if (path.empty()) continue;
-    struct stat st {};
-    const std::string dir = parent_dir(path);
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      p.push_back(std::string(option) + ": directory '" + dir + "' does not exist");
-  }
-  if (!c.roofs.empty() && c.roofs != "none") {
-    struct stat st {};
-    if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      p.push_back("--roofs: '" + c.roofs + "' is not a file (write one with `ridgeline roofs`, or give none)");
-  }
+  for (std::string& problem : validate_shared(c)) p.push_back(std::move(problem));
   return p;
 }
 

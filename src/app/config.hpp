@@ -68,6 +68,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& cfg);
 /// Fills the fields left unset with the embedded default for `backend` ("host" or "cuda"):
 /// a model small enough for 2 CPU cores on the host, the reference h=8192 layer on GPUs.
 void apply_defaults(RunConfig& cfg, const std::string& backend);
+/// The problems of the options every point of a job shares: the backend's name, the output
+/// files' directories and the roofs file (part of validate(); sweep checks them up front).
+std::vector<std::string> validate_shared(const RunConfig& cfg);
 /// Every problem with a completed configuration for `world_size` ranks (empty = valid).
 std::vector<std::string> validate(const RunConfig& cfg, int world_size);
 /// The model and per-microbatch layer shape of a validated configuration.

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/roof_probes.hpp"
+#include "models/work_model.hpp"
 
 namespace ridgeline {
 namespace {
@@ -176,10 +177,10 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
       const CollectiveSpec* spec = find_collective(name);
       if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
       const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
-      if (!r.fitted) continue;
       int64_t wrong = 0;
       for (const SizeRow& row : r.rows) wrong += row.wrong;
       if (wrong > 0) throw Error("interconnect roof: " + name + " returned " + std::to_string(wrong) + " wrong elements");
+      if (!r.fitted) continue;
       InterconnectRoof roof;
       roof.collective = name;
       roof.group_size = g;
@@ -203,14 +204,28 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   return roofs;
 }
 
-Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<RoofsPlan::Shape>& shapes,
-                   double timeout_s) {
+std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg) {
+  std::vector<RoofsPlan::Shape> shapes;
+  for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), AttentionImpl::fused))
+    if (o.kind == OpKind::gemm) shapes.push_back({o.name, o.m, o.n, o.k});
+  return shapes;
+}
+
+Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<DType>& dtypes,
+                   const std::vector<RoofsPlan::Shape>& shapes, double timeout_s) {
   if (option == "none") return {};
-  if (!option.empty()) return read_roofs(option);
+  if (!option.empty()) {
+    Roofs roofs = read_roofs(option);
+    if (roofs.backend != job.backend_name())
+      throw UsageError("--roofs " + option + " holds the roofs of a " + roofs.backend + " backend; this job runs on " +
+                       job.backend_name());
+    return roofs;
+  }
   if (job.mpi().rank() == 0)
     std::cout << "ridgeline: no --roofs file: measuring a short version of the roofs (ridgeline roofs "
                  "measures them in full; --roofs none skips attribution)\n";
   RoofsPlan plan = RoofsPlan::defaults(job.cuda(), true);
+  plan.dtypes = dtypes;
   plan.gemm_shapes = shapes;
   plan.timeout_s = timeout_s;
   Watchdog watchdog(timeout_s, "measuring the roofs");
@@ -321,8 +336,16 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   } catch (const UsageError& e) {
     problems.emplace_back(e.what());
   }
+  // The kernels move 16-byte words.
+  plan.memory_max_bytes = plan.memory_max_bytes / 16 * 16;
   if (plan.memory_max_bytes < plan.memory_min_bytes)
     problems.push_back("--memory-max-bytes must be at least " + std::to_string(plan.memory_min_bytes));
+  if (plan.interconnect_max_bytes < 8) problems.emplace_back("--interconnect-max-bytes must be at least 8");
+  if (!o.out.empty()) {
+    const std::string dir = o.out.find('/') == std::string::npos ? "." : o.out.substr(0, std::max<size_t>(1, o.out.rfind('/')));
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) problems.push_back("--out: directory '" + dir + "' does not exist");
+  }
   if (!o.collectives.empty()) plan.collectives = split_list(o.collectives);
   for (const std::string& c : plan.collectives)
     if (find_collective(c) == nullptr) problems.push_back("--collectives: unknown collective '" + c + "'");
@@ -332,8 +355,9 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
     problems.push_back("--transport " + o.transport + " selects an NCCL transport: needs the cuda backend");
   if (o.sample_ms < 0) problems.emplace_back("--sample-ms must be >= 0");
   if (!(o.timeout_s > 0)) problems.emplace_back("--timeout must be positive");
-  // Two buffers of the largest memory size, against the smallest free memory of any rank.
-  if (problems.empty()) {
+  // Two buffers of the largest memory size, against the smallest free memory of any rank
+  // (collective: only once every rank agrees that the options are valid).
+  if (all_ranks_true(job.mpi().world(), problems.empty())) {
     const int64_t free_bytes = job.min_free_bytes();
     const double need = 2.0 * static_cast<double>(plan.memory_max_bytes) + 3.0 * static_cast<double>(plan.interconnect_max_bytes);
     if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "app/config.hpp"
 #include "app/job.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
@@ -44,10 +45,14 @@ struct RoofsPlan {
 /// mean over ranks' GPUs.
 Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog);
 
-/// The roofs a `run` or `sweep` uses: "none" (no attribution), a file written by `roofs`, or
-/// "" (measure the quick plan with the GEMM shapes given, and say so on rank 0).
-Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<RoofsPlan::Shape>& shapes,
-                   double timeout_s);
+/// The GEMM shapes of one layer of `cfg` on one rank (labelled by op), for the roofs.
+std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg);
+
+/// The roofs a `run` or `sweep` uses: "none" (no attribution), a file written by `roofs` (whose
+/// backend must be the job's), or "" (measure the quick plan for the GEMM types and shapes
+/// given, and say so on rank 0). Collective.
+Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector<DType>& dtypes,
+                   const std::vector<RoofsPlan::Shape>& shapes, double timeout_s);
 
 /// Prints the roofs as tables (every measured row).
 void print_roofs(std::ostream& out, const Roofs& roofs);

@@ -23,13 +23,6 @@
 
 namespace ridgeline {
 
-std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg) {
-  std::vector<RoofsPlan::Shape> shapes;
-  for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), AttentionImpl::fused))
-    if (o.kind == OpKind::gemm) shapes.push_back({o.name, o.m, o.n, o.k});
-  return shapes;
-}
-
 namespace {
 
 int run_one(CommandContext& ctx, RunConfig cfg) {
@@ -46,7 +39,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     cfg.out = broadcast_string(mpi.world(), "results/ridgeline-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
   }
 
-  const Roofs roofs = obtain_roofs(job, cfg.roofs, layer_gemm_shapes(cfg), cfg.timeout_s);
+  const Roofs roofs = obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
   PointResult point = run_point(job, cfg, roofs, watchdog);
   if (!point.ok()) {

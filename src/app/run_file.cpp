@@ -1002,7 +1002,7 @@ Roofs read_roofs(const std::string& path) {
   try {
     h5::Handle file = h5::open_file_read(path);
     if (!h5::exists(file.id(), "/roofs/gemm"))
-      throw UsageError(path + ": no /roofs (measure them with `ridgeline roofs --out " + path + "`)");
+      throw UsageError(path + ": no /roofs (measure them into a file of their own with `ridgeline roofs --out FILE`)");
     Roofs roofs;
     const Attrs attrs = h5::read_attrs(h5::open_group(file.id(), "/roofs").id());
     const Attrs root = h5::read_attrs(file.id());

@@ -24,8 +24,6 @@
 
 namespace ridgeline {
 
-std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg);  // run_command.cpp
-
 namespace {
 
 const char* const kNumericAxes[] = {"tp", "batch", "seq", "context", "hidden"};
@@ -254,9 +252,32 @@ namespace {
 
 struct SweepOptions {
   RunConfig base;
-  std::vector<std::string> lists[std::size(kSweepAxes)];
+  std::string lists[std::size(kSweepAxes)];  ///< as given; split by split_list (empty items kept)
   bool keep_timelines = false;
 };
+
+// Ranks beyond a point's tp x pp run it as data-parallel replicas.
+void replicate(RunConfig& cfg, int world) {
+  cfg.dp = cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0 ? world / (cfg.tp * cfg.pp) : 1;
+}
+
+void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
+  if (axis == "tp") cfg.tp = std::stoi(value);
+  if (axis == "batch") cfg.batch = std::stoll(value);
+  if (axis == "seq") cfg.seq = std::stoll(value);
+  if (axis == "context") cfg.context = std::stoll(value);
+  if (axis == "hidden") {
+    // The MLP keeps its ratio to the hidden size (a model given by its dimensions alone gets 4h
+    // from the defaults).
+    const int64_t hidden = std::stoll(value);
+    if (cfg.hidden > 0 && cfg.ffn_hidden > 0) cfg.ffn_hidden = cfg.ffn_hidden * hidden / cfg.hidden;
+    cfg.hidden = hidden;
+  }
+  if (axis == "phase") cfg.phase = value;
+  if (axis == "overlap") cfg.overlap = value;
+  if (axis == "transport") cfg.transport = value;
+  if (axis == "dtype") cfg.dtype = value;
+}
 
 // The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
 // grid (x2 steps, up to x64) in the direction in which the interconnect gains.
@@ -271,9 +292,9 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
     predict_classes(cfg, roofs, transport, t, note);
     return t[2] - std::max(t[0], t[1]);
   };
-  double t_first[4], t_last[4];
+  double t[4];
   std::string note;
-  const double m_first = margin(first, t_first, note), m_last = margin(last, t_last, note);
+  const double m_first = margin(first, t, note), m_last = margin(last, t, note);
   if (roofs.interconnect.empty()) {
     c.note = "the roofs hold no interconnect roof (a one-rank job): nothing to predict";
     return c;
@@ -289,14 +310,13 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
     if (axis == "seq") v = up ? cfg.seq * 2 : cfg.seq / 2;
     if (axis == "context") v = up ? cfg.context * 2 : cfg.context / 2;
     if (axis == "hidden") v = up ? cfg.hidden * 2 : cfg.hidden / 2;
-    if (v <= 0 || (axis != "context" && v < 1)) break;
+    if (v <= 0) break;
     if (axis == "tp") cfg.tp = static_cast<int>(v);
     if (axis == "batch") cfg.batch = v;
     if (axis == "seq") cfg.seq = v;
     if (axis == "context") cfg.context = v;
-    if (axis == "hidden") cfg.hidden = v, cfg.ffn_hidden = 4 * v;
+    if (axis == "hidden") set_axis(cfg, axis, std::to_string(v));
     if (!validate(cfg, cfg.tp * cfg.pp).empty()) break;
-    double t[4];
     std::string n;
     if (margin(cfg, t, n) > 0) {
       c.at_value = std::to_string(v);
@@ -309,18 +329,6 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
   }
   c.note = "none predicted within x64 of the grid (work model under the roofs)";
   return c;
-}
-
-void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
-  if (axis == "tp") cfg.tp = std::stoi(value);
-  if (axis == "batch") cfg.batch = std::stoll(value);
-  if (axis == "seq") cfg.seq = std::stoll(value);
-  if (axis == "context") cfg.context = std::stoll(value);
-  if (axis == "hidden") cfg.hidden = std::stoll(value);
-  if (axis == "phase") cfg.phase = value;
-  if (axis == "overlap") cfg.overlap = value;
-  if (axis == "transport") cfg.transport = value;
-  if (axis == "dtype") cfg.dtype = value;
 }
 
 std::string axis_value(const RunConfig& cfg, const std::string& axis) {
@@ -341,18 +349,29 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   const int world = mpi.size();
   std::vector<std::string> problems, axes;
   const size_t naxes = std::size(kSweepAxes);
+  std::vector<std::string> lists[std::size(kSweepAxes)];
   for (size_t a = 0; a < naxes; ++a) {
+    if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
     std::set<std::string> seen;
-    for (const std::string& v : o.lists[a]) {
+    for (const std::string& v : lists[a]) {
       if (v.empty()) problems.push_back(std::string("--") + kSweepAxes[a] + ": empty item in the list");
       else if (!seen.insert(v).second) problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' given twice");
-      if (numeric_axis(kSweepAxes[a]) && !v.empty() && v.find_first_not_of("0123456789") != std::string::npos)
-        problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' is not a non-negative integer");
+      if (numeric_axis(kSweepAxes[a]) && !v.empty() &&
+          (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9))
+        problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' is not an integer from 0 to 999999999");
     }
-    if (o.lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
+    if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
+  }
+  // What every point shares is checked once, before anything is measured: the backend, the
+  // output files and the roofs file (a point's own problems fail only that point).
+  {
+    RunConfig shared = o.base;
+    apply_defaults(shared, job.backend_name());
+    for (std::string& problem : validate_shared(shared)) problems.push_back(std::move(problem));
+    if (shared.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
   }
   const size_t transport_axis = static_cast<size_t>(std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string("transport")) - std::begin(kSweepAxes));
-  if (o.lists[transport_axis].size() > 1)
+  if (lists[transport_axis].size() > 1)
     problems.emplace_back("--transport: NCCL reads its environment once per process, so a job runs one transport: "
                           "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
   if (o.base.out.empty()) {
@@ -365,33 +384,36 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   // base configuration with its axis values.
   std::vector<RunConfig> grid = {o.base};
   for (size_t a = 0; a < naxes; ++a) {
-    if (o.lists[a].empty()) continue;
+    if (lists[a].empty()) continue;
     std::vector<RunConfig> next;
     for (const RunConfig& cfg : grid)
-      for (const std::string& v : o.lists[a]) {
+      for (const std::string& v : lists[a]) {
         RunConfig c = cfg;
         set_axis(c, kSweepAxes[a], v);
         next.push_back(c);
       }
     grid.swap(next);
   }
-  const std::string transport = o.lists[transport_axis].empty() ? o.base.transport : o.lists[transport_axis].front();
+  const std::string transport = lists[transport_axis].empty() ? o.base.transport : lists[transport_axis].front();
   for (const std::string& warning : job.use_transport(transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   // Roofs: one file, or one short measurement for every point with the GEMM shapes of every
   // point that can run.
   std::vector<RoofsPlan::Shape> shapes;
+  std::vector<DType> dtypes;
   for (RunConfig cfg : grid) {
     apply_defaults(cfg, job.backend_name());
-    if (cfg.tp * cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0) cfg.dp = world / (cfg.tp * cfg.pp);
+    replicate(cfg, world);
     if (!validate(cfg, world).empty()) continue;
+    const DType dtype = parse_dtype(cfg.dtype);
+    if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
     for (const RoofsPlan::Shape& shape : layer_gemm_shapes(cfg))
       if (std::none_of(shapes.begin(), shapes.end(), [&](const RoofsPlan::Shape& s) {
             return s.m == shape.m && s.n == shape.n && s.k == shape.k;
           }))
         shapes.push_back(shape);
   }
-  const Roofs roofs = obtain_roofs(job, o.base.roofs, shapes, o.base.timeout_s);
+  const Roofs roofs = obtain_roofs(job, o.base.roofs, dtypes, shapes, o.base.timeout_s);
   if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs_summary(std::cout, roofs);
   if (mpi.rank() == 0)
     std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
@@ -404,7 +426,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   data.env = performance_env();
   data.config = config_attrs(o.base);
   for (size_t a = 0; a < naxes; ++a)
-    if (!o.lists[a].empty()) data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(o.lists[a], ","));
+    if (!lists[a].empty()) data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(lists[a], ","));
   data.config.emplace_back("keep_timelines", static_cast<int64_t>(o.keep_timelines));
   data.topology = job.topology({});
   if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
@@ -432,18 +454,15 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   bool any_failed_check = false;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
-    cfg.dp = 1;
-    // Ranks beyond the point's tp x pp run it as data-parallel replicas.
-    if (cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0) cfg.dp = world / (cfg.tp * cfg.pp);
-    cfg.roofs = o.base.roofs;
-    cfg.json.clear();
-    cfg.markdown.clear();
+    replicate(cfg, world);
     std::vector<std::string> point_problems = resolve_point(job, cfg);
+    // Prefill ignores --context: such combinations repeat a point.
+    if (cfg.phase == "prefill") cfg.context = 0;
     SweepRow row;
     row.point = static_cast<int64_t>(rows.size());
     for (const char* a : kSweepAxes) row.axis[a] = axis_value(cfg, a);
     row.label = axes.empty() ? "point" : describe(row, axes, "");
-    // Decode ignores --seq and prefill --context: such combinations repeat a point.
+    // Decode ignores --seq (and prefill --context): such combinations repeat a point.
     if (!labels.insert(describe(row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), "")).second)
       continue;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -538,7 +557,13 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   }
   int ok = any_failed_check ? 0 : 1;
   RIDGELINE_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
-  return ok ? 0 : 3;
+  if (!ok) return 3;
+  // Every rank knows the statuses: a sweep of which no point ran has measured nothing.
+  if (std::none_of(rows.begin(), rows.end(), [](const SweepRow& r) { return r.status == "ok"; })) {
+    if (mpi.rank() == 0) std::cerr << "ridgeline: no point of the sweep could run (see the status of each)\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -555,9 +580,7 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
     const std::string group = scalar->get_group();
     const std::string description = scalar->get_description();
     cmd->remove_option(scalar);
-    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
-        ->delimiter(',')
-        ->group(group);
+    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")->group(group);
   }
   cmd->add_flag("--keep-timelines", o->keep_timelines, "Store every point's per-rank timelines (large)")
       ->group("Measurement");
