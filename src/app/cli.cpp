@@ -19,6 +19,7 @@ const CommandEntry kCommands[] = {
     {"env", setup_env_command},
     {"validate", setup_validate_command},
     {"report", setup_report_command},
+    {"compare", setup_compare_command},
 };
 
 }  // namespace

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `ridgeline compare` end to end on the host backend: two runs that differ in one environment
+# variable name that layer and no other; a run against itself moves nothing (exit 0 under
+# --fail-above); a step slowed by --batch names the configuration and fails --fail-above (exit
+# 3); missing files and files of different kinds exit 2 with one line.
+# Usage: compare.sh RIDGELINE_BIN REPO_DIR
+set -euo pipefail
+bin=$1 repo=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset NCCL_ALGO
+
+run() {  # run OUT BATCH [mpiexec options...]: tiny, tp=2, no roofs (nothing to attribute)
+  local out=$1 batch=$2
+  shift 2
+  mpiexec -n 2 --oversubscribe "$@" "$bin" run --config "$repo/models/tiny.toml" --tp 2 \
+    --batch "$batch" --warmup 1 --iters 20 --roofs none --out "$work/$out" >"$work/$out.log"
+}
+
+# json FILE EXPR: evaluates a Python expression over the JSON document `d`; fails when false.
+json() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert eval(sys.argv[2]), (sys.argv[2], d["compare"], d["stack"])
+PY
+}
+
+run a.h5 2
+run env.h5 2 -x NCCL_ALGO=Ring  # the host backend never reads it; the fingerprint records it
+run slow.h5 8
+
+# One environment variable: the environment layer and no other (run identity aside).
+"$bin" compare "$work/a.h5" "$work/env.h5" --json "$work/env.json" --markdown "$work/env.md" \
+  | tee "$work/env.log"
+grep -q "^  \[environment variables\]$" "$work/env.log"
+grep -q "env NCCL_ALGO: (unset) -> Ring" "$work/env.log"
+grep -q "^stack layers that differ: environment variables$" "$work/env.log"
+json "$work/env.json" 'd["compare"]["layers_differ"] == "environment"'
+json "$work/env.json" '[r["key"] for r in d["stack"] if r["layer"] != "not_compared"] == ["NCCL_ALGO"]'
+# (created_utc has whole seconds: two tiny runs may share it.)
+json "$work/env.json" '{"argv", "out", "pid"} <= {r["key"] for r in d["stack"] if r["layer"] == "not_compared"}'
+grep -q "| NCCL_ALGO |" "$work/env.md"
+
+# A run against itself: every change is 0, so nothing can move, whatever the host's noise.
+"$bin" compare "$work/a.h5" "$work/a.h5" --fail-above 5 --json "$work/self.json" | tee "$work/self.log"
+grep -q "^stack: no layer differs$" "$work/self.log"
+grep -q "^moved (0 of [0-9]* with a verdict): nothing$" "$work/self.log"
+json "$work/self.json" 'd["compare"]["moved"] == 0 and d["compare"]["with_verdict"] >= 10'
+json "$work/self.json" 'all(t["verdict"] == "unchanged" for t in d["timings"])'
+
+# Four times the tokens: the configuration layer, the step moved, --fail-above 10 exits 3.
+status=0
+"$bin" compare "$work/a.h5" "$work/slow.h5" --fail-above 10 --json "$work/slow.json" \
+  | tee "$work/slow.log" || status=$?
+[ "$status" -eq 3 ] || { echo "compare of a slowed run exited $status, not 3" >&2; exit 1; }
+grep -q "config batch: 2 -> 8" "$work/slow.log"
+grep -Eq "^step .* moved " "$work/slow.log"
+json "$work/slow.json" 'd["compare"]["layers_differ"] == "configuration"'
+json "$work/slow.json" '[t for t in d["timings"] if t["item"] == "step"][0]["change_pct"] > 10'
+
+# Errors: one line on stderr, exit 2.
+mpiexec -n 2 --oversubscribe "$bin" collectives --backend host --collectives all_reduce \
+  --max-bytes 1K --out "$work/coll.h5" >"$work/coll.log"
+"$bin" compare "$work/coll.h5" "$work/coll.h5" | tee "$work/coll_self.log"
+grep -Eq "^all_reduce +1 KiB .* unchanged$" "$work/coll_self.log"
+for case in "missing.h5:no such file" "coll.h5:compare needs two files of the same kind"; do
+  status=0
+  "$bin" compare "$work/a.h5" "$work/${case%%:*}" >/dev/null 2>"$work/err.log" || status=$?
+  [ "$status" -eq 2 ] || { echo "compare with ${case%%:*} exited $status, not 2" >&2; exit 1; }
+  [ "$(wc -l <"$work/err.log")" -eq 1 ] || { cat "$work/err.log" >&2; exit 1; }
+  grep -q "${case#*:}" "$work/err.log"
+done
+echo "e2e compare ok"
