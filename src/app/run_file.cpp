@@ -40,8 +40,10 @@ const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns", "time
                                             "busbw_gbps",   "busbw_p50_gbps"};
 const char* const kRoofTextColumns[] = {"collective", "dtype", "transport"};
 const char* const kRoofIntColumns[] = {"group_size", "fit_min_bytes", "fit_max_bytes"};
-const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps", "floor_alpha_us",
-                                          "floor_beta_gbps"};
+const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps"};
+// The lower envelope, added within schema version 1: collectives files written before it lack
+// it; roofs, run and sweep files (which attribute with it) always have it.
+const char* const kRoofEnvelopeColumns[] = {"floor_alpha_us", "floor_beta_gbps"};
 // The other /roofs tables of roofs, run and sweep files: (table, text, integer, number fields).
 struct RoofTable {
   const char* path;
@@ -749,9 +751,12 @@ void validate_collectives(hid_t file, std::vector<std::string>& problems) {
     });
 }
 
-void validate_roof(hid_t file, std::vector<std::string>& problems) {
+void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope_required) {
   if (!require_object(file, kRoofPath, "dataset", problems)) return;
   const h5::Table table = h5::read_table(file, kRoofPath);
+  const bool envelope = envelope_required || h5::find_column(table, kRoofEnvelopeColumns[0]) != nullptr;
+  if (envelope)
+    for (const char* name : kRoofEnvelopeColumns) column<double>(table, name, kRoofPath);
   for (const char* name : kRoofTextColumns)
     column<std::string>(table, name, kRoofPath);
   for (const char* name : kRoofIntColumns)
@@ -760,17 +765,18 @@ void validate_roof(hid_t file, std::vector<std::string>& problems) {
     column<double>(table, name, kRoofPath);
   const auto& alpha = column<double>(table, "alpha_us", kRoofPath);
   const auto& beta = column<double>(table, "beta_gbps", kRoofPath);
-  const auto& floor_alpha = column<double>(table, "floor_alpha_us", kRoofPath);
-  const auto& floor_beta = column<double>(table, "floor_beta_gbps", kRoofPath);
   for (size_t i = 0; i < alpha.size(); ++i) {
     if (!(alpha[i] >= 0 && beta[i] > 0))
       problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) +
                          ": expected alpha_us >= 0 and beta_gbps > 0, found " +
                          number_text(alpha[i]) + ", " + number_text(beta[i]));
-    if (!(floor_alpha[i] >= 0 && floor_beta[i] > 0))
+    if (!envelope) continue;
+    const double floor_alpha = column<double>(table, "floor_alpha_us", kRoofPath)[i];
+    const double floor_beta = column<double>(table, "floor_beta_gbps", kRoofPath)[i];
+    if (!(floor_alpha >= 0 && floor_beta > 0))
       problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) +
                          ": expected floor_alpha_us >= 0 and floor_beta_gbps > 0, found " +
-                         number_text(floor_alpha[i]) + ", " + number_text(floor_beta[i]));
+                         number_text(floor_alpha) + ", " + number_text(floor_beta));
   }
 }
 
@@ -797,7 +803,7 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
           problems.push_back(std::string(spec.path) + ": row " + std::to_string(i) + ": " + rate +
                              " must be > 0, found " + number_text(values[i]));
     });
-  check_section(problems, [&] { validate_roof(file, problems); });
+  check_section(problems, [&] { validate_roof(file, problems, true); });
 }
 
 // Every /points/<k>: its config; a summary unless the point failed (status "failed: ...");
@@ -889,7 +895,7 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });
   if (collectives) {
     if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
-    if (has("/roofs")) check_section(problems, [&] { validate_roof(file, problems); });
+    if (has("/roofs")) check_section(problems, [&] { validate_roof(file, problems, false); });
   } else if (h5::exists(file, "/roofs")) {
     check_section(problems, [&] { validate_roofs(file, problems); });
   }
