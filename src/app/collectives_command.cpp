@@ -1,7 +1,5 @@
 // `ridgeline collectives`: an nccl-tests-style sweep of every collective on NCCL (GPU) or MPI
 // (host), with transport presets, exact #wrong checks, an HDF5 file and the interconnect roof.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -370,11 +368,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   if (mpi.rank() == 0)
     for (const std::string& w : warnings)
       std::cerr << "ridgeline: warning: " << w << "\n";
-  if (cfg.out.empty()) {
-    mkdir("results", 0755);
-    cfg.out = broadcast_string(
-        mpi.world(), "results/ridgeline-collectives-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
-  }
+  cfg.out = output_path(mpi.world(), cfg.out, "collectives");
 
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating buffers");
   const int device = cuda ? mpi.local_rank() % gpus : -1;

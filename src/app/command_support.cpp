@@ -1,6 +1,8 @@
 // Shared command helpers.
 #include "app/command_support.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -23,6 +25,12 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string s;
   for (const std::string& p : parts) s += (s.empty() ? "" : sep) + p;
   return s;
+}
+
+std::string output_path(MPI_Comm comm, const std::string& out, const std::string& kind) {
+  if (!out.empty()) return out;
+  mkdir("results", 0755);
+  return broadcast_string(comm, "results/ridgeline-" + (kind.empty() ? "" : kind + "-") + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
 }
 
 std::vector<std::string> split_list(const std::string& text) {

@@ -14,6 +14,10 @@ namespace ridgeline {
 std::string utc_now(const char* format);
 /// `parts` joined with `sep`.
 std::string join(const std::vector<std::string>& parts, const char* sep);
+/// Every rank calls: `out` if given, else results/ridgeline-<kind>-<UTC time>.h5 (kind empty:
+/// results/ridgeline-<UTC time>.h5) with the results directory created and rank 0's time on
+/// every rank.
+std::string output_path(MPI_Comm comm, const std::string& out, const std::string& kind);
 /// The items of a comma-separated list, in order (empty items kept, for validation to refuse).
 std::vector<std::string> split_list(const std::string& text);
 /// MemAvailable split evenly over the `local_ranks` ranks of this host (bytes; -1 if unknown).

@@ -371,10 +371,7 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   for (const std::string& warning : job.use_transport(o.transport))
     if (job.mpi().rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   std::string out = o.out;
-  if (out.empty()) {
-    mkdir("results", 0755);
-    out = broadcast_string(job.mpi().world(), "results/ridgeline-roofs-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
-  }
+  out = output_path(job.mpi().world(), out, "roofs");
   Watchdog watchdog(o.timeout_s, "measuring the roofs");
   const Roofs roofs = measure_roofs(job, plan, watchdog);
   watchdog.rearm("gathering the topology and writing the file");

@@ -1,7 +1,5 @@
 // `ridgeline run`: one point (configuration) -> timed layers on every rank -> attribution against
 // the roofs -> HDF5 file + summary. Also the small commands: env, validate, report.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -34,10 +32,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   if (reject_if_any(ctx, "invalid configuration", resolve_point(job, cfg))) return 2;
   for (const std::string& warning : job.use_transport(cfg.transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
-  if (cfg.out.empty()) {
-    mkdir("results", 0755);
-    cfg.out = broadcast_string(mpi.world(), "results/ridgeline-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
-  }
+  cfg.out = output_path(mpi.world(), cfg.out, "");
 
   const Roofs roofs = obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");

@@ -1,8 +1,6 @@
 // `ridgeline sweep` and the crossover analysis (see sweep.hpp).
 #include "app/sweep.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -374,10 +372,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   if (lists[transport_axis].size() > 1)
     problems.emplace_back("--transport: NCCL reads its environment once per process, so a job runs one transport: "
                           "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
-  if (o.base.out.empty()) {
-    mkdir("results", 0755);
-    o.base.out = broadcast_string(mpi.world(), "results/ridgeline-sweep-" + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
-  }
+  o.base.out = output_path(mpi.world(), o.base.out, "sweep");
   if (reject_if_any(ctx, "invalid sweep", problems)) return 2;
 
   // The grid: every combination, the last axis fastest; a point's options are those of the
