@@ -259,7 +259,6 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   const auto started = std::chrono::steady_clock::now();
   MpiSession& mpi = job.mpi();
   PointResult result;
-  result.cfg = cfg;
   const ModelSpec model = model_spec(cfg);
   const std::vector<std::string> strategies = overlap_list(cfg);
   const int64_t stage_layers = cfg.layers / cfg.pp;

@@ -32,7 +32,6 @@ struct StrategyResult {
 
 /// A point's results (rank 0 holds the summaries and timelines; every rank the status).
 struct PointResult {
-  RunConfig cfg;               ///< as run, after defaults
   std::string status = "ok";   ///< "ok" or "failed: <reason>"
   OpTable ops;
   std::vector<StrategyResult> strategies;
