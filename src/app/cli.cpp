@@ -1,6 +1,8 @@
 // The CLI: one table of subcommands (explicit registry), built into one CLI11 app.
 #include "app/build_info.hpp"
+#include "app/command_support.hpp"
 #include "app/commands.hpp"
+#include "app/config_file.hpp"
 
 namespace ridgeline {
 namespace {
@@ -31,11 +33,15 @@ void build_cli(CLI::App& app, CommandAction& action) {
       "every rank runs the same command.");
   app.set_version_flag("--version", std::string("ridgeline ") + build::version + " (" + build::git_sha + ")");
   app.require_subcommand(1);
-  // Presets are CLI11 TOML files whose [run] table holds `run` options; --config may follow
-  // the subcommand (fallthrough) and the command line overrides the file.
+  // Presets are TOML files whose [run] table holds `run` options (a [<command>] table holds
+  // another command's); --config may follow the subcommand (fallthrough) and the command line
+  // overrides the file. Files are read strictly (config_file.hpp).
   app.set_config("--config", "", "Preset or options file (TOML), e.g. models/llama3-70b.toml");
   app.fallthrough();
   for (const CommandEntry& c : kCommands) c.setup(app, action);
+  use_strict_config_files(app);
+  // An empty value never stands for an option's default.
+  refuse_empty_values(app);
 }
 
 }  // namespace ridgeline

@@ -40,13 +40,23 @@ struct CollectivesConfig {
   int iters = 20;
   bool graph = false;
   std::string backend = "auto";
-  int group_size = 0; ///< 0: the world size
+  int group_size = 0; ///< 0 (never given: the option takes >= 1): the world size
   std::string transport = "auto";
   int nccl_max_ctas = -1;
   int nccl_min_ctas = -1;
   std::string out;
   double timeout_s = 300;
 };
+
+// One item of --collectives: a collective's name.
+std::string collective_item(const std::string& name, std::string& canonical) {
+  if (find_collective(name) != nullptr) return "";
+  if (name == "all") return "'all' stands alone, not in a list";
+  std::vector<std::string> known;
+  for (const CollectiveSpec& s : collective_registry())
+    known.emplace_back(s.name);
+  return "unknown collective '" + name + "' (expected all or " + join(known, ", ") + ")";
+}
 
 /// What validate() derived from the options.
 struct Resolved {
@@ -67,22 +77,12 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
     for (const CollectiveSpec& spec : collective_registry())
       r.collectives.push_back(&spec);
   } else {
-    std::stringstream list(c.collectives);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-      const CollectiveSpec* spec = find_collective(name);
-      if (spec == nullptr) {
-        std::vector<std::string> known;
-        for (const CollectiveSpec& s : collective_registry())
-          known.emplace_back(s.name);
-        p.push_back("--collectives: unknown collective '" + name + "' (expected all or " +
-                    join(known, ", ") + ")");
-      } else if (std::find(r.collectives.begin(), r.collectives.end(), spec) ==
-                 r.collectives.end()) {
-        r.collectives.push_back(spec);
-      }
-    }
-    if (r.collectives.empty() && p.empty()) p.emplace_back("--collectives: empty list");
+    const std::vector<std::string> names = split_list(c.collectives);
+    const std::string problem = list_problem(names, collective_item);
+    if (!problem.empty()) p.push_back("--collectives: " + problem);
+    else
+      for (const std::string& name : names)
+        r.collectives.push_back(find_collective(name));
   }
   try {
     r.sizes = size_sweep(parse_size_bytes(c.min_bytes, "--min-bytes"),
@@ -125,7 +125,7 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
                 " selects an NCCL transport: needs the cuda backend");
   if (!cuda && (c.nccl_max_ctas >= 0 || c.nccl_min_ctas >= 0))
     p.emplace_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
-  if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0)
+  if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
     p.emplace_back("--nccl-max-ctas/--nccl-min-ctas must be >= 1 (or -1 for NCCL's default)");
   if (c.nccl_max_ctas > 0 && c.nccl_min_ctas > c.nccl_max_ctas)
     p.emplace_back("--nccl-min-ctas is larger than --nccl-max-ctas");
@@ -449,20 +449,34 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--collectives", c.collectives,
                   "Comma-separated list or 'all': all_reduce, all_gather, reduce_scatter, "
                   "all_to_all, broadcast, reduce, sendrecv")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "all") return "";
+            const std::string problem = list_problem(split_list(text), collective_item);
+            return problem;
+          },
+          "LIST", "collectives"))
       ->capture_default_str();
   cmd->add_option("-b,--min-bytes", c.min_bytes, "Smallest size (8, 1K, 4M, 1G: powers of 1024)")
+      ->check(byte_count())
       ->capture_default_str();
-  cmd->add_option("-e,--max-bytes", c.max_bytes, "Largest size (default: 1G on cuda, 4M on host)");
+  cmd->add_option("-e,--max-bytes", c.max_bytes, "Largest size (default: 1G on cuda, 4M on host)")
+      ->check(byte_count());
   cmd->add_option("-f,--step-factor", c.step_factor, "Size multiplier between steps (> 1)")
+      ->check(number_above(1))
       ->capture_default_str();
   cmd->add_option("-d,--dtype", c.dtype,
                   "bf16, fp16, fp32 or int32 (default: bf16 on cuda, fp32 on host)");
   cmd->add_option("-o,--op", c.op, "Reduction: sum, prod, max, min or avg")->capture_default_str();
   cmd->add_option("-r,--root", c.root, "Root rank (within the group) of broadcast and reduce")
+      ->check(integer_in(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_flag("--in-place", c.in_place, "Run in place (default: out of place)");
-  cmd->add_option("-w,--warmup", c.warmup, "Untimed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup", c.warmup, "Untimed iterations per size")
+      ->check(integer_in(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("-n,--iters", c.iters, "Timed iterations per size (--graph: launches per graph)")
+      ->check(integer_in(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_flag("--graph", c.graph,
                 "Capture --iters launches into one CUDA graph and time its replays");
@@ -470,15 +484,19 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
                   "auto, host (MPI on host memory) or cuda (NCCL, one GPU per rank)")
       ->capture_default_str();
   cmd->add_option("--group-size", c.group_size,
-                  "Ranks per communicator: consecutive groups running concurrently (default: all)");
+                  "Ranks per communicator: consecutive groups running concurrently (default: all)")
+      ->check(integer_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--transport", c.transport, "NCCL transport preset: " + transport_names())
       ->capture_default_str();
   cmd->add_option("--nccl-max-ctas", c.nccl_max_ctas, "ncclConfig_t::maxCTAs (-1: NCCL's default)")
+      ->check(nccl_ctas())
       ->capture_default_str();
   cmd->add_option("--nccl-min-ctas", c.nccl_min_ctas, "ncclConfig_t::minCTAs (-1: NCCL's default)")
+      ->check(nccl_ctas())
       ->capture_default_str();
   cmd->add_option("--out", c.out, "Output file (default: results/ridgeline-collectives-<UTC>.h5)");
   cmd->add_option("--timeout", c.timeout_s, "Seconds one size may take before the job is aborted")
+      ->check(number_above(0))
       ->capture_default_str();
   cmd->callback([cfg, &action] {
     action = [cfg](CommandContext& ctx) { return run_collectives(ctx, *cfg); };

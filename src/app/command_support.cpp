@@ -4,10 +4,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <map>
+#include <sstream>
 
+#include "collectives/collective_bench.hpp"
+#include "core/error.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
@@ -33,15 +40,124 @@ std::string output_path(MPI_Comm comm, const std::string& out, const std::string
   return broadcast_string(comm, "results/ridgeline-" + (kind.empty() ? "" : kind + "-") + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
 }
 
-std::vector<std::string> split_list(const std::string& text) {
+std::vector<std::string> split_list(const std::string& text) { return split_by(text, ','); }
+
+std::vector<std::string> split_by(const std::string& text, char separator) {
   std::vector<std::string> items;
   size_t start = 0;
   while (true) {
-    const size_t comma = text.find(',', start);
+    const size_t comma = text.find(separator, start);
     items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) return items;
     start = comma + 1;
   }
+}
+
+namespace {
+
+// A whole decimal integer (optional sign, digits only) that fits int64_t.
+bool parse_integer(const std::string& text, int64_t& value) {
+  const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+  if (text.size() <= digits || text.find_first_not_of("0123456789", digits) != std::string::npos) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  value = v;
+  return true;
+}
+
+std::string in_quotes(const std::string& text) { return "'" + text + "'"; }
+
+}  // namespace
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  std::string range = max == std::numeric_limits<int64_t>::max()
+                          ? "an integer >= " + std::to_string(min)
+                          : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!parse_integer(text, v) || v < min || v > max) return "expected " + range + ", got " + in_quotes(text);
+        return "";
+      },
+      "", "integer");
+}
+
+CLI::Validator number_above(double bound, bool inclusive) {
+  std::ostringstream b;
+  b << bound;
+  const std::string range = std::string("a number ") + (inclusive ? ">= " : "> ") + b.str();
+  return CLI::Validator(
+      [bound, inclusive, range](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool number = !text.empty() && errno == 0 && end == text.c_str() + text.size() && std::isfinite(v) &&
+                            text.find_first_of("xXnN") == std::string::npos;  // no hex, inf or nan
+        if (!number || v < bound || (!inclusive && v == bound)) return "expected " + range + ", got " + in_quotes(text);
+        return "";
+      },
+      "", "number");
+}
+
+CLI::Validator nccl_ctas() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!parse_integer(text, v) || v == 0 || v < -1 || v > std::numeric_limits<int>::max())
+          return "expected -1 (NCCL's default) or a positive integer, got " + in_quotes(text);
+        return "";
+      },
+      "", "ctas");
+}
+
+CLI::Validator byte_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_size_bytes(text, "");
+        } catch (const UsageError& e) {
+          const std::string what = e.what();  // " '<text>': <problem>"
+          return what.substr(what.rfind("': ") + 3);
+        }
+        return "";
+      },
+      "", "bytes");
+}
+
+std::string list_problem(const std::vector<std::string>& items, const ItemCheck& check) {
+  std::map<std::string, std::string> seen;  // canonical form -> the item as given
+  for (const std::string& item : items) {
+    if (item.empty()) return "empty item in the list";
+    std::string canonical = item;
+    const std::string problem = check(item, canonical);
+    if (!problem.empty()) return problem;
+    const auto [at, fresh] = seen.emplace(canonical, item);
+    if (!fresh)
+      return at->second == item ? in_quotes(item) + " given twice"
+                                : in_quotes(item) + " repeats " + in_quotes(at->second);
+  }
+  return "";
+}
+
+CLI::Validator comma_list(ItemCheck check) {
+  return CLI::Validator(
+      [check](std::string& text) -> std::string {
+        const std::vector<std::string> items = split_list(text);
+        const std::string problem = list_problem(items, check);
+        if (problem.empty() || items.size() == 1) return problem;
+        return problem + " (in " + in_quotes(text) + ")";
+      },
+      "LIST", "list");
+}
+
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_expected_min() > 0)
+      opt->check(CLI::Validator([](std::string& text) { return text.empty() ? std::string("empty value") : ""; },
+                                "", "non-empty"));
+  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
 }
 
 int64_t available_host_bytes(int local_ranks) {
@@ -61,10 +177,15 @@ bool reject_if_any(const CommandContext& ctx, const std::string& what,
                    const std::vector<std::string>& problems) {
   if (all_ranks_true(ctx.mpi.world(), problems.empty())) return false;
   if (ctx.mpi.rank() == 0) {
-    std::cerr << "ridgeline: " << what << ":\n";
-    for (const std::string& p :
-         problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems)
-      std::cerr << "  - " << p << "\n";
+    const std::vector<std::string> shown =
+        problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems;
+    // One problem, one line; several, one line each after the heading.
+    if (shown.size() == 1) {
+      std::cerr << "ridgeline: " << what << ": " << shown.front() << "\n";
+    } else {
+      std::cerr << "ridgeline: " << what << ":\n";
+      for (const std::string& p : shown) std::cerr << "  - " << p << "\n";
+    }
   }
   return true;
 }

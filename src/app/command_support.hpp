@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,32 @@ std::string join(const std::vector<std::string>& parts, const char* sep);
 std::string output_path(MPI_Comm comm, const std::string& out, const std::string& kind);
 /// The items of a comma-separated list, in order (empty items kept, for validation to refuse).
 std::vector<std::string> split_list(const std::string& text);
+/// The items of `text` between `separator`s, in order (empty items kept).
+std::vector<std::string> split_by(const std::string& text, char separator);
+
+// ---- Checks of given values ----
+// Every option checks the value it is given while the command line (or a --config file) is
+// parsed: a bad value is a CLI11 ValidationError ("--seq: ..."), which ends every rank with exit
+// code 2. Defaults apply only to options not given, so no given value may stand for "default".
+
+/// A decimal integer in [min, max].
+CLI::Validator integer_in(int64_t min, int64_t max = std::numeric_limits<int64_t>::max());
+/// A finite number above `bound` (at least `bound` when `inclusive`).
+CLI::Validator number_above(double bound, bool inclusive = false);
+/// A byte count: 8, 64K, 4M, 1G (powers of 1024), above 0.
+CLI::Validator byte_count();
+/// -1 (NCCL's default) or a positive integer: --nccl-max-ctas, --nccl-min-ctas.
+CLI::Validator nccl_ctas();
+/// Checks one item of a list: returns the problem ("" if none) and sets `canonical` to the
+/// item's canonical form (two items with the same canonical form are the same item).
+using ItemCheck = std::function<std::string(const std::string& item, std::string& canonical)>;
+/// The first problem of a list's items ("" if none): an empty item, a bad item, an item given
+/// twice.
+std::string list_problem(const std::vector<std::string>& items, const ItemCheck& check);
+/// A comma list checked by list_problem.
+CLI::Validator comma_list(ItemCheck check);
+/// Every option of `app` and of its subcommands that takes a value refuses an empty one.
+void refuse_empty_values(CLI::App& app);
 /// MemAvailable split evenly over the `local_ranks` ranks of this host (bytes; -1 if unknown).
 int64_t available_host_bytes(int local_ranks);
 /// Every rank calls: false when `problems` is empty on every rank; otherwise rank 0 prints

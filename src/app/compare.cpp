@@ -994,7 +994,7 @@ void setup_compare_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--fail-above", o->fail_above_pct,
                   "Exit 3 when the step, an op, a point or a message size moved (slower or faster) "
                   "by more than this many percent")
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0));
   cmd->callback([o, &action] {
     action = [o](CommandContext& ctx) {
       // Rank 0 reads and prints; the others wait for its exit code (as `report` does).

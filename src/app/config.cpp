@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <limits>
 #include <sstream>
 
+#include "app/command_support.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -26,6 +28,16 @@ std::string parent_dir(const std::string& path) {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// One --overlap strategy; chunked:02 is chunked:2.
+std::string overlap_item(const std::string& item, std::string& canonical) {
+  try {
+    canonical = parse_overlap(item).name();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 void bind_run_options(CLI::App& cmd, RunConfig& c) {
@@ -34,35 +46,52 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       "llama3-70b, llama3-405b); options given on the command line override the file.");
   const char* const model = "Model";
   cmd.add_option("--model", c.model, "Model name recorded in the output (set by presets)")->group(model);
-  cmd.add_option("--hidden", c.hidden, "Hidden size h")->group(model);
-  cmd.add_option("--heads", c.heads, "Attention (query) heads")->group(model);
+  cmd.add_option("--hidden", c.hidden, "Hidden size h")->check(integer_in(1))->group(model);
+  cmd.add_option("--heads", c.heads, "Attention (query) heads")->check(integer_in(1))->group(model);
   cmd.add_option("--kv-heads", c.kv_heads, "Key/value heads for grouped-query attention (default: heads)")
+      ->check(integer_in(1))
       ->group(model);
-  cmd.add_option("--ffn-hidden", c.ffn_hidden, "MLP inner size (per branch for SwiGLU)")->group(model);
-  cmd.add_option("--layers", c.layers, "Transformer layers to run, split over pipeline stages")->group(model);
+  cmd.add_option("--ffn-hidden", c.ffn_hidden, "MLP inner size (per branch for SwiGLU)")
+      ->check(integer_in(1))
+      ->group(model);
+  cmd.add_option("--layers", c.layers, "Transformer layers to run, split over pipeline stages")
+      ->check(integer_in(1))
+      ->group(model);
   cmd.add_option("--mlp", c.mlp, "MLP activation: gelu | swiglu")->group(model);
   cmd.add_option("--norm", c.norm, "Normalisation: layernorm | rmsnorm")->group(model);
   cmd.add_option("--rotary", c.rotary, "Rotary position embedding: on | off")->group(model);
-  cmd.add_option("--rope-theta", c.rope_theta, "Rotary base theta")->capture_default_str()->group(model);
-  cmd.add_option("--norm-eps", c.norm_eps, "Normalisation epsilon")->capture_default_str()->group(model);
+  cmd.add_option("--rope-theta", c.rope_theta, "Rotary base theta")
+      ->check(number_above(0))
+      ->capture_default_str()
+      ->group(model);
+  cmd.add_option("--norm-eps", c.norm_eps, "Normalisation epsilon")
+      ->check(number_above(0))
+      ->capture_default_str()
+      ->group(model);
 
   const char* const work = "Workload";
   cmd.add_option("--phase", c.phase,
                  "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of --context)")
       ->capture_default_str()->group(work);
-  cmd.add_option("--batch", c.batch, "Sequences per step")->group(work);
-  cmd.add_option("--seq", c.seq, "Prefill tokens per sequence")->group(work);
+  cmd.add_option("--batch", c.batch, "Sequences per step")->check(integer_in(1))->group(work);
+  cmd.add_option("--seq", c.seq, "Prefill tokens per sequence (decode runs one)")->check(integer_in(1))->group(work);
   cmd.add_option("--context", c.context,
                  "Decode: tokens already in the KV cache (default 256 on host, 1 on GPUs)")
+      ->check(integer_in(0))
       ->group(work);
   cmd.add_option("--microbatches", c.microbatches, "Pipeline microbatches per step (the batch is split)")
-      ->capture_default_str()->group(work);
+      ->check(integer_in(1))
+      ->capture_default_str()
+      ->group(work);
 
   const char* const par = "Parallelism";
-  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str()->group(par);
-  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str()->group(par);
+  const int int_max = std::numeric_limits<int>::max();
+  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->check(integer_in(1, int_max))->capture_default_str()->group(par);
+  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->check(integer_in(1, int_max))->capture_default_str()->group(par);
   cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
-      ->capture_default_str()->group(par);
+      ->check(integer_in(1, int_max))
+      ->capture_default_str()
+      ->group(par);
 
   const char* const exec = "Execution";
   cmd.add_option("--backend", c.backend, "auto | host | cuda (auto: cuda when a GPU is visible)")
@@ -81,18 +110,25 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "Comma list of strategies run back to back: none (serialized), async (own "
                  "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
                  "(N interleaved parts of the batch; of the tokens for one prefill sequence)")
-      ->capture_default_str()->group(ovl);
+      ->check(comma_list(overlap_item))
+      ->capture_default_str()
+      ->group(ovl);
   cmd.add_flag("--sequence-parallel", c.sequence_parallel,
                "All-gather before column-parallel and reduce-scatter after row-parallel GEMMs "
                "instead of all-reduce; norms and residuals on tokens / tp rows")
       ->group(ovl);
   cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas, "NCCL maxCTAs (channels) for the TP communicator")
+      ->check(nccl_ctas())
       ->group(ovl);
-  cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")->group(ovl);
+  cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")
+      ->check(nccl_ctas())
+      ->group(ovl);
   cmd.add_option("--overlap-gemm-sms", c.overlap_gemm_sms,
                  "SMs that a GEMM running beside a collective (chunked:K, split:N) asks "
                  "cuBLASLt to use, leaving the rest to NCCL's CTAs; 0 = every SM")
-      ->capture_default_str()->group(ovl);
+      ->check(integer_in(0, int_max))
+      ->capture_default_str()
+      ->group(ovl);
   cmd.add_option("--transport", c.transport,
                  "NCCL transport preset: auto, nvlink (checked against the link matrix), host "
                  "(NCCL_P2P_DISABLE=1: through host memory) or net (sockets, as between nodes)")
@@ -104,16 +140,23 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
 
   const char* const meas = "Measurement";
   cmd.add_option("--warmup", c.warmup, "Warm-up iterations (recorded and marked, not summarised)")
-      ->capture_default_str()->group(meas);
-  cmd.add_option("--iters", c.iters, "Timed iterations")->capture_default_str()->group(meas);
+      ->check(integer_in(0, int_max))
+      ->capture_default_str()
+      ->group(meas);
+  cmd.add_option("--iters", c.iters, "Timed iterations")->check(integer_in(1, int_max))->capture_default_str()->group(meas);
   cmd.add_option("--check", c.check,
                  "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
                  "(auto: on when that reference fits in 2 GiB of host memory or a quarter of the free GPU memory)")
       ->capture_default_str()->group(meas);
-  cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")->capture_default_str()->group(meas);
+  cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")
+      ->check(integer_in(0))
+      ->capture_default_str()
+      ->group(meas);
   cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
   cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
-      ->capture_default_str()->group(meas);
+      ->check(number_above(0))
+      ->capture_default_str()
+      ->group(meas);
   cmd.add_option("--roofs", c.roofs,
                  "Roofs for attribution: a file written by `ridgeline roofs`, or none; default: "
                  "measure a short version first (GEMM peak, memory bandwidth, launch floor, interconnect)")
@@ -124,7 +167,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--sample-ms", c.sample_ms,
                  "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
                  "temperature, clock-event reasons) in ms; 0 = off")
-      ->capture_default_str()->group(meas);
+      ->check(integer_in(0, int_max))
+      ->capture_default_str()
+      ->group(meas);
 }
 
 void apply_defaults(RunConfig& c, const std::string& backend) {
@@ -315,12 +360,11 @@ LayerShape layer_shape(const RunConfig& c) {
 }
 
 std::vector<std::string> overlap_list(const RunConfig& c) {
+  const std::vector<std::string> items = split_list(c.overlap);
+  const std::string problem = list_problem(items, overlap_item);
+  if (!problem.empty()) throw UsageError(problem);
   std::vector<std::string> names;
-  std::string item;
-  std::istringstream in(c.overlap);
-  while (std::getline(in, item, ','))
-    names.push_back(parse_overlap(item).name());
-  if (names.empty()) throw UsageError("no overlap strategy given");
+  for (const std::string& item : items) names.push_back(parse_overlap(item).name());
   return names;
 }
 

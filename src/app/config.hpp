@@ -63,10 +63,13 @@ struct RunConfig {
 };
 
 /// Binds every RunConfig field to an option of `cmd`. Preset files reach these options
-/// through the top-level --config (their keys sit under a [run] table).
+/// through the top-level --config (their keys sit under a [run] table). Every option checks
+/// the value it is given (a CLI11 ValidationError while parsing): a value that the fields use
+/// to mean "unset" (0 dimensions, a negative context, an empty string) cannot be given.
 void bind_run_options(CLI::App& cmd, RunConfig& cfg);
-/// Fills the fields left unset with the embedded default for `backend` ("host" or "cuda"):
-/// a model small enough for 2 CPU cores on the host, the reference h=8192 layer on GPUs.
+/// Fills the fields left unset (never given) with the embedded default for `backend` ("host"
+/// or "cuda"): a model small enough for 2 CPU cores on the host, the reference h=8192 layer on
+/// GPUs.
 void apply_defaults(RunConfig& cfg, const std::string& backend);
 /// The problems of the options every point of a job shares: the backend's name, the output
 /// files' directories and the roofs file (part of validate(); sweep checks them up front).
@@ -76,7 +79,8 @@ std::vector<std::string> validate(const RunConfig& cfg, int world_size);
 /// The model and per-microbatch layer shape of a validated configuration.
 ModelSpec model_spec(const RunConfig& cfg);
 LayerShape layer_shape(const RunConfig& cfg);
-/// The overlap strategies of --overlap, in order (throws UsageError on a bad entry).
+/// The overlap strategies of --overlap, in order (throws UsageError on a bad, empty or repeated
+/// entry).
 std::vector<std::string> overlap_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);

@@ -284,13 +284,46 @@ void print_roofs_summary(std::ostream& out, const Roofs& r) {
 
 namespace {
 
+// Items of the list options (checked while parsing; see comma_list).
+std::string dtype_item(const std::string& item, std::string& canonical) {
+  try {
+    canonical = dtype_name(parse_dtype(item));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string size_item(const std::string& item, std::string& canonical) {
+  std::string text = item;
+  const std::string problem = integer_in(1)(text);
+  if (problem.empty()) canonical = std::to_string(std::stoll(item));
+  return problem;
+}
+
+// MxNxK with positive M, N, K.
+std::string shape_item(const std::string& item, std::string& canonical) {
+  const std::vector<std::string> dims = split_by(item, 'x');
+  canonical.clear();
+  for (const std::string& d : dims) {
+    std::string c;
+    if (dims.size() != 3 || !size_item(d, c).empty()) return "'" + item + "' is not MxNxK with positive M, N, K";
+    canonical += (canonical.empty() ? "" : "x") + c;
+  }
+  return "";
+}
+
+std::string collective_name_item(const std::string& item, std::string& canonical) {
+  return find_collective(item) == nullptr ? "unknown collective '" + item + "'" : "";
+}
+
 struct RoofsOptions {
   std::string backend = "auto";
   std::string transport = "auto";
   bool quick = false;
   std::string dtypes;
-  std::vector<int64_t> gemm_sizes;
-  std::vector<std::string> gemm_shapes;
+  std::string gemm_sizes;
+  std::string gemm_shapes;
   std::string memory_max_bytes;
   std::string interconnect_max_bytes;
   std::string collectives;
@@ -306,38 +339,32 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   if (o.backend != "auto" && o.backend != "host" && o.backend != "cuda")
     problems.push_back("--backend must be auto, host or cuda (got '" + o.backend + "')");
   if (o.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
+  // The lists and sizes were checked while parsing (no empty, bad or repeated item).
   if (!o.dtypes.empty()) {
     plan.dtypes.clear();
     for (const std::string& d : split_list(o.dtypes)) {
-      try {
-        plan.dtypes.push_back(parse_dtype(d));
-        if (job.cuda() == (plan.dtypes.back() == DType::f32) || plan.dtypes.back() == DType::i32)
-          problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() + " backend");
-      } catch (const UsageError& e) {
-        problems.push_back(std::string("--dtypes: ") + e.what());
-      }
+      plan.dtypes.push_back(parse_dtype(d));
+      if (job.cuda() == (plan.dtypes.back() == DType::f32) || plan.dtypes.back() == DType::i32)
+        problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() + " backend");
     }
   }
-  if (!o.gemm_sizes.empty()) plan.gemm_sizes = o.gemm_sizes;
-  for (int64_t n : plan.gemm_sizes)
-    if (n <= 0) problems.push_back("--gemm-sizes: sizes must be positive (got " + std::to_string(n) + ")");
-  for (const std::string& text : o.gemm_shapes) {
-    long long m = 0, n = 0, k = 0;
-    char rest = 0;
-    if (std::sscanf(text.c_str(), "%lldx%lldx%lld%c", &m, &n, &k, &rest) != 3 || m <= 0 || n <= 0 || k <= 0)
-      problems.push_back("--gemm-shapes: '" + text + "' is not MxNxK with positive M, N, K");
-    else
-      plan.gemm_shapes.push_back({"shape", m, n, k});
+  if (!o.gemm_sizes.empty()) {
+    plan.gemm_sizes.clear();
+    for (const std::string& n : split_list(o.gemm_sizes)) plan.gemm_sizes.push_back(std::stoll(n));
   }
-  try {
-    if (!o.memory_max_bytes.empty()) plan.memory_max_bytes = static_cast<int64_t>(parse_size_bytes(o.memory_max_bytes, "--memory-max-bytes"));
-    if (!o.interconnect_max_bytes.empty())
-      plan.interconnect_max_bytes = parse_size_bytes(o.interconnect_max_bytes, "--interconnect-max-bytes");
-  } catch (const UsageError& e) {
-    problems.emplace_back(e.what());
-  }
+  if (!o.gemm_shapes.empty())
+    for (const std::string& text : split_list(o.gemm_shapes)) {
+      const std::vector<std::string> d = split_by(text, 'x');
+      plan.gemm_shapes.push_back({"shape", std::stoll(d[0]), std::stoll(d[1]), std::stoll(d[2])});
+    }
+  if (!o.memory_max_bytes.empty())
+    plan.memory_max_bytes = static_cast<int64_t>(parse_size_bytes(o.memory_max_bytes, "--memory-max-bytes"));
+  if (!o.interconnect_max_bytes.empty())
+    plan.interconnect_max_bytes = parse_size_bytes(o.interconnect_max_bytes, "--interconnect-max-bytes");
   // The kernels move 16-byte words.
-  plan.memory_max_bytes = plan.memory_max_bytes / 16 * 16;
+  if (plan.memory_max_bytes % 16 != 0)
+    problems.push_back("--memory-max-bytes " + std::to_string(plan.memory_max_bytes) +
+                       " is not a multiple of 16 (the memory kernels move 16-byte words)");
   if (plan.memory_max_bytes < plan.memory_min_bytes)
     problems.push_back("--memory-max-bytes must be at least " + std::to_string(plan.memory_min_bytes));
   if (plan.interconnect_max_bytes < 8) problems.emplace_back("--interconnect-max-bytes must be at least 8");
@@ -347,14 +374,10 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) problems.push_back("--out: directory '" + dir + "' does not exist");
   }
   if (!o.collectives.empty()) plan.collectives = split_list(o.collectives);
-  for (const std::string& c : plan.collectives)
-    if (find_collective(c) == nullptr) problems.push_back("--collectives: unknown collective '" + c + "'");
   if (find_transport(o.transport) == nullptr)
     problems.push_back("--transport must be one of " + transport_names() + " (got '" + o.transport + "')");
   else if (o.transport != "auto" && !job.cuda())
     problems.push_back("--transport " + o.transport + " selects an NCCL transport: needs the cuda backend");
-  if (o.sample_ms < 0) problems.emplace_back("--sample-ms must be >= 0");
-  if (!(o.timeout_s > 0)) problems.emplace_back("--timeout must be positive");
   // Two buffers of the largest memory size, against the smallest free memory of any rank
   // (collective: only once every rank agrees that the options are valid).
   if (all_ranks_true(job.mpi().world(), problems.empty())) {
@@ -404,20 +427,28 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--transport", o->transport, "NCCL transport preset: auto, nvlink, host or net (one per job)")
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "The short plan that run and sweep measure when given no --roofs file");
-  cmd->add_option("--dtypes", o->dtypes, "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)");
-  cmd->add_option("--gemm-sizes", o->gemm_sizes, "Square GEMM sizes n (n x n x n), comma list")->delimiter(',');
+  cmd->add_option("--dtypes", o->dtypes, "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
+      ->check(comma_list(dtype_item));
+  cmd->add_option("--gemm-sizes", o->gemm_sizes, "Square GEMM sizes n (n x n x n), comma list")
+      ->check(comma_list(size_item));
   cmd->add_option("--gemm-shapes", o->gemm_shapes, "Further GEMM shapes MxNxK (e.g. a layer's), comma list")
-      ->delimiter(',');
+      ->check(comma_list(shape_item));
   cmd->add_option("--memory-max-bytes", o->memory_max_bytes,
-                  "Largest memory pass (default 4G on cuda, 256M on host; from 1M / 16K up in x4 steps)");
+                  "Largest memory pass, a multiple of 16 bytes (default 4G on cuda, 256M on host; from 1M / 16K "
+                  "up in x4 steps)")
+      ->check(byte_count());
   cmd->add_option("--interconnect-max-bytes", o->interconnect_max_bytes,
-                  "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)");
+                  "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)")
+      ->check(byte_count());
   cmd->add_option("--collectives", o->collectives,
-                  "Collectives of the interconnect roof (default all_reduce,all_gather,reduce_scatter,sendrecv)");
+                  "Collectives of the interconnect roof (default all_reduce,all_gather,reduce_scatter,sendrecv)")
+      ->check(comma_list(collective_name_item));
   cmd->add_option("--sample-ms", o->sample_ms, "NVML sampling period during the measurement (0 = off)")
+      ->check(integer_in(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--out,-o", o->out, "HDF5 output (default: results/ridgeline-roofs-<UTC>.h5)");
   cmd->add_option("--timeout", o->timeout_s, "Seconds one measurement may wait before the job is aborted")
+      ->check(number_above(0))
       ->capture_default_str();
   cmd->footer("run --roofs FILE and sweep --roofs FILE reuse the file's /roofs for attribution.");
   cmd->callback([o, &action] { action = [o](CommandContext& ctx) { return run_roofs(ctx, *o); }; });

@@ -244,6 +244,8 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
                 "joined into one table and their crossovers found along the transport too");
   cmd->add_option("files", *paths, "ridgeline HDF5 files")->required();
   cmd->callback([paths, &action] {
+    const std::string problem = list_problem(*paths, [](const std::string&, std::string&) { return std::string(); });
+    if (!problem.empty()) throw CLI::ValidationError("files", problem);
     action = [paths](CommandContext& ctx) {
       int bad = 0;
       if (ctx.mpi.rank() == 0) {

@@ -12,13 +12,16 @@
 #include "app/attribution.hpp"
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
+#include "app/config_file.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
 #include "app/point.hpp"
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
+#include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "models/work_model.hpp"
+#include "parallel/tp_layer.hpp"
 
 namespace ridgeline {
 
@@ -248,6 +251,28 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
 
 namespace {
 
+// One item of an axis list: an integer of the axis's range, or a value of its kind.
+std::string axis_item(const std::string& axis, const std::string& item, std::string& canonical) {
+  if (numeric_axis(axis)) {
+    std::string text = item;
+    const std::string problem =
+        integer_in(axis == "context" ? 0 : 1, axis == "tp" ? std::numeric_limits<int>::max()
+                                                           : std::numeric_limits<int64_t>::max())(text);
+    if (problem.empty()) canonical = std::to_string(std::stoll(item));
+    return problem;
+  }
+  try {
+    if (axis == "phase") canonical = phase_name(parse_phase(item));
+    if (axis == "overlap") canonical = parse_overlap(item).name();
+    if (axis == "dtype") canonical = item == "auto" ? item : dtype_name(parse_dtype(item));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  if (axis == "transport" && find_transport(item) == nullptr)
+    return "unknown transport '" + item + "' (expected " + transport_names() + ")";
+  return "";
+}
+
 struct SweepOptions {
   RunConfig base;
   std::string lists[std::size(kSweepAxes)];  ///< as given; split by split_list (empty items kept)
@@ -347,17 +372,12 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   const int world = mpi.size();
   std::vector<std::string> problems, axes;
   const size_t naxes = std::size(kSweepAxes);
+  // The lists were checked while parsing (axis_item): no empty, bad or repeated item.
   std::vector<std::string> lists[std::size(kSweepAxes)];
   for (size_t a = 0; a < naxes; ++a) {
     if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
-    std::set<std::string> seen;
-    for (const std::string& v : lists[a]) {
-      if (v.empty()) problems.push_back(std::string("--") + kSweepAxes[a] + ": empty item in the list");
-      else if (!seen.insert(v).second) problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' given twice");
-      if (numeric_axis(kSweepAxes[a]) && !v.empty() &&
-          (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9))
-        problems.push_back(std::string("--") + kSweepAxes[a] + ": '" + v + "' is not an integer from 0 to 999999999");
-    }
+    if (numeric_axis(kSweepAxes[a]))
+      for (std::string& v : lists[a]) v = std::to_string(std::stoll(v));  // +4 -> 4
     if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
   }
   // What every point shares is checked once, before anything is measured: the backend, the
@@ -575,7 +595,12 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
     const std::string group = scalar->get_group();
     const std::string description = scalar->get_description();
     cmd->remove_option(scalar);
-    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")->group(group);
+    const std::string axis = kSweepAxes[a];
+    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
+        ->check(comma_list([axis](const std::string& item, std::string& canonical) {
+          return axis_item(axis, item, canonical);
+        }))
+        ->group(group);
   }
   cmd->add_flag("--keep-timelines", o->keep_timelines, "Store every point's per-rank timelines (large)")
       ->group("Measurement");
@@ -584,18 +609,23 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       "fails (invalid, out of memory) is recorded with its reason and the sweep goes on. One transport per "
       "job: NCCL reads its environment once. Crossover: along each listed axis, the first point where the "
       "interconnect becomes the step's ceiling; where the grid holds none, the roofs' prediction.");
-  // Presets are [run] tables (CLI11 applies a section to the subcommand of its name): a sweep
-  // takes the same table, for every option the command line left unset.
+  // Presets are [run] tables (CLI11 applies a table to the subcommand of its name, [sweep] to
+  // this one): a sweep takes the [run] table too, read as strictly, for every option that the
+  // command line and the [sweep] table left unset.
   cmd->callback([o, &action, &app, cmd] {
-    const CLI::Option* config = app.get_option("--config");
+    CLI::Option* config = app.get_option("--config");
     if (config->count() > 0)
-      for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_file(config->as<std::string>())) {
+      for (const CLI::ConfigItem& item : read_config_file(config->as<std::string>(), app)) {
         if (item.parents != std::vector<std::string>{"run"}) continue;
         CLI::Option* opt = cmd->get_option_no_throw("--" + item.name);
         if (opt == nullptr || opt->count() > 0) continue;
         opt->add_result(item.inputs);
         opt->run_callback();
       }
+    // Each point's data-parallel degree is ranks / (tp x pp): a given one would be replaced.
+    if (cmd->get_option("--dp")->count() > 0)
+      throw CLI::ValidationError("--dp", "a sweep runs each point as ranks / (tp x pp) data-parallel replicas: "
+                                         "give no --dp (nor dp in the [run] table)");
     action = [o](CommandContext& ctx) { return run_sweep(ctx, *o); };
   });
 }
