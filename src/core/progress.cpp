@@ -26,8 +26,8 @@ namespace {
 
 // Heartbeat period of the monitor thread, and the age past which a rank counts as not running
 // (stopped, or its whole process hung): many periods, so that a loaded host never trips it.
-constexpr int kHeartbeatMs = 500;
-constexpr int64_t kStaleNs = 3'000'000'000;
+constexpr int kHeartbeatMs = 1000;
+constexpr int64_t kStaleNs = 5'000'000'000;
 // The progress line's period: a terminal line is rewritten in place, a log gets plain lines.
 constexpr double kTerminalLineS = 2.0;
 constexpr double kPlainLineS = 5.0;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -15,8 +16,12 @@
 namespace ridgeline {
 namespace {
 
-// How often the thread looks at the position: the resolution of the timeout.
-constexpr auto kPoll = std::chrono::milliseconds(250);
+// How often the thread looks at the position: a quarter of the timeout (a stall is seen within
+// 1.25 timeouts), between 0.25 s and 10 s, so that it seldom wakes beside a measurement.
+std::chrono::steady_clock::duration poll_period(double seconds) {
+  const double poll_s = std::min(10.0, std::max(0.25, seconds / 4));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(poll_s));
+}
 
 }  // namespace
 
@@ -46,11 +51,12 @@ void Watchdog::rearm(std::string what) {
 void Watchdog::watch() {
   using clock = std::chrono::steady_clock;
   const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(m_seconds));
+  const auto poll = poll_period(m_seconds);
   std::unique_lock<std::mutex> lock(m_mutex);
   auto position = progress::position();
   auto deadline = clock::now() + limit;
   for (;;) {
-    m_cv.wait_until(lock, std::min(deadline, clock::now() + kPoll), [this] { return m_done || m_rearmed; });
+    m_cv.wait_until(lock, std::min(deadline, clock::now() + poll), [this] { return m_done || m_rearmed; });
     if (m_done) return;
     const auto now_at = progress::position();
     if (m_rearmed || now_at != position) {

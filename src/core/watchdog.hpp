@@ -17,7 +17,7 @@ namespace ridgeline {
 class Watchdog {
  public:
   /// Arms the watchdog: if this process makes no progress (no rearm(), no iteration()) for
-  /// `seconds`, it prints "[rank R host] timed out after S s: <what>[, iteration k]: <which rank
+  /// `seconds` (seen within a quarter of that, at most 10 s, later), it prints "[rank R host] timed out after S s: <what>[, iteration k]: <which rank
   /// it waits for>" and exits with status 124.
   Watchdog(double seconds, std::string what);
   ~Watchdog();
