@@ -97,7 +97,8 @@ int64_t CollectiveBench::check_size(const CollectiveSpec& spec, const CallBuffer
 }
 
 CollectiveResult CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts,
-                                        Watchdog& watchdog) {
+                                        Watchdog& watchdog,
+                                        const std::function<void(const CollectiveResult&)>& on_size) {
   int rank = 0, ranks = 1;
   RIDGELINE_CHECK(MPI_Comm_rank(m_group, &rank));
   RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));
@@ -133,6 +134,7 @@ CollectiveResult CollectiveBench::sweep(const CollectiveSpec& spec, const SweepO
     row.wrong = wrong;
     row.iters = static_cast<int64_t>(opts.iters) * (opts.graph ? kGraphReplays : 1);
     result.rows.push_back(std::move(row));
+    if (on_size) on_size(result);
   }
   // Factor 0 (a group of one) moves no bytes between ranks: there is no roof to fit. Every
   // minimum must be timed (> 0, so every median is too) for the envelope to lie under it.

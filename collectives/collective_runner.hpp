@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collectives/collective_bench.hpp"
@@ -84,8 +85,10 @@ public:
   /// skipped): per size a barrier over `world`, the warm-up, a barrier, the timed calls (or graph
   /// replays), then one checked call on fresh inputs. Each sample is the max over the group,
   /// #wrong the sum over `world`. Every rank of `world` calls with the same arguments. Rearms
-  /// `watchdog` per size; throws Error if a size does not fit the buffers.
-  CollectiveResult sweep(const CollectiveSpec& spec, const SweepOptions& opts, Watchdog& watchdog);
+  /// `watchdog` per size; throws Error if a size does not fit the buffers. `on_size`, when given,
+  /// is called on every rank after each size with the result so far (its rows, no fit yet).
+  CollectiveResult sweep(const CollectiveSpec& spec, const SweepOptions& opts, Watchdog& watchdog,
+                         const std::function<void(const CollectiveResult&)>& on_size = {});
 
 private:
   void wait_all(Stream stream, const SweepOptions& opts);

@@ -11,6 +11,7 @@
 
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 
 namespace ridgeline {
 namespace {
@@ -176,8 +177,10 @@ public:
       }
       if (std::chrono::steady_clock::now() > deadline) {
         m_comm.abort();
+        // Which rank this one waits for, from what the ranks of this host published.
+        const progress::Board *board = progress::board();
         fail("NCCL operation did not finish within " + std::to_string(limit_s) +
-             " s; communicator aborted");
+             " s; communicator aborted" + (board != nullptr ? ": " + board->diagnose() : ""));
       }
       // Polling every 100 us keeps the wait cheap without adding visible latency to a timeout.
       std::this_thread::sleep_for(std::chrono::microseconds(100));

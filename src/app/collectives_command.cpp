@@ -1,6 +1,7 @@
 // `ridgeline collectives`: an nccl-tests-style sweep of every collective on NCCL (GPU) or MPI
 // (host), with transport presets, exact #wrong checks, an HDF5 file and the interconnect roof.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
+#include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_bench.hpp"
 #include "collectives/collective_runner.hpp"
@@ -153,63 +155,6 @@ std::string fixed(double value, int precision) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(precision) << value;
   return s.str();
-}
-
-double average_busbw(const CollectiveResult& res, int n) {
-  double sum = 0;
-  for (const SizeRow& row : res.rows)
-    sum += busbw_gbps(*res.spec, n, static_cast<double>(row.shape.size_bytes), row.time_ns.mean);
-  return res.rows.empty() ? 0 : sum / static_cast<double>(res.rows.size());
-}
-
-void print_section(std::ostream& os, const CollectiveResult& res, const CollectivesConfig& c,
-                   const Resolved& r, const std::string& comm_backend, int groups) {
-  const CollectiveSpec& spec = *res.spec;
-  const int n = c.group_size;
-  os << "#\n# " << spec.name << ": group size " << n << " x " << groups << " group(s), backend "
-     << comm_backend << ", transport " << c.transport << ", "
-     << (res.in_place ? "in-place" : "out-of-place")
-     << (c.in_place && !res.in_place ? " (no in-place form)" : "")
-     << (c.graph ? ", CUDA graph of " + std::to_string(c.iters) + " launches" : "")
-     << ", busbw factor " << fixed(spec.busbw_factor(n), 4) << "\n";
-  os << "#" << std::setw(13) << "size(B)" << std::setw(14) << "count(elems)" << std::setw(8)
-     << "type" << std::setw(7) << "redop" << std::setw(6) << "root" << std::setw(11) << "time(us)"
-     << std::setw(13) << "algbw(GB/s)" << std::setw(13) << "busbw(GB/s)" << std::setw(8) << "#wrong"
-     << std::setw(11) << "p50(us)" << std::setw(11) << "p99(us)";
-  if (groups > 1) os << std::setw(17) << "busbw_all(GB/s)";
-  os << "\n";
-  for (const SizeRow& row : res.rows) {
-    const auto size = static_cast<double>(row.shape.size_bytes);
-    os << std::setw(14) << row.shape.size_bytes << std::setw(14) << row.shape.count << std::setw(8)
-       << dtype_name(r.dtype) << std::setw(7) << (spec.reduces ? reduce_op_name(r.op) : "none")
-       << std::setw(6) << (spec.rooted ? c.root : -1) << std::setw(11)
-       << fixed(row.time_ns.mean / 1e3, 2) << std::setw(13)
-       << fixed(algbw_gbps(size, row.time_ns.mean), 3) << std::setw(13)
-       << fixed(busbw_gbps(spec, n, size, row.time_ns.mean), 3) << std::setw(8) << row.wrong
-       << std::setw(11) << fixed(row.time_ns.p50 / 1e3, 2) << std::setw(11)
-       << fixed(row.time_ns.p99 / 1e3, 2);
-    if (groups > 1)
-      os << std::setw(17) << fixed(busbw_gbps(spec, n, size, row.time_mean_all_ns), 3);
-    os << "\n";
-  }
-  os << "# Avg bus bandwidth    : " << fixed(average_busbw(res, n), 3) << " GB/s\n";
-}
-
-void print_summary(std::ostream& os, const std::vector<CollectiveResult>& results, int n) {
-  os << "#\n# Avg bus bandwidth and interconnect roof (time = alpha + size * factor / beta)\n";
-  os << "#" << std::setw(16) << "collective" << std::setw(22) << "avg busbw(GB/s)" << std::setw(12)
-     << "alpha(us)" << std::setw(13) << "beta(GB/s)"
-     << "\n";
-  for (const CollectiveResult& res : results) {
-    os << "#" << std::setw(16) << res.spec->name << std::setw(22)
-       << fixed(average_busbw(res, n), 3);
-    if (res.fitted)
-      os << std::setw(12) << fixed(res.fit.alpha_us, 2) << std::setw(13)
-         << fixed(res.fit.beta_gbps, 3);
-    else
-      os << std::setw(25) << "(not fitted)";
-    os << "\n";
-  }
 }
 
 Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::string& backend) {
@@ -369,6 +314,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     for (const std::string& w : warnings)
       std::cerr << "ridgeline: warning: " << w << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "collectives");
+  if (reject_if_any(ctx, "cannot write the results", check_outputs(ctx, {{cfg.out, "--out"}}))) return 2;
 
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating buffers");
   const int device = cuda ? mpi.local_rank() % gpus : -1;
@@ -390,19 +336,9 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
   const SweepOptions opts = sweep_options(cfg, r);
 
-  backend->synchronize();
-  RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
-  backend->clock().start_epoch();
-  std::vector<CollectiveResult> results;
-  for (const CollectiveSpec* spec : r.collectives)
-    results.push_back(bench.sweep(*spec, opts, watchdog));
-  watchdog.rearm("gathering the topology and writing the file");
-
-  int64_t wrong = 0;
-  for (const CollectiveResult& res : results)
-    for (const SizeRow& row : res.rows)
-      wrong += row.wrong;
-  const std::string check = wrong == 0 ? "passed" : "failed";
+  // Everything but the results, up front (the topology is gathered from every rank): the file
+  // is rewritten after every size, marked complete = 0 until the last.
+  watchdog.rearm("gathering the topology");
   RunData data;
   data.root = {{"schema_version", kSchemaVersion},
                {"ridgeline_version", std::string(build::version)},
@@ -411,7 +347,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                {"argv", join(ctx.argv, " ")},
                {"world_size", static_cast<int64_t>(mpi.size())},
                {"command", std::string("collectives")},
-               {"check", check}};
+               {"check", std::string("passed")},
+               {"complete", int64_t{0}}};
   data.stack = stack_attrs();
   data.stack.emplace_back("clock", std::string(backend->clock().name()));
   data.stack.emplace_back("communicator", std::string(comm->backend()));
@@ -425,17 +362,71 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                         {"group_rank", static_cast<int64_t>(comm->rank())}};
   data.topology =
       gather_attrs(mpi.world(), rank_topology(mpi, cuda ? "cuda" : "host", device, coords));
+
+  std::vector<CollectiveResult> results;
+  OutputFile h5(cfg.out, "--out");
+  int64_t wrong = 0;
+  // Rank 0: the results so far into the file (renamed into place: never a torn file). Between
+  // sizes the file is rewritten once kRewriteEvery times its last write took has passed (at
+  // least 1 s): the other ranks wait at the next size's barrier meanwhile, so this keeps the
+  // job's extra time under 5 %; stdout has every row at once.
+  constexpr double kRewriteEvery = 20;
+  using clock = std::chrono::steady_clock;
+  clock::time_point next_write = clock::now();
+  auto save = [&](const std::vector<CollectiveResult>& so_far, bool complete) {
+    const clock::time_point started = clock::now();
+    wrong = 0;
+    for (const CollectiveResult& res : so_far)
+      for (const SizeRow& row : res.rows) wrong += row.wrong;
+    for (auto& [key, value] : data.root) {
+      if (key == "check") value = std::string(wrong == 0 ? "passed" : "failed");
+      if (key == "complete") value = static_cast<int64_t>(complete);
+    }
+    data.tables = result_tables(so_far, cfg, r, comm->backend(), groups);
+    h5.write([&](const std::string& path) { write_run_file(path, data); });
+    const clock::time_point now = clock::now();
+    next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
+                                                 std::chrono::duration_cast<clock::duration>((now - started) * kRewriteEvery));
+  };
+
+  backend->synchronize();
+  RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
+  backend->clock().start_epoch();
+  for (const CollectiveSpec* spec : r.collectives) {
+    // Each size's row is printed (and the file rewritten) as soon as it is measured, as
+    // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
+    CollectiveResult res = bench.sweep(*spec, opts, watchdog, [&](const CollectiveResult& partial) {
+      if (mpi.rank() != 0) return;
+      std::vector<CollectiveResult> so_far = results;
+      so_far.push_back(partial);
+      const std::vector<NamedTable> tables = result_tables(so_far, cfg, r, comm->backend(), groups);
+      const NamedTable& table = tables[2 * results.size()];
+      if (partial.rows.size() == 1) print_collective_header(std::cout, table, data.config);
+      print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
+      std::cout.flush();
+      if (clock::now() >= next_write) save(so_far, false);
+    });
+    results.push_back(std::move(res));
+    if (mpi.rank() == 0) {
+      if (spec != r.collectives.back()) save(results, false);
+      const std::vector<NamedTable> tables = result_tables(results, cfg, r, comm->backend(), groups);
+      const NamedTable& table = tables[2 * (results.size() - 1)];
+      if (results.back().rows.empty()) print_collective_header(std::cout, table, data.config);
+      print_collective_footer(std::cout, table);
+    }
+  }
+  watchdog.rearm("writing the file");
+  int status = 0;
   if (mpi.rank() == 0) {
-    data.tables = result_tables(results, cfg, r, comm->backend(), groups);
-    for (const CollectiveResult& res : results)
-      print_section(std::cout, res, cfg, r, comm->backend(), groups);
-    print_summary(std::cout, results, cfg.group_size);
-    write_run_file(cfg.out, data);
-    std::cout << "wrote " << cfg.out << "\n";
+    save(results, true);
+    print_collectives_summary(std::cout, data.tables, &data.tables.back());
+    if (!h5.lost()) std::cout << "wrote " << h5.path() << "\n";
     if (wrong > 0)
       std::cerr << "ridgeline: check FAILED: " << wrong << " wrong elements (see #wrong)\n";
+    status = wrong > 0 ? 3 : output_status({&h5});
   }
-  return wrong == 0 ? 0 : 3;
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
+  return status;
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/commands.hpp"
@@ -56,5 +57,43 @@ bool reject_if_any(const CommandContext& ctx, const std::string& what,
                    const std::vector<std::string>& problems);
 /// The local GPUs' link matrix, rows separated by "; " (empty without NVML).
 std::string link_matrix_text();
+
+/// Exit status of a job whose results went to a fallback path because a file asked for
+/// (--out, --json, --markdown) could not be written.
+inline constexpr int kExitResultsMoved = 4;
+
+/// Why a result file cannot be written at `path` (`option` names it in the message): the path
+/// names a directory, its directory is missing, or a probe file cannot be created and removed
+/// beside it. Checks this process's view only (the rank that writes calls it). Empty: writable.
+std::vector<std::string> output_problems(const std::string& path, const std::string& option);
+/// Every rank calls: rank 0 checks each (path, option) with output_problems() (empty paths are
+/// skipped) and returns the problems (for reject_if_any()); the other ranks return none.
+std::vector<std::string> check_outputs(const CommandContext& ctx,
+                                       const std::vector<std::pair<std::string, std::string>>& outputs);
+
+/// A result file that is never lost: written at the path asked for or, when that fails, at a
+/// fallback path with a unique name ($TMPDIR or /tmp, else the current directory), named on
+/// stderr. Once the path asked for failed, later writes (a file rewritten as a job goes on) go
+/// to the same fallback. Used by the rank that writes.
+class OutputFile {
+ public:
+  OutputFile(std::string requested, std::string option);
+  /// Writes through `write(path)` (which throws on failure); false when no path could be written.
+  bool write(const std::function<void(const std::string&)>& write);
+  /// Where the file is now ("" before the first successful write).
+  const std::string& path() const { return m_path; }
+  /// Whether the path asked for could not be written.
+  bool moved() const { return m_moved; }
+  /// Whether the last write failed everywhere.
+  bool lost() const { return m_lost; }
+
+ private:
+  std::string m_requested, m_option, m_fallback, m_path;
+  bool m_moved = false, m_lost = false;
+};
+
+/// The exit status for files that were written: 0, kExitResultsMoved when one went to a
+/// fallback, 1 when one could not be written at all (its results are only on stdout).
+int output_status(const std::vector<const OutputFile*>& files);
 
 }  // namespace ridgeline

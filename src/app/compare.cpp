@@ -849,9 +849,10 @@ std::string row_name(const Row& r, bool show_unit) {
   return show_unit ? r.unit + (r.item.empty() ? "" : " " + r.item) : r.item;
 }
 
-void write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile& b,
-                   const std::vector<StackDifference>& diffs, const std::vector<Row>& rows,
-                   const Attrs& outcome) {
+// Returns output_status() of the files written.
+int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile& b,
+                  const std::vector<StackDifference>& diffs, const std::vector<Row>& rows,
+                  const Attrs& outcome) {
   std::vector<std::pair<std::string, Attrs>> attrs = {
       {"compare", outcome},
       {"a",
@@ -904,13 +905,29 @@ void write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFil
         {"ceiling_a", ca},
         {"ceiling_b", cb},
         {"note", note}}}};
-  if (!o.json.empty()) write_json(o.json, attrs, tables);
-  if (!o.markdown.empty())
-    write_markdown(o.markdown, "ridgeline compare: " + a.path + " vs " + b.path, attrs, tables);
+  OutputFile json(o.json, "--json"), markdown(o.markdown, "--markdown");
+  std::vector<const OutputFile*> files;
+  if (!o.json.empty()) {
+    json.write([&](const std::string& path) { write_json(path, attrs, tables); });
+    files.push_back(&json);
+  }
+  if (!o.markdown.empty()) {
+    markdown.write([&](const std::string& path) {
+      write_markdown(path, "ridgeline compare: " + a.path + " vs " + b.path, attrs, tables);
+    });
+    files.push_back(&markdown);
+  }
+  return output_status(files);
 }
 
 // Rank 0's whole command; returns the exit code.
 int compare_command(const CompareOptions& o) {
+  // The files asked for are checked (a probe file created beside each) before anything is read.
+  std::vector<std::string> problems = output_problems(o.json, "--json");
+  if (o.json.empty()) problems.clear();
+  if (!o.markdown.empty())
+    for (std::string& p : output_problems(o.markdown, "--markdown")) problems.push_back(std::move(p));
+  if (!problems.empty()) throw UsageError(join(problems, "; "));
   const ResultFile a = load(o.a);
   const ResultFile b = load(o.b);
   if (a.kind != b.kind)
@@ -974,8 +991,9 @@ int compare_command(const CompareOptions& o) {
                    {"fail_above_pct", o.fail_above_pct},
                    {"beyond_fail_above", static_cast<int64_t>(beyond.size())},
                    {"exit_code", static_cast<int64_t>(code)}};
-  write_outputs(o, a, b, diffs, rows, outcome);
-  return code;
+  // A gate that tripped outranks a file written elsewhere (kExitResultsMoved).
+  const int files = write_outputs(o, a, b, diffs, rows, outcome);
+  return code != 0 ? code : files;
 }
 
 } // namespace

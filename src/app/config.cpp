@@ -168,7 +168,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
                  "temperature, clock-event reasons) in ms; 0 = off")
       ->check(integer_in(0, int_max))
-      ->capture_default_str()
+      ->capture_default_str()->group(meas);
+  cmd.add_flag("--quiet,-q", c.quiet,
+               "No progress line on stderr (rank 0 prints one every few seconds: where the job is, "
+               "elapsed time, ETA)")
       ->group(meas);
 }
 

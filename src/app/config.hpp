@@ -60,6 +60,7 @@ struct RunConfig {
   std::string roofs = "";     ///< roofs file; "" = measure a short version; "none" = no attribution
   std::string json = "";      ///< also write the summary as JSON here
   std::string markdown = "";  ///< also write the summary as markdown here
+  bool quiet = false;         ///< no progress line on stderr (not recorded in /config)
 };
 
 /// Binds every RunConfig field to an option of `cmd`. Preset files reach these options

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
@@ -111,19 +112,28 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m) {
     return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / o.iters;
   };
+  std::vector<Workload::Mode> modes = {Workload::Mode::full};
+  if (w.lane_modes()) modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
+  // Every iteration of every loop below, for the progress line's count and ETA.
+  progress::plan(static_cast<int64_t>(strategies) * (o.warmup + o.iters) +
+                 static_cast<int64_t>(result.rounds) * static_cast<int64_t>(strategies * modes.size()) * o.iters);
   for (size_t si = 0; si < strategies; ++si) {
     const std::string name = w.strategy_name(si);
     w.select(si);
     w.prepare();
     Recorder rec(backend.clock(), ops);
     backend.synchronize();
+    watchdog.rearm("the barrier before the iterations of " + name);
     RIDGELINE_CHECK(MPI_Barrier(comm));
     backend.clock().start_epoch();
     epochs.push_back(sampler ? sampler->now_ns() : 0);
     size_t timed_start = 0;
+    // One phase for the whole loop: inside it only iteration() (atomic stores) marks progress.
+    watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(o.warmup) + " warm-up, " +
+                   std::to_string(o.iters) + " timed)");
+    progress::begin_loop(o.warmup + o.iters);
     for (int it = 0; it < o.warmup + o.iters; ++it) {
-      watchdog.rearm("iteration " + std::to_string(it) + " of " + name +
-                     " (a collective or pipeline transfer is waiting)");
+      watchdog.iteration(it);
       if (it == o.warmup) timed_start = rec.mark(Lane::compute);
       rec.set_iteration(it, it < o.warmup);
       w.step(rec);
@@ -149,8 +159,6 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   // The same steps without per-op stamps (the instrumentation's own cost), then each lane
   // alone. Strategies take turns round by round, so that a drift of clocks or temperature
   // during the job falls on every strategy alike; each time is the median over the rounds.
-  std::vector<Workload::Mode> modes = {Workload::Mode::full};
-  if (w.lane_modes()) modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
   Recorder quiet(backend.clock(), ops);
   quiet.set_enabled(false);
   backend.synchronize();
@@ -159,15 +167,20 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   auto slot = [&](int round, size_t si, size_t mode) {
     return (static_cast<size_t>(round) * strategies + si) * modes.size() + mode;
   };
+  const char* const mode_texts[] = {"step", "compute only", "communication only"};
   for (int round = 0; round < result.rounds; ++round)
     for (size_t si = 0; si < strategies; ++si) {
       w.select(si);
       for (Workload::Mode mode : modes) {
-        watchdog.rearm("uninstrumented iterations (" + w.strategy_name(si) + ", round " +
-                       std::to_string(round) + ")");
+        watchdog.rearm("uninstrumented iterations (" + w.strategy_name(si) + ", " +
+                       mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) + ")");
+        progress::begin_loop(o.iters);
         w.set_mode(mode);
         const size_t start = quiet.mark(Lane::compute);
-        for (int it = 0; it < o.iters; ++it) w.step(quiet);
+        for (int it = 0; it < o.iters; ++it) {
+          watchdog.iteration(it);
+          w.step(quiet);
+        }
         marks.emplace_back(start, quiet.mark(Lane::compute));
         w.set_mode(Workload::Mode::full);
       }

@@ -2,9 +2,13 @@
 #include "app/reporters.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
@@ -144,6 +148,128 @@ void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& resul
 
 namespace {
 
+std::string fixed(double value, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << value;
+  return s.str();
+}
+
+template <class T>
+const std::vector<T>& column_of(const NamedTable& t, const char* name) {
+  for (const Column& c : t.table)
+    if (c.name == name) return std::get<std::vector<T>>(c.values);
+  throw UsageError(t.path + ": no field " + name);
+}
+
+int64_t int_of(const Attrs& attrs, const char* key, int64_t otherwise) {
+  const AttrValue* v = find_attr(attrs, key);
+  return v != nullptr && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : otherwise;
+}
+
+std::string text_of(const Attrs& attrs, const char* key) {
+  const AttrValue* v = find_attr(attrs, key);
+  return v != nullptr ? attr_to_string(*v) : std::string("?");
+}
+
+std::string collective_name(const NamedTable& t) { return t.path.substr(t.path.find_last_of('/') + 1); }
+
+double average_busbw(const NamedTable& t) {
+  const std::vector<double>& busbw = column_of<double>(t, "busbw_gbps");
+  double sum = 0;
+  for (double b : busbw) sum += b;
+  return busbw.empty() ? 0 : sum / static_cast<double>(busbw.size());
+}
+
+}  // namespace
+
+bool is_collective_result(const NamedTable& t) {
+  const std::string suffix = "_samples_ns";
+  return t.path.rfind("/collectives/", 0) == 0 &&
+         !(t.path.size() >= suffix.size() && t.path.compare(t.path.size() - suffix.size(), suffix.size(), suffix) == 0);
+}
+
+void print_collective_header(std::ostream& os, const NamedTable& t, const Attrs& config) {
+  const Attrs& a = t.attrs;
+  const int64_t groups = int_of(a, "groups", 1);
+  const bool in_place = int_of(a, "in_place", 0) != 0;
+  const bool graph = int_of(config, "graph", 0) != 0;
+  os << "#\n# " << collective_name(t) << ": group size " << int_of(a, "group_size", 0) << " x " << groups
+     << " group(s), backend " << text_of(a, "backend") << ", transport " << text_of(a, "transport") << ", "
+     << (in_place ? "in-place" : "out-of-place")
+     << (int_of(config, "in_place", 0) != 0 && !in_place ? " (no in-place form)" : "")
+     << (graph ? ", CUDA graph of " + std::to_string(int_of(config, "iters", 0)) + " launches" : "")
+     << ", busbw factor " << fixed(std::get<double>(*find_attr(a, "busbw_factor")), 4) << "\n";
+  os << "#" << std::setw(13) << "size(B)" << std::setw(14) << "count(elems)" << std::setw(8) << "type" << std::setw(7)
+     << "redop" << std::setw(6) << "root" << std::setw(11) << "time(us)" << std::setw(13) << "algbw(GB/s)"
+     << std::setw(13) << "busbw(GB/s)" << std::setw(8) << "#wrong" << std::setw(11) << "p50(us)" << std::setw(11)
+     << "p99(us)";
+  if (groups > 1) os << std::setw(17) << "busbw_all(GB/s)";
+  os << "\n";
+}
+
+void print_collective_rows(std::ostream& os, const NamedTable& t, size_t first, size_t last) {
+  const auto& size = column_of<int64_t>(t, "size_bytes");
+  const auto& count = column_of<int64_t>(t, "count");
+  const auto& wrong = column_of<int64_t>(t, "wrong");
+  const auto& mean = column_of<double>(t, "time_mean_ns");
+  const auto& p50 = column_of<double>(t, "time_p50_ns");
+  const auto& p99 = column_of<double>(t, "time_p99_ns");
+  const auto& algbw = column_of<double>(t, "algbw_gbps");
+  const auto& busbw = column_of<double>(t, "busbw_gbps");
+  const bool all_groups = int_of(t.attrs, "groups", 1) > 1;
+  for (size_t i = first; i < std::min(last, size.size()); ++i) {
+    os << std::setw(14) << size[i] << std::setw(14) << count[i] << std::setw(8) << text_of(t.attrs, "dtype")
+       << std::setw(7) << text_of(t.attrs, "redop") << std::setw(6) << int_of(t.attrs, "root", -1) << std::setw(11)
+       << fixed(mean[i] / 1e3, 2) << std::setw(13) << fixed(algbw[i], 3) << std::setw(13) << fixed(busbw[i], 3)
+       << std::setw(8) << wrong[i] << std::setw(11) << fixed(p50[i] / 1e3, 2) << std::setw(11)
+       << fixed(p99[i] / 1e3, 2);
+    if (all_groups) os << std::setw(17) << fixed(column_of<double>(t, "busbw_all_groups_gbps")[i], 3);
+    os << "\n";
+  }
+}
+
+void print_collective_footer(std::ostream& os, const NamedTable& t) {
+  os << "# Avg bus bandwidth    : " << fixed(average_busbw(t), 3) << " GB/s\n";
+}
+
+void print_collectives_summary(std::ostream& os, const std::vector<NamedTable>& tables, const NamedTable* roof) {
+  os << "#\n# Avg bus bandwidth and interconnect roof (time = alpha + size * factor / beta)\n";
+  os << "#" << std::setw(16) << "collective" << std::setw(22) << "avg busbw(GB/s)" << std::setw(12) << "alpha(us)"
+     << std::setw(13) << "beta(GB/s)"
+     << "\n";
+  for (const NamedTable& t : tables) {
+    if (!is_collective_result(t)) continue;
+    const std::string name = collective_name(t);
+    os << "#" << std::setw(16) << name << std::setw(22) << fixed(average_busbw(t), 3);
+    bool fitted = false;
+    if (roof != nullptr) {
+      const auto& names = column_of<std::string>(*roof, "collective");
+      for (size_t i = 0; i < names.size() && !fitted; ++i)
+        if (names[i] == name) {
+          os << std::setw(12) << fixed(column_of<double>(*roof, "alpha_us")[i], 2) << std::setw(13)
+             << fixed(column_of<double>(*roof, "beta_gbps")[i], 3);
+          fitted = true;
+        }
+    }
+    if (!fitted) os << std::setw(25) << "(not fitted)";
+    os << "\n";
+  }
+}
+
+void print_collectives_file(std::ostream& os, const RunData& d) {
+  const NamedTable* roof = nullptr;
+  for (const NamedTable& t : d.tables) {
+    if (t.path == "/roofs/interconnect") roof = &t;
+    if (!is_collective_result(t)) continue;
+    print_collective_header(os, t, d.config);
+    print_collective_rows(os, t, 0, column_of<int64_t>(t, "size_bytes").size());
+    print_collective_footer(os, t);
+  }
+  print_collectives_summary(os, d.tables, roof);
+}
+
+namespace {
+
 std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
@@ -192,7 +318,7 @@ size_t rows(const Table& t) {
 
 std::ofstream open_out(const std::string& path) {
   std::ofstream out(path);
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  if (!out) throw UsageError("cannot write '" + path + "': " + std::strerror(errno));
   return out;
 }
 

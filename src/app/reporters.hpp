@@ -20,6 +20,20 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
 /// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms);
 
+/// The nccl-tests-style section of one /collectives/<name> table `t` (`config`: the file's
+/// /config): its header (from the table's attributes), its rows [first, last), and the line of
+/// its average bus bandwidth. `collectives` prints them as sizes complete, `report` from a file.
+void print_collective_header(std::ostream& out, const NamedTable& t, const Attrs& config);
+void print_collective_rows(std::ostream& out, const NamedTable& t, size_t first, size_t last);
+void print_collective_footer(std::ostream& out, const NamedTable& t);
+/// The closing table: average bus bandwidth and the fitted roof (`roof`: /roofs/interconnect,
+/// or nullptr) of each result table of `tables`.
+void print_collectives_summary(std::ostream& out, const std::vector<NamedTable>& tables, const NamedTable* roof);
+/// Every section of a collectives file, then the closing table (what the job printed).
+void print_collectives_file(std::ostream& out, const RunData& data);
+/// Whether `t` is a /collectives/<name> result table (not its per-iteration samples).
+bool is_collective_result(const NamedTable& t);
+
 /// A file's tables as JSON: {"attrs": {...}, "<name>": [{row}, ...], ...}; a table is a list of
 /// objects, one per row.
 void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,

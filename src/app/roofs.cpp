@@ -1,7 +1,6 @@
 // Roof measurement and the `ridgeline roofs` command.
 #include "app/roofs.hpp"
 
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -368,11 +367,6 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   if (plan.memory_max_bytes < plan.memory_min_bytes)
     problems.push_back("--memory-max-bytes must be at least " + std::to_string(plan.memory_min_bytes));
   if (plan.interconnect_max_bytes < 8) problems.emplace_back("--interconnect-max-bytes must be at least 8");
-  if (!o.out.empty()) {
-    const std::string dir = o.out.find('/') == std::string::npos ? "." : o.out.substr(0, std::max<size_t>(1, o.out.rfind('/')));
-    struct stat st {};
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) problems.push_back("--out: directory '" + dir + "' does not exist");
-  }
   if (!o.collectives.empty()) plan.collectives = split_list(o.collectives);
   if (find_transport(o.transport) == nullptr)
     problems.push_back("--transport must be one of " + transport_names() + " (got '" + o.transport + "')");
@@ -388,13 +382,14 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
                          " MiB per rank but the smallest free memory of any rank is " +
                          std::to_string(free_bytes / 1048576) + " MiB (lower --memory-max-bytes)");
   }
+  // The output file is checked (a probe file created beside it) before anything is measured.
+  const std::string out = output_path(job.mpi().world(), o.out, "roofs");
+  for (std::string& problem : check_outputs(ctx, {{out, "--out"}})) problems.push_back(std::move(problem));
   if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
   plan.sample_ms = o.sample_ms;
   plan.timeout_s = o.timeout_s;
   for (const std::string& warning : job.use_transport(o.transport))
     if (job.mpi().rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
-  std::string out = o.out;
-  out = output_path(job.mpi().world(), out, "roofs");
   Watchdog watchdog(o.timeout_s, "measuring the roofs");
   const Roofs roofs = measure_roofs(job, plan, watchdog);
   watchdog.rearm("gathering the topology and writing the file");
@@ -407,13 +402,16 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   data.config.emplace_back("transport", job.transport());
   data.config.emplace_back("out", out);
   data.topology = job.topology({});
+  int status = 0;
   if (job.mpi().rank() == 0) {
     add_roofs(data, roofs, {{"transport", job.transport()}});
     print_roofs(std::cout, roofs);
-    write_run_file(out, data);
-    std::cout << "wrote " << out << "\n";
+    OutputFile h5(out, "--out");
+    if (h5.write([&](const std::string& path) { write_run_file(path, data); })) std::cout << "wrote " << h5.path() << "\n";
+    status = output_status({&h5});
   }
-  return 0;
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, job.mpi().world()));
+  return status;
 }
 
 }  // namespace

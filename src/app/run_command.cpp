@@ -16,6 +16,7 @@
 #include "app/run_file.hpp"
 #include "app/sweep.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
 
@@ -33,15 +34,24 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   for (const std::string& warning : job.use_transport(cfg.transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "");
+  // Every file this run will write is checked before anything is measured.
+  if (reject_if_any(ctx, "cannot write the results",
+                    check_outputs(ctx, {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}})))
+    return 2;
+  if (mpi.rank() == 0 && !cfg.quiet) progress::enable_line("run");
 
   const Roofs roofs = obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
   PointResult point = run_point(job, cfg, roofs, watchdog);
   if (!point.ok()) {
-    if (mpi.rank() == 0) std::cerr << "ridgeline: " << point.status << "\n";
+    if (mpi.rank() == 0) {
+      progress::finish_line("failed");
+      std::cerr << "ridgeline: " << point.status << "\n";
+    }
     return 1;
   }
   watchdog.rearm("gathering the topology and writing the file");
+  int status = 0;
   RunData data;
   data.root = job.root_attrs("run");
   data.stack = job.stack();
@@ -69,7 +79,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                                samples_table(point.rank_samples[rank]),
                                {{"period_ms", static_cast<int64_t>(cfg.sample_ms)}}});
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
-    write_run_file(cfg.out, data);
+    progress::finish_line("");
+    // The summary first: whatever happens to the files, the numbers are on stdout.
     if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(std::cout, roofs);
     for (const StrategyResult& r : results) {
       RunData shown = data;
@@ -88,9 +99,22 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       attrs.emplace_back("summary " + r.name, summary);
       tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
     }
-    if (!cfg.json.empty()) write_json(cfg.json, attrs, tables);
-    if (!cfg.markdown.empty()) write_markdown(cfg.markdown, "ridgeline run: " + cfg.model, attrs, tables);
-    std::cout << "wrote " << cfg.out << "\n";
+    OutputFile h5(cfg.out, "--out"), json(cfg.json, "--json"), markdown(cfg.markdown, "--markdown");
+    std::vector<const OutputFile*> files = {&h5};
+    h5.write([&](const std::string& path) { write_run_file(path, data); });
+    if (!cfg.json.empty()) {
+      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
+      files.push_back(&json);
+    }
+    if (!cfg.markdown.empty()) {
+      markdown.write([&](const std::string& path) {
+        write_markdown(path, "ridgeline run: " + cfg.model, attrs, tables);
+      });
+      files.push_back(&markdown);
+    }
+    for (const OutputFile* f : files)
+      if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
+    status = output_status(files);
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")
         std::cerr << "ridgeline: check FAILED for overlap " << r.name << ": relative L2 error "
@@ -98,9 +122,10 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                   << " (tp=" << cfg.tp << " pp=" << cfg.pp
                   << " output vs the whole model recomputed at TP=1)\n";
   }
-  int ok = point.check_failed ? 0 : 1;
-  RIDGELINE_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
-  return ok ? 0 : 3;
+  // A wrong result outranks a file written elsewhere.
+  if (point.check_failed) status = 3;
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
+  return status;
 }
 
 }  // namespace
@@ -188,10 +213,16 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
                  std::vector<std::string>& axes) {
   const RunData d = read_run_file(path);
   const std::string command = command_of(d);
+  if (command != "run" && command != "sweep" && command != "roofs" && command != "collectives")
+    throw UsageError(path + ": a file of `ridgeline " + command +
+                     "`: report prints run, sweep, roofs and collectives files");
   out << "== " << path << " (ridgeline " << command << ")\n";
-  if (command == "collectives")
-    throw UsageError(path + ": a collectives file: its tables are printed by the collectives run itself; "
-                            "read /collectives/<name> with h5py or python3 -m ridgeline_analysis");
+  if (const std::string note = incomplete_note(d); !note.empty()) out << "PARTIAL: " << note << "\n";
+  if (command == "collectives") {
+    print_collectives_file(out, d);
+    if (const AttrValue* check = find_attr(d.root, "check")) out << "check: " << attr_to_string(*check) << "\n";
+    return;
+  }
   const Roofs roofs = roofs_of(path, d);
   if (command == "roofs" || (!roofs.empty() && command == "sweep")) print_roofs(out, roofs);
   if (command == "run") print_report(out, d);
@@ -239,9 +270,10 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
 void setup_report_command(CLI::App& app, CommandAction& action) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "Print the tables of run, sweep and roofs files: per-op time, ceiling and efficiency, the "
-                "step by ceiling, sweep points and crossovers; several sweep files (one per transport) are "
-                "joined into one table and their crossovers found along the transport too");
+      "report", "Print the tables of run, sweep, roofs and collectives files: per-op time, ceiling and "
+                "efficiency, the step by ceiling, sweep points and crossovers, each collective's sizes and "
+                "fitted roof; several sweep files (one per transport) are joined into one table and their "
+                "crossovers found along the transport too; a file its job left incomplete is marked PARTIAL");
   cmd->add_option("files", *paths, "ridgeline HDF5 files")->required();
   cmd->callback([paths, &action] {
     const std::string problem = list_problem(*paths, [](const std::string&, std::string&) { return std::string(); });
@@ -252,17 +284,18 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
         std::vector<SweepRow> joined;
         std::vector<std::string> axes;
         for (const std::string& path : *paths) {
-          const std::vector<std::string> problems = validate_run_file(path);
+          // A partial file (its job was killed) is reported, marked PARTIAL.
+          const std::vector<std::string> problems = validate_run_file(path, true);
           if (!problems.empty()) {
             for (const std::string& p : problems) std::cerr << path << ": " << p << "\n";
-            bad = 1;
+            bad = std::max(bad, 1);
             continue;
           }
           try {
             report_file(std::cout, path, joined, axes);
           } catch (const UsageError& e) {
             std::cerr << "ridgeline: " << e.what() << "\n";
-            bad = 1;
+            bad = 2;
           }
         }
         std::set<std::string> files, transports;

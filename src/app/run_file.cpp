@@ -841,7 +841,16 @@ void validate_sweep(hid_t file, std::vector<std::string>& problems) {
   require_attrs(h5::read_attrs(h5::open_group(file, "/sweep").id()), "/sweep", {"axes", "points", "failed"}, problems);
 }
 
-void validate_contents(hid_t file, std::vector<std::string>& problems) {
+// An integer attribute `complete` that is 0 (a job killed before its end wrote the file).
+bool marked_incomplete(const Attrs& attrs) {
+  const AttrValue* complete = find_attr(attrs, "complete");
+  return complete != nullptr && *complete == AttrValue(int64_t{0});
+}
+
+const char* const kIncomplete = "incomplete: the job ended before it finished (complete = 0); what it holds is "
+                                "valid but partial";
+
+void validate_contents(hid_t file, std::vector<std::string>& problems, bool accept_incomplete) {
   Attrs root;
   check_section(problems, [&] { root = h5::read_attrs(file); });
   require_attrs(root, "/", {std::begin(kRootAttrs), std::end(kRootAttrs)}, problems);
@@ -870,6 +879,12 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   const bool roofs_file = is_command(root, "roofs");
   const bool sweep_file = is_command(root, "sweep");
   if (collectives) require_attrs(root, "/", {"check"}, problems);
+  if (!accept_incomplete && marked_incomplete(root)) problems.push_back(std::string("/: ") + kIncomplete);
+  if (!accept_incomplete && sweep_file && h5::exists(file, "/sweep"))
+    check_section(problems, [&] {
+      if (marked_incomplete(h5::read_attrs(h5::open_group(file, "/sweep").id())))
+        problems.push_back(std::string("/sweep: ") + kIncomplete);
+    });
   std::vector<const char*> groups(std::begin(kGroups), std::end(kGroups));
   if (collectives) groups.assign(std::begin(kCollectivesGroups), std::end(kCollectivesGroups));
   if (roofs_file) groups = {"/stack", "/config", "/topology", "/roofs"};
@@ -926,16 +941,39 @@ RunData read_run_file(const std::string& path) {
   }
 }
 
-std::vector<std::string> validate_run_file(const std::string& path) {
+std::vector<std::string> validate_run_file(const std::string& path, bool accept_incomplete) {
   if (std::string problem = open_problem(path); !problem.empty()) return {problem};
   std::vector<std::string> problems;
   try {
     h5::Handle file = h5::open_file_read(path);
-    validate_contents(file.id(), problems);
+    validate_contents(file.id(), problems, accept_incomplete);
   } catch (const std::exception& e) {
     problems.push_back(path + ": " + e.what());
   }
   return problems;
+}
+
+std::string incomplete_note(const RunData& data) {
+  if (marked_incomplete(data.root)) {
+    std::vector<std::string> names;
+    size_t sizes = 0;
+    for (const NamedTable& t : data.tables)
+      if (t.path.rfind("/collectives/", 0) == 0 && !ends_with(t.path, kSamplesSuffix)) {
+        names.push_back(t.path.substr(std::strlen("/collectives/")));
+        sizes += row_count(t.table);
+      }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    return "incomplete: the job ended before it finished; it holds " + std::to_string(sizes) + " size(s) of " +
+           (list.empty() ? std::string("no collective") : list) + "; the sizes after them were not measured";
+  }
+  for (const auto& [group, attrs] : data.group_attrs)
+    if (group == "/sweep" && marked_incomplete(attrs)) {
+      const AttrValue* points = find_attr(attrs, "points");
+      return "incomplete: the job ended before it finished; it holds the first " +
+             (points ? attr_to_string(*points) : std::string("?")) + " point(s) of the grid";
+    }
+  return "";
 }
 
 void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {

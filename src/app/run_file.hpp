@@ -21,8 +21,14 @@ void write_run_file(const std::string& path, const RunData& data);
 RunData read_run_file(const std::string& path);
 
 /// Every problem found in `path` against the schema, one short message each naming the object;
-/// empty when the file is valid. Never throws for a malformed or missing file.
-std::vector<std::string> validate_run_file(const std::string& path);
+/// empty when the file is valid. A file its job left incomplete (a collectives file with root
+/// `complete` = 0, a sweep with /sweep `complete` = 0: the job ended before its last size or
+/// point) is a problem unless `accept_incomplete`. Never throws for a malformed or missing file.
+std::vector<std::string> validate_run_file(const std::string& path, bool accept_incomplete = false);
+
+/// Empty for a complete file; else what is missing from it, e.g. "incomplete: the job ended
+/// before it finished; 5 sizes of all_reduce, all_gather", for report and validate.
+std::string incomplete_note(const RunData& data);
 
 /// The /summary/ops table of `ops` (also what the JSON and markdown reporters print).
 Table aggregates_table(const std::vector<OpAggregate>& ops);

@@ -2,7 +2,6 @@
 #include "app/sweep.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -20,6 +19,7 @@
 #include "app/run_file.hpp"
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -393,7 +393,11 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     problems.emplace_back("--transport: NCCL reads its environment once per process, so a job runs one transport: "
                           "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
   o.base.out = output_path(mpi.world(), o.base.out, "sweep");
+  // Every file the sweep will write is checked before anything is measured.
+  for (std::string& problem : check_outputs(ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
+    problems.push_back(std::move(problem));
   if (reject_if_any(ctx, "invalid sweep", problems)) return 2;
+  if (mpi.rank() == 0 && !o.base.quiet) progress::enable_line("sweep");
 
   // The grid: every combination, the last axis fastest; a point's options are those of the
   // base configuration with its axis values.
@@ -450,7 +454,9 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
   std::vector<SweepRow> rows;
   std::vector<RunConfig> resolved;
-  // Rank 0: the sweep's tables after the roofs, and the file written whole (renamed into place).
+  // Rank 0: the sweep's tables after the roofs, and the file written whole (renamed into place),
+  // at a fallback path from the first write that fails on.
+  OutputFile h5(o.base.out, "--out");
   auto write_sweep = [&](const std::vector<Crossover>& crossovers, bool complete) {
     data.tables.resize(fixed_tables);
     data.group_attrs.resize(fixed_groups);
@@ -462,11 +468,11 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
                                                   {"points", static_cast<int64_t>(rows.size())},
                                                   {"failed", failed},
                                                   {"complete", static_cast<int64_t>(complete)}});
-    write_run_file(o.base.out, data);
+    h5.write([&](const std::string& path) { write_run_file(path, data); });
   };
   std::set<std::string> labels;
-  const auto started = std::chrono::steady_clock::now();
   bool any_failed_check = false;
+  int status = 0;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
     replicate(cfg, world);
@@ -480,13 +486,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     // Decode ignores --seq (and prefill --context): such combinations repeat a point.
     if (!labels.insert(describe(row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), "")).second)
       continue;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (mpi.rank() == 0) {
-      char line[256];
-      std::snprintf(line, sizeof(line), "sweep: point %zu of %zu: %s (elapsed %.0f s, ETA %.0f s)\n", k + 1, grid.size(),
-                    row.label.c_str(), elapsed, k > 0 ? elapsed / static_cast<double>(k) * static_cast<double>(grid.size() - k) : 0.0);
-      std::cerr << line;
-    }
+    if (mpi.rank() == 0) progress::set_point(static_cast<int64_t>(k + 1), static_cast<int64_t>(grid.size()), row.label);
     RunData::Point p;
     p.config = config_attrs(cfg);
     p.has_summary = false;
@@ -561,24 +561,35 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
               predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs, job.transport()));
         }
       }
-    write_sweep(crossovers, true);
+    progress::finish_line("");
+    // The table first: whatever happens to the files, the numbers are on stdout.
     print_sweep(std::cout, rows, axes, crossovers);
+    write_sweep(crossovers, true);
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root}, {"config", data.config}};
     const std::vector<std::pair<std::string, Table>> tables = {{"points", sweep_points_table(rows)},
                                                                {"crossovers", crossovers_table(crossovers)}};
-    if (!o.base.json.empty()) write_json(o.base.json, attrs, tables);
-    if (!o.base.markdown.empty()) write_markdown(o.base.markdown, "ridgeline sweep", attrs, tables);
-    std::cout << "wrote " << o.base.out << "\n";
+    OutputFile json(o.base.json, "--json"), markdown(o.base.markdown, "--markdown");
+    std::vector<const OutputFile*> files = {&h5};
+    if (!o.base.json.empty()) {
+      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
+      files.push_back(&json);
+    }
+    if (!o.base.markdown.empty()) {
+      markdown.write([&](const std::string& path) { write_markdown(path, "ridgeline sweep", attrs, tables); });
+      files.push_back(&markdown);
+    }
+    for (const OutputFile* f : files)
+      if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
+    status = output_status(files);
   }
-  int ok = any_failed_check ? 0 : 1;
-  RIDGELINE_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
-  if (!ok) return 3;
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
+  if (any_failed_check) return 3;
   // Every rank knows the statuses: a sweep of which no point ran has measured nothing.
   if (std::none_of(rows.begin(), rows.end(), [](const SweepRow& r) { return r.status == "ok"; })) {
     if (mpi.rank() == 0) std::cerr << "ridgeline: no point of the sweep could run (see the status of each)\n";
     return 1;
   }
-  return 0;
+  return status;
 }
 
 }  // namespace

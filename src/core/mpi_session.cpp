@@ -27,12 +27,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   char host[HOST_NAME_MAX + 1] = {};
   gethostname(host, sizeof(host) - 1);
   m_hostname = host;
+  m_board = std::make_unique<progress::Board>(MPI_COMM_WORLD, m_rank, m_hostname);
 }
 
 MpiSession::~MpiSession() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  m_board.reset();
   if (m_error_comm != MPI_COMM_NULL) RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_error_comm));
   RIDGELINE_CHECK_NOTHROW(MPI_Finalize());
 }

@@ -3,8 +3,11 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/progress.hpp"
 
 namespace ridgeline {
 
@@ -39,6 +42,8 @@ class MpiSession {
   int m_local_size = 1;
   std::string m_hostname;
   MPI_Comm m_error_comm = MPI_COMM_NULL;
+  /// Where every rank of this host is, for the watchdog's message and the progress line.
+  std::unique_ptr<progress::Board> m_board;
 };
 
 /// Every rank calls: gathers one string from each rank to all ranks.

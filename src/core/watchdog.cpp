@@ -1,16 +1,34 @@
-// Watchdog thread.
+// Watchdog thread: wakes a few times a second, restarts its countdown whenever the process's
+// position (phase, iteration) moved, and on expiry reads the progress board to name the rank
+// that is missing.
 #include "core/watchdog.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/error.hpp"
 
 namespace ridgeline {
+namespace {
 
-Watchdog::Watchdog(double seconds, std::string what)
-    : m_seconds(seconds), m_what(std::move(what)), m_thread([this] { watch(); }) {}
+// How often the thread looks at the position: a quarter of the timeout (a stall is seen within
+// 1.25 timeouts), between 0.25 s and 10 s, so that it seldom wakes beside a measurement.
+std::chrono::steady_clock::duration poll_period(double seconds) {
+  const double poll_s = std::min(10.0, std::max(0.25, seconds / 4));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(poll_s));
+}
+
+}  // namespace
+
+Watchdog::Watchdog(double seconds, std::string what) : m_seconds(seconds) {
+  progress::set_phase(what);
+  m_thread = std::thread([this] { watch(); });
+}
 
 Watchdog::~Watchdog() {
   {
@@ -22,26 +40,45 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::rearm(std::string what) {
+  progress::set_phase(what);
   {
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_what = std::move(what);
     m_rearmed = true;
   }
   m_cv.notify_all();
 }
 
 void Watchdog::watch() {
+  using clock = std::chrono::steady_clock;
+  const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(m_seconds));
+  const auto poll = poll_period(m_seconds);
   std::unique_lock<std::mutex> lock(m_mutex);
+  auto position = progress::position();
+  auto deadline = clock::now() + limit;
   for (;;) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(m_seconds);
-    if (m_cv.wait_until(lock, deadline, [this] { return m_done || m_rearmed; })) {
-      if (m_done) return;
+    m_cv.wait_until(lock, std::min(deadline, clock::now() + poll), [this] { return m_done || m_rearmed; });
+    if (m_done) return;
+    const auto now_at = progress::position();
+    if (m_rearmed || now_at != position) {
       m_rearmed = false;
+      position = now_at;
+      deadline = clock::now() + limit;
       continue;
     }
-    std::fprintf(stderr, "[rank %d] ridgeline: timed out after %.0f s: %s (see --timeout)\n",
-                 error_rank(), m_seconds, m_what.c_str());
+    if (clock::now() < deadline) continue;
+    char host[HOST_NAME_MAX + 1] = {};
+    gethostname(host, sizeof(host) - 1);
+    std::string what = progress::phase();
+    if (position.second >= 0) what += ", iteration " + std::to_string(position.second);
+    bool other_host = false;
+    const progress::Board* board = progress::board();
+    const std::string why = board != nullptr ? board->diagnose(&other_host) : std::string();
+    std::fprintf(stderr, "[rank %d %s] ridgeline: timed out after %.0f s: %s%s%s (see --timeout)\n", error_rank(),
+                 host, m_seconds, what.c_str(), why.empty() ? "" : ": ", why.c_str());
     std::fflush(stderr);
+    // Every rank of this host is level: a rank of another host may see the missing one, and
+    // this rank's exit makes the launcher end the job. Give that rank a moment to say so.
+    if (other_host) std::this_thread::sleep_for(std::chrono::seconds(2));
     std::_Exit(124);
   }
 }

@@ -1,30 +1,37 @@
-// A bound on how long a phase of a run may take: when a collective hangs (a peer died, a
-// mismatched call, a wedged interconnect) the rank prints what it was doing and exits, which
-// makes mpirun/srun end the whole job instead of leaving it waiting forever.
+// A bound on how long a phase of a run may take: when a collective hangs (a peer died or was
+// stopped, a mismatched call, a wedged interconnect) the rank prints what it was doing and which
+// rank it waits for, and exits, which makes mpirun/srun end the whole job instead of leaving it
+// waiting forever.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "core/progress.hpp"
 
 namespace ridgeline {
 
 class Watchdog {
  public:
-  /// Arms the watchdog: if not destroyed (or re-armed) within `seconds`, the process prints
-  /// "[rank R] timed out after S s: <what>" and exits with status 124.
+  /// Arms the watchdog: if this process makes no progress (no rearm(), no iteration()) for
+  /// `seconds` (seen within a quarter of that, at most 10 s, later), it prints "[rank R host] timed out after S s: <what>[, iteration k]: <which rank
+  /// it waits for>" and exits with status 124.
   Watchdog(double seconds, std::string what);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
-  /// Restarts the countdown for a new phase.
+  /// Starts a new phase (sets its text for the board and the progress line); restarts the countdown.
   void rearm(std::string what);
+  /// Marks iteration `k` of the current phase and so restarts the countdown: relaxed atomic
+  /// stores only (no lock, no string), so it may sit inside a timed loop.
+  void iteration(int64_t k) { progress::set_iteration(k); }
 
  private:
   void watch();
   double m_seconds;
-  std::string m_what;
   bool m_done = false;
   bool m_rearmed = false;
   std::mutex m_mutex;

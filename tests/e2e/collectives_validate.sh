@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end on the host backend: mpirun -> collectives -> HDF5 file -> validate.
+# End to end on the host backend: mpirun -> collectives -> HDF5 file -> validate -> report.
 # Usage: collectives_validate.sh RIDGELINE_BIN NP [collectives options...]
 set -euo pipefail
 bin=$1 np=$2
@@ -14,6 +14,10 @@ if ls "$work"/*.tmp.* >/dev/null 2>&1; then echo "temporary file left behind" >&
 grep -q "Avg bus bandwidth" "$work/run.log"
 grep -q "busbw(GB/s)" "$work/run.log"
 "$bin" validate "$out"
+# report prints the file's tables: the very ones the job printed.
+"$bin" report "$out" | tee "$work/report.log"
+diff <(grep -v "^wrote " "$work/run.log") <(grep -v "^== \|^check: " "$work/report.log")
+grep -q "^check: passed" "$work/report.log"
 if command -v h5dump >/dev/null; then
   h5dump -H "$out" > "$work/h5dump.txt"
   for d in all_reduce all_reduce_samples_ns sendrecv interconnect; do

@@ -160,6 +160,29 @@ TEST(WatchdogDeathTest, ExitsWhenAPhaseOverruns) {
       ::testing::ExitedWithCode(124), "timed out after 0 s: waiting for a peer");
 }
 
+TEST(WatchdogDeathTest, NamesTheIterationItStoppedAt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.3, "recorded iterations of none");
+        for (int it = 0; it < 4; ++it) w.iteration(it);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      },
+      ::testing::ExitedWithCode(124), "timed out after 0 s: recorded iterations of none, iteration 3");
+}
+
+// iteration() alone (atomic stores, no lock) restarts the countdown: a loop of many short
+// iterations outlasts the timeout.
+TEST(Watchdog, IterationsKeepTheProcessAlive) {
+  Watchdog w(0.4, "a long loop");
+  for (int it = 0; it < 12; ++it) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    w.iteration(it);
+  }
+  EXPECT_EQ(progress::phase(), "a long loop");
+  EXPECT_EQ(progress::position().second, 11);
+}
+
 TEST(Watchdog, RearmAndDisarmKeepTheProcessAlive) {
   Watchdog w(0.3, "phase one");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
