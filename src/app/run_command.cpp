@@ -8,6 +8,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config.hpp"
+#include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
 #include "app/point.hpp"
@@ -42,16 +43,24 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     return 1;
   }
   watchdog.rearm("gathering the topology and writing the file");
+  const std::vector<StrategyResult>& results = point.strategies;
   RunData data;
   data.root = job.root_attrs("run");
   data.stack = job.stack();
   data.env = performance_env();
   data.config = config_attrs(cfg);
   data.topology = job.topology(point.coords);
+  // Every rank writes (or sends to its node's writer) its own timelines: one strategy's at the
+  // root, several under /points/<k> (the root's /ranks then links to point 0's).
+  RankRows mine;
+  for (size_t k = 0; k < results.size(); ++k) {
+    mine.groups.push_back(results.size() > 1 ? "/points/" + std::to_string(k) : "");
+    mine.timelines.push_back(&results[k].rows);
+  }
+  mine.samples = point.samples;
+  mine.sample_period_ms = cfg.sample_ms;
   if (mpi.rank() == 0) {
-    const std::vector<StrategyResult>& results = point.strategies;
     data.ops = point.ops;
-    data.timelines = results.front().timelines;
     data.summary = results.front().summary;
     if (results.size() > 1)
       for (const StrategyResult& r : results) {
@@ -59,17 +68,14 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         p.config = data.config;
         p.config.emplace_back("strategy", r.name);
         p.ops = point.ops;
-        p.timelines = r.timelines;
         p.summary = r.summary;
         data.points.push_back(std::move(p));
       }
-    for (size_t rank = 0; rank < point.rank_samples.size(); ++rank)
-      if (!point.rank_samples[rank].empty())
-        data.tables.push_back({"/ranks/" + std::to_string(rank) + "/samples",
-                               samples_table(point.rank_samples[rank]),
-                               {{"period_ms", static_cast<int64_t>(cfg.sample_ms)}}});
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
-    write_run_file(cfg.out, data);
+  }
+  const FilesWritten written =
+      write_run_files(mpi.world(), cfg.out, data, mine, {parse_file_layout(cfg.file_layout), cfg.ranks_per_file});
+  if (mpi.rank() == 0) {
     if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(std::cout, roofs);
     for (const StrategyResult& r : results) {
       RunData shown = data;
@@ -90,7 +96,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     }
     if (!cfg.json.empty()) write_json(cfg.json, attrs, tables);
     if (!cfg.markdown.empty()) write_markdown(cfg.markdown, "ridgeline run: " + cfg.model, attrs, tables);
-    std::cout << "wrote " << cfg.out << "\n";
+    std::cout << "wrote " << cfg.out;
+    if (written.node_files > 0) std::cout << " (per-node layout: links to " << written.node_files << " node files)";
+    std::cout << "\n";
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")
         std::cerr << "ridgeline: check FAILED for overlap " << r.name << ": relative L2 error "
@@ -186,7 +194,7 @@ Roofs roofs_of(const std::string& path, const RunData& d) {
 // Prints one file; sweep rows are appended to `joined` (tagged with the file) for the join.
 void report_file(std::ostream& out, const std::string& path, std::vector<SweepRow>& joined,
                  std::vector<std::string>& axes) {
-  const RunData d = read_run_file(path);
+  const RunData d = read_run_file(path, false);
   const std::string command = command_of(d);
   out << "== " << path << " (ridgeline " << command << ")\n";
   if (command == "collectives")
