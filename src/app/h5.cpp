@@ -764,7 +764,7 @@ Handle create_timeline(hid_t loc, const std::string& name, size_t rows, bool com
   quiet();
   const std::string path = object_path(loc, name);
   Handle memory = timeline_memory_type(path);
-  // The file type drops the struct's padding bytes: 42 bytes a row instead of 48.
+  // The file type drops the struct's padding bytes: 58 bytes a row instead of 64.
   Handle packed(H5Tcopy(memory.id()), "H5Tcopy", path);
   check_status(H5Tpack(packed.id()), "H5Tpack", path);
   return create_dataset(loc, name, packed.id(), rows, compress, path);
