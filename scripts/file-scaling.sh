@@ -58,25 +58,5 @@ PY
   done
 done
 
-python3 - "$out/table.csv" > "$out/table.md" <<'PY'
-import csv, statistics, sys
-jobs = [r for r in csv.DictReader(open(sys.argv[1]))]
-print("| ranks | layout | files | timeline rows | bytes | bytes / row | write_seconds median | min - max | jobs |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-keys = []
-for r in jobs:
-    if (r["ranks"], r["layout"]) not in keys:
-        keys.append((r["ranks"], r["layout"]))
-for ranks, layout in keys:
-    done = [r for r in jobs if (r["ranks"], r["layout"]) == (ranks, layout) and r["job_seconds"] != "failed"]
-    failed = sum(1 for r in jobs if (r["ranks"], r["layout"]) == (ranks, layout)) - len(done)
-    if not done:
-        print(f"| {ranks} | {layout} | | | | | failed | | 0 of {failed} |")
-        continue
-    seconds = [float(r["write_seconds"]) for r in done]
-    r = done[0]
-    print(f"| {ranks} | {layout} | {r['files']} | {r['rows']} | {r['bytes']} "
-          f"| {int(r['bytes']) / int(r['rows']):.1f} | {statistics.median(seconds):.3f} "
-          f"| {min(seconds):.3f} - {max(seconds):.3f} | {len(done)} of {len(done) + failed} |")
-PY
+python3 "$repo/scripts/file_scaling_table.py" "$out/table.csv" > "$out/table.md"
 cat "$out/table.md"
