@@ -97,7 +97,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     if (!cfg.json.empty()) write_json(cfg.json, attrs, tables);
     if (!cfg.markdown.empty()) write_markdown(cfg.markdown, "ridgeline run: " + cfg.model, attrs, tables);
     std::cout << "wrote " << cfg.out;
-    if (written.node_files > 0) std::cout << " (per-node layout: links to " << written.node_files << " node files)";
+    if (written.node_files > 0)
+      std::cout << " (per-node layout: links to " << written.node_files << " node file"
+                << (written.node_files > 1 ? "s" : "") << ")";
     std::cout << "\n";
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")

@@ -38,6 +38,6 @@ check_file "$work/per-node.h5" "$work/per-node.log"
 grep -q "links to 4 node files" "$work/per-node.log"
 for k in 0 1 2 3; do test -f "$work/per-node.node$k.h5"; done
 
-RIDGELINE_LAYOUT_DIR="$work" python3 -m pytest -q -p no:cacheprovider \
+RIDGELINE_BIN="$bin" RIDGELINE_LAYOUT_DIR="$work" python3 -m pytest -q -p no:cacheprovider \
   "$repo/scripts/tests/test_file_layouts.py"
 echo "e2e ok: file layouts at np=$np"
