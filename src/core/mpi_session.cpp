@@ -63,10 +63,13 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
   std::vector<int> lens(static_cast<size_t>(size));
   RIDGELINE_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
   std::vector<int> displs(static_cast<size_t>(size), 0);
-  int total = 0;
+  int64_t total = 0;
   for (int r = 0; r < size; ++r) {
-    displs[static_cast<size_t>(r)] = total;
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
     total += lens[static_cast<size_t>(r)];
+    // MPI displacements are ints: strings (host names, topology) are far below 2 GiB in all,
+    // but a sum that overflowed would corrupt memory rather than fail.
+    if (total > INT_MAX) throw Error("allgather_strings: more than 2 GiB of strings over the ranks");
   }
   std::string all(static_cast<size_t>(total), '\0');
   RIDGELINE_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
