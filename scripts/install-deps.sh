@@ -3,8 +3,11 @@
 # already there (so it also works on machines that reach no package registry).
 set -euo pipefail
 
+# libhdf5-openmpi-dev: parallel HDF5 (MPI-IO), installed beside the serial libhdf5-dev; CMake
+# prefers it, and every rank then writes its own timeline into one file.
 packages=(build-essential cmake ninja-build pkg-config git libopenmpi-dev openmpi-bin
-          libhdf5-dev hdf5-tools libcli11-dev libgtest-dev libopenblas-dev python3 python3-pip)
+          libhdf5-dev libhdf5-openmpi-dev hdf5-tools libcli11-dev libgtest-dev libopenblas-dev
+          python3 python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -192,6 +192,12 @@ class Run:
         return str(self.attrs.get("label", ""))
 
     @property
+    def file_layout(self) -> str:
+        """How the timelines were written: "single" (one file) or "per-node" (node files beside
+        this one, reached through external links); files written before layouts existed: single."""
+        return str(self.attrs.get("file_layout", "single"))
+
+    @property
     def world_size(self) -> int:
         return int(self.attrs.get("world_size", len(self.timelines)))
 
@@ -297,8 +303,8 @@ def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
         ops=_ops(group["ops"]) if "ops" in group else [],
         timelines=_timelines(group["ranks"], where) if "ranks" in group else {},
         summary=_summary(group["summary"]) if "summary" in group else None,
-        samples={int(k): g["samples"][()] for k, g in group["ranks"].items()
-                 if "samples" in g} if "ranks" in group else {},
+        samples={int(k): _linked(g, "samples", where) for k, g in group["ranks"].items()
+                 if g.get("samples", getlink=True) is not None} if "ranks" in group else {},
     )
 
 
@@ -359,12 +365,28 @@ def _ops(dataset: h5py.Dataset) -> List[Op]:
     return ops
 
 
+def _linked(group: h5py.Group, name: str, where: str) -> np.ndarray:
+    """group[name] read whole; an external link (the per-node layout: node files beside the
+    master file) whose file cannot be opened becomes a SchemaError naming that file."""
+    try:
+        return group[name][()]
+    except KeyError as e:
+        link = group.get(name, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            raise SchemaError(
+                f"{where}: {group.name}/{name} is an external link to {link.path} in "
+                f"{link.filename}, which cannot be opened (node files must sit beside the master "
+                f"file, complete: `ridgeline validate` checks them)") from e
+        raise
+
+
 def _timelines(group: h5py.Group, where: str) -> Dict[int, np.ndarray]:
     out = {}
     for key in group:
-        if not key.isdigit() or "timeline" not in group[key]:
+        # A link is checked, not followed: a dangling external link is reported by _linked.
+        if not key.isdigit() or group[key].get("timeline", getlink=True) is None:
             raise SchemaError(f"{where}: /ranks/{key} is not a rank group with a timeline")
-        timeline = group[key]["timeline"][()]
+        timeline = _linked(group[key], "timeline", where)
         missing = [n for n in TIMELINE_DTYPE.names if n not in (timeline.dtype.names or ())]
         if missing:
             raise SchemaError(f"{where}: /ranks/{key}/timeline lacks field(s) {', '.join(missing)}")

@@ -246,8 +246,8 @@ std::vector<std::string> check_outputs(const CommandContext& ctx,
   return problems;
 }
 
-OutputFile::OutputFile(std::string requested, std::string option)
-    : m_requested(std::move(requested)), m_option(std::move(option)) {}
+OutputFile::OutputFile(std::string requested, std::string option, bool speak)
+    : m_requested(std::move(requested)), m_option(std::move(option)), m_speak(speak) {}
 
 bool OutputFile::write(const std::function<void(const std::string&)>& write) {
   if (!m_moved) {
@@ -257,7 +257,7 @@ bool OutputFile::write(const std::function<void(const std::string&)>& write) {
       m_lost = false;
       return true;
     } catch (const std::exception& e) {
-      std::cerr << "ridgeline: cannot write " << m_option << " '" << m_requested << "': " << e.what() << "\n";
+      if (m_speak) std::cerr << "ridgeline: cannot write " << m_option << " '" << m_requested << "': " << e.what() << "\n";
       m_moved = true;
     }
   }
@@ -274,10 +274,10 @@ bool OutputFile::write(const std::function<void(const std::string&)>& write) {
     try {
       write(candidate);
     } catch (const std::exception& e) {
-      std::cerr << "ridgeline: cannot write the fallback '" << candidate << "' either: " << e.what() << "\n";
+      if (m_speak) std::cerr << "ridgeline: cannot write the fallback '" << candidate << "' either: " << e.what() << "\n";
       continue;
     }
-    if (m_fallback.empty())
+    if (m_fallback.empty() && m_speak)
       std::cerr << "ridgeline: " << m_option << " results written to '" << candidate << "' instead (exit status "
                 << kExitResultsMoved << ")\n";
     m_fallback = m_path = candidate;

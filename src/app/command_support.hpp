@@ -77,7 +77,8 @@ std::vector<std::string> check_outputs(const CommandContext& ctx,
 /// to the same fallback. Used by the rank that writes.
 class OutputFile {
  public:
-  OutputFile(std::string requested, std::string option);
+  /// `speak`: print what happens (rank 0 of a write every rank takes part in).
+  OutputFile(std::string requested, std::string option, bool speak = true);
   /// Writes through `write(path)` (which throws on failure); false when no path could be written.
   bool write(const std::function<void(const std::string&)>& write);
   /// Where the file is now ("" before the first successful write).
@@ -89,7 +90,7 @@ class OutputFile {
 
  private:
   std::string m_requested, m_option, m_fallback, m_path;
-  bool m_moved = false, m_lost = false;
+  bool m_moved = false, m_lost = false, m_speak = true;
 };
 
 /// The exit status for files that were written: 0, kExitResultsMoved when one went to a

@@ -50,6 +50,10 @@ const LayerRule kLayerRules[] = {
     {S::root, "schema_version", L::not_compared, 0},
     {S::root, "command", L::not_compared, 0},
     {S::root, "check", L::not_compared, 0}, // collectives files: a result
+    {S::root, "write_seconds", L::not_compared, 0}, // how long this file took to write
+    {S::root, "file_set", L::not_compared, 0},      // identifies one write of a per-node file set
+    {S::root, "file_layout", L::configuration, 0},
+    {S::root, "node_files", L::configuration, 0},
     {S::root, "world_size", L::hardware, 0},
     // /stack: what the fingerprint records.
     {S::stack, "os_machine", L::hardware, 0},
@@ -64,7 +68,7 @@ const LayerRule kLayerRules[] = {
     {S::stack, "blas_threads", L::gemm_library, 0},
     {S::stack, "nccl", L::nccl, 0},
     {S::stack, "mpi_*", L::mpi, 0},
-    {S::stack, "hdf5", L::hdf5, 0},
+    {S::stack, "hdf5*", L::hdf5, 0},
     {S::stack, "compiler", L::compiler, 0},
     {S::stack, "cxx_flags", L::compiler, 0},
     {S::stack, "cuda_compiler", L::compiler, 0},

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "app/command_support.hpp"
+#include "app/file_layout.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -153,6 +154,16 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(meas);
   cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
+  cmd.add_option("--file-layout", c.file_layout,
+                 "How the ranks' timelines reach the disk: single (one file, every rank writing its "
+                 "own rows through MPI-IO; needs parallel HDF5), per-node (a file per node written by "
+                 "its first rank, joined by external links in the --out file) or auto (single with "
+                 "parallel HDF5, else per-node)")
+      ->capture_default_str()->group(meas);
+  cmd.add_flag("--per-rank-files", c.per_rank_files, "The per-node layout: --file-layout per-node")->group(meas);
+  cmd.add_option("--ranks-per-file", c.ranks_per_file,
+                 "Per-node layout: at most this many ranks of a node share a node file; 0 = all of the node's")
+      ->capture_default_str()->group(meas);
   cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
       ->check(number_above(0))
       ->capture_default_str()
@@ -200,6 +211,8 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
   if (c.seq == 0) c.seq = host ? 512 : 4096;
   if (c.context < 0) c.context = decode ? (host ? 256 : 1) : 0;
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
+  if (c.file_layout == "auto")
+    c.file_layout = c.per_rank_files || c.ranks_per_file > 0 ? "per-node" : file_layout_name(default_file_layout());
 }
 
 std::vector<std::string> validate_shared(const RunConfig& c) {
@@ -213,6 +226,16 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       p.push_back(std::string(option) + ": directory '" + dir + "' does not exist");
   }
+  if (!one_of(c.file_layout, {"auto", "single", "per-node"}))
+    p.push_back("--file-layout must be one of auto, single, per-node (got '" + c.file_layout + "')");
+  if (c.file_layout == "single" && default_file_layout() != FileLayout::single)
+    p.push_back("--file-layout single needs parallel HDF5 (MPI-IO); this build links the serial library "
+                "(install libhdf5-openmpi-dev and rebuild, or use --file-layout per-node)");
+  if (c.per_rank_files && c.file_layout == "single")
+    p.push_back("--per-rank-files writes the per-node layout: it contradicts --file-layout single");
+  if (c.ranks_per_file < 0) p.push_back("--ranks-per-file must be >= 0 (0: a file per node)");
+  if (c.ranks_per_file > 0 && c.file_layout == "single")
+    p.push_back("--ranks-per-file applies to the per-node layout, not to --file-layout single");
   if (!c.roofs.empty() && c.roofs != "none") {
     struct stat st {};
     if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -407,6 +430,8 @@ Attrs config_attrs(const RunConfig& c) {
           {"check", c.check},
           {"seed", static_cast<int64_t>(c.seed)},
           {"out", c.out},
+          {"file_layout", c.file_layout},
+          {"ranks_per_file", static_cast<int64_t>(c.ranks_per_file)},
           {"timeout_s", c.timeout_s},
           {"sample_ms", static_cast<int64_t>(c.sample_ms)},
           {"roofs", c.roofs}};

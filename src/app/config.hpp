@@ -55,6 +55,9 @@ struct RunConfig {
   std::string check = "auto";  ///< auto | on | off
   uint64_t seed = 1234;
   std::string out = "";        ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
+  std::string file_layout = "auto";  ///< auto | single | per-node (docs/SCHEMA.md, File layouts)
+  bool per_rank_files = false;       ///< --per-rank-files: the per-node layout
+  int ranks_per_file = 0;            ///< per-node layout: ranks of a node per node file; 0 = all
   double timeout_s = 300;
   int sample_ms = 20;  ///< NVML sampling period of each rank's GPU; 0 = off
   std::string roofs = "";     ///< roofs file; "" = measure a short version; "none" = no attribution

@@ -125,6 +125,7 @@ Attrs stack_attrs() {
              {"mpi_library", mpi_library()},
              {"mpi_standard", std::to_string(mpi_major) + "." + std::to_string(mpi_minor)},
              {"hdf5", hdf5_library_version()},
+             {"hdf5_build", hdf5_build()},
              {"blas", std::string(openblas_get_config())},
              {"blas_threads", static_cast<int64_t>(openblas_get_num_threads())},
              {"kernel", std::string(u.sysname) + " " + u.release},

@@ -344,6 +344,35 @@ Handle open_file_read(const std::string& path) {
   return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
 }
 
+Handle open_file_write(const std::string& path) {
+  quiet();
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "H5Fopen", path);
+}
+
+bool parallel_library() {
+#ifdef H5_HAVE_PARALLEL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Handle open_file_parallel(const std::string& path, MPI_Comm comm) {
+  quiet();
+#ifdef H5_HAVE_PARALLEL
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path);
+  check_status(H5Pset_fapl_mpio(fapl.id(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
+  // Metadata read by one rank and broadcast, and written collectively: without these every
+  // rank reads and writes the same metadata, which at thousands of ranks is the bottleneck.
+  check_status(H5Pset_all_coll_metadata_ops(fapl.id(), true), "H5Pset_all_coll_metadata_ops", path);
+  check_status(H5Pset_coll_metadata_write(fapl.id(), true), "H5Pset_coll_metadata_write", path);
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), "H5Fopen", path);
+#else
+  (void)comm;
+  throw Error(path + ": this HDF5 library is serial (no MPI-IO); the single-file layout needs parallel HDF5");
+#endif
+}
+
 Handle create_group(hid_t loc, const std::string& name) {
   quiet();
   const std::string path = object_path(loc, name);
@@ -517,6 +546,13 @@ void write_dataset(hid_t loc, const std::string& name, const std::vector<std::st
   write_rows(dataset.id(), type.id(), texts.size(), texts.data(), path);
 }
 
+size_t dataset_rows(hid_t loc, const std::string& name) {
+  quiet();
+  const std::string path = object_path(loc, name);
+  Handle dataset = open_dataset(loc, name, path);
+  return row_count(dataset.id(), path);
+}
+
 ColumnValues read_dataset(hid_t loc, const std::string& name) {
   quiet();
   const std::string path = object_path(loc, name);
@@ -543,9 +579,17 @@ ColumnValues read_dataset(hid_t loc, const std::string& name) {
   }
 }
 
-void write_table(hid_t loc, const std::string& name, const Table& table, bool compress) {
-  quiet();
-  const std::string path = object_path(loc, name);
+namespace {
+
+// A table as HDF5 writes it: the compound type (an 8-byte slot per field) and the packed rows,
+// whose string fields point into `table`.
+struct PackedTable {
+  Handle type;
+  size_t rows = 0;
+  std::vector<unsigned char> buffer;
+};
+
+PackedTable pack_table(const Table& table, const std::string& path, bool with_rows) {
   if (table.empty()) throw Error(path + ": a table needs at least one column");
   const size_t rows = column_size(table.front().values);
   for (const Column& column : table)
@@ -555,9 +599,12 @@ void write_table(hid_t loc, const std::string& name, const Table& table, bool co
                   table.front().name + "' has " + std::to_string(rows));
 
   const size_t row_size = table.size() * kSlot;
-  Handle type(H5Tcreate(H5T_COMPOUND, row_size), "H5Tcreate", path);
+  PackedTable packed;
+  packed.type = Handle(H5Tcreate(H5T_COMPOUND, row_size), "H5Tcreate", path);
+  packed.rows = rows;
   Handle text_type = vlen_string_type(H5T_CSET_UTF8, path);
-  std::vector<unsigned char> buffer(rows * row_size);
+  if (with_rows) packed.buffer.resize(rows * row_size);
+  std::vector<unsigned char>& buffer = packed.buffer;
   for (size_t c = 0; c < table.size(); ++c) {
     const size_t offset = c * kSlot;
     const char* field = table[c].name.c_str();
@@ -565,22 +612,48 @@ void write_table(hid_t loc, const std::string& name, const Table& table, bool co
         [&](const auto& values) {
           using T = typename std::decay_t<decltype(values)>::value_type;
           if constexpr (std::is_same_v<T, std::string>) {
-            check_status(H5Tinsert(type.id(), field, offset, text_type.id()), "H5Tinsert", path);
-            for (size_t r = 0; r < rows; ++r) {
+            check_status(H5Tinsert(packed.type.id(), field, offset, text_type.id()), "H5Tinsert", path);
+            for (size_t r = 0; with_rows && r < rows; ++r) {
               const char* text = values[r].c_str();
               std::memcpy(&buffer[r * row_size + offset], &text, sizeof(text));
             }
           } else {
             const hid_t native = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
-            check_status(H5Tinsert(type.id(), field, offset, native), "H5Tinsert", path);
-            for (size_t r = 0; r < rows; ++r)
+            check_status(H5Tinsert(packed.type.id(), field, offset, native), "H5Tinsert", path);
+            for (size_t r = 0; with_rows && r < rows; ++r)
               std::memcpy(&buffer[r * row_size + offset], &values[r], sizeof(T));
           }
         },
         table[c].values);
   }
-  Handle dataset = create_dataset(loc, name, type.id(), rows, compress, path);
-  write_rows(dataset.id(), type.id(), rows, buffer.data(), path);
+  return packed;
+}
+
+} // namespace
+
+void write_table(hid_t loc, const std::string& name, const Table& table, bool compress) {
+  quiet();
+  const std::string path = object_path(loc, name);
+  const PackedTable packed = pack_table(table, path, true);
+  Handle dataset = create_dataset(loc, name, packed.type.id(), packed.rows, compress, path);
+  write_rows(dataset.id(), packed.type.id(), packed.rows, packed.buffer.data(), path);
+}
+
+Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows, bool compress) {
+  quiet();
+  const std::string path = object_path(loc, name);
+  const PackedTable packed = pack_table(like, path, false);
+  return create_dataset(loc, name, packed.type.id(), rows, compress, path);
+}
+
+void write_table_rows(hid_t dataset, const Table& table) {
+  quiet();
+  const std::string path = object_path(dataset, "");
+  const PackedTable packed = pack_table(table, path, true);
+  const size_t rows = row_count(dataset, path);
+  if (rows != packed.rows)
+    throw Error(path + ": " + std::to_string(packed.rows) + " rows for a dataset of " + std::to_string(rows));
+  write_rows(dataset, packed.type.id(), packed.rows, packed.buffer.data(), path);
 }
 
 Table read_table(hid_t loc, const std::string& name) {
@@ -683,14 +756,28 @@ Table read_table(hid_t loc, const std::string& name) {
 }
 
 void write_timeline(hid_t loc, const std::string& name, const std::vector<TimelineRecord>& rows) {
+  Handle dataset = create_timeline(loc, name, rows.size(), true);
+  write_timeline_rows(dataset.id(), rows);
+}
+
+Handle create_timeline(hid_t loc, const std::string& name, size_t rows, bool compress) {
   quiet();
   const std::string path = object_path(loc, name);
   Handle memory = timeline_memory_type(path);
-  // The file type drops the struct's padding bytes: 42 bytes a row instead of 48.
+  // The file type drops the struct's padding bytes: 58 bytes a row instead of 64.
   Handle packed(H5Tcopy(memory.id()), "H5Tcopy", path);
   check_status(H5Tpack(packed.id()), "H5Tpack", path);
-  Handle dataset = create_dataset(loc, name, packed.id(), rows.size(), true, path);
-  write_rows(dataset.id(), memory.id(), rows.size(), rows.data(), path);
+  return create_dataset(loc, name, packed.id(), rows, compress, path);
+}
+
+void write_timeline_rows(hid_t dataset, const std::vector<TimelineRecord>& rows) {
+  quiet();
+  const std::string path = object_path(dataset, "");
+  if (row_count(dataset, path) != rows.size())
+    throw Error(path + ": " + std::to_string(rows.size()) + " rows for a timeline of " +
+                std::to_string(row_count(dataset, path)));
+  Handle memory = timeline_memory_type(path);
+  write_rows(dataset, memory.id(), rows.size(), rows.data(), path);
 }
 
 std::vector<TimelineRecord> read_timeline(hid_t loc, const std::string& name) {
@@ -712,6 +799,36 @@ std::vector<TimelineRecord> read_timeline(hid_t loc, const std::string& name) {
   std::vector<TimelineRecord> records(rows);
   read_rows(dataset.id(), memory.id(), rows, records.data(), path);
   return records;
+}
+
+void create_hard_link(hid_t loc, const std::string& target, const std::string& name) {
+  quiet();
+  check_status(H5Lcreate_hard(loc, target.c_str(), loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+               "H5Lcreate_hard", object_path(loc, name));
+}
+
+void create_external_link(hid_t loc, const std::string& name, const std::string& file,
+                          const std::string& object) {
+  quiet();
+  check_status(H5Lcreate_external(file.c_str(), object.c_str(), loc, name.c_str(), H5P_DEFAULT,
+                                  H5P_DEFAULT),
+               "H5Lcreate_external", object_path(loc, name));
+}
+
+std::optional<ExternalLink> external_link(hid_t loc, const std::string& name) {
+  quiet();
+  const std::string path = object_path(loc, name);
+  H5L_info_t info;
+  check_status(H5Lget_info(loc, name.c_str(), &info, H5P_DEFAULT), "H5Lget_info", path);
+  if (info.type != H5L_TYPE_EXTERNAL) return std::nullopt;
+  std::vector<char> value(info.u.val_size);
+  check_status(H5Lget_val(loc, name.c_str(), value.data(), value.size(), H5P_DEFAULT), "H5Lget_val",
+               path);
+  const char* file = nullptr;
+  const char* object = nullptr;
+  check_status(H5Lunpack_elink_val(value.data(), value.size(), nullptr, &file, &object),
+               "H5Lunpack_elink_val", path);
+  return ExternalLink{file, object};
 }
 
 } // namespace ridgeline::h5

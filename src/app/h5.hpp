@@ -3,8 +3,10 @@
 #pragma once
 
 #include <hdf5.h>
+#include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -50,6 +52,14 @@ Handle create_file(const std::string& path);
 bool is_hdf5_file(const std::string& path);
 /// Opens an existing file read-only.
 Handle open_file_read(const std::string& path);
+/// Opens an existing file for writing (this process alone).
+Handle open_file_write(const std::string& path);
+/// Whether the HDF5 library was built with MPI-IO (parallel HDF5).
+bool parallel_library();
+/// Opens an existing file for writing by every rank of `comm` at once through MPI-IO, with
+/// collective metadata operations (every rank calls, and must then create, open and close the
+/// same objects in the same order). Throws Error where the library is serial.
+Handle open_file_parallel(const std::string& path, MPI_Comm comm);
 /// Creates group `name` below `loc`, keeping link and attribute creation order.
 Handle create_group(hid_t loc, const std::string& name);
 /// Opens the existing group `name` (a relative or absolute path) below `loc`.
@@ -84,6 +94,8 @@ void write_dataset(hid_t loc, const std::string& name, const std::vector<double>
 void write_dataset(hid_t loc, const std::string& name, const std::vector<int64_t>& values);
 /// Writes a 1-D dataset of variable-length UTF-8 strings.
 void write_dataset(hid_t loc, const std::string& name, const std::vector<std::string>& values);
+/// Number of rows of the 1-D dataset `name` below `loc` (its data are not read).
+size_t dataset_rows(hid_t loc, const std::string& name);
 /// Reads a 1-D dataset as int64, double or string values, following its stored type class.
 ColumnValues read_dataset(hid_t loc, const std::string& name);
 
@@ -102,10 +114,36 @@ void write_table(hid_t loc, const std::string& name, const Table& table, bool co
 /// string fields) back into columns, in field order.
 Table read_table(hid_t loc, const std::string& name);
 
+/// Creates a compound dataset of `rows` rows with the fields (names and types) of `like`, whose
+/// values are not written; chunked and compressed as write_table() when `compress`.
+Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows, bool compress);
+/// Writes every row of `table` into `dataset`, created by create_table() with its fields and row
+/// count (independent I/O in a parallel file).
+void write_table_rows(hid_t dataset, const Table& table);
+
 /// Writes a timeline: compound fields named as the TimelineRecord members, chunked (at most
 /// 4096 rows a chunk), shuffled and deflate-compressed (level 4). Empty timelines are allowed.
 void write_timeline(hid_t loc, const std::string& name, const std::vector<TimelineRecord>& rows);
+/// Creates an empty timeline of `rows` rows: chunked and compressed as write_timeline() when
+/// `compress`, contiguous otherwise (what independent writes into a parallel file need).
+Handle create_timeline(hid_t loc, const std::string& name, size_t rows, bool compress);
+/// Writes `rows` into a timeline created by create_timeline() with as many rows.
+void write_timeline_rows(hid_t dataset, const std::vector<TimelineRecord>& rows);
 /// Reads a timeline; throws if a TimelineRecord field is missing or of another type class.
 std::vector<TimelineRecord> read_timeline(hid_t loc, const std::string& name);
+
+/// Creates a hard link `name` below `loc` to the existing object `target`.
+void create_hard_link(hid_t loc, const std::string& target, const std::string& name);
+/// Creates an external link `name` below `loc` to `object` in the file `file` (a path that HDF5
+/// resolves relative to the directory of the file holding the link when it is relative).
+void create_external_link(hid_t loc, const std::string& name, const std::string& file,
+                          const std::string& object);
+/// Where an external link points.
+struct ExternalLink {
+  std::string file;
+  std::string object;
+};
+/// The target of link `name` below `loc` when it is an external link (the link is not followed).
+std::optional<ExternalLink> external_link(hid_t loc, const std::string& name);
 
 } // namespace ridgeline::h5

@@ -318,7 +318,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   const auto measured = std::chrono::steady_clock::now();
   ProtocolResult measurement = run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
   result.measure_s = seconds_since(measured);
-  result.rank_samples = std::move(measurement.rank_samples);
+  result.samples = std::move(measurement.samples);
 
   // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
   // transfers and, under graphs, the replayed stage.
@@ -346,8 +346,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     r.name = m.name;
     r.loops = m.loops;
     r.check = workload.checks()[si];
-    r.timelines = std::move(m.timelines);
-    if (mpi.rank() == 0) r.summary = summarize_run(result.ops, r.timelines);
+    r.rows = std::move(m.rows);
+    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }

@@ -21,21 +21,22 @@ struct CheckOutcome {
   double tolerance = 0;
 };
 
-/// One strategy's results, on rank 0.
+/// One strategy's results: the summary (every rank; its attributes on rank 0) and this rank's
+/// own timeline.
 struct StrategyResult {
   std::string name;
   RunSummary summary;  ///< with check, loop, overlap, GPU and attribution attributes
-  std::vector<std::vector<TimelineRecord>> timelines;
+  std::vector<TimelineRecord> rows;  ///< this rank's timeline
   LoopTimes loops;
   CheckOutcome check;
 };
 
-/// A point's results (rank 0 holds the summaries and timelines; every rank the status).
+/// A point's results (every rank: the status, the summaries and its own rows and samples).
 struct PointResult {
   std::string status = "ok";   ///< "ok" or "failed: <reason>"
   OpTable ops;
   std::vector<StrategyResult> strategies;
-  std::vector<std::vector<GpuSample>> rank_samples;
+  std::vector<GpuSample> samples;  ///< this rank's NVML samples
   Attrs coords;                ///< this rank's grid coordinates (for /topology)
   bool check_failed = false;
   double setup_s = 0;          ///< building, checking and gathering, outside the iterations

@@ -45,41 +45,6 @@ Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
 
 int interleaved_rounds(size_t strategies) { return strategies > 1 ? kInterleavedRounds : 1; }
 
-template <class Row>
-std::vector<std::vector<Row>> gather_rows(MPI_Comm comm, const std::vector<Row>& mine) {
-  int rank = 0, size = 0;
-  RIDGELINE_CHECK(MPI_Comm_rank(comm, &rank));
-  RIDGELINE_CHECK(MPI_Comm_size(comm, &size));
-  const size_t row = sizeof(Row);
-  const size_t my_bytes = mine.size() * row;
-  if (my_bytes > static_cast<size_t>(INT32_MAX))
-    throw Error("a rank's " + std::to_string(mine.size()) + " rows are too many to gather");
-  int bytes = static_cast<int>(my_bytes);
-  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  RIDGELINE_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  std::vector<std::vector<Row>> out;
-  std::vector<char> all;
-  if (rank == 0) {
-    int64_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[static_cast<size_t>(r)] = static_cast<int>(total);
-      total += counts[static_cast<size_t>(r)];
-    }
-    if (total > INT32_MAX) throw Error("rows are too many to gather on rank 0");
-    all.resize(static_cast<size_t>(total));
-  }
-  RIDGELINE_CHECK(MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
-                              MPI_BYTE, 0, comm));
-  if (rank == 0)
-    for (int r = 0; r < size; ++r) {
-      const auto* first = reinterpret_cast<const Row*>(all.data() + displs[static_cast<size_t>(r)]);
-      out.emplace_back(first, first + counts[static_cast<size_t>(r)] / row);
-    }
-  return out;
-}
-template std::vector<std::vector<TimelineRecord>> gather_rows(MPI_Comm, const std::vector<TimelineRecord>&);
-template std::vector<std::vector<GpuSample>> gather_rows(MPI_Comm, const std::vector<GpuSample>&);
-
 Table samples_table(const std::vector<GpuSample>& samples) {
   std::vector<int64_t> t, sm, mem, reasons;
   std::vector<double> power, power_avg, temp;
@@ -147,12 +112,12 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
         {epochs.back() + rec.mark_ns(timed_start), epochs.back() + rec.mark_ns(timed_end)});
     double instrumented = per_iter(rec, {timed_start, timed_end});
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, comm));
-    watchdog.rearm("checking " + name + " and gathering timelines");
+    watchdog.rearm("checking " + name);
     w.after_flush(rec);
     StrategyMeasurement m;
     m.name = name;
     m.loops.instrumented_ns = instrumented;
-    m.timelines = gather_rows(comm, rec.records());
+    m.rows = std::move(rec.records());
     result.strategies.push_back(std::move(m));
   }
 
@@ -223,9 +188,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
     if (!gpu.empty()) gpu.emplace_back("gpu.epoch_offset_ns", epochs[si] - epochs.front());
   }
   // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
-  std::vector<GpuSample> mine = samples;
-  for (GpuSample& s : mine) s.t_ns -= epochs.front();
-  result.rank_samples = gather_rows(comm, mine);
+  result.samples = samples;
+  for (GpuSample& s : result.samples) s.t_ns -= epochs.front();
   return result;
 }
 

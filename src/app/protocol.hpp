@@ -2,7 +2,7 @@
 // workload, barrier -> warm-up -> timed iterations recorded op by op (no host sync inside);
 // then the uninstrumented loops (full step, compute only, communication only) of every
 // strategy taking turns round by round; NVML samples of each rank's GPU with the windows of
-// every loop; every rank's timeline gathered to rank 0.
+// every loop. Each rank keeps its own timeline and samples: nothing is gathered.
 #pragma once
 
 #include <mpi.h>
@@ -58,7 +58,7 @@ struct LoopTimes {
 /// One strategy as measured.
 struct StrategyMeasurement {
   std::string name;
-  std::vector<std::vector<TimelineRecord>> timelines;  ///< every rank's, on rank 0
+  std::vector<TimelineRecord> rows;  ///< this rank's timeline
   LoopTimes loops;
   Attrs gpu;  ///< NVML means per loop (gpu.<loop>.*), empty without samples
 };
@@ -73,8 +73,8 @@ struct ProtocolOptions {
 struct ProtocolResult {
   std::vector<StrategyMeasurement> strategies;
   int rounds = 1;  ///< rounds of the interleaved uninstrumented loops
-  /// Every rank's NVML samples on the first strategy's epoch (rank 0; empty without samples).
-  std::vector<std::vector<GpuSample>> rank_samples;
+  /// This rank's NVML samples on the first strategy's epoch (empty without samples).
+  std::vector<GpuSample> samples;
 };
 
 /// Rounds of the interleaved uninstrumented loops: 5 when strategies are compared, else 1.
@@ -83,10 +83,6 @@ int interleaved_rounds(size_t strategies);
 /// Runs the protocol over `workload` on every rank (collective over `comm`).
 ProtocolResult run_protocol(Workload& workload, Backend& backend, OpTable& ops, MPI_Comm comm,
                             Watchdog& watchdog, const ProtocolOptions& options);
-
-/// Every rank's rows of a trivially copyable type on rank 0 (empty elsewhere); every rank calls.
-template <class Row>
-std::vector<std::vector<Row>> gather_rows(MPI_Comm comm, const std::vector<Row>& mine);
 
 /// The samples as the /ranks/<r>/samples table.
 Table samples_table(const std::vector<GpuSample>& samples);

@@ -8,6 +8,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config.hpp"
+#include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
 #include "app/point.hpp"
@@ -52,16 +53,24 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   }
   watchdog.rearm("gathering the topology and writing the file");
   int status = 0;
+  const std::vector<StrategyResult>& results = point.strategies;
   RunData data;
   data.root = job.root_attrs("run");
   data.stack = job.stack();
   data.env = performance_env();
   data.config = config_attrs(cfg);
   data.topology = job.topology(point.coords);
+  // Every rank writes (or sends to its node's writer) its own timelines: one strategy's at the
+  // root, several under /points/<k> (the root's /ranks then links to point 0's).
+  RankRows mine;
+  for (size_t k = 0; k < results.size(); ++k) {
+    mine.groups.push_back(results.size() > 1 ? "/points/" + std::to_string(k) : "");
+    mine.timelines.push_back(&results[k].rows);
+  }
+  mine.samples = point.samples;
+  mine.sample_period_ms = cfg.sample_ms;
   if (mpi.rank() == 0) {
-    const std::vector<StrategyResult>& results = point.strategies;
     data.ops = point.ops;
-    data.timelines = results.front().timelines;
     data.summary = results.front().summary;
     if (results.size() > 1)
       for (const StrategyResult& r : results) {
@@ -69,18 +78,16 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         p.config = data.config;
         p.config.emplace_back("strategy", r.name);
         p.ops = point.ops;
-        p.timelines = r.timelines;
         p.summary = r.summary;
         data.points.push_back(std::move(p));
       }
-    for (size_t rank = 0; rank < point.rank_samples.size(); ++rank)
-      if (!point.rank_samples[rank].empty())
-        data.tables.push_back({"/ranks/" + std::to_string(rank) + "/samples",
-                               samples_table(point.rank_samples[rank]),
-                               {{"period_ms", static_cast<int64_t>(cfg.sample_ms)}}});
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
+  }
+  // The summary first: whatever happens to the files, the numbers are on stdout.
+  std::vector<std::pair<std::string, Attrs>> attrs;
+  std::vector<std::pair<std::string, Table>> tables;
+  if (mpi.rank() == 0) {
     progress::finish_line("");
-    // The summary first: whatever happens to the files, the numbers are on stdout.
     if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(std::cout, roofs);
     for (const StrategyResult& r : results) {
       RunData shown = data;
@@ -90,8 +97,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     }
     if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1)) print_overlap_table(std::cout, results);
     print_gpu_table(std::cout, results, cfg.sample_ms);
-    std::vector<std::pair<std::string, Attrs>> attrs = {{"run", data.root}, {"config", data.config}};
-    std::vector<std::pair<std::string, Table>> tables;
+    attrs = {{"run", data.root}, {"config", data.config}};
     for (const StrategyResult& r : results) {
       Attrs summary = r.summary.attrs;
       summary.insert(summary.begin(), {{"strategy", r.name}, {"step_p50_ns", r.summary.step.p50},
@@ -99,9 +105,17 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       attrs.emplace_back("summary " + r.name, summary);
       tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
     }
-    OutputFile h5(cfg.out, "--out"), json(cfg.json, "--json"), markdown(cfg.markdown, "--markdown");
+  }
+  // Every rank writes its rows; a path that fails moves every rank to rank 0's fallback.
+  OutputFile h5(cfg.out, "--out", mpi.rank() == 0);
+  FilesWritten written;
+  const FileWriteOptions layout{parse_file_layout(cfg.file_layout), cfg.ranks_per_file};
+  h5.write([&](const std::string& path) {
+    written = write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
+  });
+  if (mpi.rank() == 0) {
+    OutputFile json(cfg.json, "--json"), markdown(cfg.markdown, "--markdown");
     std::vector<const OutputFile*> files = {&h5};
-    h5.write([&](const std::string& path) { write_run_file(path, data); });
     if (!cfg.json.empty()) {
       json.write([&](const std::string& path) { write_json(path, attrs, tables); });
       files.push_back(&json);
@@ -112,8 +126,14 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       });
       files.push_back(&markdown);
     }
-    for (const OutputFile* f : files)
-      if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
+    for (const OutputFile* f : files) {
+      if (f->lost()) continue;
+      std::cout << "wrote " << f->path();
+      if (f == &h5 && written.node_files > 0)
+        std::cout << " (per-node layout: links to " << written.node_files << " node file"
+                  << (written.node_files > 1 ? "s" : "") << ")";
+      std::cout << "\n";
+    }
     status = output_status(files);
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")
@@ -211,7 +231,7 @@ Roofs roofs_of(const std::string& path, const RunData& d) {
 // Prints one file; sweep rows are appended to `joined` (tagged with the file) for the join.
 void report_file(std::ostream& out, const std::string& path, std::vector<SweepRow>& joined,
                  std::vector<std::string>& axes) {
-  const RunData d = read_run_file(path);
+  const RunData d = read_run_file(path, false);
   const std::string command = command_of(d);
   if (command != "run" && command != "sweep" && command != "roofs" && command != "collectives")
     throw UsageError(path + ": a file of `ridgeline " + command +

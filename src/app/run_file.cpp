@@ -11,11 +11,13 @@
 #include <exception>
 #include <filesystem>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <utility>
 
 #include "app/h5.hpp"
+#include "app/run_file_write.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -66,6 +68,9 @@ const RoofTable kSweepTables[] = {
      {"rising_ns", "falling_ns"}}};
 // Top-level groups of the run layout; every other group may hold NamedTables.
 const char* const kLayoutGroups[] = {"stack", "config", "topology", "ops", "ranks", "summary", "points"};
+
+// The root attribute file_layout of files whose rows sit in node files behind external links.
+const char* const kPerNodeLayout = "per-node";
 
 // Problems listed one by one per timeline before the rest are only counted: a corrupt
 // timeline can have millions of bad rows.
@@ -179,14 +184,15 @@ std::string open_problem(const std::string& path) {
 
 // ---- writing ----
 
-// Checks what the layout relies on before any file is created.
-void check_writable(const std::string& path, const RunData& data) {
+} // namespace
+
+void check_run_data(const std::string& path, const RunData& data, size_t ranks_expected) {
   const AttrValue* version = find_attr(data.root, "schema_version");
   if (version == nullptr || *version != AttrValue(kSchemaVersion))
     throw Error(path + ": root attribute schema_version must be the integer " +
                 std::to_string(kSchemaVersion));
   const bool collectives = !has_run_layout(data.root);
-  const auto ranks = static_cast<int64_t>(collectives ? data.topology.size() : data.timelines.size());
+  const auto ranks = static_cast<int64_t>(ranks_expected);
   if (ranks == 0) throw Error(path + ": no rank timelines to write");
   const AttrValue* world_size = find_attr(data.root, "world_size");
   if (world_size == nullptr || *world_size != AttrValue(ranks))
@@ -196,7 +202,7 @@ void check_writable(const std::string& path, const RunData& data) {
   for (const NamedTable& table : data.tables)
     if (table.path.size() < 2 || table.path.front() != '/' || table.path.back() == '/')
       throw Error(path + ": table path '" + table.path + "' must be absolute, naming a dataset");
-  if (!collectives && data.topology.size() != data.timelines.size())
+  if (!collectives && data.topology.size() != ranks_expected)
     throw Error(path + ": topology has " + std::to_string(data.topology.size()) + " entries for " +
                 std::to_string(ranks) + " ranks");
   std::filesystem::path directory = std::filesystem::path(path).parent_path();
@@ -205,6 +211,8 @@ void check_writable(const std::string& path, const RunData& data) {
   if (!std::filesystem::is_directory(directory, error))
     throw UsageError(path + ": directory '" + directory.string() + "' does not exist");
 }
+
+namespace {
 
 void write_stack(hid_t file, const RunData& data) {
   h5::Handle stack = h5::create_group(file, "stack");
@@ -313,15 +321,20 @@ void write_tables(hid_t file, const std::vector<NamedTable>& tables) {
   }
 }
 
-void write_contents(const std::string& path, const RunData& data) {
+} // namespace
+
+void write_run_contents(const std::string& path, const RunData& data, const RanksPart& ranks,
+                        const Attrs& extra_root) {
   h5::Handle file = h5::create_file(path);
   h5::write_attrs(file.id(), data.root);
+  h5::write_attrs(file.id(), extra_root);
   write_stack(file.id(), data);
   h5::write_attrs(h5::create_group(file.id(), "config").id(), data.config);
   write_topology(file.id(), data.topology);
-  if (has_run_layout(data.root)) {
+  const bool run_layout = has_run_layout(data.root);
+  if (run_layout) {
     write_ops(file.id(), data.ops);
-    write_ranks(file.id(), data.timelines);
+    if (ranks.has("")) ranks.write(file.id(), "");
     write_summary(file.id(), data.summary);
   }
   write_tables(file.id(), data.tables);
@@ -333,35 +346,34 @@ void write_contents(const std::string& path, const RunData& data) {
     h5::Handle points = h5::create_group(file.id(), "points");
     for (size_t k = 0; k < data.points.size(); ++k) {
       const RunData::Point& point = data.points[k];
+      const std::string prefix = "/points/" + std::to_string(k);
       h5::Handle group = h5::create_group(points.id(), std::to_string(k));
       h5::write_attrs(group.id(), point.attrs);
       h5::write_attrs(h5::create_group(group.id(), "config").id(), point.config);
-      if (!point.timelines.empty()) {
+      if (ranks.has(prefix)) {
         write_ops(group.id(), point.ops);
-        write_ranks(group.id(), point.timelines);
+        ranks.write(group.id(), prefix);
       }
       if (point.has_summary) write_summary(group.id(), point.summary);
     }
   }
+  // The root's timelines are point 0's: one copy in the file, two paths to it.
+  if (run_layout && !ranks.has("") && ranks.has("/points/0"))
+    h5::create_hard_link(file.id(), "/points/0/ranks", "ranks");
   file.close();
 }
 
-// Removes the temporary file unless it was kept (renamed onto its final name).
-class TemporaryFile {
-public:
-  explicit TemporaryFile(std::string path) : m_path(std::move(path)) {}
-  ~TemporaryFile() {
-    if (!m_kept) std::remove(m_path.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  const std::string& path() const { return m_path; }
-  void keep() { m_kept = true; }
+TemporaryFile::~TemporaryFile() {
+  if (!m_kept) std::remove(m_path.c_str());
+}
 
-private:
-  std::string m_path;
-  bool m_kept = false;
-};
+void TemporaryFile::rename_to(const std::string& target) {
+  if (std::rename(m_path.c_str(), target.c_str()) != 0)
+    throw Error(target + ": cannot rename '" + m_path + "' onto it: " + std::strerror(errno));
+  m_kept = true;
+}
+
+namespace {
 
 // ---- reading ----
 
@@ -482,7 +494,7 @@ std::string version_problem(int64_t version) {
          std::to_string(kSchemaVersion) + ")";
 }
 
-RunData read_contents(const std::string& path) {
+RunData read_contents(const std::string& path, bool timelines) {
   h5::Handle file = h5::open_file_read(path);
   RunData data;
   data.root = h5::read_attrs(file.id());
@@ -505,7 +517,7 @@ RunData read_contents(const std::string& path) {
   data.topology = read_topology(file.id(), ranks);
   if (has_run_layout(data.root)) {
     data.ops = read_ops(file.id());
-    for (size_t rank = 0; rank < ranks; ++rank)
+    for (size_t rank = 0; timelines && rank < ranks; ++rank)
       data.timelines.push_back(h5::read_timeline(file.id(), rank_path(rank)));
     data.summary = read_summary(file.id());
   }
@@ -514,7 +526,7 @@ RunData read_contents(const std::string& path) {
     if (h5::exists(file.id(), group))
       data.group_attrs.emplace_back(group, h5::read_attrs(h5::open_group(file.id(), group).id()));
   // The optional NVML samples sit inside the run layout, beside each rank's timeline.
-  for (size_t rank = 0; rank < data.timelines.size(); ++rank) {
+  for (size_t rank = 0; timelines && rank < ranks; ++rank) {
     const std::string path = "/ranks/" + std::to_string(rank) + "/samples";
     if (!h5::exists(file.id(), path)) continue;
     h5::Handle dataset(H5Dopen2(file.id(), path.c_str(), H5P_DEFAULT), "H5Dopen2", path);
@@ -578,10 +590,21 @@ int64_t validate_ops(hid_t file, std::vector<std::string>& problems) {
   return static_cast<int64_t>(ids.size());
 }
 
-void validate_timeline(hid_t file, const std::string& path, int64_t op_count,
+// The `rows` attribute of a rank's group (the rows its timeline must have), or -1 when absent
+// (files written before it).
+int64_t recorded_rows(hid_t file, const std::string& rank_group) {
+  const Attrs attrs = h5::read_attrs(h5::open_group(file, rank_group).id());
+  const AttrValue* rows = find_attr(attrs, "rows");
+  return rows != nullptr && std::holds_alternative<int64_t>(*rows) ? std::get<int64_t>(*rows) : -1;
+}
+
+void validate_timeline(hid_t file, const std::string& path, int64_t op_count, int64_t expected_rows,
                        std::vector<std::string>& problems) {
   if (!require_object(file, path, "dataset", problems)) return;
   const std::vector<TimelineRecord> rows = h5::read_timeline(file, path);
+  if (expected_rows >= 0 && static_cast<int64_t>(rows.size()) != expected_rows)
+    problems.push_back(path + ": " + std::to_string(rows.size()) + " rows, the file recorded " +
+                       std::to_string(expected_rows) + " (incomplete)");
   size_t found = 0;
   auto report = [&](size_t row, const std::string& what) {
     if (++found <= kMaxRowProblems)
@@ -623,8 +646,9 @@ void validate_samples(hid_t file, const std::string& path, std::vector<std::stri
 }
 
 // /ranks holds exactly the groups 0 .. world_size-1 (world_size < 0: unknown, not checked).
+// Objects in `unreadable` (links into missing or foreign files, already reported) are skipped.
 void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
-                    std::vector<std::string>& problems) {
+                    const std::set<std::string>& unreadable, std::vector<std::string>& problems) {
   h5::Handle ranks = h5::open_group(file, "/ranks");
   const std::vector<std::string> children = h5::list_children(ranks.id());
   std::set<std::string> expected;
@@ -639,11 +663,77 @@ void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
                          std::to_string(world_size) + ")");
       continue;
     }
+    const std::string group = "/ranks/" + name;
     check_section(problems, [&] {
-      validate_timeline(file, "/ranks/" + name + "/timeline", op_count, problems);
-      validate_samples(file, "/ranks/" + name + "/samples", problems);
+      if (unreadable.count(group + "/timeline") == 0)
+        validate_timeline(file, group + "/timeline", op_count, recorded_rows(file, group), problems);
+      if (unreadable.count(group + "/samples") == 0) validate_samples(file, group + "/samples", problems);
     });
   }
+}
+
+// Per-node layout: every external link below /ranks and /points/<k>/ranks must lead into a file
+// that exists (relative names: beside this one), belongs to this file set (root attribute
+// `file_set`, new at every write) and holds the linked object. Returns the links that cannot be
+// followed; each missing or foreign file is reported once.
+std::set<std::string> validate_links(hid_t file, const std::string& path, const Attrs& root,
+                                     std::vector<std::string>& problems) {
+  std::set<std::string> unreadable;
+  const AttrValue* set_attr = find_attr(root, "file_set");
+  if (set_attr == nullptr) problems.emplace_back("/: missing attribute 'file_set' (per-node layout)");
+  const std::string file_set = set_attr ? attr_to_string(*set_attr) : "";
+  std::vector<std::string> bases;
+  if (h5::exists(file, "/ranks")) bases.emplace_back("/ranks");
+  if (h5::exists(file, "/points"))
+    for (const std::string& k : h5::list_children(h5::open_group(file, "/points").id()))
+      if (h5::exists(file, "/points/" + k + "/ranks")) bases.push_back("/points/" + k + "/ranks");
+  // Linked file -> (link path, object path) pairs, in the order met.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> targets;
+  for (const std::string& base : bases)
+    for (const std::string& rank : h5::list_children(h5::open_group(file, base).id())) {
+      h5::Handle group = h5::open_group(file, base + "/" + rank);
+      for (const std::string& name : h5::list_children(group.id())) {
+        const std::optional<h5::ExternalLink> link = h5::external_link(group.id(), name);
+        if (!link) continue;
+        auto it = std::find_if(targets.begin(), targets.end(), [&](const auto& t) { return t.first == link->file; });
+        if (it == targets.end()) it = targets.insert(targets.end(), {link->file, {}});
+        it->second.emplace_back(base + "/" + rank + "/" + name, link->object);
+      }
+    }
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  for (const auto& [name, links] : targets) {
+    const std::filesystem::path target =
+        std::filesystem::path(name).is_absolute() ? std::filesystem::path(name) : directory / name;
+    const std::string first = links.front().first +
+                              (links.size() > 1 ? " (and " + std::to_string(links.size() - 1) + " more links)" : "");
+    std::string problem = open_problem(target.string());
+    if (problem.empty()) {
+      try {
+        h5::Handle part = h5::open_file_read(target.string());
+        const Attrs attrs = h5::read_attrs(part.id());
+        const AttrValue* part_set = find_attr(attrs, "file_set");
+        if (part_set == nullptr || attr_to_string(*part_set) != file_set) {
+          problem = "linked file '" + name + "' belongs to another write (file_set " +
+                    (part_set ? attr_to_string(*part_set) : std::string("absent")) + ", expected " + file_set + ")";
+        } else {
+          for (const auto& [link, object] : links)
+            if (!h5::exists(part.id(), object)) {
+              problems.push_back(link + ": linked file '" + name + "' has no " + object);
+              unreadable.insert(link);
+            }
+          continue;
+        }
+      } catch (const std::exception& e) {
+        problem = "linked file '" + name + "': " + e.what();
+      }
+    } else {
+      problem = "linked file '" + name + "' " +
+                (std::filesystem::exists(target) ? problem.substr(target.string().size() + 2) : "does not exist");
+    }
+    problems.push_back(first + ": " + problem);
+    for (const auto& link : links) unreadable.insert(link.first);
+  }
+  return unreadable;
 }
 
 void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
@@ -808,7 +898,8 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
 
 // Every /points/<k>: its config; a summary unless the point failed (status "failed: ...");
 // a timeline per rank where its ops were kept.
-void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
+void validate_points(hid_t file, int64_t world_size, const std::set<std::string>& unreadable,
+                     std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
   for (const std::string& k : h5::list_children(points.id())) {
     const std::string base = "/points/" + k;
@@ -824,8 +915,17 @@ void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& p
         problems.push_back(base + "/summary/step_time_ns: no timed iterations");
     }
     if (h5::exists(file, base + "/ops"))
-      for (int64_t r = 0; r < world_size; ++r)
-        require_object(file, base + "/ranks/" + std::to_string(r) + "/timeline", "dataset", problems);
+      for (int64_t r = 0; r < world_size; ++r) {
+        const std::string group = base + "/ranks/" + std::to_string(r);
+        if (!require_object(file, group + "/timeline", "dataset", problems) ||
+            unreadable.count(group + "/timeline") > 0)
+          continue;
+        const int64_t expected = recorded_rows(file, group);
+        const auto rows = static_cast<int64_t>(h5::dataset_rows(file, group + "/timeline"));
+        if (expected >= 0 && rows != expected)
+          problems.push_back(group + "/timeline: " + std::to_string(rows) + " rows, the file recorded " +
+                             std::to_string(expected) + " (incomplete)");
+      }
   }
 }
 
@@ -850,9 +950,15 @@ bool marked_incomplete(const Attrs& attrs) {
 const char* const kIncomplete = "incomplete: the job ended before it finished (complete = 0); what it holds is "
                                 "valid but partial";
 
-void validate_contents(hid_t file, std::vector<std::string>& problems, bool accept_incomplete) {
+void validate_contents(hid_t file, const std::string& path, std::vector<std::string>& problems,
+                       bool accept_incomplete) {
   Attrs root;
   check_section(problems, [&] { root = h5::read_attrs(file); });
+  if (const AttrValue* master = find_attr(root, "part_of")) {
+    problems.push_back("/: a node file of the per-node layout, part of '" + attr_to_string(*master) +
+                       "': validate that file, which links this one");
+    return;
+  }
   require_attrs(root, "/", {std::begin(kRootAttrs), std::end(kRootAttrs)}, problems);
   if (const AttrValue* value = find_attr(root, "schema_version")) {
     const auto* version = std::get_if<int64_t>(value);
@@ -900,13 +1006,17 @@ void validate_contents(hid_t file, std::vector<std::string>& problems, bool acce
     check_section(problems, [&] { h5::read_attrs(h5::open_group(file, "/config").id()); });
   if (has("/topology"))
     check_section(problems, [&] { validate_topology(file, world_size, problems); });
+  std::set<std::string> unreadable;
+  const AttrValue* layout = find_attr(root, "file_layout");
+  if (layout != nullptr && attr_to_string(*layout) == kPerNodeLayout)
+    check_section(problems, [&] { unreadable = validate_links(file, path, root, problems); });
   int64_t op_count = -1;
   if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, problems); });
   if (has("/ranks"))
-    check_section(problems, [&] { validate_ranks(file, world_size, op_count, problems); });
+    check_section(problems, [&] { validate_ranks(file, world_size, op_count, unreadable, problems); });
   if (has("/summary")) validate_summary(file, problems);
   if (h5::exists(file, "/points"))
-    check_section(problems, [&] { validate_points(file, world_size, problems); });
+    check_section(problems, [&] { validate_points(file, world_size, unreadable, problems); });
   if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });
   if (collectives) {
     if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
@@ -919,23 +1029,30 @@ void validate_contents(hid_t file, std::vector<std::string>& problems, bool acce
 } // namespace
 
 void write_run_file(const std::string& path, const RunData& data) {
-  check_writable(path, data);
+  const bool run_layout = has_run_layout(data.root);
+  check_run_data(path, data, run_layout ? data.timelines.size() : data.topology.size());
   TemporaryFile temporary(path + ".tmp." + std::to_string(::getpid()));
+  RanksPart ranks;
+  ranks.has = [&](const std::string& prefix) {
+    if (prefix.empty()) return run_layout;
+    return !data.points.at(std::stoul(prefix.substr(prefix.rfind('/') + 1))).timelines.empty();
+  };
+  ranks.write = [&](hid_t parent, const std::string& prefix) {
+    write_ranks(parent, prefix.empty() ? data.timelines
+                                       : data.points.at(std::stoul(prefix.substr(prefix.rfind('/') + 1))).timelines);
+  };
   try {
-    write_contents(temporary.path(), data);
+    write_run_contents(temporary.path(), data, ranks, {});
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
-  if (std::rename(temporary.path().c_str(), path.c_str()) != 0)
-    throw Error(path + ": cannot rename '" + temporary.path() +
-                "' onto it: " + std::strerror(errno));
-  temporary.keep();
+  temporary.rename_to(path);
 }
 
-RunData read_run_file(const std::string& path) {
+RunData read_run_file(const std::string& path, bool timelines) {
   if (const std::string problem = open_problem(path); !problem.empty()) throw UsageError(problem);
   try {
-    return read_contents(path);
+    return read_contents(path, timelines);
   } catch (const Error& e) {
     throw UsageError(path + ": " + e.what());
   }
@@ -946,7 +1063,7 @@ std::vector<std::string> validate_run_file(const std::string& path, bool accept_
   std::vector<std::string> problems;
   try {
     h5::Handle file = h5::open_file_read(path);
-    validate_contents(file.id(), problems, accept_incomplete);
+    validate_contents(file.id(), path, problems, accept_incomplete);
   } catch (const std::exception& e) {
     problems.push_back(path + ": " + e.what());
   }
@@ -1114,5 +1231,7 @@ std::string hdf5_library_version() {
   h5::check_status(H5get_libversion(&major, &minor, &release), "H5get_libversion", "library");
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
 }
+
+std::string hdf5_build() { return h5::parallel_library() ? "parallel" : "serial"; }
 
 } // namespace ridgeline

@@ -16,9 +16,10 @@ namespace ridgeline {
 /// Called by rank 0 only.
 void write_run_file(const std::string& path, const RunData& data);
 
-/// Reads a whole run file. Throws UsageError naming `path` if it is missing, not HDF5, of
-/// another schema major version, or malformed.
-RunData read_run_file(const std::string& path);
+/// Reads a whole run file (of either file layout); without `timelines`, everything but the
+/// per-rank timelines and samples (what a report needs, whatever the ranks). Throws UsageError
+/// naming `path` if it is missing, not HDF5, of another schema major version, or malformed.
+RunData read_run_file(const std::string& path, bool timelines = true);
 
 /// Every problem found in `path` against the schema, one short message each naming the object;
 /// empty when the file is valid. A file its job left incomplete (a collectives file with root
@@ -43,5 +44,7 @@ Roofs read_roofs(const std::string& path);
 
 /// Version of the HDF5 library linked in, e.g. "1.10.8" (for the stack fingerprint).
 std::string hdf5_library_version();
+/// "parallel" when the HDF5 library linked in has MPI-IO, else "serial" (/stack hdf5_build).
+std::string hdf5_build();
 
 } // namespace ridgeline

@@ -1,95 +1,269 @@
-// Timeline reduction: every rank's timeline into the run summary.
+// Timeline reduction: every rank's own timeline into the run summary, through reductions whose
+// size does not grow with the number of ranks.
 #include "app/summary.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <map>
 #include <tuple>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
 
 namespace ridgeline {
 namespace {
 
+// Marks an entry no rank has (every duration is >= 0, so MPI_MAX keeps any real one).
+constexpr int64_t kAbsent = -1;
+// Elements one reduction carries at most: MPI counts are ints, and the collective instances of
+// a slice of iterations (ops x layers x microbatches x iterations) stay within it.
+constexpr size_t kPiece = size_t{1} << 24;
+
 bool is_comm(OpKind k) { return k == OpKind::collective || k == OpKind::p2p; }
 
-double duration(const TimelineRecord& r) { return static_cast<double>(r.t_end_ns - r.t_start_ns); }
+int64_t duration(const TimelineRecord& r) { return r.t_end_ns - r.t_start_ns; }
 
-// Per iteration: the longest rank's span from its first op start to its last op end.
-std::map<int32_t, double> step_spans(const std::vector<std::vector<TimelineRecord>>& timelines,
-                                     bool warmup) {
-  std::map<int32_t, double> steps;
-  for (const auto& rank : timelines) {
-    std::map<int32_t, std::pair<int64_t, int64_t>> span;
-    for (const TimelineRecord& r : rank) {
-      if ((r.warmup != 0) != warmup) continue;
-      auto it = span.find(r.iteration);
-      if (it == span.end()) span[r.iteration] = {r.t_start_ns, r.t_end_ns};
-      else it->second = {std::min(it->second.first, r.t_start_ns), std::max(it->second.second, r.t_end_ns)};
-    }
-    for (const auto& [it, se] : span) {
-      const double d = static_cast<double>(se.second - se.first);
-      steps[it] = std::max(steps[it], d);
-    }
+template <class T>
+void allreduce(MPI_Comm comm, std::vector<T>& values, MPI_Op op) {
+  const MPI_Datatype type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_INT64_T;
+  for (size_t at = 0; at < values.size(); at += kPiece) {
+    const int n = static_cast<int>(std::min(kPiece, values.size() - at));
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data() + at, n, type, op, comm));
   }
-  return steps;
 }
 
-std::vector<double> values(const std::map<int32_t, double>& m) {
+// FNV-1a over the op names and kinds: every rank's op ids must mean the same ops.
+int64_t op_table_hash(const OpTable& ops) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (size_t id = 0; id < ops.size(); ++id) {
+    for (char c : ops.name(static_cast<int32_t>(id))) mix(static_cast<unsigned char>(c));
+    mix(0);
+    mix(static_cast<unsigned char>(ops.kind(static_cast<int32_t>(id))));
+  }
+  return static_cast<int64_t>(h >> 1);
+}
+
+// The entries some rank had, in index order.
+std::vector<double> present(std::vector<int64_t>::const_iterator first, std::vector<int64_t>::const_iterator last) {
   std::vector<double> v;
-  for (const auto& kv : m) v.push_back(kv.second);
+  for (auto it = first; it != last; ++it)
+    if (*it != kAbsent) v.push_back(static_cast<double>(*it));
   return v;
+}
+
+// The midpoint of [lo, hi] without overflow.
+int64_t midpoint(int64_t lo, int64_t hi) {
+  return lo + static_cast<int64_t>((static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo)) / 2);
 }
 
 }  // namespace
 
-RunSummary summarize_run(const OpTable& ops, const std::vector<std::vector<TimelineRecord>>& timelines) {
+std::vector<int64_t> select_kth(MPI_Comm comm, const std::vector<std::vector<int64_t>>& sets,
+                                const std::vector<std::pair<size_t, int64_t>>& queries) {
+  const size_t q = queries.size();
+  std::vector<int64_t> lo(q, INT64_MAX), hi(q, INT64_MIN);
+  for (size_t i = 0; i < q; ++i) {
+    const std::vector<int64_t>& set = sets.at(queries[i].first);
+    if (!set.empty()) lo[i] = set.front(), hi[i] = set.back();
+  }
+  allreduce(comm, lo, MPI_MIN);
+  allreduce(comm, hi, MPI_MAX);
+  // Invariant: the answer lies in [lo, hi]; each round halves every open range with one
+  // reduction of counts (at most 64 rounds for 64-bit values).
+  std::vector<int64_t> at_most(q);
+  while (true) {
+    bool open = false;
+    for (size_t i = 0; i < q; ++i) {
+      at_most[i] = 0;
+      if (lo[i] >= hi[i]) continue;
+      open = true;
+      const std::vector<int64_t>& set = sets[queries[i].first];
+      at_most[i] = std::upper_bound(set.begin(), set.end(), midpoint(lo[i], hi[i])) - set.begin();
+    }
+    if (!open) break;  // the same on every rank: lo and hi are
+    allreduce(comm, at_most, MPI_SUM);
+    for (size_t i = 0; i < q; ++i) {
+      if (lo[i] >= hi[i]) continue;
+      const int64_t mid = midpoint(lo[i], hi[i]);
+      if (at_most[i] >= queries[i].second + 1) hi[i] = mid;
+      else lo[i] = mid + 1;
+    }
+  }
+  return lo;
+}
+
+RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<TimelineRecord>& mine) {
+  int rank = 0, size = 1;
+  RIDGELINE_CHECK(MPI_Comm_rank(comm, &rank));
+  RIDGELINE_CHECK(MPI_Comm_size(comm, &size));
+  const size_t K = ops.size();
+  {
+    std::vector<int64_t> low = {static_cast<int64_t>(K), op_table_hash(ops)}, high = low;
+    allreduce(comm, low, MPI_MIN);
+    allreduce(comm, high, MPI_MAX);
+    if (low != high)
+      throw Error("the ranks recorded different op tables: their timelines cannot be summarised together");
+  }
+  for (const TimelineRecord& r : mine)
+    if (r.op_id < 0 || static_cast<size_t>(r.op_id) >= K || r.iteration < 0)
+      throw Error("a timeline row has op id " + std::to_string(r.op_id) + " and iteration " +
+                  std::to_string(r.iteration) + " (" + std::to_string(K) + " ops)");
+
+  // Extents, in one reduction: iterations; layers and microbatches of timed comm instances.
+  std::vector<int64_t> extent = {0, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  for (const TimelineRecord& r : mine) {
+    extent[0] = std::max<int64_t>(extent[0], r.iteration + 1);
+    if (r.warmup || !is_comm(ops.kind(r.op_id))) continue;
+    extent[1] = std::max<int64_t>(extent[1], r.layer);
+    extent[2] = std::max<int64_t>(extent[2], -static_cast<int64_t>(r.layer));
+    extent[3] = std::max<int64_t>(extent[3], r.microbatch);
+    extent[4] = std::max<int64_t>(extent[4], -static_cast<int64_t>(r.microbatch));
+  }
+  allreduce(comm, extent, MPI_MAX);
+  const size_t I = static_cast<size_t>(extent[0]);
+
+  // Steps: per iteration, this rank's span from its first op start to its last op end; the
+  // step is the longest rank's. Timed iterations in [0, I), warm-up ones in [I, 2I).
   RunSummary s;
-  s.step_ns = values(step_spans(timelines, false));
-  s.warmup_step_ns = values(step_spans(timelines, true));
+  {
+    std::vector<int64_t> first(2 * I, INT64_MAX), last(2 * I, INT64_MIN), span(2 * I, kAbsent);
+    for (const TimelineRecord& r : mine) {
+      const size_t at = (r.warmup ? I : 0) + static_cast<size_t>(r.iteration);
+      first[at] = std::min(first[at], r.t_start_ns);
+      last[at] = std::max(last[at], r.t_end_ns);
+    }
+    for (size_t at = 0; at < 2 * I; ++at)
+      if (first[at] != INT64_MAX) span[at] = last[at] - first[at];
+    allreduce(comm, span, MPI_MAX);
+    s.step_ns = present(span.begin(), span.begin() + static_cast<std::ptrdiff_t>(I));
+    s.warmup_step_ns = present(span.begin() + static_cast<std::ptrdiff_t>(I), span.end());
+  }
   s.step = summarize(s.step_ns);
   s.warmup_to_steady = static_cast<int64_t>(warmup_to_steady(s.warmup_step_ns, s.step.p50, 0.10));
 
-  for (size_t id = 0; id < ops.size(); ++id) {
-    const OpKind kind = ops.kind(static_cast<int32_t>(id));
-    using Key = std::tuple<int32_t, int32_t, int32_t, int>;  // layer, microbatch, iteration, rank
-    std::map<Key, double> instance;     // collectives: rank folded to -1 with max
-    std::map<std::pair<int32_t, int>, double> per_step;  // (iteration, rank) -> summed time
-    const TimelineRecord* sample = nullptr;
-    int ranks_with_op = 0;
-    size_t timed_instances = 0;
-    for (size_t rank = 0; rank < timelines.size(); ++rank) {
-      bool seen = false;
-      for (const TimelineRecord& r : timelines[rank]) {
-        if (r.warmup || r.op_id != static_cast<int32_t>(id)) continue;
-        seen = true;
-        sample = &r;
-        ++timed_instances;
-        const Key key{r.layer, r.microbatch, r.iteration, is_comm(kind) ? -1 : static_cast<int>(rank)};
-        double& t = instance[key];
-        t = std::max(t, duration(r));
-        per_step[{r.iteration, static_cast<int>(rank)}] += duration(r);
-      }
-      ranks_with_op += seen ? 1 : 0;
+  // Per op: timed rows and ranks having the op; the op's summed time per iteration (max over
+  // ranks); the last row of the highest rank having it gives lane and costs.
+  std::vector<int64_t> counts(2 * K, 0), owner(K, -1), per_step(K * I, kAbsent);
+  std::vector<const TimelineRecord*> sample(K, nullptr);
+  // Instances: compute ops per (layer, microbatch, iteration) of this rank; comm ops below.
+  using Key = std::tuple<int32_t, int32_t, int32_t>;
+  std::vector<std::map<Key, int64_t>> local(K);
+  std::vector<const TimelineRecord*> comm_rows;
+  for (const TimelineRecord& r : mine) {
+    if (r.warmup) continue;
+    const size_t id = static_cast<size_t>(r.op_id);
+    ++counts[id];
+    sample[id] = &r;
+    int64_t& step = per_step[id * I + static_cast<size_t>(r.iteration)];
+    step = (step == kAbsent ? 0 : step) + duration(r);
+    if (is_comm(ops.kind(r.op_id))) {
+      comm_rows.push_back(&r);
+    } else {
+      int64_t& t = local[id][Key{r.layer, r.microbatch, r.iteration}];
+      t = std::max(t, duration(r));
     }
-    if (!sample) continue;
-    std::vector<double> inst;
-    for (const auto& kv : instance) inst.push_back(kv.second);
-    std::map<int32_t, double> step_total;
-    for (const auto& [k, t] : per_step) step_total[k.first] = std::max(step_total[k.first], t);
+  }
+  for (size_t id = 0; id < K; ++id) {
+    counts[K + id] = sample[id] ? 1 : 0;
+    owner[id] = sample[id] ? rank : -1;
+  }
+  allreduce(comm, counts, MPI_SUM);
+  allreduce(comm, owner, MPI_MAX);
+  allreduce(comm, per_step, MPI_MAX);
+  std::vector<double> costs(4 * K, 0.0);  // lane, flops, hbm_bytes, comm_bytes
+  for (size_t id = 0; id < K; ++id)
+    if (owner[id] == rank) {
+      costs[4 * id] = sample[id]->lane;
+      costs[4 * id + 1] = sample[id]->flops;
+      costs[4 * id + 2] = sample[id]->hbm_bytes;
+      costs[4 * id + 3] = sample[id]->comm_bytes;
+    }
+  allreduce(comm, costs, MPI_SUM);
 
+  // Each op's instance durations as a set spread over the ranks: compute instances stay with
+  // their rank; comm instances are reduced (max over ranks) slice by slice of iterations, and
+  // each slice's instances are kept by one rank in turn.
+  std::vector<std::vector<int64_t>> sets(K);
+  for (size_t id = 0; id < K; ++id)
+    for (const auto& kv : local[id]) sets[id].push_back(kv.second);
+  std::vector<size_t> comm_ops;
+  for (size_t id = 0; id < K; ++id)
+    if (is_comm(ops.kind(static_cast<int32_t>(id)))) comm_ops.push_back(id);
+  if (!comm_ops.empty() && extent[1] != INT64_MIN && I > 0) {
+    const int64_t layer0 = -extent[2], mb0 = -extent[4];
+    const size_t L = static_cast<size_t>(extent[1] - layer0 + 1);
+    const size_t M = static_cast<size_t>(extent[3] - mb0 + 1);
+    std::vector<size_t> slot(K, 0);
+    for (size_t c = 0; c < comm_ops.size(); ++c) slot[comm_ops[c]] = c;
+    const size_t per_iteration = comm_ops.size() * L * M;
+    const size_t width = std::max<size_t>(1, kPiece / per_iteration);
+    std::sort(comm_rows.begin(), comm_rows.end(),
+              [](const TimelineRecord* a, const TimelineRecord* b) { return a->iteration < b->iteration; });
+    auto row = comm_rows.begin();
+    std::vector<int64_t> slice;
+    for (size_t begin = 0, turn = 0; begin < I; begin += width, ++turn) {
+      const size_t end = std::min(I, begin + width);
+      slice.assign((end - begin) * per_iteration, kAbsent);
+      for (; row != comm_rows.end() && static_cast<size_t>((*row)->iteration) < end; ++row) {
+        const TimelineRecord& r = **row;
+        const size_t at = (((static_cast<size_t>(r.iteration) - begin) * comm_ops.size() +
+                            slot[static_cast<size_t>(r.op_id)]) * L +
+                           static_cast<size_t>(r.layer - layer0)) * M +
+                          static_cast<size_t>(r.microbatch - mb0);
+        slice[at] = std::max(slice[at], duration(r));
+      }
+      allreduce(comm, slice, MPI_MAX);
+      if (static_cast<int>(turn % static_cast<size_t>(size)) != rank) continue;
+      for (size_t at = 0; at < slice.size(); ++at)
+        if (slice[at] != kAbsent) sets[comm_ops[(at / (L * M)) % comm_ops.size()]].push_back(slice[at]);
+    }
+  }
+  std::vector<int64_t> totals(2 * K, 0);  // instances, summed duration
+  for (size_t id = 0; id < K; ++id) {
+    std::sort(sets[id].begin(), sets[id].end());
+    totals[id] = static_cast<int64_t>(sets[id].size());
+    for (int64_t v : sets[id]) totals[K + id] += v;
+  }
+  allreduce(comm, totals, MPI_SUM);
+  // The median as numpy interpolates it: the order statistics either side of (n - 1) / 2.
+  std::vector<std::pair<size_t, int64_t>> queries;
+  for (size_t id = 0; id < K; ++id) {
+    if (totals[id] == 0) continue;
+    const int64_t lo = (totals[id] - 1) / 2;
+    queries.emplace_back(id, lo);
+    queries.emplace_back(id, std::min(lo + 1, totals[id] - 1));
+  }
+  const std::vector<int64_t> order = select_kth(comm, sets, queries);
+
+  size_t query = 0;
+  for (size_t id = 0; id < K; ++id) {
+    const int64_t ranks_with_op = counts[K + id];
+    if (ranks_with_op == 0) continue;
     OpAggregate a;
     a.name = ops.name(static_cast<int32_t>(id));
-    a.kind = op_kind_name(kind);
-    a.lane = lane_name(static_cast<Lane>(sample->lane));
-    a.count = static_cast<int64_t>(timed_instances / static_cast<size_t>(std::max(1, ranks_with_op)));
-    a.p50_ns = percentile(inst, 50);
-    a.mean_ns = mean(inst);
-    a.per_step_p50_ns = percentile(values(step_total), 50);
+    a.kind = op_kind_name(ops.kind(static_cast<int32_t>(id)));
+    a.lane = lane_name(static_cast<Lane>(static_cast<int>(costs[4 * id])));
+    a.count = counts[id] / ranks_with_op;
+    if (totals[id] > 0) {
+      const double pos = 0.5 * static_cast<double>(totals[id] - 1);
+      const double frac = pos - std::floor(pos);
+      const double lo = static_cast<double>(order[query]), hi = static_cast<double>(order[query + 1]);
+      query += 2;
+      a.p50_ns = lo + (hi - lo) * frac;
+      a.mean_ns = static_cast<double>(totals[K + id]) / static_cast<double>(totals[id]);
+    }
+    const auto row_begin = per_step.begin() + static_cast<std::ptrdiff_t>(id * I);
+    a.per_step_p50_ns = percentile(present(row_begin, row_begin + static_cast<std::ptrdiff_t>(I)), 50);
     a.share = s.step.p50 > 0 ? a.per_step_p50_ns / s.step.p50 : 0;
-    a.flops = sample->flops;
-    a.hbm_bytes = sample->hbm_bytes;
-    a.comm_bytes = sample->comm_bytes;
+    a.flops = costs[4 * id + 1];
+    a.hbm_bytes = costs[4 * id + 2];
+    a.comm_bytes = costs[4 * id + 3];
     if (a.p50_ns > 0) {
       a.achieved_tflops = a.flops / a.p50_ns / 1e3;
-      a.achieved_gbps = (is_comm(kind) ? a.comm_bytes : a.hbm_bytes) / a.p50_ns;
+      a.achieved_gbps = (is_comm(ops.kind(static_cast<int32_t>(id))) ? a.comm_bytes : a.hbm_bytes) / a.p50_ns;
     }
     s.ops.push_back(a);
   }

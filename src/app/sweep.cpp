@@ -12,6 +12,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config_file.hpp"
+#include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
 #include "app/point.hpp"
@@ -385,6 +386,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   {
     RunConfig shared = o.base;
     apply_defaults(shared, job.backend_name());
+    o.base.file_layout = shared.file_layout;  // one layout for every rewrite of the file
     for (std::string& problem : validate_shared(shared)) problems.push_back(std::move(problem));
     if (shared.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
   }
@@ -454,9 +456,14 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
   std::vector<SweepRow> rows;
   std::vector<RunConfig> resolved;
-  // Rank 0: the sweep's tables after the roofs, and the file written whole (renamed into place),
-  // at a fallback path from the first write that fails on.
-  OutputFile h5(o.base.out, "--out");
+  // Rank 0 holds the sweep's tables after the roofs. With --keep-timelines every rank keeps its
+  // own timeline of each point and writes it (or sends it to its node's writer) at every rewrite
+  // of the file; every rank takes part in each write, at rank 0's fallback path from the first
+  // write that fails on.
+  OutputFile h5(o.base.out, "--out", mpi.rank() == 0);
+  std::vector<std::unique_ptr<std::vector<TimelineRecord>>> kept;
+  RankRows mine;
+  const FileWriteOptions layout{parse_file_layout(o.base.file_layout), o.base.ranks_per_file};
   auto write_sweep = [&](const std::vector<Crossover>& crossovers, bool complete) {
     data.tables.resize(fixed_tables);
     data.group_attrs.resize(fixed_groups);
@@ -468,7 +475,9 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
                                                   {"points", static_cast<int64_t>(rows.size())},
                                                   {"failed", failed},
                                                   {"complete", static_cast<int64_t>(complete)}});
-    h5.write([&](const std::string& path) { write_run_file(path, data); });
+    h5.write([&](const std::string& path) {
+      write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
+    });
   };
   std::set<std::string> labels;
   bool any_failed_check = false;
@@ -517,10 +526,12 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         row.check = r.check.status;
         p.summary = r.summary;
         p.has_summary = true;
-        if (o.keep_timelines) {
-          p.ops = result.ops;
-          p.timelines = r.timelines;
-        }
+        if (o.keep_timelines) p.ops = result.ops;
+      }
+      if (result.ok() && o.keep_timelines) {
+        kept.push_back(std::make_unique<std::vector<TimelineRecord>>(std::move(result.strategies.front().rows)));
+        mine.groups.push_back("/points/" + std::to_string(rows.size()));
+        mine.timelines.push_back(kept.back().get());
       }
       any_failed_check = any_failed_check || result.check_failed;
     }
@@ -530,11 +541,12 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.points.push_back(std::move(p));
     // The file is rewritten after every point (complete = 0 until the last), so a job killed
     // midway keeps every point it finished, marked as incomplete.
-    if (mpi.rank() == 0) write_sweep(find_crossovers(rows, axes), false);
+    write_sweep(mpi.rank() == 0 ? find_crossovers(rows, axes) : std::vector<Crossover>{}, false);
   }
+  std::vector<Crossover> crossovers;
   if (mpi.rank() == 0) {
     // Where a line of the grid holds no interconnect crossover, the roofs' prediction.
-    std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+    crossovers = find_crossovers(rows, axes);
     if (!roofs.empty())
       for (const std::string& axis : axes) {
         if (!numeric_axis(axis)) continue;
@@ -564,7 +576,9 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     progress::finish_line("");
     // The table first: whatever happens to the files, the numbers are on stdout.
     print_sweep(std::cout, rows, axes, crossovers);
-    write_sweep(crossovers, true);
+  }
+  write_sweep(crossovers, true);
+  if (mpi.rank() == 0) {
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root}, {"config", data.config}};
     const std::vector<std::pair<std::string, Table>> tables = {{"points", sweep_points_table(rows)},
                                                                {"crossovers", crossovers_table(crossovers)}};

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -64,10 +65,13 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
   std::vector<int> lens(static_cast<size_t>(size));
   RIDGELINE_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
   std::vector<int> displs(static_cast<size_t>(size), 0);
-  int total = 0;
+  int64_t total = 0;
   for (int r = 0; r < size; ++r) {
-    displs[static_cast<size_t>(r)] = total;
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
     total += lens[static_cast<size_t>(r)];
+    // MPI displacements are ints: strings (host names, topology) are far below 2 GiB in all,
+    // but a sum that overflowed would corrupt memory rather than fail.
+    if (total > INT_MAX) throw Error("allgather_strings: more than 2 GiB of strings over the ranks");
   }
   std::string all(static_cast<size_t>(total), '\0');
   RIDGELINE_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
@@ -93,6 +97,38 @@ std::string broadcast_string(MPI_Comm comm, const std::string& value, int root) 
   out.resize(static_cast<size_t>(len));
   RIDGELINE_CHECK(MPI_Bcast(out.data(), len, MPI_CHAR, root, comm));
   return out;
+}
+
+void send_bytes(MPI_Comm comm, int dest, int tag, const void* data, size_t bytes, size_t max_message) {
+  const uint64_t length = bytes;
+  RIDGELINE_CHECK(MPI_Send(&length, 1, MPI_UINT64_T, dest, tag, comm));
+  const char* at = static_cast<const char*>(data);
+  for (size_t sent = 0; sent < bytes;) {
+    const size_t piece = std::min({bytes - sent, max_message, static_cast<size_t>(INT_MAX)});
+    RIDGELINE_CHECK(MPI_Send(at + sent, static_cast<int>(piece), MPI_BYTE, dest, tag, comm));
+    sent += piece;
+  }
+}
+
+uint64_t recv_length(MPI_Comm comm, int source, int tag) {
+  uint64_t length = 0;
+  RIDGELINE_CHECK(MPI_Recv(&length, 1, MPI_UINT64_T, source, tag, comm, MPI_STATUS_IGNORE));
+  return length;
+}
+
+void recv_payload(MPI_Comm comm, int source, int tag, void* data, size_t bytes, size_t max_message) {
+  char* at = static_cast<char*>(data);
+  for (size_t received = 0; received < bytes;) {
+    const size_t piece = std::min({bytes - received, max_message, static_cast<size_t>(INT_MAX)});
+    RIDGELINE_CHECK(MPI_Recv(at + received, static_cast<int>(piece), MPI_BYTE, source, tag, comm,
+                             MPI_STATUS_IGNORE));
+    received += piece;
+  }
+}
+
+void throw_row_size_mismatch(uint64_t bytes, size_t row) {
+  throw Error(std::to_string(bytes) + " bytes received are not a whole number of " +
+              std::to_string(row) + "-byte rows");
 }
 
 }  // namespace ridgeline

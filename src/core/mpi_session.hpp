@@ -4,6 +4,8 @@
 #include <mpi.h>
 
 #include <memory>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,11 +48,43 @@ class MpiSession {
   std::unique_ptr<progress::Board> m_board;
 };
 
+/// Throws Error: `bytes` received are not a whole number of rows of `row` bytes.
+[[noreturn]] void throw_row_size_mismatch(uint64_t bytes, size_t row);
+
 /// Every rank calls: gathers one string from each rank to all ranks.
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
 /// Every rank calls: true if `ok` is true on every rank.
 bool all_ranks_true(MPI_Comm comm, bool ok);
 /// Every rank calls: broadcasts a string from `root`.
 std::string broadcast_string(MPI_Comm comm, const std::string& value, int root);
+
+/// The largest message the transfers below hand to MPI at once: MPI counts are 32-bit ints,
+/// so anything larger travels in pieces of this size.
+inline constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+/// Sends `bytes` bytes (any size) to `dest`: their 64-bit length, then the bytes in messages of
+/// at most `max_message` bytes. Blocking; pairs with recv_length() and recv_payload().
+void send_bytes(MPI_Comm comm, int dest, int tag, const void* data, size_t bytes,
+                size_t max_message = kMaxMessageBytes);
+/// The length that send_bytes() sent first from `source`.
+uint64_t recv_length(MPI_Comm comm, int source, int tag);
+/// Receives the `bytes` bytes that follow the length, into `data`.
+void recv_payload(MPI_Comm comm, int source, int tag, void* data, size_t bytes,
+                  size_t max_message = kMaxMessageBytes);
+
+/// Sends rows of a trivially copyable type with send_bytes().
+template <class Row>
+void send_rows(MPI_Comm comm, int dest, int tag, const std::vector<Row>& rows,
+               size_t max_message = kMaxMessageBytes) {
+  send_bytes(comm, dest, tag, rows.data(), rows.size() * sizeof(Row), max_message);
+}
+/// Receives what send_rows() sent from `source`.
+template <class Row>
+std::vector<Row> recv_rows(MPI_Comm comm, int source, int tag, size_t max_message = kMaxMessageBytes) {
+  const uint64_t bytes = recv_length(comm, source, tag);
+  std::vector<Row> rows(static_cast<size_t>(bytes / sizeof(Row)));
+  if (rows.size() * sizeof(Row) != bytes) throw_row_size_mismatch(bytes, sizeof(Row));
+  recv_payload(comm, source, tag, rows.data(), static_cast<size_t>(bytes), max_message);
+  return rows;
+}
 
 }  // namespace ridgeline
