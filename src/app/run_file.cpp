@@ -400,8 +400,7 @@ OpTable read_ops(hid_t file) {
   return ops;
 }
 
-std::vector<OpAggregate> read_aggregates(hid_t file) {
-  const std::string where = "/summary/ops";
+std::vector<OpAggregate> read_aggregates(hid_t file, const std::string& where = "/summary/ops") {
   const h5::Table table = h5::read_table(file, where);
   std::vector<OpAggregate> ops(row_count(table));
   for (const TextField& field : kAggregateText) {
@@ -559,14 +558,14 @@ void validate_stack(hid_t file, std::vector<std::string>& problems) {
   column<std::string>(env, "value", "/stack/env");
 }
 
-// Returns the number of ops (the valid op_id range).
-int64_t validate_ops(hid_t file, std::vector<std::string>& problems) {
-  const h5::Table table = h5::read_table(file, "/ops");
-  const auto& ids = column<int64_t>(table, "id", "/ops");
-  column<std::string>(table, "name", "/ops");
-  const auto& kinds = column<std::string>(table, "kind", "/ops");
+// The op table at `path` (/ops, or a point's); returns the number of ops (the valid op_id range).
+int64_t validate_ops(hid_t file, const std::string& path, std::vector<std::string>& problems) {
+  const h5::Table table = h5::read_table(file, path);
+  const auto& ids = column<int64_t>(table, "id", path);
+  column<std::string>(table, "name", path);
+  const auto& kinds = column<std::string>(table, "kind", path);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string row = "/ops: row " + std::to_string(i) + ": ";
+    const std::string row = path + ": row " + std::to_string(i) + ": ";
     if (ids[i] != static_cast<int64_t>(i))
       problems.push_back(row + "id " + std::to_string(ids[i]) + ", expected " + std::to_string(i));
     try {
@@ -657,9 +656,11 @@ void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>&
     });
 }
 
-void validate_summary(hid_t file, std::vector<std::string>& problems) {
+// The summary group `base`/summary (base: "" for /summary, or a point's group).
+void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  const std::string group = base + "/summary";
   check_section(problems, [&] {
-    const std::string path = "/summary/step_time_ns";
+    const std::string path = group + "/step_time_ns";
     if (!require_object(file, path, "dataset", problems)) return;
     const std::vector<double> steps = h5::read_vector<double>(file, path);
     if (steps.empty()) problems.push_back(path + ": empty");
@@ -671,28 +672,28 @@ void validate_summary(hid_t file, std::vector<std::string>& problems) {
       }
   });
   check_section(problems, [&] {
-    const std::string path = "/summary/warmup_step_time_ns";
+    const std::string path = group + "/warmup_step_time_ns";
     if (require_object(file, path, "dataset", problems)) h5::read_vector<double>(file, path);
   });
   check_section(problems, [&] {
-    h5::Handle summary = h5::open_group(file, "/summary");
+    h5::Handle summary = h5::open_group(file, group);
     const Attrs attrs = h5::read_attrs(summary.id());
     std::vector<std::string> keys = {"count", "warmup_to_steady"};
     for (const StepField& field : kStepFields)
       keys.emplace_back(field.name);
-    require_attrs(attrs, "/summary", keys, problems);
+    require_attrs(attrs, group, keys, problems);
     if (find_attr(attrs, "p50_ns") == nullptr || find_attr(attrs, "p95_ns") == nullptr ||
         find_attr(attrs, "p99_ns") == nullptr)
       return;
-    const double p50 = number_attr(attrs, "p50_ns", "/summary");
-    const double p95 = number_attr(attrs, "p95_ns", "/summary");
-    const double p99 = number_attr(attrs, "p99_ns", "/summary");
+    const double p50 = number_attr(attrs, "p50_ns", group);
+    const double p95 = number_attr(attrs, "p95_ns", group);
+    const double p99 = number_attr(attrs, "p99_ns", group);
     if (!(p50 <= p95 && p95 <= p99))
-      problems.push_back("/summary: expected p50_ns <= p95_ns <= p99_ns, found " +
+      problems.push_back(group + ": expected p50_ns <= p95_ns <= p99_ns, found " +
                          number_text(p50) + ", " + number_text(p95) + ", " + number_text(p99));
   });
   check_section(problems, [&] {
-    if (require_object(file, "/summary/ops", "dataset", problems)) read_aggregates(file);
+    if (require_object(file, group + "/ops", "dataset", problems)) read_aggregates(file, group + "/ops");
   });
 }
 
@@ -806,8 +807,9 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
   check_section(problems, [&] { validate_roof(file, problems, true); });
 }
 
-// Every /points/<k>: its config; a summary unless the point failed (status "failed: ...");
-// a timeline per rank where its ops were kept.
+// Every /points/<k>: its config; a summary as /summary's unless the point failed (status
+// "failed: ..."); where its ops were kept, the op table and a timeline per rank, as /ops and
+// /ranks/<r>/timeline.
 void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
   for (const std::string& k : h5::list_children(points.id())) {
@@ -816,16 +818,15 @@ void validate_points(hid_t file, int64_t world_size, std::vector<std::string>& p
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
     const AttrValue* status = find_attr(attrs, "status");
     const bool failed = status != nullptr && attr_to_string(*status).rfind("failed", 0) == 0;
-    if (!failed) {
-      for (const char* part : {"/summary/step_time_ns", "/summary/ops"})
-        require_object(file, base + part, "object", problems);
-      if (h5::exists(file, base + "/summary/step_time_ns") &&
-          h5::read_vector<double>(file, base + "/summary/step_time_ns").empty())
-        problems.push_back(base + "/summary/step_time_ns: no timed iterations");
-    }
-    if (h5::exists(file, base + "/ops"))
-      for (int64_t r = 0; r < world_size; ++r)
-        require_object(file, base + "/ranks/" + std::to_string(r) + "/timeline", "dataset", problems);
+    if (!failed && require_object(file, base + "/summary", "group", problems))
+      validate_summary(file, base, problems);
+    if (!h5::exists(file, base + "/ops")) continue;
+    int64_t op_count = -1;
+    check_section(problems, [&] { op_count = validate_ops(file, base + "/ops", problems); });
+    for (int64_t r = 0; r < world_size; ++r)
+      check_section(problems, [&] {
+        validate_timeline(file, base + "/ranks/" + std::to_string(r) + "/timeline", op_count, problems);
+      });
   }
 }
 
@@ -886,10 +887,10 @@ void validate_contents(hid_t file, std::vector<std::string>& problems) {
   if (has("/topology"))
     check_section(problems, [&] { validate_topology(file, world_size, problems); });
   int64_t op_count = -1;
-  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, problems); });
+  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, "/ops", problems); });
   if (has("/ranks"))
     check_section(problems, [&] { validate_ranks(file, world_size, op_count, problems); });
-  if (has("/summary")) validate_summary(file, problems);
+  if (has("/summary")) validate_summary(file, "", problems);
   if (h5::exists(file, "/points"))
     check_section(problems, [&] { validate_points(file, world_size, problems); });
   if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });
