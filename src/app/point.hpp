@@ -28,6 +28,7 @@ struct StrategyResult {
   std::vector<std::vector<TimelineRecord>> timelines;
   LoopTimes loops;
   CheckOutcome check;
+  std::string output_checksum;  ///< rank 0: FNV-1a 64 of the last stage's output (16 hex digits)
 };
 
 /// A point's results (rank 0 holds the summaries and timelines; every rank the status).

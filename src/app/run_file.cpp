@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "app/h5.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -656,6 +657,31 @@ void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>&
     });
 }
 
+// output_checksum (added within schema version 1, absent from older files): 16 lowercase hex
+// digits, with the name of its algorithm.
+void validate_checksum(const Attrs& attrs, const std::string& where, std::vector<std::string>& problems) {
+  const AttrValue* sum = find_attr(attrs, "output_checksum");
+  const AttrValue* algorithm = find_attr(attrs, "output_checksum_algorithm");
+  if (sum == nullptr && algorithm == nullptr) return;
+  if (sum == nullptr) {
+    problems.push_back(where + ": missing attribute 'output_checksum' (output_checksum_algorithm is given)");
+  } else {
+    const auto* text = std::get_if<std::string>(sum);
+    const bool hex = text != nullptr && text->size() == 16 &&
+                     std::all_of(text->begin(), text->end(), [](char c) {
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+    if (!hex)
+      problems.push_back(where + ": output_checksum must be 16 lowercase hexadecimal digits, found '" +
+                         attr_to_string(*sum) + "'");
+  }
+  if (algorithm == nullptr)
+    problems.push_back(where + ": missing attribute 'output_checksum_algorithm'");
+  else if (*algorithm != AttrValue(std::string(kOutputChecksumAlgorithm)))
+    problems.push_back(where + ": output_checksum_algorithm '" + attr_to_string(*algorithm) +
+                       "' is not " + kOutputChecksumAlgorithm);
+}
+
 // The summary group `base`/summary (base: "" for /summary, or a point's group).
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
   const std::string group = base + "/summary";
@@ -682,6 +708,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
     for (const StepField& field : kStepFields)
       keys.emplace_back(field.name);
     require_attrs(attrs, group, keys, problems);
+    validate_checksum(attrs, group, problems);
     if (find_attr(attrs, "p50_ns") == nullptr || find_attr(attrs, "p95_ns") == nullptr ||
         find_attr(attrs, "p99_ns") == nullptr)
       return;
