@@ -70,16 +70,16 @@ def test_sweep_points_are_exposed(run_path, tmp_path):
     with h5py.File(run_path, "r") as src, h5py.File(sweep, "w") as dst:
         for key, value in src.attrs.items():
             dst.attrs[key] = value
-        for name in ("stack", "ops"):
+        for name in src:
             src.copy(name, dst)
         for k in ("0", "1", "10"):
             point = dst.create_group(f"points/{k}")
-            for name in ("config", "topology", "ranks", "summary"):
+            for name in ("config", "ops", "ranks", "summary"):
                 src.copy(name, point)
             point["config"].attrs["tp"] = int(k) + 1
     run = load(str(sweep))
     assert [p.config["tp"] for p in run.points] == [1, 2, 11]
-    assert run.timelines == {}
+    assert sorted(run.timelines) == [0, 1]
     assert run.points[2].ops == run.ops and run.points[2].env == run.env
     assert sorted(run.points[0].timelines) == [0, 1]
     lines = _cli("summary", str(sweep)).stdout.splitlines()
@@ -115,16 +115,20 @@ def test_table_file_without_timelines(run_path, tmp_path):
         for key, value in src.attrs.items():
             dst.attrs[key] = value
         dst.attrs["command"] = "collectives"
+        dst.attrs["check"] = "passed"
         for name in ("stack", "config", "topology"):
             src.copy(name, dst)
-        rows = np.array([(b"all_reduce", 1024, 12.5)],
-                        dtype=[("collective", h5py.string_dtype()), ("size_bytes", "<i8"),
-                               ("busbw_gbps", "<f8")])
+        ints = ("size_bytes", "count", "wrong", "iters")
+        numbers = ("time_mean_ns", "time_p50_ns", "time_p95_ns", "time_p99_ns", "time_min_ns",
+                   "algbw_gbps", "busbw_gbps", "busbw_p50_gbps")
+        rows = np.array([(1024, 256, 0, 20, 90.0, 90.0, 95.0, 99.0, 80.0, 11.4, 12.5, 12.5)],
+                        dtype=[(n, "<i8") for n in ints] + [(n, "<f8") for n in numbers])
         dst.create_dataset("collectives/all_reduce", data=rows)
+        dst.create_dataset("roofs/interconnect", data=src["roofs/interconnect"][()])
     run = load(str(path))
     assert run.timelines == {} and run.summary is None
     table = run.tables["/collectives/all_reduce"]
-    assert table["collective"].tolist() == ["all_reduce"] and table["busbw_gbps"][0] == 12.5
+    assert table["size_bytes"].tolist() == [1024] and table["busbw_gbps"][0] == 12.5
     done = _cli("summary", str(path))
     assert done.returncode != 0 and "no timelines" in done.stderr
 
