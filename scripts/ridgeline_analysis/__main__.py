@@ -224,7 +224,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     rows = select_rows(run, _where(args.file, suffix), args, timed_only=False)
     out = args.output or os.path.join(os.path.dirname(os.path.abspath(args.file)),
                                       _stem(args.file) + ".trace.json")
-    print(export.write_trace(out, rows, run.op_names(), run.op_kinds(), run.attrs))
+    print(export.write_trace(out, rows, run.op_names(), run.op_kinds(), run.attrs,
+                             strategy=export.strategy_of(run.config)))
     return 0
 
 

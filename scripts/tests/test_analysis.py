@@ -268,6 +268,76 @@ def test_perfetto_trace(run, tmp_path):
     assert all(names[(e["pid"], e["tid"])] == e["args"]["lane"] for e in events)
 
 
+def _partial_overlaps(events):
+    """Pairs of slices on one (pid, tid) that overlap without one holding the other: Perfetto
+    can draw a thread's slices only as a stack. Times in whole ns."""
+    tracks = {}
+    for e in events:
+        start = round(e["ts"] * 1e3)
+        tracks.setdefault((e["pid"], e["tid"]), []).append((start, start + round(e["dur"] * 1e3),
+                                                            e["name"]))
+    found = []
+    for track, slices in tracks.items():
+        open_slices = []
+        for start, end, name in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_slices and open_slices[-1][1] <= start:
+                open_slices.pop()
+            if open_slices and end > open_slices[-1][1]:
+                found.append((track, open_slices[-1], (start, end, name)))
+            open_slices.append((start, end, name))
+    return found
+
+
+def test_partial_overlap_check_by_hand():
+    def x(tid, ts, dur):
+        return {"pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": f"{ts}"}
+    nested = [x(1, 0, 10), x(1, 2, 3), x(1, 5, 5), x(1, 10, 1)]
+    assert _partial_overlaps(nested) == []
+    assert len(_partial_overlaps([x(2, 0, 10), x(2, 5, 10)])) == 1
+    assert _partial_overlaps([x(2, 0, 10), x(3, 5, 10)]) == []
+
+
+@pytest.mark.parametrize("point, word", [(0, "chunk"), (1, "part")])
+def test_perfetto_tracks_of_chunks_and_parts(overlap_run, overlap_run_path, tmp_path, point, word):
+    """chunked:2 (point 0) and split:2 (point 1): each chunk or part of a lane is a thread of its
+    own, so no two slices of one thread partly overlap (collectives of consecutive chunks run
+    at once: on one thread they would)."""
+    strategy = overlap_run.points[point].config["strategy"]
+    assert strategy == ("chunked:2" if point == 0 else "split:2")
+    out = tmp_path / "trace.json"
+    done = _cli("trace", str(overlap_run_path), "--point", str(point), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == sum(t.size for t in overlap_run.points[point].timelines.values())
+    assert _partial_overlaps(events) == []
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    for lane in ("compute", "comm"):
+        assert {f"{lane} {word} 0", f"{lane} {word} 1"} <= set(names.values())
+    for e in events:
+        assert names[(e["pid"], e["tid"])] == f"{e['args']['lane']} {word} {e['args'][word]}"
+        assert e["tid"] == export.thread_id(["compute", "comm", "p2p"].index(e["args"]["lane"]),
+                                            e["args"][word])
+    # Both chunks (parts) of every collective are there, in start order.
+    comm = [e for e in events if e["cat"] == "collective" and not e["args"]["warmup"]]
+    by_instance = {}
+    for e in comm:
+        key = (e["pid"], e["name"], e["args"]["iteration"], e["args"]["layer"])
+        by_instance.setdefault(key, []).append((e["args"][word], e["ts"]))
+    assert by_instance and all(sorted(v) == sorted(v, key=lambda u: u[1]) and
+                               [u for u, _ in sorted(v)] == [0, 1] for v in by_instance.values())
+
+
+def test_unit_index_by_hand():
+    rows = _synthetic([(0, 0, 0, 0, 10), (1, 0, 1, 10, 30), (0, 0, 0, 12, 20),
+                       (1, 0, 1, 21, 30), (2, 0, 0, 31, 32), (0, 1, 0, 40, 50)])
+    # op 0 and op 1 twice in iteration 0 (chunks 0, 1), op 2 once, op 0 once in iteration 1.
+    assert export.unit_index(rows).tolist() == [0, 0, 1, 1, 0, 0]
+    assert export.strategy_of({"overlap": "split:2,none"}) == "split:2"
+    assert export.strategy_of({"overlap": "none,chunked:4", "strategy": "chunked:4"}) == "chunked:4"
+
+
 def test_plots_write_png(run, tmp_path):
     png_magic = b"\x89PNG\r\n\x1a\n"
     gantt = plots.plot_timeline(run.timelines, run.op_kinds(), str(tmp_path / "gantt.png"))
