@@ -18,10 +18,12 @@ from . import analysis, export, plots
 from .reader import Run, SchemaError, Sweep, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
-           "exposed_comm_p50_ms", "critical", "check", "ceiling")
+           "exposed_comm_ms", "exposed_ic_ms", "critical", "check", "ceiling")
 #: Columns of the summary of a sweep file: one row per /sweep/points row.
 SWEEP_COLUMNS = ("run", "label", "status", "p50_ms", "p99_ms", "ceiling", "compute_ms", "hbm_ms",
-                 "interconnect_ms", "launch_ms", "check")
+                 "interconnect_ms", "launch_ms", "exposed_ic_ms", "check")
+#: Marks a value the file does not store, recomputed (analysis.exposure()).
+RECOMPUTED = "*"
 #: Picture formats, by the output's suffix.
 FORMATS = (".png", ".svg")
 
@@ -59,13 +61,20 @@ def _with_timelines(runs: List[Tuple[str, Run]], path: str) -> List[Tuple[str, R
     return kept
 
 
+def _exposed_ms(value_ns: float, source: str) -> str:
+    if source == "none":
+        return "-"
+    return f"{value_ns / 1e6:.4f}" + ("" if source == "stored" else RECOMPUTED)
+
+
 def summary_row(label: str, run: Run) -> Tuple[str, ...]:
-    """One line of the summary table; every count and time comes from the run's timelines and
-    /summary, the exposed communication and critical lane from analysis, the ceiling from the
-    C++ attribution."""
+    """One line of the summary table; every count and time comes from the run's /summary, the
+    exposed communication and exposed interconnect as the C++ side stored them
+    (analysis.exposure(): marked with RECOMPUTED where the file stores none), the critical lane
+    from the timelines (analysis.step_breakdown()), the ceiling from the C++ attribution."""
     cfg = run.config
     steps_ns = run.summary.step_time_ns
-    _, exposed_ns = analysis.exposed_comm_ns(run.timelines)
+    exposed = analysis.exposure(run)
     lanes = analysis.step_breakdown(run.timelines)["critical"].tolist()
     critical = collections.Counter(lanes).most_common(1)[0][0] if lanes else "-"
 
@@ -75,7 +84,8 @@ def summary_row(label: str, run: Run) -> Tuple[str, ...]:
     return (label, str(cfg.get("model", "?")), str(cfg.get("phase", "?")),
             str(cfg.get("tp", "?")), str(cfg.get("pp", "?")), str(cfg.get("dp", "?")),
             str(run.world_size), str(len(steps_ns)), ms(steps_ns, 50), ms(steps_ns, 95),
-            ms(exposed_ns, 50), critical,
+            _exposed_ms(exposed.comm_ns, exposed.comm_source),
+            _exposed_ms(exposed.interconnect_ns, exposed.interconnect_source), critical,
             # passed | failed | skipped: the reason after a colon would break the columns.
             str(run.summary.attrs.get("check", "-")).split(":")[0],
             # The step's ceiling under the measured roofs (files with /roofs).
@@ -98,7 +108,7 @@ def sweep_rows(name: str, sweep: Sweep, point: Optional[int] = None) -> List[Tup
                      str(p["status"]).split(":")[0], ms(p["step_p50_ns"]), ms(p["step_p99_ns"]),
                      str(p["ceiling"]) if ok else "-", ms(p["compute_ns"]), ms(p["hbm_ns"]),
                      ms(p["interconnect_ns"]), ms(p["launch_ns"]),
-                     str(p["check"]).split(":")[0] or "-"))
+                     ms(p["exposed_interconnect_ns"]), str(p["check"]).split(":")[0] or "-"))
     return rows
 
 
@@ -127,6 +137,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         rows += [summary_row(name + suffix, point) for suffix, point in
                  _points(run, path, args.point)]
     parts = [format_table(rows)] if rows else []
+    if any(cell.endswith(RECOMPUTED) for row in rows for cell in row[10:12]):
+        parts[0] += (f"{RECOMPUTED} not stored in the file, recomputed: exposed_comm from the "
+                     "timelines (comm not hidden under compute), exposed_ic from /summary/ops\n")
     if swept:
         parts.append(format_table(swept, SWEEP_COLUMNS) + "".join(f"{f}\n" for f in failures))
     text = "\n".join(parts)

@@ -174,8 +174,8 @@ def test_op_p50_per_rank(run):
 
 def test_step_breakdown_parts_add_up(run):
     breakdown = analysis.step_breakdown(run.timelines)
-    parts = (breakdown["compute_ns"] + breakdown["comm_exposed_ns"] + breakdown["p2p_exposed_ns"]
-             + breakdown["idle_ns"])
+    parts = (breakdown["compute_ns"] + breakdown["comm_unhidden_ns"]
+             + breakdown["p2p_unhidden_ns"] + breakdown["idle_ns"])
     np.testing.assert_allclose(parts, breakdown["span_ns"], rtol=1e-12)
     np.testing.assert_allclose(breakdown["span_ns"], run.summary.step_time_ns, rtol=1e-9)
     assert set(breakdown["critical"].tolist()) <= {"compute", "comm", "p2p", "idle"}
@@ -239,17 +239,17 @@ def test_exposed_comm_and_critical_lane_on_synthetic_timelines():
         # iteration 0: compute [0,30) with comm hidden inside; iteration 1: short
         1: _synthetic([(0, 0, 0, 0, 30), (1, 0, 1, 5, 10), (0, 1, 0, 100, 101)]),
     }
-    iterations, by_rank = analysis.exposed_comm_by_rank_ns(timelines)
+    iterations, by_rank = analysis.unhidden_comm_by_rank_ns(timelines)
     assert iterations.tolist() == [0, 1]
     assert by_rank.tolist() == [[2, 38], [0, 0]]
-    assert analysis.exposed_comm_ns(timelines)[1].tolist() == [2, 38]
+    assert analysis.unhidden_comm_ns(timelines)[1].tolist() == [2, 38]
     _, steps = analysis.step_times_ns(timelines)
     assert steps.tolist() == [30, 40]
     b = analysis.step_breakdown(timelines)
     assert b["rank"].tolist() == [1, 0]
     assert b["critical"].tolist() == ["compute", "comm"]
-    assert b[1]["compute_ns"] == 2 and b[1]["comm_exposed_ns"] == 28
-    assert b[1]["p2p_exposed_ns"] == 10 and b[1]["idle_ns"] == 0
+    assert b[1]["compute_ns"] == 2 and b[1]["comm_unhidden_ns"] == 28
+    assert b[1]["p2p_unhidden_ns"] == 10 and b[1]["idle_ns"] == 0
 
 
 # ---- export and plots ----
@@ -336,6 +336,48 @@ def test_unit_index_by_hand():
     assert export.unit_index(rows).tolist() == [0, 0, 1, 1, 0, 0]
     assert export.strategy_of({"overlap": "split:2,none"}) == "split:2"
     assert export.strategy_of({"overlap": "none,chunked:4", "strategy": "chunked:4"}) == "chunked:4"
+
+
+# ---- exposed communication: what the C++ side stored ----
+
+def test_exposure_is_the_stored_value(overlap_run, overlap_run_path):
+    """Python reads the exposed communication C++ wrote, for every strategy of a run with
+    overlap; the summary table shows the same numbers."""
+    rows = _cli("summary", str(overlap_run_path)).stdout.splitlines()
+    header = rows[0].split()
+    assert header[10:12] == ["exposed_comm_ms", "exposed_ic_ms"]
+    for k, point in enumerate(overlap_run.points):
+        attrs = point.summary.attrs
+        exposed = analysis.exposure(point)
+        assert exposed == (attrs["exposed_comm_ns"], "stored",
+                           attrs["exposed_interconnect_ns"], "stored")
+        cells = rows[1 + k].split()
+        assert cells[10] == f"{attrs['exposed_comm_ns'] / 1e6:.4f}"
+        assert cells[11] == f"{attrs['exposed_interconnect_ns'] / 1e6:.4f}"
+
+
+def test_exposure_recomputed_only_without_a_stored_value(overlap_run_path, tmp_path):
+    """Without the stored values: exposed_interconnect by the C++ rule on /summary/ops (the same
+    number), exposed_comm from the timelines; both marked as recomputed in the summary."""
+    path = tmp_path / "older.h5"
+    shutil.copy(overlap_run_path, path)
+    with h5py.File(path, "r+") as f:
+        stored = {k: float(f["points/1/summary"].attrs[k])
+                  for k in ("exposed_comm_ns", "exposed_interconnect_ns")}
+        for k in stored:
+            del f["points/1/summary"].attrs[k]
+    point = load(str(path)).points[1]
+    exposed = analysis.exposure(point)
+    assert exposed.interconnect_source == "summary ops"
+    assert exposed.interconnect_ns == pytest.approx(stored["exposed_interconnect_ns"], rel=1e-9)
+    _, unhidden = analysis.unhidden_comm_ns(point.timelines)
+    assert exposed.comm_source == "timelines"
+    assert exposed.comm_ns == np.percentile(unhidden, 50)
+    lines = _cli("summary", str(path)).stdout.splitlines()
+    cells = lines[2].split()
+    assert cells[10].endswith("*") and cells[11].endswith("*")
+    assert lines[1].split()[10][-1].isdigit()
+    assert lines[-1].startswith("* not stored in the file, recomputed")
 
 
 def test_plots_write_png(run, tmp_path):
