@@ -751,7 +751,8 @@ std::string checksums_text(const std::vector<ChecksumRow>& rows) {
   else
     text += "not recorded";
   if (absent > 0 && absent < rows.size())
-    text += "; " + std::to_string(absent) + " not recorded in one file";
+    text += "; " + std::to_string(absent) +
+            " without a checksum in A or B (failed, or written before checksums)";
   return text;
 }
 
