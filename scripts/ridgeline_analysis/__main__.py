@@ -1,12 +1,16 @@
 """Command line: python3 -m ridgeline_analysis {summary,plot,trace,ridgeline,scaling,bars} FILE
-[-o OUT]; summary, scaling and bars take several files (scaling and bars join sweep files)."""
+[-o OUT]; summary, scaling and bars take several files (scaling and bars join sweep files).
+
+A file `ridgeline validate` rejects, and a selection (--point, --iteration, --rank, --op,
+--dtype, --axis) that selects nothing, are refused with one line on stderr and exit code 2,
+before any output is written."""
 from __future__ import annotations
 
 import argparse
 import collections
 import os
 import sys
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -14,10 +18,12 @@ from . import analysis, export, plots
 from .reader import Run, SchemaError, Sweep, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
-           "exposed_comm_p50_ms", "critical", "check", "ceiling")
+           "exposed_comm_ms", "exposed_ic_ms", "critical", "check", "ceiling")
 #: Columns of the summary of a sweep file: one row per /sweep/points row.
 SWEEP_COLUMNS = ("run", "label", "status", "p50_ms", "p99_ms", "ceiling", "compute_ms", "hbm_ms",
-                 "interconnect_ms", "launch_ms", "check")
+                 "interconnect_ms", "launch_ms", "exposed_ic_ms", "check")
+#: Marks a value the file does not store, recomputed (analysis.exposure()).
+RECOMPUTED = "*"
 #: Picture formats, by the output's suffix.
 FORMATS = (".png", ".svg")
 
@@ -55,13 +61,20 @@ def _with_timelines(runs: List[Tuple[str, Run]], path: str) -> List[Tuple[str, R
     return kept
 
 
+def _exposed_ms(value_ns: float, source: str) -> str:
+    if source == "none":
+        return "-"
+    return f"{value_ns / 1e6:.4f}" + ("" if source == "stored" else RECOMPUTED)
+
+
 def summary_row(label: str, run: Run) -> Tuple[str, ...]:
-    """One line of the summary table; every count and time comes from the run's timelines and
-    /summary, the exposed communication and critical lane from analysis, the ceiling from the
-    C++ attribution."""
+    """One line of the summary table; every count and time comes from the run's /summary, the
+    exposed communication and exposed interconnect as the C++ side stored them
+    (analysis.exposure(): marked with RECOMPUTED where the file stores none), the critical lane
+    from the timelines (analysis.step_breakdown()), the ceiling from the C++ attribution."""
     cfg = run.config
     steps_ns = run.summary.step_time_ns
-    _, exposed_ns = analysis.exposed_comm_ns(run.timelines)
+    exposed = analysis.exposure(run)
     lanes = analysis.step_breakdown(run.timelines)["critical"].tolist()
     critical = collections.Counter(lanes).most_common(1)[0][0] if lanes else "-"
 
@@ -71,7 +84,8 @@ def summary_row(label: str, run: Run) -> Tuple[str, ...]:
     return (label, str(cfg.get("model", "?")), str(cfg.get("phase", "?")),
             str(cfg.get("tp", "?")), str(cfg.get("pp", "?")), str(cfg.get("dp", "?")),
             str(run.world_size), str(len(steps_ns)), ms(steps_ns, 50), ms(steps_ns, 95),
-            ms(exposed_ns, 50), critical,
+            _exposed_ms(exposed.comm_ns, exposed.comm_source),
+            _exposed_ms(exposed.interconnect_ns, exposed.interconnect_source), critical,
             # passed | failed | skipped: the reason after a colon would break the columns.
             str(run.summary.attrs.get("check", "-")).split(":")[0],
             # The step's ceiling under the measured roofs (files with /roofs).
@@ -94,7 +108,7 @@ def sweep_rows(name: str, sweep: Sweep, point: Optional[int] = None) -> List[Tup
                      str(p["status"]).split(":")[0], ms(p["step_p50_ns"]), ms(p["step_p99_ns"]),
                      str(p["ceiling"]) if ok else "-", ms(p["compute_ns"]), ms(p["hbm_ns"]),
                      ms(p["interconnect_ns"]), ms(p["launch_ns"]),
-                     str(p["check"]).split(":")[0] or "-"))
+                     ms(p["exposed_interconnect_ns"]), str(p["check"]).split(":")[0] or "-"))
     return rows
 
 
@@ -123,6 +137,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         rows += [summary_row(name + suffix, point) for suffix, point in
                  _points(run, path, args.point)]
     parts = [format_table(rows)] if rows else []
+    if any(cell.endswith(RECOMPUTED) for row in rows for cell in row[10:12]):
+        parts[0] += (f"{RECOMPUTED} not stored in the file, recomputed: exposed_comm from the "
+                     "timelines (comm not hidden under compute), exposed_ic from /summary/ops\n")
     if swept:
         parts.append(format_table(swept, SWEEP_COLUMNS) + "".join(f"{f}\n" for f in failures))
     text = "\n".join(parts)
@@ -138,16 +155,74 @@ def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
+def _range_text(values: List[int]) -> str:
+    """"1..3" for consecutive values, else "0, 2, 5"; "none" for no values."""
+    if not values:
+        return "none"
+    if values == list(range(values[0], values[-1] + 1)) and len(values) > 2:
+        return f"{values[0]}..{values[-1]}"
+    return ", ".join(str(v) for v in values)
+
+
+def _where(path: str, suffix: str) -> str:
+    """The file, and the point of a suffix "-p<k>"."""
+    return f"{path} point {suffix[2:]}" if suffix else path
+
+
+def select_rows(run: Run, where: str, args: argparse.Namespace,
+                timed_only: bool) -> Dict[int, np.ndarray]:
+    """The timeline rows that --rank, --op and --iteration select (each repeatable; all rows
+    where none is given), rank -> rows; with timed_only, the timed iterations only. Refuses a
+    value that selects nothing (a rank, op or iteration the run does not have), and a
+    selection that leaves no row."""
+    ranks = sorted(run.timelines)
+    if args.rank:
+        missing = sorted({r for r in args.rank if r not in run.timelines})
+        if missing:
+            raise Refusal(f"{where}: no rank {', '.join(map(str, missing))} (ranks: "
+                          f"{_range_text(ranks)})")
+        ranks = sorted(set(args.rank))
+    op_ids = None
+    if args.op:
+        names = run.op_names().tolist()
+        missing = [name for name in dict.fromkeys(args.op) if name not in names]
+        if missing:
+            raise Refusal(f"{where}: no op {', '.join(repr(m) for m in missing)} (ops: "
+                          f"{', '.join(names) or 'none'})")
+        op_ids = [names.index(name) for name in args.op]
+    rows = {r: analysis.timed_rows(run.timelines[r]) if timed_only else run.timelines[r]
+            for r in ranks}
+    if args.iteration:
+        present = sorted(set().union(*(np.unique(t["iteration"]).tolist()
+                                       for t in rows.values())))
+        missing = sorted({i for i in args.iteration if i not in present})
+        if missing:
+            what = "timed iteration" if timed_only else "iteration"
+            raise Refusal(f"{where}: no {what} {', '.join(map(str, missing))} (the "
+                          f"{what}s: {_range_text(present)})")
+        rows = {r: t[np.isin(t["iteration"], args.iteration)] for r, t in rows.items()}
+    if op_ids is not None:
+        rows = {r: t[np.isin(t["op_id"], op_ids)] for r, t in rows.items()}
+    if not any(t.size for t in rows.values()):
+        chosen = [f"--{name} {' '.join(map(str, getattr(args, name)))}"
+                  for name in ("rank", "op", "iteration") if getattr(args, name)]
+        raise Refusal(f"{where}: {' '.join(chosen) or 'the timelines'} select(s) no "
+                      f"{'timed ' if timed_only else ''}timeline rows")
+    return rows
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     runs = _with_timelines(_runs(args.file, args.point), args.file)
     out_dir = args.output or os.path.dirname(os.path.abspath(args.file))
+    # Every selection is checked before anything is written.
+    chosen = [(suffix, run, select_rows(run, _where(args.file, suffix), args, timed_only=True))
+              for suffix, run in runs]
     os.makedirs(out_dir, exist_ok=True)
-    for suffix, run in runs:
+    for suffix, run, rows in chosen:
         name = _stem(args.file) + suffix
         title = f"{name}: {run.config.get('model', '?')} tp={run.config.get('tp', '?')}"
-        print(plots.plot_timeline(run.timelines, run.op_kinds(),
-                                  os.path.join(out_dir, f"{name}-timeline.png"),
-                                  iterations=args.iteration, title=title))
+        print(plots.plot_timeline(rows, run.op_kinds(),
+                                  os.path.join(out_dir, f"{name}-timeline.png"), title=title))
         print(plots.plot_step_histogram(run.summary.step_time_ns,
                                         os.path.join(out_dir, f"{name}-steps.png"),
                                         run.summary.warmup_step_time_ns, title=title))
@@ -157,11 +232,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     runs = _with_timelines(_runs(args.file, args.point), args.file)
     if len(runs) > 1:
-        raise SystemExit(f"{args.file}: a sweep file; choose one point with --point K")
-    _, run = runs[0]
+        raise Refusal(f"{args.file}: {len(runs)} points; choose one with --point K")
+    suffix, run = runs[0]
+    rows = select_rows(run, _where(args.file, suffix), args, timed_only=False)
     out = args.output or os.path.join(os.path.dirname(os.path.abspath(args.file)),
                                       _stem(args.file) + ".trace.json")
-    print(export.write_trace(out, run.timelines, run.op_names(), run.op_kinds(), run.attrs))
+    print(export.write_trace(out, rows, run.op_names(), run.op_kinds(), run.attrs,
+                             strategy=export.strategy_of(run.config)))
     return 0
 
 
@@ -204,6 +281,9 @@ def cmd_ridgeline(args: argparse.Namespace) -> int:
     if run.roofs is None:
         raise Refusal(f"{args.file}: no /roofs in the file (it was run with --roofs none, or "
                       "before roofs were recorded); the ridgeline plane needs them")
+    if args.dtype and args.dtype not in run.roofs.peak_tflops():
+        raise Refusal(f"{args.file}: no GEMM roof of dtype {args.dtype!r} (the roofs have: "
+                      f"{', '.join(sorted(run.roofs.peak_tflops())) or 'none'})")
     try:
         lines = analysis.ridge_lines(run.roofs, args.dtype or str(run.config.get("dtype", "")))
     except ValueError as e:
@@ -270,12 +350,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--point", type=int, metavar="K", help=point_help)
     p.set_defaults(func=cmd_summary)
 
+    def selections(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--iteration", type=int, action="append", metavar="N",
+                       help=f"{what} only iteration N (repeatable)")
+        p.add_argument("--rank", type=int, action="append", metavar="R",
+                       help=f"{what} only rank R (repeatable)")
+        p.add_argument("--op", action="append", metavar="NAME",
+                       help=f"{what} only the op NAME, as in /ops (repeatable)")
+
     p = sub.add_parser("plot", help="timeline Gantt chart and step-time histogram (PNG)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="directory for the PNG files (default: the file's directory)")
-    p.add_argument("--iteration", type=int, action="append", metavar="N",
-                   help="plot only iteration N in the Gantt chart (repeatable)")
+    selections(p, "in the Gantt chart, plot")
     p.add_argument("--point", type=int, metavar="K", help=point_help)
     p.set_defaults(func=cmd_plot)
 
@@ -283,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="JSON file to write (default: FILE's name with .trace.json)")
+    selections(p, "export")
     p.add_argument("--point", type=int, metavar="K", help=point_help)
     p.set_defaults(func=cmd_trace)
 

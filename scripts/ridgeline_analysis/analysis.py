@@ -1,11 +1,18 @@
 """Pure functions on timeline arrays (the /ranks/<r>/timeline compound rows): durations, per-op
-percentiles, step times, exposed communication and the lane that bounds each step; and on the
-attribution tables: the ridgeline plane's points and ridge lines, a sweep's scaling series, its
-crossovers, and the join of several sweep files into one. No I/O.
+percentiles, step times, communication not hidden under compute and the lane that bounds each
+step; the exposed communication the C++ side stored (exposure()); and on the attribution
+tables: the ridgeline plane's points and ridge lines, a sweep's scaling series, its crossovers,
+and the join of several sweep files into one. No I/O.
 
 `timelines` is always a mapping rank -> structured array as reader.load() returns it.
 Percentiles interpolate linearly (numpy's default), as the C++ summary does, so the results
 here reproduce /summary exactly.
+
+Exposed communication is what the C++ side measured and stored (/summary `exposed_comm_ns` and
+`exposed_interconnect_ns`, /sweep/points `exposed_interconnect_ns`): read it with exposure().
+The timeline functions unhidden_comm_ns() and step_breakdown() measure something else, the
+comm and p2p lane time of the instrumented run that no compute-lane op overlaps, and are not
+a substitute for it.
 """
 from __future__ import annotations
 
@@ -22,8 +29,8 @@ COMPUTE_LANE, COMM_LANE, P2P_LANE = 0, 1, 2
 #: Fields of step_breakdown(); the four *_ns parts add up to span_ns.
 BREAKDOWN_DTYPE = np.dtype([
     ("iteration", np.int32), ("rank", np.int32), ("span_ns", np.float64),
-    ("compute_ns", np.float64), ("comm_exposed_ns", np.float64),
-    ("p2p_exposed_ns", np.float64), ("idle_ns", np.float64), ("critical", "U7"),
+    ("compute_ns", np.float64), ("comm_unhidden_ns", np.float64),
+    ("p2p_unhidden_ns", np.float64), ("idle_ns", np.float64), ("critical", "U7"),
 ])
 
 
@@ -150,7 +157,7 @@ def _lane_rows(rows: np.ndarray, lanes: Tuple[int, ...]) -> Tuple[np.ndarray, np
 
 
 def _breakdown(rows: np.ndarray) -> Tuple[float, float, float, float, float]:
-    """(span, compute, comm exposed, p2p exposed, idle) of one rank's iteration. Each lane
+    """(span, compute, comm unhidden, p2p unhidden, idle) of one rank's iteration. Each lane
     counts only where no lane before it (compute, then comm) is busy, so the parts add up."""
     span = float(rows["t_end_ns"].max() - rows["t_start_ns"].min())
     compute = covered_ns(*_lane_rows(rows, (COMPUTE_LANE,)))
@@ -159,11 +166,12 @@ def _breakdown(rows: np.ndarray) -> Tuple[float, float, float, float, float]:
     return span, compute, with_comm - compute, busy - with_comm, span - busy
 
 
-def exposed_comm_by_rank_ns(timelines: Mapping[int, np.ndarray],
-                            warmup: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-    """(iterations, exposed[rank index, iteration index]): time in the comm and p2p lanes not
-    overlapped by any compute-lane interval of the same rank. Ranks in sorted order; NaN
-    where a rank has no rows in an iteration."""
+def unhidden_comm_by_rank_ns(timelines: Mapping[int, np.ndarray],
+                             warmup: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """(iterations, unhidden[rank index, iteration index]): time in the comm and p2p lanes not
+    overlapped by any compute-lane interval of the same rank, in the instrumented timelines.
+    Ranks in sorted order; NaN where a rank has no rows in an iteration. Not the exposed
+    communication of /summary (see exposure())."""
     iterations, _ = step_times_ns(timelines, warmup)
     column = {it: i for i, it in enumerate(iterations.tolist())}
     out = np.full((len(timelines), iterations.size), np.nan)
@@ -175,25 +183,85 @@ def exposed_comm_by_rank_ns(timelines: Mapping[int, np.ndarray],
     return iterations, out
 
 
-def exposed_comm_ns(timelines: Mapping[int, np.ndarray],
-                    warmup: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-    """(iterations, exposed communication per step): the largest over ranks."""
-    iterations, by_rank = exposed_comm_by_rank_ns(timelines, warmup)
+def unhidden_comm_ns(timelines: Mapping[int, np.ndarray],
+                     warmup: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """(iterations, unhidden communication per step): the largest over ranks."""
+    iterations, by_rank = unhidden_comm_by_rank_ns(timelines, warmup)
     return iterations, np.nanmax(by_rank, axis=0) if by_rank.size else np.empty(0)
 
 
-def classify_step(compute_ns: float, comm_exposed_ns: float, p2p_exposed_ns: float,
+class Exposure(NamedTuple):
+    """A run's (or point's) exposed communication, as the C++ side defined and stored it.
+
+    comm_ns: /summary `exposed_comm_ns`, the uninstrumented step minus the same schedule run
+    with collectives skipped (eager runs). interconnect_ns: /summary `exposed_interconnect_ns`,
+    the p50 step minus the compute-lane ops' per-step time, at most the collectives' own time
+    (runs attributed against roofs). Each source says where the value came from: "stored";
+    else a recomputation, because the file stores none: "timelines" (comm_ns: the median over
+    timed steps of unhidden_comm_ns(), a different measure, on the instrumented run),
+    "summary ops" (interconnect_ns: the C++ rule split_step() on /summary/ops, the same
+    definition); "none" (NaN) where neither can be had."""
+
+    comm_ns: float
+    comm_source: str
+    interconnect_ns: float
+    interconnect_source: str
+
+
+def exposed_interconnect_from_ops(step_ns: float, kinds: Sequence[str],
+                                  per_step_ns: Sequence[float]) -> float:
+    """The exposed interconnect time by the rule of split_step() in models/attribution.cpp:
+    the step time the compute-lane ops (every kind but collective and p2p) leave, after scaling
+    them down to the step if they exceed it, and at most the collective and p2p ops' time."""
+    comm = np.isin(np.asarray(kinds, dtype=object), ("collective", "p2p"))
+    per_step = np.asarray(per_step_ns, dtype=np.float64)
+    compute_lane = float(per_step[~comm].sum())
+    comm_lane = float(per_step[comm].sum())
+    scale = step_ns / compute_lane if compute_lane > step_ns and compute_lane > 0 else 1.0
+    left = max(0.0, step_ns - compute_lane * scale)
+    return min(left, comm_lane)
+
+
+def exposure(run: Run) -> Exposure:
+    """The exposed communication of `run` (a run file or one point of it) from its /summary;
+    recomputed (and marked so in the sources) only where the file stores no value: runs of
+    captured graphs store no exposed_comm_ns, runs with --roofs none no exposed_interconnect_ns,
+    and files written before either stored neither."""
+    attrs = run.summary.attrs if run.summary is not None else {}
+    if "exposed_comm_ns" in attrs:
+        comm, comm_source = float(attrs["exposed_comm_ns"]), "stored"
+    else:
+        _, per_step = unhidden_comm_ns(run.timelines)
+        per_step = per_step[np.isfinite(per_step)]
+        comm, comm_source = ((float(np.percentile(per_step, 50)), "timelines") if per_step.size
+                             else (math.nan, "none"))
+    if "exposed_interconnect_ns" in attrs:
+        net, net_source = float(attrs["exposed_interconnect_ns"]), "stored"
+    elif run.summary is not None and not int(run.config.get("graphs", 0)) and "p50_ns" in attrs:
+        # A captured graph hides its ops: the C++ side then splits the step by the roofs'
+        # bounds, which a file without roofs cannot give.
+        ops = run.summary.ops
+        net = exposed_interconnect_from_ops(float(attrs["p50_ns"]), ops["kind"].tolist(),
+                                            ops["per_step_p50_ns"].tolist())
+        net_source = "summary ops"
+    else:
+        net, net_source = math.nan, "none"
+    return Exposure(comm, comm_source, net, net_source)
+
+
+def classify_step(compute_ns: float, comm_unhidden_ns: float, p2p_unhidden_ns: float,
                   idle_ns: float) -> str:
     """The part that takes most of the step: 'compute', 'comm', 'p2p' or 'idle' (gaps between
     ops: launch and synchronisation overhead, or waiting for another rank)."""
-    parts = (compute_ns, comm_exposed_ns, p2p_exposed_ns, idle_ns)
+    parts = (compute_ns, comm_unhidden_ns, p2p_unhidden_ns, idle_ns)
     return ("compute", "comm", "p2p", "idle")[int(np.argmax(parts))]
 
 
 def step_breakdown(timelines: Mapping[int, np.ndarray], warmup: bool = False) -> np.ndarray:
     """Per iteration, on the rank with the longest span (the one that sets the step time):
-    its span split into compute, exposed comm, exposed p2p and idle time, and the critical
-    lane (classify_step). A structured array of BREAKDOWN_DTYPE."""
+    its span split into compute, comm and p2p not hidden under compute (in the instrumented
+    timelines: not the stored exposed communication, see exposure()) and idle time, and the
+    critical lane (classify_step). A structured array of BREAKDOWN_DTYPE."""
     best: Dict[int, Tuple[int, Tuple[float, ...]]] = {}
     for rank in sorted(timelines):
         for it, rows in _by_iteration(timed_rows(timelines[rank], warmup)):

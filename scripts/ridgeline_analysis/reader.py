@@ -5,15 +5,16 @@ One reader for every tool in this package: analysis, plots and exporters take wh
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import h5py
 import numpy as np
 
+from . import validate
+
 #: The schema major version this reader understands; minor versions only add objects.
-SUPPORTED_MAJOR = 1
+SUPPORTED_MAJOR = validate.SCHEMA_VERSION
 
 #: /ranks/<r>/timeline rows (src/core/timeline.hpp TimelineRecord). lane: 0 compute, 1 comm,
 #: 2 p2p; warmup: 1 for warm-up iterations; times in ns since the rank's epoch.
@@ -51,7 +52,8 @@ ROOF_TABLE_DTYPES = {
 
 
 class SchemaError(Exception):
-    """The file is not a ridgeline run file this reader can interpret."""
+    """The file is not a ridgeline file this reader can interpret: `ridgeline validate` would
+    reject it. The message is one line."""
 
 
 class Op(NamedTuple):
@@ -221,50 +223,46 @@ class Run:
         return {op.id for op in self.ops if op.kind in ("collective", "p2p")}
 
 
+def check(path: str) -> None:
+    """Raises SchemaError, with the first problem on one line, unless `ridgeline validate`
+    would accept the file at `path` (the checks of validate.problems())."""
+    found = validate.problems(path)
+    if not found:
+        return
+    first = found[0] if found[0].startswith(path) else f"{path}: {found[0]}"
+    more = f" (and {len(found) - 1} more: ridgeline validate {path})" if len(found) > 1 else ""
+    raise SchemaError(first + more)
+
+
 def load(path: str) -> Run:
-    """Reads the whole file at `path`. Raises SchemaError for another schema major version or a
-    missing part, OSError if the file cannot be opened as HDF5."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file")
+    """Reads the whole file at `path`. Raises SchemaError (one line) for a file that `ridgeline
+    validate` rejects: a missing file, another schema major version, a missing part, op ids
+    outside /ops, step times that are not positive numbers, ... (see check())."""
+    check(path)
     with h5py.File(path, "r") as f:
         attrs = _attrs(f)
-        _check_version(attrs, path)
-        has_points = "points" in f
         command = attrs.get("command")
         is_sweep = command == "sweep"
-        required = _FILE_GROUPS.get(command, () if has_points else _RUN_GROUPS)
+        required = _FILE_GROUPS.get(command, _RUN_GROUPS)
+        world_size = int(attrs["world_size"])
         try:
-            run = _read_run(f, path, attrs, required)
+            run = _read_run(f, path, attrs, required, world_size)
             run.tables = _tables(f)
             run.roofs = _roofs(f["roofs"]) if "roofs" in f else None
             run.sweep = _sweep(f["sweep"]) if is_sweep else None
-            if has_points:
+            if "points" in f:
                 run.points = [
-                    _read_point(f["points"][key], f"{path}:/points/{key}", run, is_sweep)
+                    _read_point(f["points"][key], f"{path}:/points/{key}", run, world_size)
                     for key in sorted(f["points"], key=_point_order)
                 ]
         except (KeyError, ValueError) as e:
-            # h5py reports a missing dataset or field this way; say which file it was.
-            raise SchemaError(f"{path}: malformed run file: {e}") from e
+            # A valid file never gets here; say which file it was rather than fail obscurely.
+            raise SchemaError(f"{path}: malformed run file: {_one_line(e)}") from e
     return run
 
 
-def schema_major(version: Any) -> int:
-    """Major part of a schema_version attribute: 1 for 1, "1" or "1.2"."""
-    return int(str(version).split(".")[0])
-
-
-def _check_version(attrs: Dict[str, Any], path: str) -> None:
-    if "schema_version" not in attrs:
-        raise SchemaError(f"{path}: no root attribute 'schema_version'; not a ridgeline run file")
-    try:
-        major = schema_major(attrs["schema_version"])
-    except ValueError:
-        raise SchemaError(f"{path}: schema_version {attrs['schema_version']!r} is not a version")
-    if major != SUPPORTED_MAJOR:
-        raise SchemaError(
-            f"{path}: schema_version {attrs['schema_version']} has major version {major}; "
-            f"this reader supports major version {SUPPORTED_MAJOR} only")
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
 
 
 def _point_order(key: str) -> Tuple[int, int, str]:
@@ -272,15 +270,15 @@ def _point_order(key: str) -> Tuple[int, int, str]:
     return (0, int(key), "") if key.isdigit() else (1, 0, key)
 
 
-def _read_point(group: h5py.Group, where: str, parent: Run, is_sweep: bool) -> Run:
-    """A sweep point: what it does not store itself (e.g. the stack) is the file's. Points of a
-    sweep file need only a config, and a summary when their status is "ok"; timelines are kept
-    only on request."""
-    attrs = {**parent.attrs, **_attrs(group)}
-    required: Tuple[str, ...] = ("ranks", "summary")
-    if is_sweep:
-        required = ("config", "summary") if attrs.get("status") == "ok" else ("config",)
-    point = _read_run(group, where, attrs, required)
+def _read_point(group: h5py.Group, where: str, parent: Run, world_size: int) -> Run:
+    """A point (a strategy of a run, a point of a sweep): what it does not store itself (e.g.
+    the stack) is the file's. A point needs a config, and a summary unless its status says it
+    failed; its timelines may be left out (a sweep keeps them only on request)."""
+    own = _attrs(group)
+    attrs = {**parent.attrs, **own}
+    failed = str(own.get("status", "")).startswith("failed")
+    required: Tuple[str, ...] = ("config",) if failed else ("config", "summary")
+    point = _read_run(group, where, attrs, required, world_size)
     for name in ("stack", "env", "config", "topology", "ops", "roofs"):
         if not getattr(point, name):
             setattr(point, name, getattr(parent, name))
@@ -288,7 +286,7 @@ def _read_point(group: h5py.Group, where: str, parent: Run, is_sweep: bool) -> R
 
 
 def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
-              required: Tuple[str, ...]) -> Run:
+              required: Tuple[str, ...], world_size: int) -> Run:
     missing = [name for name in required if name not in group]
     if missing:
         raise SchemaError(f"{where}: missing group(s) {', '.join('/' + m for m in missing)}")
@@ -301,7 +299,8 @@ def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
         config=_attrs(group["config"]) if "config" in group else {},
         topology=_topology(group["topology"]) if "topology" in group else {},
         ops=_ops(group["ops"]) if "ops" in group else [],
-        timelines=_timelines(group["ranks"], where) if "ranks" in group else {},
+        timelines=(_timelines(group["ranks"], where, world_size)
+                   if "ranks" in group and "ops" in group else {}),
         summary=_summary(group["summary"]) if "summary" in group else None,
         samples={int(k): _linked(g, "samples", where) for k, g in group["ranks"].items()
                  if g.get("samples", getlink=True) is not None} if "ranks" in group else {},
@@ -380,18 +379,16 @@ def _linked(group: h5py.Group, name: str, where: str) -> np.ndarray:
         raise
 
 
-def _timelines(group: h5py.Group, where: str) -> Dict[int, np.ndarray]:
+def _timelines(group: h5py.Group, where: str, world_size: int) -> Dict[int, np.ndarray]:
+    """Ranks 0 .. world_size-1 (validated: each has a timeline with every field)."""
     out = {}
-    for key in group:
+    for rank in range(world_size):
+        key = str(rank)
         # A link is checked, not followed: a dangling external link is reported by _linked.
-        if not key.isdigit() or group[key].get("timeline", getlink=True) is None:
-            raise SchemaError(f"{where}: /ranks/{key} is not a rank group with a timeline")
-        timeline = _linked(group[key], "timeline", where)
-        missing = [n for n in TIMELINE_DTYPE.names if n not in (timeline.dtype.names or ())]
-        if missing:
-            raise SchemaError(f"{where}: /ranks/{key}/timeline lacks field(s) {', '.join(missing)}")
-        out[int(key)] = timeline
-    return dict(sorted(out.items()))
+        if key not in group or group[key].get("timeline", getlink=True) is None:
+            raise SchemaError(f"{where}: /ranks/{rank} has no timeline")
+        out[rank] = _linked(group[key], "timeline", where)
+    return out
 
 
 def _tables(f: h5py.File) -> Dict[str, np.ndarray]:

@@ -56,6 +56,23 @@ def run(run_path):
 
 
 @pytest.fixture(scope="session")
+def overlap_run_path(tmp_path_factory) -> Path:
+    """A real two-rank TP=2 run of models/tiny.toml under two overlap strategies, chunked:2
+    (/points/0) and split:2 (/points/1): 1 warm-up and 3 timed iterations each."""
+    workdir = tmp_path_factory.mktemp("overlap")
+    run_ridgeline(workdir, "run", "--config", str(REPO / "models" / "tiny.toml"), "--tp", "2",
+                  "--overlap", "chunked:2,split:2", "--warmup", "1", "--iters", "3",
+                  "--out", "overlap.h5")
+    return workdir / "overlap.h5"
+
+
+@pytest.fixture(scope="session")
+def overlap_run(overlap_run_path):
+    from ridgeline_analysis import load
+    return load(str(overlap_run_path))
+
+
+@pytest.fixture(scope="session")
 def sweep_path(tmp_path_factory) -> Path:
     """A real two-rank decode sweep of models/tiny.toml over tp = 1, 2 and batch = 1, 4."""
     workdir = tmp_path_factory.mktemp("sweep")

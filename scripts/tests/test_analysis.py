@@ -70,16 +70,16 @@ def test_sweep_points_are_exposed(run_path, tmp_path):
     with h5py.File(run_path, "r") as src, h5py.File(sweep, "w") as dst:
         for key, value in src.attrs.items():
             dst.attrs[key] = value
-        for name in ("stack", "ops"):
+        for name in src:
             src.copy(name, dst)
         for k in ("0", "1", "10"):
             point = dst.create_group(f"points/{k}")
-            for name in ("config", "topology", "ranks", "summary"):
+            for name in ("config", "ops", "ranks", "summary"):
                 src.copy(name, point)
             point["config"].attrs["tp"] = int(k) + 1
     run = load(str(sweep))
     assert [p.config["tp"] for p in run.points] == [1, 2, 11]
-    assert run.timelines == {}
+    assert sorted(run.timelines) == [0, 1]
     assert run.points[2].ops == run.ops and run.points[2].env == run.env
     assert sorted(run.points[0].timelines) == [0, 1]
     lines = _cli("summary", str(sweep)).stdout.splitlines()
@@ -115,16 +115,20 @@ def test_table_file_without_timelines(run_path, tmp_path):
         for key, value in src.attrs.items():
             dst.attrs[key] = value
         dst.attrs["command"] = "collectives"
+        dst.attrs["check"] = "passed"
         for name in ("stack", "config", "topology"):
             src.copy(name, dst)
-        rows = np.array([(b"all_reduce", 1024, 12.5)],
-                        dtype=[("collective", h5py.string_dtype()), ("size_bytes", "<i8"),
-                               ("busbw_gbps", "<f8")])
+        ints = ("size_bytes", "count", "wrong", "iters")
+        numbers = ("time_mean_ns", "time_p50_ns", "time_p95_ns", "time_p99_ns", "time_min_ns",
+                   "algbw_gbps", "busbw_gbps", "busbw_p50_gbps")
+        rows = np.array([(1024, 256, 0, 20, 90.0, 90.0, 95.0, 99.0, 80.0, 11.4, 12.5, 12.5)],
+                        dtype=[(n, "<i8") for n in ints] + [(n, "<f8") for n in numbers])
         dst.create_dataset("collectives/all_reduce", data=rows)
+        dst.create_dataset("roofs/interconnect", data=src["roofs/interconnect"][()])
     run = load(str(path))
     assert run.timelines == {} and run.summary is None
     table = run.tables["/collectives/all_reduce"]
-    assert table["collective"].tolist() == ["all_reduce"] and table["busbw_gbps"][0] == 12.5
+    assert table["size_bytes"].tolist() == [1024] and table["busbw_gbps"][0] == 12.5
     done = _cli("summary", str(path))
     assert done.returncode != 0 and "no timelines" in done.stderr
 
@@ -170,8 +174,8 @@ def test_op_p50_per_rank(run):
 
 def test_step_breakdown_parts_add_up(run):
     breakdown = analysis.step_breakdown(run.timelines)
-    parts = (breakdown["compute_ns"] + breakdown["comm_exposed_ns"] + breakdown["p2p_exposed_ns"]
-             + breakdown["idle_ns"])
+    parts = (breakdown["compute_ns"] + breakdown["comm_unhidden_ns"]
+             + breakdown["p2p_unhidden_ns"] + breakdown["idle_ns"])
     np.testing.assert_allclose(parts, breakdown["span_ns"], rtol=1e-12)
     np.testing.assert_allclose(breakdown["span_ns"], run.summary.step_time_ns, rtol=1e-9)
     assert set(breakdown["critical"].tolist()) <= {"compute", "comm", "p2p", "idle"}
@@ -235,17 +239,17 @@ def test_exposed_comm_and_critical_lane_on_synthetic_timelines():
         # iteration 0: compute [0,30) with comm hidden inside; iteration 1: short
         1: _synthetic([(0, 0, 0, 0, 30), (1, 0, 1, 5, 10), (0, 1, 0, 100, 101)]),
     }
-    iterations, by_rank = analysis.exposed_comm_by_rank_ns(timelines)
+    iterations, by_rank = analysis.unhidden_comm_by_rank_ns(timelines)
     assert iterations.tolist() == [0, 1]
     assert by_rank.tolist() == [[2, 38], [0, 0]]
-    assert analysis.exposed_comm_ns(timelines)[1].tolist() == [2, 38]
+    assert analysis.unhidden_comm_ns(timelines)[1].tolist() == [2, 38]
     _, steps = analysis.step_times_ns(timelines)
     assert steps.tolist() == [30, 40]
     b = analysis.step_breakdown(timelines)
     assert b["rank"].tolist() == [1, 0]
     assert b["critical"].tolist() == ["compute", "comm"]
-    assert b[1]["compute_ns"] == 2 and b[1]["comm_exposed_ns"] == 28
-    assert b[1]["p2p_exposed_ns"] == 10 and b[1]["idle_ns"] == 0
+    assert b[1]["compute_ns"] == 2 and b[1]["comm_unhidden_ns"] == 28
+    assert b[1]["p2p_unhidden_ns"] == 10 and b[1]["idle_ns"] == 0
 
 
 # ---- export and plots ----
@@ -262,6 +266,118 @@ def test_perfetto_trace(run, tmp_path):
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
              if e["ph"] == "M" and e["name"] == "thread_name"}
     assert all(names[(e["pid"], e["tid"])] == e["args"]["lane"] for e in events)
+
+
+def _partial_overlaps(events):
+    """Pairs of slices on one (pid, tid) that overlap without one holding the other: Perfetto
+    can draw a thread's slices only as a stack. Times in whole ns."""
+    tracks = {}
+    for e in events:
+        start = round(e["ts"] * 1e3)
+        tracks.setdefault((e["pid"], e["tid"]), []).append((start, start + round(e["dur"] * 1e3),
+                                                            e["name"]))
+    found = []
+    for track, slices in tracks.items():
+        open_slices = []
+        for start, end, name in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_slices and open_slices[-1][1] <= start:
+                open_slices.pop()
+            if open_slices and end > open_slices[-1][1]:
+                found.append((track, open_slices[-1], (start, end, name)))
+            open_slices.append((start, end, name))
+    return found
+
+
+def test_partial_overlap_check_by_hand():
+    def x(tid, ts, dur):
+        return {"pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": f"{ts}"}
+    nested = [x(1, 0, 10), x(1, 2, 3), x(1, 5, 5), x(1, 10, 1)]
+    assert _partial_overlaps(nested) == []
+    assert len(_partial_overlaps([x(2, 0, 10), x(2, 5, 10)])) == 1
+    assert _partial_overlaps([x(2, 0, 10), x(3, 5, 10)]) == []
+
+
+@pytest.mark.parametrize("point, word", [(0, "chunk"), (1, "part")])
+def test_perfetto_tracks_of_chunks_and_parts(overlap_run, overlap_run_path, tmp_path, point, word):
+    """chunked:2 (point 0) and split:2 (point 1): each chunk or part of a lane is a thread of its
+    own, so no two slices of one thread partly overlap (collectives of consecutive chunks run
+    at once: on one thread they would)."""
+    strategy = overlap_run.points[point].config["strategy"]
+    assert strategy == ("chunked:2" if point == 0 else "split:2")
+    out = tmp_path / "trace.json"
+    done = _cli("trace", str(overlap_run_path), "--point", str(point), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == sum(t.size for t in overlap_run.points[point].timelines.values())
+    assert _partial_overlaps(events) == []
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    for lane in ("compute", "comm"):
+        assert {f"{lane} {word} 0", f"{lane} {word} 1"} <= set(names.values())
+    for e in events:
+        assert names[(e["pid"], e["tid"])] == f"{e['args']['lane']} {word} {e['args'][word]}"
+        assert e["tid"] == export.thread_id(["compute", "comm", "p2p"].index(e["args"]["lane"]),
+                                            e["args"][word])
+    # Both chunks (parts) of every collective are there, in start order.
+    comm = [e for e in events if e["cat"] == "collective" and not e["args"]["warmup"]]
+    by_instance = {}
+    for e in comm:
+        key = (e["pid"], e["name"], e["args"]["iteration"], e["args"]["layer"])
+        by_instance.setdefault(key, []).append((e["args"][word], e["ts"]))
+    assert by_instance and all(sorted(v) == sorted(v, key=lambda u: u[1]) and
+                               [u for u, _ in sorted(v)] == [0, 1] for v in by_instance.values())
+
+
+def test_unit_index_by_hand():
+    rows = _synthetic([(0, 0, 0, 0, 10), (1, 0, 1, 10, 30), (0, 0, 0, 12, 20),
+                       (1, 0, 1, 21, 30), (2, 0, 0, 31, 32), (0, 1, 0, 40, 50)])
+    # op 0 and op 1 twice in iteration 0 (chunks 0, 1), op 2 once, op 0 once in iteration 1.
+    assert export.unit_index(rows).tolist() == [0, 0, 1, 1, 0, 0]
+    assert export.strategy_of({"overlap": "split:2,none"}) == "split:2"
+    assert export.strategy_of({"overlap": "none,chunked:4", "strategy": "chunked:4"}) == "chunked:4"
+
+
+# ---- exposed communication: what the C++ side stored ----
+
+def test_exposure_is_the_stored_value(overlap_run, overlap_run_path):
+    """Python reads the exposed communication C++ wrote, for every strategy of a run with
+    overlap; the summary table shows the same numbers."""
+    rows = _cli("summary", str(overlap_run_path)).stdout.splitlines()
+    header = rows[0].split()
+    assert header[10:12] == ["exposed_comm_ms", "exposed_ic_ms"]
+    for k, point in enumerate(overlap_run.points):
+        attrs = point.summary.attrs
+        exposed = analysis.exposure(point)
+        assert exposed == (attrs["exposed_comm_ns"], "stored",
+                           attrs["exposed_interconnect_ns"], "stored")
+        cells = rows[1 + k].split()
+        assert cells[10] == f"{attrs['exposed_comm_ns'] / 1e6:.4f}"
+        assert cells[11] == f"{attrs['exposed_interconnect_ns'] / 1e6:.4f}"
+
+
+def test_exposure_recomputed_only_without_a_stored_value(overlap_run_path, tmp_path):
+    """Without the stored values: exposed_interconnect by the C++ rule on /summary/ops (the same
+    number), exposed_comm from the timelines; both marked as recomputed in the summary."""
+    path = tmp_path / "older.h5"
+    shutil.copy(overlap_run_path, path)
+    with h5py.File(path, "r+") as f:
+        stored = {k: float(f["points/1/summary"].attrs[k])
+                  for k in ("exposed_comm_ns", "exposed_interconnect_ns")}
+        for k in stored:
+            del f["points/1/summary"].attrs[k]
+    point = load(str(path)).points[1]
+    exposed = analysis.exposure(point)
+    assert exposed.interconnect_source == "summary ops"
+    assert exposed.interconnect_ns == pytest.approx(stored["exposed_interconnect_ns"], rel=1e-9)
+    _, unhidden = analysis.unhidden_comm_ns(point.timelines)
+    assert exposed.comm_source == "timelines"
+    assert exposed.comm_ns == np.percentile(unhidden, 50)
+    lines = _cli("summary", str(path)).stdout.splitlines()
+    cells = lines[2].split()
+    assert cells[10].endswith("*") and cells[11].endswith("*")
+    assert lines[1].split()[10][-1].isdigit()
+    assert lines[-1].startswith("* not stored in the file, recomputed")
 
 
 def test_plots_write_png(run, tmp_path):

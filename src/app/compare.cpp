@@ -17,6 +17,7 @@
 #include "app/h5.hpp"
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 
@@ -714,6 +715,51 @@ std::vector<Row> compare_files(const ResultFile& a, const ResultFile& b,
   return rows;
 }
 
+// The output checksums of the units compare_files matches: (label, A's, B's); "" where a
+// unit has none (files written before it, collectives).
+struct ChecksumRow {
+  std::string unit, a, b;
+  const char* verdict() const { return a.empty() || b.empty() ? "absent" : a == b ? "same" : "differs"; }
+};
+
+std::vector<ChecksumRow> checksum_rows(const ResultFile& a, const ResultFile& b) {
+  auto sum = [](const Unit& u) { return text_attr(u.summary, "output_checksum", ""); };
+  std::vector<ChecksumRow> rows;
+  if (a.units.size() == 1 && b.units.size() == 1) {
+    const Unit& ua = a.units.front();
+    const Unit& ub = b.units.front();
+    rows.push_back({ua.label == ub.label ? ua.label : ua.label + " vs " + ub.label, sum(ua), sum(ub)});
+    return rows;
+  }
+  for (const Unit& ua : a.units)
+    for (const Unit& ub : b.units)
+      if (ub.label == ua.label) rows.push_back({ua.label, sum(ua), sum(ub)});
+  return rows;
+}
+
+// One line: the checksums that differ (each with both values), else how many are the same.
+std::string checksums_text(const std::vector<ChecksumRow>& rows) {
+  std::vector<std::string> differ;
+  size_t same = 0, absent = 0;
+  for (const ChecksumRow& r : rows) {
+    const std::string verdict = r.verdict();
+    if (verdict == "differs") differ.push_back(r.unit + " (A " + r.a + ", B " + r.b + ")");
+    same += verdict == "same";
+    absent += verdict == "absent";
+  }
+  std::string text = "output checksums (" + std::string(kOutputChecksumAlgorithm) + "): ";
+  if (!differ.empty())
+    text += std::to_string(differ.size()) + " differ: " + join(differ, "; ");
+  else if (same > 0)
+    text += "identical (" + std::to_string(same) + " of " + std::to_string(rows.size()) + ")";
+  else
+    text += "not recorded";
+  if (absent > 0 && absent < rows.size())
+    text += "; " + std::to_string(absent) +
+            " without a checksum in A or B (failed, or written before checksums)";
+  return text;
+}
+
 // ---- output ----
 
 struct CompareOptions {
@@ -856,7 +902,7 @@ std::string row_name(const Row& r, bool show_unit) {
 // Returns output_status() of the files written.
 int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile& b,
                   const std::vector<StackDifference>& diffs, const std::vector<Row>& rows,
-                  const Attrs& outcome) {
+                  const std::vector<ChecksumRow>& checksums, const Attrs& outcome) {
   std::vector<std::pair<std::string, Attrs>> attrs = {
       {"compare", outcome},
       {"a",
@@ -892,6 +938,9 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
         hi.push_back(c.has_interval ? 100 * c.ci_high : none);
     noise.push_back(c.has_interval ? 100 * c.noise : none);
   }
+  std::vector<std::string> sum_unit, sum_a, sum_b, sum_verdict;
+  for (const ChecksumRow& r : checksums)
+    sum_unit.push_back(r.unit), sum_a.push_back(r.a), sum_b.push_back(r.b), sum_verdict.push_back(r.verdict());
   const std::vector<std::pair<std::string, Table>> tables = {
       {"stack", {{"layer", layer}, {"source", source}, {"key", key}, {"a", va}, {"b", vb}}},
       {"timings",
@@ -908,7 +957,8 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
         {"verdict", verdict},
         {"ceiling_a", ca},
         {"ceiling_b", cb},
-        {"note", note}}}};
+        {"note", note}}},
+      {"checksums", {{"unit", sum_unit}, {"a", sum_a}, {"b", sum_b}, {"verdict", sum_verdict}}}};
   OutputFile json(o.json, "--json"), markdown(o.markdown, "--markdown");
   std::vector<const OutputFile*> files;
   if (!o.json.empty()) {
@@ -957,6 +1007,8 @@ int compare_command(const CompareOptions& o) {
                   [](const Row& r) { return r.note.rfind("median only", 0) == 0; }))
     out << "per-op intervals need timelines: these points kept only their medians (sweep "
            "--keep-timelines keeps them)\n";
+  const std::vector<ChecksumRow> checksums = checksum_rows(a, b);
+  if (a.kind != "collectives") out << checksums_text(checksums) << "\n";
 
   std::vector<std::string> moved, beyond;
   for (const Row& r : rows) {
@@ -994,9 +1046,13 @@ int compare_command(const CompareOptions& o) {
                    {"layers_differ", layers_text(diffs, true)},
                    {"fail_above_pct", o.fail_above_pct},
                    {"beyond_fail_above", static_cast<int64_t>(beyond.size())},
-                   {"exit_code", static_cast<int64_t>(code)}};
+                   {"exit_code", static_cast<int64_t>(code)},
+                   {"checksums_differ",
+                    static_cast<int64_t>(std::count_if(checksums.begin(), checksums.end(), [](const ChecksumRow& r) {
+                      return std::string(r.verdict()) == "differs";
+                    }))}};
   // A gate that tripped outranks a file written elsewhere (kExitResultsMoved).
-  const int files = write_outputs(o, a, b, diffs, rows, outcome);
+  const int files = write_outputs(o, a, b, diffs, rows, checksums, outcome);
   return code != 0 ? code : files;
 }
 

@@ -7,6 +7,7 @@
 
 #include "app/attribution.hpp"
 #include "app/summary.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "models/cuda_backend.hpp"
@@ -166,11 +167,13 @@ class StageWorkload final : public Workload {
                                     MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
     }
     m_checks.push_back(check_output());
+    m_checksums.push_back(output_checksum());
   }
 
   const std::vector<TpStage::GemmProbe>& probes() const { return m_probes; }
   const std::vector<double>& probe_ns() const { return m_probe_ns; }
   const std::vector<CheckOutcome>& checks() const { return m_checks; }
+  const std::vector<std::string>& checksums() const { return m_checksums; }
   OpCost p2p_cost() const { return m_p2p_cost; }
 
  private:
@@ -193,6 +196,29 @@ class StageWorkload final : public Workload {
     return c;
   }
 
+  // Every rank calls; rank 0 gets the checksum of the output the check compares: FNV-1a 64 of
+  // each last-stage rank's output (its values as float32 in host memory), those hashes then
+  // hashed in rank order. Other ranks get "".
+  std::string output_checksum() {
+    uint64_t mine[2] = {0, 0};  // {holds an output, its hash}
+    if (m_last) {
+      const std::vector<float> out = m_backend.to_host(m_stage.output());
+      mine[0] = 1;
+      mine[1] = fnv1a64(out.data(), out.size() * sizeof(float));
+    }
+    const MPI_Comm world = m_comms.grid->world();
+    int rank = 0, size = 1;
+    RIDGELINE_CHECK(MPI_Comm_rank(world, &rank));
+    RIDGELINE_CHECK(MPI_Comm_size(world, &size));
+    std::vector<uint64_t> all(rank == 0 ? 2 * static_cast<size_t>(size) : 0);
+    RIDGELINE_CHECK(MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, world));
+    if (rank != 0) return "";
+    uint64_t hash = kFnv1a64Offset;
+    for (size_t r = 0; r < static_cast<size_t>(size); ++r)
+      if (all[2 * r] != 0) hash = fnv1a64_u64(all[2 * r + 1], hash);
+    return checksum_hex(hash);
+  }
+
   const RunConfig& m_cfg;
   Backend& m_backend;
   GridComms& m_comms;
@@ -211,6 +237,7 @@ class StageWorkload final : public Workload {
   std::vector<TpStage::GemmProbe> m_probes;
   std::vector<double> m_probe_ns;
   std::vector<CheckOutcome> m_checks;
+  std::vector<std::string> m_checksums;
 };
 
 }  // namespace
@@ -346,6 +373,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     r.name = m.name;
     r.loops = m.loops;
     r.check = workload.checks()[si];
+    r.output_checksum = workload.checksums()[si];
     r.rows = std::move(m.rows);
     r.summary = summarize_run(mpi.world(), result.ops, r.rows);
     if (r.check.status == "failed") result.check_failed = true;
@@ -361,6 +389,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
       a = {{"check", r.check.status},
            {"check_max_rel_error", r.check.max_rel_error},
            {"check_tolerance", r.check.tolerance},
+           {"output_checksum", r.output_checksum},
+           {"output_checksum_algorithm", std::string(kOutputChecksumAlgorithm)},
            {"instrumented_step_ns", r.loops.instrumented_ns},
            {"uninstrumented_step_ns", r.loops.plain_ns},
            {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0}};

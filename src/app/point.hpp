@@ -29,6 +29,7 @@ struct StrategyResult {
   std::vector<TimelineRecord> rows;  ///< this rank's timeline
   LoopTimes loops;
   CheckOutcome check;
+  std::string output_checksum;  ///< rank 0: FNV-1a 64 of the last stage's output (16 hex digits)
 };
 
 /// A point's results (every rank: the status, the summaries and its own rows and samples).

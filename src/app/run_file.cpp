@@ -18,6 +18,7 @@
 
 #include "app/h5.hpp"
 #include "app/run_file_write.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -412,8 +413,7 @@ OpTable read_ops(hid_t file) {
   return ops;
 }
 
-std::vector<OpAggregate> read_aggregates(hid_t file) {
-  const std::string where = "/summary/ops";
+std::vector<OpAggregate> read_aggregates(hid_t file, const std::string& where = "/summary/ops") {
   const h5::Table table = h5::read_table(file, where);
   std::vector<OpAggregate> ops(row_count(table));
   for (const TextField& field : kAggregateText) {
@@ -571,14 +571,14 @@ void validate_stack(hid_t file, std::vector<std::string>& problems) {
   column<std::string>(env, "value", "/stack/env");
 }
 
-// Returns the number of ops (the valid op_id range).
-int64_t validate_ops(hid_t file, std::vector<std::string>& problems) {
-  const h5::Table table = h5::read_table(file, "/ops");
-  const auto& ids = column<int64_t>(table, "id", "/ops");
-  column<std::string>(table, "name", "/ops");
-  const auto& kinds = column<std::string>(table, "kind", "/ops");
+// The op table at `path` (/ops, or a point's); returns the number of ops (the valid op_id range).
+int64_t validate_ops(hid_t file, const std::string& path, std::vector<std::string>& problems) {
+  const h5::Table table = h5::read_table(file, path);
+  const auto& ids = column<int64_t>(table, "id", path);
+  column<std::string>(table, "name", path);
+  const auto& kinds = column<std::string>(table, "kind", path);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string row = "/ops: row " + std::to_string(i) + ": ";
+    const std::string row = path + ": row " + std::to_string(i) + ": ";
     if (ids[i] != static_cast<int64_t>(i))
       problems.push_back(row + "id " + std::to_string(ids[i]) + ", expected " + std::to_string(i));
     try {
@@ -747,9 +747,36 @@ void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>&
     });
 }
 
-void validate_summary(hid_t file, std::vector<std::string>& problems) {
+// output_checksum (added within schema version 1, absent from older files): 16 lowercase hex
+// digits, with the name of its algorithm.
+void validate_checksum(const Attrs& attrs, const std::string& where, std::vector<std::string>& problems) {
+  const AttrValue* sum = find_attr(attrs, "output_checksum");
+  const AttrValue* algorithm = find_attr(attrs, "output_checksum_algorithm");
+  if (sum == nullptr && algorithm == nullptr) return;
+  if (sum == nullptr) {
+    problems.push_back(where + ": missing attribute 'output_checksum' (output_checksum_algorithm is given)");
+  } else {
+    const auto* text = std::get_if<std::string>(sum);
+    const bool hex = text != nullptr && text->size() == 16 &&
+                     std::all_of(text->begin(), text->end(), [](char c) {
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+    if (!hex)
+      problems.push_back(where + ": output_checksum must be 16 lowercase hexadecimal digits, found '" +
+                         attr_to_string(*sum) + "'");
+  }
+  if (algorithm == nullptr)
+    problems.push_back(where + ": missing attribute 'output_checksum_algorithm'");
+  else if (*algorithm != AttrValue(std::string(kOutputChecksumAlgorithm)))
+    problems.push_back(where + ": output_checksum_algorithm '" + attr_to_string(*algorithm) +
+                       "' is not " + kOutputChecksumAlgorithm);
+}
+
+// The summary group `base`/summary (base: "" for /summary, or a point's group).
+void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  const std::string group = base + "/summary";
   check_section(problems, [&] {
-    const std::string path = "/summary/step_time_ns";
+    const std::string path = group + "/step_time_ns";
     if (!require_object(file, path, "dataset", problems)) return;
     const std::vector<double> steps = h5::read_vector<double>(file, path);
     if (steps.empty()) problems.push_back(path + ": empty");
@@ -761,28 +788,29 @@ void validate_summary(hid_t file, std::vector<std::string>& problems) {
       }
   });
   check_section(problems, [&] {
-    const std::string path = "/summary/warmup_step_time_ns";
+    const std::string path = group + "/warmup_step_time_ns";
     if (require_object(file, path, "dataset", problems)) h5::read_vector<double>(file, path);
   });
   check_section(problems, [&] {
-    h5::Handle summary = h5::open_group(file, "/summary");
+    h5::Handle summary = h5::open_group(file, group);
     const Attrs attrs = h5::read_attrs(summary.id());
     std::vector<std::string> keys = {"count", "warmup_to_steady"};
     for (const StepField& field : kStepFields)
       keys.emplace_back(field.name);
-    require_attrs(attrs, "/summary", keys, problems);
+    require_attrs(attrs, group, keys, problems);
+    validate_checksum(attrs, group, problems);
     if (find_attr(attrs, "p50_ns") == nullptr || find_attr(attrs, "p95_ns") == nullptr ||
         find_attr(attrs, "p99_ns") == nullptr)
       return;
-    const double p50 = number_attr(attrs, "p50_ns", "/summary");
-    const double p95 = number_attr(attrs, "p95_ns", "/summary");
-    const double p99 = number_attr(attrs, "p99_ns", "/summary");
+    const double p50 = number_attr(attrs, "p50_ns", group);
+    const double p95 = number_attr(attrs, "p95_ns", group);
+    const double p99 = number_attr(attrs, "p99_ns", group);
     if (!(p50 <= p95 && p95 <= p99))
-      problems.push_back("/summary: expected p50_ns <= p95_ns <= p99_ns, found " +
+      problems.push_back(group + ": expected p50_ns <= p95_ns <= p99_ns, found " +
                          number_text(p50) + ", " + number_text(p95) + ", " + number_text(p99));
   });
   check_section(problems, [&] {
-    if (require_object(file, "/summary/ops", "dataset", problems)) read_aggregates(file);
+    if (require_object(file, group + "/ops", "dataset", problems)) read_aggregates(file, group + "/ops");
   });
 }
 
@@ -896,8 +924,9 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
   check_section(problems, [&] { validate_roof(file, problems, true); });
 }
 
-// Every /points/<k>: its config; a summary unless the point failed (status "failed: ...");
-// a timeline per rank where its ops were kept.
+// Every /points/<k>: its config; a summary as /summary's unless the point failed (status
+// "failed: ..."); where its ops were kept, the op table and a timeline per rank, as /ops and
+// /ranks/<r>/timeline (a timeline of a node file that cannot be opened is reported once, elsewhere).
 void validate_points(hid_t file, int64_t world_size, const std::set<std::string>& unreadable,
                      std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
@@ -907,25 +936,22 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
     const AttrValue* status = find_attr(attrs, "status");
     const bool failed = status != nullptr && attr_to_string(*status).rfind("failed", 0) == 0;
-    if (!failed) {
-      for (const char* part : {"/summary/step_time_ns", "/summary/ops"})
-        require_object(file, base + part, "object", problems);
-      if (h5::exists(file, base + "/summary/step_time_ns") &&
-          h5::read_vector<double>(file, base + "/summary/step_time_ns").empty())
-        problems.push_back(base + "/summary/step_time_ns: no timed iterations");
+    if (!failed && require_object(file, base + "/summary", "group", problems))
+      validate_summary(file, base, problems);
+    if (!h5::exists(file, base + "/ops")) continue;
+    int64_t op_count = -1;
+    check_section(problems, [&] { op_count = validate_ops(file, base + "/ops", problems); });
+    for (int64_t r = 0; r < world_size; ++r) {
+      const std::string group = base + "/ranks/" + std::to_string(r);
+      if (unreadable.count(group + "/timeline") > 0) continue;
+      check_section(problems, [&] { validate_timeline(file, group + "/timeline", op_count, problems); });
+      if (!h5::exists(file, group + "/timeline")) continue;
+      const int64_t expected = recorded_rows(file, group);
+      const auto rows = static_cast<int64_t>(h5::dataset_rows(file, group + "/timeline"));
+      if (expected >= 0 && rows != expected)
+        problems.push_back(group + "/timeline: " + std::to_string(rows) + " rows, the file recorded " +
+                           std::to_string(expected) + " (incomplete)");
     }
-    if (h5::exists(file, base + "/ops"))
-      for (int64_t r = 0; r < world_size; ++r) {
-        const std::string group = base + "/ranks/" + std::to_string(r);
-        if (!require_object(file, group + "/timeline", "dataset", problems) ||
-            unreadable.count(group + "/timeline") > 0)
-          continue;
-        const int64_t expected = recorded_rows(file, group);
-        const auto rows = static_cast<int64_t>(h5::dataset_rows(file, group + "/timeline"));
-        if (expected >= 0 && rows != expected)
-          problems.push_back(group + "/timeline: " + std::to_string(rows) + " rows, the file recorded " +
-                             std::to_string(expected) + " (incomplete)");
-      }
   }
 }
 
@@ -1011,10 +1037,10 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   if (layout != nullptr && attr_to_string(*layout) == kPerNodeLayout)
     check_section(problems, [&] { unreadable = validate_links(file, path, root, problems); });
   int64_t op_count = -1;
-  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, problems); });
+  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, "/ops", problems); });
   if (has("/ranks"))
     check_section(problems, [&] { validate_ranks(file, world_size, op_count, unreadable, problems); });
-  if (has("/summary")) validate_summary(file, problems);
+  if (has("/summary")) validate_summary(file, "", problems);
   if (h5::exists(file, "/points"))
     check_section(problems, [&] { validate_points(file, world_size, unreadable, problems); });
   if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });

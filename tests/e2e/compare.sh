@@ -36,6 +36,8 @@ run slow.h5 8
 grep -q "^  \[environment variables\]$" "$work/env.log"
 grep -q "env NCCL_ALGO: (unset) -> Ring" "$work/env.log"
 grep -q "^stack layers that differ: environment variables$" "$work/env.log"
+# The same seed and configuration: the same output, bit for bit.
+grep -q "^output checksums (fnv1a64): identical (1 of 1)$" "$work/env.log"
 json "$work/env.json" 'd["compare"]["layers_differ"] == "environment"'
 json "$work/env.json" '[r["key"] for r in d["stack"] if r["layer"] != "not_compared"] == ["NCCL_ALGO"]'
 # (created_utc has whole seconds: two tiny runs may share it.)
@@ -57,6 +59,8 @@ status=0
 grep -q "config batch: 2 -> 8" "$work/slow.log"
 grep -Eq "^step .* moved " "$work/slow.log"
 json "$work/slow.json" 'd["compare"]["layers_differ"] == "configuration"'
+grep -q "^output checksums (fnv1a64): 1 differ: overlap=none (A [0-9a-f]\{16\}, B [0-9a-f]\{16\})$" "$work/slow.log"
+json "$work/slow.json" 'd["compare"]["checksums_differ"] == 1 and d["checksums"][0]["verdict"] == "differs"'
 json "$work/slow.json" '[t for t in d["timings"] if t["item"] == "step"][0]["change_pct"] > 10'
 
 # Errors: one line on stderr, exit 2.

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "collectives/half_types.hpp"
+#include "core/checksum.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
@@ -43,6 +44,19 @@ TEST(Stats, WarmupToSteadyFindsFirstSettledIteration) {
   EXPECT_EQ(warmup_to_steady({100, 100}, 100, 0.10), 0u);
   EXPECT_EQ(warmup_to_steady({100, 300}, 100, 0.10), 2u);  // never settled
   EXPECT_EQ(warmup_to_steady({}, 100, 0.10), 0u);
+}
+
+TEST(Checksum, Fnv1a64MatchesTheReferenceVectors) {
+  // Vectors of the FNV reference test suite (64-bit FNV-1a).
+  EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ULL);
+  // Continuing a hash equals hashing the concatenation.
+  EXPECT_EQ(fnv1a64("bar", 3, fnv1a64("foo", 3)), fnv1a64("foobar", 6));
+  const unsigned char le[8] = {0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+  EXPECT_EQ(fnv1a64_u64(0x0102030405060708ULL, kFnv1a64Offset), fnv1a64(le, 8));
+  EXPECT_EQ(checksum_hex(0xaf63dc4c8601ec8cULL), "af63dc4c8601ec8c");
+  EXPECT_EQ(checksum_hex(1), "0000000000000001");
 }
 
 TEST(OpTable, InternIsStableAndRejectsKindChanges) {

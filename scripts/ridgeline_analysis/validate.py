@@ -1,0 +1,638 @@
+"""The checks of `ridgeline validate` (validate_run_file() in src/app/run_file.cpp), made in
+Python: reader.load() refuses a file with any problem, so that the analysis, plots and exports
+only ever see files the binary itself would accept. docs/SCHEMA.md lists the checks; change
+them here and in run_file.cpp together.
+
+problems(path) returns every problem as one line naming the object, in the order the C++
+validator finds them (an unreadable object is one problem and never hides the others).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import h5py
+import numpy as np
+
+SCHEMA_VERSION = 1
+ROOT_ATTRS = ("schema_version", "ridgeline_version", "git_sha", "created_utc", "argv",
+              "world_size")
+STACK_ATTRS = ("mpi_library", "hdf5", "build_type")
+#: The groups each file kind (root attribute `command`) must have; run files: "run".
+GROUPS = {
+    "run": ("/stack", "/config", "/topology", "/ops", "/ranks", "/summary"),
+    "collectives": ("/stack", "/config", "/topology", "/collectives", "/roofs"),
+    "roofs": ("/stack", "/config", "/topology", "/roofs"),
+    "sweep": ("/stack", "/config", "/topology", "/sweep", "/points"),
+}
+OP_KINDS = ("gemm", "attention", "norm", "elementwise", "collective", "p2p", "other")
+LANE_COUNT = 3
+#: /ranks/<r>/timeline fields and their type class.
+TIMELINE_FIELDS = (("op_id", "int"), ("layer", "int"), ("microbatch", "int"),
+                   ("iteration", "int"), ("lane", "int"), ("warmup", "int"),
+                   ("t_start_ns", "int"), ("t_end_ns", "int"), ("flops", "float"),
+                   ("hbm_bytes", "float"), ("comm_bytes", "float"))
+SAMPLE_FIELDS = ("t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_avg_w", "temp_c",
+                 "clock_event_reasons")
+STEP_ATTRS = ("count", "warmup_to_steady", "mean_ns", "min_ns", "max_ns", "p50_ns", "p95_ns",
+              "p99_ns")
+#: /summary/ops fields; the attribution ones were added within version 1 and may be absent.
+AGGREGATE_TEXT = ("name", "kind", "lane", "ceiling")
+AGGREGATE_NUMBERS = ("p50_ns", "mean_ns", "per_step_p50_ns", "share", "flops", "hbm_bytes",
+                     "comm_bytes", "achieved_tflops", "achieved_gbps", "compute_bound_ns",
+                     "hbm_bound_ns", "interconnect_bound_ns", "launch_bound_ns", "bound_ns",
+                     "efficiency")
+ATTRIBUTION_FIELDS = ("ceiling", "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns",
+                      "launch_bound_ns", "bound_ns", "efficiency")
+#: The /summary output checksum (added within version 1): its algorithm and format.
+CHECKSUM_ALGORITHM = "fnv1a64"
+CHECKSUM_FORMAT = re.compile(r"[0-9a-f]{16}")
+#: Collectives files: /collectives/<name> and <name>_samples_ns, /roofs/interconnect.
+SAMPLES_SUFFIX = "_samples_ns"
+RESULT_INTS = ("size_bytes", "count", "wrong", "iters")
+RESULT_NUMBERS = ("time_mean_ns", "time_p50_ns", "time_p95_ns", "time_p99_ns", "time_min_ns",
+                  "algbw_gbps", "busbw_gbps", "busbw_p50_gbps")
+ROOF_PATH = "/roofs/interconnect"
+ROOF_TEXT = ("collective", "dtype", "transport")
+ROOF_INTS = ("group_size", "fit_min_bytes", "fit_max_bytes")
+ROOF_NUMBERS = ("alpha_us", "beta_gbps")
+ROOF_ENVELOPE = ("floor_alpha_us", "floor_beta_gbps")
+#: (table, text fields, integer fields, number fields).
+TableSpec = Tuple[str, Sequence[str], Sequence[str], Sequence[str]]
+ROOF_TABLES: Tuple[TableSpec, ...] = (
+    ("/roofs/gemm", ("dtype", "label"), ("m", "n", "k", "reps"),
+     ("best_ns", "p50_ns", "tflops", "sm_clock_mhz")),
+    ("/roofs/memory", ("kind",), ("bytes", "reps"), ("best_ns", "p50_ns", "gbps", "sm_clock_mhz")),
+    ("/roofs/launch", ("kind",), ("launches",), ("ns_per_launch", "sm_clock_mhz")),
+)
+SWEEP_TABLES: Tuple[TableSpec, ...] = (
+    ("/sweep/points",
+     ("status", "label", "phase", "overlap", "transport", "dtype", "ceiling", "check"),
+     ("point", "tp", "batch", "seq", "context", "hidden"),
+     ("step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+      "exposed_interconnect_ns", "step_flops", "step_hbm_bytes", "step_comm_bytes")),
+    ("/sweep/crossovers", ("axis", "fixed", "kind", "before_value", "at_value", "note"),
+     ("predicted", "before_point", "at_point"), ("rising_ns", "falling_ns")),
+)
+#: Problems listed one by one per timeline before the rest are only counted.
+MAX_ROW_PROBLEMS = 10
+
+
+class Problem(Exception):
+    """An object that cannot be read as the layout says: one problem, ending its section."""
+
+
+def problems(path: str) -> List[str]:
+    """Every problem of the file at `path`, as `ridgeline validate` would list them; empty for a
+    valid file."""
+    if not os.path.exists(path):
+        return [f"{path}: no such file"]
+    if os.path.isdir(path):
+        return [f"{path}: is a directory"]
+    try:
+        if not h5py.is_hdf5(path):
+            return [f"{path}: not an HDF5 file"]
+        with h5py.File(path, "r") as f:
+            found: List[str] = []
+            _contents(f, found)
+            return found
+    except Exception as e:  # an unreadable file: one line, never a traceback
+        return [f"{path}: cannot read: {_text(e)}"]
+
+
+# ---- reading, as the C++ h5 helpers read ----
+
+def _text(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _section(found: List[str], checks: Callable[[], None]) -> None:
+    """Runs one group of checks; an exception becomes one more problem (check_section)."""
+    try:
+        checks()
+    except Problem as e:
+        found.append(str(e))
+    except Exception as e:
+        found.append(_text(e))
+
+
+def _exists(f: h5py.File, path: str) -> bool:
+    """Whether an object is at `path` (every group on the way must be a group)."""
+    node: Any = f
+    for part in path.strip("/").split("/"):
+        if not isinstance(node, h5py.Group) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _require(f: h5py.File, path: str, what: str, found: List[str]) -> bool:
+    if _exists(f, path):
+        return True
+    found.append(f"{path}: missing {what}")
+    return False
+
+
+def _group(f: h5py.File, path: str) -> h5py.Group:
+    obj = f[path] if _exists(f, path) else None
+    if not isinstance(obj, h5py.Group):
+        raise Problem(f"{path}: not a group")
+    return obj
+
+
+def _dataset(f: h5py.File, path: str) -> h5py.Dataset:
+    obj = f[path] if _exists(f, path) else None
+    if not isinstance(obj, h5py.Dataset):
+        raise Problem(f"{path}: not a dataset")
+    return obj
+
+
+def type_class(dtype: np.dtype) -> Optional[str]:
+    """"int", "float" or "string" (the HDF5 type classes the files use), else None."""
+    if dtype.kind in "iu":
+        return "int"
+    if dtype.kind == "f":
+        return "float"
+    if dtype.kind == "S" or h5py.check_string_dtype(dtype) is not None:
+        return "string"
+    return None
+
+
+def read_attrs(obj: h5py.HLObject, where: str) -> Dict[str, Any]:
+    """The attributes of `obj`: each a single integer, float or string (else Problem)."""
+    out: Dict[str, Any] = {}
+    for name in obj.attrs:
+        attr = obj.attrs.get_id(name)
+        if attr.get_space().get_simple_extent_npoints() != 1:
+            raise Problem(f"{where}: attribute '{name}' is not a single value")
+        kind = type_class(attr.dtype)
+        if kind is None:
+            raise Problem(f"{where}: attribute '{name}' has an unsupported type (not integer, "
+                          "float or string)")
+        value = obj.attrs[name]
+        if isinstance(value, np.ndarray):
+            value = value.reshape(-1)[0]
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, np.generic):
+            value = value.item()
+        out[name] = value
+    return out
+
+
+def _rows(dataset: h5py.Dataset, path: str) -> int:
+    if dataset.shape is None or len(dataset.shape) != 1:
+        rank = 0 if dataset.shape is None else len(dataset.shape)
+        raise Problem(f"{path}: expected a 1-D dataset, found rank {rank}")
+    return int(dataset.shape[0])
+
+
+def read_vector(f: h5py.File, path: str, kind: str) -> np.ndarray:
+    """A 1-D dataset of numbers of type class `kind` ("int" or "float")."""
+    dataset = _dataset(f, path)
+    _rows(dataset, path)
+    if type_class(dataset.dtype) != kind:
+        raise Problem(f"{path}: unexpected element type")
+    return dataset[()]
+
+
+def read_table(f: h5py.File, path: str) -> np.ndarray:
+    """A 1-D compound dataset whose fields are integers, floats and strings."""
+    dataset = _dataset(f, path)
+    _rows(dataset, path)
+    names = dataset.dtype.names
+    if not names:
+        raise Problem(f"{path}: not a compound dataset")
+    for name in names:
+        if type_class(dataset.dtype[name]) is None:
+            raise Problem(f"{path}: field '{name}' has an unsupported type (not integer, float "
+                          "or string)")
+    return dataset[()]
+
+
+def column(table: np.ndarray, name: str, kind: str, where: str) -> np.ndarray:
+    """Field `name` of type class `kind`, else Problem."""
+    if name not in (table.dtype.names or ()):
+        raise Problem(f"{where}: missing field '{name}'")
+    if type_class(table.dtype[name]) != kind:
+        raise Problem(f"{where}: field '{name}' has an unexpected type")
+    values = table[name]
+    if kind == "string":
+        values = np.array([v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                           for v in values], dtype=object)
+    return values
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number_attr(attrs: Dict[str, Any], key: str, where: str) -> float:
+    value = attrs[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise Problem(f"{where}: attribute '{key}' is not a number")
+
+
+def _require_attrs(attrs: Dict[str, Any], where: str, keys: Sequence[str],
+                   found: List[str]) -> None:
+    for key in keys:
+        if key not in attrs:
+            found.append(f"{where}: missing attribute '{key}'")
+
+
+# ---- the checks, in the order of validate_contents() ----
+
+def _contents(f: h5py.File, found: List[str]) -> None:
+    root: Dict[str, Any] = {}
+
+    def read_root() -> None:
+        root.update(read_attrs(f, "/"))
+
+    _section(found, read_root)
+    _require_attrs(root, "/", ROOT_ATTRS, found)
+    if "schema_version" in root:
+        version = root["schema_version"]
+        # Another major version may lay the file out differently: nothing else is checked.
+        if not _is_int(version):
+            found.append("/: schema_version is not an integer")
+            return
+        if version != SCHEMA_VERSION:
+            found.append(f"/: schema_version {version} has major version {version}; this reader "
+                         f"supports major version {SCHEMA_VERSION} only")
+            return
+    world_size = -1
+    if "world_size" in root:
+        if _is_int(root["world_size"]) and root["world_size"] >= 1:
+            world_size = root["world_size"]
+        else:
+            found.append("/: world_size must be an integer >= 1")
+
+    command = root.get("command")
+    kind = command if command in ("collectives", "roofs", "sweep") else "run"
+    if kind == "collectives":
+        _require_attrs(root, "/", ("check",), found)
+    present = set()
+    for group in GROUPS[kind]:
+        def require(group: str = group) -> None:
+            if _require(f, group, "group", found):
+                present.add(group)
+        _section(found, require)
+    if "/stack" in present:
+        _section(found, lambda: _stack(f, found))
+    if "/config" in present:
+        _section(found, lambda: read_attrs(_group(f, "/config"), "/config"))
+    if "/topology" in present:
+        _section(found, lambda: _topology(f, world_size, found))
+    op_count = [-1]
+
+    def ops() -> None:
+        op_count[0] = _ops(f, "/ops", found)
+
+    if "/ops" in present:
+        _section(found, ops)
+    if "/ranks" in present:
+        _section(found, lambda: _ranks(f, world_size, op_count[0], found))
+    if "/summary" in present:
+        _summary(f, "", found)
+    if _exists(f, "/points"):
+        _section(found, lambda: _points(f, world_size, found))
+    if "/sweep" in present:
+        _section(found, lambda: _sweep(f, found))
+    if kind == "collectives":
+        if "/collectives" in present:
+            _section(found, lambda: _collectives(f, found))
+        if "/roofs" in present:
+            _section(found, lambda: _roof(f, found, envelope_required=False))
+    elif _exists(f, "/roofs"):
+        _section(found, lambda: _roofs(f, found))
+
+
+def _stack(f: h5py.File, found: List[str]) -> None:
+    _require_attrs(read_attrs(_group(f, "/stack"), "/stack"), "/stack", STACK_ATTRS, found)
+    if not _require(f, "/stack/env", "dataset", found):
+        return
+    env = read_table(f, "/stack/env")
+    column(env, "name", "string", "/stack/env")
+    column(env, "value", "string", "/stack/env")
+
+
+def _topology(f: h5py.File, world_size: int, found: List[str]) -> None:
+    group = _group(f, "/topology")
+    for key in group:
+        def one(key: str = key) -> None:
+            path = f"/topology/{key}"
+            dataset = _dataset(f, path)
+            size = _rows(dataset, path)
+            if type_class(dataset.dtype) is None:
+                raise Problem(f"{path}: unsupported element type (not integer, float or string)")
+            if world_size >= 0 and size != world_size:
+                found.append(f"{path}: {size} values, expected world_size {world_size}")
+        _section(found, one)
+
+
+def _ops(f: h5py.File, path: str, found: List[str]) -> int:
+    """The op table at `path`; returns the number of ops (the valid op_id range)."""
+    table = read_table(f, path)
+    ids = column(table, "id", "int", path)
+    column(table, "name", "string", path)
+    kinds = column(table, "kind", "string", path)
+    for i, (op_id, kind) in enumerate(zip(ids.tolist(), kinds.tolist())):
+        if op_id != i:
+            found.append(f"{path}: row {i}: id {op_id}, expected {i}")
+        if kind not in OP_KINDS:
+            found.append(f"{path}: row {i}: unknown kind '{kind}'")
+    return int(ids.size)
+
+
+def _timeline(f: h5py.File, path: str, op_count: int, found: List[str]) -> None:
+    if not _require(f, path, "dataset", found):
+        return
+    dataset = _dataset(f, path)
+    _rows(dataset, path)
+    names = dataset.dtype.names or ()
+    if not names:
+        raise Problem(f"{path}: not a compound dataset")
+    for name, kind in TIMELINE_FIELDS:
+        if name not in names:
+            raise Problem(f"{path}: field '{name}' missing")
+        if type_class(dataset.dtype[name]) != kind:
+            raise Problem(f"{path}: field '{name}' has the wrong type class")
+    rows = dataset.fields(["op_id", "lane", "warmup", "t_start_ns", "t_end_ns"])[()]
+    op_id = rows["op_id"].astype(np.int64)
+    lane = rows["lane"].astype(np.int64)
+    warmup = rows["warmup"].astype(np.int64)
+    checks = [
+        (op_id < 0) | ((op_id >= op_count) if op_count >= 0 else False),
+        rows["t_end_ns"] < rows["t_start_ns"],
+        (lane < 0) | (lane >= LANE_COUNT),
+        (warmup < 0) | (warmup > 1),
+    ]
+    total = int(sum(int(np.count_nonzero(c)) for c in checks))
+    listed = 0
+    for i in np.flatnonzero(np.logical_or.reduce(checks)).tolist():
+        if listed >= MAX_ROW_PROBLEMS:
+            break
+        whats = []
+        if checks[0][i]:
+            upper = str(op_count) if op_count >= 0 else "?"
+            whats.append(f"op_id {op_id[i]} outside [0, {upper})")
+        if checks[1][i]:
+            whats.append("t_end_ns < t_start_ns")
+        if checks[2][i]:
+            whats.append(f"lane {lane[i]} not in {{0, 1, 2}}")
+        if checks[3][i]:
+            whats.append(f"warmup {warmup[i]} not in {{0, 1}}")
+        for what in whats[:MAX_ROW_PROBLEMS - listed]:
+            found.append(f"{path}: row {i}: {what}")
+            listed += 1
+    if total > MAX_ROW_PROBLEMS:
+        found.append(f"{path}: {total - MAX_ROW_PROBLEMS} more row problems")
+
+
+def _samples(f: h5py.File, path: str, found: List[str]) -> None:
+    if not _exists(f, path):
+        return
+    table = read_table(f, path)
+    for name in SAMPLE_FIELDS:
+        if name not in table.dtype.names:
+            found.append(f"{path}: missing field {name}")
+    if "t_ns" not in table.dtype.names:
+        return
+    if type_class(table.dtype["t_ns"]) != "int":
+        found.append(f"{path}: t_ns is not an integer field")
+        return
+    t = table["t_ns"]
+    decreasing = np.flatnonzero(t[1:] < t[:-1])
+    if decreasing.size:
+        found.append(f"{path}: t_ns decreases at row {int(decreasing[0]) + 1}")
+
+
+def _ranks(f: h5py.File, world_size: int, op_count: int, found: List[str]) -> None:
+    children = list(_group(f, "/ranks"))
+    expected = [str(r) for r in range(max(world_size, 0))]
+    for name in sorted(expected):
+        if name not in children:
+            found.append(f"/ranks/{name}: missing group")
+    for name in children:
+        if world_size >= 0 and name not in expected:
+            found.append(f"/ranks/{name}: unexpected (world_size is {world_size})")
+            continue
+
+        def one(name: str = name) -> None:
+            _timeline(f, f"/ranks/{name}/timeline", op_count, found)
+            _samples(f, f"/ranks/{name}/samples", found)
+
+        _section(found, one)
+
+
+def checksum_problems(attrs: Dict[str, Any], where: str) -> List[str]:
+    """The output checksum's format: 16 lowercase hex digits and the algorithm's name (both
+    absent in files written before it)."""
+    out = []
+    has_sum, has_algorithm = "output_checksum" in attrs, "output_checksum_algorithm" in attrs
+    if not has_sum and not has_algorithm:
+        return out
+    if not has_sum:
+        out.append(f"{where}: missing attribute 'output_checksum' (output_checksum_algorithm is "
+                   "given)")
+    else:
+        value = attrs["output_checksum"]
+        if not (isinstance(value, str) and CHECKSUM_FORMAT.fullmatch(value)):
+            out.append(f"{where}: output_checksum must be 16 lowercase hexadecimal digits, "
+                       f"found '{value}'")
+    if not has_algorithm:
+        out.append(f"{where}: missing attribute 'output_checksum_algorithm'")
+    elif attrs["output_checksum_algorithm"] != CHECKSUM_ALGORITHM:
+        out.append(f"{where}: output_checksum_algorithm '{attrs['output_checksum_algorithm']}' "
+                   f"is not {CHECKSUM_ALGORITHM}")
+    return out
+
+
+def _summary(f: h5py.File, base: str, found: List[str]) -> None:
+    """`base`/summary ("" for /summary, or a point's group)."""
+    group = f"{base}/summary"
+
+    def steps() -> None:
+        path = f"{group}/step_time_ns"
+        if not _require(f, path, "dataset", found):
+            return
+        values = read_vector(f, path, "float")
+        if values.size == 0:
+            found.append(f"{path}: empty")
+        bad = np.flatnonzero(~(values > 0))
+        if bad.size:
+            i = int(bad[0])
+            found.append(f"{path}: value {i} is {_number(float(values[i]))}, expected > 0")
+
+    def warmup() -> None:
+        path = f"{group}/warmup_step_time_ns"
+        if _require(f, path, "dataset", found):
+            read_vector(f, path, "float")
+
+    def attrs() -> None:
+        values = read_attrs(_group(f, group), group)
+        _require_attrs(values, group, STEP_ATTRS, found)
+        found.extend(checksum_problems(values, group))
+        if not all(k in values for k in ("p50_ns", "p95_ns", "p99_ns")):
+            return
+        p50, p95, p99 = (_number_attr(values, k, group) for k in ("p50_ns", "p95_ns", "p99_ns"))
+        if not (p50 <= p95 <= p99):
+            found.append(f"{group}: expected p50_ns <= p95_ns <= p99_ns, found {_number(p50)}, "
+                         f"{_number(p95)}, {_number(p99)}")
+
+    def ops() -> None:
+        path = f"{group}/ops"
+        if not _require(f, path, "dataset", found):
+            return
+        table = read_table(f, path)
+        for name in AGGREGATE_TEXT:
+            if name in ATTRIBUTION_FIELDS and name not in table.dtype.names:
+                continue
+            column(table, name, "string", path)
+        column(table, "count", "int", path)
+        for name in AGGREGATE_NUMBERS:
+            if name in ATTRIBUTION_FIELDS and name not in table.dtype.names:
+                continue
+            column(table, name, "float", path)
+
+    for checks in (steps, warmup, attrs, ops):
+        _section(found, checks)
+
+
+def _result_table(f: h5py.File, path: str, found: List[str]) -> None:
+    table = read_table(f, path)
+    for name in RESULT_INTS:
+        column(table, name, "int", path)
+    for name in RESULT_NUMBERS:
+        column(table, name, "float", path)
+    for i in range(table.size):
+        row = table[i]
+        where = f"{path}: row {i}: "
+        if row["size_bytes"] <= 0:
+            found.append(where + "size_bytes must be > 0")
+        if row["wrong"] < 0:
+            found.append(where + "wrong must be >= 0")
+        if row["iters"] <= 0:
+            found.append(where + "iters must be > 0")
+        t = [float(row[k]) for k in ("time_min_ns", "time_p50_ns", "time_p95_ns", "time_p99_ns")]
+        if not (0 < t[0] <= t[1] <= t[2] <= t[3]):
+            found.append(where + "expected 0 < time_min_ns <= time_p50_ns <= time_p95_ns <= "
+                         f"time_p99_ns, found {', '.join(_number(x) for x in t)}")
+
+
+def _samples_table(f: h5py.File, path: str, found: List[str]) -> None:
+    table = read_table(f, path)
+    column(table, "size_index", "int", path)
+    column(table, "iteration", "int", path)
+    times = column(table, "time_ns", "float", path)
+    bad = np.flatnonzero(~(times > 0))
+    if bad.size:
+        found.append(f"{path}: row {int(bad[0])}: time_ns must be > 0")
+
+
+def _collectives(f: h5py.File, found: List[str]) -> None:
+    children = list(_group(f, "/collectives"))
+    if not children:
+        found.append("/collectives: empty")
+    for name in children:
+        path = f"/collectives/{name}"
+        if name.endswith(SAMPLES_SUFFIX):
+            _section(found, lambda path=path: _samples_table(f, path, found))
+        else:
+            _section(found, lambda path=path: _result_table(f, path, found))
+
+
+def _roof(f: h5py.File, found: List[str], envelope_required: bool) -> None:
+    if not _require(f, ROOF_PATH, "dataset", found):
+        return
+    table = read_table(f, ROOF_PATH)
+    envelope = envelope_required or ROOF_ENVELOPE[0] in table.dtype.names
+    if envelope:
+        for name in ROOF_ENVELOPE:
+            column(table, name, "float", ROOF_PATH)
+    for name in ROOF_TEXT:
+        column(table, name, "string", ROOF_PATH)
+    for name in ROOF_INTS:
+        column(table, name, "int", ROOF_PATH)
+    for name in ROOF_NUMBERS:
+        column(table, name, "float", ROOF_PATH)
+    for i in range(table.size):
+        alpha, beta = float(table["alpha_us"][i]), float(table["beta_gbps"][i])
+        if not (alpha >= 0 and beta > 0):
+            found.append(f"{ROOF_PATH}: row {i}: expected alpha_us >= 0 and beta_gbps > 0, found "
+                         f"{_number(alpha)}, {_number(beta)}")
+        if not envelope:
+            continue
+        floor_alpha, floor_beta = (float(table[k][i]) for k in ROOF_ENVELOPE)
+        if not (floor_alpha >= 0 and floor_beta > 0):
+            found.append(f"{ROOF_PATH}: row {i}: expected floor_alpha_us >= 0 and "
+                         f"floor_beta_gbps > 0, found {_number(floor_alpha)}, "
+                         f"{_number(floor_beta)}")
+
+
+def _fields(f: h5py.File, spec: TableSpec, found: List[str]) -> None:
+    path, text, ints, numbers = spec
+    if not _require(f, path, "dataset", found):
+        return
+    table = read_table(f, path)
+    for names, kind in ((text, "string"), (ints, "int"), (numbers, "float")):
+        for name in names:
+            _section(found, lambda name=name, kind=kind: column(table, name, kind, path))
+
+
+def _roofs(f: h5py.File, found: List[str]) -> None:
+    for spec in ROOF_TABLES:
+        def one(spec: TableSpec = spec) -> None:
+            _fields(f, spec, found)
+            path, _, _, numbers = spec
+            if not _exists(f, path):
+                return
+            rate = numbers[2] if len(numbers) > 2 else numbers[0]
+            values = column(read_table(f, path), rate, "float", path)
+            for i in np.flatnonzero(~(values > 0)).tolist():
+                found.append(f"{path}: row {i}: {rate} must be > 0, found "
+                             f"{_number(float(values[i]))}")
+        _section(found, one)
+    _section(found, lambda: _roof(f, found, envelope_required=True))
+
+
+def _points(f: h5py.File, world_size: int, found: List[str]) -> None:
+    """Every /points/<k>: its config; a summary as /summary's unless the point failed; where
+    its ops were kept, the op table and a timeline per rank."""
+    for k in _group(f, "/points"):
+        base = f"/points/{k}"
+        _require(f, f"{base}/config", "group", found)
+        attrs = read_attrs(_group(f, base), base)
+        failed = str(attrs.get("status", "")).startswith("failed")
+        if not failed and _require(f, f"{base}/summary", "group", found):
+            _summary(f, base, found)
+        if not _exists(f, f"{base}/ops"):
+            continue
+        op_count = [-1]
+
+        def ops(base: str = base) -> None:
+            op_count[0] = _ops(f, f"{base}/ops", found)
+
+        _section(found, ops)
+        for r in range(max(world_size, 0)):
+            _section(found, lambda r=r, base=base: _timeline(
+                f, f"{base}/ranks/{r}/timeline", op_count[0], found))
+
+
+def _sweep(f: h5py.File, found: List[str]) -> None:
+    for spec in SWEEP_TABLES:
+        _section(found, lambda spec=spec: _fields(f, spec, found))
+    if not _exists(f, "/sweep/points"):
+        return
+    rows = read_table(f, "/sweep/points").size
+    groups = len(_group(f, "/points")) if _exists(f, "/points") else 0
+    if rows != groups:
+        found.append(f"/sweep/points: {rows} rows but {groups} groups under /points")
+    _require_attrs(read_attrs(_group(f, "/sweep"), "/sweep"), "/sweep",
+                   ("axes", "points", "failed"), found)
