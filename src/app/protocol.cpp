@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
@@ -126,6 +127,9 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
                      " (a collective or pipeline transfer is waiting)");
       if (it == o.warmup) timed_start = rec.mark(Lane::compute);
       rec.set_iteration(it, it < o.warmup);
+      const ranges::Scope range([&] {
+        return name + (it < o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
+      });
       w.step(rec);
     }
     const size_t timed_end = rec.mark(Lane::compute);
@@ -167,7 +171,16 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
                        std::to_string(round) + ")");
         w.set_mode(mode);
         const size_t start = quiet.mark(Lane::compute);
-        for (int it = 0; it < o.iters; ++it) w.step(quiet);
+        for (int it = 0; it < o.iters; ++it) {
+          const ranges::Scope range([&] {
+            const char* loop = mode == Workload::Mode::full           ? " step"
+                               : mode == Workload::Mode::compute_only ? " compute_only"
+                                                                      : " comm_only";
+            return w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
+                   std::to_string(round) + ")";
+          });
+          w.step(quiet);
+        }
         marks.emplace_back(start, quiet.mark(Lane::compute));
         w.set_mode(Workload::Mode::full);
       }

@@ -18,6 +18,7 @@
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -474,6 +475,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
       row.status = "failed: " + join(point_problems, "; ");
     } else {
       Watchdog watchdog(cfg.timeout_s, "point " + row.label);
+      const ranges::Scope range([&] { return "point " + std::to_string(row.point) + ": " + row.label; });
       PointResult result = run_point(job, cfg, roofs, watchdog);
       row.status = result.status;
       row.setup_s = result.setup_s;

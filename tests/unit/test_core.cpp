@@ -1,15 +1,19 @@
-// Unit tests of core: statistics, op table, recorder, element types, half conversions, errors.
+// Unit tests of core: statistics, op table, recorder, profiler ranges, element types, half
+// conversions, errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "collectives/half_types.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "core/stats.hpp"
 #include "core/timeline.hpp"
 #include "core/watchdog.hpp"
+#include "tests/support/range_log.hpp"
 
 namespace ridgeline {
 namespace {
@@ -100,6 +104,63 @@ TEST(Recorder, FlushRejectsOpsThatNeverEnded) {
   clock.start_epoch();
   rec.begin(ops.intern("x", OpKind::other), 0, Lane::compute, OpCost{});
   EXPECT_THROW(rec.flush(), Error);
+}
+
+TEST(Ranges, ScopesPushAndPopInPairsEvenWhenAnExceptionLeavesThem) {
+  RangeLog log;
+  try {
+    const ranges::Scope outer("outer");
+    const ranges::Scope inner(std::string("inner"));
+    throw Error("op failed");
+  } catch (const Error&) {
+  }
+  {
+    const ranges::Scope lazy([] { return std::string("built ") + "lazily"; });
+  }
+  ASSERT_EQ(log.ranges().size(), 3u);
+  EXPECT_EQ(log.ranges()[1].name, "inner");
+  EXPECT_EQ(log.ranges()[1].parent, "outer");
+  EXPECT_EQ(log.ranges()[2].name, "built lazily");
+  EXPECT_EQ(log.ranges()[2].depth, 0u);
+  EXPECT_EQ(log.pushes(), log.pops());
+  EXPECT_EQ(log.unmatched_pops(), 0u);
+  EXPECT_TRUE(log.open().empty());
+}
+
+TEST(Ranges, InactiveScopesBuildNoNameAndARangePopsWhereItPushed) {
+  if (ranges::nvtx_enabled()) GTEST_SKIP() << "NVTX is on in this process";
+  EXPECT_FALSE(ranges::active());
+  bool built = false;
+  {
+    const ranges::Scope unseen([&] {
+      built = true;
+      return std::string("unseen");
+    });
+  }
+  EXPECT_FALSE(built);
+  // A sink installed while a range is open gets no pop for the push it never saw.
+  std::unique_ptr<RangeLog> late;
+  {
+    const ranges::Scope opened_before("opened before the sink");
+    late = std::make_unique<RangeLog>();
+  }
+  EXPECT_EQ(late->pushes(), 0u);
+  EXPECT_EQ(late->pops(), 0u);
+}
+
+TEST(Recorder, ScopedOpOpensARangeNamedAsTheOpTable) {
+  OpTable ops;
+  const int32_t recv = ops.intern("pp_recv", OpKind::p2p);
+  HostClock clock;
+  clock.start_epoch();
+  Recorder rec(clock, ops);
+  RangeLog log;
+  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }
+  rec.set_enabled(false);
+  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }  // ranges also when not recorded
+  ASSERT_EQ(log.ranges().size(), 2u);
+  EXPECT_EQ(log.ranges()[0].name, "pp_recv");
+  EXPECT_EQ(log.pops(), 2u);
 }
 
 TEST(DType, NamesRoundTrip) {
