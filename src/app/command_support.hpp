@@ -20,7 +20,9 @@ std::string join(const std::vector<std::string>& parts, const char* sep);
 std::string output_path(MPI_Comm comm, const std::string& out, const std::string& kind);
 /// The items of a comma-separated list, in order (empty items kept, for validation to refuse).
 std::vector<std::string> split_list(const std::string& text);
-/// MemAvailable split evenly over the `local_ranks` ranks of this host (bytes; -1 if unknown).
+/// The host memory this node's ranks may use (the least of MemAvailable, the memory cgroup's
+/// headroom and Slurm's allocation: host_memory.hpp) split evenly over the `local_ranks` ranks
+/// of this host (bytes; -1 if unknown).
 int64_t available_host_bytes(int local_ranks);
 /// Every rank calls: false when `problems` is empty on every rank; otherwise rank 0 prints
 /// "ridgeline: <what>:" and each problem once, and every rank returns true (exit with 2).

@@ -236,7 +236,7 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                   "activations%s) but the smallest free memory of any rank is %.2f GiB",
                   need / 1073741824.0, check.enabled ? ", TP=1 check" : "",
                   static_cast<double>(free_bytes) / 1073741824.0);
-    problems.emplace_back(msg);
+    problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }
   return problems;
 }

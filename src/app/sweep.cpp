@@ -343,8 +343,9 @@ std::string axis_value(const RunConfig& cfg, const std::string& axis) {
 }
 
 int run_sweep(CommandContext& ctx, SweepOptions o) {
-  JobContext job(ctx, o.base.backend);
+  JobContext job(ctx, o.base.backend, o.base.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
+  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
   const int world = mpi.size();
   std::vector<std::string> problems, axes;
   const size_t naxes = std::size(kSweepAxes);

@@ -23,6 +23,8 @@ class MpiSession {
   int local_size() const { return m_local_size; }
   const std::string& hostname() const { return m_hostname; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
+  /// The ranks of this host (local_rank() is the rank in it); e.g. to agree on GPU placement.
+  MPI_Comm local() const { return m_local_comm; }
 
   /// Ends the whole job with `code` (MPI_Abort): never leaves other ranks waiting.
   [[noreturn]] void abort(int code) const;
@@ -39,6 +41,7 @@ class MpiSession {
   int m_local_size = 1;
   std::string m_hostname;
   MPI_Comm m_error_comm = MPI_COMM_NULL;
+  MPI_Comm m_local_comm = MPI_COMM_NULL;
 };
 
 /// Every rank calls: gathers one string from each rank to all ranks.

@@ -9,6 +9,7 @@
 #include "collectives/half_types.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/gpu_binding.hpp"
 #include "core/ranges.hpp"
 #include "core/stats.hpp"
 #include "core/timeline.hpp"
@@ -161,6 +162,39 @@ TEST(Recorder, ScopedOpOpensARangeNamedAsTheOpTable) {
   ASSERT_EQ(log.ranges().size(), 2u);
   EXPECT_EQ(log.ranges()[0].name, "pp_recv");
   EXPECT_EQ(log.pops(), 2u);
+}
+
+TEST(GpuPlacement, DeviceIsTheLocalRankModuloTheVisibleGpus) {
+  EXPECT_EQ(device_for_local_rank(0, 4), 0);
+  EXPECT_EQ(device_for_local_rank(5, 4), 1);
+  EXPECT_EQ(device_for_local_rank(3, 1), 0);  // a launcher gave the rank its own GPU
+  EXPECT_EQ(device_for_local_rank(0, 0), -1);
+}
+
+TEST(GpuPlacement, MoreRanksThanGpusIsRefusedUnlessAllowed) {
+  const GpuPlacement refused = decide_gpu_placement(8, 4, false, "n1");
+  EXPECT_TRUE(refused.shared);
+  EXPECT_TRUE(refused.refused);
+  EXPECT_EQ(refused.ranks_per_gpu, 2);
+  EXPECT_NE(refused.problem.find("8 ranks on host n1 share 4 GPUs"), std::string::npos) << refused.problem;
+  EXPECT_NE(refused.problem.find("--allow-shared-gpu"), std::string::npos);
+
+  const GpuPlacement allowed = decide_gpu_placement(3, 2, true, "n1");
+  EXPECT_TRUE(allowed.shared);
+  EXPECT_FALSE(allowed.refused);
+  EXPECT_EQ(allowed.ranks_per_gpu, 2);
+  EXPECT_TRUE(allowed.problem.empty());
+
+  EXPECT_TRUE(decide_gpu_placement(2, 1, false, "n1").refused);
+}
+
+TEST(GpuPlacement, OneRankPerGpuOrNoGpuIsFine) {
+  for (const auto& [ranks, gpus] : std::vector<std::pair<int, int>>{{4, 4}, {2, 8}, {1, 1}, {4, 0}, {0, 0}}) {
+    const GpuPlacement p = decide_gpu_placement(ranks, gpus, false, "n1");
+    EXPECT_FALSE(p.shared) << ranks << " ranks, " << gpus << " GPUs";
+    EXPECT_FALSE(p.refused);
+    EXPECT_EQ(p.ranks_per_gpu, 1);
+  }
 }
 
 TEST(DType, NamesRoundTrip) {
