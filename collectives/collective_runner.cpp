@@ -8,6 +8,7 @@
 
 #include "collectives/nccl_communicator.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 
 namespace ridgeline {
 namespace {
@@ -115,6 +116,8 @@ CollectiveResult CollectiveBench::sweep(const CollectiveSpec& spec, const SweepO
                       "CollectiveBench::sweep: a size is larger than the buffers");
     watchdog.rearm(std::string(spec.name) + " of " + std::to_string(shape.size_bytes) +
                    " bytes (a rank or the interconnect is not answering)");
+    const ranges::Scope range(
+        [&] { return std::string(spec.name) + " " + std::to_string(shape.size_bytes) + " B"; });
     const CallBuffers buf = call_buffers(layout, opts.in_place, shape, opts.dtype, rank, m_a, m_b);
     RIDGELINE_CHECK(MPI_Barrier(m_world));
     std::vector<double> samples = time_size(spec, buf, shape, opts);

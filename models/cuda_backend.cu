@@ -14,6 +14,7 @@
 
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/cuda_common.cuh"
 
@@ -730,6 +731,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, bool comm_pr
   if (device < 0 || device >= count)
     throw UsageError("CUDA device " + std::to_string(device) + " does not exist (" +
                      std::to_string(count) + " visible)");
+  // Nsight Systems then shows ridgeline's op, iteration, point and size ranges (NVTX); with no
+  // tool attached they cost next to nothing, and the host backend never turns them on.
+  ranges::enable_nvtx();
   return std::make_unique<cuda::CudaBackend>(device, dtype, comm_priority);
 }
 

@@ -262,10 +262,11 @@ Lane TpStage::comm_queue() const {
   return m_spec.overlap.kind == Overlap::Kind::none ? Lane::compute : Lane::comm;
 }
 
-size_t TpStage::begin_compute(Recorder& rec, int slot, int64_t layer, double share) {
+TpStage::ComputeOp::ComputeOp(TpStage& stage, Recorder& rec, int slot, int64_t layer, double share)
+    : m_range(stage.m_slot_specs[static_cast<size_t>(slot)]->name), m_rec(rec) {
   const auto i = static_cast<size_t>(slot);
-  return rec.begin(m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
-                   scaled(m_slot_specs[i]->cost, share), Lane::compute);
+  m_handle = rec.begin(stage.m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
+                       scaled(stage.m_slot_specs[i]->cost, share), Lane::compute);
 }
 
 template <class Issue>
@@ -275,6 +276,9 @@ void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, I
   // On its own queue a collective must still wait for the compute that produced its input.
   if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
   const auto i = static_cast<size_t>(slot);
+  // The range covers the issue: a non-blocking collective's end is recorded later, where the
+  // ranges of the compute it overlaps have opened and closed.
+  const ranges::Scope range(m_slot_specs[i]->name);
   const size_t handle = rec.begin(m_op_ids[i], static_cast<int32_t>(layer), Lane::comm,
                                   scaled(m_slot_specs[i]->cost, share), queue);
   const Stream stream = m_backend.stream(queue);
@@ -305,13 +309,12 @@ void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, con
   if (!computing()) return;
   const int64_t h = m_spec.model.hidden;
   const DType dt = m_backend.dtype();
-  const size_t hnd = begin_compute(rec, slot, layer, 1.0 / m_spec.overlap.parts());
+  const ComputeOp op(*this, rec, slot, layer, 1.0 / m_spec.overlap.parts());
   if (m_spec.model.norm == NormKind::layernorm)
     m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
                          static_cast<float>(m_spec.model.norm_eps));
   else
     m_backend.rms_norm(in, gamma.view(1, h, dt), out, static_cast<float>(m_spec.model.norm_eps));
-  rec.end(hnd);
 }
 
 void TpStage::gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,
@@ -329,9 +332,8 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   const Tensor ln = m_ln_buf.view(m_stream_tokens, m_spec.model.hidden, dt);
   if (!m_sp) {
     if (!computing()) return;
-    const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
+    const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
     gemm(part_rows(ln, part), w, part_rows(out, part), split());
-    rec.end(hnd);
     return;
   }
   const Tensor full = m_ln_full_buf.view(m_tokens, m_spec.model.hidden, dt);
@@ -343,9 +345,8 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     wait_comm(rec, m_backend.fence(Lane::comm));
     if (u + 1 < first + k) gather_unit(rec, gather_slot, layer, ln, full, u + 1);
     if (!computing()) continue;
-    const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
+    const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_units);
     gemm(unit_rows(full, u), w, unit_rows(out, u), split() || u + 1 < first + k);
-    rec.end(hnd);
   }
 }
 
@@ -356,9 +357,8 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
   for (int u = first; u < first + k; ++u) {
     const Tensor rows = unit_rows(out_full, u);
     if (computing()) {
-      const size_t hnd = begin_compute(rec, gemm_slot, layer, 1.0 / m_units);
+      const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_units);
       gemm(unit_rows(in, u), w, rows, split() || u > first);
-      rec.end(hnd);
     }
     collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
       if (m_sp)
@@ -397,12 +397,11 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor pq = part_rows(qkv, part);
   if (computing()) {
     if (m.rotary) {
-      const size_t hnd = begin_compute(rec, s_rotary, layer, share);
+      const ComputeOp op(*this, rec, s_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context : (by_tokens ? part * n : 0);
       m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
                        static_cast<float>(m.rope_theta));
-      rec.end(hnd);
     }
     const Tensor q = pq.cols_slice(0, m_hl * m_d);
     const Tensor k_new = pq.cols_slice(m_hl * m_d, m_kvl * m_d);
@@ -418,16 +417,16 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
           w.k_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
       const Tensor v_cache =
           w.v_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
-      size_t hnd = begin_compute(rec, s_kv_append, layer, share);
-      m_backend.copy(k_new, k_cache.strided_rows(s.context, nb, cap));
-      m_backend.copy(v_new, v_cache.strided_rows(s.context, nb, cap));
-      rec.end(hnd);
+      {
+        const ComputeOp op(*this, rec, s_kv_append, layer, share);
+        m_backend.copy(k_new, k_cache.strided_rows(s.context, nb, cap));
+        m_backend.copy(v_new, v_cache.strided_rows(s.context, nb, cap));
+      }
       shape.seq = 1;
       shape.context = cap;
       shape.capacity = cap;
-      hnd = begin_compute(rec, s_attention, layer, share);
+      const ComputeOp op(*this, rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
-      rec.end(hnd);
     } else if (by_tokens) {
       // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
       // Causal work grows with the part: (2p + 1) / parts^2 of the whole attention.
@@ -435,19 +434,17 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.context = (part + 1) * n;
       shape.capacity = shape.context;
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
-      const size_t hnd = begin_compute(rec, s_attention, layer,
-                                       static_cast<double>(2 * part + 1) / (parts * parts));
+      const ComputeOp op(*this, rec, s_attention, layer,
+                         static_cast<double>(2 * part + 1) / (parts * parts));
       m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
                           kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
                           part_rows(attn, part), m_spec.attention);
-      rec.end(hnd);
     } else {
       shape.seq = s.seq;
       shape.context = s.seq;
       shape.capacity = s.seq;
-      const size_t hnd = begin_compute(rec, s_attention, layer, share);
+      const ComputeOp op(*this, rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
-      rec.end(hnd);
     }
   }
   const Tensor proj = m_proj_buf.view(m_tokens, h, dt);
@@ -466,9 +463,8 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
                               : part_rows(m_proj_buf.view(m_tokens, h, dt), part);
   if (computing()) {
-    const size_t hnd = begin_compute(rec, s_res1, layer, share);
+    const ComputeOp op(*this, rec, s_res1, layer, share);
     m_backend.add(part_stream(x, part), reduced, part_stream(y, part));
-    rec.end(hnd);
   }
   const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
   norm(rec, s_norm2, layer, part_stream(y, part), w.ln2_gamma, w.ln2_beta, part_stream(ln, part));
@@ -477,12 +473,11 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
   column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
   if (computing()) {
-    const size_t hnd = begin_compute(rec, s_act, layer, share);
+    const ComputeOp op(*this, rec, s_act, layer, share);
     if (swiglu)
       m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
     else
       m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
-    rec.end(hnd);
   }
   const Tensor fc2 = m_fc2_buf.view(m_tokens, h, dt);
   const Tensor fc2_shard = m_sp ? m_fc2_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
@@ -497,9 +492,8 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   if (!computing()) return;
   const Tensor reduced = m_sp ? part_stream(m_fc2_shard_buf.view(m_stream_tokens, h, dt), part)
                               : part_rows(m_fc2_buf.view(m_tokens, h, dt), part);
-  const size_t hnd = begin_compute(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
+  const ComputeOp op(*this, rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
   m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
-  rec.end(hnd);
 }
 
 void TpStage::forward(Recorder& rec) {

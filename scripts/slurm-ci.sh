@@ -1,7 +1,9 @@
 #!/bin/bash
 # Submits slurm/run.sbatch and slurm/scaling.sbatch to a real single-node Slurm on localhost
 # (munged, slurmctld and slurmd started here from a generated slurm.conf) and checks each job:
-# exit code, HDF5 files, `ridgeline validate`, the scaling summary. Installs Slurm and munge
+# exit code, HDF5 files and logs in the submit directory (none in the source tree), `ridgeline
+# validate`, the scaling summary through srun (PMIx) with one failing point kept apart from the
+# others. Installs Slurm and munge
 # with apt-get when missing. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default
 # 240 s) and the daemons are stopped on exit, so CI never hangs. Needs root: the daemons and
 # the jobs run as root, without cgroups.
@@ -171,45 +173,92 @@ wait_until "node localhost idle in sinfo" 60 \
   bash -c '[[ $(sinfo -h -N -n localhost -o %T) == idle ]]'
 log "slurmctld and slurmd up; $(sinfo -h -N -o '%N %T %c CPUs %m MiB')"
 
-# submit SCRIPT: sbatch --wait on SCRIPT, prints the job's output, sets $job; returns its exit code.
+# The jobs are submitted from a directory of their own: every output must land there (the
+# submit directory), none in the source tree. sbatch's command line overrides the scripts' GPU
+# and exclusive-node requests, which a Slurm without GPUs (no GRES) cannot grant.
+submit_dir=$state/submit
+mkdir -p "$submit_dir"
+sbatch_overrides=(--gpus-per-task=0 --oversubscribe)
+
+# submit SCRIPT: sbatch --wait on SCRIPT from the submit directory, prints the job's log, sets
+# $job and $job_log; returns the job's exit code.
 submit() {
-  local rc=0
-  bounded 120 sbatch --parsable --wait --chdir="$repo" --output="$state/log/job-%j.out" "$1" \
+  local rc=0 name
+  (cd "$submit_dir" && bounded 150 sbatch --parsable --wait "${sbatch_overrides[@]}" "$1") \
     > "$state/sbatch.out" || rc=$?
   job=$(head -n 1 "$state/sbatch.out" | cut -d ';' -f 1)
   log "$(basename "$1"): job ${job:-?} finished with exit code $rc"
-  if [[ -n $job && -f $state/log/job-$job.out ]]; then
-    echo "---- job $job output"
-    cat "$state/log/job-$job.out"
+  name=$(sed -n 's/^#SBATCH --output=//p' "$1" | sed "s/%j/$job/")
+  job_log=$submit_dir/$name
+  if [[ -n $job && -f $job_log ]]; then
+    echo "---- job $job output ($job_log)"
+    cat "$job_log"
     echo "----"
+  elif [[ -n $job ]]; then
+    echo "slurm-ci: no job log $job_log in the submit directory" >&2
+    return 1
   fi
   return "$rc"
 }
 
+# not_in_source JOB: the job wrote nothing into the source tree.
+not_in_source() {
+  local stray
+  stray=$(find "$repo" -path "$repo/build" -prune -o \( -name "ridgeline-$1.*" -o -name "ridgeline-$1-*" \
+    -o -name "ridgeline-scaling-$1.*" \) -print | head -n 5)
+  if [[ -n $stray ]]; then
+    echo "slurm-ci: job $1 wrote into the source tree: $stray" >&2
+    return 1
+  fi
+}
+
+# The scripts find the checkout from their own path and the binary from RIDGELINE_BIN.
+unset RIDGELINE_REPO RIDGELINE_RESULTS RIDGELINE_OUT
 export RIDGELINE_BIN=$bin
 export RIDGELINE_CONFIG=$repo/models/tiny.toml
-export RIDGELINE_RESULTS=$state/results
 export RIDGELINE_MPIRUN_FLAGS="--oversubscribe --allow-run-as-root"
 export RIDGELINE_ARGS="--tp 2 --warmup 1 --iters 3"
 submit "$repo/slurm/run.sbatch"
-out=$state/results/ridgeline-$job.h5
+out=$submit_dir/ridgeline-$job.h5
 if [[ ! -f $out ]]; then
   echo "slurm-ci: the job did not write $out" >&2
   exit 1
 fi
+not_in_source "$job"
 bounded 60 mpirun -np 1 $RIDGELINE_MPIRUN_FLAGS "$bin" validate "$out"
 
-# TP = 1 and 2 on the node's 2 tasks: two files and a summary line for each.
+# Scaling through srun (PMIx) over TP = 1, 3, 2 on the node's 2 tasks: TP = 3 is invalid for the
+# tiny model (8 heads), so that point fails while TP = 1 and 2 still run, keep their files and
+# summary lines, and the job lists both outcomes and exits non-zero.
 export RIDGELINE_ARGS="--warmup 1 --iters 3"
-submit "$repo/slurm/scaling.sbatch"
+export RIDGELINE_LAUNCHER=srun
+export RIDGELINE_SRUN_FLAGS="--mpi=pmix --overcommit"
+export RIDGELINE_TP_LIST="1 3 2"
+scaling_rc=0
+submit "$repo/slurm/scaling.sbatch" || scaling_rc=$?
+if (( scaling_rc == 0 )); then
+  echo "slurm-ci: the scaling job exited 0 although its TP=3 point failed" >&2
+  exit 1
+fi
 for tp in 1 2; do
-  if [[ ! -f $state/results/ridgeline-$job-tp$tp.h5 ]]; then
-    echo "slurm-ci: the scaling job did not write ridgeline-$job-tp$tp.h5" >&2
+  if [[ ! -f $submit_dir/ridgeline-$job-tp$tp.h5 ]]; then
+    echo "slurm-ci: the scaling job did not write ridgeline-$job-tp$tp.h5 in the submit directory" >&2
     exit 1
   fi
 done
-rows=$(grep -c "ridgeline-$job-tp[12].h5 " "$state/log/job-$job.out" || true)
+if [[ -e $submit_dir/ridgeline-$job-tp3.h5 ]]; then
+  echo "slurm-ci: the failed TP=3 point left a file that looks complete" >&2
+  exit 1
+fi
+not_in_source "$job"
+rows=$(grep -c "ridgeline-$job-tp[12].h5 " "$job_log" || true)
 if (( rows != 2 )); then
   echo "slurm-ci: expected 2 summary lines in the scaling job's output, found $rows" >&2
   exit 1
 fi
+for line in "succeeded: tp=1" "succeeded: tp=2" "FAILED: tp=3 (run exited 2)" "2 succeeded, 1 failed"; do
+  if ! grep -qF "$line" "$job_log"; then
+    echo "slurm-ci: the scaling job's summary lacks '$line'" >&2
+    exit 1
+  fi
+done

@@ -15,6 +15,7 @@
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
 #include "app/reporters.hpp"
+#include "app/job.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_bench.hpp"
 #include "collectives/collective_runner.hpp"
@@ -44,6 +45,7 @@ struct CollectivesConfig {
   std::string backend = "auto";
   int group_size = 0; ///< 0 (never given: the option takes >= 1): the world size
   std::string transport = "auto";
+  bool allow_shared_gpu = false;
   int nccl_max_ctas = -1;
   int nccl_min_ctas = -1;
   std::string out;
@@ -176,6 +178,7 @@ Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::str
           {"backend", backend},
           {"group_size", static_cast<int64_t>(c.group_size)},
           {"transport", c.transport},
+          {"allow_shared_gpu", static_cast<int64_t>(c.allow_shared_gpu ? 1 : 0)},
           {"nccl_max_ctas", static_cast<int64_t>(c.nccl_max_ctas)},
           {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
           {"out", c.out},
@@ -285,13 +288,15 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   if (cfg.dtype.empty()) cfg.dtype = cuda ? "bf16" : "fp32";
   if (cfg.max_bytes.empty()) cfg.max_bytes = cuda ? "1G" : "4M";
   if (cfg.group_size == 0) cfg.group_size = mpi.size();
+  const GpuBindingResult bound = bind_gpu(mpi, cuda, cfg.allow_shared_gpu);
+  if (reject_if_any(ctx, "invalid GPU placement", bound.problems)) return 2;
+  const int device = bound.binding.device;
   Resolved r;
   std::vector<std::string> problems = validate(cfg, cuda, gpus, mpi.size(), r);
   if (problems.empty()) {
     // Two buffers of the largest size, plus host staging (one more on the host backend, where
     // the "device" buffers are host memory too), against the smallest free memory of any rank.
     const double need = static_cast<double>(r.sizes.back()) * (cuda ? 2.0 : 3.0);
-    const int device = cuda ? mpi.local_rank() % std::max(1, gpus) : -1;
     int64_t free_bytes =
         cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
@@ -317,7 +322,6 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   if (reject_if_any(ctx, "cannot write the results", check_outputs(ctx, {{cfg.out, "--out"}}))) return 2;
 
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating buffers");
-  const int device = cuda ? mpi.local_rank() % gpus : -1;
   const int groups = mpi.size() / cfg.group_size;
   const int group_index = mpi.rank() / cfg.group_size;
   GroupComm group(mpi.world(), group_index, mpi.rank());
@@ -358,8 +362,9 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   if (cuda) data.stack.emplace_back("gpu_links", link_matrix_text());
   data.env = performance_env();
   data.config = config_attrs(cfg, r, cuda ? "cuda" : "host");
-  const Attrs coords = {{"group", static_cast<int64_t>(group_index)},
-                        {"group_rank", static_cast<int64_t>(comm->rank())}};
+  Attrs coords = gpu_binding_attrs(mpi, bound.binding);
+  coords.emplace_back("group", static_cast<int64_t>(group_index));
+  coords.emplace_back("group_rank", static_cast<int64_t>(comm->rank()));
   data.topology =
       gather_attrs(mpi.world(), rank_topology(mpi, cuda ? "cuda" : "host", device, coords));
 
@@ -474,6 +479,8 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--backend", c.backend,
                   "auto, host (MPI on host memory) or cuda (NCCL, one GPU per rank)")
       ->capture_default_str();
+  cmd->add_flag("--allow-shared-gpu", c.allow_shared_gpu,
+                "Run even where a node has more ranks than GPUs (refused otherwise)");
   cmd->add_option("--group-size", c.group_size,
                   "Ranks per communicator: consecutive groups running concurrently (default: all)")
       ->check(integer_in(1, std::numeric_limits<int>::max()));

@@ -18,6 +18,7 @@
 
 #include "collectives/collective_bench.hpp"
 #include "core/error.hpp"
+#include "app/host_memory.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
@@ -164,16 +165,8 @@ void refuse_empty_values(CLI::App& app) {
 }
 
 int64_t available_host_bytes(int local_ranks) {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return -1;
-  char name[64];
-  long long kib = 0;
-  char unit[16];
-  int64_t avail = -1;
-  while (std::fscanf(f, "%63s %lld %15s", name, &kib, unit) == 3)
-    if (std::string(name) == "MemAvailable:") avail = kib * 1024;
-  std::fclose(f);
-  return avail < 0 ? -1 : avail / std::max(1, local_ranks);
+  const HostMemory node = host_memory(MemorySources::of_this_process());
+  return node.bytes < 0 ? -1 : node.bytes / std::max(1, local_ranks);
 }
 
 bool reject_if_any(const CommandContext& ctx, const std::string& what,

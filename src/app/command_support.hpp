@@ -49,7 +49,9 @@ std::string list_problem(const std::vector<std::string>& items, const ItemCheck&
 CLI::Validator comma_list(ItemCheck check);
 /// Every option of `app` and of its subcommands that takes a value refuses an empty one.
 void refuse_empty_values(CLI::App& app);
-/// MemAvailable split evenly over the `local_ranks` ranks of this host (bytes; -1 if unknown).
+/// The host memory this node's ranks may use (the least of MemAvailable, the memory cgroup's
+/// headroom and Slurm's allocation: host_memory.hpp) split evenly over the `local_ranks` ranks
+/// of this host (bytes; -1 if unknown).
 int64_t available_host_bytes(int local_ranks);
 /// Every rank calls: false when `problems` is empty on every rank; otherwise rank 0 prints
 /// "ridgeline: <what>:" and each problem once, and every rank returns true (exit with 2).

@@ -143,6 +143,7 @@ const LayerRule kLayerRules[] = {
     // a GPU that may still be idling) change from launch to launch; the limits do not.
     {S::topology, "pid", L::not_compared, 0},
     {S::topology, "gpu_memory_free_bytes", L::not_compared, 0},
+    {S::topology, "host_memory_usable_bytes", L::not_compared, 0},
     {S::topology, "gpu_sm_clock_mhz", L::not_compared, 0},
     {S::topology, "gpu_mem_clock_mhz", L::not_compared, 0},
     {S::topology, "gpu_*_clock_max_mhz", L::clocks, 0},

@@ -105,6 +105,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
                "launch overhead, which often bounds decode; the timeline then has one op per step")
       ->group(exec);
+  cmd.add_flag("--allow-shared-gpu", c.allow_shared_gpu,
+               "Run even where a node has more ranks than GPUs (ranks then share GPUs, each timing "
+               "a fraction of one); refused otherwise")
+      ->group(exec);
 
   const char* const ovl = "Overlap";
   cmd.add_option("--overlap", c.overlap,
@@ -425,6 +429,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"comm_priority", c.comm_priority},
           {"overlap_gemm_sms", static_cast<int64_t>(c.overlap_gemm_sms)},
           {"transport", c.transport},
+          {"allow_shared_gpu", static_cast<int64_t>(c.allow_shared_gpu ? 1 : 0)},
           {"warmup", static_cast<int64_t>(c.warmup)},
           {"iters", static_cast<int64_t>(c.iters)},
           {"check", c.check},

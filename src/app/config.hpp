@@ -49,6 +49,7 @@ struct RunConfig {
   std::string comm_priority = "high";  ///< high | normal: the comm stream's priority
   int overlap_gemm_sms = 0;  ///< SMs a GEMM beside a collective targets; 0 = every SM
   std::string transport = "auto";  ///< NCCL transport preset (auto | nvlink | host | net)
+  bool allow_shared_gpu = false;   ///< run even where a node has more ranks than GPUs
   // Measurement.
   int warmup = 3;
   int iters = 10;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/build_info.hpp"
+#include "app/host_memory.hpp"
 #include "app/run_file.hpp"
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
@@ -163,6 +164,10 @@ Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int devic
              {"memory_total_bytes", meminfo_bytes("MemTotal")},
              {"backend", backend},
              {"device", static_cast<int64_t>(device)}};
+  // What this node's ranks may use after cgroup and Slurm limits, and which limit bound it.
+  const HostMemory usable = host_memory(MemorySources::of_this_process());
+  a.emplace_back("host_memory_usable_bytes", usable.bytes);
+  a.emplace_back("host_memory_bound_by", usable.bound_by);
   if (backend == "cuda") {
     const GpuInfo g = query_gpu(device);
     for (auto& kv : gpu_info_attrs(g)) a.push_back(std::move(kv));

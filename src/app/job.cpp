@@ -1,22 +1,63 @@
 // The job context (see job.hpp).
 #include "app/job.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <set>
 
 #include "app/build_info.hpp"
 #include "app/command_support.hpp"
 #include "app/fingerprint.hpp"
+#include "app/host_memory.hpp"
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
 
-JobContext::JobContext(CommandContext& cmd, const std::string& backend) : m_cmd(cmd) {
+GpuBindingResult bind_gpu(const MpiSession& mpi, bool cuda, bool allow_shared_gpu) {
+  GpuBindingResult r;
+  GpuBinding& b = r.binding;
+  b.gpus_visible = cuda_device_count();
+  b.device = cuda ? device_for_local_rank(mpi.local_rank(), b.gpus_visible) : -1;
+  if (b.device >= 0) {
+    // The physical GPU, not the ordinal: a launcher that hands each rank its own GPU
+    // (CUDA_VISIBLE_DEVICES per task) makes every rank's device 0.
+    const GpuInfo info = query_gpu(b.device);
+    b.gpu_id = !info.uuid.empty() ? info.uuid
+               : !info.pci_bus_id.empty() ? info.pci_bus_id
+                                          : "device " + std::to_string(b.device);
+  }
+  const std::vector<std::string> node = allgather_strings(mpi.local(), b.gpu_id);
+  std::set<std::string> distinct;
+  for (const std::string& id : node)
+    if (!id.empty()) distinct.insert(id);
+  b.node_gpus = static_cast<int>(distinct.size());
+  if (!b.gpu_id.empty()) b.shared_by = static_cast<int>(std::count(node.begin(), node.end(), b.gpu_id));
+  // Ranks without a GPU (host backend) place nothing.
+  const int ranks_with_gpu = static_cast<int>(node.size()) - static_cast<int>(std::count(node.begin(), node.end(), ""));
+  const GpuPlacement p = decide_gpu_placement(ranks_with_gpu, b.node_gpus, allow_shared_gpu, mpi.hostname());
+  // Each node's verdict to every rank, so that rank 0 prints another node's refusal too.
+  std::set<std::string> seen;
+  for (const std::string& problem : allgather_strings(mpi.world(), mpi.local_rank() == 0 ? p.problem : ""))
+    if (!problem.empty() && seen.insert(problem).second) r.problems.push_back(problem);
+  return r;
+}
+
+Attrs gpu_binding_attrs(const MpiSession& mpi, const GpuBinding& b) {
+  return {{"local_size", static_cast<int64_t>(mpi.local_size())},
+          {"gpus_visible", static_cast<int64_t>(b.gpus_visible)},
+          {"gpu_shared_by", static_cast<int64_t>(b.shared_by)}};
+}
+
+JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool allow_shared_gpu) : m_cmd(cmd) {
   m_gpus = cuda_device_count();
   m_cuda = backend == "cuda" || (backend == "auto" && m_gpus > 0);
   m_backend_name = m_cuda ? "cuda" : "host";
-  m_device = m_cuda && m_gpus > 0 ? mpi().local_rank() % m_gpus : -1;
+  GpuBindingResult bound = bind_gpu(mpi(), m_cuda, allow_shared_gpu);
+  m_binding = bound.binding;
+  m_placement_problems = std::move(bound.problems);
 }
 
 JobContext::~JobContext() { release(); }
@@ -46,7 +87,7 @@ std::string JobContext::transport() const {
 
 Backend& JobContext::backend(DType dtype, bool comm_priority) {
   auto& slot = m_backends[{dtype, comm_priority}];
-  if (!slot) slot = m_cuda ? make_cuda_backend(m_device, dtype, comm_priority) : make_host_backend();
+  if (!slot) slot = m_cuda ? make_cuda_backend(m_binding.device, dtype, comm_priority) : make_host_backend();
   return *slot;
 }
 
@@ -72,9 +113,30 @@ void JobContext::release() {
 }
 
 int64_t JobContext::min_free_bytes() {
-  int64_t free_bytes = m_cuda ? query_gpu(m_device).memory_free_bytes : available_host_bytes(mpi().local_size());
-  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi().world()));
-  return free_bytes;
+  int64_t free_bytes = -1;
+  std::string bound;
+  if (m_cuda) {
+    free_bytes = query_gpu(m_binding.device).memory_free_bytes;
+    bound = "free memory of GPU " + std::to_string(m_binding.device);
+  } else {
+    const HostMemory node = host_memory(MemorySources::of_this_process());
+    free_bytes = node.bytes < 0 ? -1 : node.bytes / std::max(1, mpi().local_size());
+    bound = node.bound_by + " / " + std::to_string(mpi().local_size()) + " ranks";
+  }
+  // The least known figure, and where it came from (ranks that know nothing do not bind).
+  struct {
+    long value;
+    int rank;
+  } mine{free_bytes < 0 ? std::numeric_limits<long>::max() : static_cast<long>(free_bytes), mpi().rank()}, least{};
+  RIDGELINE_CHECK(MPI_Allreduce(&mine, &least, 1, MPI_LONG_INT, MPI_MINLOC, mpi().world()));
+  m_free_bytes_bound = broadcast_string(mpi().world(), bound + " on host " + mpi().hostname() + " (rank " +
+                                                           std::to_string(mpi().rank()) + ")",
+                                        least.rank);
+  if (least.value == std::numeric_limits<long>::max()) {
+    m_free_bytes_bound = "unknown";
+    return -1;
+  }
+  return static_cast<int64_t>(least.value);
 }
 
 Attrs JobContext::root_attrs(const std::string& command) const {
@@ -97,7 +159,9 @@ Attrs JobContext::stack() const {
 }
 
 std::vector<Attrs> JobContext::topology(const Attrs& extra) {
-  return gather_attrs(mpi().world(), rank_topology(mpi(), m_backend_name, m_device, extra));
+  Attrs mine = gpu_binding_attrs(mpi(), m_binding);
+  for (const auto& kv : extra) mine.push_back(kv);
+  return gather_attrs(mpi().world(), rank_topology(mpi(), m_backend_name, m_binding.device, mine));
 }
 
 }  // namespace ridgeline

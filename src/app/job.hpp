@@ -13,6 +13,7 @@
 #include "app/run_data.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/nccl_communicator.hpp"
+#include "core/gpu_binding.hpp"
 #include "models/backend.hpp"
 #include "parallel/grid.hpp"
 
@@ -24,11 +25,24 @@ struct GridComms {
   std::unique_ptr<Communicator> tp, pp;
 };
 
+/// This rank's GPU (device_for_local_rank) and the GPUs its node's ranks use between them,
+/// gathered over the node; `problems` holds every node's refusal (decide_gpu_placement), the
+/// same list on every rank. Collective over the world; without `cuda` no GPU is bound.
+struct GpuBindingResult {
+  GpuBinding binding;
+  std::vector<std::string> problems;
+};
+GpuBindingResult bind_gpu(const MpiSession& mpi, bool cuda, bool allow_shared_gpu);
+
+/// The rank -> GPU map's /topology entries: local_size, gpus_visible, gpu_shared_by.
+Attrs gpu_binding_attrs(const MpiSession& mpi, const GpuBinding& binding);
+
 class JobContext {
  public:
-  /// Picks the device (`backend`: auto | host | cuda; auto takes the GPU when one is visible).
-  /// Creates nothing yet; every rank constructs it with the same arguments.
-  JobContext(CommandContext& cmd, const std::string& backend);
+  /// Picks the device (`backend`: auto | host | cuda; auto takes the GPU when one is visible)
+  /// and checks its node's placement (placement_problems()). Creates nothing yet; every rank
+  /// constructs it with the same arguments (collective).
+  JobContext(CommandContext& cmd, const std::string& backend, bool allow_shared_gpu = false);
   ~JobContext();
   JobContext(const JobContext&) = delete;
   JobContext& operator=(const JobContext&) = delete;
@@ -41,7 +55,10 @@ class JobContext {
   bool cuda() const { return m_cuda; }
   int gpus() const { return m_gpus; }
   /// This rank's CUDA device (-1 on the host backend).
-  int device() const { return m_device; }
+  int device() const { return m_binding.device; }
+  /// Every node whose ranks would share GPUs without --allow-shared-gpu (the same on every
+  /// rank; empty when the placement is fine): a command rejects the job with them (exit 2).
+  const std::vector<std::string>& placement_problems() const { return m_placement_problems; }
 
   /// Sets the NCCL transport preset (auto | nvlink | host | net) before any communicator
   /// exists; returns warnings for rank 0 to print. NCCL reads its environment once per
@@ -61,8 +78,11 @@ class JobContext {
   /// Frees every grid and backend (e.g. before a point that needs the memory); collective.
   void release();
 
-  /// The smallest free memory of any rank (GPU memory, or host memory per rank); collective.
+  /// The smallest free memory of any rank (GPU memory, or host memory per rank: the least of
+  /// MemAvailable, the cgroup's and Slurm's limits, split over the node's ranks); collective.
   int64_t min_free_bytes();
+  /// What bound the last min_free_bytes(): e.g. "cgroup v2 memory.max on host n1 (rank 4)".
+  const std::string& free_bytes_bound() const { return m_free_bytes_bound; }
 
   /// Root attributes of an output file of `command`.
   Attrs root_attrs(const std::string& command) const;
@@ -76,7 +96,9 @@ class JobContext {
   std::string m_backend_name;
   bool m_cuda = false;
   int m_gpus = 0;
-  int m_device = -1;
+  GpuBinding m_binding;
+  std::vector<std::string> m_placement_problems;
+  std::string m_free_bytes_bound;
   std::string m_transport;  ///< set once by use_transport ("" = not yet: auto)
   std::vector<std::pair<std::string, std::string>> m_transport_env;
   // Declared before the backends so that they are destroyed after them: an NCCL communicator

@@ -9,6 +9,7 @@
 #include "app/summary.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "core/stats.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
@@ -59,6 +60,7 @@ CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
 std::vector<float> reference_output(Backend& backend, const StageSpec& spec, bool holder,
                                     int64_t all_layers) {
   if (!holder) return {};
+  const ranges::Scope range(kReferenceRange);
   StageSpec ref_spec = spec;
   ref_spec.shape.tp = 1;
   ref_spec.shape.sequence_parallel = false;
@@ -114,6 +116,7 @@ class StageWorkload final : public Workload {
       // the timeline holds one op per step (per-op times need eager execution).
       Recorder silent(m_backend.clock(), m_stage_ops);
       silent.set_enabled(false);
+      const ranges::Scope range([&] { return m_strategies[s] + ": graph capture"; });
       m_backend.capture_begin(Lane::compute);
       m_stage.forward(silent);
       m_graphs[s] = m_backend.capture_end(Lane::compute);
@@ -260,7 +263,7 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                   "activations%s) but the smallest free memory of any rank is %.2f GiB",
                   need / 1073741824.0, check.enabled ? ", TP=1 check" : "",
                   static_cast<double>(free_bytes) / 1073741824.0);
-    problems.emplace_back(msg);
+    problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }
   return problems;
 }

@@ -15,6 +15,9 @@
 
 namespace ridgeline {
 
+/// The profiler range around the TP=1 reference computation (its ops' ranges nest in it).
+inline constexpr const char* kReferenceRange = "check: TP=1 reference";
+
 struct CheckOutcome {
   std::string status;  ///< passed | failed | skipped: reason
   double max_rel_error = 0;

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/progress.hpp"
+#include "core/ranges.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
@@ -101,6 +102,9 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
       watchdog.iteration(it);
       if (it == o.warmup) timed_start = rec.mark(Lane::compute);
       rec.set_iteration(it, it < o.warmup);
+      const ranges::Scope range([&] {
+        return name + (it < o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
+      });
       w.step(rec);
     }
     const size_t timed_end = rec.mark(Lane::compute);
@@ -144,6 +148,13 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
         const size_t start = quiet.mark(Lane::compute);
         for (int it = 0; it < o.iters; ++it) {
           watchdog.iteration(it);
+          const ranges::Scope range([&] {
+            const char* loop = mode == Workload::Mode::full           ? " step"
+                               : mode == Workload::Mode::compute_only ? " compute_only"
+                                                                      : " comm_only";
+            return w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
+                   std::to_string(round) + ")";
+          });
           w.step(quiet);
         }
         marks.emplace_back(start, quiet.mark(Lane::compute));

@@ -319,6 +319,7 @@ std::string collective_name_item(const std::string& item, std::string& canonical
 struct RoofsOptions {
   std::string backend = "auto";
   std::string transport = "auto";
+  bool allow_shared_gpu = false;
   bool quick = false;
   std::string dtypes;
   std::string gemm_sizes;
@@ -332,7 +333,8 @@ struct RoofsOptions {
 };
 
 int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
-  JobContext job(ctx, o.backend);
+  JobContext job(ctx, o.backend, o.allow_shared_gpu);
+  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
   RoofsPlan plan = RoofsPlan::defaults(job.cuda(), o.quick);
   std::vector<std::string> problems;
   if (o.backend != "auto" && o.backend != "host" && o.backend != "cuda")
@@ -400,6 +402,7 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   data.config = plan.attrs();
   data.config.emplace_back("backend", job.backend_name());
   data.config.emplace_back("transport", job.transport());
+  data.config.emplace_back("allow_shared_gpu", static_cast<int64_t>(o.allow_shared_gpu ? 1 : 0));
   data.config.emplace_back("out", out);
   data.topology = job.topology({});
   int status = 0;
@@ -424,6 +427,8 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--backend", o->backend, "auto | host | cuda")->capture_default_str();
   cmd->add_option("--transport", o->transport, "NCCL transport preset: auto, nvlink, host or net (one per job)")
       ->capture_default_str();
+  cmd->add_flag("--allow-shared-gpu", o->allow_shared_gpu,
+                "Run even where a node has more ranks than GPUs (refused otherwise)");
   cmd->add_flag("--quick", o->quick, "The short plan that run and sweep measure when given no --roofs file");
   cmd->add_option("--dtypes", o->dtypes, "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
       ->check(comma_list(dtype_item));

@@ -26,8 +26,9 @@ namespace ridgeline {
 namespace {
 
 int run_one(CommandContext& ctx, RunConfig cfg) {
-  JobContext job(ctx, cfg.backend);
+  JobContext job(ctx, cfg.backend, cfg.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
+  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
   if (cfg.backend == "auto" && job.gpus() == 0 && mpi.rank() == 0)
     std::cout << "ridgeline: no GPU found; using the host backend (fp32, OpenBLAS, MPI) and "
               << (cfg.hidden > 0 ? "the given model" : "the embedded default model") << "\n";
@@ -165,8 +166,10 @@ void setup_env_command(CLI::App& app, CommandAction& action) {
     action = [](CommandContext& ctx) {
       const int gpus = cuda_device_count();
       const std::string backend = gpus > 0 ? "cuda" : "host";
-      const int device = gpus > 0 ? ctx.mpi.local_rank() % gpus : -1;
-      const std::vector<Attrs> ranks = gather_attrs(ctx.mpi.world(), rank_topology(ctx.mpi, backend, device, {}));
+      // Where each rank's GPU is, shared or not: env only reports, it refuses nothing.
+      const GpuBinding gpu = bind_gpu(ctx.mpi, gpus > 0, true).binding;
+      const std::vector<Attrs> ranks = gather_attrs(
+          ctx.mpi.world(), rank_topology(ctx.mpi, backend, gpu.device, gpu_binding_attrs(ctx.mpi, gpu)));
       if (ctx.mpi.rank() != 0) return 0;
       std::cout << "[stack]\n";
       for (const auto& [k, v] : stack_attrs()) std::cout << "  " << k << " = " << attr_to_string(v) << "\n";

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iterator>
 #include <optional>
+#include <map>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -772,6 +773,69 @@ void validate_checksum(const Attrs& attrs, const std::string& where, std::vector
                        "' is not " + kOutputChecksumAlgorithm);
 }
 
+// The rank -> GPU map in /topology: element r is rank r, each (host, local_rank) is one rank,
+// a rank's device is one it could see, and the ranks of a host on one GPU (by UUID, else PCI
+// bus id) are as many as each one's gpu_shared_by says; more than one only where the job was
+// allowed to share GPUs (/config allow_shared_gpu; files written before that key are not
+// checked for sharing).
+void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
+  h5::Handle topology = h5::open_group(file, "/topology");
+  const auto has = [&](const char* key) { return h5::exists(topology.id(), key); };
+  if (!has("rank") || !has("host") || !has("local_rank")) return;
+  const auto ranks = h5::read_vector<int64_t>(topology.id(), "rank");
+  const auto hosts = h5::read_vector<std::string>(topology.id(), "host");
+  const auto local = h5::read_vector<int64_t>(topology.id(), "local_rank");
+  const size_t n = std::min({ranks.size(), hosts.size(), local.size()});
+  std::map<std::pair<std::string, int64_t>, size_t> seats;
+  for (size_t r = 0; r < n; ++r) {
+    if (ranks[r] != static_cast<int64_t>(r))
+      problems.push_back("/topology/rank: element " + std::to_string(r) + " is " + std::to_string(ranks[r]));
+    if (const auto [it, fresh] = seats.emplace(std::make_pair(hosts[r], local[r]), r); !fresh)
+      problems.push_back("/topology: ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+                         " are both local rank " + std::to_string(local[r]) + " of host " + hosts[r]);
+  }
+  if (!has("device")) return;
+  const auto devices = h5::read_vector<int64_t>(topology.id(), "device");
+  if (has("gpus_visible")) {
+    const auto visible = h5::read_vector<int64_t>(topology.id(), "gpus_visible");
+    for (size_t r = 0; r < std::min(n, std::min(devices.size(), visible.size())); ++r)
+      if (devices[r] >= visible[r])
+        problems.push_back("/topology: rank " + std::to_string(r) + " uses device " + std::to_string(devices[r]) +
+                           " but saw " + std::to_string(visible[r]) + " GPUs");
+  }
+  std::vector<std::string> ids(n);
+  for (const char* key : {"gpu_pci_bus_id", "gpu_uuid"})
+    if (has(key)) {
+      const auto values = h5::read_vector<std::string>(topology.id(), key);
+      for (size_t r = 0; r < std::min(n, values.size()); ++r)
+        if (!values[r].empty()) ids[r] = values[r];
+    }
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_gpu;
+  for (size_t r = 0; r < std::min(n, devices.size()); ++r)
+    if (devices[r] >= 0 && !ids[r].empty()) by_gpu[{hosts[r], ids[r]}].push_back(r);
+  if (has("gpu_shared_by")) {
+    const auto shared_by = h5::read_vector<int64_t>(topology.id(), "gpu_shared_by");
+    for (const auto& [gpu, members] : by_gpu)
+      for (size_t r : members)
+        if (r < shared_by.size() && shared_by[r] != static_cast<int64_t>(members.size()))
+          problems.push_back("/topology: rank " + std::to_string(r) + " says " + std::to_string(shared_by[r]) +
+                             " ranks share its GPU " + gpu.second + " but " + std::to_string(members.size()) +
+                             " ranks of host " + gpu.first + " use it");
+  }
+  const Attrs config = h5::read_attrs(h5::open_group(file, "/config").id());
+  const AttrValue* allowed = find_attr(config, "allow_shared_gpu");
+  if (allowed == nullptr) return;
+  const auto* flag = std::get_if<int64_t>(allowed);
+  if (flag != nullptr && *flag != 0) return;
+  for (const auto& [gpu, members] : by_gpu)
+    if (members.size() > 1) {
+      std::string list;
+      for (size_t r : members) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      problems.push_back("/topology: ranks " + list + " of host " + gpu.first + " share GPU " + gpu.second +
+                         " but /config allow_shared_gpu is 0");
+    }
+}
+
 // The summary group `base`/summary (base: "" for /summary, or a point's group).
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
   const std::string group = base + "/summary";
@@ -1036,6 +1100,8 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   const AttrValue* layout = find_attr(root, "file_layout");
   if (layout != nullptr && attr_to_string(*layout) == kPerNodeLayout)
     check_section(problems, [&] { unreadable = validate_links(file, path, root, problems); });
+  if (has("/topology") && has("/config"))
+    check_section(problems, [&] { validate_gpu_map(file, problems); });
   int64_t op_count = -1;
   if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, "/ops", problems); });
   if (has("/ranks"))

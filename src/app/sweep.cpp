@@ -21,6 +21,7 @@
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
+#include "core/ranges.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -368,8 +369,9 @@ std::string axis_value(const RunConfig& cfg, const std::string& axis) {
 }
 
 int run_sweep(CommandContext& ctx, SweepOptions o) {
-  JobContext job(ctx, o.base.backend);
+  JobContext job(ctx, o.base.backend, o.base.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
+  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
   const int world = mpi.size();
   std::vector<std::string> problems, axes;
   const size_t naxes = std::size(kSweepAxes);
@@ -503,6 +505,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
       row.status = "failed: " + join(point_problems, "; ");
     } else {
       Watchdog watchdog(cfg.timeout_s, "point " + row.label);
+      const ranges::Scope range([&] { return "point " + std::to_string(row.point) + ": " + row.label; });
       PointResult result = run_point(job, cfg, roofs, watchdog);
       row.status = result.status;
       row.setup_s = result.setup_s;

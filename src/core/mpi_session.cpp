@@ -18,12 +18,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   RIDGELINE_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &m_rank));
   RIDGELINE_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &m_size));
   set_error_rank(m_rank);
-  MPI_Comm local = MPI_COMM_NULL;
-  RIDGELINE_CHECK(
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &local));
-  RIDGELINE_CHECK(MPI_Comm_rank(local, &m_local_rank));
-  RIDGELINE_CHECK(MPI_Comm_size(local, &m_local_size));
-  RIDGELINE_CHECK(MPI_Comm_free(&local));
+  RIDGELINE_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL,
+                                      &m_local_comm));
+  RIDGELINE_CHECK(MPI_Comm_rank(m_local_comm, &m_local_rank));
+  RIDGELINE_CHECK(MPI_Comm_size(m_local_comm, &m_local_size));
   RIDGELINE_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m_error_comm));
   char host[HOST_NAME_MAX + 1] = {};
   gethostname(host, sizeof(host) - 1);
@@ -37,6 +35,7 @@ MpiSession::~MpiSession() {
   if (finalized) return;
   m_board.reset();
   if (m_error_comm != MPI_COMM_NULL) RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_error_comm));
+  if (m_local_comm != MPI_COMM_NULL) RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_local_comm));
   RIDGELINE_CHECK_NOTHROW(MPI_Finalize());
 }
 

@@ -28,6 +28,8 @@ class MpiSession {
   int local_size() const { return m_local_size; }
   const std::string& hostname() const { return m_hostname; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
+  /// The ranks of this host (local_rank() is the rank in it); e.g. to agree on GPU placement.
+  MPI_Comm local() const { return m_local_comm; }
 
   /// Ends the whole job with `code` (MPI_Abort): never leaves other ranks waiting.
   [[noreturn]] void abort(int code) const;
@@ -46,6 +48,7 @@ class MpiSession {
   MPI_Comm m_error_comm = MPI_COMM_NULL;
   /// Where every rank of this host is, for the watchdog's message and the progress line.
   std::unique_ptr<progress::Board> m_board;
+  MPI_Comm m_local_comm = MPI_COMM_NULL;
 };
 
 /// Throws Error: `bytes` received are not a whole number of rows of `row` bytes.

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ranges.hpp"
+
 namespace ridgeline {
 
 /// Where an op runs: the compute stream, the collective stream, or point-to-point transfers.
@@ -135,16 +137,18 @@ class Recorder {
   std::vector<int64_t> m_mark_ns;     ///< resolved marks, indexed by mark handle
 };
 
-/// RAII op scope: begin() in the constructor, end() in the destructor.
+/// RAII op scope: the op's profiler range (named as in the op table) and begin() in the
+/// constructor, end() and the range's end in the destructor.
 class ScopedOp {
  public:
   ScopedOp(Recorder& rec, int32_t op_id, int32_t layer, Lane lane, const OpCost& cost, Lane queue)
-      : m_rec(rec), m_handle(rec.begin(op_id, layer, lane, cost, queue)) {}
+      : m_range(rec.ops().name(op_id)), m_rec(rec), m_handle(rec.begin(op_id, layer, lane, cost, queue)) {}
   ~ScopedOp() { m_rec.end(m_handle); }
   ScopedOp(const ScopedOp&) = delete;
   ScopedOp& operator=(const ScopedOp&) = delete;
 
  private:
+  ranges::Scope m_range;
   Recorder& m_rec;
   size_t m_handle;
 };

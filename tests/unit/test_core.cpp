@@ -1,16 +1,21 @@
-// Unit tests of core: statistics, op table, recorder, element types, half conversions, errors.
+// Unit tests of core: statistics, op table, recorder, profiler ranges, element types, half
+// conversions, errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "collectives/half_types.hpp"
 #include "core/checksum.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/gpu_binding.hpp"
+#include "core/ranges.hpp"
 #include "core/stats.hpp"
 #include "core/timeline.hpp"
 #include "core/watchdog.hpp"
+#include "tests/support/range_log.hpp"
 
 namespace ridgeline {
 namespace {
@@ -114,6 +119,96 @@ TEST(Recorder, FlushRejectsOpsThatNeverEnded) {
   clock.start_epoch();
   rec.begin(ops.intern("x", OpKind::other), 0, Lane::compute, OpCost{});
   EXPECT_THROW(rec.flush(), Error);
+}
+
+TEST(Ranges, ScopesPushAndPopInPairsEvenWhenAnExceptionLeavesThem) {
+  RangeLog log;
+  try {
+    const ranges::Scope outer("outer");
+    const ranges::Scope inner(std::string("inner"));
+    throw Error("op failed");
+  } catch (const Error&) {
+  }
+  {
+    const ranges::Scope lazy([] { return std::string("built ") + "lazily"; });
+  }
+  ASSERT_EQ(log.ranges().size(), 3u);
+  EXPECT_EQ(log.ranges()[1].name, "inner");
+  EXPECT_EQ(log.ranges()[1].parent, "outer");
+  EXPECT_EQ(log.ranges()[2].name, "built lazily");
+  EXPECT_EQ(log.ranges()[2].depth, 0u);
+  EXPECT_EQ(log.pushes(), log.pops());
+  EXPECT_EQ(log.unmatched_pops(), 0u);
+  EXPECT_TRUE(log.open().empty());
+}
+
+TEST(Ranges, InactiveScopesBuildNoNameAndARangePopsWhereItPushed) {
+  if (ranges::nvtx_enabled()) GTEST_SKIP() << "NVTX is on in this process";
+  EXPECT_FALSE(ranges::active());
+  bool built = false;
+  {
+    const ranges::Scope unseen([&] {
+      built = true;
+      return std::string("unseen");
+    });
+  }
+  EXPECT_FALSE(built);
+  // A sink installed while a range is open gets no pop for the push it never saw.
+  std::unique_ptr<RangeLog> late;
+  {
+    const ranges::Scope opened_before("opened before the sink");
+    late = std::make_unique<RangeLog>();
+  }
+  EXPECT_EQ(late->pushes(), 0u);
+  EXPECT_EQ(late->pops(), 0u);
+}
+
+TEST(Recorder, ScopedOpOpensARangeNamedAsTheOpTable) {
+  OpTable ops;
+  const int32_t recv = ops.intern("pp_recv", OpKind::p2p);
+  HostClock clock;
+  clock.start_epoch();
+  Recorder rec(clock, ops);
+  RangeLog log;
+  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }
+  rec.set_enabled(false);
+  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }  // ranges also when not recorded
+  ASSERT_EQ(log.ranges().size(), 2u);
+  EXPECT_EQ(log.ranges()[0].name, "pp_recv");
+  EXPECT_EQ(log.pops(), 2u);
+}
+
+TEST(GpuPlacement, DeviceIsTheLocalRankModuloTheVisibleGpus) {
+  EXPECT_EQ(device_for_local_rank(0, 4), 0);
+  EXPECT_EQ(device_for_local_rank(5, 4), 1);
+  EXPECT_EQ(device_for_local_rank(3, 1), 0);  // a launcher gave the rank its own GPU
+  EXPECT_EQ(device_for_local_rank(0, 0), -1);
+}
+
+TEST(GpuPlacement, MoreRanksThanGpusIsRefusedUnlessAllowed) {
+  const GpuPlacement refused = decide_gpu_placement(8, 4, false, "n1");
+  EXPECT_TRUE(refused.shared);
+  EXPECT_TRUE(refused.refused);
+  EXPECT_EQ(refused.ranks_per_gpu, 2);
+  EXPECT_NE(refused.problem.find("8 ranks on host n1 share 4 GPUs"), std::string::npos) << refused.problem;
+  EXPECT_NE(refused.problem.find("--allow-shared-gpu"), std::string::npos);
+
+  const GpuPlacement allowed = decide_gpu_placement(3, 2, true, "n1");
+  EXPECT_TRUE(allowed.shared);
+  EXPECT_FALSE(allowed.refused);
+  EXPECT_EQ(allowed.ranks_per_gpu, 2);
+  EXPECT_TRUE(allowed.problem.empty());
+
+  EXPECT_TRUE(decide_gpu_placement(2, 1, false, "n1").refused);
+}
+
+TEST(GpuPlacement, OneRankPerGpuOrNoGpuIsFine) {
+  for (const auto& [ranks, gpus] : std::vector<std::pair<int, int>>{{4, 4}, {2, 8}, {1, 1}, {4, 0}, {0, 0}}) {
+    const GpuPlacement p = decide_gpu_placement(ranks, gpus, false, "n1");
+    EXPECT_FALSE(p.shared) << ranks << " ranks, " << gpus << " GPUs";
+    EXPECT_FALSE(p.refused);
+    EXPECT_EQ(p.ranks_per_gpu, 1);
+  }
 }
 
 TEST(DType, NamesRoundTrip) {

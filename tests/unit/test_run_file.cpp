@@ -292,6 +292,52 @@ TEST_F(RunFileTest, ValidFileHasNoProblems) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
+// Two ranks of one host, each with its rank -> GPU entry: `gpus` their GPU UUIDs.
+RunData with_gpu_map(const std::vector<std::string>& gpus, const std::vector<int64_t>& shared_by,
+                     int64_t allow_shared) {
+  RunData data = make_run();
+  for (int rank = 0; rank < kRanks; ++rank) {
+    Attrs& t = data.topology[static_cast<size_t>(rank)];
+    t = {{"rank", int64_t{rank}},      {"host", std::string("node0")},
+         {"local_rank", int64_t{rank}}, {"local_size", int64_t{kRanks}},
+         {"device", int64_t{rank}},     {"gpus_visible", int64_t{2}},
+         {"gpu_uuid", gpus[static_cast<size_t>(rank)]},
+         {"gpu_pci_bus_id", std::string("0000:1" + std::to_string(rank) + ":00.0")},
+         {"gpu_shared_by", shared_by[static_cast<size_t>(rank)]}};
+  }
+  data.config.emplace_back("allow_shared_gpu", allow_shared);
+  return data;
+}
+
+TEST_F(RunFileTest, ValidationChecksTheRankToGpuMap) {
+  const std::string path = file("gpus.h5");
+  write_run_file(path, with_gpu_map({"GPU-a", "GPU-b"}, {1, 1}, 0));
+  EXPECT_TRUE(validate_run_file(path).empty()) << joined(validate_run_file(path));
+
+  // Two ranks on one GPU: valid only where the job allowed it, and counted right.
+  write_run_file(path, with_gpu_map({"GPU-a", "GPU-a"}, {2, 2}, 1));
+  EXPECT_TRUE(validate_run_file(path).empty()) << joined(validate_run_file(path));
+  write_run_file(path, with_gpu_map({"GPU-a", "GPU-a"}, {2, 2}, 0));
+  std::vector<std::string> problems = validate_run_file(path);
+  EXPECT_TRUE(contains(problems, "ranks 0, 1 of host node0 share GPU GPU-a but /config allow_shared_gpu is 0"))
+      << joined(problems);
+  write_run_file(path, with_gpu_map({"GPU-a", "GPU-a"}, {1, 1}, 1));
+  problems = validate_run_file(path);
+  EXPECT_TRUE(contains(problems, "rank 0 says 1 ranks share its GPU GPU-a but 2 ranks of host node0 use it"))
+      << joined(problems);
+
+  // The map itself: rank order, one rank per local seat, a device the rank could see.
+  RunData bad = with_gpu_map({"GPU-a", "GPU-b"}, {1, 1}, 0);
+  bad.topology[1][0].second = int64_t{0};  // rank
+  bad.topology[1][2].second = int64_t{0};  // local_rank
+  bad.topology[1][4].second = int64_t{2};  // device
+  write_run_file(path, bad);
+  problems = validate_run_file(path);
+  EXPECT_TRUE(contains(problems, "/topology/rank: element 1 is 0")) << joined(problems);
+  EXPECT_TRUE(contains(problems, "ranks 0 and 1 are both local rank 0 of host node0")) << joined(problems);
+  EXPECT_TRUE(contains(problems, "rank 1 uses device 2 but saw 2 GPUs")) << joined(problems);
+}
+
 TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
   RunData data = make_run();
   const Table samples = {{"t_ns", std::vector<int64_t>{-5000000, 15000000, 35000000}},
