@@ -425,6 +425,15 @@ def _ranks(f: h5py.File, world_size: int, op_count: int, found: List[str]) -> No
             continue
 
         def one(name: str = name) -> None:
+            # The per-node layout: a timeline behind an external link to a node file that is
+            # missing is named by that file (validate_links), not read.
+            link = f["/ranks"][name].get("timeline", getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                target = os.path.join(os.path.dirname(os.path.abspath(f.filename)), link.filename)
+                if not os.path.exists(target):
+                    found.append(f"/ranks/{name}/timeline: the linked node file '{link.filename}' "
+                                 f"does not exist")
+                    return
             _timeline(f, f"/ranks/{name}/timeline", op_count, found)
             _samples(f, f"/ranks/{name}/samples", found)
 
