@@ -97,9 +97,9 @@ int64_t CollectiveBench::check_size(const CollectiveSpec& spec, const CallBuffer
   return download_and_count_wrong(m_device, checker, buf, opts.dtype, m_staging);
 }
 
-CollectiveResult CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts,
-                                        Watchdog& watchdog,
-                                        const std::function<void(const CollectiveResult&)>& on_size) {
+CollectiveResult
+CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts, Watchdog& watchdog,
+                       const std::function<void(const CollectiveResult&)>& on_size) {
   int rank = 0, ranks = 1;
   RIDGELINE_CHECK(MPI_Comm_rank(m_group, &rank));
   RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/dtype.hpp"
 #include "core/device.hpp"
+#include "core/dtype.hpp"
 
 namespace ridgeline {
 
@@ -22,7 +22,7 @@ ReduceOp parse_reduce_op(const std::string& name);
 /// finishes, from the host's side, what was started on that stream (a no-op on NCCL, whose
 /// work is ordered by the stream itself).
 class Communicator {
- public:
+public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -60,4 +60,4 @@ class Communicator {
 /// MPI implementation over a duplicate of `comm` (every rank of `comm` calls).
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -17,7 +17,7 @@ inline float bf16_to_float(uint16_t v) {
 inline uint16_t float_to_bf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // NaN
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u); // NaN
   const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
@@ -30,7 +30,7 @@ inline float f16_to_float(uint16_t h) {
   if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else {  // subnormal: normalise
+    } else { // subnormal: normalise
       int e = -1;
       do {
         ++e;
@@ -54,11 +54,11 @@ inline uint16_t float_to_f16(float f) {
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in fp16
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // overflow -> inf
+  if (abs < 0x38800000u) {                                              // subnormal or zero in fp16
     if (abs < 0x33000000u) return sign;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+    const int shift = 126 - static_cast<int>(abs >> 23); // 14..24
     const uint32_t half_mant = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1u);
     const uint32_t halfway = 1u << (shift - 1);
@@ -70,4 +70,4 @@ inline uint16_t float_to_f16(float f) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

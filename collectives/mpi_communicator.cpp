@@ -14,10 +14,13 @@ namespace {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::i32: return MPI_INT32_T;
-    case DType::bf16:
-    case DType::f16: return MPI_UINT16_T;
+  case DType::f32:
+    return MPI_FLOAT;
+  case DType::i32:
+    return MPI_INT32_T;
+  case DType::bf16:
+  case DType::f16:
+    return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
@@ -29,11 +32,19 @@ void reduce_16(const uint16_t* in, uint16_t* inout, int n, ReduceOp op, Convert 
     const float b = conv.to_float(inout[i]);
     float r = 0;
     switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg: r = a + b; break;
-      case ReduceOp::prod: r = a * b; break;
-      case ReduceOp::max: r = a > b ? a : b; break;
-      case ReduceOp::min: r = a < b ? a : b; break;
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      r = a + b;
+      break;
+    case ReduceOp::prod:
+      r = a * b;
+      break;
+    case ReduceOp::max:
+      r = a > b ? a : b;
+      break;
+    case ReduceOp::min:
+      r = a < b ? a : b;
+      break;
     }
     inout[i] = conv.from_float(r);
   }
@@ -48,13 +59,12 @@ struct F16Conv {
   uint16_t from_float(float v) const { return float_to_f16(v); }
 };
 
-template <ReduceOp Op, typename Conv>
-void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+template <ReduceOp Op, typename Conv> void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
   reduce_16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len, Op, Conv{});
 }
 
 class MpiCommunicator final : public Communicator {
- public:
+public:
   explicit MpiCommunicator(MPI_Comm comm) {
     RIDGELINE_CHECK(MPI_Comm_dup(comm, &m_comm));
     RIDGELINE_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
@@ -64,9 +74,10 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     for (auto& kv : m_pending)
       if (!kv.second.empty())
-        RIDGELINE_CHECK_NOTHROW(MPI_Waitall(static_cast<int>(kv.second.size()), kv.second.data(),
-                                            MPI_STATUSES_IGNORE));
-    for (auto& kv : m_ops) RIDGELINE_CHECK_NOTHROW(MPI_Op_free(&kv.second));
+        RIDGELINE_CHECK_NOTHROW(
+            MPI_Waitall(static_cast<int>(kv.second.size()), kv.second.data(), MPI_STATUSES_IGNORE));
+    for (auto& kv : m_ops)
+      RIDGELINE_CHECK_NOTHROW(MPI_Op_free(&kv.second));
     RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(&m_comm));
   }
 
@@ -104,8 +115,7 @@ class MpiCommunicator final : public Communicator {
     finish(req, stream, op == ReduceOp::avg ? Post{recv, recv_count, dtype} : Post{});
   }
 
-  void all_to_all(const void* send, void* recv, size_t count, DType dtype,
-                  Stream stream) override {
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype, Stream stream) override {
     MPI_Request req;
     RIDGELINE_CHECK(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, to_int(count),
                                   mpi_type(dtype), recv, to_int(count), mpi_type(dtype), m_comm,
@@ -127,8 +137,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request req;
     RIDGELINE_CHECK(MPI_Ireduce(src, recv, to_int(count), mpi_type(dtype), mpi_op(dtype, op), root,
                                 m_comm, &req));
-    finish(req, stream,
-           op == ReduceOp::avg && m_rank == root ? Post{recv, count, dtype} : Post{});
+    finish(req, stream, op == ReduceOp::avg && m_rank == root ? Post{recv, count, dtype} : Post{});
   }
 
   void send(const void* buf, size_t count, DType dtype, int peer, Stream stream) override {
@@ -152,19 +161,20 @@ class MpiCommunicator final : public Communicator {
   void complete(Stream stream) override {
     auto it = m_pending.find(stream);
     if (it != m_pending.end() && !it->second.empty()) {
-      RIDGELINE_CHECK(MPI_Waitall(static_cast<int>(it->second.size()), it->second.data(),
-                                  MPI_STATUSES_IGNORE));
+      RIDGELINE_CHECK(
+          MPI_Waitall(static_cast<int>(it->second.size()), it->second.data(), MPI_STATUSES_IGNORE));
       it->second.clear();
     }
     auto pit = m_post.find(stream);
     if (pit != m_post.end()) {
-      for (const Post& p : pit->second) divide(p);
+      for (const Post& p : pit->second)
+        divide(p);
       pit->second.clear();
     }
   }
 
- private:
-  struct Post {  // deferred averaging after a sum (MPI has no average op)
+private:
+  struct Post { // deferred averaging after a sum (MPI has no average op)
     void* buf = nullptr;
     size_t count = 0;
     DType dtype = DType::f32;
@@ -189,10 +199,12 @@ class MpiCommunicator final : public Communicator {
     const float inv = 1.0f / static_cast<float>(m_size);
     if (p.dtype == DType::f32) {
       float* v = static_cast<float*>(p.buf);
-      for (size_t i = 0; i < p.count; ++i) v[i] *= inv;
+      for (size_t i = 0; i < p.count; ++i)
+        v[i] *= inv;
     } else if (p.dtype == DType::i32) {
       int32_t* v = static_cast<int32_t*>(p.buf);
-      for (size_t i = 0; i < p.count; ++i) v[i] /= m_size;
+      for (size_t i = 0; i < p.count; ++i)
+        v[i] /= m_size;
     } else {
       uint16_t* v = static_cast<uint16_t*>(p.buf);
       for (size_t i = 0; i < p.count; ++i)
@@ -204,11 +216,15 @@ class MpiCommunicator final : public Communicator {
   MPI_Op mpi_op(DType dtype, ReduceOp op) {
     if (dtype == DType::f32 || dtype == DType::i32) {
       switch (op) {
-        case ReduceOp::sum:
-        case ReduceOp::avg: return MPI_SUM;
-        case ReduceOp::prod: return MPI_PROD;
-        case ReduceOp::max: return MPI_MAX;
-        case ReduceOp::min: return MPI_MIN;
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        return MPI_SUM;
+      case ReduceOp::prod:
+        return MPI_PROD;
+      case ReduceOp::max:
+        return MPI_MAX;
+      case ReduceOp::min:
+        return MPI_MIN;
       }
     }
     const ReduceOp base = op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -218,11 +234,20 @@ class MpiCommunicator final : public Communicator {
     MPI_User_function* fn = nullptr;
     const bool bf = dtype == DType::bf16;
     switch (base) {
-      case ReduceOp::sum: fn = bf ? half_op<ReduceOp::sum, Bf16Conv> : half_op<ReduceOp::sum, F16Conv>; break;
-      case ReduceOp::prod: fn = bf ? half_op<ReduceOp::prod, Bf16Conv> : half_op<ReduceOp::prod, F16Conv>; break;
-      case ReduceOp::max: fn = bf ? half_op<ReduceOp::max, Bf16Conv> : half_op<ReduceOp::max, F16Conv>; break;
-      case ReduceOp::min: fn = bf ? half_op<ReduceOp::min, Bf16Conv> : half_op<ReduceOp::min, F16Conv>; break;
-      case ReduceOp::avg: break;
+    case ReduceOp::sum:
+      fn = bf ? half_op<ReduceOp::sum, Bf16Conv> : half_op<ReduceOp::sum, F16Conv>;
+      break;
+    case ReduceOp::prod:
+      fn = bf ? half_op<ReduceOp::prod, Bf16Conv> : half_op<ReduceOp::prod, F16Conv>;
+      break;
+    case ReduceOp::max:
+      fn = bf ? half_op<ReduceOp::max, Bf16Conv> : half_op<ReduceOp::max, F16Conv>;
+      break;
+    case ReduceOp::min:
+      fn = bf ? half_op<ReduceOp::min, Bf16Conv> : half_op<ReduceOp::min, F16Conv>;
+      break;
+    case ReduceOp::avg:
+      break;
     }
     MPI_Op created;
     RIDGELINE_CHECK(MPI_Op_create(fn, 1, &created));
@@ -239,15 +264,20 @@ class MpiCommunicator final : public Communicator {
   std::map<int, MPI_Op> m_ops;
 };
 
-}  // namespace
+} // namespace
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::avg: return "avg";
+  case ReduceOp::sum:
+    return "sum";
+  case ReduceOp::prod:
+    return "prod";
+  case ReduceOp::max:
+    return "max";
+  case ReduceOp::min:
+    return "min";
+  case ReduceOp::avg:
+    return "avg";
   }
   return "?";
 }
@@ -262,4 +292,4 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) {
   return std::make_unique<MpiCommunicator>(comm);
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

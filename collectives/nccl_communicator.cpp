@@ -46,15 +46,17 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   throw Error("unknown reduce op for NCCL");
 }
 
-cudaStream_t cuda_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+cudaStream_t cuda_stream(Stream s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 /// Owns an ncclComm_t: destroyed in the destructor, or aborted (after which nothing is owned).
 class NcclComm {
 public:
   NcclComm() = default;
   explicit NcclComm(ncclComm_t comm) : m_comm(comm) {}
-  NcclComm(NcclComm &&other) noexcept : m_comm(other.m_comm) { other.m_comm = nullptr; }
-  NcclComm &operator=(NcclComm &&other) noexcept {
+  NcclComm(NcclComm&& other) noexcept : m_comm(other.m_comm) { other.m_comm = nullptr; }
+  NcclComm& operator=(NcclComm&& other) noexcept {
     if (this != &other) {
       reset();
       m_comm = other.m_comm;
@@ -62,23 +64,21 @@ public:
     }
     return *this;
   }
-  NcclComm(const NcclComm &) = delete;
-  NcclComm &operator=(const NcclComm &) = delete;
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
   ~NcclComm() { reset(); }
 
   ncclComm_t get() const { return m_comm; }
   /// Stops every operation in flight and frees the communicator without waiting for peers.
   void abort() noexcept {
-    if (m_comm == nullptr)
-      return;
+    if (m_comm == nullptr) return;
     RIDGELINE_CHECK_NOTHROW(ncclCommAbort(m_comm));
     m_comm = nullptr;
   }
 
 private:
   void reset() noexcept {
-    if (m_comm == nullptr)
-      return;
+    if (m_comm == nullptr) return;
     RIDGELINE_CHECK_NOTHROW(ncclCommDestroy(m_comm));
     m_comm = nullptr;
   }
@@ -87,19 +87,16 @@ private:
 
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(MPI_Comm comm, const NcclOptions &opts) : m_timeout_s(opts.timeout_s) {
+  NcclCommunicator(MPI_Comm comm, const NcclOptions& opts) : m_timeout_s(opts.timeout_s) {
     RIDGELINE_CHECK(MPI_Comm_rank(comm, &m_rank));
     RIDGELINE_CHECK(MPI_Comm_size(comm, &m_size));
     ncclUniqueId id{};
-    if (m_rank == 0)
-      RIDGELINE_CHECK(ncclGetUniqueId(&id));
+    if (m_rank == 0) RIDGELINE_CHECK(ncclGetUniqueId(&id));
     RIDGELINE_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
-    if (opts.max_ctas >= 0)
-      config.maxCTAs = opts.max_ctas;
-    if (opts.min_ctas >= 0)
-      config.minCTAs = opts.min_ctas;
+    if (opts.max_ctas >= 0) config.maxCTAs = opts.max_ctas;
+    if (opts.min_ctas >= 0) config.minCTAs = opts.min_ctas;
     ncclComm_t raw = nullptr;
     RIDGELINE_CHECK(ncclCommInitRankConfig(&raw, m_size, id, m_rank, &config));
     m_comm = NcclComm(raw);
@@ -107,50 +104,50 @@ public:
 
   int rank() const override { return m_rank; }
   int size() const override { return m_size; }
-  const char *backend() const override { return "nccl"; }
+  const char* backend() const override { return "nccl"; }
   bool stream_ordered() const override { return true; }
 
-  void all_reduce(const void *send, void *recv, size_t count, DType dtype, ReduceOp op,
+  void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {
     RIDGELINE_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm(),
                                   cuda_stream(stream)));
   }
-  void all_gather(const void *send, void *recv, size_t send_count, DType dtype,
+  void all_gather(const void* send, void* recv, size_t send_count, DType dtype,
                   Stream stream) override {
     RIDGELINE_CHECK(
         ncclAllGather(send, recv, send_count, nccl_type(dtype), comm(), cuda_stream(stream)));
   }
-  void reduce_scatter(const void *send, void *recv, size_t recv_count, DType dtype, ReduceOp op,
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
                       Stream stream) override {
     RIDGELINE_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(dtype), nccl_op(op), comm(),
                                       cuda_stream(stream)));
   }
-  void all_to_all(const void *send, void *recv, size_t count, DType dtype, Stream stream) override {
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype, Stream stream) override {
     // Grouped point-to-point is how NCCL expresses all-to-all; the group makes it one launch.
     const size_t block = count * dtype_size(dtype);
     RIDGELINE_CHECK(ncclGroupStart());
     for (int peer = 0; peer < m_size; ++peer) {
-      RIDGELINE_CHECK(ncclSend(static_cast<const char *>(send) + block * peer, count,
+      RIDGELINE_CHECK(ncclSend(static_cast<const char*>(send) + block * peer, count,
                                nccl_type(dtype), peer, comm(), cuda_stream(stream)));
-      RIDGELINE_CHECK(ncclRecv(static_cast<char *>(recv) + block * peer, count, nccl_type(dtype),
+      RIDGELINE_CHECK(ncclRecv(static_cast<char*>(recv) + block * peer, count, nccl_type(dtype),
                                peer, comm(), cuda_stream(stream)));
     }
     RIDGELINE_CHECK(ncclGroupEnd());
   }
-  void broadcast(const void *send, void *recv, size_t count, DType dtype, int root,
+  void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
                  Stream stream) override {
     RIDGELINE_CHECK(
         ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm(), cuda_stream(stream)));
   }
-  void reduce(const void *send, void *recv, size_t count, DType dtype, ReduceOp op, int root,
+  void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
               Stream stream) override {
     RIDGELINE_CHECK(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm(),
                                cuda_stream(stream)));
   }
-  void send(const void *buf, size_t count, DType dtype, int peer, Stream stream) override {
+  void send(const void* buf, size_t count, DType dtype, int peer, Stream stream) override {
     RIDGELINE_CHECK(ncclSend(buf, count, nccl_type(dtype), peer, comm(), cuda_stream(stream)));
   }
-  void recv(void *buf, size_t count, DType dtype, int peer, Stream stream) override {
+  void recv(void* buf, size_t count, DType dtype, int peer, Stream stream) override {
     RIDGELINE_CHECK(ncclRecv(buf, count, nccl_type(dtype), peer, comm(), cuda_stream(stream)));
   }
   void group_start() override { RIDGELINE_CHECK(ncclGroupStart()); }
@@ -169,8 +166,7 @@ public:
         fail("NCCL asynchronous error: " + std::string(ncclGetErrorString(async)));
       }
       const cudaError_t state = cudaStreamQuery(cuda_stream(stream));
-      if (state == cudaSuccess)
-        return;
+      if (state == cudaSuccess) return;
       if (state != cudaErrorNotReady) {
         m_comm.abort();
         RIDGELINE_CHECK(state);
@@ -178,7 +174,7 @@ public:
       if (std::chrono::steady_clock::now() > deadline) {
         m_comm.abort();
         // Which rank this one waits for, from what the ranks of this host published.
-        const progress::Board *board = progress::board();
+        const progress::Board* board = progress::board();
         fail("NCCL operation did not finish within " + std::to_string(limit_s) +
              " s; communicator aborted" + (board != nullptr ? ": " + board->diagnose() : ""));
       }
@@ -192,7 +188,7 @@ private:
     RIDGELINE_REQUIRE(m_comm.get() != nullptr, "NCCL communicator was aborted");
     return m_comm.get();
   }
-  [[noreturn]] void fail(const std::string &message) const {
+  [[noreturn]] void fail(const std::string& message) const {
     throw Error("[rank " + std::to_string(error_rank()) + "] (communicator rank " +
                 std::to_string(m_rank) + ") " + message);
   }
@@ -205,14 +201,13 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const NcclOptions &opts) {
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const NcclOptions& opts) {
   return std::make_unique<NcclCommunicator>(comm, opts);
 }
 
-void nccl_wait_with_timeout(Communicator &comm, Stream stream, int timeout_s) {
-  auto *nccl = dynamic_cast<NcclCommunicator *>(&comm);
-  if (nccl == nullptr)
-    throw UsageError("nccl_wait_with_timeout needs an NCCL communicator");
+void nccl_wait_with_timeout(Communicator& comm, Stream stream, int timeout_s) {
+  auto* nccl = dynamic_cast<NcclCommunicator*>(&comm);
+  if (nccl == nullptr) throw UsageError("nccl_wait_with_timeout needs an NCCL communicator");
   nccl->wait_with_timeout(stream, timeout_s);
 }
 

@@ -19,12 +19,12 @@ struct NcclOptions {
 
 /// Every rank of comm calls. Creates an NCCL communicator over `comm` on the calling thread's
 /// current CUDA device (rank 0 makes the unique id and broadcasts it over MPI).
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const NcclOptions &opts);
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const NcclOptions& opts);
 
 /// Blocks until everything issued on `stream` has finished, polling the stream and NCCL's
 /// asynchronous error. On an NCCL error or after `timeout_s` seconds (<= 0: the communicator's
 /// NcclOptions::timeout_s) it aborts the communicator and throws Error naming the rank.
 /// `comm` must come from make_nccl_communicator() (UsageError otherwise).
-void nccl_wait_with_timeout(Communicator &comm, Stream stream, int timeout_s);
+void nccl_wait_with_timeout(Communicator& comm, Stream stream, int timeout_s);
 
 } // namespace ridgeline

@@ -4,11 +4,11 @@
 
 namespace ridgeline {
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, const NcclOptions &) {
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, const NcclOptions&) {
   throw UsageError("NCCL needs a ridgeline built with CUDA");
 }
 
-void nccl_wait_with_timeout(Communicator &, Stream, int) {
+void nccl_wait_with_timeout(Communicator&, Stream, int) {
   throw UsageError("NCCL needs a ridgeline built with CUDA");
 }
 

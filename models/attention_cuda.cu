@@ -48,21 +48,25 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 }
 
 /// 16-byte copy; `valid` false zero-fills the destination (rows past the context or the tile).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
 
 template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   uint32_t r;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    r = *reinterpret_cast<uint32_t *>(&v);
+    r = *reinterpret_cast<uint32_t*>(&v);
   } else {
     __half2 v = __floats2half2_rn(lo, hi);
-    r = *reinterpret_cast<uint32_t *>(&v);
+    r = *reinterpret_cast<uint32_t*>(&v);
   }
   return r;
 }
@@ -74,10 +78,10 @@ template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
 }
 
 struct FlashParams {
-  const void *q;
-  const void *k;
-  const void *v;
-  void *o;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
   int64_t q_ld, k_ld, v_ld, o_ld;
   int seq, context, capacity, heads, group;
   float scale_log2; ///< log2(e) / sqrt(head_dim): the softmax runs on exp2
@@ -94,13 +98,13 @@ template <int D> constexpr int flash_smem_bytes() {
 
 /// Issues cp.async loads of `rows` x D elements starting at logical row `row0` of a head.
 template <typename T, int D, int kRows>
-__device__ __forceinline__ void load_tile(T *smem, const T *base, int64_t ld, int row0,
+__device__ __forceinline__ void load_tile(T* smem, const T* base, int64_t ld, int row0,
                                           int valid_rows) {
   constexpr int kChunks = D / 8;
   for (int i = threadIdx.x; i < kRows * kChunks; i += kFlashThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const bool valid = row0 + r < valid_rows;
-    const T *src = base + (valid ? (static_cast<int64_t>(row0 + r) * ld + c * 8) : 0);
+    const T* src = base + (valid ? (static_cast<int64_t>(row0 + r) * ld + c * 8) : 0);
     cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(smem + swizzle<D>(r, c))), src,
                 valid);
   }
@@ -109,9 +113,9 @@ __device__ __forceinline__ void load_tile(T *smem, const T *base, int64_t ld, in
 template <typename T, int D>
 __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T *q_s = reinterpret_cast<T *>(smem_raw);
-  T *k_s = q_s + kFlashM * D;     // [2][kFlashN][D]
-  T *v_s = k_s + 2 * kFlashN * D; // [2][kFlashN][D]
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* k_s = q_s + kFlashM * D;     // [2][kFlashN][D]
+  T* v_s = k_s + 2 * kFlashN * D; // [2][kFlashN][D]
 
   const int m_blocks = (p.seq + kFlashM - 1) / kFlashM;
   // The longest (last) query tiles go first so that the causal tail does not straggle.
@@ -123,11 +127,11 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int offset = p.context - p.seq; // query i sees keys j <= offset + i
 
-  const T *q_base = static_cast<const T *>(p.q) + (static_cast<int64_t>(b) * p.seq) * p.q_ld +
+  const T* q_base = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.seq) * p.q_ld +
                     static_cast<int64_t>(h) * D;
-  const T *k_base = static_cast<const T *>(p.k) + (static_cast<int64_t>(b) * p.capacity) * p.k_ld +
+  const T* k_base = static_cast<const T*>(p.k) + (static_cast<int64_t>(b) * p.capacity) * p.k_ld +
                     static_cast<int64_t>(kvh) * D;
-  const T *v_base = static_cast<const T *>(p.v) + (static_cast<int64_t>(b) * p.capacity) * p.v_ld +
+  const T* v_base = static_cast<const T*>(p.v) + (static_cast<int64_t>(b) * p.capacity) * p.v_ld +
                     static_cast<int64_t>(kvh) * D;
 
   const int last_row = min(m0 + kFlashM, p.seq) - 1;
@@ -175,8 +179,8 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
                                p.context);
       cp_async_commit();
     }
-    const T *kt = k_s + (n & 1) * kFlashN * D;
-    const T *vt = v_s + (n & 1) * kFlashN * D;
+    const T* kt = k_s + (n & 1) * kFlashN * D;
+    const T* vt = v_s + (n & 1) * kFlashN * D;
     const uint32_t k_addr = static_cast<uint32_t>(__cvta_generic_to_shared(kt));
     const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(vt));
 
@@ -209,8 +213,7 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
         if (needs_mask) {
           const int key = n0 + nt * 8 + 2 * t + (e & 1);
           const int row = e < 2 ? row_lo : row_hi;
-          if (key > offset + row || key >= p.context)
-            x = -INFINITY;
+          if (key > offset + row || key >= p.context) x = -INFINITY;
         }
         s[nt][e] = x;
       }
@@ -271,13 +274,12 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = 1.0f / sum;
     const int row = half == 0 ? row_lo : row_hi;
-    if (row >= p.seq)
-      continue;
-    T *out = static_cast<T *>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
+    if (row >= p.seq) continue;
+    T* out = static_cast<T*>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
              static_cast<int64_t>(h) * D;
 #pragma unroll
     for (int dt = 0; dt < kDTiles; ++dt) {
-      *reinterpret_cast<uint32_t *>(out + dt * 8 + 2 * t) =
+      *reinterpret_cast<uint32_t*>(out + dt * 8 + 2 * t) =
           pack2<T>(o_acc[dt][2 * half] * inv, o_acc[dt][2 * half + 1] * inv);
     }
   }
@@ -291,11 +293,11 @@ constexpr int kDecodeTile = 64; // keys staged in shared memory at a time
 constexpr int kDecodeHeads = 8; // query heads of one KV head handled per CTA
 
 struct DecodeParams {
-  const void *q;
-  const void *k;
-  const void *v;
-  float *part_o;  ///< [batch][heads][splits][D], unnormalised
-  float *part_ml; ///< [batch][heads][splits][2]: running max (log2 units) and sum
+  const void* q;
+  const void* k;
+  const void* v;
+  float* part_o;  ///< [batch][heads][splits][D], unnormalised
+  float* part_ml; ///< [batch][heads][splits][2]: running max (log2 units) and sum
   int64_t q_ld, k_ld, v_ld;
   int context, capacity, heads, group, head_chunks, splits, split_len;
   float scale_log2;
@@ -310,13 +312,13 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodeParams p) {
   constexpr int kLd = D + 8; // padded rows: thread-per-key reads hit distinct banks
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  float *q_s = reinterpret_cast<float *>(smem_raw);                // [kDecodeHeads][D]
-  T *k_s = reinterpret_cast<T *>(q_s + kDecodeHeads * D);          // [kDecodeTile][kLd]
-  T *v_s = k_s + kDecodeTile * kLd;                                // [kDecodeTile][kLd]
-  float *p_s = reinterpret_cast<float *>(v_s + kDecodeTile * kLd); // [kDecodeHeads][kDecodeTile]
-  float *m_s = p_s + kDecodeHeads * kDecodeTile;
-  float *l_s = m_s + kDecodeHeads;
-  float *alpha_s = l_s + kDecodeHeads;
+  float* q_s = reinterpret_cast<float*>(smem_raw);                // [kDecodeHeads][D]
+  T* k_s = reinterpret_cast<T*>(q_s + kDecodeHeads * D);          // [kDecodeTile][kLd]
+  T* v_s = k_s + kDecodeTile * kLd;                               // [kDecodeTile][kLd]
+  float* p_s = reinterpret_cast<float*>(v_s + kDecodeTile * kLd); // [kDecodeHeads][kDecodeTile]
+  float* m_s = p_s + kDecodeHeads * kDecodeTile;
+  float* l_s = m_s + kDecodeHeads;
+  float* alpha_s = l_s + kDecodeHeads;
 
   const int split = blockIdx.x;
   const int kvh = blockIdx.y / p.head_chunks;
@@ -327,7 +329,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   const int begin = split * p.split_len;
   const int end = min(p.context, begin + p.split_len);
 
-  const T *q_base = static_cast<const T *>(p.q) + static_cast<int64_t>(b) * p.q_ld;
+  const T* q_base = static_cast<const T*>(p.q) + static_cast<int64_t>(b) * p.q_ld;
   for (int i = threadIdx.x; i < kDecodeHeads * D; i += kDecodeThreads) {
     const int hh = i / D;
     q_s[i] = hh < nh ? to_float(q_base[static_cast<int64_t>(kvh * p.group + g0 + hh) * D + i % D])
@@ -337,9 +339,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.0f;
   }
-  const T *k_base = static_cast<const T *>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
+  const T* k_base = static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
                     static_cast<int64_t>(kvh) * D;
-  const T *v_base = static_cast<const T *>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
+  const T* v_base = static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
                     static_cast<int64_t>(kvh) * D;
 
   // PV ownership: thread -> (head, 8-column chunk).
@@ -356,13 +358,13 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
       const int r = i / kChunks, c = i % kChunks;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
       if (r < len) { // rows past the split are zero: no stale NaN reaches P * V
-        kv = *reinterpret_cast<const uint4 *>(k_base + static_cast<int64_t>(j0 + r) * p.k_ld +
-                                              c * 8);
-        vv = *reinterpret_cast<const uint4 *>(v_base + static_cast<int64_t>(j0 + r) * p.v_ld +
-                                              c * 8);
+        kv =
+            *reinterpret_cast<const uint4*>(k_base + static_cast<int64_t>(j0 + r) * p.k_ld + c * 8);
+        vv =
+            *reinterpret_cast<const uint4*>(v_base + static_cast<int64_t>(j0 + r) * p.v_ld + c * 8);
       }
-      *reinterpret_cast<uint4 *>(k_s + r * kLd + c * 8) = kv;
-      *reinterpret_cast<uint4 *>(v_s + r * kLd + c * 8) = vv;
+      *reinterpret_cast<uint4*>(k_s + r * kLd + c * 8) = kv;
+      *reinterpret_cast<uint4*>(v_s + r * kLd + c * 8) = vv;
     }
     __syncthreads();
     // Scores: thread -> key (threadIdx % tile), heads strided by the number of key passes.
@@ -373,8 +375,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
         float dot = 0.0f;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
-          const uint4 raw = *reinterpret_cast<const uint4 *>(k_s + key * kLd + c * 8);
-          const T *e = reinterpret_cast<const T *>(&raw);
+          const uint4 raw = *reinterpret_cast<const uint4*>(k_s + key * kLd + c * 8);
+          const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
           for (int x = 0; x < 8; ++x)
             dot += to_float(e[x]) * q_s[hh * D + c * 8 + x];
@@ -420,8 +422,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
         acc[x] *= alpha;
       for (int j = 0; j < len; ++j) {
         const float pj = p_s[my_head * kDecodeTile + j];
-        const uint4 raw = *reinterpret_cast<const uint4 *>(v_s + j * kLd + my_chunk * 8);
-        const T *e = reinterpret_cast<const T *>(&raw);
+        const uint4 raw = *reinterpret_cast<const uint4*>(v_s + j * kLd + my_chunk * 8);
+        const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
         for (int x = 0; x < 8; ++x)
           acc[x] += pj * to_float(e[x]);
@@ -431,7 +433,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   if (owns) {
     const int h = kvh * p.group + g0 + my_head;
     const int64_t slot = (static_cast<int64_t>(b) * p.heads + h) * p.splits + split;
-    float *o = p.part_o + slot * D + my_chunk * 8;
+    float* o = p.part_o + slot * D + my_chunk * 8;
 #pragma unroll
     for (int x = 0; x < 8; ++x)
       o[x] = acc[x];
@@ -443,7 +445,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
 }
 
 template <typename T, int D>
-__global__ void decode_combine_kernel(const float *part_o, const float *part_ml, T *out,
+__global__ void decode_combine_kernel(const float* part_o, const float* part_ml, T* out,
                                       int64_t o_ld, int heads, int splits) {
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t slot0 = (static_cast<int64_t>(b) * heads + h) * splits;
@@ -470,19 +472,18 @@ constexpr int kShortWarps = 4; // warps per CTA
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kShortWarps * 32)
-    decode_short_kernel(DecodeParams p, int batch, T *out, int64_t o_ld) {
+    decode_short_kernel(DecodeParams p, int batch, T* out, int64_t o_ld) {
   constexpr int kPer = D / 32; // columns per lane
   const int row = blockIdx.x * kShortWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= batch * p.heads)
-    return;
+  if (row >= batch * p.heads) return;
   const int b = row / p.heads, h = row % p.heads, kvh = h / p.group;
   const int col = lane * kPer;
-  const T *q = static_cast<const T *>(p.q) + static_cast<int64_t>(b) * p.q_ld + h * D + col;
-  const T *k = static_cast<const T *>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
-               kvh * D + col;
-  const T *v = static_cast<const T *>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
-               kvh * D + col;
+  const T* q = static_cast<const T*>(p.q) + static_cast<int64_t>(b) * p.q_ld + h * D + col;
+  const T* k =
+      static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld + kvh * D + col;
+  const T* v =
+      static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld + kvh * D + col;
   float qv[kPer], acc[kPer];
 #pragma unroll
   for (int x = 0; x < kPer; ++x) {
@@ -491,8 +492,8 @@ __global__ void __launch_bounds__(kShortWarps * 32)
   }
   float m = -INFINITY, l = 0.0f;
   for (int j = 0; j < p.context; ++j) {
-    const T *kj = k + static_cast<int64_t>(j) * p.k_ld;
-    const T *vj = v + static_cast<int64_t>(j) * p.v_ld;
+    const T* kj = k + static_cast<int64_t>(j) * p.k_ld;
+    const T* vj = v + static_cast<int64_t>(j) * p.v_ld;
     float dot = 0.0f;
 #pragma unroll
     for (int x = 0; x < kPer; ++x)
@@ -508,7 +509,7 @@ __global__ void __launch_bounds__(kShortWarps * 32)
       acc[x] = acc[x] * alpha + pj * to_float(vj[x]);
     m = m_new;
   }
-  T *o = out + static_cast<int64_t>(b) * o_ld + h * D + col;
+  T* o = out + static_cast<int64_t>(b) * o_ld + h * D + col;
 #pragma unroll
   for (int x = 0; x < kPer; ++x)
     o[x] = from_float<T>(acc[x] / l);
@@ -518,8 +519,8 @@ __global__ void __launch_bounds__(kShortWarps * 32)
 // Host side.
 
 template <typename T, int D>
-void launch_flash(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
-                  const Tensor &out, cudaStream_t stream) {
+void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& out, cudaStream_t stream) {
   constexpr int smem = flash_smem_bytes<D>();
   // cudaFuncSetAttribute is per device and cheap; setting it every launch keeps multi-device
   // processes correct without static state.
@@ -547,8 +548,8 @@ void launch_flash(const AttentionShape &s, const Tensor &q, const Tensor &k, con
 }
 
 template <typename T, int D>
-void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
-                   const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
+void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream) {
   const int group = static_cast<int>(s.heads / s.kv_heads);
   DecodeParams p{};
   p.q = q.data;
@@ -566,7 +567,7 @@ void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, co
     const int64_t rows = s.batch * s.heads;
     decode_short_kernel<T, D>
         <<<static_cast<unsigned>((rows + kShortWarps - 1) / kShortWarps), kShortWarps * 32, 0,
-           stream>>>(p, static_cast<int>(s.batch), static_cast<T *>(out.data), out.ld);
+           stream>>>(p, static_cast<int>(s.batch), static_cast<T*>(out.data), out.ld);
     RIDGELINE_CHECK(cudaGetLastError());
     return;
   }
@@ -580,7 +581,7 @@ void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, co
   splits = (s.context + split_len - 1) / split_len;
 
   const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
-  float *part = static_cast<float *>(scratch(slots * (D + 2) * sizeof(float)));
+  float* part = static_cast<float*>(scratch(slots * (D + 2) * sizeof(float)));
   p.part_o = part;
   p.part_ml = part + slots * D;
   p.head_chunks = head_chunks;
@@ -595,17 +596,17 @@ void launch_decode(const AttentionShape &s, const Tensor &q, const Tensor &k, co
   RIDGELINE_CHECK(cudaGetLastError());
   decode_combine_kernel<T, D>
       <<<dim3(static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch)), D, 0, stream>>>(
-          p.part_o, p.part_ml, static_cast<T *>(out.data), out.ld, p.heads, p.splits);
+          p.part_o, p.part_ml, static_cast<T*>(out.data), out.ld, p.heads, p.splits);
   RIDGELINE_CHECK(cudaGetLastError());
 }
 
-bool aligned_16(const Tensor &t) {
+bool aligned_16(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0;
 }
 
 template <typename T>
-void run_fused(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
-               const Tensor &out, int sm_count, const ScratchFn &scratch, cudaStream_t stream) {
+void run_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream) {
   const bool decode = s.seq == 1;
   if (s.head_dim == 64) {
     if (decode)
@@ -625,15 +626,14 @@ void run_fused(const AttentionShape &s, const Tensor &q, const Tensor &k, const 
 
 } // namespace
 
-void attention_fused(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
-                     const Tensor &out, int sm_count, const ScratchFn &scratch,
+void attention_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& out, int sm_count, const ScratchFn& scratch,
                      cudaStream_t stream) {
   RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
                     "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
   RIDGELINE_REQUIRE(s.context < (int64_t{1} << 31) && s.batch * s.capacity < (int64_t{1} << 31),
                     "fused attention: sequence too long for 32-bit row indices");
-  if (s.batch == 0 || s.seq == 0 || s.heads == 0)
-    return;
+  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
   if (q.dtype == DType::bf16)
     run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, stream);
   else if (q.dtype == DType::f16)

@@ -8,22 +8,32 @@ namespace ridgeline {
 
 const char* ceiling_name(Ceiling c) {
   switch (c) {
-    case Ceiling::compute: return "compute";
-    case Ceiling::hbm: return "hbm";
-    case Ceiling::interconnect: return "interconnect";
-    case Ceiling::launch: return "launch";
-    case Ceiling::none: break;
+  case Ceiling::compute:
+    return "compute";
+  case Ceiling::hbm:
+    return "hbm";
+  case Ceiling::interconnect:
+    return "interconnect";
+  case Ceiling::launch:
+    return "launch";
+  case Ceiling::none:
+    break;
   }
   return "none";
 }
 
 double OpBounds::of(Ceiling c) const {
   switch (c) {
-    case Ceiling::compute: return compute_ns;
-    case Ceiling::hbm: return hbm_ns;
-    case Ceiling::interconnect: return interconnect_ns;
-    case Ceiling::launch: return launch_ns;
-    case Ceiling::none: break;
+  case Ceiling::compute:
+    return compute_ns;
+  case Ceiling::hbm:
+    return hbm_ns;
+  case Ceiling::interconnect:
+    return interconnect_ns;
+  case Ceiling::launch:
+    return launch_ns;
+  case Ceiling::none:
+    break;
   }
   return 0;
 }
@@ -37,8 +47,8 @@ OpBounds op_bounds(const OpWork& op, const Roofs& roofs, const std::string& tran
     if (op.group_size > 1 && op.comm_bytes > 0) {
       const InterconnectRoof* r = roofs.interconnect_for(op.collective, op.group_size, transport);
       if (r == nullptr) {
-        b.missing = op.collective + " over " + std::to_string(op.group_size) + " ranks (" +
-                    transport + ")";
+        b.missing =
+            op.collective + " over " + std::to_string(op.group_size) + " ranks (" + transport + ")";
       } else {
         const double bus_bytes = op.comm_bytes * op.busbw_factor;
         b.interconnect_ns = r->floor_alpha_us * 1e3 +
@@ -84,12 +94,13 @@ Ceiling largest_class(const double (&t)[kCeilingClasses]) {
     }
   return c;
 }
-}  // namespace
+} // namespace
 
 StepSplit split_step(double step_ns, const std::vector<StepPart>& parts) {
   StepSplit s;
   double compute_lane = 0, comm_lane = 0;
-  for (const StepPart& p : parts) (p.comm ? comm_lane : compute_lane) += p.per_step_ns;
+  for (const StepPart& p : parts)
+    (p.comm ? comm_lane : compute_lane) += p.per_step_ns;
   const double scale = compute_lane > step_ns && compute_lane > 0 ? step_ns / compute_lane : 1.0;
   for (const StepPart& p : parts)
     if (!p.comm) {
@@ -116,10 +127,11 @@ StepSplit split_step_by_bounds(double step_ns, const std::vector<OpBounds>& boun
     total += t;
   }
   if (total > 0)
-    for (double& t : s.by_class_ns) t *= step_ns / total;
+    for (double& t : s.by_class_ns)
+      t *= step_ns / total;
   s.exposed_interconnect_ns = s.by_class_ns[static_cast<int>(Ceiling::interconnect)];
   s.ceiling = largest_class(s.by_class_ns);
   return s;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

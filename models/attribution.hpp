@@ -13,7 +13,7 @@ namespace ridgeline {
 
 /// The roof that bounds an op or a step.
 enum class Ceiling : int { compute = 0, hbm = 1, interconnect = 2, launch = 3, none = 4 };
-inline constexpr int kCeilingClasses = 4;  ///< compute, hbm, interconnect, launch
+inline constexpr int kCeilingClasses = 4; ///< compute, hbm, interconnect, launch
 const char* ceiling_name(Ceiling c);
 
 /// What attribution needs to know of one op instance.
@@ -21,10 +21,10 @@ struct OpWork {
   OpKind kind = OpKind::other;
   double flops = 0;
   double hbm_bytes = 0;
-  double comm_bytes = 0;        ///< nccl-tests size of a collective's message (bytes)
-  std::string collective;       ///< registry name for collective/p2p ops ("" otherwise)
-  int64_t group_size = 1;       ///< ranks taking part in the collective
-  double busbw_factor = 0;      ///< bus bytes / size of that collective at group_size
+  double comm_bytes = 0;   ///< nccl-tests size of a collective's message (bytes)
+  std::string collective;  ///< registry name for collective/p2p ops ("" otherwise)
+  int64_t group_size = 1;  ///< ranks taking part in the collective
+  double busbw_factor = 0; ///< bus bytes / size of that collective at group_size
   DType dtype = DType::f32;
   /// Kernels the op launches; the launch bound is kernels x the launch floor.
   int kernels = 1;
@@ -32,13 +32,13 @@ struct OpWork {
 
 /// The time each roof alone allows one op instance, in ns.
 struct OpBounds {
-  double compute_ns = 0;       ///< flops / peak of its dtype (gemm, attention, norm, elementwise)
-  double hbm_ns = 0;           ///< hbm_bytes / memory bandwidth at its working set
-  double interconnect_ns = 0;  ///< floor alpha + comm_bytes x factor / floor beta
-  double launch_ns = 0;        ///< kernels x launch floor
-  double bound_ns = 0;         ///< the largest of the four
+  double compute_ns = 0;      ///< flops / peak of its dtype (gemm, attention, norm, elementwise)
+  double hbm_ns = 0;          ///< hbm_bytes / memory bandwidth at its working set
+  double interconnect_ns = 0; ///< floor alpha + comm_bytes x factor / floor beta
+  double launch_ns = 0;       ///< kernels x launch floor
+  double bound_ns = 0;        ///< the largest of the four
   Ceiling ceiling = Ceiling::none;
-  std::string missing;         ///< a roof the op needed and the roofs lack ("" when complete)
+  std::string missing; ///< a roof the op needed and the roofs lack ("" when complete)
 
   double of(Ceiling c) const;
 };
@@ -52,16 +52,16 @@ inline constexpr double kEfficiencyLimit = 1.05;
 
 /// One op's share of a step for the step split.
 struct StepPart {
-  double per_step_ns = 0;  ///< the op's measured time in one step (all its instances)
-  bool comm = false;       ///< collective or p2p (the interconnect lane)
-  Ceiling ceiling = Ceiling::none;  ///< the op's own ceiling (compute lane ops)
+  double per_step_ns = 0;          ///< the op's measured time in one step (all its instances)
+  bool comm = false;               ///< collective or p2p (the interconnect lane)
+  Ceiling ceiling = Ceiling::none; ///< the op's own ceiling (compute lane ops)
 };
 
 /// A step's measured time split by ceiling, on the critical path.
 struct StepSplit {
-  double by_class_ns[kCeilingClasses] = {0, 0, 0, 0};  ///< indexed by Ceiling
+  double by_class_ns[kCeilingClasses] = {0, 0, 0, 0}; ///< indexed by Ceiling
   double exposed_interconnect_ns = 0;
-  Ceiling ceiling = Ceiling::none;  ///< the class holding the largest share
+  Ceiling ceiling = Ceiling::none; ///< the class holding the largest share
 };
 
 /// Splits a measured step: compute-lane ops count in their own ceiling's class; the
@@ -76,4 +76,4 @@ StepSplit split_step(double step_ns, const std::vector<StepPart>& parts);
 StepSplit split_step_by_bounds(double step_ns, const std::vector<OpBounds>& bounds,
                                const std::vector<double>& instances_per_step);
 
-}  // namespace ridgeline
+} // namespace ridgeline

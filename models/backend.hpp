@@ -21,11 +21,11 @@ namespace ridgeline {
 /// the first `context` rows of its sequence's cache block (cache rows are [batch, capacity]).
 struct AttentionShape {
   int64_t batch = 1;
-  int64_t seq = 1;       ///< query tokens per sequence
-  int64_t context = 1;   ///< key/value tokens visible per sequence (decode: includes the new one)
-  int64_t capacity = 1;  ///< rows per sequence in the KV tensors (prefill: seq)
-  int64_t heads = 1;     ///< query heads on this rank
-  int64_t kv_heads = 1;  ///< key/value heads on this rank (GQA: heads % kv_heads == 0)
+  int64_t seq = 1;      ///< query tokens per sequence
+  int64_t context = 1;  ///< key/value tokens visible per sequence (decode: includes the new one)
+  int64_t capacity = 1; ///< rows per sequence in the KV tensors (prefill: seq)
+  int64_t heads = 1;    ///< query heads on this rank
+  int64_t kv_heads = 1; ///< key/value heads on this rank (GQA: heads % kv_heads == 0)
   int64_t head_dim = 1;
 };
 
@@ -35,7 +35,7 @@ enum class AttentionImpl { fused, naive };
 /// A compute backend. Kernels are enqueued on the compute lane unless a lane is given, and are
 /// asynchronous on GPUs; every method is called by one rank on its own device.
 class Backend : public Device {
- public:
+public:
   /// Element type of activations and weights.
   virtual DType dtype() const = 0;
   /// Makes `waiter` wait for everything issued so far on `signal` (device-side; no host sync).
@@ -87,10 +87,9 @@ class Backend : public Device {
   /// out[batch*seq, heads*head_dim] = softmax(q k^T / sqrt(d) + causal mask) v.
   virtual void attention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
                          const Tensor& v, Tensor out, AttentionImpl impl) = 0;
-
 };
 
 /// Creates the host backend (OpenBLAS, fp32).
 std::unique_ptr<Backend> make_host_backend();
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -30,13 +30,12 @@ public:
   explicit Stream(int priority) {
     RIDGELINE_CHECK(cudaStreamCreateWithPriority(&m_stream, cudaStreamNonBlocking, priority));
   }
-  Stream(Stream &&other) noexcept : m_stream(other.m_stream) { other.m_stream = nullptr; }
-  Stream &operator=(Stream &&) = delete;
-  Stream(const Stream &) = delete;
-  Stream &operator=(const Stream &) = delete;
+  Stream(Stream&& other) noexcept : m_stream(other.m_stream) { other.m_stream = nullptr; }
+  Stream& operator=(Stream&&) = delete;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
   ~Stream() {
-    if (m_stream != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cudaStreamDestroy(m_stream));
+    if (m_stream != nullptr) RIDGELINE_CHECK_NOTHROW(cudaStreamDestroy(m_stream));
   }
   cudaStream_t get() const { return m_stream; }
 
@@ -51,13 +50,12 @@ public:
     RIDGELINE_CHECK(
         cudaEventCreateWithFlags(&m_event, timing ? cudaEventDefault : cudaEventDisableTiming));
   }
-  Event(Event &&other) noexcept : m_event(other.m_event) { other.m_event = nullptr; }
-  Event &operator=(Event &&) = delete;
-  Event(const Event &) = delete;
-  Event &operator=(const Event &) = delete;
+  Event(Event&& other) noexcept : m_event(other.m_event) { other.m_event = nullptr; }
+  Event& operator=(Event&&) = delete;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
   ~Event() {
-    if (m_event != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(m_event));
+    if (m_event != nullptr) RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(m_event));
   }
   cudaEvent_t get() const { return m_event; }
 
@@ -69,8 +67,8 @@ private:
 class CublasLtHandle {
 public:
   CublasLtHandle() { RIDGELINE_CHECK(cublasLtCreate(&m_handle)); }
-  CublasLtHandle(const CublasLtHandle &) = delete;
-  CublasLtHandle &operator=(const CublasLtHandle &) = delete;
+  CublasLtHandle(const CublasLtHandle&) = delete;
+  CublasLtHandle& operator=(const CublasLtHandle&) = delete;
   ~CublasLtHandle() { RIDGELINE_CHECK_NOTHROW(cublasLtDestroy(m_handle)); }
   cublasLtHandle_t get() const { return m_handle; }
 
@@ -82,13 +80,12 @@ private:
 class GraphExec {
 public:
   explicit GraphExec(cudaGraphExec_t exec) : m_exec(exec) {}
-  GraphExec(GraphExec &&other) noexcept : m_exec(other.m_exec) { other.m_exec = nullptr; }
-  GraphExec &operator=(GraphExec &&) = delete;
-  GraphExec(const GraphExec &) = delete;
-  GraphExec &operator=(const GraphExec &) = delete;
+  GraphExec(GraphExec&& other) noexcept : m_exec(other.m_exec) { other.m_exec = nullptr; }
+  GraphExec& operator=(GraphExec&&) = delete;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
   ~GraphExec() {
-    if (m_exec != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cudaGraphExecDestroy(m_exec));
+    if (m_exec != nullptr) RIDGELINE_CHECK_NOTHROW(cudaGraphExecDestroy(m_exec));
   }
   cudaGraphExec_t get() const { return m_exec; }
 
@@ -110,8 +107,7 @@ public:
   }
 
   size_t stamp(Lane lane) override {
-    if (m_next == m_pool.size())
-      grow(m_pool.size()); // doubles: only in the first iterations
+    if (m_next == m_pool.size()) grow(m_pool.size()); // doubles: only in the first iterations
     RIDGELINE_CHECK(cudaEventRecord(m_pool[m_next].get(), m_lanes[static_cast<int>(lane)]));
     return m_next++;
   }
@@ -128,7 +124,7 @@ public:
     return out;
   }
 
-  const char *name() const override { return "cuda_event"; }
+  const char* name() const override { return "cuda_event"; }
 
 private:
   void grow(size_t n) {
@@ -154,18 +150,18 @@ struct MatmulShape {
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t align_a = 256, align_b = 256, align_c = 256; ///< bytes: heuristics must respect them
-  int64_t sms = 0; ///< SM count target (0 = the device's)
+  int64_t sms = 0;                                     ///< SM count target (0 = the device's)
 
   std::array<int64_t, 18> key() const {
-    return {trans_a,  trans_b,  m,        n,       k,       lda,     ldb, ldc, ab_type,
-            c_type,   batch,    stride_a, stride_b, stride_c, align_a, align_b, align_c, sms};
+    return {trans_a, trans_b, m,        n,        k,        lda,     ldb,     ldc,     ab_type,
+            c_type,  batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c, sms};
   }
 };
 
 /// A matmul description, its layouts and the algorithm the heuristic chose, built once per shape.
 class MatmulPlan {
 public:
-  MatmulPlan(cublasLtHandle_t handle, const MatmulShape &s) {
+  MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s) {
     RIDGELINE_CHECK(cublasLtMatmulDescCreate(&m_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -222,12 +218,12 @@ public:
     m_algo = result.algo;
     m_workspace = result.workspaceSize;
   }
-  MatmulPlan(const MatmulPlan &) = delete;
-  MatmulPlan &operator=(const MatmulPlan &) = delete;
+  MatmulPlan(const MatmulPlan&) = delete;
+  MatmulPlan& operator=(const MatmulPlan&) = delete;
   ~MatmulPlan() { destroy(); }
 
-  void run(cublasLtHandle_t handle, float alpha, const void *a, const void *b, void *c,
-           void *workspace, cudaStream_t stream) const {
+  void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, void* c,
+           void* workspace, cudaStream_t stream) const {
     const float beta = 0.0f;
     RIDGELINE_CHECK(cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, c, m_c,
                                    &m_algo, workspace, m_workspace, stream));
@@ -249,14 +245,10 @@ private:
     return l;
   }
   void destroy() noexcept {
-    if (m_c != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_c));
-    if (m_b != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_b));
-    if (m_a != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_a));
-    if (m_desc != nullptr)
-      RIDGELINE_CHECK_NOTHROW(cublasLtMatmulDescDestroy(m_desc));
+    if (m_c != nullptr) RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_c));
+    if (m_b != nullptr) RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_b));
+    if (m_a != nullptr) RIDGELINE_CHECK_NOTHROW(cublasLtMatrixLayoutDestroy(m_a));
+    if (m_desc != nullptr) RIDGELINE_CHECK_NOTHROW(cublasLtMatmulDescDestroy(m_desc));
     m_a = m_b = m_c = nullptr;
     m_desc = nullptr;
   }
@@ -268,7 +260,7 @@ private:
 };
 
 /// Largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
-int64_t alignment_of(const void *p) {
+int64_t alignment_of(const void* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   int64_t align = 256;
   while (align > 2 && a % static_cast<uintptr_t>(align) != 0)
@@ -290,9 +282,8 @@ cudaDataType_t cuda_type(DType t) {
   throw Error("unknown dtype");
 }
 
-void free_device(void *p) {
-  if (p != nullptr)
-    RIDGELINE_CHECK_NOTHROW(cudaFree(p));
+void free_device(void* p) {
+  if (p != nullptr) RIDGELINE_CHECK_NOTHROW(cudaFree(p));
 }
 
 class CudaBackend final : public Backend {
@@ -302,20 +293,19 @@ public:
         m_comm(comm_priority ? greatest_priority() : 0), m_clock(lane_streams()) {
     m_join[0] = std::make_unique<Event>(false);
     m_join[1] = std::make_unique<Event>(false);
-    for (auto &e : m_fences)
+    for (auto& e : m_fences)
       e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
   }
 
-  const char *name() const override { return "cuda"; }
+  const char* name() const override { return "cuda"; }
   DType dtype() const override { return m_dtype; }
   ridgeline::Stream stream(Lane lane) override { return static_cast<ridgeline::Stream>(raw(lane)); }
-  Clock &clock() override { return m_clock; }
+  Clock& clock() override { return m_clock; }
 
   void join(Lane waiter, Lane signal) override {
     cudaStream_t w = raw(waiter), s = raw(signal);
-    if (w == s)
-      return; // p2p shares the comm stream
+    if (w == s) return; // p2p shares the comm stream
     cudaEvent_t e = m_join[lane_slot(signal)]->get();
     RIDGELINE_CHECK(cudaEventRecord(e, s));
     RIDGELINE_CHECK(cudaStreamWaitEvent(w, e, 0));
@@ -342,27 +332,25 @@ public:
   }
 
   Buffer allocate_bytes(size_t bytes) override {
-    void *p = nullptr;
-    if (bytes > 0)
-      RIDGELINE_CHECK(cudaMalloc(&p, bytes));
+    void* p = nullptr;
+    if (bytes > 0) RIDGELINE_CHECK(cudaMalloc(&p, bytes));
     return Buffer(p, bytes, free_device);
   }
 
-  void upload(void *dst, const void *host_src, size_t bytes) override {
+  void upload(void* dst, const void* host_src, size_t bytes) override {
     // The lanes are non-blocking streams: a plain cudaMemcpy would not wait for them. Nor may
     // the host return early: cudaMemcpy from pageable memory may return once the data are
     // staged, before they land, and a collective on another stream then reads stale bytes.
     synchronize();
-    RIDGELINE_CHECK(
-        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, m_compute.get()));
+    RIDGELINE_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, m_compute.get()));
     RIDGELINE_CHECK(cudaStreamSynchronize(m_compute.get()));
   }
-  void download(void *host_dst, const void *src, size_t bytes) override {
+  void download(void* host_dst, const void* src, size_t bytes) override {
     synchronize();
     RIDGELINE_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
   }
 
-  void fill_random(Tensor t, const GenKey &key, int64_t row0, int64_t col0) override {
+  void fill_random(Tensor t, const GenKey& key, int64_t row0, int64_t col0) override {
     require_dtype(t);
     cuda::fill_random(t, key, row0, col0, m_compute.get());
   }
@@ -371,11 +359,10 @@ public:
     cuda::fill_value(t, value, m_compute.get());
   }
 
-  void copy(const Tensor &src, Tensor dst, Lane lane) override {
+  void copy(const Tensor& src, Tensor dst, Lane lane) override {
     RIDGELINE_REQUIRE(src.rows == dst.rows && src.cols == dst.cols && src.dtype == dst.dtype,
                       "copy: tensor shapes or dtypes differ");
-    if (src.rows == 0 || src.cols == 0)
-      return;
+    if (src.rows == 0 || src.cols == 0) return;
     const size_t es = dtype_size(src.dtype);
     RIDGELINE_CHECK(
         cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.ld) * es, src.data,
@@ -383,7 +370,7 @@ public:
                           static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, raw(lane)));
   }
 
-  void memory_pass(MemoryPass kind, const Buffer &src, const Buffer &dst, size_t bytes,
+  void memory_pass(MemoryPass kind, const Buffer& src, const Buffer& dst, size_t bytes,
                    Lane lane) override {
     RIDGELINE_REQUIRE(bytes % 16 == 0, "memory_pass: bytes must be a multiple of 16");
     // The kernels access uint4 words: a misaligned address would fault on the device.
@@ -393,18 +380,17 @@ public:
     RIDGELINE_REQUIRE(kind == MemoryPass::read ||
                           (bytes <= dst.bytes() && alignment_of(dst.data()) >= 16),
                       "memory_pass: destination shorter than bytes or not 16-byte aligned");
-    cuda::memory_pass(kind, src.data(), dst.data(), bytes, static_cast<uint4 *>(m_sink.data()),
+    cuda::memory_pass(kind, src.data(), dst.data(), bytes, static_cast<uint4*>(m_sink.data()),
                       raw(lane));
   }
 
   void empty_kernels(int count, Lane lane) override { cuda::empty_kernels(count, raw(lane)); }
 
-  std::vector<float> to_host(const Tensor &t) override {
+  std::vector<float> to_host(const Tensor& t) override {
     const size_t es = dtype_size(t.dtype);
     const size_t n = static_cast<size_t>(t.rows * t.cols);
     std::vector<float> out(n);
-    if (n == 0)
-      return out;
+    if (n == 0) return out;
     // Every lane may have produced `t`: wait for all of them before reading.
     synchronize();
     std::vector<unsigned char> raw_bytes(n * es);
@@ -436,14 +422,13 @@ public:
     return out;
   }
 
-  void gemm(const Tensor &a, const Tensor &w, Tensor c, Lane lane) override {
+  void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane) override {
     RIDGELINE_REQUIRE(a.cols == w.cols && c.rows == a.rows && c.cols == w.rows,
                       "gemm shapes do not match: c[m,n] = a[m,k] * w[n,k]^T");
     require_dtype(a);
     require_dtype(w);
     require_dtype(c);
-    if (c.rows == 0 || c.cols == 0)
-      return;
+    if (c.rows == 0 || c.cols == 0) return;
     if (a.cols == 0) {
       fill_value(c, 0.0f);
       return;
@@ -467,7 +452,7 @@ public:
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
 
-  void layer_norm(const Tensor &x, const Tensor &gamma, const Tensor &beta, Tensor y,
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                   float eps) override {
     require_norm(x, gamma, y);
     require_dtype(beta);
@@ -475,17 +460,17 @@ public:
     cuda::norm(x, gamma, &beta, y, eps, m_compute.get());
   }
 
-  void rms_norm(const Tensor &x, const Tensor &gamma, Tensor y, float eps) override {
+  void rms_norm(const Tensor& x, const Tensor& gamma, Tensor y, float eps) override {
     require_norm(x, gamma, y);
     cuda::norm(x, gamma, nullptr, y, eps, m_compute.get());
   }
 
-  void gelu(const Tensor &x, Tensor y) override {
+  void gelu(const Tensor& x, Tensor y) override {
     require_same(x, y);
     cuda::map(cuda::MapOp::gelu, x, x, y, m_compute.get());
   }
 
-  void swiglu(const Tensor &gate_up, Tensor y) override {
+  void swiglu(const Tensor& gate_up, Tensor y) override {
     RIDGELINE_REQUIRE(gate_up.rows == y.rows && gate_up.cols == 2 * y.cols,
                       "swiglu: input must be [m, 2f] for an [m, f] output");
     require_dtype(gate_up);
@@ -494,7 +479,7 @@ public:
               gate_up.cols_slice(y.cols, y.cols), y, m_compute.get());
   }
 
-  void add(const Tensor &a, const Tensor &b, Tensor y, Lane lane) override {
+  void add(const Tensor& a, const Tensor& b, Tensor y, Lane lane) override {
     require_same(a, y);
     require_same(b, y);
     cuda::map(cuda::MapOp::add, a, b, y, raw(lane));
@@ -508,7 +493,7 @@ public:
     cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, m_compute.get());
   }
 
-  void attention(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
+  void attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  Tensor out, AttentionImpl impl) override {
     RIDGELINE_REQUIRE(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
                       "attention: heads must be a multiple of kv_heads");
@@ -580,17 +565,17 @@ private:
   }
   static int lane_slot(Lane lane) { return lane == Lane::compute ? 0 : 1; }
 
-  void require_dtype(const Tensor &t) const {
+  void require_dtype(const Tensor& t) const {
     if (t.dtype != m_dtype)
       throw Error(std::string("cuda backend holds ") + dtype_name(m_dtype) + " tensors, got " +
                   dtype_name(t.dtype));
   }
-  void require_same(const Tensor &a, const Tensor &b) const {
+  void require_same(const Tensor& a, const Tensor& b) const {
     RIDGELINE_REQUIRE(a.rows == b.rows && a.cols == b.cols, "tensor shapes differ");
     require_dtype(a);
     require_dtype(b);
   }
-  void require_norm(const Tensor &x, const Tensor &gamma, const Tensor &y) const {
+  void require_norm(const Tensor& x, const Tensor& gamma, const Tensor& y) const {
     require_same(x, y);
     require_dtype(gamma);
     RIDGELINE_REQUIRE(gamma.elements() >= x.cols && (gamma.rows == 1 || gamma.ld == gamma.cols),
@@ -606,7 +591,7 @@ private:
 
   /// Grows `buffer` to `bytes`; a buffer replaced during a capture stays alive, since the graph
   /// being recorded may already refer to it.
-  void *scratch(DeviceBuffer &buffer, size_t bytes) {
+  void* scratch(DeviceBuffer& buffer, size_t bytes) {
     if (buffer.bytes() < bytes) {
       if (m_capturing)
         m_retired.push_back(std::move(buffer));
@@ -617,33 +602,32 @@ private:
     return buffer.data();
   }
 
-  void run_matmul(const MatmulShape &s, float alpha, const void *a, const void *b, void *c,
+  void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane) {
     auto it = m_plans.find(s.key());
     if (it == m_plans.end())
       it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
-    DeviceBuffer &ws = m_workspace[lane_slot(lane)];
-    if (ws.bytes() == 0)
-      ws = DeviceBuffer(kWorkspaceBytes);
+    DeviceBuffer& ws = m_workspace[lane_slot(lane)];
+    if (ws.bytes() == 0) ws = DeviceBuffer(kWorkspaceBytes);
     it->second->run(m_lt.get(), alpha, a, b, c, ws.data(), raw(lane));
   }
 
   // Materialised attention, one head at a time over every sequence of the batch: S = Q K^T
   // (fp32, cuBLASLt batched over sequences), a masked softmax to P, then O = P V.
-  void attention_naive(const AttentionShape &s, const Tensor &q, const Tensor &k, const Tensor &v,
-                       const Tensor &out) {
+  void attention_naive(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& out) {
     const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
     const size_t es = dtype_size(m_dtype);
     const size_t cells = static_cast<size_t>(s.batch * s.seq * s.context);
-    float *scores = static_cast<float *>(scratch(m_scores, cells * sizeof(float)));
-    void *probs = scratch(m_probs, cells * es);
+    float* scores = static_cast<float*>(scratch(m_scores, cells * sizeof(float)));
+    void* probs = scratch(m_probs, cells * es);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kvh = h / group;
-      const char *qh = static_cast<const char *>(q.data) + static_cast<size_t>(h * d) * es;
-      const char *kh = static_cast<const char *>(k.data) + static_cast<size_t>(kvh * d) * es;
-      const char *vh = static_cast<const char *>(v.data) + static_cast<size_t>(kvh * d) * es;
-      char *oh = static_cast<char *>(out.data) + static_cast<size_t>(h * d) * es;
+      const char* qh = static_cast<const char*>(q.data) + static_cast<size_t>(h * d) * es;
+      const char* kh = static_cast<const char*>(k.data) + static_cast<size_t>(kvh * d) * es;
+      const char* vh = static_cast<const char*>(v.data) + static_cast<size_t>(kvh * d) * es;
+      char* oh = static_cast<char*>(out.data) + static_cast<size_t>(h * d) * es;
 
       MatmulShape qk; // column-major S^T[context, seq] = K Q^T per sequence
       qk.trans_a = true;

@@ -48,11 +48,11 @@ std::vector<std::pair<std::string, std::string>> cuda_stack_versions();
 
 /// One NVML reading of a GPU (a /ranks/<r>/samples row); -1 where NVML could not say.
 struct GpuSample {
-  int64_t t_ns = 0;  ///< steady clock, since the sampler started
+  int64_t t_ns = 0; ///< steady clock, since the sampler started
   int64_t sm_clock_mhz = -1;
   int64_t mem_clock_mhz = -1;
-  double power_w = -1;      ///< instantaneous board power
-  double power_avg_w = -1;  ///< board power as the driver averages it (1 s on Ampere and newer)
+  double power_w = -1;     ///< instantaneous board power
+  double power_avg_w = -1; ///< board power as the driver averages it (1 s on Ampere and newer)
   double temp_c = -1;
   /// NVML's clocks-event (throttle) reason bits, e.g. 0x4 software power cap, 0x20 thermal.
   int64_t clock_event_reasons = -1;
@@ -64,7 +64,7 @@ inline constexpr int64_t kClockEventPowerCap = 0x4;
 /// Reads `device` through NVML every `period_ms` on a background thread from construction to
 /// stop() (or destruction). Without NVML, or in a build without CUDA, it records nothing.
 class GpuSampler {
- public:
+public:
   GpuSampler(int device, int period_ms);
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
@@ -74,7 +74,7 @@ class GpuSampler {
   /// Stops sampling and returns every sample, oldest first (empty after the first call).
   std::vector<GpuSample> stop();
 
- private:
+private:
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

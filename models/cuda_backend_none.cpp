@@ -4,7 +4,9 @@
 
 namespace ridgeline {
 
-int cuda_device_count() { return 0; }
+int cuda_device_count() {
+  return 0;
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int, DType, bool) {
   throw UsageError("this ridgeline was built without CUDA");
@@ -16,14 +18,22 @@ GpuInfo query_gpu(int device) {
   return info;
 }
 
-std::vector<std::pair<std::string, std::string>> cuda_stack_versions() { return {}; }
+std::vector<std::pair<std::string, std::string>> cuda_stack_versions() {
+  return {};
+}
 
-std::vector<std::vector<std::string>> gpu_link_matrix() { return {}; }
+std::vector<std::vector<std::string>> gpu_link_matrix() {
+  return {};
+}
 
 struct GpuSampler::Impl {};
 GpuSampler::GpuSampler(int, int) {}
 GpuSampler::~GpuSampler() = default;
-int64_t GpuSampler::now_ns() const { return 0; }
-std::vector<GpuSample> GpuSampler::stop() { return {}; }
+int64_t GpuSampler::now_ns() const {
+  return 0;
+}
+std::vector<GpuSample> GpuSampler::stop() {
+  return {};
+}
 
 } // namespace ridgeline

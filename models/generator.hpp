@@ -16,9 +16,9 @@ namespace ridgeline {
 /// Identifies one logical (unsharded) tensor: its seed, its id and its global row length.
 struct GenKey {
   uint64_t seed = 0;
-  uint64_t tensor = 0;  ///< see tensor_id()
+  uint64_t tensor = 0; ///< see tensor_id()
   int64_t global_cols = 0;
-  float scale = 1.0f;  ///< values are uniform in [-scale, scale)
+  float scale = 1.0f; ///< values are uniform in [-scale, scale)
 };
 
 /// Stable id of a tensor from (layer, role); role values are fixed by the layer code.
@@ -44,4 +44,4 @@ RIDGELINE_HD float generate(const GenKey& key, int64_t row, int64_t col) {
   return (2.0f * u - 1.0f) * key.scale;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -20,15 +20,15 @@ namespace ridgeline {
 namespace {
 
 // The few NVML declarations used, restated from NVML's stable C ABI (no nvml.h at build time).
-using NvmlDevice = struct NvmlDeviceOpaque *;
+using NvmlDevice = struct NvmlDeviceOpaque*;
 using NvmlReturn = int; // NVML_SUCCESS == 0
 constexpr NvmlReturn kNvmlSuccess = 0;
-constexpr int kNvmlClockSm = 1;        // NVML_CLOCK_SM
-constexpr int kNvmlClockMem = 2;       // NVML_CLOCK_MEM
-constexpr int kNvmlP2pCapsNvlink = 2;  // NVML_P2P_CAPS_INDEX_NVLINK
-constexpr int kNvmlP2pStatusOk = 0;    // NVML_P2P_STATUS_OK
-constexpr unsigned kNvmlMaxLinks = 18; // NVML_NVLINK_MAX_LINKS (Hopper)
-constexpr int kNvmlTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
+constexpr int kNvmlClockSm = 1;                  // NVML_CLOCK_SM
+constexpr int kNvmlClockMem = 2;                 // NVML_CLOCK_MEM
+constexpr int kNvmlP2pCapsNvlink = 2;            // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kNvmlP2pStatusOk = 0;              // NVML_P2P_STATUS_OK
+constexpr unsigned kNvmlMaxLinks = 18;           // NVML_NVLINK_MAX_LINKS (Hopper)
+constexpr int kNvmlTemperatureGpu = 0;           // NVML_TEMPERATURE_GPU
 constexpr unsigned kNvmlFieldPowerInstant = 186; // NVML_FI_DEV_POWER_INSTANT (mW)
 
 struct NvmlFieldValue { // nvmlFieldValue_t
@@ -63,8 +63,7 @@ class Nvml {
 public:
   Nvml() {
     m_lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (m_lib == nullptr)
-      return;
+    if (m_lib == nullptr) return;
     load(m_init, "nvmlInit_v2");
     load(m_shutdown, "nvmlShutdown");
     load(m_by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
@@ -87,13 +86,11 @@ public:
       load(m_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
     m_ok = m_init != nullptr && m_init() == kNvmlSuccess;
   }
-  Nvml(const Nvml &) = delete;
-  Nvml &operator=(const Nvml &) = delete;
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
   ~Nvml() {
-    if (m_ok && m_shutdown != nullptr)
-      m_shutdown();
-    if (m_lib != nullptr)
-      dlclose(m_lib);
+    if (m_ok && m_shutdown != nullptr) m_shutdown();
+    if (m_lib != nullptr) dlclose(m_lib);
   }
 
   bool ok() const { return m_ok; }
@@ -118,8 +115,7 @@ public:
   double power_limit_w(NvmlDevice d) const { return watts(m_power_limit, d); }
   int ecc(NvmlDevice d) const {
     int current = 0, pending = 0;
-    if (m_ecc == nullptr || m_ecc(d, &current, &pending) != kNvmlSuccess)
-      return -1;
+    if (m_ecc == nullptr || m_ecc(d, &current, &pending) != kNvmlSuccess) return -1;
     return current != 0 ? 1 : 0;
   }
   /// Board power averaged by the driver (over one second on Ampere and newer).
@@ -155,33 +151,28 @@ public:
   }
   int64_t clock_event_reasons(NvmlDevice d) const {
     unsigned long long bits = 0;
-    if (m_reasons == nullptr || m_reasons(d, &bits) != kNvmlSuccess)
-      return -1;
+    if (m_reasons == nullptr || m_reasons(d, &bits) != kNvmlSuccess) return -1;
     return static_cast<int64_t>(bits);
   }
   std::string driver() const {
     char buf[96] = {};
-    if (!m_ok || m_driver == nullptr || m_driver(buf, sizeof(buf)) != kNvmlSuccess)
-      return {};
+    if (!m_ok || m_driver == nullptr || m_driver(buf, sizeof(buf)) != kNvmlSuccess) return {};
     return buf;
   }
 
   /// Active NVLinks of `d` (to anything).
   int active_links(NvmlDevice d) const {
-    if (m_link_state == nullptr)
-      return 0;
+    if (m_link_state == nullptr) return 0;
     int n = 0;
     for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
       int active = 0;
-      if (m_link_state(d, link, &active) == kNvmlSuccess && active != 0)
-        ++n;
+      if (m_link_state(d, link, &active) == kNvmlSuccess && active != 0) ++n;
     }
     return n;
   }
   /// Active NVLinks of `a` whose far end is the GPU at PCI bus id `peer_bus`.
-  int direct_links(NvmlDevice a, const std::string &peer_bus) const {
-    if (m_link_state == nullptr || m_link_remote == nullptr)
-      return 0;
+  int direct_links(NvmlDevice a, const std::string& peer_bus) const {
+    if (m_link_state == nullptr || m_link_remote == nullptr) return 0;
     int n = 0;
     for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
       int active = 0;
@@ -200,8 +191,7 @@ public:
   /// nvidia-smi's PCIe path class between two GPUs, or "" when unknown.
   std::string pcie_path(NvmlDevice a, NvmlDevice b) const {
     int level = -1;
-    if (m_common_ancestor == nullptr || m_common_ancestor(a, b, &level) != kNvmlSuccess)
-      return {};
+    if (m_common_ancestor == nullptr || m_common_ancestor(a, b, &level) != kNvmlSuccess) return {};
     switch (level) { // nvmlGpuTopologyLevel_t
     case 0:
       return "X";
@@ -221,59 +211,55 @@ public:
   }
 
 private:
-  template <typename F> void load(F &fn, const char *symbol) {
+  template <typename F> void load(F& fn, const char* symbol) {
     fn = reinterpret_cast<F>(dlsym(m_lib, symbol));
   }
-  using TextFn = NvmlReturn (*)(NvmlDevice, char *, unsigned);
-  using ClockFn = NvmlReturn (*)(NvmlDevice, int, unsigned *);
+  using TextFn = NvmlReturn (*)(NvmlDevice, char*, unsigned);
+  using ClockFn = NvmlReturn (*)(NvmlDevice, int, unsigned*);
   std::string text(TextFn fn, NvmlDevice d) const {
     char buf[96] = {};
-    if (fn == nullptr || fn(d, buf, sizeof(buf)) != kNvmlSuccess)
-      return {};
+    if (fn == nullptr || fn(d, buf, sizeof(buf)) != kNvmlSuccess) return {};
     return buf;
   }
-  using MilliwattFn = NvmlReturn (*)(NvmlDevice, unsigned *);
+  using MilliwattFn = NvmlReturn (*)(NvmlDevice, unsigned*);
   static double watts(MilliwattFn fn, NvmlDevice d) {
     unsigned mw = 0;
-    if (fn == nullptr || fn(d, &mw) != kNvmlSuccess)
-      return -1;
+    if (fn == nullptr || fn(d, &mw) != kNvmlSuccess) return -1;
     return mw / 1000.0;
   }
   int value(ClockFn fn, NvmlDevice d, int type) const {
     unsigned v = 0;
-    if (fn == nullptr || fn(d, type, &v) != kNvmlSuccess)
-      return -1;
+    if (fn == nullptr || fn(d, type, &v) != kNvmlSuccess) return -1;
     return static_cast<int>(v);
   }
   // NVML prints "00000000:19:00.0", CUDA "0000:19:00.0": compare after the domain.
-  static bool same_bus(const char *nvml_bus, const std::string &cuda_bus) {
-    const char *a = std::strchr(nvml_bus, ':');
+  static bool same_bus(const char* nvml_bus, const std::string& cuda_bus) {
+    const char* a = std::strchr(nvml_bus, ':');
     const size_t colon = cuda_bus.find(':');
-    if (a == nullptr || colon == std::string::npos)
-      return false;
+    if (a == nullptr || colon == std::string::npos) return false;
     return strcasecmp(a, cuda_bus.c_str() + colon) == 0;
   }
 
-  void *m_lib = nullptr;
+  void* m_lib = nullptr;
   bool m_ok = false;
   NvmlReturn (*m_init)() = nullptr;
   NvmlReturn (*m_shutdown)() = nullptr;
-  NvmlReturn (*m_by_pci)(const char *, NvmlDevice *) = nullptr;
+  NvmlReturn (*m_by_pci)(const char*, NvmlDevice*) = nullptr;
   TextFn m_name = nullptr;
   TextFn m_uuid = nullptr;
   ClockFn m_clock = nullptr;
   ClockFn m_max_clock = nullptr;
   MilliwattFn m_power_limit = nullptr;
-  NvmlReturn (*m_ecc)(NvmlDevice, int *, int *) = nullptr;
-  NvmlReturn (*m_link_state)(NvmlDevice, unsigned, int *) = nullptr;
-  NvmlReturn (*m_link_remote)(NvmlDevice, unsigned, NvmlPciInfo *) = nullptr;
-  NvmlReturn (*m_p2p)(NvmlDevice, NvmlDevice, int, int *) = nullptr;
-  NvmlReturn (*m_common_ancestor)(NvmlDevice, NvmlDevice, int *) = nullptr;
-  NvmlReturn (*m_driver)(char *, unsigned) = nullptr;
+  NvmlReturn (*m_ecc)(NvmlDevice, int*, int*) = nullptr;
+  NvmlReturn (*m_link_state)(NvmlDevice, unsigned, int*) = nullptr;
+  NvmlReturn (*m_link_remote)(NvmlDevice, unsigned, NvmlPciInfo*) = nullptr;
+  NvmlReturn (*m_p2p)(NvmlDevice, NvmlDevice, int, int*) = nullptr;
+  NvmlReturn (*m_common_ancestor)(NvmlDevice, NvmlDevice, int*) = nullptr;
+  NvmlReturn (*m_driver)(char*, unsigned) = nullptr;
   MilliwattFn m_power = nullptr;
-  NvmlReturn (*m_fields)(NvmlDevice, int, NvmlFieldValue *) = nullptr;
-  NvmlReturn (*m_temperature)(NvmlDevice, int, unsigned *) = nullptr;
-  NvmlReturn (*m_reasons)(NvmlDevice, unsigned long long *) = nullptr;
+  NvmlReturn (*m_fields)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
+  NvmlReturn (*m_temperature)(NvmlDevice, int, unsigned*) = nullptr;
+  NvmlReturn (*m_reasons)(NvmlDevice, unsigned long long*) = nullptr;
 };
 
 std::string bus_id(int device) {
@@ -317,11 +303,9 @@ GpuInfo query_gpu(int device) {
 
   const Nvml nvml;
   NvmlDevice dev = nvml.device(device);
-  if (dev == nullptr)
-    return info;
+  if (dev == nullptr) return info;
   const std::string name = nvml.name(dev);
-  if (!name.empty())
-    info.name = name;
+  if (!name.empty()) info.name = name;
   info.uuid = nvml.uuid(dev);
   info.sm_clock_mhz = nvml.clock(dev, kNvmlClockSm);
   info.mem_clock_mhz = nvml.clock(dev, kNvmlClockMem);
@@ -340,8 +324,7 @@ std::vector<std::pair<std::string, std::string>> cuda_stack_versions() {
   {
     const Nvml nvml;
     const std::string driver = nvml.driver();
-    if (!driver.empty())
-      out.emplace_back("driver", driver);
+    if (!driver.empty()) out.emplace_back("driver", driver);
   }
   int driver_api = 0, runtime = 0;
   if (cudaDriverGetVersion(&driver_api) == cudaSuccess && driver_api > 0)
@@ -359,21 +342,19 @@ std::vector<std::pair<std::string, std::string>> cuda_stack_versions() {
 std::vector<std::vector<std::string>> gpu_link_matrix() {
   const int n = cuda_device_count();
   const Nvml nvml;
-  if (n == 0 || !nvml.ok())
-    return {};
+  if (n == 0 || !nvml.ok()) return {};
   std::vector<NvmlDevice> devs(static_cast<size_t>(n));
   std::vector<std::string> buses(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     devs[static_cast<size_t>(i)] = nvml.device(i);
     buses[static_cast<size_t>(i)] = bus_id(i);
-    if (devs[static_cast<size_t>(i)] == nullptr)
-      return {};
+    if (devs[static_cast<size_t>(i)] == nullptr) return {};
   }
   std::vector<std::vector<std::string>> m(static_cast<size_t>(n),
                                           std::vector<std::string>(static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
-      std::string &cell = m[static_cast<size_t>(i)][static_cast<size_t>(j)];
+      std::string& cell = m[static_cast<size_t>(i)][static_cast<size_t>(j)];
       if (i == j) {
         cell = "X";
         continue;
@@ -410,8 +391,7 @@ struct GpuSampler::Impl {
   void run(int device, int period_ms) {
     const Nvml nvml;
     const NvmlDevice dev = nvml.device(device);
-    if (dev == nullptr)
-      return;
+    if (dev == nullptr) return;
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       lock.unlock();
@@ -437,9 +417,13 @@ GpuSampler::GpuSampler(int device, int period_ms) : m_impl(std::make_unique<Impl
   });
 }
 
-GpuSampler::~GpuSampler() { stop(); }
+GpuSampler::~GpuSampler() {
+  stop();
+}
 
-int64_t GpuSampler::now_ns() const { return m_impl->since_start(); }
+int64_t GpuSampler::now_ns() const {
+  return m_impl->since_start();
+}
 
 std::vector<GpuSample> GpuSampler::stop() {
   {
@@ -447,8 +431,7 @@ std::vector<GpuSample> GpuSampler::stop() {
     m_impl->stopping = true;
   }
   m_impl->wake.notify_all();
-  if (m_impl->thread.joinable())
-    m_impl->thread.join();
+  if (m_impl->thread.joinable()) m_impl->thread.join();
   return std::move(m_impl->samples);
 }
 

@@ -15,7 +15,7 @@
 namespace ridgeline {
 namespace {
 
-constexpr int64_t kQueryBlock = 64;  // fused attention: query rows per tile
+constexpr int64_t kQueryBlock = 64; // fused attention: query rows per tile
 
 float* f32(const Tensor& t) {
   RIDGELINE_REQUIRE(t.dtype == DType::f32, "host backend works on fp32 tensors");
@@ -26,7 +26,9 @@ void require_same_shape(const Tensor& a, const Tensor& b) {
   RIDGELINE_REQUIRE(a.rows == b.rows && a.cols == b.cols, "tensor shapes differ");
 }
 
-void free_host(void* p) { std::free(p); }
+void free_host(void* p) {
+  std::free(p);
+}
 
 // The memory passes work in 16-byte chunks of four 32-bit words, as the GPU's uint4 accesses.
 // Integer words: their sum may be reassociated, so the compiler vectorises the read, and its
@@ -37,16 +39,19 @@ constexpr uint32_t kWritePattern[kChunkWords] = {0x01234567u, 0x89abcdefu, 0xfed
                                                  0x76543210u};
 
 // The host's empty kernel: not inlined, and the opaque asm keeps every call from being dropped.
-[[gnu::noinline]] void empty_kernel() { asm volatile(""); }
+[[gnu::noinline]] void empty_kernel() {
+  asm volatile("");
+}
 
 class HostBackend final : public Backend {
- public:
+public:
   const char* name() const override { return "host"; }
   DType dtype() const override { return DType::f32; }
   // The compute lane blocks; the comm lane gets a tag so that MPI collectives on it run
   // non-blocking until the communicator's complete() (host-side overlap).
   Stream stream(Lane lane) override {
-    return lane == Lane::compute ? nullptr : static_cast<Stream>(&m_lane_tags[static_cast<int>(lane)]);
+    return lane == Lane::compute ? nullptr
+                                 : static_cast<Stream>(&m_lane_tags[static_cast<int>(lane)]);
   }
   Clock& clock() override { return m_clock; }
   void join(Lane, Lane) override {}
@@ -74,12 +79,14 @@ class HostBackend final : public Backend {
   void fill_random(Tensor t, const GenKey& key, int64_t row0, int64_t col0) override {
     float* p = f32(t);
     for (int64_t r = 0; r < t.rows; ++r)
-      for (int64_t c = 0; c < t.cols; ++c) p[r * t.ld + c] = generate(key, row0 + r, col0 + c);
+      for (int64_t c = 0; c < t.cols; ++c)
+        p[r * t.ld + c] = generate(key, row0 + r, col0 + c);
   }
 
   void fill_value(Tensor t, float value) override {
     float* p = f32(t);
-    for (int64_t r = 0; r < t.rows; ++r) std::fill(p + r * t.ld, p + r * t.ld + t.cols, value);
+    for (int64_t r = 0; r < t.rows; ++r)
+      std::fill(p + r * t.ld, p + r * t.ld + t.cols, value);
   }
 
   void copy(const Tensor& src, Tensor dst, Lane) override {
@@ -101,21 +108,24 @@ class HostBackend final : public Backend {
     const auto* in = static_cast<const uint32_t*>(src.data());
     auto* out = static_cast<uint32_t*>(dst.data());
     switch (kind) {
-      case MemoryPass::read: {
-        uint32_t sum[kChunkWords] = {};
-        for (size_t i = 0; i < words; i += kChunkWords)
-          for (size_t j = 0; j < kChunkWords; ++j) sum[j] += in[i + j];
-        m_sink = sum[0] + sum[1] + sum[2] + sum[3];
-        break;
-      }
-      case MemoryPass::write:
-        for (size_t i = 0; i < words; i += kChunkWords)
-          for (size_t j = 0; j < kChunkWords; ++j) out[i + j] = kWritePattern[j];
-        break;
-      case MemoryPass::copy:
-        for (size_t i = 0; i < words; i += kChunkWords)
-          for (size_t j = 0; j < kChunkWords; ++j) out[i + j] = in[i + j];
-        break;
+    case MemoryPass::read: {
+      uint32_t sum[kChunkWords] = {};
+      for (size_t i = 0; i < words; i += kChunkWords)
+        for (size_t j = 0; j < kChunkWords; ++j)
+          sum[j] += in[i + j];
+      m_sink = sum[0] + sum[1] + sum[2] + sum[3];
+      break;
+    }
+    case MemoryPass::write:
+      for (size_t i = 0; i < words; i += kChunkWords)
+        for (size_t j = 0; j < kChunkWords; ++j)
+          out[i + j] = kWritePattern[j];
+      break;
+    case MemoryPass::copy:
+      for (size_t i = 0; i < words; i += kChunkWords)
+        for (size_t j = 0; j < kChunkWords; ++j)
+          out[i + j] = in[i + j];
+      break;
     }
   }
 
@@ -123,14 +133,16 @@ class HostBackend final : public Backend {
     // A volatile pointer: an indirect call per launch, as the kernels' virtual dispatch, that the
     // optimiser can neither inline nor hoist.
     void (*volatile kernel)() = empty_kernel;
-    for (int i = 0; i < count; ++i) kernel();
+    for (int i = 0; i < count; ++i)
+      kernel();
   }
 
   std::vector<float> to_host(const Tensor& t) override {
     std::vector<float> out(static_cast<size_t>(t.rows * t.cols));
     const float* p = f32(t);
     for (int64_t r = 0; r < t.rows; ++r)
-      std::memcpy(out.data() + r * t.cols, p + r * t.ld, static_cast<size_t>(t.cols) * sizeof(float));
+      std::memcpy(out.data() + r * t.cols, p + r * t.ld,
+                  static_cast<size_t>(t.cols) * sizeof(float));
     return out;
   }
 
@@ -152,9 +164,11 @@ class HostBackend final : public Backend {
       const float* in = f32(x) + r * x.ld;
       float* out = f32(y) + r * y.ld;
       double sum = 0, sq = 0;
-      for (int64_t c = 0; c < x.cols; ++c) sum += in[c];
+      for (int64_t c = 0; c < x.cols; ++c)
+        sum += in[c];
       const double mu = sum / static_cast<double>(x.cols);
-      for (int64_t c = 0; c < x.cols; ++c) sq += (in[c] - mu) * (in[c] - mu);
+      for (int64_t c = 0; c < x.cols; ++c)
+        sq += (in[c] - mu) * (in[c] - mu);
       const float inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(x.cols) + eps));
       for (int64_t c = 0; c < x.cols; ++c)
         out[c] = (in[c] - static_cast<float>(mu)) * inv * g[c] + b[c];
@@ -168,15 +182,17 @@ class HostBackend final : public Backend {
       const float* in = f32(x) + r * x.ld;
       float* out = f32(y) + r * y.ld;
       double sq = 0;
-      for (int64_t c = 0; c < x.cols; ++c) sq += static_cast<double>(in[c]) * in[c];
+      for (int64_t c = 0; c < x.cols; ++c)
+        sq += static_cast<double>(in[c]) * in[c];
       const float inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(x.cols) + eps));
-      for (int64_t c = 0; c < x.cols; ++c) out[c] = in[c] * inv * g[c];
+      for (int64_t c = 0; c < x.cols; ++c)
+        out[c] = in[c] * inv * g[c];
     }
   }
 
   void gelu(const Tensor& x, Tensor y) override {
     require_same_shape(x, y);
-    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float k = 0.7978845608028654f; // sqrt(2 / pi)
     for (int64_t r = 0; r < x.rows; ++r) {
       const float* in = f32(x) + r * x.ld;
       float* out = f32(y) + r * y.ld;
@@ -194,7 +210,8 @@ class HostBackend final : public Backend {
       const float* gate = f32(gate_up) + r * gate_up.ld;
       const float* up = gate + y.cols;
       float* out = f32(y) + r * y.ld;
-      for (int64_t c = 0; c < y.cols; ++c) out[c] = gate[c] / (1.0f + std::exp(-gate[c])) * up[c];
+      for (int64_t c = 0; c < y.cols; ++c)
+        out[c] = gate[c] / (1.0f + std::exp(-gate[c])) * up[c];
     }
   }
 
@@ -205,7 +222,8 @@ class HostBackend final : public Backend {
       const float* pa = f32(a) + r * a.ld;
       const float* pb = f32(b) + r * b.ld;
       float* out = f32(y) + r * y.ld;
-      for (int64_t c = 0; c < y.cols; ++c) out[c] = pa[c] + pb[c];
+      for (int64_t c = 0; c < y.cols; ++c)
+        out[c] = pa[c] + pb[c];
     }
   }
 
@@ -217,8 +235,8 @@ class HostBackend final : public Backend {
     for (int64_t r = 0; r < x.rows; ++r) {
       const double pos = static_cast<double>(pos0 + r % seq_len);
       for (int64_t i = 0; i < half; ++i) {
-        const double freq =
-            std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        const double freq = std::pow(static_cast<double>(theta),
+                                     -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
         cos_t[static_cast<size_t>(i)] = static_cast<float>(std::cos(pos * freq));
         sin_t[static_cast<size_t>(i)] = static_cast<float>(std::sin(pos * freq));
       }
@@ -264,15 +282,18 @@ class HostBackend final : public Backend {
             float* row = scores.data() + i * visible;
             const int64_t last = s.context - s.seq + q0 + i;
             float mx = -INFINITY;
-            for (int64_t j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+            for (int64_t j = 0; j <= last; ++j)
+              mx = std::max(mx, row[j]);
             float sum = 0;
             for (int64_t j = 0; j <= last; ++j) {
               row[j] = std::exp(row[j] - mx);
               sum += row[j];
             }
             const float inv = 1.0f / sum;
-            for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
-            for (int64_t j = last + 1; j < visible; ++j) row[j] = 0.0f;
+            for (int64_t j = 0; j <= last; ++j)
+              row[j] *= inv;
+            for (int64_t j = last + 1; j < visible; ++j)
+              row[j] = 0.0f;
           }
           float* ob = f32(out) + (b * s.seq + q0) * out.ld + h * d;
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq),
@@ -284,14 +305,16 @@ class HostBackend final : public Backend {
     }
   }
 
- private:
+private:
   HostClock m_clock;
   char m_lane_tags[kLaneCount] = {};
-  volatile uint32_t m_sink = 0;  // the read pass's sum: a store the compiler must make
+  volatile uint32_t m_sink = 0; // the read pass's sum: a store the compiler must make
 };
 
-}  // namespace
+} // namespace
 
-std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
+std::unique_ptr<Backend> make_host_backend() {
+  return std::make_unique<HostBackend>();
+}
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -12,10 +12,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, int V> __device__ __forceinline__ void load(const T *p, float (&v)[V]) {
+template <typename T, int V> __device__ __forceinline__ void load(const T* p, float (&v)[V]) {
   if constexpr (V == 8) {
-    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const T *e = reinterpret_cast<const T *>(&raw);
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       v[i] = to_float(e[i]);
@@ -26,14 +26,14 @@ template <typename T, int V> __device__ __forceinline__ void load(const T *p, fl
   }
 }
 
-template <typename T, int V> __device__ __forceinline__ void store(T *p, const float (&v)[V]) {
+template <typename T, int V> __device__ __forceinline__ void store(T* p, const float (&v)[V]) {
   if constexpr (V == 8) {
     uint4 raw;
-    T *e = reinterpret_cast<T *>(&raw);
+    T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       e[i] = from_float<T>(v[i]);
-    *reinterpret_cast<uint4 *>(p) = raw;
+    *reinterpret_cast<uint4*>(p) = raw;
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i)
@@ -56,7 +56,7 @@ struct FillValue {
 };
 
 template <typename T, int V, typename F>
-__global__ void fill_kernel(T *y, int64_t ld, int64_t rows, int64_t cols, F f) {
+__global__ void fill_kernel(T* y, int64_t ld, int64_t rows, int64_t cols, F f) {
   const int64_t per_row = cols / V;
   const int64_t total = rows * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -87,7 +87,7 @@ struct Add {
 };
 
 template <typename T, int V, typename F>
-__global__ void map_kernel(const T *a, int64_t lda, const T *b, int64_t ldb, T *y, int64_t ldy,
+__global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy,
                            int64_t rows, int64_t cols, F f) {
   const int64_t per_row = cols / V;
   const int64_t total = rows * per_row;
@@ -106,14 +106,13 @@ __global__ void map_kernel(const T *a, int64_t lda, const T *b, int64_t ldb, T *
 }
 
 /// Sum over the block; every thread gets the result. `shared` holds 32 floats.
-__device__ float block_sum(float v, float *shared) {
+__device__ float block_sum(float v, float* shared) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads(); // `shared` may still be read by a previous reduction
-  if (lane == 0)
-    shared[warp] = v;
+  if (lane == 0) shared[warp] = v;
   __syncthreads();
   const int warps = (blockDim.x + 31) / 32;
   v = lane < warps ? shared[lane] : 0.0f;
@@ -123,14 +122,13 @@ __device__ float block_sum(float v, float *shared) {
   return v;
 }
 
-__device__ float block_max(float v, float *shared) {
+__device__ float block_max(float v, float* shared) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
-  if (lane == 0)
-    shared[warp] = v;
+  if (lane == 0) shared[warp] = v;
   __syncthreads();
   const int warps = (blockDim.x + 31) / 32;
   v = lane < warps ? shared[lane] : -INFINITY;
@@ -142,11 +140,11 @@ __device__ float block_max(float v, float *shared) {
 
 // One block per row: the row is read up to three times, the later passes from L1/L2.
 template <typename T, int V, bool kLayer>
-__global__ void norm_kernel(const T *x, int64_t ldx, const T *gamma, const T *beta, T *y,
+__global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* beta, T* y,
                             int64_t ldy, int64_t cols, float eps) {
   __shared__ float shared[32];
-  const T *in = x + blockIdx.x * ldx;
-  T *out = y + blockIdx.x * ldy;
+  const T* in = x + blockIdx.x * ldx;
+  T* out = y + blockIdx.x * ldy;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   float mu = 0.0f;
   if constexpr (kLayer) {
@@ -173,8 +171,7 @@ __global__ void norm_kernel(const T *x, int64_t ldx, const T *gamma, const T *be
     float v[V], g[V], b[V], o[V];
     load<T, V>(in + c, v);
     load<T, V>(gamma + c, g);
-    if constexpr (kLayer)
-      load<T, V>(beta + c, b);
+    if constexpr (kLayer) load<T, V>(beta + c, b);
 #pragma unroll
     for (int j = 0; j < V; ++j)
       o[j] = (v[j] - mu) * inv * g[j] + (kLayer ? b[j] : 0.0f);
@@ -185,7 +182,7 @@ __global__ void norm_kernel(const T *x, int64_t ldx, const T *gamma, const T *be
 // One thread per (row, rotation pair); the angle is computed in double like the host reference
 // because positions reach tens of thousands of radians.
 template <typename T>
-__global__ void rotary_kernel(T *x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
+__global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
                               int64_t seq_len, int64_t pos0, float theta) {
   const int64_t half = head_dim / 2;
   const int64_t total = rows * half;
@@ -199,9 +196,9 @@ __global__ void rotary_kernel(T *x, int64_t ld, int64_t rows, int64_t heads, int
     double sd, cd;
     sincos(pos * freq, &sd, &cd);
     const float cs = static_cast<float>(cd), sn = static_cast<float>(sd);
-    T *row = x + r * ld;
+    T* row = x + r * ld;
     for (int64_t h = 0; h < heads; ++h) {
-      T *v = row + h * head_dim;
+      T* v = row + h * head_dim;
       const float x1 = to_float(v[i]), x2 = to_float(v[i + half]);
       v[i] = from_float<T>(x1 * cs - x2 * sn);
       v[i + half] = from_float<T>(x2 * cs + x1 * sn);
@@ -210,12 +207,12 @@ __global__ void rotary_kernel(T *x, int64_t ld, int64_t rows, int64_t heads, int
 }
 
 template <typename T>
-__global__ void causal_softmax_kernel(const float *scores, T *probs, int64_t seq, int64_t context,
+__global__ void causal_softmax_kernel(const float* scores, T* probs, int64_t seq, int64_t context,
                                       float scale) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
-  const float *in = scores + row * context;
-  T *out = probs + row * context;
+  const float* in = scores + row * context;
+  T* out = probs + row * context;
   const int64_t last = context - seq + row % seq; // last visible key of this query
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x)
@@ -229,7 +226,7 @@ __global__ void causal_softmax_kernel(const float *scores, T *probs, int64_t seq
     out[j] = from_float<T>(j <= last ? expf(in[j] * scale - mx) * inv : 0.0f);
 }
 
-template <typename Fn> void dispatch(DType dtype, Fn &&fn) {
+template <typename Fn> void dispatch(DType dtype, Fn&& fn) {
   if (dtype == DType::bf16)
     fn(__nv_bfloat16{});
   else if (dtype == DType::f16)
@@ -238,10 +235,9 @@ template <typename Fn> void dispatch(DType dtype, Fn &&fn) {
     throw Error("CUDA kernels take bf16 or fp16 tensors, got " + std::string(dtype_name(dtype)));
 }
 
-template <typename T, typename F> void launch_fill(const Tensor &t, F f, cudaStream_t s) {
-  if (t.rows == 0 || t.cols == 0)
-    return;
-  T *y = static_cast<T *>(t.data);
+template <typename T, typename F> void launch_fill(const Tensor& t, F f, cudaStream_t s) {
+  if (t.rows == 0 || t.cols == 0) return;
+  T* y = static_cast<T*>(t.data);
   if (rows_vectorisable(t))
     fill_kernel<T, 8>
         <<<grid_for(t.elements() / 8, kThreads), kThreads, 0, s>>>(y, t.ld, t.rows, t.cols, f);
@@ -252,12 +248,11 @@ template <typename T, typename F> void launch_fill(const Tensor &t, F f, cudaStr
 }
 
 template <typename T, typename F>
-void launch_map(const Tensor &a, const Tensor &b, const Tensor &y, F f, cudaStream_t s) {
-  if (y.rows == 0 || y.cols == 0)
-    return;
-  const T *pa = static_cast<const T *>(a.data);
-  const T *pb = static_cast<const T *>(b.data);
-  T *py = static_cast<T *>(y.data);
+void launch_map(const Tensor& a, const Tensor& b, const Tensor& y, F f, cudaStream_t s) {
+  if (y.rows == 0 || y.cols == 0) return;
+  const T* pa = static_cast<const T*>(a.data);
+  const T* pb = static_cast<const T*>(b.data);
+  T* py = static_cast<T*>(y.data);
   if (rows_vectorisable(a) && rows_vectorisable(b) && rows_vectorisable(y))
     map_kernel<T, 8><<<grid_for(y.elements() / 8, kThreads), kThreads, 0, s>>>(
         pa, a.ld, pb, b.ld, py, y.ld, y.rows, y.cols, f);
@@ -269,17 +264,17 @@ void launch_map(const Tensor &a, const Tensor &b, const Tensor &y, F f, cudaStre
 
 } // namespace
 
-void fill_random(const Tensor &t, const GenKey &key, int64_t row0, int64_t col0, cudaStream_t s) {
+void fill_random(const Tensor& t, const GenKey& key, int64_t row0, int64_t col0, cudaStream_t s) {
   dispatch(t.dtype, [&](auto tag) {
     launch_fill<decltype(tag)>(t, FillRandom{key, row0, col0}, s);
   });
 }
 
-void fill_value(const Tensor &t, float value, cudaStream_t s) {
+void fill_value(const Tensor& t, float value, cudaStream_t s) {
   dispatch(t.dtype, [&](auto tag) { launch_fill<decltype(tag)>(t, FillValue{value}, s); });
 }
 
-void map(MapOp op, const Tensor &a, const Tensor &b, const Tensor &y, cudaStream_t s) {
+void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s) {
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
@@ -296,10 +291,9 @@ void map(MapOp op, const Tensor &a, const Tensor &b, const Tensor &y, cudaStream
   });
 }
 
-void norm(const Tensor &x, const Tensor &gamma, const Tensor *beta, const Tensor &y, float eps,
+void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
           cudaStream_t s) {
-  if (x.rows == 0 || x.cols == 0)
-    return;
+  if (x.rows == 0 || x.cols == 0) return;
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
     const bool vec = rows_vectorisable(x) && rows_vectorisable(y) &&
@@ -309,10 +303,10 @@ void norm(const Tensor &x, const Tensor &gamma, const Tensor *beta, const Tensor
     const int64_t want = (x.cols / (vec ? 8 : 1) + 31) / 32 * 32;
     const int threads = static_cast<int>(want < 64 ? 64 : (want > 1024 ? 1024 : want));
     const dim3 grid(static_cast<unsigned>(x.rows));
-    const T *px = static_cast<const T *>(x.data);
-    const T *pg = static_cast<const T *>(gamma.data);
-    const T *pb = beta ? static_cast<const T *>(beta->data) : nullptr;
-    T *py = static_cast<T *>(y.data);
+    const T* px = static_cast<const T*>(x.data);
+    const T* pg = static_cast<const T*>(gamma.data);
+    const T* pb = beta ? static_cast<const T*>(beta->data) : nullptr;
+    T* py = static_cast<T*>(y.data);
     if (beta != nullptr && vec)
       norm_kernel<T, 8, true><<<grid, threads, 0, s>>>(px, x.ld, pg, pb, py, y.ld, x.cols, eps);
     else if (beta != nullptr)
@@ -325,26 +319,24 @@ void norm(const Tensor &x, const Tensor &gamma, const Tensor *beta, const Tensor
   });
 }
 
-void rotary(const Tensor &x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
+void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
             float theta, cudaStream_t s) {
-  if (x.rows == 0 || heads == 0)
-    return;
+  if (x.rows == 0 || heads == 0) return;
   dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     rotary_kernel<T><<<grid_for(x.rows * head_dim / 2, kThreads), kThreads, 0, s>>>(
-        static_cast<T *>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0, theta);
+        static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0, theta);
     RIDGELINE_CHECK(cudaGetLastError());
   });
 }
 
-void causal_softmax(const float *scores, void *probs, DType dtype, int64_t rows, int64_t seq,
+void causal_softmax(const float* scores, void* probs, DType dtype, int64_t rows, int64_t seq,
                     int64_t context, float scale, cudaStream_t s) {
-  if (rows == 0)
-    return;
+  if (rows == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     causal_softmax_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
-        scores, static_cast<T *>(probs), seq, context, scale);
+        scores, static_cast<T*>(probs), seq, context, scale);
     RIDGELINE_CHECK(cudaGetLastError());
   });
 }

@@ -5,9 +5,15 @@
 
 namespace ridgeline {
 
-const char* mlp_name(MlpKind k) { return k == MlpKind::gelu ? "gelu" : "swiglu"; }
-const char* norm_name(NormKind k) { return k == NormKind::layernorm ? "layernorm" : "rmsnorm"; }
-const char* phase_name(Phase p) { return p == Phase::prefill ? "prefill" : "decode"; }
+const char* mlp_name(MlpKind k) {
+  return k == MlpKind::gelu ? "gelu" : "swiglu";
+}
+const char* norm_name(NormKind k) {
+  return k == NormKind::layernorm ? "layernorm" : "rmsnorm";
+}
+const char* phase_name(Phase p) {
+  return p == Phase::prefill ? "prefill" : "decode";
+}
 
 MlpKind parse_mlp(const std::string& s) {
   if (s == "gelu") return MlpKind::gelu;
@@ -27,7 +33,9 @@ Phase parse_phase(const std::string& s) {
   throw UsageError("unknown phase '" + s + "' (expected prefill or decode)");
 }
 
-int64_t local_heads(const ModelSpec& m, int tp) { return m.heads / tp; }
+int64_t local_heads(const ModelSpec& m, int tp) {
+  return m.heads / tp;
+}
 
 int64_t local_kv_heads(const ModelSpec& m, int tp) {
   return m.kv_heads >= tp ? m.kv_heads / tp : 1;
@@ -39,4 +47,4 @@ int64_t first_kv_head(const ModelSpec& m, int tp, int tp_rank) {
   return tp_rank / (tp / m.kv_heads);
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

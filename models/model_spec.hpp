@@ -27,9 +27,9 @@ struct ModelSpec {
   std::string name = "custom";
   int64_t hidden = 0;
   int64_t heads = 0;
-  int64_t kv_heads = 0;     ///< grouped-query attention: heads % kv_heads == 0
-  int64_t ffn_hidden = 0;   ///< MLP inner width (per branch for SwiGLU)
-  int64_t layers = 0;       ///< layers actually run
+  int64_t kv_heads = 0;   ///< grouped-query attention: heads % kv_heads == 0
+  int64_t ffn_hidden = 0; ///< MLP inner width (per branch for SwiGLU)
+  int64_t layers = 0;     ///< layers actually run
   MlpKind mlp = MlpKind::gelu;
   NormKind norm = NormKind::layernorm;
   bool rotary = false;
@@ -43,8 +43,8 @@ struct ModelSpec {
 struct LayerShape {
   Phase phase = Phase::prefill;
   int64_t batch = 1;
-  int64_t seq = 1;      ///< prefill tokens per sequence (decode: 1)
-  int64_t context = 0;  ///< decode: tokens already in the KV cache before this step
+  int64_t seq = 1;     ///< prefill tokens per sequence (decode: 1)
+  int64_t context = 0; ///< decode: tokens already in the KV cache before this step
   int tp = 1;
   DType dtype = DType::f32;
   /// Megatron sequence parallelism: norms and residuals on tokens / tp rows per rank, an
@@ -62,4 +62,4 @@ int64_t local_kv_heads(const ModelSpec& m, int tp);
 /// First global KV head held by `tp_rank`.
 int64_t first_kv_head(const ModelSpec& m, int tp, int tp_rank);
 
-}  // namespace ridgeline
+} // namespace ridgeline

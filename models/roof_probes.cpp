@@ -13,7 +13,8 @@ namespace {
 // Times `reps` calls of `call` after `warmup` untimed ones: one pair of stamps per call.
 template <class Call>
 std::vector<double> time_calls(Backend& backend, int warmup, int reps, Call&& call) {
-  for (int i = 0; i < warmup; ++i) call();
+  for (int i = 0; i < warmup; ++i)
+    call();
   Clock& clock = backend.clock();
   backend.synchronize();
   clock.start_epoch();
@@ -25,15 +26,19 @@ std::vector<double> time_calls(Backend& backend, int warmup, int reps, Call&& ca
   backend.synchronize();
   const std::vector<int64_t> stamps = clock.collect();
   std::vector<double> ns;
-  for (size_t i = 0; i + 1 < stamps.size(); i += 2) ns.push_back(static_cast<double>(stamps[i + 1] - stamps[i]));
+  for (size_t i = 0; i + 1 < stamps.size(); i += 2)
+    ns.push_back(static_cast<double>(stamps[i + 1] - stamps[i]));
   return ns;
 }
 
-double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double best(const std::vector<double>& v) {
+  return *std::min_element(v.begin(), v.end());
+}
 
-}  // namespace
+} // namespace
 
-GemmRoof probe_gemm(Backend& backend, const std::string& label, int64_t m, int64_t n, int64_t k, int reps) {
+GemmRoof probe_gemm(Backend& backend, const std::string& label, int64_t m, int64_t n, int64_t k,
+                    int reps) {
   const Buffer a = backend.allocate(m, k), w = backend.allocate(n, k), c = backend.allocate(m, n);
   const DType dtype = backend.dtype();
   const Tensor ta = a.view(m, k, dtype), tw = w.view(n, k, dtype), tc = c.view(m, n, dtype);
@@ -47,18 +52,22 @@ GemmRoof probe_gemm(Backend& backend, const std::string& label, int64_t m, int64
   g.m = m, g.n = n, g.k = k, g.reps = reps;
   g.best_ns = best(ns);
   g.p50_ns = percentile(ns, 50);
-  g.tflops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / g.best_ns / 1e3;
+  g.tflops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+             g.best_ns / 1e3;
   return g;
 }
 
-MemoryRoof probe_memory(Backend& backend, Backend::MemoryPass kind, int64_t bytes, const Buffer& src,
-                        const Buffer& dst, int reps) {
+MemoryRoof probe_memory(Backend& backend, Backend::MemoryPass kind, int64_t bytes,
+                        const Buffer& src, const Buffer& dst, int reps) {
   // A copy moves each byte twice (read + write): it runs over half the traffic.
-  const size_t span = static_cast<size_t>(kind == Backend::MemoryPass::copy ? bytes / 2 : bytes) / 16 * 16;
+  const size_t span =
+      static_cast<size_t>(kind == Backend::MemoryPass::copy ? bytes / 2 : bytes) / 16 * 16;
   const std::vector<double> ns =
       time_calls(backend, 1, reps, [&] { backend.memory_pass(kind, src, dst, span); });
   MemoryRoof r;
-  r.kind = kind == Backend::MemoryPass::read ? "read" : kind == Backend::MemoryPass::write ? "write" : "copy";
+  r.kind = kind == Backend::MemoryPass::read    ? "read"
+           : kind == Backend::MemoryPass::write ? "write"
+                                                : "copy";
   r.bytes = static_cast<int64_t>(kind == Backend::MemoryPass::copy ? 2 * span : span);
   r.reps = reps;
   r.best_ns = best(ns);
@@ -84,4 +93,4 @@ LaunchRoof probe_launch(Backend& backend, bool graph, int launches, int reps) {
   return r;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -66,4 +66,4 @@ const InterconnectRoof* Roofs::interconnect_for(const std::string& collective, i
   return one_transport && !candidates.empty() ? candidates.front() : nullptr;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

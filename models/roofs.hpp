@@ -14,42 +14,42 @@ namespace ridgeline {
 
 /// One timed GEMM shape: c[m, n] = a[m, k] * w[n, k]^T.
 struct GemmRoof {
-  std::string dtype;  ///< "bf16", "fp16", "fp32"
-  std::string label;  ///< "square" or the layer op whose shape it is (e.g. "fc1_gemm")
+  std::string dtype; ///< "bf16", "fp16", "fp32"
+  std::string label; ///< "square" or the layer op whose shape it is (e.g. "fc1_gemm")
   int64_t m = 0, n = 0, k = 0;
   int64_t reps = 0;
-  double best_ns = 0;  ///< fastest call
-  double p50_ns = 0;   ///< median call
-  double tflops = 0;   ///< 2 m n k / best_ns
-  double sm_clock_mhz = -1;  ///< NVML mean while it ran (-1: not sampled)
+  double best_ns = 0;       ///< fastest call
+  double p50_ns = 0;        ///< median call
+  double tflops = 0;        ///< 2 m n k / best_ns
+  double sm_clock_mhz = -1; ///< NVML mean while it ran (-1: not sampled)
 };
 
 /// One timed pass of the project's memory kernels over `bytes` of traffic.
 struct MemoryRoof {
-  std::string kind;   ///< "read", "write" or "copy"
-  int64_t bytes = 0;  ///< bytes moved per pass (copy: read + write)
+  std::string kind;  ///< "read", "write" or "copy"
+  int64_t bytes = 0; ///< bytes moved per pass (copy: read + write)
   int64_t reps = 0;
   double best_ns = 0;
   double p50_ns = 0;
-  double gbps = 0;  ///< bytes / best_ns
+  double gbps = 0; ///< bytes / best_ns
   double sm_clock_mhz = -1;
 };
 
 /// The cost of launching an empty kernel.
 struct LaunchRoof {
-  std::string kind;  ///< "eager" (back-to-back launches from the host) or "graph_node" (replay)
+  std::string kind; ///< "eager" (back-to-back launches from the host) or "graph_node" (replay)
   int64_t launches = 0;
-  double ns_per_launch = 0;  ///< best over the repetitions
+  double ns_per_launch = 0; ///< best over the repetitions
   double sm_clock_mhz = -1;
 };
 
 /// One collective's interconnect roof for one group size and transport.
 struct InterconnectRoof {
-  std::string collective;  ///< collective registry name: all_reduce, all_gather, ...
+  std::string collective; ///< collective registry name: all_reduce, all_gather, ...
   int64_t group_size = 0;
   std::string dtype;
-  std::string transport;  ///< auto, nvlink, host, net (NCCL) or mpi (host backend)
-  double alpha_us = 0;    ///< least-squares fit of the medians (as `collectives` reports)
+  std::string transport; ///< auto, nvlink, host, net (NCCL) or mpi (host backend)
+  double alpha_us = 0;   ///< least-squares fit of the medians (as `collectives` reports)
   double beta_gbps = 0;
   /// The lower envelope used for attribution: floor_alpha_us + bus_bytes / (floor_beta_gbps *
   /// 1e3) stays at or below every measured minimum time (see envelope_fit()).
@@ -61,14 +61,16 @@ struct InterconnectRoof {
 /// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,
 /// interconnect rows cover every group size measured).
 struct Roofs {
-  std::string backend;  ///< "host" or "cuda"
-  std::string source;   ///< how the roofs were obtained (command, quick/full, or the file read)
+  std::string backend; ///< "host" or "cuda"
+  std::string source;  ///< how the roofs were obtained (command, quick/full, or the file read)
   std::vector<GemmRoof> gemm;
   std::vector<MemoryRoof> memory;
   std::vector<LaunchRoof> launch;
   std::vector<InterconnectRoof> interconnect;
 
-  bool empty() const { return gemm.empty() && memory.empty() && launch.empty() && interconnect.empty(); }
+  bool empty() const {
+    return gemm.empty() && memory.empty() && launch.empty() && interconnect.empty();
+  }
   /// Highest GEMM rate of `dtype` over every measured shape in TFLOP/s (0 if none).
   double peak_tflops(DType dtype) const;
   /// Memory bandwidth in GB/s for a working set of `footprint_bytes`: the best read, write or
@@ -86,4 +88,4 @@ struct Roofs {
                                            const std::string& transport) const;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

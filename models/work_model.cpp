@@ -18,13 +18,14 @@ OpSpec make(const char* name, OpKind kind, Lane lane, double flops, double bytes
 }
 
 OpSpec gemm_op(const char* name, double m, double n, double k, double e) {
-  OpSpec o = make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
+  OpSpec o =
+      make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
   o.m = static_cast<int64_t>(m);
   o.n = static_cast<int64_t>(n);
   o.k = static_cast<int64_t>(k);
   return o;
 }
-}  // namespace
+} // namespace
 
 double attention_flops(const ModelSpec& m, const LayerShape& s) {
   const double hl = static_cast<double>(local_heads(m, s.tp));
@@ -73,12 +74,14 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
     return o;
   };
   auto gather = [&](const char* name) {
-    return collective(make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes),
-                      "all_gather");
+    return collective(
+        make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes),
+        "all_gather");
   };
   auto scatter = [&](const char* name) {
-    return collective(make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes),
-                      "reduce_scatter");
+    return collective(
+        make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes),
+        "reduce_scatter");
   };
   auto all_reduce = [&](const char* name) {
     return collective(make(name, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e, t * h * e),
@@ -99,12 +102,13 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   // and reads back the fp32 score matrix twice (scores, then probabilities).
   double attn_bytes = (2.0 * t * q_cols + 2.0 * b * kv_len * kvl * d) * e;
   if (attn == AttentionImpl::naive) attn_bytes += 4.0 * b * hl * (t / b) * kv_len * 4.0;
-  ops.push_back(make(op::attention, OpKind::attention, Lane::compute, attention_flops(m, s),
-                     attn_bytes, 0));
+  ops.push_back(
+      make(op::attention, OpKind::attention, Lane::compute, attention_flops(m, s), attn_bytes, 0));
   ops.push_back(gemm_op(op::proj, t, h, q_cols, e));
   if (tp_comm) ops.push_back(all_reduce(op::allreduce_attn));
   if (sp) ops.push_back(scatter(op::reducescatter_attn));
-  ops.push_back(make(op::residual1, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
+  ops.push_back(
+      make(op::residual1, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   ops.push_back(make(op::norm2, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
   if (sp) ops.push_back(gather(op::allgather_mlp));
   const double fc1_cols = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
@@ -114,7 +118,8 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   ops.push_back(gemm_op(op::fc2, t, h, f, e));
   if (tp_comm) ops.push_back(all_reduce(op::allreduce_mlp));
   if (sp) ops.push_back(scatter(op::reducescatter_mlp));
-  ops.push_back(make(op::residual2, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
+  ops.push_back(
+      make(op::residual2, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
   return ops;
 }
 
@@ -124,7 +129,7 @@ const OpSpec& find_op(const std::vector<OpSpec>& ops, const std::string& name) {
   throw Error("work model has no op '" + name + "'");
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline
 
 namespace ridgeline {
 
@@ -147,4 +152,4 @@ double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layer
   return static_cast<double>(layers) * (layer_weight_bytes(m, s.tp, s.dtype) + cache) + activations;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -48,7 +48,7 @@ inline constexpr const char* send_act = "pp_send";
 inline constexpr const char* recv_act = "pp_recv";
 /// A whole stage replayed as one captured graph (--graphs): one op per step.
 inline constexpr const char* stage_graph = "stage_graph";
-}  // namespace op
+} // namespace op
 
 /// Every op of one layer on one rank, in execution order (collectives only when tp > 1:
 /// all-reduces, or all-gathers and reduce-scatters under sequence parallelism).
@@ -61,10 +61,10 @@ double attention_flops(const ModelSpec& m, const LayerShape& s);
 /// Weight bytes of one layer on one rank.
 double layer_weight_bytes(const ModelSpec& m, int tp, DType dtype);
 
-}  // namespace ridgeline
+} // namespace ridgeline
 
 namespace ridgeline {
 /// Bytes one rank allocates for `layers` layers of a stage: weights, KV caches (decode) and
 /// activation buffers. Used to reject configurations that cannot fit before allocating.
 double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layers);
-}  // namespace ridgeline
+} // namespace ridgeline

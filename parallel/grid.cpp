@@ -37,4 +37,4 @@ ProcessGrid::~ProcessGrid() {
     if (*c != MPI_COMM_NULL) RIDGELINE_CHECK_NOTHROW(MPI_Comm_free(c));
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -18,7 +18,7 @@ int grid_rank(const GridCoords& c, int tp, int pp);
 
 /// Owns the TP, PP and DP sub-communicators of this rank. Every rank of `world` constructs it.
 class ProcessGrid {
- public:
+public:
   ProcessGrid(MPI_Comm world, int tp, int pp, int dp);
   ~ProcessGrid();
   ProcessGrid(const ProcessGrid&) = delete;
@@ -34,7 +34,7 @@ class ProcessGrid {
   MPI_Comm pp_comm() const { return m_pp_comm; }
   MPI_Comm dp_comm() const { return m_dp_comm; }
 
- private:
+private:
   int m_tp, m_pp, m_dp;
   GridCoords m_coords;
   MPI_Comm m_world;
@@ -43,4 +43,4 @@ class ProcessGrid {
   MPI_Comm m_dp_comm = MPI_COMM_NULL;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -10,28 +10,64 @@ namespace ridgeline {
 namespace {
 // Indices into the op table of a layer, resolved once so the forward loop does no lookups.
 enum Slot {
-  s_norm1, s_ag_attn, s_qkv, s_rotary, s_kv_append, s_attention, s_proj, s_ar_attn, s_rs_attn,
-  s_res1, s_norm2, s_ag_mlp, s_fc1, s_act, s_fc2, s_ar_mlp, s_rs_mlp, s_res2, s_count
+  s_norm1,
+  s_ag_attn,
+  s_qkv,
+  s_rotary,
+  s_kv_append,
+  s_attention,
+  s_proj,
+  s_ar_attn,
+  s_rs_attn,
+  s_res1,
+  s_norm2,
+  s_ag_mlp,
+  s_fc1,
+  s_act,
+  s_fc2,
+  s_ar_mlp,
+  s_rs_mlp,
+  s_res2,
+  s_count
 };
-const char* const kSlotNames[s_count] = {
-    op::norm1,     op::allgather_attn, op::qkv,       op::rotary,        op::kv_append,
-    op::attention, op::proj,           op::allreduce_attn, op::reducescatter_attn,
-    op::residual1, op::norm2,          op::allgather_mlp, op::fc1,       op::act,
-    op::fc2,       op::allreduce_mlp,  op::reducescatter_mlp, op::residual2};
+const char* const kSlotNames[s_count] = {op::norm1,
+                                         op::allgather_attn,
+                                         op::qkv,
+                                         op::rotary,
+                                         op::kv_append,
+                                         op::attention,
+                                         op::proj,
+                                         op::allreduce_attn,
+                                         op::reducescatter_attn,
+                                         op::residual1,
+                                         op::norm2,
+                                         op::allgather_mlp,
+                                         op::fc1,
+                                         op::act,
+                                         op::fc2,
+                                         op::allreduce_mlp,
+                                         op::reducescatter_mlp,
+                                         op::residual2};
 
-float uniform_scale(int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); }
+float uniform_scale(int64_t fan_in) {
+  return 1.0f / std::sqrt(static_cast<float>(fan_in));
+}
 
 OpCost scaled(const OpCost& c, double share) {
   return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
 }
-}  // namespace
+} // namespace
 
 std::string Overlap::name() const {
   switch (kind) {
-    case Kind::none: return "none";
-    case Kind::async: return "async";
-    case Kind::chunked: return "chunked:" + std::to_string(degree);
-    case Kind::split: return "split:" + std::to_string(degree);
+  case Kind::none:
+    return "none";
+  case Kind::async:
+    return "async";
+  case Kind::chunked:
+    return "chunked:" + std::to_string(degree);
+  case Kind::split:
+    return "split:" + std::to_string(degree);
   }
   return "?";
 }
@@ -48,9 +84,12 @@ Overlap parse_overlap(const std::string& text) {
   const size_t colon = text.find(':');
   if (colon == std::string::npos) throw UsageError(usage);
   const std::string kind = text.substr(0, colon), n = text.substr(colon + 1);
-  if (kind == "chunked") o.kind = Overlap::Kind::chunked;
-  else if (kind == "split") o.kind = Overlap::Kind::split;
-  else throw UsageError(usage);
+  if (kind == "chunked")
+    o.kind = Overlap::Kind::chunked;
+  else if (kind == "split")
+    o.kind = Overlap::Kind::split;
+  else
+    throw UsageError(usage);
   if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError(usage);
   o.degree = std::stoi(n);
@@ -68,14 +107,14 @@ std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap
   const bool sp = s.sequence_parallel && s.tp > 1;
   if (s.batch % o.parts() != 0 && !splits_tokens(s, o))
     p.push_back(o.name() + " splits the batch: " + std::to_string(s.batch) +
-                " sequences per microbatch do not divide into " + std::to_string(o.parts()) + " parts");
+                " sequences per microbatch do not divide into " + std::to_string(o.parts()) +
+                " parts");
   const int64_t units = static_cast<int64_t>(o.parts()) * o.chunks();
   const int64_t divisor = units * (sp ? s.tp : 1);
   if (t % divisor != 0)
-    p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " +
-                std::to_string(t) + " tokens per microbatch do not divide into " +
-                std::to_string(divisor) + " equal row blocks" +
-                (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
+    p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " + std::to_string(t) +
+                " tokens per microbatch do not divide into " + std::to_string(divisor) +
+                " equal row blocks" + (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
   return p;
 }
 
@@ -162,8 +201,10 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   w.ln1_beta = alloc(1, h);
   w.ln2_gamma = alloc(1, h);
   w.ln2_beta = alloc(1, h);
-  for (Buffer* b : {&w.ln1_gamma, &w.ln2_gamma}) m_backend.fill_value(b->view(1, h, dt), 1.0f);
-  for (Buffer* b : {&w.ln1_beta, &w.ln2_beta}) m_backend.fill_value(b->view(1, h, dt), 0.0f);
+  for (Buffer* b : {&w.ln1_gamma, &w.ln2_gamma})
+    m_backend.fill_value(b->view(1, h, dt), 1.0f);
+  for (Buffer* b : {&w.ln1_beta, &w.ln2_beta})
+    m_backend.fill_value(b->view(1, h, dt), 0.0f);
 
   // Column-parallel QKV: this rank's rows of the global Wq, Wk and Wv, stacked.
   const int64_t qkv_rows = (m_hl + 2 * m_kvl) * m_d;
@@ -294,7 +335,8 @@ void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, I
 void TpStage::wait_comm(Recorder& rec, size_t fence) {
   if (!communicating() || comm_queue() == Lane::compute) return;
   m_comm->complete(m_backend.stream(Lane::comm));
-  for (size_t handle : m_open_comm) rec.end(handle);
+  for (size_t handle : m_open_comm)
+    rec.end(handle);
   m_open_comm.clear();
   m_backend.wait_fence(Lane::compute, fence);
 }
@@ -508,10 +550,13 @@ void TpStage::forward(Recorder& rec) {
     const int64_t layer = m_spec.first_layer + l;
     const LayerWeights& w = m_layers[static_cast<size_t>(l)];
     // Parts interleave phase by phase: part p's collective runs under part p + 1's compute.
-    for (int p = 0; p < parts; ++p) fences[static_cast<size_t>(p)] = attention_phase(rec, layer, w, x, p);
     for (int p = 0; p < parts; ++p)
-      fences[static_cast<size_t>(p)] = mlp_phase(rec, layer, w, x, y, p, fences[static_cast<size_t>(p)]);
-    for (int p = 0; p < parts; ++p) final_phase(rec, layer, y, p, fences[static_cast<size_t>(p)]);
+      fences[static_cast<size_t>(p)] = attention_phase(rec, layer, w, x, p);
+    for (int p = 0; p < parts; ++p)
+      fences[static_cast<size_t>(p)] =
+          mlp_phase(rec, layer, w, x, y, p, fences[static_cast<size_t>(p)]);
+    for (int p = 0; p < parts; ++p)
+      final_phase(rec, layer, y, p, fences[static_cast<size_t>(p)]);
     x = y;
   }
 }
@@ -539,13 +584,16 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
                  tc = c.view(m_tokens, sh.n, dt);
     m_backend.fill_random(ta, GenKey{m_spec.seed, tensor_id(-2, 1), sh.k, 1.0f}, 0, 0);
     m_backend.fill_random(tw, GenKey{m_spec.seed, tensor_id(-2, 2), sh.k, 0.05f}, 0, 0);
-    for (int i = 0; i < warmup; ++i) m_backend.gemm(ta, tw, tc);
+    for (int i = 0; i < warmup; ++i)
+      m_backend.gemm(ta, tw, tc);
     GemmProbe p;
     p.op = sh.op;
-    p.flops = 2.0 * static_cast<double>(m_tokens) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
+    p.flops =
+        2.0 * static_cast<double>(m_tokens) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
     p.reps = reps;
     p.start_mark = rec.mark(Lane::compute);
-    for (int i = 0; i < reps; ++i) m_backend.gemm(ta, tw, tc);
+    for (int i = 0; i < reps; ++i)
+      m_backend.gemm(ta, tw, tc);
     p.end_mark = rec.mark(Lane::compute);
     probes.push_back(p);
     // Operands are freed only after the device finished with them.
@@ -554,4 +602,4 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
   return probes;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

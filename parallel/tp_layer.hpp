@@ -21,8 +21,16 @@ namespace ridgeline {
 
 /// Generator roles of the tensors of one layer (tensor_id(layer, role)).
 enum TensorRole : int64_t {
-  role_wq = 1, role_wk = 2, role_wv = 3, role_wo = 4, role_w1 = 5, role_w1_up = 6, role_w2 = 7,
-  role_k_cache = 8, role_v_cache = 9, role_input = 10
+  role_wq = 1,
+  role_wk = 2,
+  role_wv = 3,
+  role_wo = 4,
+  role_w1 = 5,
+  role_w1_up = 6,
+  role_w2 = 7,
+  role_k_cache = 8,
+  role_v_cache = 9,
+  role_input = 10
 };
 
 /// How a stage overlaps its collectives with compute.
@@ -37,7 +45,7 @@ enum TensorRole : int64_t {
 struct Overlap {
   enum class Kind { none, async, chunked, split };
   Kind kind = Kind::none;
-  int degree = 1;  ///< K for chunked, N for split
+  int degree = 1; ///< K for chunked, N for split
 
   int parts() const { return kind == Kind::split ? degree : 1; }
   int chunks() const { return kind == Kind::chunked ? degree : 1; }
@@ -50,12 +58,12 @@ Overlap parse_overlap(const std::string& text);
 /// What one stage computes.
 struct StageSpec {
   ModelSpec model;
-  LayerShape shape;  ///< per microbatch (batch = sequences per microbatch)
+  LayerShape shape; ///< per microbatch (batch = sequences per microbatch)
   AttentionImpl attention = AttentionImpl::fused;
   Overlap overlap;
-  int overlap_gemm_sms = 0;  ///< SM target of GEMMs beside a collective (0 = every SM)
+  int overlap_gemm_sms = 0; ///< SM target of GEMMs beside a collective (0 = every SM)
   int tp_rank = 0;
-  int64_t first_layer = 0;  ///< global index of this stage's first layer
+  int64_t first_layer = 0; ///< global index of this stage's first layer
   int64_t num_layers = 1;
   uint64_t seed = 0;
 };
@@ -63,8 +71,8 @@ struct StageSpec {
 /// Whether split:N cuts the tokens of a single prefill sequence rather than the batch.
 bool splits_tokens(const LayerShape& shape, const Overlap& overlap);
 /// The problems that make `spec`'s token split impossible (empty = fine): under split:N the
-/// batch must divide into N parts (or be one prefill sequence, split by tokens); chunks (and tp shards under sequence parallelism) must
-/// divide the tokens.
+/// batch must divide into N parts (or be one prefill sequence, split by tokens); chunks (and tp
+/// shards under sequence parallelism) must divide the tokens.
 std::vector<std::string> stage_split_problems(const LayerShape& shape, const Overlap& overlap);
 
 /// What a forward() runs: everything, the compute without collectives, or the collectives
@@ -72,7 +80,7 @@ std::vector<std::string> stage_split_problems(const LayerShape& shape, const Ove
 enum class StageMode { full, compute_only, comm_only };
 
 class TpStage {
- public:
+public:
   /// Allocates and generates this rank's shard of every weight (and KV cache for decode).
   /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops`.
   TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops);
@@ -109,7 +117,7 @@ class TpStage {
   /// Times every GEMM shape of the layer standalone (the same library call as in the layer).
   std::vector<GemmProbe> probe_gemms(Recorder& rec, int warmup, int reps);
 
- private:
+private:
   struct LayerWeights {
     Buffer ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, wqkv, wo, w1, w2, k_cache, v_cache;
   };
@@ -117,7 +125,8 @@ class TpStage {
   void init_layer(int64_t layer, LayerWeights& w);
   // One part of one layer in three phases separated by the row-parallel collectives; each of
   // the first two returns the comm-lane fence the next phase waits for.
-  size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, int part);
+  size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
+                         int part);
   size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
                    int part, size_t fence);
   void final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence);
@@ -134,7 +143,8 @@ class TpStage {
   // Row-parallel GEMM of one part, unit by unit, each unit's reduction issued right after it.
   size_t row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                   const Tensor& w, Tensor out_full, Tensor out_shard, int part);
-  void gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full, int unit);
+  void gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,
+                   int unit);
   // Collective plumbing: queue, recording, completion.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
@@ -142,13 +152,13 @@ class TpStage {
   // One compute op of a layer slot: its profiler range and its timeline row, opened by the
   // constructor and closed by the destructor (in pairs, also when the op throws).
   class ComputeOp {
-   public:
+  public:
     ComputeOp(TpStage& stage, Recorder& rec, int slot, int64_t layer, double share);
     ~ComputeOp() { m_rec.end(m_handle); }
     ComputeOp(const ComputeOp&) = delete;
     ComputeOp& operator=(const ComputeOp&) = delete;
 
-   private:
+  private:
     ranges::Scope m_range;
     Recorder& m_rec;
     size_t m_handle = 0;
@@ -168,16 +178,16 @@ class TpStage {
   StageMode m_mode = StageMode::full;
   bool m_sp = false;
   std::vector<OpSpec> m_ops;
-  std::vector<int32_t> m_op_ids;            ///< op table id per layer slot (-1: absent)
-  std::vector<const OpSpec*> m_slot_specs;  ///< work-model entry per layer slot
-  std::vector<size_t> m_open_comm;          ///< host collectives begun but not yet completed
+  std::vector<int32_t> m_op_ids;           ///< op table id per layer slot (-1: absent)
+  std::vector<const OpSpec*> m_slot_specs; ///< work-model entry per layer slot
+  std::vector<size_t> m_open_comm;         ///< host collectives begun but not yet completed
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
   int m_units = 1;
   size_t m_allocated = 0;
   std::vector<LayerWeights> m_layers;
-  Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf,
-      m_proj_buf, m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
+  Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,
+      m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
   Tensor m_input, m_output;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -7,7 +7,7 @@ set -euo pipefail
 # prefers it, and every rank then writes its own timeline into one file.
 packages=(build-essential cmake ninja-build pkg-config git libopenmpi-dev openmpi-bin
           libhdf5-dev libhdf5-openmpi-dev hdf5-tools libcli11-dev libgtest-dev libopenblas-dev
-          python3 python3-pip)
+          python3 python3-pip clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

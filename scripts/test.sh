@@ -6,6 +6,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 scripts/install-deps.sh
+# The sources match the project's .clang-format (a formatting change fails here, not in review).
+scripts/format.sh --check
 scripts/build.sh "$repo/build"
 export NCCL_NVLS_ENABLE=0 OPENBLAS_NUM_THREADS=1
 ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   // and files, but a file may read differently on another node: the ranks agree first, and the
   // lowest rank that failed speaks.
   std::string usage_error;
-  bool exit_now = false;  // --help, --version
+  bool exit_now = false; // --help, --version
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, mpi.world());
   if (first_failed < mpi.size()) {
     if (mpi.rank() == first_failed)
-      std::cerr << "ridgeline: " << (first_failed == 0 ? "" : "rank " + std::to_string(first_failed) + ": ")
+      std::cerr << "ridgeline: "
+                << (first_failed == 0 ? "" : "rank " + std::to_string(first_failed) + ": ")
                 << usage_error << std::endl;
     return 2;
   }

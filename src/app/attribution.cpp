@@ -26,7 +26,7 @@ void store_bounds(OpAggregate& a, const OpBounds& b) {
   a.efficiency = a.p50_ns > 0 ? b.bound_ns / a.p50_ns : 0;
 }
 
-}  // namespace
+} // namespace
 
 OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype) {
   OpWork w;
@@ -92,7 +92,8 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
       Ceiling ceiling = Ceiling::none;
       if (spec != nullptr) {
         const OpBounds b =
-            op_bounds(op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype), roofs, in.transport);
+            op_bounds(op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype),
+                      roofs, in.transport);
         if (!b.missing.empty()) missing.insert(b.missing);
         store_bounds(a, b);
         ceiling = b.ceiling;
@@ -105,18 +106,23 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
     if (a.efficiency > kEfficiencyLimit) ++over;
   Attrs& attrs = summary.attrs;
   attrs.emplace_back("ceiling", std::string(ceiling_name(split.ceiling)));
-  const Ceiling classes[] = {Ceiling::compute, Ceiling::hbm, Ceiling::interconnect, Ceiling::launch};
+  const Ceiling classes[] = {Ceiling::compute, Ceiling::hbm, Ceiling::interconnect,
+                             Ceiling::launch};
   for (Ceiling c : classes)
-    attrs.emplace_back(std::string("step_") + ceiling_name(c) + "_ns", split.by_class_ns[static_cast<int>(c)]);
+    attrs.emplace_back(std::string("step_") + ceiling_name(c) + "_ns",
+                       split.by_class_ns[static_cast<int>(c)]);
   attrs.emplace_back("exposed_interconnect_ns", split.exposed_interconnect_ns);
-  attrs.emplace_back("attribution", std::string(in.graph_op.empty() ? "measured ops" : "work model under the roofs (graph replay)"));
+  attrs.emplace_back("attribution", std::string(in.graph_op.empty()
+                                                    ? "measured ops"
+                                                    : "work model under the roofs (graph replay)"));
   attrs.emplace_back("ops_over_ceiling", over);
   attrs.emplace_back("step_flops", step_flops);
   attrs.emplace_back("step_hbm_bytes", step_hbm);
   attrs.emplace_back("step_comm_bytes", step_comm);
   attrs.emplace_back("roofs_source", roofs.source);
   if (!missing.empty())
-    attrs.emplace_back("roofs_missing", join(std::vector<std::string>(missing.begin(), missing.end()), "; "));
+    attrs.emplace_back("roofs_missing",
+                       join(std::vector<std::string>(missing.begin(), missing.end()), "; "));
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

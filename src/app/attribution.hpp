@@ -15,14 +15,14 @@ namespace ridgeline {
 
 /// What the run's ops are, as the work model describes them.
 struct AttributionInput {
-  std::vector<OpSpec> specs;  ///< one layer's ops on one rank
-  std::vector<OpSpec> p2p;    ///< pipeline transfers (collective "sendrecv" between 2 ranks)
-  int64_t layers = 1;         ///< layers of the stage
+  std::vector<OpSpec> specs; ///< one layer's ops on one rank
+  std::vector<OpSpec> p2p;   ///< pipeline transfers (collective "sendrecv" between 2 ranks)
+  int64_t layers = 1;        ///< layers of the stage
   int64_t microbatches = 1;
   int tp = 1;
   DType dtype = DType::f32;
-  std::string transport;  ///< the job's interconnect transport
-  std::string graph_op;   ///< non-empty: each microbatch is one replayed graph, recorded as this op
+  std::string transport; ///< the job's interconnect transport
+  std::string graph_op;  ///< non-empty: each microbatch is one replayed graph, recorded as this op
 };
 
 /// Adds the bounds, ceiling and efficiency of every op of `summary`, and the step split and
@@ -33,4 +33,4 @@ void attribute(RunSummary& summary, const AttributionInput& input, const Roofs& 
 /// The work of one op for attribution: its per-instance costs, collective and group.
 OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype);
 
-}  // namespace ridgeline
+} // namespace ridgeline

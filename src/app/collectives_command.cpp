@@ -14,8 +14,8 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
-#include "app/reporters.hpp"
 #include "app/job.hpp"
+#include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_bench.hpp"
 #include "collectives/collective_runner.hpp"
@@ -83,7 +83,8 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   } else {
     const std::vector<std::string> names = split_list(c.collectives);
     const std::string problem = list_problem(names, collective_item);
-    if (!problem.empty()) p.push_back("--collectives: " + problem);
+    if (!problem.empty())
+      p.push_back("--collectives: " + problem);
     else
       for (const std::string& name : names)
         r.collectives.push_back(find_collective(name));
@@ -319,7 +320,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     for (const std::string& w : warnings)
       std::cerr << "ridgeline: warning: " << w << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "collectives");
-  if (reject_if_any(ctx, "cannot write the results", check_outputs(ctx, {{cfg.out, "--out"}}))) return 2;
+  if (reject_if_any(ctx, "cannot write the results", check_outputs(ctx, {{cfg.out, "--out"}})))
+    return 2;
 
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating buffers");
   const int groups = mpi.size() / cfg.group_size;
@@ -382,7 +384,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     const clock::time_point started = clock::now();
     wrong = 0;
     for (const CollectiveResult& res : so_far)
-      for (const SizeRow& row : res.rows) wrong += row.wrong;
+      for (const SizeRow& row : res.rows)
+        wrong += row.wrong;
     for (auto& [key, value] : data.root) {
       if (key == "check") value = std::string(wrong == 0 ? "passed" : "failed");
       if (key == "complete") value = static_cast<int64_t>(complete);
@@ -391,7 +394,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     h5.write([&](const std::string& path) { write_run_file(path, data); });
     const clock::time_point now = clock::now();
     next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
-                                                 std::chrono::duration_cast<clock::duration>((now - started) * kRewriteEvery));
+                                                 std::chrono::duration_cast<clock::duration>(
+                                                     (now - started) * kRewriteEvery));
   };
 
   backend->synchronize();
@@ -414,7 +418,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     results.push_back(std::move(res));
     if (mpi.rank() == 0) {
       if (spec != r.collectives.back()) save(results, false);
-      const std::vector<NamedTable> tables = result_tables(results, cfg, r, comm->backend(), groups);
+      const std::vector<NamedTable> tables =
+          result_tables(results, cfg, r, comm->backend(), groups);
       const NamedTable& table = tables[2 * (results.size() - 1)];
       if (results.back().rows.empty()) print_collective_header(std::cout, table, data.config);
       print_collective_footer(std::cout, table);

@@ -16,9 +16,9 @@
 #include <map>
 #include <sstream>
 
+#include "app/host_memory.hpp"
 #include "collectives/collective_bench.hpp"
 #include "core/error.hpp"
-#include "app/host_memory.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
@@ -34,24 +34,31 @@ std::string utc_now(const char* format) {
 
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string s;
-  for (const std::string& p : parts) s += (s.empty() ? "" : sep) + p;
+  for (const std::string& p : parts)
+    s += (s.empty() ? "" : sep) + p;
   return s;
 }
 
 std::string output_path(MPI_Comm comm, const std::string& out, const std::string& kind) {
   if (!out.empty()) return out;
   mkdir("results", 0755);
-  return broadcast_string(comm, "results/ridgeline-" + (kind.empty() ? "" : kind + "-") + utc_now("%Y%m%dT%H%M%SZ") + ".h5", 0);
+  return broadcast_string(comm,
+                          "results/ridgeline-" + (kind.empty() ? "" : kind + "-") +
+                              utc_now("%Y%m%dT%H%M%SZ") + ".h5",
+                          0);
 }
 
-std::vector<std::string> split_list(const std::string& text) { return split_by(text, ','); }
+std::vector<std::string> split_list(const std::string& text) {
+  return split_by(text, ',');
+}
 
 std::vector<std::string> split_by(const std::string& text, char separator) {
   std::vector<std::string> items;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(separator, start);
-    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    items.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) return items;
     start = comma + 1;
   }
@@ -62,7 +69,8 @@ namespace {
 // A whole decimal integer (optional sign, digits only) that fits int64_t.
 bool parse_integer(const std::string& text, int64_t& value) {
   const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
-  if (text.size() <= digits || text.find_first_not_of("0123456789", digits) != std::string::npos) return false;
+  if (text.size() <= digits || text.find_first_not_of("0123456789", digits) != std::string::npos)
+    return false;
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
@@ -71,9 +79,11 @@ bool parse_integer(const std::string& text, int64_t& value) {
   return true;
 }
 
-std::string in_quotes(const std::string& text) { return "'" + text + "'"; }
+std::string in_quotes(const std::string& text) {
+  return "'" + text + "'";
+}
 
-}  // namespace
+} // namespace
 
 CLI::Validator integer_in(int64_t min, int64_t max) {
   std::string range = max == std::numeric_limits<int64_t>::max()
@@ -82,7 +92,8 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
   return CLI::Validator(
       [min, max, range](std::string& text) -> std::string {
         int64_t v = 0;
-        if (!parse_integer(text, v) || v < min || v > max) return "expected " + range + ", got " + in_quotes(text);
+        if (!parse_integer(text, v) || v < min || v > max)
+          return "expected " + range + ", got " + in_quotes(text);
         return "";
       },
       "", "integer");
@@ -97,9 +108,11 @@ CLI::Validator number_above(double bound, bool inclusive) {
         errno = 0;
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
-        const bool number = !text.empty() && errno == 0 && end == text.c_str() + text.size() && std::isfinite(v) &&
-                            text.find_first_of("xXnN") == std::string::npos;  // no hex, inf or nan
-        if (!number || v < bound || (!inclusive && v == bound)) return "expected " + range + ", got " + in_quotes(text);
+        const bool number = !text.empty() && errno == 0 && end == text.c_str() + text.size() &&
+                            std::isfinite(v) &&
+                            text.find_first_of("xXnN") == std::string::npos; // no hex, inf or nan
+        if (!number || v < bound || (!inclusive && v == bound))
+          return "expected " + range + ", got " + in_quotes(text);
         return "";
       },
       "", "number");
@@ -122,7 +135,7 @@ CLI::Validator byte_count() {
         try {
           parse_size_bytes(text, "");
         } catch (const UsageError& e) {
-          const std::string what = e.what();  // " '<text>': <problem>"
+          const std::string what = e.what(); // " '<text>': <problem>"
           return what.substr(what.rfind("': ") + 3);
         }
         return "";
@@ -131,7 +144,7 @@ CLI::Validator byte_count() {
 }
 
 std::string list_problem(const std::vector<std::string>& items, const ItemCheck& check) {
-  std::map<std::string, std::string> seen;  // canonical form -> the item as given
+  std::map<std::string, std::string> seen; // canonical form -> the item as given
   for (const std::string& item : items) {
     if (item.empty()) return "empty item in the list";
     std::string canonical = item;
@@ -159,9 +172,11 @@ CLI::Validator comma_list(ItemCheck check) {
 void refuse_empty_values(CLI::App& app) {
   for (CLI::Option* opt : app.get_options())
     if (opt->get_expected_min() > 0)
-      opt->check(CLI::Validator([](std::string& text) { return text.empty() ? std::string("empty value") : ""; },
-                                "", "non-empty"));
-  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+      opt->check(CLI::Validator(
+          [](std::string& text) { return text.empty() ? std::string("empty value") : ""; }, "",
+          "non-empty"));
+  for (CLI::App* sub : app.get_subcommands({}))
+    refuse_empty_values(*sub);
 }
 
 int64_t available_host_bytes(int local_ranks) {
@@ -174,13 +189,15 @@ bool reject_if_any(const CommandContext& ctx, const std::string& what,
   if (all_ranks_true(ctx.mpi.world(), problems.empty())) return false;
   if (ctx.mpi.rank() == 0) {
     const std::vector<std::string> shown =
-        problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems;
+        problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"}
+                         : problems;
     // One problem, one line; several, one line each after the heading.
     if (shown.size() == 1) {
       std::cerr << "ridgeline: " << what << ": " << shown.front() << "\n";
     } else {
       std::cerr << "ridgeline: " << what << ":\n";
-      for (const std::string& p : shown) std::cerr << "  - " << p << "\n";
+      for (const std::string& p : shown)
+        std::cerr << "  - " << p << "\n";
     }
   }
   return true;
@@ -188,7 +205,8 @@ bool reject_if_any(const CommandContext& ctx, const std::string& what,
 
 std::string link_matrix_text() {
   std::vector<std::string> rows;
-  for (const auto& row : gpu_link_matrix()) rows.push_back(join(row, " "));
+  for (const auto& row : gpu_link_matrix())
+    rows.push_back(join(row, " "));
   return join(rows, "; ");
 }
 
@@ -210,15 +228,17 @@ std::string fallback_name(const std::string& requested) {
   return stem + "-" + utc_now("%Y%m%dT%H%M%SZ") + "-" + std::to_string(getpid()) + extension;
 }
 
-}  // namespace
+} // namespace
 
 std::vector<std::string> output_problems(const std::string& path, const std::string& option) {
   const std::string what = option + " '" + path + "'";
   struct stat st {};
   if (!path.empty() && path.back() == '/') return {what + ": names a directory; give a file name"};
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return {what + ": is a directory; give a file name"};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return {what + ": is a directory; give a file name"};
   const std::string dir = directory_of(path);
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {what + ": directory '" + dir + "' does not exist"};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return {what + ": directory '" + dir + "' does not exist"};
   // The writer creates a temporary file beside the target and renames it: probe exactly that.
   const std::string probe = path + ".probe." + std::to_string(getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
@@ -229,13 +249,15 @@ std::vector<std::string> output_problems(const std::string& path, const std::str
   return {};
 }
 
-std::vector<std::string> check_outputs(const CommandContext& ctx,
-                                       const std::vector<std::pair<std::string, std::string>>& outputs) {
+std::vector<std::string>
+check_outputs(const CommandContext& ctx,
+              const std::vector<std::pair<std::string, std::string>>& outputs) {
   std::vector<std::string> problems;
   if (ctx.mpi.rank() != 0) return problems;
   for (const auto& [path, option] : outputs)
     if (!path.empty())
-      for (std::string& p : output_problems(path, option)) problems.push_back(std::move(p));
+      for (std::string& p : output_problems(path, option))
+        problems.push_back(std::move(p));
   return problems;
 }
 
@@ -250,7 +272,9 @@ bool OutputFile::write(const std::function<void(const std::string&)>& write) {
       m_lost = false;
       return true;
     } catch (const std::exception& e) {
-      if (m_speak) std::cerr << "ridgeline: cannot write " << m_option << " '" << m_requested << "': " << e.what() << "\n";
+      if (m_speak)
+        std::cerr << "ridgeline: cannot write " << m_option << " '" << m_requested
+                  << "': " << e.what() << "\n";
       m_moved = true;
     }
   }
@@ -267,12 +291,14 @@ bool OutputFile::write(const std::function<void(const std::string&)>& write) {
     try {
       write(candidate);
     } catch (const std::exception& e) {
-      if (m_speak) std::cerr << "ridgeline: cannot write the fallback '" << candidate << "' either: " << e.what() << "\n";
+      if (m_speak)
+        std::cerr << "ridgeline: cannot write the fallback '" << candidate
+                  << "' either: " << e.what() << "\n";
       continue;
     }
     if (m_fallback.empty() && m_speak)
-      std::cerr << "ridgeline: " << m_option << " results written to '" << candidate << "' instead (exit status "
-                << kExitResultsMoved << ")\n";
+      std::cerr << "ridgeline: " << m_option << " results written to '" << candidate
+                << "' instead (exit status " << kExitResultsMoved << ")\n";
     m_fallback = m_path = candidate;
     m_lost = false;
     return true;
@@ -290,4 +316,4 @@ int output_status(const std::vector<const OutputFile*>& files) {
   return status;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -70,15 +70,16 @@ inline constexpr int kExitResultsMoved = 4;
 std::vector<std::string> output_problems(const std::string& path, const std::string& option);
 /// Every rank calls: rank 0 checks each (path, option) with output_problems() (empty paths are
 /// skipped) and returns the problems (for reject_if_any()); the other ranks return none.
-std::vector<std::string> check_outputs(const CommandContext& ctx,
-                                       const std::vector<std::pair<std::string, std::string>>& outputs);
+std::vector<std::string>
+check_outputs(const CommandContext& ctx,
+              const std::vector<std::pair<std::string, std::string>>& outputs);
 
 /// A result file that is never lost: written at the path asked for or, when that fails, at a
 /// fallback path with a unique name ($TMPDIR or /tmp, else the current directory), named on
 /// stderr. Once the path asked for failed, later writes (a file rewritten as a job goes on) go
 /// to the same fallback. Used by the rank that writes.
 class OutputFile {
- public:
+public:
   /// `speak`: print what happens (rank 0 of a write every rank takes part in).
   OutputFile(std::string requested, std::string option, bool speak = true);
   /// Writes through `write(path)` (which throws on failure); false when no path could be written.
@@ -90,7 +91,7 @@ class OutputFile {
   /// Whether the last write failed everywhere.
   bool lost() const { return m_lost; }
 
- private:
+private:
   std::string m_requested, m_option, m_fallback, m_path;
   bool m_moved = false, m_lost = false, m_speak = true;
 };
@@ -99,4 +100,4 @@ class OutputFile {
 /// fallback, 1 when one could not be written at all (its results are only on stdout).
 int output_status(const std::vector<const OutputFile*>& files);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -14,7 +14,7 @@ namespace ridgeline {
 
 struct CommandContext {
   MpiSession& mpi;
-  std::vector<std::string> argv;  ///< the full command line, recorded in output files
+  std::vector<std::string> argv; ///< the full command line, recorded in output files
 };
 
 /// What a subcommand does once parsed; returns the process exit code.
@@ -34,4 +34,4 @@ void setup_compare_command(CLI::App& app, CommandAction& action);
 /// Builds the whole CLI (every registered command) into `app`; returns the selected action.
 void build_cli(CLI::App& app, CommandAction& action);
 
-}  // namespace ridgeline
+} // namespace ridgeline

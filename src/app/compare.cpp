@@ -50,7 +50,7 @@ const LayerRule kLayerRules[] = {
     {S::root, "ridgeline_version", L::not_compared, 0},
     {S::root, "schema_version", L::not_compared, 0},
     {S::root, "command", L::not_compared, 0},
-    {S::root, "check", L::not_compared, 0}, // collectives files: a result
+    {S::root, "check", L::not_compared, 0},         // collectives files: a result
     {S::root, "write_seconds", L::not_compared, 0}, // how long this file took to write
     {S::root, "file_set", L::not_compared, 0},      // identifies one write of a per-node file set
     {S::root, "file_layout", L::configuration, 0},
@@ -720,7 +720,9 @@ std::vector<Row> compare_files(const ResultFile& a, const ResultFile& b,
 // unit has none (files written before it, collectives).
 struct ChecksumRow {
   std::string unit, a, b;
-  const char* verdict() const { return a.empty() || b.empty() ? "absent" : a == b ? "same" : "differs"; }
+  const char* verdict() const {
+    return a.empty() || b.empty() ? "absent" : a == b ? "same" : "differs";
+  }
 };
 
 std::vector<ChecksumRow> checksum_rows(const ResultFile& a, const ResultFile& b) {
@@ -729,7 +731,8 @@ std::vector<ChecksumRow> checksum_rows(const ResultFile& a, const ResultFile& b)
   if (a.units.size() == 1 && b.units.size() == 1) {
     const Unit& ua = a.units.front();
     const Unit& ub = b.units.front();
-    rows.push_back({ua.label == ub.label ? ua.label : ua.label + " vs " + ub.label, sum(ua), sum(ub)});
+    rows.push_back(
+        {ua.label == ub.label ? ua.label : ua.label + " vs " + ub.label, sum(ua), sum(ub)});
     return rows;
   }
   for (const Unit& ua : a.units)
@@ -941,7 +944,8 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
   }
   std::vector<std::string> sum_unit, sum_a, sum_b, sum_verdict;
   for (const ChecksumRow& r : checksums)
-    sum_unit.push_back(r.unit), sum_a.push_back(r.a), sum_b.push_back(r.b), sum_verdict.push_back(r.verdict());
+    sum_unit.push_back(r.unit), sum_a.push_back(r.a), sum_b.push_back(r.b),
+        sum_verdict.push_back(r.verdict());
   const std::vector<std::pair<std::string, Table>> tables = {
       {"stack", {{"layer", layer}, {"source", source}, {"key", key}, {"a", va}, {"b", vb}}},
       {"timings",
@@ -981,7 +985,8 @@ int compare_command(const CompareOptions& o) {
   std::vector<std::string> problems = output_problems(o.json, "--json");
   if (o.json.empty()) problems.clear();
   if (!o.markdown.empty())
-    for (std::string& p : output_problems(o.markdown, "--markdown")) problems.push_back(std::move(p));
+    for (std::string& p : output_problems(o.markdown, "--markdown"))
+      problems.push_back(std::move(p));
   if (!problems.empty()) throw UsageError(join(problems, "; "));
   const ResultFile a = load(o.a);
   const ResultFile b = load(o.b);
@@ -1049,9 +1054,10 @@ int compare_command(const CompareOptions& o) {
                    {"beyond_fail_above", static_cast<int64_t>(beyond.size())},
                    {"exit_code", static_cast<int64_t>(code)},
                    {"checksums_differ",
-                    static_cast<int64_t>(std::count_if(checksums.begin(), checksums.end(), [](const ChecksumRow& r) {
-                      return std::string(r.verdict()) == "differs";
-                    }))}};
+                    static_cast<int64_t>(
+                        std::count_if(checksums.begin(), checksums.end(), [](const ChecksumRow& r) {
+                          return std::string(r.verdict()) == "differs";
+                        }))}};
   // A gate that tripped outranks a file written elsewhere (kExitResultsMoved).
   const int files = write_outputs(o, a, b, diffs, rows, checksums, outcome);
   return code != 0 ? code : files;

@@ -27,7 +27,9 @@ std::string parent_dir(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 // One --overlap strategy; chunked:02 is chunked:2.
 std::string overlap_item(const std::string& item, std::string& canonical) {
@@ -39,17 +41,18 @@ std::string overlap_item(const std::string& item, std::string& canonical) {
   return "";
 }
 
-}  // namespace
+} // namespace
 
 void bind_run_options(CLI::App& cmd, RunConfig& c) {
-  cmd.footer(
-      "Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
-      "llama3-70b, llama3-405b); options given on the command line override the file.");
+  cmd.footer("Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
+             "llama3-70b, llama3-405b); options given on the command line override the file.");
   const char* const model = "Model";
-  cmd.add_option("--model", c.model, "Model name recorded in the output (set by presets)")->group(model);
+  cmd.add_option("--model", c.model, "Model name recorded in the output (set by presets)")
+      ->group(model);
   cmd.add_option("--hidden", c.hidden, "Hidden size h")->check(integer_in(1))->group(model);
   cmd.add_option("--heads", c.heads, "Attention (query) heads")->check(integer_in(1))->group(model);
-  cmd.add_option("--kv-heads", c.kv_heads, "Key/value heads for grouped-query attention (default: heads)")
+  cmd.add_option("--kv-heads", c.kv_heads,
+                 "Key/value heads for grouped-query attention (default: heads)")
       ->check(integer_in(1))
       ->group(model);
   cmd.add_option("--ffn-hidden", c.ffn_hidden, "MLP inner size (per branch for SwiGLU)")
@@ -72,23 +75,34 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
 
   const char* const work = "Workload";
   cmd.add_option("--phase", c.phase,
-                 "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of --context)")
-      ->capture_default_str()->group(work);
+                 "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of "
+                 "--context)")
+      ->capture_default_str()
+      ->group(work);
   cmd.add_option("--batch", c.batch, "Sequences per step")->check(integer_in(1))->group(work);
-  cmd.add_option("--seq", c.seq, "Prefill tokens per sequence (decode runs one)")->check(integer_in(1))->group(work);
+  cmd.add_option("--seq", c.seq, "Prefill tokens per sequence (decode runs one)")
+      ->check(integer_in(1))
+      ->group(work);
   cmd.add_option("--context", c.context,
                  "Decode: tokens already in the KV cache (default 256 on host, 1 on GPUs)")
       ->check(integer_in(0))
       ->group(work);
-  cmd.add_option("--microbatches", c.microbatches, "Pipeline microbatches per step (the batch is split)")
+  cmd.add_option("--microbatches", c.microbatches,
+                 "Pipeline microbatches per step (the batch is split)")
       ->check(integer_in(1))
       ->capture_default_str()
       ->group(work);
 
   const char* const par = "Parallelism";
   const int int_max = std::numeric_limits<int>::max();
-  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->check(integer_in(1, int_max))->capture_default_str()->group(par);
-  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->check(integer_in(1, int_max))->capture_default_str()->group(par);
+  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")
+      ->check(integer_in(1, int_max))
+      ->capture_default_str()
+      ->group(par);
+  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")
+      ->check(integer_in(1, int_max))
+      ->capture_default_str()
+      ->group(par);
   cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
       ->check(integer_in(1, int_max))
       ->capture_default_str()
@@ -96,11 +110,14 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
 
   const char* const exec = "Execution";
   cmd.add_option("--backend", c.backend, "auto | host | cuda (auto: cuda when a GPU is visible)")
-      ->capture_default_str()->group(exec);
+      ->capture_default_str()
+      ->group(exec);
   cmd.add_option("--dtype", c.dtype, "auto | fp32 | bf16 | fp16 (auto: fp32 on host, bf16 on cuda)")
-      ->capture_default_str()->group(exec);
+      ->capture_default_str()
+      ->group(exec);
   cmd.add_option("--attention", c.attention, "fused (online softmax) | naive (materialised scores)")
-      ->capture_default_str()->group(exec);
+      ->capture_default_str()
+      ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
                "launch overhead, which often bounds decode; the timeline then has one op per step")
@@ -122,7 +139,8 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                "All-gather before column-parallel and reduce-scatter after row-parallel GEMMs "
                "instead of all-reduce; norms and residuals on tokens / tp rows")
       ->group(ovl);
-  cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas, "NCCL maxCTAs (channels) for the TP communicator")
+  cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas,
+                 "NCCL maxCTAs (channels) for the TP communicator")
       ->check(nccl_ctas())
       ->group(ovl);
   cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")
@@ -137,53 +155,72 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--transport", c.transport,
                  "NCCL transport preset: auto, nvlink (checked against the link matrix), host "
                  "(NCCL_P2P_DISABLE=1: through host memory) or net (sockets, as between nodes)")
-      ->capture_default_str()->group(ovl);
+      ->capture_default_str()
+      ->group(ovl);
   cmd.add_option("--comm-priority", c.comm_priority,
                  "Priority of the collective stream: high | normal (CUDA_DEVICE_MAX_CONNECTIONS "
                  "is read from the environment and recorded)")
-      ->capture_default_str()->group(ovl);
+      ->capture_default_str()
+      ->group(ovl);
 
   const char* const meas = "Measurement";
   cmd.add_option("--warmup", c.warmup, "Warm-up iterations (recorded and marked, not summarised)")
       ->check(integer_in(0, int_max))
       ->capture_default_str()
       ->group(meas);
-  cmd.add_option("--iters", c.iters, "Timed iterations")->check(integer_in(1, int_max))->capture_default_str()->group(meas);
-  cmd.add_option("--check", c.check,
-                 "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
-                 "(auto: on when that reference fits in 2 GiB of host memory or a quarter of the free GPU memory)")
-      ->capture_default_str()->group(meas);
+  cmd.add_option("--iters", c.iters, "Timed iterations")
+      ->check(integer_in(1, int_max))
+      ->capture_default_str()
+      ->group(meas);
+  cmd.add_option(
+         "--check", c.check,
+         "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
+         "(auto: on when that reference fits in 2 GiB of host memory or a quarter of the free GPU "
+         "memory)")
+      ->capture_default_str()
+      ->group(meas);
   cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")
       ->check(integer_in(0))
       ->capture_default_str()
       ->group(meas);
-  cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")->group(meas);
-  cmd.add_option("--file-layout", c.file_layout,
-                 "How the ranks' timelines reach the disk: single (one file, every rank writing its "
-                 "own rows through MPI-IO; needs parallel HDF5), per-node (a file per node written by "
-                 "its first rank, joined by external links in the --out file) or auto (single with "
-                 "parallel HDF5, else per-node)")
-      ->capture_default_str()->group(meas);
-  cmd.add_flag("--per-rank-files", c.per_rank_files, "The per-node layout: --file-layout per-node")->group(meas);
+  cmd.add_option("--out,-o", c.out, "HDF5 output file (default: results/ridgeline-<UTC time>.h5)")
+      ->group(meas);
+  cmd.add_option(
+         "--file-layout", c.file_layout,
+         "How the ranks' timelines reach the disk: single (one file, every rank writing its "
+         "own rows through MPI-IO; needs parallel HDF5), per-node (a file per node written by "
+         "its first rank, joined by external links in the --out file) or auto (single with "
+         "parallel HDF5, else per-node)")
+      ->capture_default_str()
+      ->group(meas);
+  cmd.add_flag("--per-rank-files", c.per_rank_files, "The per-node layout: --file-layout per-node")
+      ->group(meas);
   cmd.add_option("--ranks-per-file", c.ranks_per_file,
-                 "Per-node layout: at most this many ranks of a node share a node file; 0 = all of the node's")
-      ->capture_default_str()->group(meas);
-  cmd.add_option("--timeout", c.timeout_s, "Seconds a collective may wait before the job is aborted")
+                 "Per-node layout: at most this many ranks of a node share a node file; 0 = all of "
+                 "the node's")
+      ->capture_default_str()
+      ->group(meas);
+  cmd.add_option("--timeout", c.timeout_s,
+                 "Seconds a collective may wait before the job is aborted")
       ->check(number_above(0))
       ->capture_default_str()
       ->group(meas);
-  cmd.add_option("--roofs", c.roofs,
-                 "Roofs for attribution: a file written by `ridgeline roofs`, or none; default: "
-                 "measure a short version first (GEMM peak, memory bandwidth, launch floor, interconnect)")
+  cmd.add_option(
+         "--roofs", c.roofs,
+         "Roofs for attribution: a file written by `ridgeline roofs`, or none; default: "
+         "measure a short version first (GEMM peak, memory bandwidth, launch floor, interconnect)")
       ->group(meas);
-  cmd.add_option("--json", c.json, "Also write the summary (ops, ceilings, step split) as JSON to this file")
+  cmd.add_option("--json", c.json,
+                 "Also write the summary (ops, ceilings, step split) as JSON to this file")
       ->group(meas);
-  cmd.add_option("--markdown", c.markdown, "Also write the summary as markdown to this file")->group(meas);
+  cmd.add_option("--markdown", c.markdown, "Also write the summary as markdown to this file")
+      ->group(meas);
   cmd.add_option("--sample-ms", c.sample_ms,
                  "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
                  "temperature, clock-event reasons) in ms; 0 = off")
       ->check(integer_in(0, int_max))
-      ->capture_default_str()->group(meas);
+      ->capture_default_str()
+      ->group(meas);
   cmd.add_flag("--quiet,-q", c.quiet,
                "No progress line on stderr (rank 0 prints one every few seconds: where the job is, "
                "elapsed time, ETA)")
@@ -216,14 +253,17 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
   if (c.context < 0) c.context = decode ? (host ? 256 : 1) : 0;
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
   if (c.file_layout == "auto")
-    c.file_layout = c.per_rank_files || c.ranks_per_file > 0 ? "per-node" : file_layout_name(default_file_layout());
+    c.file_layout = c.per_rank_files || c.ranks_per_file > 0
+                        ? "per-node"
+                        : file_layout_name(default_file_layout());
 }
 
 std::vector<std::string> validate_shared(const RunConfig& c) {
   std::vector<std::string> p;
   if (!one_of(c.backend, {"auto", "host", "cuda"}))
     p.push_back("--backend must be one of auto, host, cuda (got '" + c.backend + "')");
-  for (const auto& [path, option] : {std::pair{c.out, "--out"}, {c.json, "--json"}, {c.markdown, "--markdown"}}) {
+  for (const auto& [path, option] :
+       {std::pair{c.out, "--out"}, {c.json, "--json"}, {c.markdown, "--markdown"}}) {
     if (path.empty()) continue;
     struct stat st {};
     const std::string dir = parent_dir(path);
@@ -231,10 +271,12 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
       p.push_back(std::string(option) + ": directory '" + dir + "' does not exist");
   }
   if (!one_of(c.file_layout, {"auto", "single", "per-node"}))
-    p.push_back("--file-layout must be one of auto, single, per-node (got '" + c.file_layout + "')");
+    p.push_back("--file-layout must be one of auto, single, per-node (got '" + c.file_layout +
+                "')");
   if (c.file_layout == "single" && default_file_layout() != FileLayout::single)
-    p.push_back("--file-layout single needs parallel HDF5 (MPI-IO); this build links the serial library "
-                "(install libhdf5-openmpi-dev and rebuild, or use --file-layout per-node)");
+    p.push_back(
+        "--file-layout single needs parallel HDF5 (MPI-IO); this build links the serial library "
+        "(install libhdf5-openmpi-dev and rebuild, or use --file-layout per-node)");
   if (c.per_rank_files && c.file_layout == "single")
     p.push_back("--per-rank-files writes the per-node layout: it contradicts --file-layout single");
   if (c.ranks_per_file < 0) p.push_back("--ranks-per-file must be >= 0 (0: a file per node)");
@@ -243,7 +285,8 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
   if (!c.roofs.empty() && c.roofs != "none") {
     struct stat st {};
     if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      p.push_back("--roofs: '" + c.roofs + "' is not a file (write one with `ridgeline roofs`, or give none)");
+      p.push_back("--roofs: '" + c.roofs +
+                  "' is not a file (write one with `ridgeline roofs`, or give none)");
   }
   return p;
 }
@@ -255,9 +298,14 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     return v > 0;
   };
   bool dims_ok = true;
-  for (auto [v, name] : {std::pair{c.hidden, "--hidden"}, {c.heads, "--heads"}, {c.kv_heads, "--kv-heads"},
-                         {c.ffn_hidden, "--ffn-hidden"}, {c.layers, "--layers"}, {c.batch, "--batch"},
-                         {c.seq, "--seq"}, {c.microbatches, "--microbatches"}})
+  for (auto [v, name] : {std::pair{c.hidden, "--hidden"},
+                         {c.heads, "--heads"},
+                         {c.kv_heads, "--kv-heads"},
+                         {c.ffn_hidden, "--ffn-hidden"},
+                         {c.layers, "--layers"},
+                         {c.batch, "--batch"},
+                         {c.seq, "--seq"},
+                         {c.microbatches, "--microbatches"}})
     dims_ok = positive(v, name) && dims_ok;
   bool grid_ok = true;
   for (auto [v, name] : {std::pair{c.tp, "--tp"}, {c.pp, "--pp"}, {c.dp, "--dp"}})
@@ -272,7 +320,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   auto choice = [&](const std::string& v, const char* name, std::initializer_list<const char*> ok) {
     if (one_of(v, ok)) return;
     std::string list;
-    for (const char* o : ok) list += std::string(list.empty() ? "" : ", ") + o;
+    for (const char* o : ok)
+      list += std::string(list.empty() ? "" : ", ") + o;
     p.push_back(std::string(name) + " must be one of " + list + " (got '" + v + "')");
   };
   choice(c.phase, "--phase", {"prefill", "decode"});
@@ -287,7 +336,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.comm_priority, "--comm-priority", {"high", "normal"});
   choice(c.transport, "--transport", {"auto", "nvlink", "host", "net"});
   if (c.transport != "auto" && c.backend != "cuda")
-    p.push_back("--transport " + c.transport + " selects an NCCL transport: needs the cuda backend");
+    p.push_back("--transport " + c.transport +
+                " selects an NCCL transport: needs the cuda backend");
   if (c.backend != "cuda" && (c.nccl_max_ctas >= 0 || c.nccl_min_ctas >= 0))
     p.push_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
   if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
@@ -302,7 +352,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   } catch (const UsageError& e) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
-  if (c.graphs && c.pp > 1) p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
+  if (c.graphs && c.pp > 1)
+    p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
     p.push_back("the cuda backend computes in bf16 or fp16 (got --dtype " + c.dtype + ")");
 
@@ -313,11 +364,14 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     if (c.hidden % c.heads != 0)
       p.push_back("--hidden " + str(c.hidden) + " is not divisible by --heads " + str(c.heads));
     if (c.heads % c.kv_heads != 0)
-      p.push_back("--heads " + str(c.heads) + " is not a multiple of --kv-heads " + str(c.kv_heads));
+      p.push_back("--heads " + str(c.heads) + " is not a multiple of --kv-heads " +
+                  str(c.kv_heads));
     if (c.rotary == "on" && (c.hidden / c.heads) % 2 != 0)
-      p.push_back("rotary embedding needs an even head dimension (got " + str(c.hidden / c.heads) + ")");
+      p.push_back("rotary embedding needs an even head dimension (got " + str(c.hidden / c.heads) +
+                  ")");
     if (c.batch % c.microbatches != 0)
-      p.push_back("--batch " + str(c.batch) + " is not divisible by --microbatches " + str(c.microbatches));
+      p.push_back("--batch " + str(c.batch) + " is not divisible by --microbatches " +
+                  str(c.microbatches));
   }
   if (dims_ok && grid_ok) {
     if (c.heads % c.tp != 0)
@@ -349,15 +403,19 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
          mb_batch * kv * static_cast<double>(c.kv_heads >= c.tp ? c.kv_heads / c.tp : 1) *
              static_cast<double>(c.hidden / c.heads)},
         {"attention scores (batch x heads / tp x seq x context)",
-         c.attention == "naive" ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv : 0.0}};
+         c.attention == "naive"
+             ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv
+             : 0.0}};
     for (const auto& [what, elements] : counts)
       if (elements >= static_cast<double>(INT32_MAX)) {
         std::ostringstream msg;
-        msg << what << " would hold " << elements << " elements, over the 32-bit limit " << INT32_MAX;
+        msg << what << " would hold " << elements << " elements, over the 32-bit limit "
+            << INT32_MAX;
         p.push_back(msg.str());
       }
   }
-  for (std::string& problem : validate_shared(c)) p.push_back(std::move(problem));
+  for (std::string& problem : validate_shared(c))
+    p.push_back(std::move(problem));
   return p;
 }
 
@@ -394,7 +452,8 @@ std::vector<std::string> overlap_list(const RunConfig& c) {
   const std::string problem = list_problem(items, overlap_item);
   if (!problem.empty()) throw UsageError(problem);
   std::vector<std::string> names;
-  for (const std::string& item : items) names.push_back(parse_overlap(item).name());
+  for (const std::string& item : items)
+    names.push_back(parse_overlap(item).name());
   return names;
 }
 
@@ -442,4 +501,4 @@ Attrs config_attrs(const RunConfig& c) {
           {"roofs", c.roofs}};
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

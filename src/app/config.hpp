@@ -16,55 +16,55 @@ namespace ridgeline {
 
 struct RunConfig {
   // Model (a preset file sets these; every field can be overridden on the command line).
-  std::string model = "";  ///< preset name; empty = the embedded default for the backend
+  std::string model = ""; ///< preset name; empty = the embedded default for the backend
   int64_t hidden = 0;
   int64_t heads = 0;
-  int64_t kv_heads = 0;  ///< 0 = heads (multi-head attention)
+  int64_t kv_heads = 0; ///< 0 = heads (multi-head attention)
   int64_t ffn_hidden = 0;
   int64_t layers = 0;
   std::string mlp = "";
   std::string norm = "";
-  std::string rotary = "";  ///< on | off; empty = off unless a preset sets it
+  std::string rotary = ""; ///< on | off; empty = off unless a preset sets it
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   // Workload.
   std::string phase = "prefill";
   int64_t batch = 0;
   int64_t seq = 0;
-  int64_t context = -1;  ///< decode: tokens already cached; -1 = the backend's default
+  int64_t context = -1; ///< decode: tokens already cached; -1 = the backend's default
   int64_t microbatches = 1;
   // Parallelism.
   int tp = 1;
   int pp = 1;
   int dp = 1;
   // Backend and kernels.
-  std::string backend = "auto";  ///< auto | host | cuda
-  std::string dtype = "auto";    ///< auto | fp32 | bf16 | fp16
+  std::string backend = "auto"; ///< auto | host | cuda
+  std::string dtype = "auto";   ///< auto | fp32 | bf16 | fp16
   std::string attention = "fused";
-  bool graphs = false;  ///< capture one step as a CUDA graph and replay it (cuda backend)
-  std::string overlap = "none";  ///< comma list of strategies, run back to back
+  bool graphs = false;          ///< capture one step as a CUDA graph and replay it (cuda backend)
+  std::string overlap = "none"; ///< comma list of strategies, run back to back
   bool sequence_parallel = false;
-  int nccl_max_ctas = -1;  ///< ncclConfig_t::maxCTAs; -1 = NCCL's default
+  int nccl_max_ctas = -1; ///< ncclConfig_t::maxCTAs; -1 = NCCL's default
   int nccl_min_ctas = -1;
-  std::string comm_priority = "high";  ///< high | normal: the comm stream's priority
-  int overlap_gemm_sms = 0;  ///< SMs a GEMM beside a collective targets; 0 = every SM
-  std::string transport = "auto";  ///< NCCL transport preset (auto | nvlink | host | net)
-  bool allow_shared_gpu = false;   ///< run even where a node has more ranks than GPUs
+  std::string comm_priority = "high"; ///< high | normal: the comm stream's priority
+  int overlap_gemm_sms = 0;           ///< SMs a GEMM beside a collective targets; 0 = every SM
+  std::string transport = "auto";     ///< NCCL transport preset (auto | nvlink | host | net)
+  bool allow_shared_gpu = false;      ///< run even where a node has more ranks than GPUs
   // Measurement.
   int warmup = 3;
   int iters = 10;
-  std::string check = "auto";  ///< auto | on | off
+  std::string check = "auto"; ///< auto | on | off
   uint64_t seed = 1234;
-  std::string out = "";        ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
-  std::string file_layout = "auto";  ///< auto | single | per-node (docs/SCHEMA.md, File layouts)
-  bool per_rank_files = false;       ///< --per-rank-files: the per-node layout
-  int ranks_per_file = 0;            ///< per-node layout: ranks of a node per node file; 0 = all
+  std::string out = "";             ///< HDF5 path; empty = results/ridgeline-<utc time>.h5
+  std::string file_layout = "auto"; ///< auto | single | per-node (docs/SCHEMA.md, File layouts)
+  bool per_rank_files = false;      ///< --per-rank-files: the per-node layout
+  int ranks_per_file = 0;           ///< per-node layout: ranks of a node per node file; 0 = all
   double timeout_s = 300;
-  int sample_ms = 20;  ///< NVML sampling period of each rank's GPU; 0 = off
-  std::string roofs = "";     ///< roofs file; "" = measure a short version; "none" = no attribution
-  std::string json = "";      ///< also write the summary as JSON here
-  std::string markdown = "";  ///< also write the summary as markdown here
-  bool quiet = false;         ///< no progress line on stderr (not recorded in /config)
+  int sample_ms = 20;        ///< NVML sampling period of each rank's GPU; 0 = off
+  std::string roofs = "";    ///< roofs file; "" = measure a short version; "none" = no attribution
+  std::string json = "";     ///< also write the summary as JSON here
+  std::string markdown = ""; ///< also write the summary as markdown here
+  bool quiet = false;        ///< no progress line on stderr (not recorded in /config)
 };
 
 /// Binds every RunConfig field to an option of `cmd`. Preset files reach these options
@@ -90,4 +90,4 @@ std::vector<std::string> overlap_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -56,15 +56,18 @@ CLI::Option* option_for_key(CLI::App& command, const std::string& key) {
 
 // One line of the file, read left to right.
 class LineReader {
- public:
+public:
   LineReader(const std::string& text, const std::string& where) : m_text(text), m_where(where) {}
 
-  [[noreturn]] void fail(const std::string& problem) const { throw CLI::ConfigError(m_where + ": " + problem); }
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw CLI::ConfigError(m_where + ": " + problem);
+  }
   [[noreturn]] void malformed(const std::string& expected) const {
     fail("malformed line '" + m_text + "': " + expected);
   }
   void skip_space() {
-    while (m_pos < m_text.size() && (m_text[m_pos] == ' ' || m_text[m_pos] == '\t')) ++m_pos;
+    while (m_pos < m_text.size() && (m_text[m_pos] == ' ' || m_text[m_pos] == '\t'))
+      ++m_pos;
   }
   // True at the end of the line or at a comment (after spaces).
   bool at_end() {
@@ -86,7 +89,8 @@ class LineReader {
   std::string bare_key() {
     skip_space();
     const size_t start = m_pos;
-    while (m_pos < m_text.size() && bare_key_char(m_text[m_pos])) ++m_pos;
+    while (m_pos < m_text.size() && bare_key_char(m_text[m_pos]))
+      ++m_pos;
     return m_text.substr(start, m_pos - start);
   }
   // One scalar: a quoted string, a number, true or false (as text, quotes removed).
@@ -105,10 +109,14 @@ class LineReader {
         if (c == '\\' && open == '"') {
           if (++m_pos == m_text.size()) break;
           const char e = m_text[m_pos];
-          if (e == '"' || e == '\\') value += e;
-          else if (e == 'n') value += '\n';
-          else if (e == 't') value += '\t';
-          else malformed(std::string("unknown escape '\\") + e + "' in a string");
+          if (e == '"' || e == '\\')
+            value += e;
+          else if (e == 'n')
+            value += '\n';
+          else if (e == 't')
+            value += '\t';
+          else
+            malformed(std::string("unknown escape '\\") + e + "' in a string");
         } else {
           value += c;
         }
@@ -116,8 +124,8 @@ class LineReader {
       malformed("a string without its closing quote");
     }
     const size_t start = m_pos;
-    while (m_pos < m_text.size() && m_text[m_pos] != ' ' && m_text[m_pos] != '\t' && m_text[m_pos] != ',' &&
-           m_text[m_pos] != ']' && m_text[m_pos] != '#')
+    while (m_pos < m_text.size() && m_text[m_pos] != ' ' && m_text[m_pos] != '\t' &&
+           m_text[m_pos] != ',' && m_text[m_pos] != ']' && m_text[m_pos] != '#')
       ++m_pos;
     const std::string token = m_text.substr(start, m_pos - start);
     if (token == "true" || token == "false") return token;
@@ -138,7 +146,7 @@ class LineReader {
     return items;
   }
 
- private:
+private:
   const std::string& m_text;
   const std::string& m_where;
   size_t m_pos = 0;
@@ -146,7 +154,7 @@ class LineReader {
 
 // --config's reader: parse_config_file() on the file that --config names.
 class StrictConfig : public CLI::Config {
- public:
+public:
   explicit StrictConfig(CLI::App& root) : m_root(root) {}
 
   std::string to_config(const CLI::App* app, bool default_also, bool write_description,
@@ -156,7 +164,8 @@ class StrictConfig : public CLI::Config {
 
   std::vector<CLI::ConfigItem> from_config(std::istream& in) const override {
     const CLI::Option* option = m_root.get_config_ptr();
-    const std::string path = option != nullptr && option->count() > 0 ? option->as<std::string>() : "--config";
+    const std::string path =
+        option != nullptr && option->count() > 0 ? option->as<std::string>() : "--config";
     std::vector<CLI::ConfigItem> items = parse_config_file(in, path, m_root);
     // The file must hold a table that the selected command reads.
     const std::vector<CLI::App*> selected = m_root.get_subcommands();
@@ -165,31 +174,34 @@ class StrictConfig : public CLI::Config {
       const std::vector<std::string> tables = config_tables_read_by(command);
       bool read = false;
       std::string names;
-      for (const std::string& t : tables) names += (names.empty() ? "[" : " or [") + t + "]";
+      for (const std::string& t : tables)
+        names += (names.empty() ? "[" : " or [") + t + "]";
       for (const CLI::ConfigItem& item : items)
-        for (const std::string& t : tables) read = read || item.parents.front() == t;
+        for (const std::string& t : tables)
+          read = read || item.parents.front() == t;
       if (!read)
-        throw CLI::ConfigError(path + ": holds no " + names + " table: nothing in it applies to `ridgeline " +
-                               command + "`");
+        throw CLI::ConfigError(path + ": holds no " + names +
+                               " table: nothing in it applies to `ridgeline " + command + "`");
     }
     return items;
   }
 
- private:
+private:
   CLI::App& m_root;
 };
 
-}  // namespace
+} // namespace
 
 std::vector<std::string> config_tables_read_by(const std::string& command) {
   if (command == "sweep") return {"sweep", "run"};
   return {command};
 }
 
-std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::string& path, CLI::App& root) {
+std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::string& path,
+                                               CLI::App& root) {
   std::vector<CLI::ConfigItem> items;
-  std::map<std::string, int> tables;  // table -> line
-  std::map<std::string, int> keys;    // table.key -> line
+  std::map<std::string, int> tables; // table -> line
+  std::map<std::string, int> keys;   // table.key -> line
   std::string table;
   CLI::App* command = nullptr;
   std::string text;
@@ -203,30 +215,38 @@ std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::stri
       if (name.empty() || !line.take(']') || !line.at_end())
         line.malformed("expected a table [name], key = value or a # comment");
       command = find_command(root, name);
-      if (command == nullptr) line.fail("unknown table [" + name + "] (tables: " + command_list(root) + ")");
+      if (command == nullptr)
+        line.fail("unknown table [" + name + "] (tables: " + command_list(root) + ")");
       const auto [first, fresh] = tables.emplace(name, number);
-      if (!fresh) line.fail("table [" + name + "] given twice (first on line " + std::to_string(first->second) + ")");
+      if (!fresh)
+        line.fail("table [" + name + "] given twice (first on line " +
+                  std::to_string(first->second) + ")");
       table = name;
       continue;
     }
     const std::string key = line.bare_key();
-    if (key.empty() || !line.take('=')) line.malformed("expected a table [name], key = value or a # comment");
+    if (key.empty() || !line.take('='))
+      line.malformed("expected a table [name], key = value or a # comment");
     bool array = false;
     std::vector<std::string> inputs = line.value(array);
     if (!line.at_end()) line.malformed("more text after the value (a comment starts with #)");
     if (command == nullptr)
-      line.fail("'" + key + "' is outside a table: options go in the table of their command, e.g. [run]");
+      line.fail("'" + key +
+                "' is outside a table: options go in the table of their command, e.g. [run]");
     CLI::Option* opt = option_for_key(*command, key);
     if (opt == nullptr) {
       std::string hint;
       std::string dashed = key;
-      for (char& c : dashed) c = c == '_' ? '-' : c;
-      if (dashed != key && option_for_key(*command, dashed) != nullptr) hint = " (did you mean '" + dashed + "'?)";
+      for (char& c : dashed)
+        c = c == '_' ? '-' : c;
+      if (dashed != key && option_for_key(*command, dashed) != nullptr)
+        hint = " (did you mean '" + dashed + "'?)";
       line.fail("unknown key '" + key + "' in [" + table + "]" + hint);
     }
     const auto [first, fresh] = keys.emplace(table + "." + key, number);
     if (!fresh)
-      line.fail("'" + key + "' given twice in [" + table + "] (first on line " + std::to_string(first->second) + ")");
+      line.fail("'" + key + "' given twice in [" + table + "] (first on line " +
+                std::to_string(first->second) + ")");
     if (opt->get_expected_min() == 0) {
       // A flag: true or false.
       if (array || (inputs.front() != "true" && inputs.front() != "false"))
@@ -235,7 +255,8 @@ std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::stri
       // A list option takes one comma list; an option of several values takes them apart.
       if (array && opt->get_items_expected_max() <= 1) {
         std::string joined;
-        for (const std::string& i : inputs) joined += (joined.empty() ? "" : ",") + i;
+        for (const std::string& i : inputs)
+          joined += (joined.empty() ? "" : ",") + i;
         inputs = {joined};
       }
       if (static_cast<int>(inputs.size()) > opt->get_items_expected_max())
@@ -268,6 +289,8 @@ std::vector<CLI::ConfigItem> read_config_file(const std::string& path, CLI::App&
   return parse_config_file(in, path, root);
 }
 
-void use_strict_config_files(CLI::App& root) { root.config_formatter(std::make_shared<StrictConfig>(root)); }
+void use_strict_config_files(CLI::App& root) {
+  root.config_formatter(std::make_shared<StrictConfig>(root));
+}
 
-}  // namespace ridgeline
+} // namespace ridgeline

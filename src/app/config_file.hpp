@@ -20,7 +20,8 @@ std::vector<std::string> config_tables_read_by(const std::string& command);
 /// option of that subcommand (without its dashes) and value a "string", 'string', number, true,
 /// false or a one-line [array] (given to a list option as a comma list). Every value passes the
 /// option's own checks. Throws CLI::ConfigError("<path>:<line>: <problem>") at the first problem.
-std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::string& path, CLI::App& root);
+std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::string& path,
+                                               CLI::App& root);
 /// parse_config_file() of the file at `path` (CLI::FileError when it cannot be read).
 std::vector<CLI::ConfigItem> read_config_file(const std::string& path, CLI::App& root);
 
@@ -28,4 +29,4 @@ std::vector<CLI::ConfigItem> read_config_file(const std::string& path, CLI::App&
 /// refuse a file that holds no table the selected subcommand reads.
 void use_strict_config_files(CLI::App& root);
 
-}  // namespace ridgeline
+} // namespace ridgeline

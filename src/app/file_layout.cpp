@@ -41,8 +41,7 @@ int size_of(MPI_Comm comm) {
 }
 
 // Runs `fn`; its exception's message, or "" when it succeeded.
-template <class Fn>
-std::string attempt(Fn&& fn) {
+template <class Fn> std::string attempt(Fn&& fn) {
   try {
     fn();
     return "";
@@ -93,21 +92,28 @@ h5::Handle ensure_group(hid_t file, const std::string& path) {
 // A fresh identifier of one write of a file set: node files carry their master's.
 std::string new_file_set_id() {
   std::random_device device;
-  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device() ^
-                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t id =
+      (static_cast<uint64_t>(device()) << 32) ^ device() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(id));
   return text;
 }
 
-std::string temporary_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+std::string temporary_name(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid());
+}
 
 // Per rank, in rank order: the rows of each group, then the samples.
 struct RowCounts {
   size_t per_rank = 0;
   std::vector<int64_t> values;
-  int64_t timeline(int64_t rank, size_t group) const { return values[static_cast<size_t>(rank) * per_rank + group]; }
-  int64_t samples(int64_t rank) const { return values[static_cast<size_t>(rank) * per_rank + per_rank - 1]; }
+  int64_t timeline(int64_t rank, size_t group) const {
+    return values[static_cast<size_t>(rank) * per_rank + group];
+  }
+  int64_t samples(int64_t rank) const {
+    return values[static_cast<size_t>(rank) * per_rank + per_rank - 1];
+  }
 };
 
 // The per-rank part of the file rank 0 writes: a group per rank with the attribute `rows`; in
@@ -116,10 +122,14 @@ RanksPart skeleton(const RankRows& mine, const RowCounts& counts, int64_t ranks,
                    const std::vector<std::string>* node_file) {
   RanksPart part;
   auto index_of = [&mine](const std::string& prefix) {
-    return static_cast<size_t>(std::find(mine.groups.begin(), mine.groups.end(), prefix) - mine.groups.begin());
+    return static_cast<size_t>(std::find(mine.groups.begin(), mine.groups.end(), prefix) -
+                               mine.groups.begin());
   };
-  part.has = [&mine, index_of](const std::string& prefix) { return index_of(prefix) < mine.groups.size(); };
-  part.write = [&mine, &counts, ranks, node_file, index_of](hid_t parent, const std::string& prefix) {
+  part.has = [&mine, index_of](const std::string& prefix) {
+    return index_of(prefix) < mine.groups.size();
+  };
+  part.write = [&mine, &counts, ranks, node_file, index_of](hid_t parent,
+                                                            const std::string& prefix) {
     const size_t g = index_of(prefix);
     h5::Handle all = h5::create_group(parent, "ranks");
     for (int64_t r = 0; r < ranks; ++r) {
@@ -166,13 +176,13 @@ FilesWritten write_single(MPI_Comm comm, const std::string& path, const RunData&
     for (size_t g = 0; g < mine.groups.size(); ++g)
       for (int64_t r = 0; r < ranks; ++r) {
         h5::Handle group = h5::open_group(file.id(), rank_group(mine.groups[g], r));
-        h5::Handle timeline =
-            h5::create_timeline(group.id(), "timeline", static_cast<size_t>(counts.timeline(r, g)), false);
+        h5::Handle timeline = h5::create_timeline(
+            group.id(), "timeline", static_cast<size_t>(counts.timeline(r, g)), false);
         if (r == rank && error.empty())
           error = attempt([&] { h5::write_timeline_rows(timeline.id(), *mine.timelines[g]); });
         if (g != 0 || counts.samples(r) == 0) continue;
-        h5::Handle samples =
-            h5::create_table(group.id(), "samples", samples_like, static_cast<size_t>(counts.samples(r)), false);
+        h5::Handle samples = h5::create_table(group.id(), "samples", samples_like,
+                                              static_cast<size_t>(counts.samples(r)), false);
         h5::write_attr(samples.id(), "period_ms", mine.sample_period_ms);
         if (r == rank && error.empty())
           error = attempt([&] { h5::write_table_rows(samples.id(), samples_table(mine.samples)); });
@@ -196,14 +206,16 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
   OwnedComm node;
   {
     OwnedComm shared;
-    RIDGELINE_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared.comm));
+    RIDGELINE_CHECK(
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared.comm));
     const int local = rank_of(shared.comm);
-    RIDGELINE_CHECK(MPI_Comm_split(shared.comm, ranks_per_file > 0 ? local / ranks_per_file : 0, local, &node.comm));
+    RIDGELINE_CHECK(MPI_Comm_split(shared.comm, ranks_per_file > 0 ? local / ranks_per_file : 0,
+                                   local, &node.comm));
   }
   const int node_rank = rank_of(node.comm), node_size = size_of(node.comm);
   const bool leader = node_rank == 0;
   // Node files are numbered in the order of their first ranks: rank 0 writes node file 0.
-  int64_t numbering[2] = {0, 0};  // this node file, node files
+  int64_t numbering[2] = {0, 0}; // this node file, node files
   {
     OwnedComm leaders;
     RIDGELINE_CHECK(MPI_Comm_split(comm, leader ? 0 : MPI_UNDEFINED, rank, &leaders.comm));
@@ -212,7 +224,8 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
   RIDGELINE_CHECK(MPI_Bcast(numbering, 2, MPI_INT64_T, 0, node.comm));
   const int64_t files = numbering[1];
   std::vector<int64_t> file_of(rank == 0 ? static_cast<size_t>(ranks) : 0);
-  RIDGELINE_CHECK(MPI_Gather(&numbering[0], 1, MPI_INT64_T, file_of.data(), 1, MPI_INT64_T, 0, comm));
+  RIDGELINE_CHECK(
+      MPI_Gather(&numbering[0], 1, MPI_INT64_T, file_of.data(), 1, MPI_INT64_T, 0, comm));
   std::vector<int> members(leader ? static_cast<size_t>(node_size) : 0);
   RIDGELINE_CHECK(MPI_Gather(&rank, 1, MPI_INT, members.data(), 1, MPI_INT, 0, node.comm));
   const std::string file_set = broadcast_string(comm, rank == 0 ? new_file_set_id() : "", 0);
@@ -235,7 +248,8 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
                                   {"node_file", numbering[0]},
                                   {"node_files", files},
                                   {"host", std::string(host)}});
-      h5::write_dataset(file.id(), "node_ranks", std::vector<int64_t>(members.begin(), members.end()));
+      h5::write_dataset(file.id(), "node_ranks",
+                        std::vector<int64_t>(members.begin(), members.end()));
     });
     for (int i = 0; i < node_size; ++i) {
       const int64_t world_rank = members[static_cast<size_t>(i)];
@@ -246,7 +260,8 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
         const std::vector<TimelineRecord>& rows = i > 0 ? received : *mine.timelines[g];
         if (error.empty())
           error = attempt([&] {
-            h5::write_timeline(ensure_group(file.id(), rank_group(mine.groups[g], world_rank)).id(), "timeline", rows);
+            h5::write_timeline(ensure_group(file.id(), rank_group(mine.groups[g], world_rank)).id(),
+                               "timeline", rows);
           });
       }
       std::vector<GpuSample> received;
@@ -255,17 +270,20 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
       if (error.empty() && !samples.empty() && !mine.groups.empty())
         error = attempt([&] {
           h5::Handle group = ensure_group(file.id(), rank_group(mine.groups.front(), world_rank));
-          h5::write_table(group.id(), "samples", samples_table(samples), samples.size() > kCompressRows);
-          h5::Handle dataset(H5Dopen2(group.id(), "samples", H5P_DEFAULT), "H5Dopen2", part + ":samples");
+          h5::write_table(group.id(), "samples", samples_table(samples),
+                          samples.size() > kCompressRows);
+          h5::Handle dataset(H5Dopen2(group.id(), "samples", H5P_DEFAULT), "H5Dopen2",
+                             part + ":samples");
           h5::write_attr(dataset.id(), "period_ms", mine.sample_period_ms);
         });
     }
     if (error.empty()) error = attempt([&] { file.close(); });
   } else {
-    for (const std::vector<TimelineRecord>* rows : mine.timelines) send_rows(node.comm, 0, kRowsTag, *rows);
+    for (const std::vector<TimelineRecord>* rows : mine.timelines)
+      send_rows(node.comm, 0, kRowsTag, *rows);
     send_rows(node.comm, 0, kRowsTag, mine.samples);
   }
-  agree(comm, path, error);  // a failed node file's temporary is removed on the way out
+  agree(comm, path, error); // a failed node file's temporary is removed on the way out
 
   // Every node file complete: rename them, then write the master file that links them.
   bool renamed = false;
@@ -286,7 +304,8 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
     error = attempt([&] {
       TemporaryFile master(temporary_name(path));
       std::vector<std::string> node_file;
-      for (int64_t f : file_of) node_file.push_back(std::filesystem::path(node_file_path(path, f)).filename().string());
+      for (int64_t f : file_of)
+        node_file.push_back(std::filesystem::path(node_file_path(path, f)).filename().string());
       write_run_contents(master.path(), data, skeleton(mine, counts, ranks, &node_file),
                          {{"file_layout", std::string(kLayoutNames[1])},
                           {"node_files", files},
@@ -303,7 +322,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
   return {seconds, files};
 }
 
-}  // namespace
+} // namespace
 
 FileLayout parse_file_layout(const std::string& name) {
   if (name == kLayoutNames[0]) return FileLayout::single;
@@ -311,14 +330,20 @@ FileLayout parse_file_layout(const std::string& name) {
   throw UsageError("file layout must be single or per-node (got '" + name + "')");
 }
 
-const char* file_layout_name(FileLayout layout) { return kLayoutNames[static_cast<int>(layout)]; }
+const char* file_layout_name(FileLayout layout) {
+  return kLayoutNames[static_cast<int>(layout)];
+}
 
-FileLayout default_file_layout() { return h5::parallel_library() ? FileLayout::single : FileLayout::per_node; }
+FileLayout default_file_layout() {
+  return h5::parallel_library() ? FileLayout::single : FileLayout::per_node;
+}
 
 std::string node_file_path(const std::string& path, int64_t index) {
   const std::string suffix = ".h5";
-  const bool h5 = path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
-  return (h5 ? path.substr(0, path.size() - suffix.size()) : path) + ".node" + std::to_string(index) + ".h5";
+  const bool h5 = path.size() > suffix.size() &&
+                  path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (h5 ? path.substr(0, path.size() - suffix.size()) : path) + ".node" +
+         std::to_string(index) + ".h5";
 }
 
 FilesWritten write_run_files(MPI_Comm comm, const std::string& path, const RunData& data,
@@ -331,15 +356,19 @@ FilesWritten write_run_files(MPI_Comm comm, const std::string& path, const RunDa
   RowCounts counts;
   counts.per_rank = mine.groups.size() + 1;
   std::vector<int64_t> own;
-  for (const std::vector<TimelineRecord>* rows : mine.timelines) own.push_back(static_cast<int64_t>(rows->size()));
+  for (const std::vector<TimelineRecord>* rows : mine.timelines)
+    own.push_back(static_cast<int64_t>(rows->size()));
   own.push_back(static_cast<int64_t>(mine.samples.size()));
   counts.values.resize(counts.per_rank * static_cast<size_t>(ranks));
-  RIDGELINE_CHECK(MPI_Allgather(own.data(), static_cast<int>(counts.per_rank), MPI_INT64_T, counts.values.data(),
-                                static_cast<int>(counts.per_rank), MPI_INT64_T, comm));
-  agree(comm, path, rank == 0 ? attempt([&] { check_run_data(path, data, static_cast<size_t>(ranks)); }) : "");
+  RIDGELINE_CHECK(MPI_Allgather(own.data(), static_cast<int>(counts.per_rank), MPI_INT64_T,
+                                counts.values.data(), static_cast<int>(counts.per_rank),
+                                MPI_INT64_T, comm));
+  agree(comm, path,
+        rank == 0 ? attempt([&] { check_run_data(path, data, static_cast<size_t>(ranks)); }) : "");
   if (options.layout == FileLayout::single && !h5::parallel_library())
-    throw UsageError("--file-layout single needs HDF5 with MPI-IO (parallel HDF5); this build links the "
-                     "serial library: use --file-layout per-node");
+    throw UsageError(
+        "--file-layout single needs HDF5 with MPI-IO (parallel HDF5); this build links the "
+        "serial library: use --file-layout per-node");
   RIDGELINE_CHECK(MPI_Barrier(comm));
   const double started = MPI_Wtime();
   // Nothing per rank (a sweep that keeps no timelines): one file, written by rank 0.
@@ -362,4 +391,4 @@ FilesWritten write_run_files(MPI_Comm comm, const std::string& path, const RunDa
   return write_per_node(comm, path, data, mine, counts, options.ranks_per_file, started);
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

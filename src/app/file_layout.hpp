@@ -16,8 +16,8 @@
 namespace ridgeline {
 
 enum class FileLayout {
-  single,    ///< one file; each rank writes its own rows into it (parallel HDF5)
-  per_node,  ///< a node file per node (or per --ranks-per-file ranks) + a master file of links
+  single,   ///< one file; each rank writes its own rows into it (parallel HDF5)
+  per_node, ///< a node file per node (or per --ranks-per-file ranks) + a master file of links
 };
 
 /// "single" | "per-node" (throws UsageError otherwise).
@@ -48,8 +48,8 @@ struct FileWriteOptions {
 
 /// What was written.
 struct FilesWritten {
-  double write_seconds = 0;  ///< from every rank's start to the last object written
-  int64_t node_files = 0;    ///< per-node layout: node files beside the master; else 0
+  double write_seconds = 0; ///< from every rank's start to the last object written
+  int64_t node_files = 0;   ///< per-node layout: node files beside the master; else 0
 };
 
 /// Writes a run or sweep file at `path` with every rank's rows (every rank of `comm` calls):
@@ -61,7 +61,8 @@ struct FilesWritten {
 FilesWritten write_run_files(MPI_Comm comm, const std::string& path, const RunData& data,
                              const RankRows& mine, const FileWriteOptions& options);
 
-/// The node file `index` of the master file `path` (per-node layout): `<path without .h5>.node<index>.h5`.
+/// The node file `index` of the master file `path` (per-node layout): `<path without
+/// .h5>.node<index>.h5`.
 std::string node_file_path(const std::string& path, int64_t index);
 
-}  // namespace ridgeline
+} // namespace ridgeline

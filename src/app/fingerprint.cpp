@@ -48,8 +48,9 @@ std::string mpi_library() {
   int len = 0;
   MPI_Get_library_version(text, &len);
   std::string s(text, static_cast<size_t>(len));
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
-  const size_t nl = s.find('\n');  // Open MPI appends repository details on further lines
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0'))
+    s.pop_back();
+  const size_t nl = s.find('\n'); // Open MPI appends repository details on further lines
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
@@ -84,9 +85,12 @@ Attrs decode(const std::string& text) {
     if (line.empty() || tab == std::string::npos) continue;
     const std::string key = line.substr(1, tab - 1);
     const std::string value = line.substr(tab + 1);
-    if (line[0] == 'i') attrs.emplace_back(key, static_cast<int64_t>(std::stoll(value)));
-    else if (line[0] == 'd') attrs.emplace_back(key, std::stod(value));
-    else attrs.emplace_back(key, value);
+    if (line[0] == 'i')
+      attrs.emplace_back(key, static_cast<int64_t>(std::stoll(value)));
+    else if (line[0] == 'd')
+      attrs.emplace_back(key, std::stod(value));
+    else
+      attrs.emplace_back(key, value);
   }
   return attrs;
 }
@@ -96,7 +100,8 @@ Attrs gpu_info_attrs(const GpuInfo& g) {
           {"gpu_uuid", g.uuid},
           {"gpu_pci_bus_id", g.pci_bus_id},
           {"gpu_sm_count", static_cast<int64_t>(g.sm_count)},
-          {"gpu_compute_capability", std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor)},
+          {"gpu_compute_capability",
+           std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor)},
           {"gpu_memory_total_bytes", g.memory_total_bytes},
           {"gpu_memory_free_bytes", g.memory_free_bytes},
           {"gpu_sm_clock_mhz", static_cast<int64_t>(g.sm_clock_mhz)},
@@ -107,7 +112,7 @@ Attrs gpu_info_attrs(const GpuInfo& g) {
           {"gpu_ecc_enabled", static_cast<int64_t>(g.ecc_enabled)}};
 }
 
-}  // namespace
+} // namespace
 
 Attrs stack_attrs() {
   struct utsname u {};
@@ -131,12 +136,13 @@ Attrs stack_attrs() {
              {"blas_threads", static_cast<int64_t>(openblas_get_num_threads())},
              {"kernel", std::string(u.sysname) + " " + u.release},
              {"os_machine", std::string(u.machine)}};
-  for (const auto& [k, v] : cuda_stack_versions()) a.emplace_back(k, v);
+  for (const auto& [k, v] : cuda_stack_versions())
+    a.emplace_back(k, v);
   return a;
 }
 
 std::vector<std::pair<std::string, std::string>> performance_env() {
-  static const char* const prefixes[] = {"NCCL_", "CUDA_", "OMPI_", "UCX_", "SLURM_",
+  static const char* const prefixes[] = {"NCCL_", "CUDA_",     "OMPI_",     "UCX_",   "SLURM_",
                                          "OMP_",  "OPENBLAS_", "PMIX_RANK", "NVIDIA_"};
   std::vector<std::pair<std::string, std::string>> out;
   for (char** e = environ; *e; ++e) {
@@ -154,7 +160,8 @@ std::vector<std::pair<std::string, std::string>> performance_env() {
   return out;
 }
 
-Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int device, const Attrs& extra) {
+Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int device,
+                    const Attrs& extra) {
   Attrs a = {{"rank", static_cast<int64_t>(mpi.rank())},
              {"host", mpi.hostname()},
              {"local_rank", static_cast<int64_t>(mpi.local_rank())},
@@ -170,17 +177,20 @@ Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int devic
   a.emplace_back("host_memory_bound_by", usable.bound_by);
   if (backend == "cuda") {
     const GpuInfo g = query_gpu(device);
-    for (auto& kv : gpu_info_attrs(g)) a.push_back(std::move(kv));
+    for (auto& kv : gpu_info_attrs(g))
+      a.push_back(std::move(kv));
   }
-  for (const auto& kv : extra) a.push_back(kv);
+  for (const auto& kv : extra)
+    a.push_back(kv);
   return a;
 }
 
 std::vector<Attrs> gather_attrs(MPI_Comm comm, const Attrs& mine) {
   const std::vector<std::string> all = allgather_strings(comm, encode(mine));
   std::vector<Attrs> out;
-  for (const std::string& s : all) out.push_back(decode(s));
+  for (const std::string& s : all)
+    out.push_back(decode(s));
   return out;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

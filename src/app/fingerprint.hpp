@@ -16,8 +16,9 @@ Attrs stack_attrs();
 /// NCCL_*, CUDA_*, OMPI_*, UCX_*, SLURM_*, OMP_*, OPENBLAS_*, PMIX_RANK... as set now, sorted.
 std::vector<std::pair<std::string, std::string>> performance_env();
 /// This rank's host and device facts (one /topology entry); `extra` is appended (grid coords).
-Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int device, const Attrs& extra);
+Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int device,
+                    const Attrs& extra);
 /// Every rank calls: gathers each rank's Attrs to rank 0 (other ranks get an empty vector).
 std::vector<Attrs> gather_attrs(MPI_Comm comm, const Attrs& mine);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -369,7 +369,9 @@ Handle open_file_parallel(const std::string& path, MPI_Comm comm) {
   return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), "H5Fopen", path);
 #else
   (void)comm;
-  throw Error(path + ": this HDF5 library is serial (no MPI-IO); the single-file layout needs parallel HDF5");
+  throw Error(
+      path +
+      ": this HDF5 library is serial (no MPI-IO); the single-file layout needs parallel HDF5");
 #endif
 }
 
@@ -612,7 +614,8 @@ PackedTable pack_table(const Table& table, const std::string& path, bool with_ro
         [&](const auto& values) {
           using T = typename std::decay_t<decltype(values)>::value_type;
           if constexpr (std::is_same_v<T, std::string>) {
-            check_status(H5Tinsert(packed.type.id(), field, offset, text_type.id()), "H5Tinsert", path);
+            check_status(H5Tinsert(packed.type.id(), field, offset, text_type.id()), "H5Tinsert",
+                         path);
             for (size_t r = 0; with_rows && r < rows; ++r) {
               const char* text = values[r].c_str();
               std::memcpy(&buffer[r * row_size + offset], &text, sizeof(text));
@@ -639,7 +642,8 @@ void write_table(hid_t loc, const std::string& name, const Table& table, bool co
   write_rows(dataset.id(), packed.type.id(), packed.rows, packed.buffer.data(), path);
 }
 
-Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows, bool compress) {
+Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows,
+                    bool compress) {
   quiet();
   const std::string path = object_path(loc, name);
   const PackedTable packed = pack_table(like, path, false);
@@ -652,7 +656,8 @@ void write_table_rows(hid_t dataset, const Table& table) {
   const PackedTable packed = pack_table(table, path, true);
   const size_t rows = row_count(dataset, path);
   if (rows != packed.rows)
-    throw Error(path + ": " + std::to_string(packed.rows) + " rows for a dataset of " + std::to_string(rows));
+    throw Error(path + ": " + std::to_string(packed.rows) + " rows for a dataset of " +
+                std::to_string(rows));
   write_rows(dataset, packed.type.id(), packed.rows, packed.buffer.data(), path);
 }
 
@@ -810,9 +815,9 @@ void create_hard_link(hid_t loc, const std::string& target, const std::string& n
 void create_external_link(hid_t loc, const std::string& name, const std::string& file,
                           const std::string& object) {
   quiet();
-  check_status(H5Lcreate_external(file.c_str(), object.c_str(), loc, name.c_str(), H5P_DEFAULT,
-                                  H5P_DEFAULT),
-               "H5Lcreate_external", object_path(loc, name));
+  check_status(
+      H5Lcreate_external(file.c_str(), object.c_str(), loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+      "H5Lcreate_external", object_path(loc, name));
 }
 
 std::optional<ExternalLink> external_link(hid_t loc, const std::string& name) {

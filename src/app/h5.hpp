@@ -116,7 +116,8 @@ Table read_table(hid_t loc, const std::string& name);
 
 /// Creates a compound dataset of `rows` rows with the fields (names and types) of `like`, whose
 /// values are not written; chunked and compressed as write_table() when `compress`.
-Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows, bool compress);
+Handle create_table(hid_t loc, const std::string& name, const Table& like, size_t rows,
+                    bool compress);
 /// Writes every row of `table` into `dataset`, created by create_table() with its fields and row
 /// count (independent I/O in a parallel file).
 void write_table_rows(hid_t dataset, const Table& table);

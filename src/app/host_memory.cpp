@@ -38,7 +38,8 @@ void consider(HostMemory& best, int64_t bytes, const std::string& what) {
 // the mount as its root: then the mount alone.
 std::vector<std::string> cgroup_chain(const std::string& mount, std::string path) {
   if (!is_dir(mount)) return {};
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
   if (path.empty() || path == "/" || !is_dir(mount + path)) return {mount};
   std::vector<std::string> dirs;
   for (;;) {
@@ -52,7 +53,8 @@ std::vector<std::string> cgroup_chain(const std::string& mount, std::string path
 }
 
 // The least headroom (limit - usage) over `dirs`, -1 where no directory has a limit.
-int64_t cgroup_headroom(const std::vector<std::string>& dirs, const char* limit_file, const char* usage_file) {
+int64_t cgroup_headroom(const std::vector<std::string>& dirs, const char* limit_file,
+                        const char* usage_file) {
   int64_t least = -1;
   for (const std::string& dir : dirs) {
     const int64_t limit = read_int_file(dir + "/" + limit_file);
@@ -77,7 +79,7 @@ int64_t env_megabytes(const std::map<std::string, std::string>& env, const char*
   return it == env.end() ? -1 : parse_slurm_megabytes(it->second);
 }
 
-}  // namespace
+} // namespace
 
 MemorySources MemorySources::of_this_process() {
   MemorySources s;
@@ -94,10 +96,14 @@ int64_t parse_slurm_megabytes(const std::string& text) {
   if (end == text.c_str() || v < 0) return -1;
   const std::string suffix(end);
   int64_t unit = int64_t{1} << 20;
-  if (suffix == "K" || suffix == "k") unit = int64_t{1} << 10;
-  else if (suffix == "G" || suffix == "g") unit = int64_t{1} << 30;
-  else if (suffix == "T" || suffix == "t") unit = int64_t{1} << 40;
-  else if (!suffix.empty() && suffix != "M" && suffix != "m") return -1;
+  if (suffix == "K" || suffix == "k")
+    unit = int64_t{1} << 10;
+  else if (suffix == "G" || suffix == "g")
+    unit = int64_t{1} << 30;
+  else if (suffix == "T" || suffix == "t")
+    unit = int64_t{1} << 40;
+  else if (!suffix.empty() && suffix != "M" && suffix != "m")
+    return -1;
   return static_cast<int64_t>(v) * unit;
 }
 
@@ -129,7 +135,8 @@ HostMemory host_memory(const MemorySources& s) {
       std::stringstream list(controllers);
       std::string c;
       bool memory = false;
-      while (std::getline(list, c, ',')) memory = memory || c == "memory";
+      while (std::getline(list, c, ','))
+        memory = memory || c == "memory";
       if (memory)
         consider(best,
                  cgroup_headroom(cgroup_chain(s.cgroup_root + "/" + controllers, path),
@@ -142,11 +149,13 @@ HostMemory host_memory(const MemorySources& s) {
     consider(best, per_node, "SLURM_MEM_PER_NODE");
   const int64_t per_cpu = env_megabytes(s.env, "SLURM_MEM_PER_CPU");
   const int64_t cpus = env_int(s.env, "SLURM_CPUS_ON_NODE");
-  if (per_cpu > 0 && cpus > 0) consider(best, per_cpu * cpus, "SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE");
+  if (per_cpu > 0 && cpus > 0)
+    consider(best, per_cpu * cpus, "SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE");
   const int64_t per_gpu = env_megabytes(s.env, "SLURM_MEM_PER_GPU");
   const int64_t gpus = env_int(s.env, "SLURM_GPUS_ON_NODE");
-  if (per_gpu > 0 && gpus > 0) consider(best, per_gpu * gpus, "SLURM_MEM_PER_GPU x SLURM_GPUS_ON_NODE");
+  if (per_gpu > 0 && gpus > 0)
+    consider(best, per_gpu * gpus, "SLURM_MEM_PER_GPU x SLURM_GPUS_ON_NODE");
   return best;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -15,16 +15,16 @@ namespace ridgeline {
 /// Where the facts are read: the real files and environment, or a test's fakes.
 struct MemorySources {
   std::string meminfo = "/proc/meminfo";
-  std::string self_cgroup = "/proc/self/cgroup";  ///< the process's cgroup membership
-  std::string cgroup_root = "/sys/fs/cgroup";     ///< where the cgroup file systems are mounted
-  std::map<std::string, std::string> env;         ///< SLURM_MEM_* and friends
+  std::string self_cgroup = "/proc/self/cgroup"; ///< the process's cgroup membership
+  std::string cgroup_root = "/sys/fs/cgroup";    ///< where the cgroup file systems are mounted
+  std::map<std::string, std::string> env;        ///< SLURM_MEM_* and friends
   /// This process's sources: the paths above and its SLURM_* memory variables.
   static MemorySources of_this_process();
 };
 
 /// The node's usable host memory and the limit that bound it.
 struct HostMemory {
-  int64_t bytes = -1;  ///< -1 if nothing could be read
+  int64_t bytes = -1; ///< -1 if nothing could be read
   /// "MemAvailable", "cgroup v2 memory.max", "cgroup v1 memory.limit_in_bytes",
   /// "SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE",
   /// "SLURM_MEM_PER_GPU x SLURM_GPUS_ON_NODE", or "unknown".
@@ -38,4 +38,4 @@ HostMemory host_memory(const MemorySources& sources);
 /// -1 if it is not one.
 int64_t parse_slurm_megabytes(const std::string& text);
 
-}  // namespace ridgeline
+} // namespace ridgeline

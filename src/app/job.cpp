@@ -25,7 +25,7 @@ GpuBindingResult bind_gpu(const MpiSession& mpi, bool cuda, bool allow_shared_gp
     // The physical GPU, not the ordinal: a launcher that hands each rank its own GPU
     // (CUDA_VISIBLE_DEVICES per task) makes every rank's device 0.
     const GpuInfo info = query_gpu(b.device);
-    b.gpu_id = !info.uuid.empty() ? info.uuid
+    b.gpu_id = !info.uuid.empty()         ? info.uuid
                : !info.pci_bus_id.empty() ? info.pci_bus_id
                                           : "device " + std::to_string(b.device);
   }
@@ -34,13 +34,17 @@ GpuBindingResult bind_gpu(const MpiSession& mpi, bool cuda, bool allow_shared_gp
   for (const std::string& id : node)
     if (!id.empty()) distinct.insert(id);
   b.node_gpus = static_cast<int>(distinct.size());
-  if (!b.gpu_id.empty()) b.shared_by = static_cast<int>(std::count(node.begin(), node.end(), b.gpu_id));
+  if (!b.gpu_id.empty())
+    b.shared_by = static_cast<int>(std::count(node.begin(), node.end(), b.gpu_id));
   // Ranks without a GPU (host backend) place nothing.
-  const int ranks_with_gpu = static_cast<int>(node.size()) - static_cast<int>(std::count(node.begin(), node.end(), ""));
-  const GpuPlacement p = decide_gpu_placement(ranks_with_gpu, b.node_gpus, allow_shared_gpu, mpi.hostname());
+  const int ranks_with_gpu =
+      static_cast<int>(node.size()) - static_cast<int>(std::count(node.begin(), node.end(), ""));
+  const GpuPlacement p =
+      decide_gpu_placement(ranks_with_gpu, b.node_gpus, allow_shared_gpu, mpi.hostname());
   // Each node's verdict to every rank, so that rank 0 prints another node's refusal too.
   std::set<std::string> seen;
-  for (const std::string& problem : allgather_strings(mpi.world(), mpi.local_rank() == 0 ? p.problem : ""))
+  for (const std::string& problem :
+       allgather_strings(mpi.world(), mpi.local_rank() == 0 ? p.problem : ""))
     if (!problem.empty() && seen.insert(problem).second) r.problems.push_back(problem);
   return r;
 }
@@ -51,7 +55,8 @@ Attrs gpu_binding_attrs(const MpiSession& mpi, const GpuBinding& b) {
           {"gpu_shared_by", static_cast<int64_t>(b.shared_by)}};
 }
 
-JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool allow_shared_gpu) : m_cmd(cmd) {
+JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool allow_shared_gpu)
+    : m_cmd(cmd) {
   m_gpus = cuda_device_count();
   m_cuda = backend == "cuda" || (backend == "auto" && m_gpus > 0);
   m_backend_name = m_cuda ? "cuda" : "host";
@@ -60,7 +65,9 @@ JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool all
   m_placement_problems = std::move(bound.problems);
 }
 
-JobContext::~JobContext() { release(); }
+JobContext::~JobContext() {
+  release();
+}
 
 std::vector<std::string> JobContext::use_transport(const std::string& transport) {
   if (!m_transport.empty()) {
@@ -74,7 +81,8 @@ std::vector<std::string> JobContext::use_transport(const std::string& transport)
   if (!m_cuda) return warnings;
   const TransportPreset* preset = find_transport(transport);
   if (preset == nullptr) throw UsageError("unknown transport '" + transport + "'");
-  for (const EnvSetting& e : apply_transport(*preset, warnings)) m_transport_env.emplace_back(e.name, e.value);
+  for (const EnvSetting& e : apply_transport(*preset, warnings))
+    m_transport_env.emplace_back(e.name, e.value);
   if (transport == "nvlink")
     check_nvlink(std::min(m_gpus, mpi().local_size()), gpu_link_matrix(), warnings);
   return warnings;
@@ -87,7 +95,8 @@ std::string JobContext::transport() const {
 
 Backend& JobContext::backend(DType dtype, bool comm_priority) {
   auto& slot = m_backends[{dtype, comm_priority}];
-  if (!slot) slot = m_cuda ? make_cuda_backend(m_binding.device, dtype, comm_priority) : make_host_backend();
+  if (!slot)
+    slot = m_cuda ? make_cuda_backend(m_binding.device, dtype, comm_priority) : make_host_backend();
   return *slot;
 }
 
@@ -101,7 +110,8 @@ GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl) {
   return g;
 }
 
-std::unique_ptr<Communicator> JobContext::make_communicator(MPI_Comm comm, const NcclOptions& nccl) {
+std::unique_ptr<Communicator> JobContext::make_communicator(MPI_Comm comm,
+                                                            const NcclOptions& nccl) {
   if (!m_cuda) return make_mpi_communicator(comm);
   if (m_transport.empty()) use_transport("auto");
   return make_nccl_communicator(comm, nccl);
@@ -127,10 +137,13 @@ int64_t JobContext::min_free_bytes() {
   struct {
     long value;
     int rank;
-  } mine{free_bytes < 0 ? std::numeric_limits<long>::max() : static_cast<long>(free_bytes), mpi().rank()}, least{};
+  } mine{free_bytes < 0 ? std::numeric_limits<long>::max() : static_cast<long>(free_bytes),
+         mpi().rank()},
+      least{};
   RIDGELINE_CHECK(MPI_Allreduce(&mine, &least, 1, MPI_LONG_INT, MPI_MINLOC, mpi().world()));
-  m_free_bytes_bound = broadcast_string(mpi().world(), bound + " on host " + mpi().hostname() + " (rank " +
-                                                           std::to_string(mpi().rank()) + ")",
+  m_free_bytes_bound = broadcast_string(mpi().world(),
+                                        bound + " on host " + mpi().hostname() + " (rank " +
+                                            std::to_string(mpi().rank()) + ")",
                                         least.rank);
   if (least.value == std::numeric_limits<long>::max()) {
     m_free_bytes_bound = "unknown";
@@ -152,16 +165,19 @@ Attrs JobContext::root_attrs(const std::string& command) const {
 Attrs JobContext::stack() const {
   Attrs s = stack_attrs();
   s.emplace_back("clock", std::string(m_cuda ? "cuda_event" : "steady_clock"));
-  if (const std::string links = link_matrix_text(); !links.empty()) s.emplace_back("gpu_link_matrix", links);
+  if (const std::string links = link_matrix_text(); !links.empty())
+    s.emplace_back("gpu_link_matrix", links);
   s.emplace_back("transport", transport());
-  for (const auto& [name, value] : m_transport_env) s.emplace_back(name, value);
+  for (const auto& [name, value] : m_transport_env)
+    s.emplace_back(name, value);
   return s;
 }
 
 std::vector<Attrs> JobContext::topology(const Attrs& extra) {
   Attrs mine = gpu_binding_attrs(mpi(), m_binding);
-  for (const auto& kv : extra) mine.push_back(kv);
+  for (const auto& kv : extra)
+    mine.push_back(kv);
   return gather_attrs(mpi().world(), rank_topology(mpi(), m_backend_name, m_binding.device, mine));
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

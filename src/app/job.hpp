@@ -38,7 +38,7 @@ GpuBindingResult bind_gpu(const MpiSession& mpi, bool cuda, bool allow_shared_gp
 Attrs gpu_binding_attrs(const MpiSession& mpi, const GpuBinding& binding);
 
 class JobContext {
- public:
+public:
   /// Picks the device (`backend`: auto | host | cuda; auto takes the GPU when one is visible)
   /// and checks its node's placement (placement_problems()). Creates nothing yet; every rank
   /// constructs it with the same arguments (collective).
@@ -91,7 +91,7 @@ class JobContext {
   /// Every rank's topology entry with `extra` appended, on rank 0 (collective).
   std::vector<Attrs> topology(const Attrs& extra);
 
- private:
+private:
   CommandContext& m_cmd;
   std::string m_backend_name;
   bool m_cuda = false;
@@ -99,7 +99,7 @@ class JobContext {
   GpuBinding m_binding;
   std::vector<std::string> m_placement_problems;
   std::string m_free_bytes_bound;
-  std::string m_transport;  ///< set once by use_transport ("" = not yet: auto)
+  std::string m_transport; ///< set once by use_transport ("" = not yet: auto)
   std::vector<std::pair<std::string, std::string>> m_transport_env;
   // Declared before the backends so that they are destroyed after them: an NCCL communicator
   // must outlive the CUDA graphs (owned by a backend) that captured its collectives.
@@ -107,4 +107,4 @@ class JobContext {
   std::map<std::pair<DType, bool>, std::unique_ptr<Backend>> m_backends;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -49,8 +49,10 @@ CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
   tp1.sequence_parallel = false;
   p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
   p.possible = cfg.tp > 1 || cfg.pp > 1;
-  const double auto_limit = cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
-  p.enabled = p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit));
+  const double auto_limit =
+      cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
+  p.enabled =
+      p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit));
   return p;
 }
 
@@ -80,18 +82,20 @@ std::vector<float> reference_output(Backend& backend, const StageSpec& spec, boo
 // The stage under the protocol: each strategy is one overlap of the same weights; a step is
 // every microbatch through the stage (or the replay of its graph) with pipeline transfers.
 class StageWorkload final : public Workload {
- public:
+public:
   StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
                 OpTable& ops, const std::vector<std::string>& strategies, const StageSpec& spec,
-                const std::vector<float>& reference, const CheckPlan& check, const std::string& why_not)
+                const std::vector<float>& reference, const CheckPlan& check,
+                const std::string& why_not)
       : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_strategies(strategies),
         m_spec(spec), m_reference(reference), m_check(check), m_why_not(why_not),
         m_graphs(strategies.size(), -1) {
     const GridCoords& gc = comms.grid->coords();
     m_first = gc.pp_rank == 0;
     m_last = gc.pp_rank == cfg.pp - 1;
-    const double act_bytes = static_cast<double>(stage.input().rows * spec.model.hidden *
-                                                 static_cast<int64_t>(dtype_size(spec.shape.dtype)));
+    const double act_bytes =
+        static_cast<double>(stage.input().rows * spec.model.hidden *
+                            static_cast<int64_t>(dtype_size(spec.shape.dtype)));
     m_p2p_cost = OpCost{0, act_bytes, act_bytes};
     m_recv_id = ops.intern(op::recv_act, OpKind::p2p);
     m_send_id = ops.intern(op::send_act, OpKind::p2p);
@@ -160,14 +164,17 @@ class StageWorkload final : public Workload {
     }
   }
   void after_timed(Recorder& rec) override {
-    if (m_current == 0) m_probes = m_stage.probe_gemms(rec, 2, m_backend.name() == std::string("cuda") ? 20 : 2);
+    if (m_current == 0)
+      m_probes = m_stage.probe_gemms(rec, 2, m_backend.name() == std::string("cuda") ? 20 : 2);
   }
   void after_flush(Recorder& rec) override {
     if (m_current == 0) {
       for (const TpStage::GemmProbe& p : m_probes)
-        m_probe_ns.push_back(static_cast<double>(rec.mark_ns(p.end_mark) - rec.mark_ns(p.start_mark)) / p.reps);
-      RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, m_probe_ns.data(), static_cast<int>(m_probe_ns.size()),
-                                    MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
+        m_probe_ns.push_back(
+            static_cast<double>(rec.mark_ns(p.end_mark) - rec.mark_ns(p.start_mark)) / p.reps);
+      RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, m_probe_ns.data(),
+                                    static_cast<int>(m_probe_ns.size()), MPI_DOUBLE, MPI_MAX,
+                                    m_comms.grid->world()));
     }
     m_checks.push_back(check_output());
     m_checksums.push_back(output_checksum());
@@ -179,7 +186,7 @@ class StageWorkload final : public Workload {
   const std::vector<std::string>& checksums() const { return m_checksums; }
   OpCost p2p_cost() const { return m_p2p_cost; }
 
- private:
+private:
   // Every rank calls; the last stage's TP group gathers its output, the holder compares.
   CheckOutcome check_output() {
     CheckOutcome c;
@@ -193,7 +200,8 @@ class StageWorkload final : public Workload {
       const std::vector<float> got = m_stage.gather_output();
       if (!m_reference.empty()) err = relative_l2(got, m_reference);
     }
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
+    RIDGELINE_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
     c.max_rel_error = err;
     c.status = err <= c.tolerance ? "passed" : "failed";
     return c;
@@ -203,7 +211,7 @@ class StageWorkload final : public Workload {
   // each last-stage rank's output (its values as float32 in host memory), those hashes then
   // hashed in rank order. Other ranks get "".
   std::string output_checksum() {
-    uint64_t mine[2] = {0, 0};  // {holds an output, its hash}
+    uint64_t mine[2] = {0, 0}; // {holds an output, its hash}
     if (m_last) {
       const std::vector<float> out = m_backend.to_host(m_stage.output());
       mine[0] = 1;
@@ -243,13 +251,16 @@ class StageWorkload final : public Workload {
   std::vector<std::string> m_checksums;
 };
 
-}  // namespace
+} // namespace
 
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name());
   std::vector<std::string> problems = validate(cfg, job.mpi().size());
-  if (cfg.backend == "cuda" && job.gpus() == 0) problems.push_back("--backend cuda: no CUDA device is visible");
-  if (!all_ranks_true(job.mpi().world(), problems.empty())) return problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"} : problems;
+  if (cfg.backend == "cuda" && job.gpus() == 0)
+    problems.push_back("--backend cuda: no CUDA device is visible");
+  if (!all_ranks_true(job.mpi().world(), problems.empty()))
+    return problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"}
+                            : problems;
   // Memory: this stage, plus the TP=1 reference model when checking, against the smallest
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
@@ -274,18 +285,20 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
   for (const OpAggregate& a : r.summary.ops)
     if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
   const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
-  return {{"overlap", r.name},
-          {"step_ns", t.plain_ns},
-          {"compute_only_ns", t.compute_only_ns},
-          {"comm_only_ns", t.comm_only_ns},
-          {"exposed_comm_ns", t.plain_ns - t.compute_only_ns},
-          {"serialized_ns", serialized_ns},
-          {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
-          {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
-          {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
+  return {
+      {"overlap", r.name},
+      {"step_ns", t.plain_ns},
+      {"compute_only_ns", t.compute_only_ns},
+      {"comm_only_ns", t.comm_only_ns},
+      {"exposed_comm_ns", t.plain_ns - t.compute_only_ns},
+      {"serialized_ns", serialized_ns},
+      {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
+      {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
+      {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
 }
 
-PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs, Watchdog& watchdog) {
+PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+                      Watchdog& watchdog) {
   const auto started = std::chrono::steady_clock::now();
   MpiSession& mpi = job.mpi();
   PointResult result;
@@ -328,25 +341,30 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   std::string failure;
   try {
     watchdog.rearm("computing the TP=1 reference output");
-    if (check.enabled) reference = reference_output(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
+    if (check.enabled)
+      reference = reference_output(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
     stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops);
     backend.synchronize();
   } catch (const Error& e) {
     failure = e.what();
   }
   if (!all_ranks_true(mpi.world(), failure.empty())) {
-    result.status = "failed: " + (failure.empty() ? std::string("another rank could not build the stage") : failure);
+    result.status =
+        "failed: " +
+        (failure.empty() ? std::string("another rank could not build the stage") : failure);
     return result;
   }
 
-  StageWorkload workload(cfg, backend, comms, *stage, result.ops, strategies, spec, reference, check, why_not);
+  StageWorkload workload(cfg, backend, comms, *stage, result.ops, strategies, spec, reference,
+                         check, why_not);
   ProtocolOptions po;
   po.warmup = cfg.warmup;
   po.iters = cfg.iters;
   po.sample_ms = cfg.sample_ms;
   po.device = job.device();
   const auto measured = std::chrono::steady_clock::now();
-  ProtocolResult measurement = run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
+  ProtocolResult measurement =
+      run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
   result.measure_s = seconds_since(measured);
   result.samples = std::move(measurement.samples);
 
@@ -383,7 +401,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     result.strategies.push_back(std::move(r));
   }
   if (mpi.rank() == 0) {
-    double serialized_ns = result.strategies.front().loops.compute_only_ns + result.strategies.front().loops.comm_only_ns;
+    double serialized_ns = result.strategies.front().loops.compute_only_ns +
+                           result.strategies.front().loops.comm_only_ns;
     for (const StrategyResult& r : result.strategies)
       if (r.name == "none") serialized_ns = r.loops.plain_ns;
     for (size_t si = 0; si < result.strategies.size(); ++si) {
@@ -417,4 +436,4 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   return result;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

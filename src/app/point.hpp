@@ -19,7 +19,7 @@ namespace ridgeline {
 inline constexpr const char* kReferenceRange = "check: TP=1 reference";
 
 struct CheckOutcome {
-  std::string status;  ///< passed | failed | skipped: reason
+  std::string status; ///< passed | failed | skipped: reason
   double max_rel_error = 0;
   double tolerance = 0;
 };
@@ -28,23 +28,23 @@ struct CheckOutcome {
 /// own timeline.
 struct StrategyResult {
   std::string name;
-  RunSummary summary;  ///< with check, loop, overlap, GPU and attribution attributes
-  std::vector<TimelineRecord> rows;  ///< this rank's timeline
+  RunSummary summary;               ///< with check, loop, overlap, GPU and attribution attributes
+  std::vector<TimelineRecord> rows; ///< this rank's timeline
   LoopTimes loops;
   CheckOutcome check;
-  std::string output_checksum;  ///< rank 0: FNV-1a 64 of the last stage's output (16 hex digits)
+  std::string output_checksum; ///< rank 0: FNV-1a 64 of the last stage's output (16 hex digits)
 };
 
 /// A point's results (every rank: the status, the summaries and its own rows and samples).
 struct PointResult {
-  std::string status = "ok";   ///< "ok" or "failed: <reason>"
+  std::string status = "ok"; ///< "ok" or "failed: <reason>"
   OpTable ops;
   std::vector<StrategyResult> strategies;
-  std::vector<GpuSample> samples;  ///< this rank's NVML samples
-  Attrs coords;                ///< this rank's grid coordinates (for /topology)
+  std::vector<GpuSample> samples; ///< this rank's NVML samples
+  Attrs coords;                   ///< this rank's grid coordinates (for /topology)
   bool check_failed = false;
-  double setup_s = 0;          ///< building, checking and gathering, outside the iterations
-  double measure_s = 0;        ///< the protocol's loops
+  double setup_s = 0;   ///< building, checking and gathering, outside the iterations
+  double measure_s = 0; ///< the protocol's loops
 
   bool ok() const { return status == "ok"; }
 };
@@ -55,10 +55,11 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);
 
 /// Runs one resolved, valid point (collective). An allocation that fails on any rank makes the
 /// point fail on every rank with the reason, instead of ending the job.
-PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs, Watchdog& watchdog);
+PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+                      Watchdog& watchdog);
 
 /// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
 /// else compute-only + comm-only).
 Attrs overlap_attrs(const StrategyResult& r, double serialized_ns);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -25,13 +25,14 @@ struct Window {
 // NVML means over windows, averaged over every rank's GPU (every rank calls).
 Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
                 const std::vector<Window>& windows, const std::string& prefix) {
-  double sums[4] = {0, 0, 0, 0};  // SM clock, power, power-capped samples, samples
+  double sums[4] = {0, 0, 0, 0}; // SM clock, power, power-capped samples, samples
   for (const GpuSample& s : samples)
     for (const Window& w : windows)
       if (s.t_ns >= w.begin_ns && s.t_ns <= w.end_ns && s.sm_clock_mhz >= 0) {
         sums[0] += static_cast<double>(s.sm_clock_mhz);
         sums[1] += s.power_w >= 0 ? s.power_w : s.power_avg_w;
-        sums[2] += s.clock_event_reasons >= 0 && (s.clock_event_reasons & kClockEventPowerCap) ? 1 : 0;
+        sums[2] +=
+            s.clock_event_reasons >= 0 && (s.clock_event_reasons & kClockEventPowerCap) ? 1 : 0;
         sums[3] += 1;
       }
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm));
@@ -42,9 +43,11 @@ Attrs gpu_means(MPI_Comm comm, const std::vector<GpuSample>& samples,
           {prefix + ".samples", static_cast<int64_t>(sums[3])}};
 }
 
-}  // namespace
+} // namespace
 
-int interleaved_rounds(size_t strategies) { return strategies > 1 ? kInterleavedRounds : 1; }
+int interleaved_rounds(size_t strategies) {
+  return strategies > 1 ? kInterleavedRounds : 1;
+}
 
 Table samples_table(const std::vector<GpuSample>& samples) {
   std::vector<int64_t> t, sm, mem, reasons;
@@ -58,8 +61,12 @@ Table samples_table(const std::vector<GpuSample>& samples) {
     temp.push_back(s.temp_c);
     reasons.push_back(s.clock_event_reasons);
   }
-  return {{"t_ns", t},           {"sm_clock_mhz", sm},   {"mem_clock_mhz", mem},
-          {"power_w", power},    {"power_avg_w", power_avg}, {"temp_c", temp},
+  return {{"t_ns", t},
+          {"sm_clock_mhz", sm},
+          {"mem_clock_mhz", mem},
+          {"power_w", power},
+          {"power_avg_w", power_avg},
+          {"temp_c", temp},
           {"clock_event_reasons", reasons}};
 }
 
@@ -71,18 +78,21 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   // NVML samples of this rank's GPU through every loop: clocks that fall under the power cap
   // explain differences between loops that the FLOPs and bytes do not.
   std::unique_ptr<GpuSampler> sampler;
-  if (o.device >= 0 && o.sample_ms > 0) sampler = std::make_unique<GpuSampler>(o.device, o.sample_ms);
-  std::vector<int64_t> epochs;               // sampler time of each strategy's clock epoch
-  std::vector<Window> instrumented_windows;  // per strategy
+  if (o.device >= 0 && o.sample_ms > 0)
+    sampler = std::make_unique<GpuSampler>(o.device, o.sample_ms);
+  std::vector<int64_t> epochs;              // sampler time of each strategy's clock epoch
+  std::vector<Window> instrumented_windows; // per strategy
 
   auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m) {
     return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / o.iters;
   };
   std::vector<Workload::Mode> modes = {Workload::Mode::full};
-  if (w.lane_modes()) modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
+  if (w.lane_modes())
+    modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
   // Every iteration of every loop below, for the progress line's count and ETA.
   progress::plan(static_cast<int64_t>(strategies) * (o.warmup + o.iters) +
-                 static_cast<int64_t>(result.rounds) * static_cast<int64_t>(strategies * modes.size()) * o.iters);
+                 static_cast<int64_t>(result.rounds) *
+                     static_cast<int64_t>(strategies * modes.size()) * o.iters);
   for (size_t si = 0; si < strategies; ++si) {
     const std::string name = w.strategy_name(si);
     w.select(si);
@@ -95,8 +105,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
     epochs.push_back(sampler ? sampler->now_ns() : 0);
     size_t timed_start = 0;
     // One phase for the whole loop: inside it only iteration() (atomic stores) marks progress.
-    watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(o.warmup) + " warm-up, " +
-                   std::to_string(o.iters) + " timed)");
+    watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(o.warmup) +
+                   " warm-up, " + std::to_string(o.iters) + " timed)");
     progress::begin_loop(o.warmup + o.iters);
     for (int it = 0; it < o.warmup + o.iters; ++it) {
       watchdog.iteration(it);
@@ -132,7 +142,7 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   quiet.set_enabled(false);
   backend.synchronize();
   RIDGELINE_CHECK(MPI_Barrier(comm));
-  std::vector<std::pair<size_t, size_t>> marks;  // [round][strategy][mode]
+  std::vector<std::pair<size_t, size_t>> marks; // [round][strategy][mode]
   auto slot = [&](int round, size_t si, size_t mode) {
     return (static_cast<size_t>(round) * strategies + si) * modes.size() + mode;
   };
@@ -142,7 +152,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
       w.select(si);
       for (Workload::Mode mode : modes) {
         watchdog.rearm("uninstrumented iterations (" + w.strategy_name(si) + ", " +
-                       mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) + ")");
+                       mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) +
+                       ")");
         progress::begin_loop(o.iters);
         w.set_mode(mode);
         const size_t start = quiet.mark(Lane::compute);
@@ -165,12 +176,14 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   backend.synchronize();
   quiet.flush();
   std::vector<double> ns;
-  for (const auto& m : marks) ns.push_back(per_iter(quiet, m));
+  for (const auto& m : marks)
+    ns.push_back(per_iter(quiet, m));
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
                                 MPI_MAX, comm));
   auto median_of = [&](size_t si, size_t mode) {
     std::vector<double> per_round;
-    for (int round = 0; round < result.rounds; ++round) per_round.push_back(ns[slot(round, si, mode)]);
+    for (int round = 0; round < result.rounds; ++round)
+      per_round.push_back(ns[slot(round, si, mode)]);
     return percentile(per_round, 50);
   };
   for (size_t si = 0; si < strategies; ++si) {
@@ -191,7 +204,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
       std::vector<Window> windows;
       for (int round = 0; round < result.rounds; ++round) {
         const auto& m = marks[slot(round, si, mode)];
-        windows.push_back({epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
+        windows.push_back(
+            {epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
       }
       for (auto& kv : gpu_means(comm, samples, windows, std::string("gpu.") + mode_names[mode]))
         gpu.push_back(std::move(kv));
@@ -200,8 +214,9 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   }
   // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
   result.samples = samples;
-  for (GpuSample& s : result.samples) s.t_ns -= epochs.front();
+  for (GpuSample& s : result.samples)
+    s.t_ns -= epochs.front();
   return result;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -22,7 +22,7 @@ namespace ridgeline {
 
 /// What the protocol measures: one configuration under one or several strategies.
 class Workload {
- public:
+public:
   /// Which lanes a loop runs: everything, the compute without collectives, or the collectives
   /// without compute.
   enum class Mode { full, compute_only, comm_only };
@@ -58,21 +58,21 @@ struct LoopTimes {
 /// One strategy as measured.
 struct StrategyMeasurement {
   std::string name;
-  std::vector<TimelineRecord> rows;  ///< this rank's timeline
+  std::vector<TimelineRecord> rows; ///< this rank's timeline
   LoopTimes loops;
-  Attrs gpu;  ///< NVML means per loop (gpu.<loop>.*), empty without samples
+  Attrs gpu; ///< NVML means per loop (gpu.<loop>.*), empty without samples
 };
 
 struct ProtocolOptions {
   int warmup = 3;
   int iters = 10;
-  int sample_ms = 0;  ///< NVML period; 0 = no samples
-  int device = -1;    ///< CUDA device sampled
+  int sample_ms = 0; ///< NVML period; 0 = no samples
+  int device = -1;   ///< CUDA device sampled
 };
 
 struct ProtocolResult {
   std::vector<StrategyMeasurement> strategies;
-  int rounds = 1;  ///< rounds of the interleaved uninstrumented loops
+  int rounds = 1; ///< rounds of the interleaved uninstrumented loops
   /// This rank's NVML samples on the first strategy's epoch (empty without samples).
   std::vector<GpuSample> samples;
 };
@@ -87,4 +87,4 @@ ProtocolResult run_protocol(Workload& workload, Backend& backend, OpTable& ops, 
 /// The samples as the /ranks/<r>/samples table.
 Table samples_table(const std::vector<GpuSample>& samples);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -29,18 +29,20 @@ void print_report(std::ostream& out, const RunData& d) {
   std::snprintf(line, sizeof(line),
                 "ridgeline run: model %s  h=%s heads=%s kv=%s ffn=%s layers=%s  %s batch=%s seq=%s "
                 "context=%s  tp=%s pp=%s dp=%s  backend=%s %s  attention=%s\n",
-                cfg("model").c_str(), cfg("hidden").c_str(), cfg("heads").c_str(), cfg("kv_heads").c_str(),
-                cfg("ffn_hidden").c_str(), cfg("layers").c_str(), cfg("phase").c_str(),
-                cfg("batch").c_str(), cfg("seq").c_str(), cfg("context").c_str(), cfg("tp").c_str(),
-                cfg("pp").c_str(), cfg("dp").c_str(), cfg("backend").c_str(), cfg("dtype").c_str(),
-                cfg("attention").c_str());
+                cfg("model").c_str(), cfg("hidden").c_str(), cfg("heads").c_str(),
+                cfg("kv_heads").c_str(), cfg("ffn_hidden").c_str(), cfg("layers").c_str(),
+                cfg("phase").c_str(), cfg("batch").c_str(), cfg("seq").c_str(),
+                cfg("context").c_str(), cfg("tp").c_str(), cfg("pp").c_str(), cfg("dp").c_str(),
+                cfg("backend").c_str(), cfg("dtype").c_str(), cfg("attention").c_str());
   out << line;
   // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s.
   double fastest_tflops = 0;
-  for (const OpAggregate& a : d.summary.ops) fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
+  for (const OpAggregate& a : d.summary.ops)
+    fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
   const bool giga = fastest_tflops < 1.0;
   bool attributed = false;
-  for (const OpAggregate& a : d.summary.ops) attributed = attributed || a.ceiling != "none";
+  for (const OpAggregate& a : d.summary.ops)
+    attributed = attributed || a.ceiling != "none";
   std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7s %11s %7s %10s %10s", "op", "kind", "lane",
                 "count", "p50 (us)", "share", giga ? "GFLOP/s" : "TFLOP/s", "GB/s");
   out << line;
@@ -57,7 +59,8 @@ void print_report(std::ostream& out, const RunData& d) {
                   a.achieved_gbps);
     out << line;
     if (attributed) {
-      std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3, a.ceiling.c_str(), a.efficiency);
+      std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3, a.ceiling.c_str(),
+                    a.efficiency);
       out << line;
       if (a.efficiency > kEfficiencyLimit) over.push_back(a.name);
     }
@@ -68,24 +71,27 @@ void print_report(std::ostream& out, const RunData& d) {
                 "step time (ms): p50 %.4f  p95 %.4f  p99 %.4f  mean %.4f  min %.4f  max %.4f  "
                 "(%zu timed iterations; steady after %lld of %zu warm-up)\n",
                 st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.mean / 1e6, st.min / 1e6, st.max / 1e6,
-                st.count, static_cast<long long>(d.summary.warmup_to_steady), d.summary.warmup_step_ns.size());
+                st.count, static_cast<long long>(d.summary.warmup_to_steady),
+                d.summary.warmup_step_ns.size());
   out << line;
   if (const AttrValue* ceiling = find_attr(d.summary.attrs, "ceiling")) {
     auto ms = [&](const char* key) {
       const AttrValue* v = find_attr(d.summary.attrs, key);
       return v ? std::get<double>(*v) / 1e6 : 0.0;
     };
-    std::snprintf(line, sizeof(line),
-                  "step by ceiling (ms, p50 step): compute %.4f  hbm %.4f  interconnect %.4f  launch %.4f"
-                  "  -> ceiling: %s\n",
-                  ms("step_compute_ns"), ms("step_hbm_ns"), ms("step_interconnect_ns"), ms("step_launch_ns"),
-                  attr_to_string(*ceiling).c_str());
+    std::snprintf(
+        line, sizeof(line),
+        "step by ceiling (ms, p50 step): compute %.4f  hbm %.4f  interconnect %.4f  launch %.4f"
+        "  -> ceiling: %s\n",
+        ms("step_compute_ns"), ms("step_hbm_ns"), ms("step_interconnect_ns"), ms("step_launch_ns"),
+        attr_to_string(*ceiling).c_str());
     out << line;
   }
   for (const std::string& name : over)
-    out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > " << kEfficiencyLimit
-        << "): a roof or the work model is wrong for it\n";
-  for (const auto& [k, v] : d.summary.attrs) out << k << ": " << attr_to_string(v) << "\n";
+    out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > "
+        << kEfficiencyLimit << "): a roof or the work model is wrong for it\n";
+  for (const auto& [k, v] : d.summary.attrs)
+    out << k << ": " << attr_to_string(v) << "\n";
 }
 
 void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results) {
@@ -101,17 +107,18 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
     const Attrs& metrics = results[i].summary.attrs;
     auto num = [&](const char* key) { return std::get<double>(*find_attr(metrics, key)); };
     const LoopTimes& t = results[i].loops;
-    std::snprintf(line, sizeof(line), "%-12s %10.4f %10.4f %10.4f %10.4f %8.3f %8.3f %8s %-13s %s\n",
-                  results[i].name.c_str(), t.plain_ns / 1e6, t.compute_only_ns / 1e6,
-                  t.comm_only_ns / 1e6, num("exposed_comm_ns") / 1e6, num("overlap_efficiency"),
-                  num("interference"),
-                  none_ns > 0 ? std::to_string(t.plain_ns / none_ns).substr(0, 5).c_str() : "-",
-                  std::get<std::string>(*find_attr(metrics, "bound")).c_str(),
-                  results[i].check.status.c_str());
+    std::snprintf(
+        line, sizeof(line), "%-12s %10.4f %10.4f %10.4f %10.4f %8.3f %8.3f %8s %-13s %s\n",
+        results[i].name.c_str(), t.plain_ns / 1e6, t.compute_only_ns / 1e6, t.comm_only_ns / 1e6,
+        num("exposed_comm_ns") / 1e6, num("overlap_efficiency"), num("interference"),
+        none_ns > 0 ? std::to_string(t.plain_ns / none_ns).substr(0, 5).c_str() : "-",
+        std::get<std::string>(*find_attr(metrics, "bound")).c_str(),
+        results[i].check.status.c_str());
     out << line;
   }
   out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means (max over ranks), "
-         "median of " << interleaved_rounds(results.size())
+         "median of "
+      << interleaved_rounds(results.size())
       << " round(s) in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
          "compute time in the overlapped step / compute-only time\n";
@@ -120,13 +127,14 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms) {
   const char* const loops[] = {"instrumented", "step", "compute_only", "comm_only"};
   bool any = false;
-  for (const StrategyResult& r : results) any = any || find_attr(r.summary.attrs, "gpu.instrumented.sm_clock_mhz");
+  for (const StrategyResult& r : results)
+    any = any || find_attr(r.summary.attrs, "gpu.instrumented.sm_clock_mhz");
   if (!any) return;
   out << "\ngpu (NVML every " << sample_ms
       << " ms, mean of all ranks): SM MHz / W / share of samples power-capped\n";
   char line[256];
-  std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", "overlap", loops[0], loops[1],
-                loops[2], loops[3]);
+  std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", "overlap", loops[0],
+                loops[1], loops[2], loops[3]);
   out << line;
   for (const StrategyResult& r : results) {
     std::string cells[4];
@@ -137,7 +145,8 @@ void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& resul
       char cell[64];
       std::snprintf(cell, sizeof(cell), "%4.0f / %3.0f / %3.0f%%", std::get<double>(*mhz),
                     std::get<double>(*find_attr(r.summary.attrs, key + ".power_w")),
-                    100 * std::get<double>(*find_attr(r.summary.attrs, key + ".power_capped_share")));
+                    100 *
+                        std::get<double>(*find_attr(r.summary.attrs, key + ".power_capped_share")));
       cells[i] = cell;
     }
     std::snprintf(line, sizeof(line), "%-12s %-22s %-22s %-22s %-22s\n", r.name.c_str(),
@@ -154,8 +163,7 @@ std::string fixed(double value, int precision) {
   return s.str();
 }
 
-template <class T>
-const std::vector<T>& column_of(const NamedTable& t, const char* name) {
+template <class T> const std::vector<T>& column_of(const NamedTable& t, const char* name) {
   for (const Column& c : t.table)
     if (c.name == name) return std::get<std::vector<T>>(c.values);
   throw UsageError(t.path + ": no field " + name);
@@ -171,21 +179,25 @@ std::string text_of(const Attrs& attrs, const char* key) {
   return v != nullptr ? attr_to_string(*v) : std::string("?");
 }
 
-std::string collective_name(const NamedTable& t) { return t.path.substr(t.path.find_last_of('/') + 1); }
+std::string collective_name(const NamedTable& t) {
+  return t.path.substr(t.path.find_last_of('/') + 1);
+}
 
 double average_busbw(const NamedTable& t) {
   const std::vector<double>& busbw = column_of<double>(t, "busbw_gbps");
   double sum = 0;
-  for (double b : busbw) sum += b;
+  for (double b : busbw)
+    sum += b;
   return busbw.empty() ? 0 : sum / static_cast<double>(busbw.size());
 }
 
-}  // namespace
+} // namespace
 
 bool is_collective_result(const NamedTable& t) {
   const std::string suffix = "_samples_ns";
   return t.path.rfind("/collectives/", 0) == 0 &&
-         !(t.path.size() >= suffix.size() && t.path.compare(t.path.size() - suffix.size(), suffix.size(), suffix) == 0);
+         !(t.path.size() >= suffix.size() &&
+           t.path.compare(t.path.size() - suffix.size(), suffix.size(), suffix) == 0);
 }
 
 void print_collective_header(std::ostream& os, const NamedTable& t, const Attrs& config) {
@@ -193,16 +205,16 @@ void print_collective_header(std::ostream& os, const NamedTable& t, const Attrs&
   const int64_t groups = int_of(a, "groups", 1);
   const bool in_place = int_of(a, "in_place", 0) != 0;
   const bool graph = int_of(config, "graph", 0) != 0;
-  os << "#\n# " << collective_name(t) << ": group size " << int_of(a, "group_size", 0) << " x " << groups
-     << " group(s), backend " << text_of(a, "backend") << ", transport " << text_of(a, "transport") << ", "
-     << (in_place ? "in-place" : "out-of-place")
+  os << "#\n# " << collective_name(t) << ": group size " << int_of(a, "group_size", 0) << " x "
+     << groups << " group(s), backend " << text_of(a, "backend") << ", transport "
+     << text_of(a, "transport") << ", " << (in_place ? "in-place" : "out-of-place")
      << (int_of(config, "in_place", 0) != 0 && !in_place ? " (no in-place form)" : "")
      << (graph ? ", CUDA graph of " + std::to_string(int_of(config, "iters", 0)) + " launches" : "")
      << ", busbw factor " << fixed(std::get<double>(*find_attr(a, "busbw_factor")), 4) << "\n";
-  os << "#" << std::setw(13) << "size(B)" << std::setw(14) << "count(elems)" << std::setw(8) << "type" << std::setw(7)
-     << "redop" << std::setw(6) << "root" << std::setw(11) << "time(us)" << std::setw(13) << "algbw(GB/s)"
-     << std::setw(13) << "busbw(GB/s)" << std::setw(8) << "#wrong" << std::setw(11) << "p50(us)" << std::setw(11)
-     << "p99(us)";
+  os << "#" << std::setw(13) << "size(B)" << std::setw(14) << "count(elems)" << std::setw(8)
+     << "type" << std::setw(7) << "redop" << std::setw(6) << "root" << std::setw(11) << "time(us)"
+     << std::setw(13) << "algbw(GB/s)" << std::setw(13) << "busbw(GB/s)" << std::setw(8) << "#wrong"
+     << std::setw(11) << "p50(us)" << std::setw(11) << "p99(us)";
   if (groups > 1) os << std::setw(17) << "busbw_all(GB/s)";
   os << "\n";
 }
@@ -218,12 +230,13 @@ void print_collective_rows(std::ostream& os, const NamedTable& t, size_t first, 
   const auto& busbw = column_of<double>(t, "busbw_gbps");
   const bool all_groups = int_of(t.attrs, "groups", 1) > 1;
   for (size_t i = first; i < std::min(last, size.size()); ++i) {
-    os << std::setw(14) << size[i] << std::setw(14) << count[i] << std::setw(8) << text_of(t.attrs, "dtype")
-       << std::setw(7) << text_of(t.attrs, "redop") << std::setw(6) << int_of(t.attrs, "root", -1) << std::setw(11)
-       << fixed(mean[i] / 1e3, 2) << std::setw(13) << fixed(algbw[i], 3) << std::setw(13) << fixed(busbw[i], 3)
-       << std::setw(8) << wrong[i] << std::setw(11) << fixed(p50[i] / 1e3, 2) << std::setw(11)
-       << fixed(p99[i] / 1e3, 2);
-    if (all_groups) os << std::setw(17) << fixed(column_of<double>(t, "busbw_all_groups_gbps")[i], 3);
+    os << std::setw(14) << size[i] << std::setw(14) << count[i] << std::setw(8)
+       << text_of(t.attrs, "dtype") << std::setw(7) << text_of(t.attrs, "redop") << std::setw(6)
+       << int_of(t.attrs, "root", -1) << std::setw(11) << fixed(mean[i] / 1e3, 2) << std::setw(13)
+       << fixed(algbw[i], 3) << std::setw(13) << fixed(busbw[i], 3) << std::setw(8) << wrong[i]
+       << std::setw(11) << fixed(p50[i] / 1e3, 2) << std::setw(11) << fixed(p99[i] / 1e3, 2);
+    if (all_groups)
+      os << std::setw(17) << fixed(column_of<double>(t, "busbw_all_groups_gbps")[i], 3);
     os << "\n";
   }
 }
@@ -232,10 +245,11 @@ void print_collective_footer(std::ostream& os, const NamedTable& t) {
   os << "# Avg bus bandwidth    : " << fixed(average_busbw(t), 3) << " GB/s\n";
 }
 
-void print_collectives_summary(std::ostream& os, const std::vector<NamedTable>& tables, const NamedTable* roof) {
+void print_collectives_summary(std::ostream& os, const std::vector<NamedTable>& tables,
+                               const NamedTable* roof) {
   os << "#\n# Avg bus bandwidth and interconnect roof (time = alpha + size * factor / beta)\n";
-  os << "#" << std::setw(16) << "collective" << std::setw(22) << "avg busbw(GB/s)" << std::setw(12) << "alpha(us)"
-     << std::setw(13) << "beta(GB/s)"
+  os << "#" << std::setw(16) << "collective" << std::setw(22) << "avg busbw(GB/s)" << std::setw(12)
+     << "alpha(us)" << std::setw(13) << "beta(GB/s)"
      << "\n";
   for (const NamedTable& t : tables) {
     if (!is_collective_result(t)) continue;
@@ -302,7 +316,8 @@ std::string json_value(const AttrValue& v) {
 
 // Cell `row` of a column as JSON, or as markdown text.
 std::string cell(const Column& c, size_t row, bool json) {
-  if (const auto* i = std::get_if<std::vector<int64_t>>(&c.values)) return std::to_string((*i)[row]);
+  if (const auto* i = std::get_if<std::vector<int64_t>>(&c.values))
+    return std::to_string((*i)[row]);
   if (const auto* d = std::get_if<std::vector<double>>(&c.values)) {
     if (json) return json_number((*d)[row]);
     return attr_to_string(AttrValue((*d)[row]));
@@ -322,7 +337,7 @@ std::ofstream open_out(const std::string& path) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,
                 const std::vector<std::pair<std::string, Table>>& tables) {
@@ -358,21 +373,25 @@ void write_markdown(const std::string& path, const std::string& title,
   out << "# " << title << "\n";
   for (const auto& [name, group] : attrs) {
     out << "\n## " << name << "\n\n";
-    for (const auto& [key, value] : group) out << "- `" << key << "`: " << attr_to_string(value) << "\n";
+    for (const auto& [key, value] : group)
+      out << "- `" << key << "`: " << attr_to_string(value) << "\n";
   }
   for (const auto& [name, table] : tables) {
     out << "\n## " << name << "\n\n|";
-    for (const Column& c : table) out << " " << c.name << " |";
+    for (const Column& c : table)
+      out << " " << c.name << " |";
     out << "\n|";
-    for (size_t c = 0; c < table.size(); ++c) out << " --- |";
+    for (size_t c = 0; c < table.size(); ++c)
+      out << " --- |";
     out << "\n";
     for (size_t r = 0; r < rows(table); ++r) {
       out << "|";
-      for (const Column& c : table) out << " " << cell(c, r, false) << " |";
+      for (const Column& c : table)
+        out << " " << cell(c, r, false) << " |";
       out << "\n";
     }
   }
   if (!out) throw Error("writing '" + path + "' failed");
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

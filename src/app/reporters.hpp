@@ -28,7 +28,8 @@ void print_collective_rows(std::ostream& out, const NamedTable& t, size_t first,
 void print_collective_footer(std::ostream& out, const NamedTable& t);
 /// The closing table: average bus bandwidth and the fitted roof (`roof`: /roofs/interconnect,
 /// or nullptr) of each result table of `tables`.
-void print_collectives_summary(std::ostream& out, const std::vector<NamedTable>& tables, const NamedTable* roof);
+void print_collectives_summary(std::ostream& out, const std::vector<NamedTable>& tables,
+                               const NamedTable* roof);
 /// Every section of a collectives file, then the closing table (what the job printed).
 void print_collectives_file(std::ostream& out, const RunData& data);
 /// Whether `t` is a /collectives/<name> result table (not its per-iteration samples).
@@ -43,4 +44,4 @@ void write_markdown(const std::string& path, const std::string& title,
                     const std::vector<std::pair<std::string, Attrs>>& attrs,
                     const std::vector<std::pair<std::string, Table>>& tables);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -1,7 +1,6 @@
 // Roof measurement and the `ridgeline roofs` command.
 #include "app/roofs.hpp"
 
-
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -23,7 +22,8 @@ namespace {
 
 // NVML's SM clock during [begin_ns, end_ns) of the sampler's time base, averaged over every
 // rank's GPU (-1 without samples; every rank calls).
-double mean_sm_clock(MPI_Comm comm, const std::vector<GpuSample>& samples, int64_t begin_ns, int64_t end_ns) {
+double mean_sm_clock(MPI_Comm comm, const std::vector<GpuSample>& samples, int64_t begin_ns,
+                     int64_t end_ns) {
   double sums[2] = {0, 0};
   for (const GpuSample& s : samples)
     if (s.t_ns >= begin_ns && s.t_ns <= end_ns && s.sm_clock_mhz >= 0) {
@@ -49,14 +49,16 @@ struct Windows {
   int64_t now() const { return sampler ? sampler->now_ns() : 0; }
 };
 
-}  // namespace
+} // namespace
 
 RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
   RoofsPlan p;
   p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
   if (cuda) {
-    p.dtypes = quick ? std::vector<DType>{DType::bf16} : std::vector<DType>{DType::bf16, DType::f16};
-    p.gemm_sizes = quick ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{2048, 4096, 8192, 16384};
+    p.dtypes =
+        quick ? std::vector<DType>{DType::bf16} : std::vector<DType>{DType::bf16, DType::f16};
+    p.gemm_sizes =
+        quick ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{2048, 4096, 8192, 16384};
     p.gemm_reps = quick ? 10 : 20;
     p.memory_min_bytes = 1 << 20;
     p.memory_max_bytes = quick ? (int64_t{1} << 30) : (int64_t{4} << 30);
@@ -65,7 +67,8 @@ RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
     p.interconnect_iters = quick ? 10 : 20;
   } else {
     p.dtypes = {DType::f32};
-    p.gemm_sizes = quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{128, 256, 512, 1024};
+    p.gemm_sizes =
+        quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{128, 256, 512, 1024};
     p.gemm_reps = quick ? 5 : 10;
     p.memory_min_bytes = 16 << 10;
     // Caches shape host bandwidth: finer steps find each level's plateau.
@@ -81,10 +84,13 @@ RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
 
 Attrs RoofsPlan::attrs() const {
   std::vector<std::string> d, sizes, shapes;
-  for (DType t : dtypes) d.emplace_back(dtype_name(t));
-  for (int64_t n : gemm_sizes) sizes.push_back(std::to_string(n));
+  for (DType t : dtypes)
+    d.emplace_back(dtype_name(t));
+  for (int64_t n : gemm_sizes)
+    sizes.push_back(std::to_string(n));
   for (const Shape& s : gemm_shapes)
-    shapes.push_back(s.label + ":" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+    shapes.push_back(s.label + ":" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                     std::to_string(s.k));
   return {{"dtypes", join(d, ",")},
           {"gemm_sizes", join(sizes, ",")},
           {"gemm_shapes", join(shapes, ",")},
@@ -108,7 +114,8 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   roofs.backend = job.backend_name();
   roofs.source = plan.source;
   Windows w;
-  if (job.device() >= 0 && plan.sample_ms > 0) w.sampler = std::make_unique<GpuSampler>(job.device(), plan.sample_ms);
+  if (job.device() >= 0 && plan.sample_ms > 0)
+    w.sampler = std::make_unique<GpuSampler>(job.device(), plan.sample_ms);
   // Each probe synchronises at its end: a host window around it covers its device time.
   auto timed = [&](auto&& probe) {
     RIDGELINE_CHECK(MPI_Barrier(world));
@@ -122,12 +129,16 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   for (DType dtype : plan.dtypes) {
     Backend& backend = job.backend(dtype);
     std::vector<RoofsPlan::Shape> shapes;
-    for (int64_t n : plan.gemm_sizes) shapes.push_back({"square", n, n, n});
+    for (int64_t n : plan.gemm_sizes)
+      shapes.push_back({"square", n, n, n});
     shapes.insert(shapes.end(), plan.gemm_shapes.begin(), plan.gemm_shapes.end());
     for (const RoofsPlan::Shape& s : shapes) {
-      watchdog.rearm("GEMM roof " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
-      GemmRoof g = timed([&] { return probe_gemm(backend, s.label, s.m, s.n, s.k, plan.gemm_reps); });
-      g.tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / g.best_ns / 1e3;
+      watchdog.rearm("GEMM roof " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                     std::to_string(s.k));
+      GemmRoof g =
+          timed([&] { return probe_gemm(backend, s.label, s.m, s.n, s.k, plan.gemm_reps); });
+      g.tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                 static_cast<double>(s.k) / g.best_ns / 1e3;
       roofs.gemm.push_back(g);
     }
   }
@@ -136,11 +147,15 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     const Buffer src = backend.allocate_bytes(static_cast<size_t>(plan.memory_max_bytes));
     const Buffer dst = backend.allocate_bytes(static_cast<size_t>(plan.memory_max_bytes));
     // Defined contents: the read kernel sums real data, never uninitialised memory.
-    backend.memory_pass(Backend::MemoryPass::write, src, src, static_cast<size_t>(plan.memory_max_bytes));
-    for (int64_t bytes = plan.memory_min_bytes; bytes <= plan.memory_max_bytes; bytes *= plan.memory_step)
-      for (Backend::MemoryPass kind : {Backend::MemoryPass::read, Backend::MemoryPass::write, Backend::MemoryPass::copy}) {
+    backend.memory_pass(Backend::MemoryPass::write, src, src,
+                        static_cast<size_t>(plan.memory_max_bytes));
+    for (int64_t bytes = plan.memory_min_bytes; bytes <= plan.memory_max_bytes;
+         bytes *= plan.memory_step)
+      for (Backend::MemoryPass kind :
+           {Backend::MemoryPass::read, Backend::MemoryPass::write, Backend::MemoryPass::copy}) {
         watchdog.rearm("memory roof of " + std::to_string(bytes) + " bytes");
-        MemoryRoof m = timed([&] { return probe_memory(backend, kind, bytes, src, dst, plan.memory_reps); });
+        MemoryRoof m =
+            timed([&] { return probe_memory(backend, kind, bytes, src, dst, plan.memory_reps); });
         m.gbps = static_cast<double>(m.bytes) / m.best_ns;
         roofs.memory.push_back(m);
       }
@@ -177,8 +192,11 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
       if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
       const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
       int64_t wrong = 0;
-      for (const SizeRow& row : r.rows) wrong += row.wrong;
-      if (wrong > 0) throw Error("interconnect roof: " + name + " returned " + std::to_string(wrong) + " wrong elements");
+      for (const SizeRow& row : r.rows)
+        wrong += row.wrong;
+      if (wrong > 0)
+        throw Error("interconnect roof: " + name + " returned " + std::to_string(wrong) +
+                    " wrong elements");
       if (!r.fitted) continue;
       InterconnectRoof roof;
       roof.collective = name;
@@ -196,9 +214,15 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   }
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
-  for (GemmRoof& g : roofs.gemm) g.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
-  for (MemoryRoof& m : roofs.memory) m.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
-  for (LaunchRoof& l : roofs.launch) l.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second), ++span;
+  for (GemmRoof& g : roofs.gemm)
+    g.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second),
+    ++span;
+  for (MemoryRoof& m : roofs.memory)
+    m.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second),
+    ++span;
+  for (LaunchRoof& l : roofs.launch)
+    l.sm_clock_mhz = mean_sm_clock(world, samples, w.spans[span].first, w.spans[span].second),
+    ++span;
   backend.synchronize();
   return roofs;
 }
@@ -216,13 +240,14 @@ Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector
   if (!option.empty()) {
     Roofs roofs = read_roofs(option);
     if (roofs.backend != job.backend_name())
-      throw UsageError("--roofs " + option + " holds the roofs of a " + roofs.backend + " backend; this job runs on " +
-                       job.backend_name());
+      throw UsageError("--roofs " + option + " holds the roofs of a " + roofs.backend +
+                       " backend; this job runs on " + job.backend_name());
     return roofs;
   }
   if (job.mpi().rank() == 0)
-    std::cout << "ridgeline: no --roofs file: measuring a short version of the roofs (ridgeline roofs "
-                 "measures them in full; --roofs none skips attribution)\n";
+    std::cout
+        << "ridgeline: no --roofs file: measuring a short version of the roofs (ridgeline roofs "
+           "measures them in full; --roofs none skips attribution)\n";
   RoofsPlan plan = RoofsPlan::defaults(job.cuda(), true);
   plan.dtypes = dtypes;
   plan.gemm_shapes = shapes;
@@ -235,27 +260,33 @@ void print_roofs(std::ostream& out, const Roofs& r) {
   char line[256];
   out << "roofs (" << r.backend << "; " << r.source << ")\n";
   for (const GemmRoof& g : r.gemm) {
-    std::snprintf(line, sizeof(line), "  gemm    %-5s %-10s %6lldx%6lldx%6lld %10.3f TFLOP/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
-                  g.dtype.c_str(), g.label.c_str(), static_cast<long long>(g.m), static_cast<long long>(g.n),
-                  static_cast<long long>(g.k), g.tflops, g.best_ns / 1e3, g.p50_ns / 1e3, g.sm_clock_mhz);
+    std::snprintf(line, sizeof(line),
+                  "  gemm    %-5s %-10s %6lldx%6lldx%6lld %10.3f TFLOP/s  best %10.2f us  p50 "
+                  "%10.2f us  SM %5.0f MHz\n",
+                  g.dtype.c_str(), g.label.c_str(), static_cast<long long>(g.m),
+                  static_cast<long long>(g.n), static_cast<long long>(g.k), g.tflops,
+                  g.best_ns / 1e3, g.p50_ns / 1e3, g.sm_clock_mhz);
     out << line;
   }
   for (const MemoryRoof& m : r.memory) {
-    std::snprintf(line, sizeof(line), "  memory  %-5s %14lld B %10.1f GB/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
-                  m.kind.c_str(), static_cast<long long>(m.bytes), m.gbps, m.best_ns / 1e3, m.p50_ns / 1e3,
-                  m.sm_clock_mhz);
+    std::snprintf(
+        line, sizeof(line),
+        "  memory  %-5s %14lld B %10.1f GB/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
+        m.kind.c_str(), static_cast<long long>(m.bytes), m.gbps, m.best_ns / 1e3, m.p50_ns / 1e3,
+        m.sm_clock_mhz);
     out << line;
   }
   for (const LaunchRoof& l : r.launch) {
-    std::snprintf(line, sizeof(line), "  launch  %-10s %8.3f us per kernel (%lld launches)\n", l.kind.c_str(),
-                  l.ns_per_launch / 1e3, static_cast<long long>(l.launches));
+    std::snprintf(line, sizeof(line), "  launch  %-10s %8.3f us per kernel (%lld launches)\n",
+                  l.kind.c_str(), l.ns_per_launch / 1e3, static_cast<long long>(l.launches));
     out << line;
   }
   for (const InterconnectRoof& c : r.interconnect) {
     std::snprintf(line, sizeof(line),
-                  "  interconnect %-14s x%-3lld %-6s fit: alpha %8.2f us beta %9.2f GB/s   floor: alpha %8.2f us beta %9.2f GB/s\n",
-                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(), c.alpha_us,
-                  c.beta_gbps, c.floor_alpha_us, c.floor_beta_gbps);
+                  "  interconnect %-14s x%-3lld %-6s fit: alpha %8.2f us beta %9.2f GB/s   floor: "
+                  "alpha %8.2f us beta %9.2f GB/s\n",
+                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(),
+                  c.alpha_us, c.beta_gbps, c.floor_alpha_us, c.floor_beta_gbps);
     out << line;
   }
 }
@@ -268,8 +299,9 @@ void print_roofs_summary(std::ostream& out, const Roofs& r) {
       std::snprintf(line, sizeof(line), "  GEMM %s %.3f TFLOP/s;", dtype_name(d), r.peak_tflops(d));
       out << line;
     }
-  std::snprintf(line, sizeof(line), "  memory %.1f GB/s (largest copy), %.1f GB/s (best, cache-sized);",
-                r.hbm_gbps(), r.memory_gbps(0));
+  std::snprintf(line, sizeof(line),
+                "  memory %.1f GB/s (largest copy), %.1f GB/s (best, cache-sized);", r.hbm_gbps(),
+                r.memory_gbps(0));
   out << line;
   std::snprintf(line, sizeof(line), "  launch floor %.3f us\n", r.launch_floor_ns() / 1e3);
   out << line;
@@ -306,7 +338,8 @@ std::string shape_item(const std::string& item, std::string& canonical) {
   canonical.clear();
   for (const std::string& d : dims) {
     std::string c;
-    if (dims.size() != 3 || !size_item(d, c).empty()) return "'" + item + "' is not MxNxK with positive M, N, K";
+    if (dims.size() != 3 || !size_item(d, c).empty())
+      return "'" + item + "' is not MxNxK with positive M, N, K";
     canonical += (canonical.empty() ? "" : "x") + c;
   }
   return "";
@@ -339,19 +372,22 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   std::vector<std::string> problems;
   if (o.backend != "auto" && o.backend != "host" && o.backend != "cuda")
     problems.push_back("--backend must be auto, host or cuda (got '" + o.backend + "')");
-  if (o.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
+  if (o.backend == "cuda" && job.gpus() == 0)
+    problems.emplace_back("--backend cuda: no CUDA device is visible");
   // The lists and sizes were checked while parsing (no empty, bad or repeated item).
   if (!o.dtypes.empty()) {
     plan.dtypes.clear();
     for (const std::string& d : split_list(o.dtypes)) {
       plan.dtypes.push_back(parse_dtype(d));
       if (job.cuda() == (plan.dtypes.back() == DType::f32) || plan.dtypes.back() == DType::i32)
-        problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() + " backend");
+        problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() +
+                           " backend");
     }
   }
   if (!o.gemm_sizes.empty()) {
     plan.gemm_sizes.clear();
-    for (const std::string& n : split_list(o.gemm_sizes)) plan.gemm_sizes.push_back(std::stoll(n));
+    for (const std::string& n : split_list(o.gemm_sizes))
+      plan.gemm_sizes.push_back(std::stoll(n));
   }
   if (!o.gemm_shapes.empty())
     for (const std::string& text : split_list(o.gemm_shapes)) {
@@ -359,34 +395,43 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
       plan.gemm_shapes.push_back({"shape", std::stoll(d[0]), std::stoll(d[1]), std::stoll(d[2])});
     }
   if (!o.memory_max_bytes.empty())
-    plan.memory_max_bytes = static_cast<int64_t>(parse_size_bytes(o.memory_max_bytes, "--memory-max-bytes"));
+    plan.memory_max_bytes =
+        static_cast<int64_t>(parse_size_bytes(o.memory_max_bytes, "--memory-max-bytes"));
   if (!o.interconnect_max_bytes.empty())
-    plan.interconnect_max_bytes = parse_size_bytes(o.interconnect_max_bytes, "--interconnect-max-bytes");
+    plan.interconnect_max_bytes =
+        parse_size_bytes(o.interconnect_max_bytes, "--interconnect-max-bytes");
   // The kernels move 16-byte words.
   if (plan.memory_max_bytes % 16 != 0)
     problems.push_back("--memory-max-bytes " + std::to_string(plan.memory_max_bytes) +
                        " is not a multiple of 16 (the memory kernels move 16-byte words)");
   if (plan.memory_max_bytes < plan.memory_min_bytes)
-    problems.push_back("--memory-max-bytes must be at least " + std::to_string(plan.memory_min_bytes));
-  if (plan.interconnect_max_bytes < 8) problems.emplace_back("--interconnect-max-bytes must be at least 8");
+    problems.push_back("--memory-max-bytes must be at least " +
+                       std::to_string(plan.memory_min_bytes));
+  if (plan.interconnect_max_bytes < 8)
+    problems.emplace_back("--interconnect-max-bytes must be at least 8");
   if (!o.collectives.empty()) plan.collectives = split_list(o.collectives);
   if (find_transport(o.transport) == nullptr)
-    problems.push_back("--transport must be one of " + transport_names() + " (got '" + o.transport + "')");
+    problems.push_back("--transport must be one of " + transport_names() + " (got '" + o.transport +
+                       "')");
   else if (o.transport != "auto" && !job.cuda())
-    problems.push_back("--transport " + o.transport + " selects an NCCL transport: needs the cuda backend");
+    problems.push_back("--transport " + o.transport +
+                       " selects an NCCL transport: needs the cuda backend");
   // Two buffers of the largest memory size, against the smallest free memory of any rank
   // (collective: only once every rank agrees that the options are valid).
   if (all_ranks_true(job.mpi().world(), problems.empty())) {
     const int64_t free_bytes = job.min_free_bytes();
-    const double need = 2.0 * static_cast<double>(plan.memory_max_bytes) + 3.0 * static_cast<double>(plan.interconnect_max_bytes);
+    const double need = 2.0 * static_cast<double>(plan.memory_max_bytes) +
+                        3.0 * static_cast<double>(plan.interconnect_max_bytes);
     if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))
-      problems.push_back("the roofs' buffers need about " + std::to_string(static_cast<int64_t>(need / 1048576)) +
+      problems.push_back("the roofs' buffers need about " +
+                         std::to_string(static_cast<int64_t>(need / 1048576)) +
                          " MiB per rank but the smallest free memory of any rank is " +
                          std::to_string(free_bytes / 1048576) + " MiB (lower --memory-max-bytes)");
   }
   // The output file is checked (a probe file created beside it) before anything is measured.
   const std::string out = output_path(job.mpi().world(), o.out, "roofs");
-  for (std::string& problem : check_outputs(ctx, {{out, "--out"}})) problems.push_back(std::move(problem));
+  for (std::string& problem : check_outputs(ctx, {{out, "--out"}}))
+    problems.push_back(std::move(problem));
   if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
   plan.sample_ms = o.sample_ms;
   plan.timeout_s = o.timeout_s;
@@ -410,51 +455,62 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
     add_roofs(data, roofs, {{"transport", job.transport()}});
     print_roofs(std::cout, roofs);
     OutputFile h5(out, "--out");
-    if (h5.write([&](const std::string& path) { write_run_file(path, data); })) std::cout << "wrote " << h5.path() << "\n";
+    if (h5.write([&](const std::string& path) { write_run_file(path, data); }))
+      std::cout << "wrote " << h5.path() << "\n";
     status = output_status({&h5});
   }
   RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, job.mpi().world()));
   return status;
 }
 
-}  // namespace
+} // namespace
 
 void setup_roofs_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<RoofsOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "roofs", "Measure this node's roofs (GEMM peak per dtype, memory read/write/copy bandwidth, launch "
-               "floor, interconnect alpha/beta per collective and group size) -> HDF5 /roofs");
+      "roofs",
+      "Measure this node's roofs (GEMM peak per dtype, memory read/write/copy bandwidth, launch "
+      "floor, interconnect alpha/beta per collective and group size) -> HDF5 /roofs");
   cmd->add_option("--backend", o->backend, "auto | host | cuda")->capture_default_str();
-  cmd->add_option("--transport", o->transport, "NCCL transport preset: auto, nvlink, host or net (one per job)")
+  cmd->add_option("--transport", o->transport,
+                  "NCCL transport preset: auto, nvlink, host or net (one per job)")
       ->capture_default_str();
   cmd->add_flag("--allow-shared-gpu", o->allow_shared_gpu,
                 "Run even where a node has more ranks than GPUs (refused otherwise)");
-  cmd->add_flag("--quick", o->quick, "The short plan that run and sweep measure when given no --roofs file");
-  cmd->add_option("--dtypes", o->dtypes, "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
+  cmd->add_flag("--quick", o->quick,
+                "The short plan that run and sweep measure when given no --roofs file");
+  cmd->add_option("--dtypes", o->dtypes,
+                  "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
       ->check(comma_list(dtype_item));
   cmd->add_option("--gemm-sizes", o->gemm_sizes, "Square GEMM sizes n (n x n x n), comma list")
       ->check(comma_list(size_item));
-  cmd->add_option("--gemm-shapes", o->gemm_shapes, "Further GEMM shapes MxNxK (e.g. a layer's), comma list")
+  cmd->add_option("--gemm-shapes", o->gemm_shapes,
+                  "Further GEMM shapes MxNxK (e.g. a layer's), comma list")
       ->check(comma_list(shape_item));
   cmd->add_option("--memory-max-bytes", o->memory_max_bytes,
-                  "Largest memory pass, a multiple of 16 bytes (default 4G on cuda, 256M on host; from 1M / 16K "
+                  "Largest memory pass, a multiple of 16 bytes (default 4G on cuda, 256M on host; "
+                  "from 1M / 16K "
                   "up in x4 steps)")
       ->check(byte_count());
-  cmd->add_option("--interconnect-max-bytes", o->interconnect_max_bytes,
-                  "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)")
+  cmd->add_option(
+         "--interconnect-max-bytes", o->interconnect_max_bytes,
+         "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)")
       ->check(byte_count());
   cmd->add_option("--collectives", o->collectives,
-                  "Collectives of the interconnect roof (default all_reduce,all_gather,reduce_scatter,sendrecv)")
+                  "Collectives of the interconnect roof (default "
+                  "all_reduce,all_gather,reduce_scatter,sendrecv)")
       ->check(comma_list(collective_name_item));
-  cmd->add_option("--sample-ms", o->sample_ms, "NVML sampling period during the measurement (0 = off)")
+  cmd->add_option("--sample-ms", o->sample_ms,
+                  "NVML sampling period during the measurement (0 = off)")
       ->check(integer_in(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--out,-o", o->out, "HDF5 output (default: results/ridgeline-roofs-<UTC>.h5)");
-  cmd->add_option("--timeout", o->timeout_s, "Seconds one measurement may wait before the job is aborted")
+  cmd->add_option("--timeout", o->timeout_s,
+                  "Seconds one measurement may wait before the job is aborted")
       ->check(number_above(0))
       ->capture_default_str();
   cmd->footer("run --roofs FILE and sweep --roofs FILE reuse the file's /roofs for attribution.");
   cmd->callback([o, &action] { action = [o](CommandContext& ctx) { return run_roofs(ctx, *o); }; });
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -19,21 +19,21 @@ struct RoofsPlan {
     std::string label;
     int64_t m, n, k;
   };
-  std::vector<DType> dtypes;          ///< GEMM element types
-  std::vector<int64_t> gemm_sizes;    ///< square GEMMs n x n x n
-  std::vector<Shape> gemm_shapes;     ///< further shapes (a layer's own)
+  std::vector<DType> dtypes;       ///< GEMM element types
+  std::vector<int64_t> gemm_sizes; ///< square GEMMs n x n x n
+  std::vector<Shape> gemm_shapes;  ///< further shapes (a layer's own)
   int gemm_reps = 10;
-  int64_t memory_min_bytes = 0, memory_max_bytes = 0;  ///< traffic per pass
-  int64_t memory_step = 4;                             ///< factor between sizes
+  int64_t memory_min_bytes = 0, memory_max_bytes = 0; ///< traffic per pass
+  int64_t memory_step = 4;                            ///< factor between sizes
   int memory_reps = 5;
   int launches = 1000;
   int launch_reps = 5;
-  std::vector<std::string> collectives;  ///< interconnect roofs at every group size 2, 4, ...
+  std::vector<std::string> collectives; ///< interconnect roofs at every group size 2, 4, ...
   size_t interconnect_max_bytes = 0;
   int interconnect_iters = 10;
   int sample_ms = 20;
   double timeout_s = 300;
-  std::string source;  ///< recorded as /roofs source
+  std::string source; ///< recorded as /roofs source
 
   /// The defaults: full (`ridgeline roofs`) or quick (inside `run` and `sweep`).
   static RoofsPlan defaults(bool cuda, bool quick);
@@ -60,4 +60,4 @@ void print_roofs(std::ostream& out, const Roofs& roofs);
 /// largest size and the best at any size, the launch floor, each interconnect envelope.
 void print_roofs_summary(std::ostream& out, const Roofs& roofs);
 
-}  // namespace ridgeline
+} // namespace ridgeline

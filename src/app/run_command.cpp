@@ -37,12 +37,15 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "");
   // Every file this run will write is checked before anything is measured.
-  if (reject_if_any(ctx, "cannot write the results",
-                    check_outputs(ctx, {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}})))
+  if (reject_if_any(
+          ctx, "cannot write the results",
+          check_outputs(ctx,
+                        {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}})))
     return 2;
   if (mpi.rank() == 0 && !cfg.quiet) progress::enable_line("run");
 
-  const Roofs roofs = obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
+  const Roofs roofs =
+      obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
   PointResult point = run_point(job, cfg, roofs, watchdog);
   if (!point.ok()) {
@@ -101,8 +104,10 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     attrs = {{"run", data.root}, {"config", data.config}};
     for (const StrategyResult& r : results) {
       Attrs summary = r.summary.attrs;
-      summary.insert(summary.begin(), {{"strategy", r.name}, {"step_p50_ns", r.summary.step.p50},
-                                       {"step_p95_ns", r.summary.step.p95}, {"step_p99_ns", r.summary.step.p99}});
+      summary.insert(summary.begin(), {{"strategy", r.name},
+                                       {"step_p50_ns", r.summary.step.p50},
+                                       {"step_p95_ns", r.summary.step.p95},
+                                       {"step_p99_ns", r.summary.step.p99}});
       attrs.emplace_back("summary " + r.name, summary);
       tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
     }
@@ -112,7 +117,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   FilesWritten written;
   const FileWriteOptions layout{parse_file_layout(cfg.file_layout), cfg.ranks_per_file};
   h5.write([&](const std::string& path) {
-    written = write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
+    written =
+        write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
   });
   if (mpi.rank() == 0) {
     OutputFile json(cfg.json, "--json"), markdown(cfg.markdown, "--markdown");
@@ -149,42 +155,50 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   return status;
 }
 
-}  // namespace
+} // namespace
 
 void setup_run_command(CLI::App& app, CommandAction& action) {
   auto cfg = std::make_shared<RunConfig>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run one configuration: timed tensor/pipeline-parallel layers on every rank, each op and the "
-             "step placed against the roofs -> HDF5 + summary");
+      "run",
+      "Run one configuration: timed tensor/pipeline-parallel layers on every rank, each op and the "
+      "step placed against the roofs -> HDF5 + summary");
   bind_run_options(*cmd, *cfg);
-  cmd->callback([cfg, &action] { action = [cfg](CommandContext& ctx) { return run_one(ctx, *cfg); }; });
+  cmd->callback(
+      [cfg, &action] { action = [cfg](CommandContext& ctx) { return run_one(ctx, *cfg); }; });
 }
 
 void setup_env_command(CLI::App& app, CommandAction& action) {
-  CLI::App* cmd = app.add_subcommand("env", "Print the software-stack fingerprint and every rank's host and devices");
+  CLI::App* cmd = app.add_subcommand(
+      "env", "Print the software-stack fingerprint and every rank's host and devices");
   cmd->callback([&action] {
     action = [](CommandContext& ctx) {
       const int gpus = cuda_device_count();
       const std::string backend = gpus > 0 ? "cuda" : "host";
       // Where each rank's GPU is, shared or not: env only reports, it refuses nothing.
       const GpuBinding gpu = bind_gpu(ctx.mpi, gpus > 0, true).binding;
-      const std::vector<Attrs> ranks = gather_attrs(
-          ctx.mpi.world(), rank_topology(ctx.mpi, backend, gpu.device, gpu_binding_attrs(ctx.mpi, gpu)));
+      const std::vector<Attrs> ranks =
+          gather_attrs(ctx.mpi.world(), rank_topology(ctx.mpi, backend, gpu.device,
+                                                      gpu_binding_attrs(ctx.mpi, gpu)));
       if (ctx.mpi.rank() != 0) return 0;
       std::cout << "[stack]\n";
-      for (const auto& [k, v] : stack_attrs()) std::cout << "  " << k << " = " << attr_to_string(v) << "\n";
+      for (const auto& [k, v] : stack_attrs())
+        std::cout << "  " << k << " = " << attr_to_string(v) << "\n";
       std::cout << "[environment]\n";
-      for (const auto& [k, v] : performance_env()) std::cout << "  " << k << " = " << v << "\n";
+      for (const auto& [k, v] : performance_env())
+        std::cout << "  " << k << " = " << v << "\n";
       for (const Attrs& r : ranks) {
         std::cout << "[rank " << attr_to_string(*find_attr(r, "rank")) << "]\n";
-        for (const auto& [k, v] : r) std::cout << "  " << k << " = " << attr_to_string(v) << "\n";
+        for (const auto& [k, v] : r)
+          std::cout << "  " << k << " = " << attr_to_string(v) << "\n";
       }
       const auto links = gpu_link_matrix();
       if (!links.empty()) {
         std::cout << "[links]\n";
         for (const auto& row : links) {
           std::cout << " ";
-          for (const std::string& c : row) std::cout << " " << c;
+          for (const std::string& c : row)
+            std::cout << " " << c;
           std::cout << "\n";
         }
       }
@@ -195,15 +209,18 @@ void setup_env_command(CLI::App& app, CommandAction& action) {
 
 void setup_validate_command(CLI::App& app, CommandAction& action) {
   auto path = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("validate", "Check an HDF5 file against the schema; non-zero exit on any problem");
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Check an HDF5 file against the schema; non-zero exit on any problem");
   cmd->add_option("file", *path, "ridgeline HDF5 file")->required();
   cmd->callback([path, &action] {
     action = [path](CommandContext& ctx) {
       int bad = 0;
       if (ctx.mpi.rank() == 0) {
         const std::vector<std::string> problems = validate_run_file(*path);
-        for (const std::string& p : problems) std::cerr << *path << ": " << p << "\n";
-        if (problems.empty()) std::cout << *path << ": valid (schema version " << kSchemaVersion << ")\n";
+        for (const std::string& p : problems)
+          std::cerr << *path << ": " << p << "\n";
+        if (problems.empty())
+          std::cout << *path << ": valid (schema version " << kSchemaVersion << ")\n";
         bad = problems.empty() ? 0 : 1;
       }
       RIDGELINE_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, ctx.mpi.world()));
@@ -240,10 +257,12 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
     throw UsageError(path + ": a file of `ridgeline " + command +
                      "`: report prints run, sweep, roofs and collectives files");
   out << "== " << path << " (ridgeline " << command << ")\n";
-  if (const std::string note = incomplete_note(d); !note.empty()) out << "PARTIAL: " << note << "\n";
+  if (const std::string note = incomplete_note(d); !note.empty())
+    out << "PARTIAL: " << note << "\n";
   if (command == "collectives") {
     print_collectives_file(out, d);
-    if (const AttrValue* check = find_attr(d.root, "check")) out << "check: " << attr_to_string(*check) << "\n";
+    if (const AttrValue* check = find_attr(d.root, "check"))
+      out << "check: " << attr_to_string(*check) << "\n";
     return;
   }
   const Roofs roofs = roofs_of(path, d);
@@ -252,7 +271,8 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
   if (command != "sweep") return;
   const NamedTable* points = find_table(d, "/sweep/points");
   const NamedTable* crossings = find_table(d, "/sweep/crossovers");
-  if (points == nullptr || crossings == nullptr) throw UsageError(path + ": a sweep file without /sweep tables");
+  if (points == nullptr || crossings == nullptr)
+    throw UsageError(path + ": a sweep file without /sweep tables");
   std::vector<SweepRow> rows = sweep_rows_from(points->table);
   std::vector<Crossover> crossovers;
   const Table& ct = crossings->table;
@@ -288,18 +308,20 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
   }
 }
 
-}  // namespace
+} // namespace
 
 void setup_report_command(CLI::App& app, CommandAction& action) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "Print the tables of run, sweep, roofs and collectives files: per-op time, ceiling and "
-                "efficiency, the step by ceiling, sweep points and crossovers, each collective's sizes and "
-                "fitted roof; several sweep files (one per transport) are joined into one table and their "
-                "crossovers found along the transport too; a file its job left incomplete is marked PARTIAL");
+      "report",
+      "Print the tables of run, sweep, roofs and collectives files: per-op time, ceiling and "
+      "efficiency, the step by ceiling, sweep points and crossovers, each collective's sizes and "
+      "fitted roof; several sweep files (one per transport) are joined into one table and their "
+      "crossovers found along the transport too; a file its job left incomplete is marked PARTIAL");
   cmd->add_option("files", *paths, "ridgeline HDF5 files")->required();
   cmd->callback([paths, &action] {
-    const std::string problem = list_problem(*paths, [](const std::string&, std::string&) { return std::string(); });
+    const std::string problem =
+        list_problem(*paths, [](const std::string&, std::string&) { return std::string(); });
     if (!problem.empty()) throw CLI::ValidationError("files", problem);
     action = [paths](CommandContext& ctx) {
       int bad = 0;
@@ -310,7 +332,8 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
           // A partial file (its job was killed) is reported, marked PARTIAL.
           const std::vector<std::string> problems = validate_run_file(path, true);
           if (!problems.empty()) {
-            for (const std::string& p : problems) std::cerr << path << ": " << p << "\n";
+            for (const std::string& p : problems)
+              std::cerr << path << ": " << p << "\n";
             bad = std::max(bad, 1);
             continue;
           }
@@ -322,14 +345,18 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
           }
         }
         std::set<std::string> files, transports;
-        for (const SweepRow& r : joined) files.insert(r.file), transports.insert(r.axis.at("transport"));
+        for (const SweepRow& r : joined)
+          files.insert(r.file), transports.insert(r.axis.at("transport"));
         if (!bad && files.size() > 1) {
-          if (transports.size() > 1 && std::find(axes.begin(), axes.end(), "transport") == axes.end())
+          if (transports.size() > 1 &&
+              std::find(axes.begin(), axes.end(), "transport") == axes.end())
             axes.push_back("transport");
-          for (size_t i = 0; i < joined.size(); ++i) joined[i].point = static_cast<int64_t>(i);
+          for (size_t i = 0; i < joined.size(); ++i)
+            joined[i].point = static_cast<int64_t>(i);
           for (SweepRow& r : joined) {
             r.label.clear();
-            for (const std::string& axis : axes) r.label += (r.label.empty() ? "" : " ") + axis + "=" + r.axis.at(axis);
+            for (const std::string& axis : axes)
+              r.label += (r.label.empty() ? "" : " ") + axis + "=" + r.axis.at(axis);
           }
           std::cout << "== joined: " << files.size() << " files, " << joined.size() << " points\n";
           print_sweep(std::cout, joined, axes, find_crossovers(joined, axes));
@@ -341,4 +368,4 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
   });
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -28,4 +28,4 @@ std::string attr_to_string(const AttrValue& v) {
   return std::get<std::string>(v);
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

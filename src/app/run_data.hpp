@@ -49,45 +49,45 @@ struct OpAggregate {
   std::string name;
   std::string kind;
   std::string lane;
-  int64_t count = 0;        ///< timed instances on one rank per iteration, times iterations
-  double p50_ns = 0;        ///< median instance time (collectives: max over ranks per instance)
+  int64_t count = 0; ///< timed instances on one rank per iteration, times iterations
+  double p50_ns = 0; ///< median instance time (collectives: max over ranks per instance)
   double mean_ns = 0;
-  double per_step_p50_ns = 0;  ///< median over iterations of the op's total time in one step
-  double share = 0;         ///< per_step_p50_ns / step p50
-  double flops = 0;         ///< per instance
-  double hbm_bytes = 0;     ///< per instance
-  double comm_bytes = 0;    ///< per instance
+  double per_step_p50_ns = 0; ///< median over iterations of the op's total time in one step
+  double share = 0;           ///< per_step_p50_ns / step p50
+  double flops = 0;           ///< per instance
+  double hbm_bytes = 0;       ///< per instance
+  double comm_bytes = 0;      ///< per instance
   double achieved_tflops = 0;
-  double achieved_gbps = 0;  ///< hbm_bytes (or comm_bytes for collectives) / p50
+  double achieved_gbps = 0; ///< hbm_bytes (or comm_bytes for collectives) / p50
   // Attribution against the roofs (0 and "none" when the run had no roofs).
-  double compute_bound_ns = 0;       ///< flops / GEMM peak of the dtype
-  double hbm_bound_ns = 0;           ///< hbm_bytes / memory bandwidth at the op's working set
-  double interconnect_bound_ns = 0;  ///< the collective's interconnect roof at its size
-  double launch_bound_ns = 0;        ///< the launch floor
-  double bound_ns = 0;               ///< the largest: the time the op's ceiling allows
-  std::string ceiling = "none";      ///< compute | hbm | interconnect | launch | none
-  double efficiency = 0;             ///< bound_ns / p50_ns
+  double compute_bound_ns = 0;      ///< flops / GEMM peak of the dtype
+  double hbm_bound_ns = 0;          ///< hbm_bytes / memory bandwidth at the op's working set
+  double interconnect_bound_ns = 0; ///< the collective's interconnect roof at its size
+  double launch_bound_ns = 0;       ///< the launch floor
+  double bound_ns = 0;              ///< the largest: the time the op's ceiling allows
+  std::string ceiling = "none";     ///< compute | hbm | interconnect | launch | none
+  double efficiency = 0;            ///< bound_ns / p50_ns
 };
 
 /// /summary: step-time distribution and per-op aggregates.
 struct RunSummary {
-  std::vector<double> step_ns;         ///< per timed iteration, max over ranks
-  std::vector<double> warmup_step_ns;  ///< per warm-up iteration, max over ranks
+  std::vector<double> step_ns;        ///< per timed iteration, max over ranks
+  std::vector<double> warmup_step_ns; ///< per warm-up iteration, max over ranks
   SeriesStats step;
   int64_t warmup_to_steady = 0;
   std::vector<OpAggregate> ops;
-  Attrs attrs;  ///< check results and other scalars (check_passed, check_max_rel_error, ...)
+  Attrs attrs; ///< check results and other scalars (check_passed, check_max_rel_error, ...)
 };
 
 /// The whole file.
 struct RunData {
-  Attrs root;    ///< schema_version, ridgeline_version, git_sha, created_utc, argv, world_size
-  Attrs stack;   ///< versions, compiler, build type, ...
-  std::vector<std::pair<std::string, std::string>> env;  ///< performance-relevant variables
-  Attrs config;  ///< every resolved option
-  std::vector<Attrs> topology;  ///< one entry per rank, same keys on every rank
+  Attrs root;  ///< schema_version, ridgeline_version, git_sha, created_utc, argv, world_size
+  Attrs stack; ///< versions, compiler, build type, ...
+  std::vector<std::pair<std::string, std::string>> env; ///< performance-relevant variables
+  Attrs config;                                         ///< every resolved option
+  std::vector<Attrs> topology; ///< one entry per rank, same keys on every rank
   OpTable ops;
-  std::vector<std::vector<TimelineRecord>> timelines;  ///< one per rank
+  std::vector<std::vector<TimelineRecord>> timelines; ///< one per rank
   RunSummary summary;
   /// Extra tables (commands other than `run`: /collectives/..., /roofs/...), written last.
   std::vector<NamedTable> tables;
@@ -95,11 +95,11 @@ struct RunData {
   /// /points/<k> with its own config, ops, ranks and summary; the root holds point 0 again so
   /// that every reader of a single run reads a multi-point file unchanged.
   struct Point {
-    Attrs attrs;  ///< sweep points: status ("ok" | "failed: <reason>") and label
+    Attrs attrs; ///< sweep points: status ("ok" | "failed: <reason>") and label
     Attrs config;
-    OpTable ops;  ///< with `timelines`; both empty when a sweep keeps no timelines
+    OpTable ops; ///< with `timelines`; both empty when a sweep keeps no timelines
     std::vector<std::vector<TimelineRecord>> timelines;
-    bool has_summary = true;  ///< false for a failed sweep point
+    bool has_summary = true; ///< false for a failed sweep point
     RunSummary summary;
   };
   std::vector<Point> points;
@@ -111,4 +111,4 @@ struct RunData {
 /// run files do; collectives, roofs and sweep files keep their results elsewhere.
 bool has_run_layout(const Attrs& root);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -11,8 +11,8 @@
 #include <exception>
 #include <filesystem>
 #include <iterator>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -39,8 +39,8 @@ const char* const kRoofPath = "/roofs/interconnect";
 // A /collectives table whose name ends with this holds per-iteration samples.
 const char* const kSamplesSuffix = "_samples_ns";
 const char* const kResultIntColumns[] = {"size_bytes", "count", "wrong", "iters"};
-const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns", "time_p95_ns",
-                                            "time_p99_ns",  "time_min_ns", "algbw_gbps",
+const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns",   "time_p95_ns",
+                                            "time_p99_ns",  "time_min_ns",   "algbw_gbps",
                                             "busbw_gbps",   "busbw_p50_gbps"};
 const char* const kRoofTextColumns[] = {"collective", "dtype", "transport"};
 const char* const kRoofIntColumns[] = {"group_size", "fit_min_bytes", "fit_max_bytes"};
@@ -54,7 +54,10 @@ struct RoofTable {
   std::vector<const char*> text, ints, numbers;
 };
 const RoofTable kRoofTables[] = {
-    {"/roofs/gemm", {"dtype", "label"}, {"m", "n", "k", "reps"}, {"best_ns", "p50_ns", "tflops", "sm_clock_mhz"}},
+    {"/roofs/gemm",
+     {"dtype", "label"},
+     {"m", "n", "k", "reps"},
+     {"best_ns", "p50_ns", "tflops", "sm_clock_mhz"}},
     {"/roofs/memory", {"kind"}, {"bytes", "reps"}, {"best_ns", "p50_ns", "gbps", "sm_clock_mhz"}},
     {"/roofs/launch", {"kind"}, {"launches"}, {"ns_per_launch", "sm_clock_mhz"}}};
 // Sweep files: a row per point and the crossovers found.
@@ -69,7 +72,8 @@ const RoofTable kSweepTables[] = {
      {"predicted", "before_point", "at_point"},
      {"rising_ns", "falling_ns"}}};
 // Top-level groups of the run layout; every other group may hold NamedTables.
-const char* const kLayoutGroups[] = {"stack", "config", "topology", "ops", "ranks", "summary", "points"};
+const char* const kLayoutGroups[] = {"stack", "config",  "topology", "ops",
+                                     "ranks", "summary", "points"};
 
 // The root attribute file_layout of files whose rows sit in node files behind external links.
 const char* const kPerNodeLayout = "per-node";
@@ -92,28 +96,30 @@ struct TextField {
   const char* name;
   std::string OpAggregate::*member;
 };
-constexpr TextField kAggregateText[] = {
-    {"name", &OpAggregate::name}, {"kind", &OpAggregate::kind}, {"lane", &OpAggregate::lane},
-    {"ceiling", &OpAggregate::ceiling}};
+constexpr TextField kAggregateText[] = {{"name", &OpAggregate::name},
+                                        {"kind", &OpAggregate::kind},
+                                        {"lane", &OpAggregate::lane},
+                                        {"ceiling", &OpAggregate::ceiling}};
 struct NumberField {
   const char* name;
   double OpAggregate::*member;
 };
-constexpr NumberField kAggregateNumbers[] = {{"p50_ns", &OpAggregate::p50_ns},
-                                             {"mean_ns", &OpAggregate::mean_ns},
-                                             {"per_step_p50_ns", &OpAggregate::per_step_p50_ns},
-                                             {"share", &OpAggregate::share},
-                                             {"flops", &OpAggregate::flops},
-                                             {"hbm_bytes", &OpAggregate::hbm_bytes},
-                                             {"comm_bytes", &OpAggregate::comm_bytes},
-                                             {"achieved_tflops", &OpAggregate::achieved_tflops},
-                                             {"achieved_gbps", &OpAggregate::achieved_gbps},
-                                             {"compute_bound_ns", &OpAggregate::compute_bound_ns},
-                                             {"hbm_bound_ns", &OpAggregate::hbm_bound_ns},
-                                             {"interconnect_bound_ns", &OpAggregate::interconnect_bound_ns},
-                                             {"launch_bound_ns", &OpAggregate::launch_bound_ns},
-                                             {"bound_ns", &OpAggregate::bound_ns},
-                                             {"efficiency", &OpAggregate::efficiency}};
+constexpr NumberField kAggregateNumbers[] = {
+    {"p50_ns", &OpAggregate::p50_ns},
+    {"mean_ns", &OpAggregate::mean_ns},
+    {"per_step_p50_ns", &OpAggregate::per_step_p50_ns},
+    {"share", &OpAggregate::share},
+    {"flops", &OpAggregate::flops},
+    {"hbm_bytes", &OpAggregate::hbm_bytes},
+    {"comm_bytes", &OpAggregate::comm_bytes},
+    {"achieved_tflops", &OpAggregate::achieved_tflops},
+    {"achieved_gbps", &OpAggregate::achieved_gbps},
+    {"compute_bound_ns", &OpAggregate::compute_bound_ns},
+    {"hbm_bound_ns", &OpAggregate::hbm_bound_ns},
+    {"interconnect_bound_ns", &OpAggregate::interconnect_bound_ns},
+    {"launch_bound_ns", &OpAggregate::launch_bound_ns},
+    {"bound_ns", &OpAggregate::bound_ns},
+    {"efficiency", &OpAggregate::efficiency}};
 // Attribution fields, added within schema version 1: files written before them lack them.
 bool is_attribution_field(const std::string& name) {
   for (const char* f : {"ceiling", "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns",
@@ -160,7 +166,9 @@ bool is_command(const Attrs& root, const char* name) {
   return command != nullptr && *command == AttrValue(std::string(name));
 }
 
-bool is_collectives_file(const Attrs& root) { return is_command(root, kCollectivesCommand); }
+bool is_collectives_file(const Attrs& root) {
+  return is_command(root, kCollectivesCommand);
+}
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -285,7 +293,6 @@ void write_ranks(hid_t file, const std::vector<std::vector<TimelineRecord>>& tim
     h5::write_timeline(group.id(), "timeline", timelines[rank]);
   }
 }
-
 
 void write_summary(hid_t file, const RunSummary& summary) {
   h5::Handle group = h5::create_group(file, "summary");
@@ -480,9 +487,8 @@ void read_tables_below(hid_t file, const std::string& path, std::vector<NamedTab
 std::vector<NamedTable> read_tables(hid_t file) {
   std::vector<NamedTable> tables;
   for (const std::string& name : h5::list_children(file)) {
-    if (std::find_if(std::begin(kLayoutGroups), std::end(kLayoutGroups), [&](const char* g) {
-          return name == g;
-        }) != std::end(kLayoutGroups))
+    if (std::find_if(std::begin(kLayoutGroups), std::end(kLayoutGroups),
+                     [&](const char* g) { return name == g; }) != std::end(kLayoutGroups))
       continue;
     h5::Handle object(H5Oopen(file, name.c_str(), H5P_DEFAULT), "H5Oopen", "/" + name);
     if (H5Iget_type(object.id()) == H5I_GROUP) read_tables_below(file, "/" + name, tables);
@@ -631,7 +637,8 @@ void validate_samples(hid_t file, const std::string& path, std::vector<std::stri
   const h5::Table table = h5::read_table(file, path);
   for (const char* field : {"t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_avg_w",
                             "temp_c", "clock_event_reasons"})
-    if (h5::find_column(table, field) == nullptr) problems.push_back(path + ": missing field " + field);
+    if (h5::find_column(table, field) == nullptr)
+      problems.push_back(path + ": missing field " + field);
   const h5::Column* t = h5::find_column(table, "t_ns");
   if (t == nullptr) return;
   const auto* values = std::get_if<std::vector<int64_t>>(&t->values);
@@ -667,8 +674,10 @@ void validate_ranks(hid_t file, int64_t world_size, int64_t op_count,
     const std::string group = "/ranks/" + name;
     check_section(problems, [&] {
       if (unreadable.count(group + "/timeline") == 0)
-        validate_timeline(file, group + "/timeline", op_count, recorded_rows(file, group), problems);
-      if (unreadable.count(group + "/samples") == 0) validate_samples(file, group + "/samples", problems);
+        validate_timeline(file, group + "/timeline", op_count, recorded_rows(file, group),
+                          problems);
+      if (unreadable.count(group + "/samples") == 0)
+        validate_samples(file, group + "/samples", problems);
     });
   }
 }
@@ -681,7 +690,8 @@ std::set<std::string> validate_links(hid_t file, const std::string& path, const 
                                      std::vector<std::string>& problems) {
   std::set<std::string> unreadable;
   const AttrValue* set_attr = find_attr(root, "file_set");
-  if (set_attr == nullptr) problems.emplace_back("/: missing attribute 'file_set' (per-node layout)");
+  if (set_attr == nullptr)
+    problems.emplace_back("/: missing attribute 'file_set' (per-node layout)");
   const std::string file_set = set_attr ? attr_to_string(*set_attr) : "";
   std::vector<std::string> bases;
   if (h5::exists(file, "/ranks")) bases.emplace_back("/ranks");
@@ -696,7 +706,8 @@ std::set<std::string> validate_links(hid_t file, const std::string& path, const 
       for (const std::string& name : h5::list_children(group.id())) {
         const std::optional<h5::ExternalLink> link = h5::external_link(group.id(), name);
         if (!link) continue;
-        auto it = std::find_if(targets.begin(), targets.end(), [&](const auto& t) { return t.first == link->file; });
+        auto it = std::find_if(targets.begin(), targets.end(),
+                               [&](const auto& t) { return t.first == link->file; });
         if (it == targets.end()) it = targets.insert(targets.end(), {link->file, {}});
         it->second.emplace_back(base + "/" + rank + "/" + name, link->object);
       }
@@ -705,8 +716,9 @@ std::set<std::string> validate_links(hid_t file, const std::string& path, const 
   for (const auto& [name, links] : targets) {
     const std::filesystem::path target =
         std::filesystem::path(name).is_absolute() ? std::filesystem::path(name) : directory / name;
-    const std::string first = links.front().first +
-                              (links.size() > 1 ? " (and " + std::to_string(links.size() - 1) + " more links)" : "");
+    const std::string first =
+        links.front().first +
+        (links.size() > 1 ? " (and " + std::to_string(links.size() - 1) + " more links)" : "");
     std::string problem = open_problem(target.string());
     if (problem.empty()) {
       try {
@@ -715,7 +727,8 @@ std::set<std::string> validate_links(hid_t file, const std::string& path, const 
         const AttrValue* part_set = find_attr(attrs, "file_set");
         if (part_set == nullptr || attr_to_string(*part_set) != file_set) {
           problem = "linked file '" + name + "' belongs to another write (file_set " +
-                    (part_set ? attr_to_string(*part_set) : std::string("absent")) + ", expected " + file_set + ")";
+                    (part_set ? attr_to_string(*part_set) : std::string("absent")) + ", expected " +
+                    file_set + ")";
         } else {
           for (const auto& [link, object] : links)
             if (!h5::exists(part.id(), object)) {
@@ -729,10 +742,12 @@ std::set<std::string> validate_links(hid_t file, const std::string& path, const 
       }
     } else {
       problem = "linked file '" + name + "' " +
-                (std::filesystem::exists(target) ? problem.substr(target.string().size() + 2) : "does not exist");
+                (std::filesystem::exists(target) ? problem.substr(target.string().size() + 2)
+                                                 : "does not exist");
     }
     problems.push_back(first + ": " + problem);
-    for (const auto& link : links) unreadable.insert(link.first);
+    for (const auto& link : links)
+      unreadable.insert(link.first);
   }
   return unreadable;
 }
@@ -750,12 +765,14 @@ void validate_topology(hid_t file, int64_t world_size, std::vector<std::string>&
 
 // output_checksum (added within schema version 1, absent from older files): 16 lowercase hex
 // digits, with the name of its algorithm.
-void validate_checksum(const Attrs& attrs, const std::string& where, std::vector<std::string>& problems) {
+void validate_checksum(const Attrs& attrs, const std::string& where,
+                       std::vector<std::string>& problems) {
   const AttrValue* sum = find_attr(attrs, "output_checksum");
   const AttrValue* algorithm = find_attr(attrs, "output_checksum_algorithm");
   if (sum == nullptr && algorithm == nullptr) return;
   if (sum == nullptr) {
-    problems.push_back(where + ": missing attribute 'output_checksum' (output_checksum_algorithm is given)");
+    problems.push_back(
+        where + ": missing attribute 'output_checksum' (output_checksum_algorithm is given)");
   } else {
     const auto* text = std::get_if<std::string>(sum);
     const bool hex = text != nullptr && text->size() == 16 &&
@@ -763,7 +780,8 @@ void validate_checksum(const Attrs& attrs, const std::string& where, std::vector
                        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
                      });
     if (!hex)
-      problems.push_back(where + ": output_checksum must be 16 lowercase hexadecimal digits, found '" +
+      problems.push_back(where +
+                         ": output_checksum must be 16 lowercase hexadecimal digits, found '" +
                          attr_to_string(*sum) + "'");
   }
   if (algorithm == nullptr)
@@ -789,10 +807,12 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
   std::map<std::pair<std::string, int64_t>, size_t> seats;
   for (size_t r = 0; r < n; ++r) {
     if (ranks[r] != static_cast<int64_t>(r))
-      problems.push_back("/topology/rank: element " + std::to_string(r) + " is " + std::to_string(ranks[r]));
+      problems.push_back("/topology/rank: element " + std::to_string(r) + " is " +
+                         std::to_string(ranks[r]));
     if (const auto [it, fresh] = seats.emplace(std::make_pair(hosts[r], local[r]), r); !fresh)
-      problems.push_back("/topology: ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
-                         " are both local rank " + std::to_string(local[r]) + " of host " + hosts[r]);
+      problems.push_back("/topology: ranks " + std::to_string(it->second) + " and " +
+                         std::to_string(r) + " are both local rank " + std::to_string(local[r]) +
+                         " of host " + hosts[r]);
   }
   if (!has("device")) return;
   const auto devices = h5::read_vector<int64_t>(topology.id(), "device");
@@ -800,8 +820,9 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
     const auto visible = h5::read_vector<int64_t>(topology.id(), "gpus_visible");
     for (size_t r = 0; r < std::min(n, std::min(devices.size(), visible.size())); ++r)
       if (devices[r] >= visible[r])
-        problems.push_back("/topology: rank " + std::to_string(r) + " uses device " + std::to_string(devices[r]) +
-                           " but saw " + std::to_string(visible[r]) + " GPUs");
+        problems.push_back("/topology: rank " + std::to_string(r) + " uses device " +
+                           std::to_string(devices[r]) + " but saw " + std::to_string(visible[r]) +
+                           " GPUs");
   }
   std::vector<std::string> ids(n);
   for (const char* key : {"gpu_pci_bus_id", "gpu_uuid"})
@@ -818,9 +839,10 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
     for (const auto& [gpu, members] : by_gpu)
       for (size_t r : members)
         if (r < shared_by.size() && shared_by[r] != static_cast<int64_t>(members.size()))
-          problems.push_back("/topology: rank " + std::to_string(r) + " says " + std::to_string(shared_by[r]) +
-                             " ranks share its GPU " + gpu.second + " but " + std::to_string(members.size()) +
-                             " ranks of host " + gpu.first + " use it");
+          problems.push_back("/topology: rank " + std::to_string(r) + " says " +
+                             std::to_string(shared_by[r]) + " ranks share its GPU " + gpu.second +
+                             " but " + std::to_string(members.size()) + " ranks of host " +
+                             gpu.first + " use it");
   }
   const Attrs config = h5::read_attrs(h5::open_group(file, "/config").id());
   const AttrValue* allowed = find_attr(config, "allow_shared_gpu");
@@ -830,9 +852,10 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
   for (const auto& [gpu, members] : by_gpu)
     if (members.size() > 1) {
       std::string list;
-      for (size_t r : members) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      problems.push_back("/topology: ranks " + list + " of host " + gpu.first + " share GPU " + gpu.second +
-                         " but /config allow_shared_gpu is 0");
+      for (size_t r : members)
+        list += (list.empty() ? "" : ", ") + std::to_string(r);
+      problems.push_back("/topology: ranks " + list + " of host " + gpu.first + " share GPU " +
+                         gpu.second + " but /config allow_shared_gpu is 0");
     }
 }
 
@@ -874,7 +897,8 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
                          number_text(p50) + ", " + number_text(p95) + ", " + number_text(p99));
   });
   check_section(problems, [&] {
-    if (require_object(file, group + "/ops", "dataset", problems)) read_aggregates(file, group + "/ops");
+    if (require_object(file, group + "/ops", "dataset", problems))
+      read_aggregates(file, group + "/ops");
   });
 }
 
@@ -936,9 +960,11 @@ void validate_collectives(hid_t file, std::vector<std::string>& problems) {
 void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope_required) {
   if (!require_object(file, kRoofPath, "dataset", problems)) return;
   const h5::Table table = h5::read_table(file, kRoofPath);
-  const bool envelope = envelope_required || h5::find_column(table, kRoofEnvelopeColumns[0]) != nullptr;
+  const bool envelope =
+      envelope_required || h5::find_column(table, kRoofEnvelopeColumns[0]) != nullptr;
   if (envelope)
-    for (const char* name : kRoofEnvelopeColumns) column<double>(table, name, kRoofPath);
+    for (const char* name : kRoofEnvelopeColumns)
+      column<double>(table, name, kRoofPath);
   for (const char* name : kRoofTextColumns)
     column<std::string>(table, name, kRoofPath);
   for (const char* name : kRoofIntColumns)
@@ -966,9 +992,12 @@ void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope
 void validate_fields(hid_t file, const RoofTable& spec, std::vector<std::string>& problems) {
   if (!require_object(file, spec.path, "dataset", problems)) return;
   const h5::Table table = h5::read_table(file, spec.path);
-  for (const char* name : spec.text) check_section(problems, [&] { column<std::string>(table, name, spec.path); });
-  for (const char* name : spec.ints) check_section(problems, [&] { column<int64_t>(table, name, spec.path); });
-  for (const char* name : spec.numbers) check_section(problems, [&] { column<double>(table, name, spec.path); });
+  for (const char* name : spec.text)
+    check_section(problems, [&] { column<std::string>(table, name, spec.path); });
+  for (const char* name : spec.ints)
+    check_section(problems, [&] { column<int64_t>(table, name, spec.path); });
+  for (const char* name : spec.numbers)
+    check_section(problems, [&] { column<double>(table, name, spec.path); });
 }
 
 // /roofs of roofs, run and sweep files: every table with its fields, positive rates.
@@ -990,7 +1019,8 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
 
 // Every /points/<k>: its config; a summary as /summary's unless the point failed (status
 // "failed: ..."); where its ops were kept, the op table and a timeline per rank, as /ops and
-// /ranks/<r>/timeline (a timeline of a node file that cannot be opened is reported once, elsewhere).
+// /ranks/<r>/timeline (a timeline of a node file that cannot be opened is reported once,
+// elsewhere).
 void validate_points(hid_t file, int64_t world_size, const std::set<std::string>& unreadable,
                      std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
@@ -1009,7 +1039,8 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
       const std::string group = base + "/ranks/" + std::to_string(r);
       if (unreadable.count(group + "/timeline") > 0) continue;
       check_section(problems, [&] {
-        validate_timeline(file, group + "/timeline", op_count, recorded_rows(file, group), problems);
+        validate_timeline(file, group + "/timeline", op_count, recorded_rows(file, group),
+                          problems);
       });
     }
   }
@@ -1017,14 +1048,18 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
 
 // Sweep files: the point and crossover tables, one /points group per row.
 void validate_sweep(hid_t file, std::vector<std::string>& problems) {
-  for (const RoofTable& spec : kSweepTables) check_section(problems, [&] { validate_fields(file, spec, problems); });
+  for (const RoofTable& spec : kSweepTables)
+    check_section(problems, [&] { validate_fields(file, spec, problems); });
   if (!h5::exists(file, "/sweep/points")) return;
   const size_t rows = row_count(h5::read_table(file, "/sweep/points"));
-  const size_t groups = h5::exists(file, "/points") ? h5::list_children(h5::open_group(file, "/points").id()).size() : 0;
+  const size_t groups = h5::exists(file, "/points")
+                            ? h5::list_children(h5::open_group(file, "/points").id()).size()
+                            : 0;
   if (rows != groups)
-    problems.push_back("/sweep/points: " + std::to_string(rows) + " rows but " + std::to_string(groups) +
-                       " groups under /points");
-  require_attrs(h5::read_attrs(h5::open_group(file, "/sweep").id()), "/sweep", {"axes", "points", "failed"}, problems);
+    problems.push_back("/sweep/points: " + std::to_string(rows) + " rows but " +
+                       std::to_string(groups) + " groups under /points");
+  require_attrs(h5::read_attrs(h5::open_group(file, "/sweep").id()), "/sweep",
+                {"axes", "points", "failed"}, problems);
 }
 
 // An integer attribute `complete` that is 0 (a job killed before its end wrote the file).
@@ -1033,16 +1068,17 @@ bool marked_incomplete(const Attrs& attrs) {
   return complete != nullptr && *complete == AttrValue(int64_t{0});
 }
 
-const char* const kIncomplete = "incomplete: the job ended before it finished (complete = 0); what it holds is "
-                                "valid but partial";
+const char* const kIncomplete =
+    "incomplete: the job ended before it finished (complete = 0); what it holds is "
+    "valid but partial";
 
 void validate_contents(hid_t file, const std::string& path, std::vector<std::string>& problems,
                        bool accept_incomplete) {
   Attrs root;
   check_section(problems, [&] { root = h5::read_attrs(file); });
   if (const AttrValue* master = find_attr(root, "part_of")) {
-    problems.push_back("/: a node file of the per-node layout, part of '" + attr_to_string(*master) +
-                       "': validate that file, which links this one");
+    problems.push_back("/: a node file of the per-node layout, part of '" +
+                       attr_to_string(*master) + "': validate that file, which links this one");
     return;
   }
   require_attrs(root, "/", {std::begin(kRootAttrs), std::end(kRootAttrs)}, problems);
@@ -1071,7 +1107,8 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   const bool roofs_file = is_command(root, "roofs");
   const bool sweep_file = is_command(root, "sweep");
   if (collectives) require_attrs(root, "/", {"check"}, problems);
-  if (!accept_incomplete && marked_incomplete(root)) problems.push_back(std::string("/: ") + kIncomplete);
+  if (!accept_incomplete && marked_incomplete(root))
+    problems.push_back(std::string("/: ") + kIncomplete);
   if (!accept_incomplete && sweep_file && h5::exists(file, "/sweep"))
     check_section(problems, [&] {
       if (marked_incomplete(h5::read_attrs(h5::open_group(file, "/sweep").id())))
@@ -1099,9 +1136,11 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   if (has("/topology") && has("/config"))
     check_section(problems, [&] { validate_gpu_map(file, problems); });
   int64_t op_count = -1;
-  if (has("/ops")) check_section(problems, [&] { op_count = validate_ops(file, "/ops", problems); });
+  if (has("/ops"))
+    check_section(problems, [&] { op_count = validate_ops(file, "/ops", problems); });
   if (has("/ranks"))
-    check_section(problems, [&] { validate_ranks(file, world_size, op_count, unreadable, problems); });
+    check_section(problems,
+                  [&] { validate_ranks(file, world_size, op_count, unreadable, problems); });
   if (has("/summary")) validate_summary(file, "", problems);
   if (h5::exists(file, "/points"))
     check_section(problems, [&] { validate_points(file, world_size, unreadable, problems); });
@@ -1126,8 +1165,10 @@ void write_run_file(const std::string& path, const RunData& data) {
     return !data.points.at(std::stoul(prefix.substr(prefix.rfind('/') + 1))).timelines.empty();
   };
   ranks.write = [&](hid_t parent, const std::string& prefix) {
-    write_ranks(parent, prefix.empty() ? data.timelines
-                                       : data.points.at(std::stoul(prefix.substr(prefix.rfind('/') + 1))).timelines);
+    write_ranks(parent,
+                prefix.empty()
+                    ? data.timelines
+                    : data.points.at(std::stoul(prefix.substr(prefix.rfind('/') + 1))).timelines);
   };
   try {
     write_run_contents(temporary.path(), data, ranks, {});
@@ -1168,9 +1209,11 @@ std::string incomplete_note(const RunData& data) {
         sizes += row_count(t.table);
       }
     std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    return "incomplete: the job ended before it finished; it holds " + std::to_string(sizes) + " size(s) of " +
-           (list.empty() ? std::string("no collective") : list) + "; the sizes after them were not measured";
+    for (const std::string& n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    return "incomplete: the job ended before it finished; it holds " + std::to_string(sizes) +
+           " size(s) of " + (list.empty() ? std::string("no collective") : list) +
+           "; the sizes after them were not measured";
   }
   for (const auto& [group, attrs] : data.group_attrs)
     if (group == "/sweep" && marked_incomplete(attrs)) {
@@ -1188,30 +1231,35 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
     std::vector<int64_t> m, n, k, reps;
     std::vector<double> best, p50, tflops, mhz;
     for (const GemmRoof& g : roofs.gemm) {
-      dtype.push_back(g.dtype), label.push_back(g.label), m.push_back(g.m), n.push_back(g.n), k.push_back(g.k);
-      reps.push_back(g.reps), best.push_back(g.best_ns), p50.push_back(g.p50_ns), tflops.push_back(g.tflops);
+      dtype.push_back(g.dtype), label.push_back(g.label), m.push_back(g.m), n.push_back(g.n),
+          k.push_back(g.k);
+      reps.push_back(g.reps), best.push_back(g.best_ns), p50.push_back(g.p50_ns),
+          tflops.push_back(g.tflops);
       mhz.push_back(g.sm_clock_mhz);
     }
-    gemm = {{"dtype", dtype}, {"label", label}, {"m", m},          {"n", n},           {"k", k},
-            {"reps", reps},   {"best_ns", best}, {"p50_ns", p50}, {"tflops", tflops}, {"sm_clock_mhz", mhz}};
+    gemm = {{"dtype", dtype},   {"label", label},     {"m", m},          {"n", n},
+            {"k", k},           {"reps", reps},       {"best_ns", best}, {"p50_ns", p50},
+            {"tflops", tflops}, {"sm_clock_mhz", mhz}};
   }
   {
     std::vector<std::string> kind;
     std::vector<int64_t> bytes, reps;
     std::vector<double> best, p50, gbps, mhz;
     for (const MemoryRoof& r : roofs.memory) {
-      kind.push_back(r.kind), bytes.push_back(r.bytes), reps.push_back(r.reps), best.push_back(r.best_ns);
+      kind.push_back(r.kind), bytes.push_back(r.bytes), reps.push_back(r.reps),
+          best.push_back(r.best_ns);
       p50.push_back(r.p50_ns), gbps.push_back(r.gbps), mhz.push_back(r.sm_clock_mhz);
     }
-    memory = {{"kind", kind}, {"bytes", bytes}, {"reps", reps}, {"best_ns", best},
-              {"p50_ns", p50}, {"gbps", gbps},  {"sm_clock_mhz", mhz}};
+    memory = {{"kind", kind},  {"bytes", bytes}, {"reps", reps},       {"best_ns", best},
+              {"p50_ns", p50}, {"gbps", gbps},   {"sm_clock_mhz", mhz}};
   }
   {
     std::vector<std::string> kind;
     std::vector<int64_t> launches;
     std::vector<double> ns, mhz;
     for (const LaunchRoof& r : roofs.launch)
-      kind.push_back(r.kind), launches.push_back(r.launches), ns.push_back(r.ns_per_launch), mhz.push_back(r.sm_clock_mhz);
+      kind.push_back(r.kind), launches.push_back(r.launches), ns.push_back(r.ns_per_launch),
+          mhz.push_back(r.sm_clock_mhz);
     launch = {{"kind", kind}, {"launches", launches}, {"ns_per_launch", ns}, {"sm_clock_mhz", mhz}};
   }
   std::vector<std::string> names, dtypes, transports;
@@ -1223,17 +1271,44 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
     floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
     fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
   }
-  data.tables.push_back({"/roofs/gemm", gemm, {{"method", std::string("cuBLASLt (host: OpenBLAS) GEMMs c = a w^T, fp32 accumulation, square sizes and the layer's shapes; best and median of back-to-back calls")}}});
-  data.tables.push_back({"/roofs/memory", memory, {{"method", std::string("the project's vectorised read, write and copy kernels over buffers from cache-sized to far beyond the last-level cache; copy bytes count read + write")}}});
-  data.tables.push_back({"/roofs/launch", launch, {{"method", std::string("empty kernels launched back to back from the host (eager), and replayed from one captured graph (graph_node)")}}});
-  data.tables.push_back({"/roofs/interconnect",
-                         {{"collective", names}, {"group_size", groups}, {"dtype", dtypes}, {"transport", transports},
-                          {"alpha_us", alpha}, {"beta_gbps", beta}, {"floor_alpha_us", floor_alpha},
-                          {"floor_beta_gbps", floor_beta}, {"fit_min_bytes", fit_min}, {"fit_max_bytes", fit_max}},
-                         {{"method", std::string("a short nccl-tests-style sweep per collective and group size (groups of consecutive ranks, run concurrently); alpha/beta: least squares on the medians; floor_*: the lower envelope of the fastest calls")}}});
+  data.tables.push_back(
+      {"/roofs/gemm",
+       gemm,
+       {{"method",
+         std::string("cuBLASLt (host: OpenBLAS) GEMMs c = a w^T, fp32 accumulation, square sizes "
+                     "and the layer's shapes; best and median of back-to-back calls")}}});
+  data.tables.push_back(
+      {"/roofs/memory",
+       memory,
+       {{"method",
+         std::string(
+             "the project's vectorised read, write and copy kernels over buffers from cache-sized "
+             "to far beyond the last-level cache; copy bytes count read + write")}}});
+  data.tables.push_back(
+      {"/roofs/launch",
+       launch,
+       {{"method", std::string("empty kernels launched back to back from the host (eager), and "
+                               "replayed from one captured graph (graph_node)")}}});
+  data.tables.push_back(
+      {"/roofs/interconnect",
+       {{"collective", names},
+        {"group_size", groups},
+        {"dtype", dtypes},
+        {"transport", transports},
+        {"alpha_us", alpha},
+        {"beta_gbps", beta},
+        {"floor_alpha_us", floor_alpha},
+        {"floor_beta_gbps", floor_beta},
+        {"fit_min_bytes", fit_min},
+        {"fit_max_bytes", fit_max}},
+       {{"method",
+         std::string("a short nccl-tests-style sweep per collective and group size (groups of "
+                     "consecutive ranks, run concurrently); alpha/beta: least squares on the "
+                     "medians; floor_*: the lower envelope of the fastest calls")}}});
   Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
   for (DType d : {DType::bf16, DType::f16, DType::f32})
-    if (roofs.peak_tflops(d) > 0) attrs.emplace_back(std::string("gemm_peak_tflops.") + dtype_name(d), roofs.peak_tflops(d));
+    if (roofs.peak_tflops(d) > 0)
+      attrs.emplace_back(std::string("gemm_peak_tflops.") + dtype_name(d), roofs.peak_tflops(d));
   for (const char* kind : {"read", "write", "copy"}) {
     double gbps = 0;
     int64_t largest = -1;
@@ -1241,7 +1316,8 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
       if (r.kind == kind && r.bytes > largest) largest = r.bytes, gbps = r.gbps;
     if (largest > 0) attrs.emplace_back(std::string("hbm_") + kind + "_gbps", gbps);
   }
-  for (const LaunchRoof& r : roofs.launch) attrs.emplace_back("launch_" + r.kind + "_ns", r.ns_per_launch);
+  for (const LaunchRoof& r : roofs.launch)
+    attrs.emplace_back("launch_" + r.kind + "_ns", r.ns_per_launch);
   attrs.insert(attrs.end(), extra.begin(), extra.end());
   data.group_attrs.emplace_back("/roofs", attrs);
 }
@@ -1251,7 +1327,9 @@ Roofs read_roofs(const std::string& path) {
   try {
     h5::Handle file = h5::open_file_read(path);
     if (!h5::exists(file.id(), "/roofs/gemm"))
-      throw UsageError(path + ": no /roofs (measure them into a file of their own with `ridgeline roofs --out FILE`)");
+      throw UsageError(
+          path +
+          ": no /roofs (measure them into a file of their own with `ridgeline roofs --out FILE`)");
     Roofs roofs;
     const Attrs attrs = h5::read_attrs(h5::open_group(file.id(), "/roofs").id());
     const Attrs root = h5::read_attrs(file.id());
@@ -1260,29 +1338,35 @@ Roofs read_roofs(const std::string& path) {
     roofs.source = path + (created ? " (" + attr_to_string(*created) + ")" : std::string());
     const h5::Table g = h5::read_table(file.id(), "/roofs/gemm");
     for (size_t i = 0; i < row_count(g); ++i)
-      roofs.gemm.push_back({column<std::string>(g, "dtype", path)[i], column<std::string>(g, "label", path)[i],
-                            column<int64_t>(g, "m", path)[i], column<int64_t>(g, "n", path)[i],
-                            column<int64_t>(g, "k", path)[i], column<int64_t>(g, "reps", path)[i],
-                            column<double>(g, "best_ns", path)[i], column<double>(g, "p50_ns", path)[i],
-                            column<double>(g, "tflops", path)[i], column<double>(g, "sm_clock_mhz", path)[i]});
+      roofs.gemm.push_back(
+          {column<std::string>(g, "dtype", path)[i], column<std::string>(g, "label", path)[i],
+           column<int64_t>(g, "m", path)[i], column<int64_t>(g, "n", path)[i],
+           column<int64_t>(g, "k", path)[i], column<int64_t>(g, "reps", path)[i],
+           column<double>(g, "best_ns", path)[i], column<double>(g, "p50_ns", path)[i],
+           column<double>(g, "tflops", path)[i], column<double>(g, "sm_clock_mhz", path)[i]});
     const h5::Table m = h5::read_table(file.id(), "/roofs/memory");
     for (size_t i = 0; i < row_count(m); ++i)
-      roofs.memory.push_back({column<std::string>(m, "kind", path)[i], column<int64_t>(m, "bytes", path)[i],
-                              column<int64_t>(m, "reps", path)[i], column<double>(m, "best_ns", path)[i],
-                              column<double>(m, "p50_ns", path)[i], column<double>(m, "gbps", path)[i],
-                              column<double>(m, "sm_clock_mhz", path)[i]});
+      roofs.memory.push_back(
+          {column<std::string>(m, "kind", path)[i], column<int64_t>(m, "bytes", path)[i],
+           column<int64_t>(m, "reps", path)[i], column<double>(m, "best_ns", path)[i],
+           column<double>(m, "p50_ns", path)[i], column<double>(m, "gbps", path)[i],
+           column<double>(m, "sm_clock_mhz", path)[i]});
     const h5::Table l = h5::read_table(file.id(), "/roofs/launch");
     for (size_t i = 0; i < row_count(l); ++i)
-      roofs.launch.push_back({column<std::string>(l, "kind", path)[i], column<int64_t>(l, "launches", path)[i],
-                              column<double>(l, "ns_per_launch", path)[i], column<double>(l, "sm_clock_mhz", path)[i]});
+      roofs.launch.push_back({column<std::string>(l, "kind", path)[i],
+                              column<int64_t>(l, "launches", path)[i],
+                              column<double>(l, "ns_per_launch", path)[i],
+                              column<double>(l, "sm_clock_mhz", path)[i]});
     const h5::Table c = h5::read_table(file.id(), kRoofPath);
     for (size_t i = 0; i < row_count(c); ++i)
       roofs.interconnect.push_back(
           {column<std::string>(c, "collective", path)[i], column<int64_t>(c, "group_size", path)[i],
            column<std::string>(c, "dtype", path)[i], column<std::string>(c, "transport", path)[i],
            column<double>(c, "alpha_us", path)[i], column<double>(c, "beta_gbps", path)[i],
-           column<double>(c, "floor_alpha_us", path)[i], column<double>(c, "floor_beta_gbps", path)[i],
-           column<int64_t>(c, "fit_min_bytes", path)[i], column<int64_t>(c, "fit_max_bytes", path)[i]});
+           column<double>(c, "floor_alpha_us", path)[i],
+           column<double>(c, "floor_beta_gbps", path)[i],
+           column<int64_t>(c, "fit_min_bytes", path)[i],
+           column<int64_t>(c, "fit_max_bytes", path)[i]});
     return roofs;
   } catch (const UsageError&) {
     throw;
@@ -1320,6 +1404,8 @@ std::string hdf5_library_version() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
 }
 
-std::string hdf5_build() { return h5::parallel_library() ? "parallel" : "serial"; }
+std::string hdf5_build() {
+  return h5::parallel_library() ? "parallel" : "serial";
+}
 
 } // namespace ridgeline

@@ -21,12 +21,15 @@ constexpr int64_t kAbsent = -1;
 // a slice of iterations (ops x layers x microbatches x iterations) stay within it.
 constexpr size_t kPiece = size_t{1} << 24;
 
-bool is_comm(OpKind k) { return k == OpKind::collective || k == OpKind::p2p; }
+bool is_comm(OpKind k) {
+  return k == OpKind::collective || k == OpKind::p2p;
+}
 
-int64_t duration(const TimelineRecord& r) { return r.t_end_ns - r.t_start_ns; }
+int64_t duration(const TimelineRecord& r) {
+  return r.t_end_ns - r.t_start_ns;
+}
 
-template <class T>
-void allreduce(MPI_Comm comm, std::vector<T>& values, MPI_Op op) {
+template <class T> void allreduce(MPI_Comm comm, std::vector<T>& values, MPI_Op op) {
   const MPI_Datatype type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_INT64_T;
   for (size_t at = 0; at < values.size(); at += kPiece) {
     const int n = static_cast<int>(std::min(kPiece, values.size() - at));
@@ -39,7 +42,8 @@ int64_t op_table_hash(const OpTable& ops) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
   for (size_t id = 0; id < ops.size(); ++id) {
-    for (char c : ops.name(static_cast<int32_t>(id))) mix(static_cast<unsigned char>(c));
+    for (char c : ops.name(static_cast<int32_t>(id)))
+      mix(static_cast<unsigned char>(c));
     mix(0);
     mix(static_cast<unsigned char>(ops.kind(static_cast<int32_t>(id))));
   }
@@ -47,7 +51,8 @@ int64_t op_table_hash(const OpTable& ops) {
 }
 
 // The entries some rank had, in index order.
-std::vector<double> present(std::vector<int64_t>::const_iterator first, std::vector<int64_t>::const_iterator last) {
+std::vector<double> present(std::vector<int64_t>::const_iterator first,
+                            std::vector<int64_t>::const_iterator last) {
   std::vector<double> v;
   for (auto it = first; it != last; ++it)
     if (*it != kAbsent) v.push_back(static_cast<double>(*it));
@@ -59,7 +64,7 @@ int64_t midpoint(int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>((static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo)) / 2);
 }
 
-}  // namespace
+} // namespace
 
 std::vector<int64_t> select_kth(MPI_Comm comm, const std::vector<std::vector<int64_t>>& sets,
                                 const std::vector<std::pair<size_t, int64_t>>& queries) {
@@ -83,19 +88,22 @@ std::vector<int64_t> select_kth(MPI_Comm comm, const std::vector<std::vector<int
       const std::vector<int64_t>& set = sets[queries[i].first];
       at_most[i] = std::upper_bound(set.begin(), set.end(), midpoint(lo[i], hi[i])) - set.begin();
     }
-    if (!open) break;  // the same on every rank: lo and hi are
+    if (!open) break; // the same on every rank: lo and hi are
     allreduce(comm, at_most, MPI_SUM);
     for (size_t i = 0; i < q; ++i) {
       if (lo[i] >= hi[i]) continue;
       const int64_t mid = midpoint(lo[i], hi[i]);
-      if (at_most[i] >= queries[i].second + 1) hi[i] = mid;
-      else lo[i] = mid + 1;
+      if (at_most[i] >= queries[i].second + 1)
+        hi[i] = mid;
+      else
+        lo[i] = mid + 1;
     }
   }
   return lo;
 }
 
-RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<TimelineRecord>& mine) {
+RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
+                         const std::vector<TimelineRecord>& mine) {
   int rank = 0, size = 1;
   RIDGELINE_CHECK(MPI_Comm_rank(comm, &rank));
   RIDGELINE_CHECK(MPI_Comm_size(comm, &size));
@@ -105,7 +113,8 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
     allreduce(comm, low, MPI_MIN);
     allreduce(comm, high, MPI_MAX);
     if (low != high)
-      throw Error("the ranks recorded different op tables: their timelines cannot be summarised together");
+      throw Error(
+          "the ranks recorded different op tables: their timelines cannot be summarised together");
   }
   for (const TimelineRecord& r : mine)
     if (r.op_id < 0 || static_cast<size_t>(r.op_id) >= K || r.iteration < 0)
@@ -173,7 +182,7 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
   allreduce(comm, counts, MPI_SUM);
   allreduce(comm, owner, MPI_MAX);
   allreduce(comm, per_step, MPI_MAX);
-  std::vector<double> costs(4 * K, 0.0);  // lane, flops, hbm_bytes, comm_bytes
+  std::vector<double> costs(4 * K, 0.0); // lane, flops, hbm_bytes, comm_bytes
   for (size_t id = 0; id < K; ++id)
     if (owner[id] == rank) {
       costs[4 * id] = sample[id]->lane;
@@ -188,7 +197,8 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
   // each slice's instances are kept by one rank in turn.
   std::vector<std::vector<int64_t>> sets(K);
   for (size_t id = 0; id < K; ++id)
-    for (const auto& kv : local[id]) sets[id].push_back(kv.second);
+    for (const auto& kv : local[id])
+      sets[id].push_back(kv.second);
   std::vector<size_t> comm_ops;
   for (size_t id = 0; id < K; ++id)
     if (is_comm(ops.kind(static_cast<int32_t>(id)))) comm_ops.push_back(id);
@@ -197,11 +207,14 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
     const size_t L = static_cast<size_t>(extent[1] - layer0 + 1);
     const size_t M = static_cast<size_t>(extent[3] - mb0 + 1);
     std::vector<size_t> slot(K, 0);
-    for (size_t c = 0; c < comm_ops.size(); ++c) slot[comm_ops[c]] = c;
+    for (size_t c = 0; c < comm_ops.size(); ++c)
+      slot[comm_ops[c]] = c;
     const size_t per_iteration = comm_ops.size() * L * M;
     const size_t width = std::max<size_t>(1, kPiece / per_iteration);
     std::sort(comm_rows.begin(), comm_rows.end(),
-              [](const TimelineRecord* a, const TimelineRecord* b) { return a->iteration < b->iteration; });
+              [](const TimelineRecord* a, const TimelineRecord* b) {
+                return a->iteration < b->iteration;
+              });
     auto row = comm_rows.begin();
     std::vector<int64_t> slice;
     for (size_t begin = 0, turn = 0; begin < I; begin += width, ++turn) {
@@ -210,22 +223,26 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
       for (; row != comm_rows.end() && static_cast<size_t>((*row)->iteration) < end; ++row) {
         const TimelineRecord& r = **row;
         const size_t at = (((static_cast<size_t>(r.iteration) - begin) * comm_ops.size() +
-                            slot[static_cast<size_t>(r.op_id)]) * L +
-                           static_cast<size_t>(r.layer - layer0)) * M +
+                            slot[static_cast<size_t>(r.op_id)]) *
+                               L +
+                           static_cast<size_t>(r.layer - layer0)) *
+                              M +
                           static_cast<size_t>(r.microbatch - mb0);
         slice[at] = std::max(slice[at], duration(r));
       }
       allreduce(comm, slice, MPI_MAX);
       if (static_cast<int>(turn % static_cast<size_t>(size)) != rank) continue;
       for (size_t at = 0; at < slice.size(); ++at)
-        if (slice[at] != kAbsent) sets[comm_ops[(at / (L * M)) % comm_ops.size()]].push_back(slice[at]);
+        if (slice[at] != kAbsent)
+          sets[comm_ops[(at / (L * M)) % comm_ops.size()]].push_back(slice[at]);
     }
   }
-  std::vector<int64_t> totals(2 * K, 0);  // instances, summed duration
+  std::vector<int64_t> totals(2 * K, 0); // instances, summed duration
   for (size_t id = 0; id < K; ++id) {
     std::sort(sets[id].begin(), sets[id].end());
     totals[id] = static_cast<int64_t>(sets[id].size());
-    for (int64_t v : sets[id]) totals[K + id] += v;
+    for (int64_t v : sets[id])
+      totals[K + id] += v;
   }
   allreduce(comm, totals, MPI_SUM);
   // The median as numpy interpolates it: the order statistics either side of (n - 1) / 2.
@@ -250,24 +267,27 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
     if (totals[id] > 0) {
       const double pos = 0.5 * static_cast<double>(totals[id] - 1);
       const double frac = pos - std::floor(pos);
-      const double lo = static_cast<double>(order[query]), hi = static_cast<double>(order[query + 1]);
+      const double lo = static_cast<double>(order[query]),
+                   hi = static_cast<double>(order[query + 1]);
       query += 2;
       a.p50_ns = lo + (hi - lo) * frac;
       a.mean_ns = static_cast<double>(totals[K + id]) / static_cast<double>(totals[id]);
     }
     const auto row_begin = per_step.begin() + static_cast<std::ptrdiff_t>(id * I);
-    a.per_step_p50_ns = percentile(present(row_begin, row_begin + static_cast<std::ptrdiff_t>(I)), 50);
+    a.per_step_p50_ns =
+        percentile(present(row_begin, row_begin + static_cast<std::ptrdiff_t>(I)), 50);
     a.share = s.step.p50 > 0 ? a.per_step_p50_ns / s.step.p50 : 0;
     a.flops = costs[4 * id + 1];
     a.hbm_bytes = costs[4 * id + 2];
     a.comm_bytes = costs[4 * id + 3];
     if (a.p50_ns > 0) {
       a.achieved_tflops = a.flops / a.p50_ns / 1e3;
-      a.achieved_gbps = (is_comm(ops.kind(static_cast<int32_t>(id))) ? a.comm_bytes : a.hbm_bytes) / a.p50_ns;
+      a.achieved_gbps =
+          (is_comm(ops.kind(static_cast<int32_t>(id))) ? a.comm_bytes : a.hbm_bytes) / a.p50_ns;
     }
     s.ops.push_back(a);
   }
   return s;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

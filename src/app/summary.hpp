@@ -17,7 +17,8 @@ namespace ridgeline {
 /// maxima, counts and sums, collective instances travel in slices of iterations, and instance
 /// percentiles are selected exactly (numpy's linear interpolation) by bisection over counts.
 /// Throws Error when the ranks' op tables differ.
-RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<TimelineRecord>& mine);
+RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
+                         const std::vector<TimelineRecord>& mine);
 
 /// The `k`-th smallest value (0-based) of each query's set, where set `s` is the union over the
 /// ranks of `comm` of every rank's sorted `sets[s]`: queries are (set, k) pairs, the same on
@@ -25,4 +26,4 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops, const std::vector<Ti
 std::vector<int64_t> select_kth(MPI_Comm comm, const std::vector<std::vector<int64_t>>& sets,
                                 const std::vector<std::pair<size_t, int64_t>>& queries);
 
-}  // namespace ridgeline
+} // namespace ridgeline

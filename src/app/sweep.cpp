@@ -31,7 +31,8 @@ namespace {
 
 const char* const kNumericAxes[] = {"tp", "batch", "seq", "context", "hidden"};
 bool numeric_axis(const std::string& axis) {
-  return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) != std::end(kNumericAxes);
+  return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) !=
+         std::end(kNumericAxes);
 }
 bool less_value(const std::string& axis, const std::string& a, const std::string& b) {
   return numeric_axis(axis) ? std::stoll(a) < std::stoll(b) : a < b;
@@ -42,24 +43,27 @@ int class_index(const std::string& ceiling) {
   return -1;
 }
 // "a=1 b=2" over `axes` except `skip`.
-std::string describe(const SweepRow& r, const std::vector<std::string>& axes, const std::string& skip) {
+std::string describe(const SweepRow& r, const std::vector<std::string>& axes,
+                     const std::string& skip) {
   std::string text;
   for (const std::string& a : axes)
     if (a != skip) text += (text.empty() ? "" : " ") + a + "=" + r.axis.at(a);
   return text;
 }
 
-}  // namespace
+} // namespace
 
-std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows, const std::vector<std::string>& axes) {
+std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
+                                       const std::vector<std::string>& axes) {
   std::vector<Crossover> out;
   for (const std::string& axis : axes) {
     std::map<std::string, std::vector<const SweepRow*>> groups;
     for (const SweepRow& r : rows)
       if (r.status == "ok") groups[describe(r, axes, axis)].push_back(&r);
     for (auto& [fixed, line] : groups) {
-      std::sort(line.begin(), line.end(),
-                [&](const SweepRow* a, const SweepRow* b) { return less_value(axis, a->axis.at(axis), b->axis.at(axis)); });
+      std::sort(line.begin(), line.end(), [&](const SweepRow* a, const SweepRow* b) {
+        return less_value(axis, a->axis.at(axis), b->axis.at(axis));
+      });
       bool interconnect_found = false;
       for (size_t i = 1; i < line.size(); ++i) {
         const SweepRow& before = *line[i - 1];
@@ -83,8 +87,9 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows, const 
         c.at_point = at.point;
         c.rising_ns = at.class_ns[to];
         c.falling_ns = at.class_ns[from];
-        c.note = std::string(ceiling_name(static_cast<Ceiling>(to))) + " " + std::to_string(c.rising_ns / 1e3).substr(0, 8) +
-                 " us passes " + ceiling_name(static_cast<Ceiling>(from)) + " " +
+        c.note = std::string(ceiling_name(static_cast<Ceiling>(to))) + " " +
+                 std::to_string(c.rising_ns / 1e3).substr(0, 8) + " us passes " +
+                 ceiling_name(static_cast<Ceiling>(from)) + " " +
                  std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us";
         out.push_back(c);
       }
@@ -113,7 +118,8 @@ Table sweep_points_table(const std::vector<SweepRow>& rows) {
     }
     p50.push_back(r.step_p50_ns);
     p99.push_back(r.step_p99_ns);
-    for (int i = 0; i < 4; ++i) cls[i].push_back(r.class_ns[i]);
+    for (int i = 0; i < 4; ++i)
+      cls[i].push_back(r.class_ns[i]);
     exposed.push_back(r.exposed_interconnect_ns);
     ceiling.push_back(r.ceiling);
     flops.push_back(r.step_flops);
@@ -130,11 +136,20 @@ Table sweep_points_table(const std::vector<SweepRow>& rows) {
     else
       t.push_back({a, texts[a]});
   }
-  const Table rest = {{"step_p50_ns", p50},     {"step_p99_ns", p99},     {"compute_ns", cls[0]},
-                      {"hbm_ns", cls[1]},       {"interconnect_ns", cls[2]}, {"launch_ns", cls[3]},
-                      {"exposed_interconnect_ns", exposed}, {"ceiling", ceiling}, {"step_flops", flops},
-                      {"step_hbm_bytes", hbm},  {"step_comm_bytes", comm}, {"check", check},
-                      {"setup_s", setup},       {"measure_s", measure}};
+  const Table rest = {{"step_p50_ns", p50},
+                      {"step_p99_ns", p99},
+                      {"compute_ns", cls[0]},
+                      {"hbm_ns", cls[1]},
+                      {"interconnect_ns", cls[2]},
+                      {"launch_ns", cls[3]},
+                      {"exposed_interconnect_ns", exposed},
+                      {"ceiling", ceiling},
+                      {"step_flops", flops},
+                      {"step_hbm_bytes", hbm},
+                      {"step_comm_bytes", comm},
+                      {"check", check},
+                      {"setup_s", setup},
+                      {"measure_s", measure}};
   t.insert(t.end(), rest.begin(), rest.end());
   return t;
 }
@@ -144,14 +159,23 @@ Table crossovers_table(const std::vector<Crossover>& cs) {
   std::vector<int64_t> predicted, before_point, at_point;
   std::vector<double> rising, falling;
   for (const Crossover& c : cs) {
-    axis.push_back(c.axis), fixed.push_back(c.fixed), kind.push_back(c.kind), before.push_back(c.before_value);
+    axis.push_back(c.axis), fixed.push_back(c.fixed), kind.push_back(c.kind),
+        before.push_back(c.before_value);
     at.push_back(c.at_value), note.push_back(c.note), predicted.push_back(c.predicted ? 1 : 0);
     before_point.push_back(c.before_point), at_point.push_back(c.at_point);
     rising.push_back(c.rising_ns), falling.push_back(c.falling_ns);
   }
-  return {{"axis", axis},         {"fixed", fixed},     {"kind", kind},       {"predicted", predicted},
-          {"before_value", before}, {"at_value", at},   {"before_point", before_point},
-          {"at_point", at_point}, {"rising_ns", rising}, {"falling_ns", falling}, {"note", note}};
+  return {{"axis", axis},
+          {"fixed", fixed},
+          {"kind", kind},
+          {"predicted", predicted},
+          {"before_value", before},
+          {"at_value", at},
+          {"before_point", before_point},
+          {"at_point", at_point},
+          {"rising_ns", rising},
+          {"falling_ns", falling},
+          {"note", note}};
 }
 
 std::vector<SweepRow> sweep_rows_from(const Table& t) {
@@ -165,15 +189,21 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
   auto texts = [&](const char* n) { return std::get<std::vector<std::string>>(col(n).values); };
   const auto point = ints("point");
   std::vector<SweepRow> rows(point.size());
-  const auto status = texts("status"), label = texts("label"), ceiling = texts("ceiling"), check = texts("check");
-  const auto p50 = nums("step_p50_ns"), p99 = nums("step_p99_ns"), exposed = nums("exposed_interconnect_ns");
-  const std::vector<double> cls[4] = {nums("compute_ns"), nums("hbm_ns"), nums("interconnect_ns"), nums("launch_ns")};
-  const auto flops = nums("step_flops"), hbm = nums("step_hbm_bytes"), comm = nums("step_comm_bytes");
+  const auto status = texts("status"), label = texts("label"), ceiling = texts("ceiling"),
+             check = texts("check");
+  const auto p50 = nums("step_p50_ns"), p99 = nums("step_p99_ns"),
+             exposed = nums("exposed_interconnect_ns");
+  const std::vector<double> cls[4] = {nums("compute_ns"), nums("hbm_ns"), nums("interconnect_ns"),
+                                      nums("launch_ns")};
+  const auto flops = nums("step_flops"), hbm = nums("step_hbm_bytes"),
+             comm = nums("step_comm_bytes");
   for (size_t i = 0; i < rows.size(); ++i) {
     SweepRow& r = rows[i];
-    r.point = point[i], r.status = status[i], r.label = label[i], r.ceiling = ceiling[i], r.check = check[i];
+    r.point = point[i], r.status = status[i], r.label = label[i], r.ceiling = ceiling[i],
+    r.check = check[i];
     r.step_p50_ns = p50[i], r.step_p99_ns = p99[i], r.exposed_interconnect_ns = exposed[i];
-    for (int c = 0; c < 4; ++c) r.class_ns[c] = cls[c][i];
+    for (int c = 0; c < 4; ++c)
+      r.class_ns[c] = cls[c][i];
     r.step_flops = flops[i], r.step_hbm_bytes = hbm[i], r.step_comm_bytes = comm[i];
     for (const char* a : kSweepAxes)
       r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
@@ -181,26 +211,29 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
   return rows;
 }
 
-void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows, const std::vector<std::string>& axes,
-                 const std::vector<Crossover>& crossovers) {
+void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
+                 const std::vector<std::string>& axes, const std::vector<Crossover>& crossovers) {
   char line[512];
-  std::snprintf(line, sizeof(line), "%5s  %-34s %10s %10s %10s %10s %10s %10s  %-12s %s\n", "point", "label",
-                "p50 ms", "p99 ms", "compute", "hbm", "interconn", "launch", "ceiling", "check / status");
+  std::snprintf(line, sizeof(line), "%5s  %-34s %10s %10s %10s %10s %10s %10s  %-12s %s\n", "point",
+                "label", "p50 ms", "p99 ms", "compute", "hbm", "interconn", "launch", "ceiling",
+                "check / status");
   out << "\n" << line;
   for (const SweepRow& r : rows) {
     if (r.status != "ok") {
-      std::snprintf(line, sizeof(line), "%5lld  %-34s %s\n", static_cast<long long>(r.point), r.label.c_str(),
-                    r.status.c_str());
+      std::snprintf(line, sizeof(line), "%5lld  %-34s %s\n", static_cast<long long>(r.point),
+                    r.label.c_str(), r.status.c_str());
       out << line;
       continue;
     }
-    std::snprintf(line, sizeof(line), "%5lld  %-34s %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
-                  static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, r.step_p99_ns / 1e6,
-                  r.class_ns[0] / 1e6, r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6,
-                  r.ceiling.c_str(), r.check.substr(0, r.check.find(':')).c_str());
+    std::snprintf(
+        line, sizeof(line), "%5lld  %-34s %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
+        static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, r.step_p99_ns / 1e6,
+        r.class_ns[0] / 1e6, r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6,
+        r.ceiling.c_str(), r.check.substr(0, r.check.find(':')).c_str());
     out << line;
   }
-  out << "compute .. launch: the p50 step's time by ceiling (ms): compute-lane ops by their own ceiling, the "
+  out << "compute .. launch: the p50 step's time by ceiling (ms): compute-lane ops by their own "
+         "ceiling, the "
          "exposed interconnect, and the gaps between ops (launch)\n";
   if (axes.empty()) return;
   out << "\ncrossovers\n";
@@ -210,24 +243,29 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows, const std
       if (c.axis != axis) continue;
       any = true;
       if (c.predicted && c.at_value.empty())
-        std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; %s\n", axis.c_str(), c.fixed.c_str(),
-                      c.note.c_str());
+        std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; %s\n",
+                      axis.c_str(), c.fixed.c_str(), c.note.c_str());
       else if (c.predicted)
-        std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; predicted: %s becomes the ceiling at %s=%s (%s)\n",
-                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(), c.at_value.c_str(), c.note.c_str());
-      else
-        std::snprintf(line, sizeof(line), "  %-8s [%s] %s becomes the ceiling between %s=%s and %s=%s: %s\n", axis.c_str(),
-                      c.fixed.c_str(), c.kind.c_str(), axis.c_str(), c.before_value.c_str(), axis.c_str(),
+        std::snprintf(line, sizeof(line),
+                      "  %-8s [%s] no crossover in the grid; predicted: %s becomes the ceiling at "
+                      "%s=%s (%s)\n",
+                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(),
                       c.at_value.c_str(), c.note.c_str());
+      else
+        std::snprintf(line, sizeof(line),
+                      "  %-8s [%s] %s becomes the ceiling between %s=%s and %s=%s: %s\n",
+                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(),
+                      c.before_value.c_str(), axis.c_str(), c.at_value.c_str(), c.note.c_str());
       out << line;
     }
     if (!any) out << "  " << axis << ": no crossover in the grid\n";
   }
 }
 
-void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport, double (&class_ns)[4],
-                     std::string& note) {
-  for (double& t : class_ns) t = 0;
+void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport,
+                     double (&class_ns)[4], std::string& note) {
+  for (double& t : class_ns)
+    t = 0;
   Roofs r = roofs;
   // A group size never measured (more ranks than the job had) borrows the largest measured.
   std::set<std::string> borrowed;
@@ -235,7 +273,8 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
     if (roofs.interconnect_for(ic.collective, cfg.tp, transport) == nullptr) {
       const InterconnectRoof* best = nullptr;
       for (const InterconnectRoof& c : roofs.interconnect)
-        if (c.collective == ic.collective && (best == nullptr || c.group_size > best->group_size)) best = &c;
+        if (c.collective == ic.collective && (best == nullptr || c.group_size > best->group_size))
+          best = &c;
       InterconnectRoof copy = *best;
       copy.group_size = cfg.tp;
       r.interconnect.push_back(copy);
@@ -257,9 +296,9 @@ namespace {
 std::string axis_item(const std::string& axis, const std::string& item, std::string& canonical) {
   if (numeric_axis(axis)) {
     std::string text = item;
-    const std::string problem =
-        integer_in(axis == "context" ? 0 : 1, axis == "tp" ? std::numeric_limits<int>::max()
-                                                           : std::numeric_limits<int64_t>::max())(text);
+    const std::string problem = integer_in(
+        axis == "context" ? 0 : 1,
+        axis == "tp" ? std::numeric_limits<int>::max() : std::numeric_limits<int64_t>::max())(text);
     if (problem.empty()) canonical = std::to_string(std::stoll(item));
     return problem;
   }
@@ -277,13 +316,14 @@ std::string axis_item(const std::string& axis, const std::string& item, std::str
 
 struct SweepOptions {
   RunConfig base;
-  std::string lists[std::size(kSweepAxes)];  ///< as given; split by split_list (empty items kept)
+  std::string lists[std::size(kSweepAxes)]; ///< as given; split by split_list (empty items kept)
   bool keep_timelines = false;
 };
 
 // Ranks beyond a point's tp x pp run it as data-parallel replicas.
 void replicate(RunConfig& cfg, int world) {
-  cfg.dp = cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0 ? world / (cfg.tp * cfg.pp) : 1;
+  cfg.dp =
+      cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0 ? world / (cfg.tp * cfg.pp) : 1;
 }
 
 void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
@@ -306,14 +346,15 @@ void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value)
 
 // The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
 // grid (x2 steps, up to x64) in the direction in which the interconnect gains.
-Crossover predict_crossover(const std::string& axis, const std::string& fixed, const RunConfig& first,
-                            const RunConfig& last, const Roofs& roofs, const std::string& transport) {
+Crossover predict_crossover(const std::string& axis, const std::string& fixed,
+                            const RunConfig& first, const RunConfig& last, const Roofs& roofs,
+                            const std::string& transport) {
   Crossover c;
   c.axis = axis;
   c.fixed = fixed;
   c.kind = "interconnect";
   c.predicted = true;
-  auto margin = [&](const RunConfig& cfg, double (&t)[4], std::string& note) {
+  auto margin = [&](const RunConfig& cfg, double(&t)[4], std::string& note) {
     predict_classes(cfg, roofs, transport, t, note);
     return t[2] - std::max(t[0], t[1]);
   };
@@ -347,8 +388,10 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed, c
       c.at_value = std::to_string(v);
       c.rising_ns = t[2];
       c.falling_ns = std::max(t[0], t[1]);
-      c.note = "work model under the roofs: interconnect " + std::to_string(t[2] / 1e3).substr(0, 8) + " us vs " +
-               std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us" + (n.empty() ? "" : "; " + n);
+      c.note = "work model under the roofs: interconnect " +
+               std::to_string(t[2] / 1e3).substr(0, 8) + " us vs " +
+               std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us" +
+               (n.empty() ? "" : "; " + n);
       return c;
     }
   }
@@ -380,7 +423,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   for (size_t a = 0; a < naxes; ++a) {
     if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
     if (numeric_axis(kSweepAxes[a]))
-      for (std::string& v : lists[a]) v = std::to_string(std::stoll(v));  // +4 -> 4
+      for (std::string& v : lists[a])
+        v = std::to_string(std::stoll(v)); // +4 -> 4
     if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
   }
   // What every point shares is checked once, before anything is measured: the backend, the
@@ -388,17 +432,23 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   {
     RunConfig shared = o.base;
     apply_defaults(shared, job.backend_name());
-    o.base.file_layout = shared.file_layout;  // one layout for every rewrite of the file
-    for (std::string& problem : validate_shared(shared)) problems.push_back(std::move(problem));
-    if (shared.backend == "cuda" && job.gpus() == 0) problems.emplace_back("--backend cuda: no CUDA device is visible");
+    o.base.file_layout = shared.file_layout; // one layout for every rewrite of the file
+    for (std::string& problem : validate_shared(shared))
+      problems.push_back(std::move(problem));
+    if (shared.backend == "cuda" && job.gpus() == 0)
+      problems.emplace_back("--backend cuda: no CUDA device is visible");
   }
-  const size_t transport_axis = static_cast<size_t>(std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string("transport")) - std::begin(kSweepAxes));
+  const size_t transport_axis = static_cast<size_t>(
+      std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string("transport")) -
+      std::begin(kSweepAxes));
   if (lists[transport_axis].size() > 1)
-    problems.emplace_back("--transport: NCCL reads its environment once per process, so a job runs one transport: "
-                          "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
+    problems.emplace_back(
+        "--transport: NCCL reads its environment once per process, so a job runs one transport: "
+        "run one sweep per transport and join them with `ridgeline report A.h5 B.h5`");
   o.base.out = output_path(mpi.world(), o.base.out, "sweep");
   // Every file the sweep will write is checked before anything is measured.
-  for (std::string& problem : check_outputs(ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
+  for (std::string& problem : check_outputs(
+           ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
     problems.push_back(std::move(problem));
   if (reject_if_any(ctx, "invalid sweep", problems)) return 2;
   if (mpi.rank() == 0 && !o.base.quiet) progress::enable_line("sweep");
@@ -417,7 +467,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
       }
     grid.swap(next);
   }
-  const std::string transport = lists[transport_axis].empty() ? o.base.transport : lists[transport_axis].front();
+  const std::string transport =
+      lists[transport_axis].empty() ? o.base.transport : lists[transport_axis].front();
   for (const std::string& warning : job.use_transport(transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   // Roofs: one file, or one short measurement for every point with the GEMM shapes of every
@@ -437,10 +488,12 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         shapes.push_back(shape);
   }
   const Roofs roofs = obtain_roofs(job, o.base.roofs, dtypes, shapes, o.base.timeout_s);
-  if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty()) print_roofs_summary(std::cout, roofs);
+  if (mpi.rank() == 0 && !roofs.empty() && o.base.roofs.empty())
+    print_roofs_summary(std::cout, roofs);
   if (mpi.rank() == 0)
     std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
-              << " rank(s); a point with tp x pp below the ranks runs as data-parallel replicas (no gradient "
+              << " rank(s); a point with tp x pp below the ranks runs as data-parallel replicas "
+                 "(no gradient "
                  "traffic), its step the longest replica's\n";
 
   RunData data;
@@ -449,7 +502,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   data.env = performance_env();
   data.config = config_attrs(o.base);
   for (size_t a = 0; a < naxes; ++a)
-    if (!lists[a].empty()) data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(lists[a], ","));
+    if (!lists[a].empty())
+      data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(lists[a], ","));
   data.config.emplace_back("keep_timelines", static_cast<int64_t>(o.keep_timelines));
   data.topology = job.topology({});
   if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
@@ -472,7 +526,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
     data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
     int64_t failed = 0;
-    for (const SweepRow& r : rows) failed += r.status == "ok" ? 0 : 1;
+    for (const SweepRow& r : rows)
+      failed += r.status == "ok" ? 0 : 1;
     data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
                                                   {"points", static_cast<int64_t>(rows.size())},
                                                   {"failed", failed},
@@ -492,12 +547,18 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     if (cfg.phase == "prefill") cfg.context = 0;
     SweepRow row;
     row.point = static_cast<int64_t>(rows.size());
-    for (const char* a : kSweepAxes) row.axis[a] = axis_value(cfg, a);
+    for (const char* a : kSweepAxes)
+      row.axis[a] = axis_value(cfg, a);
     row.label = axes.empty() ? "point" : describe(row, axes, "");
     // Decode ignores --seq (and prefill --context): such combinations repeat a point.
-    if (!labels.insert(describe(row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), "")).second)
+    if (!labels
+             .insert(describe(
+                 row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), ""))
+             .second)
       continue;
-    if (mpi.rank() == 0) progress::set_point(static_cast<int64_t>(k + 1), static_cast<int64_t>(grid.size()), row.label);
+    if (mpi.rank() == 0)
+      progress::set_point(static_cast<int64_t>(k + 1), static_cast<int64_t>(grid.size()),
+                          row.label);
     RunData::Point p;
     p.config = config_attrs(cfg);
     p.has_summary = false;
@@ -505,7 +566,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
       row.status = "failed: " + join(point_problems, "; ");
     } else {
       Watchdog watchdog(cfg.timeout_s, "point " + row.label);
-      const ranges::Scope range([&] { return "point " + std::to_string(row.point) + ": " + row.label; });
+      const ranges::Scope range(
+          [&] { return "point " + std::to_string(row.point) + ": " + row.label; });
       PointResult result = run_point(job, cfg, roofs, watchdog);
       row.status = result.status;
       row.setup_s = result.setup_s;
@@ -519,8 +581,10 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         };
         row.step_p50_ns = r.summary.step.p50;
         row.step_p99_ns = r.summary.step.p99;
-        const char* keys[] = {"step_compute_ns", "step_hbm_ns", "step_interconnect_ns", "step_launch_ns"};
-        for (int c = 0; c < 4; ++c) row.class_ns[c] = num(keys[c]);
+        const char* keys[] = {"step_compute_ns", "step_hbm_ns", "step_interconnect_ns",
+                              "step_launch_ns"};
+        for (int c = 0; c < 4; ++c)
+          row.class_ns[c] = num(keys[c]);
         row.exposed_interconnect_ns = num("exposed_interconnect_ns");
         if (const AttrValue* v = find_attr(a, "ceiling")) row.ceiling = attr_to_string(*v);
         row.step_flops = num("step_flops");
@@ -532,7 +596,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         if (o.keep_timelines) p.ops = result.ops;
       }
       if (result.ok() && o.keep_timelines) {
-        kept.push_back(std::make_unique<std::vector<TimelineRecord>>(std::move(result.strategies.front().rows)));
+        kept.push_back(std::make_unique<std::vector<TimelineRecord>>(
+            std::move(result.strategies.front().rows)));
         mine.groups.push_back("/points/" + std::to_string(rows.size()));
         mine.timelines.push_back(kept.back().get());
       }
@@ -558,7 +623,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
           if (rows[i].status == "ok") groups[describe(rows[i], axes, axis)].push_back(i);
         for (auto& [fixed, line] : groups) {
           bool found = false;
-          for (const Crossover& c : crossovers) found = found || (c.axis == axis && c.fixed == fixed && c.kind == "interconnect");
+          for (const Crossover& c : crossovers)
+            found = found || (c.axis == axis && c.fixed == fixed && c.kind == "interconnect");
           if (found || line.empty()) continue;
           std::sort(line.begin(), line.end(), [&](size_t a, size_t b) {
             return less_value(axis, rows[a].axis.at(axis), rows[b].axis.at(axis));
@@ -567,13 +633,13 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
           if (rows[line.front()].ceiling == "interconnect") {
             Crossover c;
             c.axis = axis, c.fixed = fixed, c.kind = "interconnect", c.predicted = true;
-            c.note = "the interconnect is the ceiling from the first point of the grid on (" + axis + "=" +
-                     rows[line.front()].axis.at(axis) + ")";
+            c.note = "the interconnect is the ceiling from the first point of the grid on (" +
+                     axis + "=" + rows[line.front()].axis.at(axis) + ")";
             crossovers.push_back(c);
             continue;
           }
-          crossovers.push_back(
-              predict_crossover(axis, fixed, resolved[line.front()], resolved[line.back()], roofs, job.transport()));
+          crossovers.push_back(predict_crossover(axis, fixed, resolved[line.front()],
+                                                 resolved[line.back()], roofs, job.transport()));
         }
       }
     progress::finish_line("");
@@ -582,9 +648,10 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   }
   write_sweep(crossovers, true);
   if (mpi.rank() == 0) {
-    const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root}, {"config", data.config}};
-    const std::vector<std::pair<std::string, Table>> tables = {{"points", sweep_points_table(rows)},
-                                                               {"crossovers", crossovers_table(crossovers)}};
+    const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root},
+                                                              {"config", data.config}};
+    const std::vector<std::pair<std::string, Table>> tables = {
+        {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
     OutputFile json(o.base.json, "--json"), markdown(o.base.markdown, "--markdown");
     std::vector<const OutputFile*> files = {&h5};
     if (!o.base.json.empty()) {
@@ -592,7 +659,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
       files.push_back(&json);
     }
     if (!o.base.markdown.empty()) {
-      markdown.write([&](const std::string& path) { write_markdown(path, "ridgeline sweep", attrs, tables); });
+      markdown.write(
+          [&](const std::string& path) { write_markdown(path, "ridgeline sweep", attrs, tables); });
       files.push_back(&markdown);
     }
     for (const OutputFile* f : files)
@@ -603,19 +671,21 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   if (any_failed_check) return 3;
   // Every rank knows the statuses: a sweep of which no point ran has measured nothing.
   if (std::none_of(rows.begin(), rows.end(), [](const SweepRow& r) { return r.status == "ok"; })) {
-    if (mpi.rank() == 0) std::cerr << "ridgeline: no point of the sweep could run (see the status of each)\n";
+    if (mpi.rank() == 0)
+      std::cerr << "ridgeline: no point of the sweep could run (see the status of each)\n";
     return 1;
   }
   return status;
 }
 
-}  // namespace
+} // namespace
 
 void setup_sweep_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<SweepOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "sweep", "Run every point of a grid of configurations in one job -> one HDF5 file with a group per "
-               "point, the step's time by ceiling per point, and the crossovers along each axis");
+      "sweep",
+      "Run every point of a grid of configurations in one job -> one HDF5 file with a group per "
+      "point, the step's time by ceiling per point, and the crossovers along each axis");
   bind_run_options(*cmd, o->base);
   for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
     const std::string flag = std::string("--") + kSweepAxes[a];
@@ -630,12 +700,16 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
         }))
         ->group(group);
   }
-  cmd->add_flag("--keep-timelines", o->keep_timelines, "Store every point's per-rank timelines (large)")
+  cmd->add_flag("--keep-timelines", o->keep_timelines,
+                "Store every point's per-rank timelines (large)")
       ->group("Measurement");
   cmd->footer(
-      "Every combination of the listed values is one point, run in turn by every rank; a point that "
-      "fails (invalid, out of memory) is recorded with its reason and the sweep goes on. One transport per "
-      "job: NCCL reads its environment once. Crossover: along each listed axis, the first point where the "
+      "Every combination of the listed values is one point, run in turn by every rank; a point "
+      "that "
+      "fails (invalid, out of memory) is recorded with its reason and the sweep goes on. One "
+      "transport per "
+      "job: NCCL reads its environment once. Crossover: along each listed axis, the first point "
+      "where the "
       "interconnect becomes the step's ceiling; where the grid holds none, the roofs' prediction.");
   // Presets are [run] tables (CLI11 applies a table to the subcommand of its name, [sweep] to
   // this one): a sweep takes the [run] table too, read as strictly, for every option that the
@@ -652,10 +726,11 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       }
     // Each point's data-parallel degree is ranks / (tp x pp): a given one would be replaced.
     if (cmd->get_option("--dp")->count() > 0)
-      throw CLI::ValidationError("--dp", "a sweep runs each point as ranks / (tp x pp) data-parallel replicas: "
-                                         "give no --dp (nor dp in the [run] table)");
+      throw CLI::ValidationError(
+          "--dp", "a sweep runs each point as ranks / (tp x pp) data-parallel replicas: "
+                  "give no --dp (nor dp in the [run] table)");
     action = [o](CommandContext& ctx) { return run_sweep(ctx, *o); };
   });
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -24,20 +24,20 @@ struct SweepRow {
   int64_t point = 0;
   std::string status = "ok";
   std::string label;
-  std::map<std::string, std::string> axis;  ///< every kSweepAxes value of the point, as text
+  std::map<std::string, std::string> axis; ///< every kSweepAxes value of the point, as text
   double step_p50_ns = 0, step_p99_ns = 0;
-  double class_ns[4] = {0, 0, 0, 0};  ///< compute, hbm, interconnect, launch (Ceiling order)
+  double class_ns[4] = {0, 0, 0, 0}; ///< compute, hbm, interconnect, launch (Ceiling order)
   double exposed_interconnect_ns = 0;
   std::string ceiling = "none";
   double step_flops = 0, step_hbm_bytes = 0, step_comm_bytes = 0;
   std::string check;
   double setup_s = 0, measure_s = 0;
-  std::string file;  ///< the file it was read from (report of several files)
+  std::string file; ///< the file it was read from (report of several files)
 };
 
 /// One crossover (or the prediction of one) along an axis.
 struct Crossover {
-  std::string axis, fixed, kind;  ///< kind: interconnect | hbm | compute (the class taking over)
+  std::string axis, fixed, kind; ///< kind: interconnect | hbm | compute (the class taking over)
   bool predicted = false;
   std::string before_value, at_value;
   int64_t before_point = -1, at_point = -1;
@@ -47,7 +47,8 @@ struct Crossover {
 
 /// Measured crossovers along each of `axes` among the ok rows (groups of rows equal in every
 /// other axis, ordered by the axis value).
-std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows, const std::vector<std::string>& axes);
+std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
+                                       const std::vector<std::string>& axes);
 
 /// The /sweep/points and /sweep/crossovers tables, and back.
 Table sweep_points_table(const std::vector<SweepRow>& rows);
@@ -55,13 +56,13 @@ Table crossovers_table(const std::vector<Crossover>& crossovers);
 std::vector<SweepRow> sweep_rows_from(const Table& points);
 
 /// The table a sweep prints: a row per point, then the crossovers.
-void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows, const std::vector<std::string>& axes,
-                 const std::vector<Crossover>& crossovers);
+void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
+                 const std::vector<std::string>& axes, const std::vector<Crossover>& crossovers);
 
 /// The step's time under each roof class predicted from the work model (one step, one rank):
 /// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not
 /// measured are taken from the largest measured group (said in `note`).
-void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport, double (&class_ns)[4],
-                     std::string& note);
+void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport,
+                     double (&class_ns)[4], std::string& note);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -28,7 +28,8 @@ inline uint64_t fnv1a64(const void* data, size_t size, uint64_t hash = kFnv1a64O
 /// does not depend on the host's byte order).
 inline uint64_t fnv1a64_u64(uint64_t value, uint64_t hash) {
   unsigned char bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<unsigned char>(value >> (8 * i));
   return fnv1a64(bytes, sizeof(bytes), hash);
 }
 
@@ -39,4 +40,4 @@ inline std::string checksum_hex(uint64_t hash) {
   return text;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

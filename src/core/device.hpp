@@ -21,7 +21,7 @@ struct Tensor {
   void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t ld = 0;  ///< row stride in elements (>= cols)
+  int64_t ld = 0; ///< row stride in elements (>= cols)
   DType dtype = DType::f32;
 
   /// Columns [col0, col0 + n) of every row.
@@ -36,7 +36,7 @@ struct Tensor {
 
 /// Owning, move-only allocation made by a backend (host memory or device memory).
 class Buffer {
- public:
+public:
   using Deleter = void (*)(void*);
   Buffer() = default;
   Buffer(void* data, size_t bytes, Deleter deleter) : m_data(data, deleter), m_bytes(bytes) {}
@@ -45,7 +45,7 @@ class Buffer {
   /// Whole buffer as a rows x cols tensor of `dtype` (ld = cols).
   Tensor view(int64_t rows, int64_t cols, DType dtype) const;
 
- private:
+private:
   std::unique_ptr<void, Deleter> m_data{nullptr, nullptr};
   size_t m_bytes = 0;
 };
@@ -54,7 +54,7 @@ class Buffer {
 /// them, raw memory and, where supported, captured graphs. Every method is called by one rank
 /// on its own device.
 class Device {
- public:
+public:
   virtual ~Device() = default;
   /// "host" or "cuda".
   virtual const char* name() const = 0;
@@ -85,4 +85,4 @@ class Device {
   }
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -7,10 +7,14 @@ namespace ridgeline {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "fp32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "fp16";
-    case DType::i32: return "int32";
+  case DType::f32:
+    return "fp32";
+  case DType::bf16:
+    return "bf16";
+  case DType::f16:
+    return "fp16";
+  case DType::i32:
+    return "int32";
   }
   return "?";
 }
@@ -23,4 +27,4 @@ DType parse_dtype(const std::string& name) {
   throw UsageError("unknown data type '" + name + "' (expected fp32, bf16, fp16 or int32)");
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -10,10 +10,12 @@ namespace ridgeline {
 enum class DType : uint8_t { f32 = 0, bf16 = 1, f16 = 2, i32 = 3 };
 
 /// Bytes per element.
-constexpr size_t dtype_size(DType t) { return t == DType::f32 || t == DType::i32 ? 4 : 2; }
+constexpr size_t dtype_size(DType t) {
+  return t == DType::f32 || t == DType::i32 ? 4 : 2;
+}
 /// "fp32", "bf16", "fp16", "int32".
 const char* dtype_name(DType t);
 /// Parses the names above (and "float", "half", "int"); throws UsageError otherwise.
 DType parse_dtype(const std::string& name);
 
-}  // namespace ridgeline
+} // namespace ridgeline

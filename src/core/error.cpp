@@ -16,10 +16,14 @@ std::string mpi_message(int code) {
   if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
   return std::string(text, static_cast<size_t>(len));
 }
-}  // namespace
+} // namespace
 
-void set_error_rank(int rank) { g_rank = rank; }
-int error_rank() { return g_rank; }
+void set_error_rank(int rank) {
+  g_rank = rank;
+}
+int error_rank() {
+  return g_rank;
+}
 
 void throw_error(const char* file, int line, const char* call, const std::string& message) {
   std::ostringstream out;
@@ -40,4 +44,4 @@ void check_nothrow(int mpi_code, const char* call, const char* file, int line) n
                  mpi_message(mpi_code).c_str());
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

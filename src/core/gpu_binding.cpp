@@ -21,4 +21,4 @@ GpuPlacement decide_gpu_placement(int ranks, int gpus, bool allow_shared, const 
   return p;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -10,11 +10,11 @@ namespace ridgeline {
 
 /// One rank's GPU and what its node agreed on (app/job.cpp: bind_gpu fills it).
 struct GpuBinding {
-  int device = -1;        ///< CUDA ordinal this rank uses; -1 on the host backend
-  int gpus_visible = 0;   ///< CUDA devices this rank sees
-  int node_gpus = 0;      ///< distinct GPUs the ranks of this node use between them
-  int shared_by = 0;      ///< ranks of this node on this rank's GPU (0 without a GPU)
-  std::string gpu_id;     ///< this rank's GPU: UUID, else PCI bus id ("" without a GPU)
+  int device = -1;      ///< CUDA ordinal this rank uses; -1 on the host backend
+  int gpus_visible = 0; ///< CUDA devices this rank sees
+  int node_gpus = 0;    ///< distinct GPUs the ranks of this node use between them
+  int shared_by = 0;    ///< ranks of this node on this rank's GPU (0 without a GPU)
+  std::string gpu_id;   ///< this rank's GPU: UUID, else PCI bus id ("" without a GPU)
 };
 
 /// The CUDA device a rank uses: its rank on the node modulo the devices it sees (-1 when it
@@ -24,14 +24,14 @@ int device_for_local_rank(int local_rank, int gpus_visible);
 
 /// The verdict on one node's placement.
 struct GpuPlacement {
-  int ranks_per_gpu = 1;  ///< the most ranks on one GPU of the node (ceil(ranks / gpus))
-  bool shared = false;    ///< some GPU serves more than one rank
-  bool refused = false;   ///< shared without --allow-shared-gpu
-  std::string problem;    ///< the message when refused, else ""
+  int ranks_per_gpu = 1; ///< the most ranks on one GPU of the node (ceil(ranks / gpus))
+  bool shared = false;   ///< some GPU serves more than one rank
+  bool refused = false;  ///< shared without --allow-shared-gpu
+  std::string problem;   ///< the message when refused, else ""
 };
 
 /// `ranks` ranks on node `host` use `gpus` distinct GPUs between them (the devices they were
 /// bound to, across every rank's view); `allow_shared` is --allow-shared-gpu. Pure.
 GpuPlacement decide_gpu_placement(int ranks, int gpus, bool allow_shared, const std::string& host);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -70,11 +70,12 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
     total += lens[static_cast<size_t>(r)];
     // MPI displacements are ints: strings (host names, topology) are far below 2 GiB in all,
     // but a sum that overflowed would corrupt memory rather than fail.
-    if (total > INT_MAX) throw Error("allgather_strings: more than 2 GiB of strings over the ranks");
+    if (total > INT_MAX)
+      throw Error("allgather_strings: more than 2 GiB of strings over the ranks");
   }
   std::string all(static_cast<size_t>(total), '\0');
-  RIDGELINE_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-                                 displs.data(), MPI_CHAR, comm));
+  RIDGELINE_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                                 MPI_CHAR, comm));
   std::vector<std::string> out;
   for (int r = 0; r < size; ++r)
     out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
@@ -98,7 +99,8 @@ std::string broadcast_string(MPI_Comm comm, const std::string& value, int root) 
   return out;
 }
 
-void send_bytes(MPI_Comm comm, int dest, int tag, const void* data, size_t bytes, size_t max_message) {
+void send_bytes(MPI_Comm comm, int dest, int tag, const void* data, size_t bytes,
+                size_t max_message) {
   const uint64_t length = bytes;
   RIDGELINE_CHECK(MPI_Send(&length, 1, MPI_UINT64_T, dest, tag, comm));
   const char* at = static_cast<const char*>(data);
@@ -115,7 +117,8 @@ uint64_t recv_length(MPI_Comm comm, int source, int tag) {
   return length;
 }
 
-void recv_payload(MPI_Comm comm, int source, int tag, void* data, size_t bytes, size_t max_message) {
+void recv_payload(MPI_Comm comm, int source, int tag, void* data, size_t bytes,
+                  size_t max_message) {
   char* at = static_cast<char*>(data);
   for (size_t received = 0; received < bytes;) {
     const size_t piece = std::min({bytes - received, max_message, static_cast<size_t>(INT_MAX)});
@@ -130,4 +133,4 @@ void throw_row_size_mismatch(uint64_t bytes, size_t row) {
               std::to_string(row) + "-byte rows");
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -3,9 +3,9 @@
 
 #include <mpi.h>
 
-#include <memory>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +15,7 @@ namespace ridgeline {
 
 /// RAII owner of MPI_Init/MPI_Finalize. Exactly one per process; every rank constructs it.
 class MpiSession {
- public:
+public:
   MpiSession(int* argc, char*** argv);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
@@ -39,7 +39,7 @@ class MpiSession {
   /// so it never matches a collective the other ranks are in.
   bool all_ranks_failed(double seconds) const;
 
- private:
+private:
   int m_rank = 0;
   int m_size = 1;
   int m_local_rank = 0;
@@ -82,7 +82,8 @@ void send_rows(MPI_Comm comm, int dest, int tag, const std::vector<Row>& rows,
 }
 /// Receives what send_rows() sent from `source`.
 template <class Row>
-std::vector<Row> recv_rows(MPI_Comm comm, int source, int tag, size_t max_message = kMaxMessageBytes) {
+std::vector<Row> recv_rows(MPI_Comm comm, int source, int tag,
+                           size_t max_message = kMaxMessageBytes) {
   const uint64_t bytes = recv_length(comm, source, tag);
   std::vector<Row> rows(static_cast<size_t>(bytes / sizeof(Row)));
   if (rows.size() * sizeof(Row) != bytes) throw_row_size_mismatch(bytes, sizeof(Row));
@@ -90,4 +91,4 @@ std::vector<Row> recv_rows(MPI_Comm comm, int source, int tag, size_t max_messag
   return rows;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

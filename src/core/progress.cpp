@@ -36,7 +36,7 @@ constexpr size_t kMaxNamed = 8;
 
 int64_t monotonic_ns() {
   timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);  // one clock for every process of a host
+  clock_gettime(CLOCK_MONOTONIC, &t); // one clock for every process of a host
   return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
@@ -47,10 +47,11 @@ struct alignas(64) Slot {
   std::atomic<int64_t> iteration;
   std::atomic<int32_t> world_rank;
   std::atomic<int32_t> pid;
-  std::atomic<uint32_t> text_seq;  // odd while the text is being written (a seqlock)
+  std::atomic<uint32_t> text_seq; // odd while the text is being written (a seqlock)
   std::atomic<char> text[kTextBytes];
 };
-static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+static_assert(std::atomic<int64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free,
               "the board needs address-free atomics");
 
 struct Snapshot {
@@ -91,9 +92,9 @@ struct Local {
   std::atomic<int64_t> phase_seq{0};
   std::atomic<int64_t> iteration{-1};
   std::mutex mutex;
-  std::mutex printing;  // orders the line's prints (a periodic one never follows the final one)
+  std::mutex printing; // orders the line's prints (a periodic one never follows the final one)
   std::string phase;
-  Slot* slot = nullptr;  // on the board, once there is one
+  Slot* slot = nullptr; // on the board, once there is one
   const Board* board = nullptr;
   // The line (rank 0): guarded by `mutex` except the counters.
   bool line = false;
@@ -102,18 +103,20 @@ struct Local {
   bool printed = false;
   int64_t point = 0, points = 0;
   std::string point_label;
-  std::chrono::steady_clock::time_point points_started;  // the first point's start
-  int64_t total = 0;                 // iterations of the planned measurement
-  int64_t loop_base = 0, loop_size = 0;  // main thread only
-  std::atomic<int64_t> done{0};      // iterations of the planned measurement done
+  std::chrono::steady_clock::time_point points_started; // the first point's start
+  int64_t total = 0;                                    // iterations of the planned measurement
+  int64_t loop_base = 0, loop_size = 0;                 // main thread only
+  std::atomic<int64_t> done{0}; // iterations of the planned measurement done
 };
 
 Local& local() {
-  static Local* l = new Local();  // never destroyed: the watchdog thread may read it at exit
+  static Local* l = new Local(); // never destroyed: the watchdog thread may read it at exit
   return *l;
 }
 
-bool terminal() { return isatty(fileno(stderr)) != 0; }
+bool terminal() {
+  return isatty(fileno(stderr)) != 0;
+}
 
 std::string where(const std::string& text, int64_t iteration) {
   std::string w = text.empty() ? "(starting up)" : text;
@@ -139,7 +142,7 @@ std::string line_text(Local& l, std::chrono::steady_clock::time_point now) {
   const double elapsed = seconds(now - l.started).count();
   std::string text = l.command + ": ";
   const int64_t done = std::min(l.done.load(std::memory_order_relaxed), l.total);
-  double fraction = -1;  // of the current measurement
+  double fraction = -1; // of the current measurement
   if (l.total > 0 && done > 0) fraction = static_cast<double>(done) / static_cast<double>(l.total);
   double eta = -1;
   if (l.points > 0) {
@@ -154,7 +157,8 @@ std::string line_text(Local& l, std::chrono::steady_clock::time_point now) {
     eta = measuring / fraction * (1 - fraction);
   }
   if (l.total > 0 && done > 0)
-    text += std::to_string(done) + " of " + std::to_string(l.total) + " iterations (" + l.phase + ")";
+    text +=
+        std::to_string(done) + " of " + std::to_string(l.total) + " iterations (" + l.phase + ")";
   else
     text += l.phase.empty() ? "starting" : l.phase;
   text += "; elapsed " + seconds_text(elapsed);
@@ -195,7 +199,8 @@ std::string rank_list(std::vector<int> ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
     out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
            (j > i ? "-" + std::to_string(ranks[j]) : "");
     i = j + 1;
@@ -203,12 +208,12 @@ std::string rank_list(std::vector<int> ranks) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 struct Board::Shared {
   Slot* slots = nullptr;
   int local_rank = 0, local_size = 1, rank = 0;
-  std::vector<std::string> hosts;  // of every world rank
+  std::vector<std::string> hosts; // of every world rank
   std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;
@@ -227,7 +232,8 @@ void set_phase(const std::string& what) {
   if (Slot* s = l.slot) {
     s->text_seq.fetch_add(1, std::memory_order_acq_rel);
     for (size_t i = 0; i < kTextBytes; ++i)
-      s->text[i].store(i + 1 < kTextBytes && i < what.size() ? what[i] : '\0', std::memory_order_relaxed);
+      s->text[i].store(i + 1 < kTextBytes && i < what.size() ? what[i] : '\0',
+                       std::memory_order_relaxed);
     s->text_seq.fetch_add(1, std::memory_order_release);
     s->iteration.store(-1, std::memory_order_relaxed);
     s->phase_seq.store(seq, std::memory_order_release);
@@ -297,10 +303,13 @@ void finish_line(const std::string& note) {
     std::lock_guard<std::mutex> lock(l.mutex);
     if (!l.line) return;
     l.line = false;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.started).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - l.started).count();
     const std::string point =
-        l.points > 0 ? "point " + std::to_string(l.point) + " of " + std::to_string(l.points) + ", " : "";
-    text = l.command + ": " + point + "done in " + seconds_text(elapsed) + (note.empty() ? "" : " (" + note + ")");
+        l.points > 0 ? "point " + std::to_string(l.point) + " of " + std::to_string(l.points) + ", "
+                     : "";
+    text = l.command + ": " + point + "done in " + seconds_text(elapsed) +
+           (note.empty() ? "" : " (" + note + ")");
   }
   emit(text, true);
 }
@@ -315,7 +324,8 @@ Board::Board(MPI_Comm world, int rank, const std::string& hostname) : m_shared(n
   // One contiguous array on the node's first rank; every rank writes its own slot.
   void* mine = nullptr;
   const MPI_Aint bytes = s.local_rank == 0 ? static_cast<MPI_Aint>(sizeof(Slot)) * s.local_size : 0;
-  RIDGELINE_CHECK(MPI_Win_allocate_shared(bytes, static_cast<int>(sizeof(Slot)), MPI_INFO_NULL, m_node, &mine, &m_win));
+  RIDGELINE_CHECK(MPI_Win_allocate_shared(bytes, static_cast<int>(sizeof(Slot)), MPI_INFO_NULL,
+                                          m_node, &mine, &m_win));
   MPI_Aint size = 0;
   int unit = 0;
   void* base = nullptr;
@@ -328,8 +338,9 @@ Board::Board(MPI_Comm world, int rank, const std::string& hostname) : m_shared(n
   slot->world_rank.store(rank, std::memory_order_relaxed);
   slot->pid.store(static_cast<int32_t>(getpid()), std::memory_order_relaxed);
   slot->text_seq.store(0, std::memory_order_relaxed);
-  for (std::atomic<char>& c : slot->text) c.store('\0', std::memory_order_relaxed);
-  RIDGELINE_CHECK(MPI_Barrier(m_node));  // every slot initialised before anyone reads one
+  for (std::atomic<char>& c : slot->text)
+    c.store('\0', std::memory_order_relaxed);
+  RIDGELINE_CHECK(MPI_Barrier(m_node)); // every slot initialised before anyone reads one
   Local& l = local();
   l.slot = slot;
   l.board = this;
@@ -372,14 +383,16 @@ std::string Board::diagnose(bool* other_host) const {
   for (int r = 0; r < s.local_size; ++r) {
     if (r == s.local_rank) continue;
     const Snapshot o = read_slot(s.slots[r]);
-    const std::string who = "rank " + std::to_string(o.rank) + " (host " + s.hosts[static_cast<size_t>(o.rank)] + ")";
+    const std::string who =
+        "rank " + std::to_string(o.rank) + " (host " + s.hosts[static_cast<size_t>(o.rank)] + ")";
     const bool gone = o.pid > 0 && kill(o.pid, 0) != 0 && errno == ESRCH;
     const double silent_s = static_cast<double>(now - o.heartbeat_ns) / 1e9;
     // Where this rank waits, said relative to where the other one is.
     const bool same_phase = o.phase_seq == me.phase_seq;
-    const std::string mine = same_phase && me.iteration >= 0 ? "iteration " + std::to_string(me.iteration) + " of " +
-                                                                   (me.text.empty() ? "(starting up)" : me.text)
-                                                             : here;
+    const std::string mine = same_phase && me.iteration >= 0
+                                 ? "iteration " + std::to_string(me.iteration) + " of " +
+                                       (me.text.empty() ? "(starting up)" : me.text)
+                                 : here;
     const std::string verb = at(o) < at(me) ? " did not reach " : " did not get through ";
     const std::string its = same_phase ? (o.iteration >= 0 && o.iteration != me.iteration
                                               ? " at iteration " + std::to_string(o.iteration)
@@ -392,16 +405,19 @@ std::string Board::diagnose(bool* other_host) const {
       named.push_back(who + verb + mine + ": it stopped responding " + seconds_text(silent_s) +
                       " ago (stopped, e.g. by SIGSTOP, or its whole process hung)" + its);
     else if (at(o) < at(me))
-      named.push_back(who + verb + mine + ": it is still running," + (its.empty() ? " behind" : its));
+      named.push_back(who + verb + mine + ": it is still running," +
+                      (its.empty() ? " behind" : its));
     else if (at(me) < at(o))
       ahead.push_back(o.rank);
   }
   std::string text;
-  for (size_t i = 0; i < std::min(named.size(), kMaxNamed); ++i) text += (text.empty() ? "" : "; ") + named[i];
-  if (named.size() > kMaxNamed) text += "; and " + std::to_string(named.size() - kMaxNamed) + " more";
+  for (size_t i = 0; i < std::min(named.size(), kMaxNamed); ++i)
+    text += (text.empty() ? "" : "; ") + named[i];
+  if (named.size() > kMaxNamed)
+    text += "; and " + std::to_string(named.size() - kMaxNamed) + " more";
   if (!ahead.empty())
-    text += std::string(text.empty() ? "" : "; ") + "this rank is the one behind: rank(s) " + rank_list(ahead) +
-            " already went past " + here;
+    text += std::string(text.empty() ? "" : "; ") + "this rank is the one behind: rank(s) " +
+            rank_list(ahead) + " already went past " + here;
   if (other_host != nullptr) *other_host = false;
   if (!text.empty()) return text;
   // Nothing on this host explains the wait: name the ranks of the other hosts.
@@ -415,11 +431,14 @@ std::string Board::diagnose(bool* other_host) const {
   if (other_host != nullptr) *other_host = true;
   text = "every rank of host " + mine + " is running and reached " + here +
          "; the rank not answering is on another host:";
-  for (const auto& [host, ranks] : elsewhere) text += " " + host + " (rank(s) " + rank_list(ranks) + ")";
+  for (const auto& [host, ranks] : elsewhere)
+    text += " " + host + " (rank(s) " + rank_list(ranks) + ")";
   return text;
 }
 
-const Board* board() { return local().board; }
+const Board* board() {
+  return local().board;
+}
 
-}  // namespace progress
-}  // namespace ridgeline
+} // namespace progress
+} // namespace ridgeline

@@ -41,7 +41,7 @@ void finish_line(const std::string& note);
 /// The node-local board. MpiSession owns the one of the process; every rank of `world`
 /// constructs it (collective). Without it the functions above still work for this process.
 class Board {
- public:
+public:
   Board(MPI_Comm world, int rank, const std::string& hostname);
   ~Board();
   Board(const Board&) = delete;
@@ -53,7 +53,7 @@ class Board {
   /// running and level, and other hosts take part).
   std::string diagnose(bool* other_host = nullptr) const;
 
- private:
+private:
   struct Shared;
   MPI_Comm m_node = MPI_COMM_NULL;
   MPI_Win m_win = MPI_WIN_NULL;
@@ -63,5 +63,5 @@ class Board {
 /// The process's board, or nullptr (set by Board's constructor).
 const Board* board();
 
-}  // namespace progress
-}  // namespace ridgeline
+} // namespace progress
+} // namespace ridgeline

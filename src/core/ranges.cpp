@@ -8,7 +8,7 @@
 namespace ridgeline::ranges {
 namespace detail {
 std::atomic<bool> g_active{false};
-}  // namespace detail
+} // namespace detail
 
 namespace {
 
@@ -27,7 +27,7 @@ nvtxDomainHandle_t domain() {
 }
 #endif
 
-}  // namespace
+} // namespace
 
 void enable_nvtx() {
 #if RIDGELINE_HAVE_NVTX
@@ -37,7 +37,9 @@ void enable_nvtx() {
 #endif
 }
 
-bool nvtx_enabled() { return g_nvtx.load(); }
+bool nvtx_enabled() {
+  return g_nvtx.load();
+}
 
 Sink* set_sink(Sink* sink) {
   Sink* previous = g_sink.exchange(sink);
@@ -68,4 +70,4 @@ void Scope::close() noexcept {
 #endif
 }
 
-}  // namespace ridgeline::ranges
+} // namespace ridgeline::ranges

@@ -15,7 +15,7 @@ namespace ridgeline::ranges {
 /// Receives every range event while installed (a test's recording sink). Called on the thread
 /// that opens and closes the range.
 class Sink {
- public:
+public:
   virtual ~Sink() = default;
   virtual void push(const char* name) = 0;
   virtual void pop() = 0;
@@ -31,15 +31,17 @@ bool nvtx_enabled();
 Sink* set_sink(Sink* sink);
 
 namespace detail {
-extern std::atomic<bool> g_active;  ///< NVTX on or a sink installed
-}  // namespace detail
+extern std::atomic<bool> g_active; ///< NVTX on or a sink installed
+} // namespace detail
 
 /// Whether any target is on (a range's name need only be built then).
-inline bool active() { return detail::g_active.load(std::memory_order_relaxed); }
+inline bool active() {
+  return detail::g_active.load(std::memory_order_relaxed);
+}
 
 /// One range: pushed by the constructor, popped by the destructor.
 class Scope {
- public:
+public:
   explicit Scope(const char* name) {
     if (active()) open(name);
   }
@@ -55,11 +57,11 @@ class Scope {
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
- private:
+private:
   void open(const char* name);
   void close() noexcept;
   bool m_nvtx = false;
   Sink* m_sink = nullptr;
 };
 
-}  // namespace ridgeline::ranges
+} // namespace ridgeline::ranges

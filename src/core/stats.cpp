@@ -44,4 +44,4 @@ size_t warmup_to_steady(const std::vector<double>& warmup, double timed_p50, dou
   return first_steady;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -22,4 +22,4 @@ SeriesStats summarize(const std::vector<double>& values);
 /// (relative) of the timed p50. Equals warmup.size() when the warm-up never settled.
 size_t warmup_to_steady(const std::vector<double>& warmup, double timed_p50, double tolerance);
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -1,6 +1,6 @@
 // Tensor views and Buffer (core/device.hpp).
-#include "core/error.hpp"
 #include "core/device.hpp"
+#include "core/error.hpp"
 
 namespace ridgeline {
 
@@ -41,4 +41,4 @@ Tensor Buffer::view(int64_t rows, int64_t cols, DType dtype) const {
   return t;
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -13,13 +13,16 @@ int64_t steady_ns() {
       .count();
 }
 constexpr size_t kNoStamp = static_cast<size_t>(-1);
-}  // namespace
+} // namespace
 
 const char* lane_name(Lane lane) {
   switch (lane) {
-    case Lane::compute: return "compute";
-    case Lane::comm: return "comm";
-    case Lane::p2p: return "p2p";
+  case Lane::compute:
+    return "compute";
+  case Lane::comm:
+    return "comm";
+  case Lane::p2p:
+    return "p2p";
   }
   return "?";
 }
@@ -27,7 +30,9 @@ const char* lane_name(Lane lane) {
 static const char* const kKindNames[] = {"gemm",       "attention", "norm", "elementwise",
                                          "collective", "p2p",       "other"};
 
-const char* op_kind_name(OpKind kind) { return kKindNames[static_cast<int>(kind)]; }
+const char* op_kind_name(OpKind kind) {
+  return kKindNames[static_cast<int>(kind)];
+}
 
 OpKind parse_op_kind(const std::string& name) {
   for (int i = 0; i < 7; ++i)
@@ -101,7 +106,8 @@ size_t Recorder::mark(Lane queue) {
 
 void Recorder::flush() {
   const std::vector<int64_t> stamps = m_clock.collect();
-  for (size_t s : m_mark_stamps) m_mark_ns.push_back(stamps.at(s));
+  for (size_t s : m_mark_stamps)
+    m_mark_ns.push_back(stamps.at(s));
   m_mark_stamps.clear();
   for (Pending& p : m_pending) {
     if (p.end_stamp == kNoStamp) throw Error("timeline: op began but never ended");
@@ -112,4 +118,4 @@ void Recorder::flush() {
   m_pending.clear();
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -18,7 +18,13 @@ const char* lane_name(Lane lane);
 
 /// What an op is; stored in /ops so that reports can group and attribute.
 enum class OpKind : uint8_t {
-  gemm = 0, attention = 1, norm = 2, elementwise = 3, collective = 4, p2p = 5, other = 6
+  gemm = 0,
+  attention = 1,
+  norm = 2,
+  elementwise = 3,
+  collective = 4,
+  p2p = 5,
+  other = 6
 };
 const char* op_kind_name(OpKind kind);
 OpKind parse_op_kind(const std::string& name);
@@ -37,8 +43,8 @@ struct TimelineRecord {
   int32_t microbatch;
   int32_t iteration;
   uint8_t lane;
-  uint8_t warmup;  ///< 1 for warm-up iterations (recorded, never summarised)
-  int64_t t_start_ns;  ///< since this rank's epoch (taken right after a barrier)
+  uint8_t warmup;     ///< 1 for warm-up iterations (recorded, never summarised)
+  int64_t t_start_ns; ///< since this rank's epoch (taken right after a barrier)
   int64_t t_end_ns;
   double flops;
   double hbm_bytes;
@@ -47,7 +53,7 @@ struct TimelineRecord {
 
 /// Op name table: id -> (name, kind). Ids are dense and assigned in first-use order.
 class OpTable {
- public:
+public:
   /// Returns the id of `name`, adding it if new. Throws if it exists with another kind.
   int32_t intern(const std::string& name, OpKind kind);
   /// Id of an existing op, or -1.
@@ -56,7 +62,7 @@ class OpTable {
   const std::string& name(int32_t id) const { return m_names.at(static_cast<size_t>(id)); }
   OpKind kind(int32_t id) const { return m_kinds.at(static_cast<size_t>(id)); }
 
- private:
+private:
   std::vector<std::string> m_names;
   std::vector<OpKind> m_kinds;
 };
@@ -64,7 +70,7 @@ class OpTable {
 /// A backend's time source. Host: steady_clock read at once. CUDA: events recorded on the
 /// lane's stream and resolved after the timed loop, so the loop never synchronises.
 class Clock {
- public:
+public:
   virtual ~Clock() = default;
   /// Marks t = 0 for this rank. Every rank calls it right after a barrier.
   virtual void start_epoch() = 0;
@@ -78,26 +84,29 @@ class Clock {
 
 /// Clock for the host backend: std::chrono::steady_clock.
 class HostClock final : public Clock {
- public:
+public:
   void start_epoch() override;
   size_t stamp(Lane lane) override;
   std::vector<int64_t> collect() override;
   const char* name() const override { return "steady_clock"; }
 
- private:
+private:
   int64_t m_epoch_ns = 0;
   std::vector<int64_t> m_stamps;
 };
 
 /// Collects timeline rows for one rank. begin()/end() cost two clock stamps and no sync.
 class Recorder {
- public:
+public:
   Recorder(Clock& clock, OpTable& ops) : m_clock(clock), m_ops(ops) {}
 
   /// While disabled, begin()/end() record nothing (used for uninstrumented reference runs).
   void set_enabled(bool enabled) { m_enabled = enabled; }
   bool enabled() const { return m_enabled; }
-  void set_iteration(int32_t iteration, bool warmup) { m_iteration = iteration; m_warmup = warmup; }
+  void set_iteration(int32_t iteration, bool warmup) {
+    m_iteration = iteration;
+    m_warmup = warmup;
+  }
   void set_microbatch(int32_t microbatch) { m_microbatch = microbatch; }
 
   /// Opens an op instance recorded as `lane`, stamped on the queue of `queue` (an op may be
@@ -118,7 +127,7 @@ class Recorder {
   OpTable& ops() { return m_ops; }
   Clock& clock() { return m_clock; }
 
- private:
+private:
   struct Pending {
     TimelineRecord row;
     Lane queue;
@@ -133,24 +142,25 @@ class Recorder {
   int32_t m_microbatch = 0;
   std::vector<Pending> m_pending;
   std::vector<TimelineRecord> m_records;
-  std::vector<size_t> m_mark_stamps;  ///< clock stamp of each mark, pending until flush()
-  std::vector<int64_t> m_mark_ns;     ///< resolved marks, indexed by mark handle
+  std::vector<size_t> m_mark_stamps; ///< clock stamp of each mark, pending until flush()
+  std::vector<int64_t> m_mark_ns;    ///< resolved marks, indexed by mark handle
 };
 
 /// RAII op scope: the op's profiler range (named as in the op table) and begin() in the
 /// constructor, end() and the range's end in the destructor.
 class ScopedOp {
- public:
+public:
   ScopedOp(Recorder& rec, int32_t op_id, int32_t layer, Lane lane, const OpCost& cost, Lane queue)
-      : m_range(rec.ops().name(op_id)), m_rec(rec), m_handle(rec.begin(op_id, layer, lane, cost, queue)) {}
+      : m_range(rec.ops().name(op_id)), m_rec(rec),
+        m_handle(rec.begin(op_id, layer, lane, cost, queue)) {}
   ~ScopedOp() { m_rec.end(m_handle); }
   ScopedOp(const ScopedOp&) = delete;
   ScopedOp& operator=(const ScopedOp&) = delete;
 
- private:
+private:
   ranges::Scope m_range;
   Recorder& m_rec;
   size_t m_handle;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -20,10 +20,11 @@ namespace {
 // 1.25 timeouts), between 0.25 s and 10 s, so that it seldom wakes beside a measurement.
 std::chrono::steady_clock::duration poll_period(double seconds) {
   const double poll_s = std::min(10.0, std::max(0.25, seconds / 4));
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(poll_s));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(poll_s));
 }
 
-}  // namespace
+} // namespace
 
 Watchdog::Watchdog(double seconds, std::string what) : m_seconds(seconds) {
   progress::set_phase(what);
@@ -50,13 +51,15 @@ void Watchdog::rearm(std::string what) {
 
 void Watchdog::watch() {
   using clock = std::chrono::steady_clock;
-  const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(m_seconds));
+  const auto limit =
+      std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(m_seconds));
   const auto poll = poll_period(m_seconds);
   std::unique_lock<std::mutex> lock(m_mutex);
   auto position = progress::position();
   auto deadline = clock::now() + limit;
   for (;;) {
-    m_cv.wait_until(lock, std::min(deadline, clock::now() + poll), [this] { return m_done || m_rearmed; });
+    m_cv.wait_until(lock, std::min(deadline, clock::now() + poll),
+                    [this] { return m_done || m_rearmed; });
     if (m_done) return;
     const auto now_at = progress::position();
     if (m_rearmed || now_at != position) {
@@ -73,8 +76,8 @@ void Watchdog::watch() {
     bool other_host = false;
     const progress::Board* board = progress::board();
     const std::string why = board != nullptr ? board->diagnose(&other_host) : std::string();
-    std::fprintf(stderr, "[rank %d %s] ridgeline: timed out after %.0f s: %s%s%s (see --timeout)\n", error_rank(),
-                 host, m_seconds, what.c_str(), why.empty() ? "" : ": ", why.c_str());
+    std::fprintf(stderr, "[rank %d %s] ridgeline: timed out after %.0f s: %s%s%s (see --timeout)\n",
+                 error_rank(), host, m_seconds, what.c_str(), why.empty() ? "" : ": ", why.c_str());
     std::fflush(stderr);
     // Every rank of this host is level: a rank of another host may see the missing one, and
     // this rank's exit makes the launcher end the job. Give that rank a moment to say so.
@@ -83,4 +86,4 @@ void Watchdog::watch() {
   }
 }
 
-}  // namespace ridgeline
+} // namespace ridgeline

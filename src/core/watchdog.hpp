@@ -15,21 +15,22 @@
 namespace ridgeline {
 
 class Watchdog {
- public:
+public:
   /// Arms the watchdog: if this process makes no progress (no rearm(), no iteration()) for
-  /// `seconds` (seen within a quarter of that, at most 10 s, later), it prints "[rank R host] timed out after S s: <what>[, iteration k]: <which rank
-  /// it waits for>" and exits with status 124.
+  /// `seconds` (seen within a quarter of that, at most 10 s, later), it prints "[rank R host] timed
+  /// out after S s: <what>[, iteration k]: <which rank it waits for>" and exits with status 124.
   Watchdog(double seconds, std::string what);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
-  /// Starts a new phase (sets its text for the board and the progress line); restarts the countdown.
+  /// Starts a new phase (sets its text for the board and the progress line); restarts the
+  /// countdown.
   void rearm(std::string what);
   /// Marks iteration `k` of the current phase and so restarts the countdown: relaxed atomic
   /// stores only (no lock, no string), so it may sit inside a timed loop.
   void iteration(int64_t k) { progress::set_iteration(k); }
 
- private:
+private:
   void watch();
   double m_seconds;
   bool m_done = false;
@@ -39,4 +40,4 @@ class Watchdog {
   std::thread m_thread;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

@@ -22,11 +22,10 @@ constexpr double kTolerance = 2e-2;
 
 #define REQUIRE_GPU()                                                                              \
   do {                                                                                             \
-    if (cuda_device_count() == 0)                                                                  \
-      GTEST_SKIP() << "no CUDA device visible";                                                    \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";                        \
   } while (0)
 
-double relative_error(const std::vector<float> &gpu, const std::vector<float> &host) {
+double relative_error(const std::vector<float>& gpu, const std::vector<float>& host) {
   EXPECT_EQ(gpu.size(), host.size());
   double diff = 0, norm = 0;
   for (size_t i = 0; i < gpu.size() && i < host.size(); ++i) {
@@ -36,10 +35,9 @@ double relative_error(const std::vector<float> &gpu, const std::vector<float> &h
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-bool any_nan(const std::vector<float> &v) {
+bool any_nan(const std::vector<float>& v) {
   for (float x : v)
-    if (std::isnan(x))
-      return true;
+    if (std::isnan(x)) return true;
   return false;
 }
 
@@ -47,8 +45,7 @@ bool any_nan(const std::vector<float> &v) {
 class CudaVsHost : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (cuda_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device visible";
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
     m_gpu = make_cuda_backend(0, DType::bf16);
     m_host = make_host_backend();
   }
@@ -62,8 +59,7 @@ protected:
   /// holds the GPU's rounded values so that only the kernel's arithmetic is compared.
   Pair make(int64_t rows, int64_t cols, uint64_t tensor, float scale = 1.0f, int64_t ld = 0) {
     Pair p;
-    if (ld == 0)
-      ld = cols;
+    if (ld == 0) ld = cols;
     p.gpu_buf = m_gpu->allocate(rows, ld);
     p.gpu = p.gpu_buf.view(rows, ld, DType::bf16).cols_slice(0, cols);
     p.host_buf = m_host->allocate(rows, cols);
@@ -83,11 +79,11 @@ protected:
     m_host->fill_value(p.host, 0.0f);
     return p;
   }
-  void sync_to_host(Pair &p) {
+  void sync_to_host(Pair& p) {
     const std::vector<float> v = m_gpu->to_host(p.gpu);
     std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
   }
-  void expect_close(const Pair &p, const char *what, double tol = kTolerance) {
+  void expect_close(const Pair& p, const char* what, double tol = kTolerance) {
     const std::vector<float> g = m_gpu->to_host(p.gpu);
     const std::vector<float> h = m_host->to_host(p.host);
     EXPECT_FALSE(any_nan(g)) << what;
@@ -132,7 +128,7 @@ TEST(CudaBackend, StackAndTopology) {
   EXPECT_GE(info.compute_major, 8);
   const auto versions = cuda_stack_versions();
   bool runtime = false, nccl = false, lt = false;
-  for (const auto &kv : versions) {
+  for (const auto& kv : versions) {
     runtime |= kv.first == "cuda_runtime";
     nccl |= kv.first == "nccl";
     lt |= kv.first == "cublaslt";
@@ -234,7 +230,7 @@ TEST_F(CudaVsHost, RotaryAndCopy) {
 }
 
 struct AttentionCase {
-  const char *name;
+  const char* name;
   int64_t batch, seq, context, capacity, heads, kv_heads, head_dim;
 };
 
@@ -277,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"decode_context65_d128", 2, 1, 65, 70, 4, 4, 128},
                       AttentionCase{"decode_context1000_d64", 2, 1, 1000, 1024, 16, 2, 64},
                       AttentionCase{"decode_context1000_gqa16_d128", 1, 1, 1000, 1000, 16, 1, 128}),
-    [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 
 TEST_F(CudaVsHost, FusedRejectsOtherHeadDims) {
   AttentionShape s;
@@ -297,7 +293,7 @@ TEST_F(CudaVsHost, GraphReplayMatchesEager) {
   Pair h = zeros(48, 96);
   Pair eager = zeros(48, 96);
   Pair replayed = zeros(48, 96);
-  auto layer = [&](const Tensor &out) {
+  auto layer = [&](const Tensor& out) {
     m_gpu->gemm(a.gpu, w.gpu, h.gpu);
     m_gpu->gelu(h.gpu, h.gpu);
     m_gpu->join(Lane::comm, Lane::compute);
@@ -334,17 +330,17 @@ protected:
     m_gpu->upload(m_src.data(), m_pattern.data(), kBytes);
   }
 
-  std::vector<unsigned char> download(const Buffer &b) {
+  std::vector<unsigned char> download(const Buffer& b) {
     std::vector<unsigned char> out(b.bytes());
     m_gpu->download(out.data(), b.data(), b.bytes());
     return out;
   }
-  void zero(const Buffer &b) {
+  void zero(const Buffer& b) {
     const std::vector<unsigned char> zeros(b.bytes(), 0);
     m_gpu->upload(b.data(), zeros.data(), b.bytes());
   }
   /// Every 16-byte word of `got` equals its first and differs from the pattern there.
-  void expect_written(const std::vector<unsigned char> &got) {
+  void expect_written(const std::vector<unsigned char>& got) {
     ASSERT_EQ(got.size() % 16, 0u);
     for (size_t w = 0; w < got.size(); w += 16) {
       ASSERT_EQ(std::memcmp(got.data() + w, got.data(), 16), 0) << "word at byte " << w;
@@ -405,7 +401,7 @@ TEST(CudaBackend, RoofKernelThroughput) {
   const size_t bytes = size_t{2} << 30;
   Buffer src = gpu->allocate_bytes(bytes), dst = gpu->allocate_bytes(bytes);
   const int reps = 20;
-  auto seconds = [&](auto &&issue) {
+  auto seconds = [&](auto&& issue) {
     issue();
     gpu->synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -415,13 +411,13 @@ TEST(CudaBackend, RoofKernelThroughput) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
   };
   const struct {
-    const char *name;
+    const char* name;
     Backend::MemoryPass kind;
     double traffic;
   } passes[] = {{"read", Backend::MemoryPass::read, 1.0},
                 {"write", Backend::MemoryPass::write, 1.0},
                 {"copy", Backend::MemoryPass::copy, 2.0}};
-  for (const auto &p : passes) {
+  for (const auto& p : passes) {
     const double sec = seconds([&] { gpu->memory_pass(p.kind, src, dst, bytes); });
     std::printf("memory %s 2 GiB: %.3f ms, %.0f GB/s\n", p.name, sec * 1e3,
                 p.traffic * static_cast<double>(bytes) / sec / 1e9);
@@ -432,7 +428,7 @@ TEST(CudaBackend, RoofKernelThroughput) {
 }
 
 TEST_F(CudaVsHost, ClockStampsAreOrdered) {
-  Clock &clock = m_gpu->clock();
+  Clock& clock = m_gpu->clock();
   EXPECT_STREQ(clock.name(), "cuda_event");
   Pair a = make(256, 256, 50);
   Pair out = zeros(256, 256);

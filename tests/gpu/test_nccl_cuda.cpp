@@ -18,8 +18,7 @@ protected:
     MPI_Comm_rank(MPI_COMM_WORLD, &m_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m_size);
     const int devices = cuda_device_count();
-    if (m_size < 2 || devices < 2)
-      GTEST_SKIP() << "needs 2 ranks and 2 devices";
+    if (m_size < 2 || devices < 2) GTEST_SKIP() << "needs 2 ranks and 2 devices";
     m_backend = make_cuda_backend(m_rank % devices, DType::bf16);
     m_comm = make_nccl_communicator(MPI_COMM_WORLD, NcclOptions{});
   }

@@ -45,7 +45,7 @@ OpTable test_ops() {
   ops.intern("gemm", OpKind::gemm);
   ops.intern("all_reduce", OpKind::collective);
   ops.intern("send", OpKind::p2p);
-  ops.intern("never", OpKind::elementwise);  // no rank records it: no aggregate
+  ops.intern("never", OpKind::elementwise); // no rank records it: no aggregate
   return ops;
 }
 
@@ -60,7 +60,7 @@ std::vector<TimelineRecord> rank_timeline(int rank, int rows_scale = 1) {
     for (int mb = 0; mb < 2; ++mb)
       for (int layer = 2 * stage; layer < 2 * stage + 2; ++layer)
         for (int32_t op = 0; op < 4; ++op) {
-          if (op == 3 && (stage == 1 || layer != 1)) continue;  // stage 0 sends after its last layer
+          if (op == 3 && (stage == 1 || layer != 1)) continue; // stage 0 sends after its last layer
           const int repeats = op == 1 ? 2 * rows_scale : 1;
           for (int c = 0; c < repeats; ++c) {
             TimelineRecord r{};
@@ -83,11 +83,14 @@ std::vector<TimelineRecord> rank_timeline(int rank, int rows_scale = 1) {
   return rows;
 }
 
-bool comm_kind(OpKind k) { return k == OpKind::collective || k == OpKind::p2p; }
+bool comm_kind(OpKind k) {
+  return k == OpKind::collective || k == OpKind::p2p;
+}
 
 // The documented semantics (docs/SCHEMA.md /summary) computed from every rank's whole timeline
 // in one process: what the distributed reduction must reproduce exactly.
-RunSummary reference(const OpTable& ops, const std::vector<std::vector<TimelineRecord>>& timelines) {
+RunSummary reference(const OpTable& ops,
+                     const std::vector<std::vector<TimelineRecord>>& timelines) {
   RunSummary s;
   std::map<int32_t, double> steps[2];
   for (const auto& rank : timelines) {
@@ -95,16 +98,21 @@ RunSummary reference(const OpTable& ops, const std::vector<std::vector<TimelineR
     for (const TimelineRecord& r : rank) {
       auto key = std::make_pair(r.warmup != 0, r.iteration);
       auto it = span.find(key);
-      if (it == span.end()) span[key] = {r.t_start_ns, r.t_end_ns};
-      else it->second = {std::min(it->second.first, r.t_start_ns), std::max(it->second.second, r.t_end_ns)};
+      if (it == span.end())
+        span[key] = {r.t_start_ns, r.t_end_ns};
+      else
+        it->second = {std::min(it->second.first, r.t_start_ns),
+                      std::max(it->second.second, r.t_end_ns)};
     }
     for (const auto& [key, se] : span) {
       double& step = steps[key.first ? 1 : 0][key.second];
       step = std::max(step, static_cast<double>(se.second - se.first));
     }
   }
-  for (const auto& kv : steps[0]) s.step_ns.push_back(kv.second);
-  for (const auto& kv : steps[1]) s.warmup_step_ns.push_back(kv.second);
+  for (const auto& kv : steps[0])
+    s.step_ns.push_back(kv.second);
+  for (const auto& kv : steps[1])
+    s.warmup_step_ns.push_back(kv.second);
   s.step = summarize(s.step_ns);
   s.warmup_to_steady = static_cast<int64_t>(warmup_to_steady(s.warmup_step_ns, s.step.p50, 0.10));
   for (size_t id = 0; id < ops.size(); ++id) {
@@ -122,7 +130,8 @@ RunSummary reference(const OpTable& ops, const std::vector<std::vector<TimelineR
         sample = &r;
         ++timed;
         const double d = static_cast<double>(r.t_end_ns - r.t_start_ns);
-        double& t = instance[{r.layer, r.microbatch, r.iteration, comm_kind(kind) ? -1 : static_cast<int>(rank)}];
+        double& t = instance[{r.layer, r.microbatch, r.iteration,
+                              comm_kind(kind) ? -1 : static_cast<int>(rank)}];
         t = std::max(t, d);
         per_step[{r.iteration, static_cast<int>(rank)}] += d;
       }
@@ -130,11 +139,14 @@ RunSummary reference(const OpTable& ops, const std::vector<std::vector<TimelineR
     }
     if (!sample) continue;
     std::vector<double> inst;
-    for (const auto& kv : instance) inst.push_back(kv.second);
+    for (const auto& kv : instance)
+      inst.push_back(kv.second);
     std::map<int32_t, double> totals;
-    for (const auto& [k, t] : per_step) totals[k.first] = std::max(totals[k.first], t);
+    for (const auto& [k, t] : per_step)
+      totals[k.first] = std::max(totals[k.first], t);
     std::vector<double> step_totals;
-    for (const auto& kv : totals) step_totals.push_back(kv.second);
+    for (const auto& kv : totals)
+      step_totals.push_back(kv.second);
     OpAggregate a;
     a.name = ops.name(static_cast<int32_t>(id));
     a.lane = lane_name(static_cast<Lane>(sample->lane));
@@ -171,13 +183,17 @@ TEST(Summary, SelectsEveryOrderStatisticOfASpreadSet) {
   const int rank = world_rank(), size = world_size();
   // Rank r holds r, r + size, r + 2 size, ... with duplicates: the union is 0..n-1 twice.
   std::vector<std::vector<int64_t>> sets(2);
-  for (int64_t v = rank; v < 50; v += size) sets[0].insert(sets[0].end(), {v, v});
+  for (int64_t v = rank; v < 50; v += size)
+    sets[0].insert(sets[0].end(), {v, v});
   if (rank == size - 1) sets[1] = {-5, 3, 1LL << 40};
   std::vector<std::pair<size_t, int64_t>> queries;
-  for (int64_t k = 0; k < 100; ++k) queries.emplace_back(0, k);
-  for (int64_t k = 0; k < 3; ++k) queries.emplace_back(1, k);
+  for (int64_t k = 0; k < 100; ++k)
+    queries.emplace_back(0, k);
+  for (int64_t k = 0; k < 3; ++k)
+    queries.emplace_back(1, k);
   const std::vector<int64_t> got = select_kth(MPI_COMM_WORLD, sets, queries);
-  for (int64_t k = 0; k < 100; ++k) EXPECT_EQ(got[static_cast<size_t>(k)], k / 2) << "k = " << k;
+  for (int64_t k = 0; k < 100; ++k)
+    EXPECT_EQ(got[static_cast<size_t>(k)], k / 2) << "k = " << k;
   EXPECT_EQ(got[100], -5);
   EXPECT_EQ(got[101], 3);
   EXPECT_EQ(got[102], 1LL << 40);
@@ -187,7 +203,8 @@ TEST(Summary, DistributedEqualsTheReductionOverWholeTimelines) {
   const int rank = world_rank(), size = world_size();
   const OpTable ops = test_ops();
   std::vector<std::vector<TimelineRecord>> all;
-  for (int r = 0; r < size; ++r) all.push_back(rank_timeline(r));
+  for (int r = 0; r < size; ++r)
+    all.push_back(rank_timeline(r));
   const RunSummary want = reference(ops, all);
   const RunSummary got = summarize_run(MPI_COMM_WORLD, ops, all[static_cast<size_t>(rank)]);
   EXPECT_EQ(got.step_ns, want.step_ns);
@@ -195,7 +212,7 @@ TEST(Summary, DistributedEqualsTheReductionOverWholeTimelines) {
   EXPECT_EQ(got.step.p99, want.step.p99);
   EXPECT_EQ(got.warmup_to_steady, want.warmup_to_steady);
   ASSERT_EQ(got.ops.size(), want.ops.size());
-  ASSERT_EQ(got.ops.size(), 4u);  // "never" has no row
+  ASSERT_EQ(got.ops.size(), 4u); // "never" has no row
   for (size_t i = 0; i < want.ops.size(); ++i) {
     SCOPED_TRACE(want.ops[i].name);
     EXPECT_EQ(got.ops[i].name, want.ops[i].name);
@@ -221,16 +238,22 @@ TEST(Summary, RefusesRanksWithDifferentOpTables) {
 RunData run_data(const OpTable& ops) {
   const int size = world_size();
   RunData data;
-  data.root = {{"schema_version", kSchemaVersion},      {"ridgeline_version", std::string("0.1.0")},
-               {"git_sha", std::string("test")},        {"created_utc", std::string("2026-11-23T00:00:00Z")},
-               {"argv", std::string("test_file_layout")}, {"world_size", int64_t{size}}};
-  data.stack = {{"mpi_library", std::string("test")}, {"hdf5", hdf5_library_version()},
+  data.root = {{"schema_version", kSchemaVersion},
+               {"ridgeline_version", std::string("0.1.0")},
+               {"git_sha", std::string("test")},
+               {"created_utc", std::string("2026-11-23T00:00:00Z")},
+               {"argv", std::string("test_file_layout")},
+               {"world_size", int64_t{size}}};
+  data.stack = {{"mpi_library", std::string("test")},
+                {"hdf5", hdf5_library_version()},
                 {"build_type", std::string("Release")}};
   data.config = {{"tp", int64_t{1}}};
-  for (int r = 0; r < size; ++r) data.topology.push_back({{"rank", int64_t{r}}});
+  for (int r = 0; r < size; ++r)
+    data.topology.push_back({{"rank", int64_t{r}}});
   data.ops = ops;
   std::vector<std::vector<TimelineRecord>> all;
-  for (int r = 0; r < size; ++r) all.push_back(rank_timeline(r));
+  for (int r = 0; r < size; ++r)
+    all.push_back(rank_timeline(r));
   data.summary = reference(ops, all);
   for (int k = 0; k < 2; ++k) {
     RunData::Point p;
@@ -243,12 +266,13 @@ RunData run_data(const OpTable& ops) {
 }
 
 class FileLayoutTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     const std::string name = broadcast_string(
         MPI_COMM_WORLD,
-        (fs::temp_directory_path() / ("ridgeline_test_file_layout." + std::to_string(::getpid()) + "." + info->name()))
+        (fs::temp_directory_path() /
+         ("ridgeline_test_file_layout." + std::to_string(::getpid()) + "." + info->name()))
             .string(),
         0);
     m_dir = name;
@@ -287,7 +311,8 @@ class FileLayoutTest : public ::testing::Test {
       for (int scale = 1; scale <= 2; ++scale) {
         const std::vector<TimelineRecord> want = rank_timeline(r, scale);
         const std::vector<TimelineRecord> got =
-            h5::read_timeline(file.id(), "/points/" + std::to_string(scale - 1) + "/ranks/" + std::to_string(r) + "/timeline");
+            h5::read_timeline(file.id(), "/points/" + std::to_string(scale - 1) + "/ranks/" +
+                                             std::to_string(r) + "/timeline");
         ASSERT_EQ(got.size(), want.size());
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(TimelineRecord)));
       }
@@ -316,11 +341,12 @@ TEST_F(FileLayoutTest, SingleFileHoldsEveryRanksRows) {
 }
 
 TEST_F(FileLayoutTest, NodeFilesJoinedByTheMasterFile) {
-  const FilesWritten written = write(FileLayout::per_node, 1);  // a node file per rank
+  const FilesWritten written = write(FileLayout::per_node, 1); // a node file per rank
   EXPECT_EQ(written.node_files, world_size());
   expect_read_back();
   if (world_rank() != 0) return;
-  for (int f = 0; f < world_size(); ++f) EXPECT_TRUE(fs::exists(node_file_path(path(), f)));
+  for (int f = 0; f < world_size(); ++f)
+    EXPECT_TRUE(fs::exists(node_file_path(path(), f)));
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(m_dir)) {
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
@@ -334,8 +360,9 @@ TEST_F(FileLayoutTest, NodeFilesJoinedByTheMasterFile) {
   fs::rename(last, kept);
   std::vector<std::string> problems = validate_run_file(path());
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems.front().find("run.node" + std::to_string(world_size() - 1) + ".h5' does not exist"),
-            std::string::npos)
+  EXPECT_NE(
+      problems.front().find("run.node" + std::to_string(world_size() - 1) + ".h5' does not exist"),
+      std::string::npos)
       << problems.front();
   EXPECT_THROW(read_run_file(path()), UsageError);
   fs::copy_file(kept, last);
@@ -347,14 +374,15 @@ TEST_F(FileLayoutTest, NodeFilesJoinedByTheMasterFile) {
   }
   problems = validate_run_file(path());
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems.front().find("belongs to another write"), std::string::npos) << problems.front();
+  EXPECT_NE(problems.front().find("belongs to another write"), std::string::npos)
+      << problems.front();
 }
 
 TEST_F(FileLayoutTest, ANodeFileOfTheWholeNode) {
   const FilesWritten written = write(FileLayout::per_node, 0);
-  EXPECT_EQ(written.node_files, 1);  // every rank of this test runs on one host
+  EXPECT_EQ(written.node_files, 1); // every rank of this test runs on one host
   expect_read_back();
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

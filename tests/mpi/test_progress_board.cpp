@@ -37,13 +37,16 @@ TEST(ProgressBoard, NamesTheRankBehind) {
   const std::string why = board.diagnose(&other_host);
   EXPECT_FALSE(other_host);
   if (rank == 0) {
-    EXPECT_NE(why.find("rank 1 (host " + host_name() + ") did not reach the barrier after setting up, iteration 0: "
+    EXPECT_NE(why.find("rank 1 (host " + host_name() +
+                       ") did not reach the barrier after setting up, iteration 0: "
                        "it is still running, in setting up, iteration 4"),
               std::string::npos)
         << why;
   } else {
-    EXPECT_NE(why.find("this rank is the one behind: rank(s) 0 already went past setting up, iteration 4"),
-              std::string::npos)
+    EXPECT_NE(
+        why.find(
+            "this rank is the one behind: rank(s) 0 already went past setting up, iteration 4"),
+        std::string::npos)
         << why;
   }
   // Everyone level again (once every rank has read the board): nobody to name.
@@ -57,5 +60,5 @@ TEST(ProgressBoard, NamesTheRankBehind) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

@@ -36,7 +36,8 @@ constexpr const char* kBackend = "host";
 MpiSession* g_mpi = nullptr;
 
 bool is_iteration(const std::string& name) {
-  return name.find(": iteration ") != std::string::npos || name.find(": warm-up ") != std::string::npos;
+  return name.find(": iteration ") != std::string::npos ||
+         name.find(": warm-up ") != std::string::npos;
 }
 
 TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
@@ -49,7 +50,7 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
   JobContext job(ctx, kBackend);
   RunConfig cfg;
   cfg.backend = kBackend;
-  cfg.hidden = 256;  // head_dim 64: the fused attention kernel's smallest on GPUs
+  cfg.hidden = 256; // head_dim 64: the fused attention kernel's smallest on GPUs
   cfg.heads = 4;
   cfg.kv_heads = 2;
   cfg.ffn_hidden = 256;
@@ -99,27 +100,32 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
     }
     // Anything else is an op, directly inside an iteration (or the check's TP=1 reference),
     // named as in the op table.
-    EXPECT_TRUE(is_iteration(r.parent) || r.parent == kReferenceRange) << r.name << " inside '" << r.parent << "'";
+    EXPECT_TRUE(is_iteration(r.parent) || r.parent == kReferenceRange)
+        << r.name << " inside '" << r.parent << "'";
     if (r.parent == kReferenceRange) continue;
     EXPECT_GE(point.ops.find(r.name), 0) << r.name << " is not in the op table";
     op_names.insert(r.name);
-    if (r.parent.find(" step: ") == std::string::npos && r.parent.find(" compute_only: ") == std::string::npos &&
+    if (r.parent.find(" step: ") == std::string::npos &&
+        r.parent.find(" compute_only: ") == std::string::npos &&
         r.parent.find(" comm_only: ") == std::string::npos)
       ++instrumented_ops;
   }
-  EXPECT_EQ(iterations, strategies * static_cast<size_t>((cfg.warmup + cfg.iters) + rounds * modes * cfg.iters));
+  EXPECT_EQ(iterations, strategies * static_cast<size_t>((cfg.warmup + cfg.iters) +
+                                                         rounds * modes * cfg.iters));
   // Every op this rank runs has a range: the table less the transfer its stage does not make.
   int pp_rank = 0;
   for (const auto& [key, value] : point.coords)
     if (key == "pp_rank") pp_rank = static_cast<int>(std::get<int64_t>(value));
   for (size_t id = 0; id < point.ops.size(); ++id) {
     const std::string& name = point.ops.name(static_cast<int32_t>(id));
-    if ((name == op::recv_act && pp_rank == 0) || (name == op::send_act && pp_rank == cfg.pp - 1)) continue;
+    if ((name == op::recv_act && pp_rank == 0) || (name == op::send_act && pp_rank == cfg.pp - 1))
+      continue;
     EXPECT_TRUE(op_names.count(name)) << "no range for op " << name;
   }
   // One op range per row of this rank's timeline of the instrumented loops.
   size_t rows = 0;
-  for (const StrategyResult& s : point.strategies) rows += s.rows.size();
+  for (const StrategyResult& s : point.strategies)
+    rows += s.rows.size();
   EXPECT_EQ(instrumented_ops, rows);
 
 #if RIDGELINE_TEST_CUDA
@@ -143,7 +149,8 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
         ++pops;
     }
     ASSERT_EQ(pushed.size(), log.ranges().size());
-    for (size_t i = 0; i < pushed.size(); ++i) ASSERT_EQ(pushed[i], log.ranges()[i].name) << "range " << i;
+    for (size_t i = 0; i < pushed.size(); ++i)
+      ASSERT_EQ(pushed[i], log.ranges()[i].name) << "range " << i;
     EXPECT_EQ(pops, log.pops());
   } else {
     EXPECT_TRUE(seen.empty()) << seen.size() << " NVTX events on the host backend";
@@ -151,8 +158,8 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
 #endif
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline
 
 // This suite builds a JobContext, which needs the program's MpiSession: its own main.
 int main(int argc, char** argv) {

@@ -28,23 +28,28 @@ TEST(MpiCommunicator, AllReduceSumAndAverage) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const int n = comm->size(), r = comm->rank();
   std::vector<float> v(1000);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1) * static_cast<float>(i);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(r + 1) * static_cast<float>(i);
   comm->all_reduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum, nullptr);
   const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
-  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], ranks_sum * static_cast<float>(i));
+  for (size_t i = 0; i < v.size(); ++i)
+    ASSERT_EQ(v[i], ranks_sum * static_cast<float>(i));
   std::vector<float> a(10, static_cast<float>(r)), out(10);
   comm->all_reduce(a.data(), out.data(), a.size(), DType::f32, ReduceOp::avg, nullptr);
-  for (float x : out) ASSERT_FLOAT_EQ(x, static_cast<float>(n - 1) / 2.0f);
+  for (float x : out)
+    ASSERT_FLOAT_EQ(x, static_cast<float>(n - 1) / 2.0f);
 }
 
 TEST(MpiCommunicator, Bf16SumUsesUserOp) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   std::vector<uint16_t> v(33, float_to_bf16(1.5f));
   comm->all_reduce(v.data(), v.data(), v.size(), DType::bf16, ReduceOp::sum, nullptr);
-  for (uint16_t x : v) ASSERT_EQ(bf16_to_float(x), 1.5f * static_cast<float>(comm->size()));
+  for (uint16_t x : v)
+    ASSERT_EQ(bf16_to_float(x), 1.5f * static_cast<float>(comm->size()));
   std::vector<uint16_t> m(5, float_to_f16(static_cast<float>(comm->rank())));
   comm->all_reduce(m.data(), m.data(), m.size(), DType::f16, ReduceOp::max, nullptr);
-  for (uint16_t x : m) ASSERT_EQ(f16_to_float(x), static_cast<float>(comm->size() - 1));
+  for (uint16_t x : m)
+    ASSERT_EQ(f16_to_float(x), static_cast<float>(comm->size() - 1));
 }
 
 TEST(MpiCommunicator, GatherScatterAllToAllBroadcastAndAsync) {
@@ -52,14 +57,17 @@ TEST(MpiCommunicator, GatherScatterAllToAllBroadcastAndAsync) {
   const int n = comm->size(), r = comm->rank();
   std::vector<int32_t> mine(3, r), all(static_cast<size_t>(3 * n));
   comm->all_gather(mine.data(), all.data(), 3, DType::i32, nullptr);
-  for (int i = 0; i < 3 * n; ++i) ASSERT_EQ(all[static_cast<size_t>(i)], i / 3);
+  for (int i = 0; i < 3 * n; ++i)
+    ASSERT_EQ(all[static_cast<size_t>(i)], i / 3);
   std::vector<int32_t> send(static_cast<size_t>(2 * n), 1), recv(2);
   comm->reduce_scatter(send.data(), recv.data(), 2, DType::i32, ReduceOp::sum, nullptr);
   ASSERT_EQ(recv[0], n);
   std::vector<int32_t> a2a(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) a2a[static_cast<size_t>(j)] = r * 100 + j;
+  for (int j = 0; j < n; ++j)
+    a2a[static_cast<size_t>(j)] = r * 100 + j;
   comm->all_to_all(a2a.data(), got.data(), 1, DType::i32, nullptr);
-  for (int j = 0; j < n; ++j) ASSERT_EQ(got[static_cast<size_t>(j)], j * 100 + r);
+  for (int j = 0; j < n; ++j)
+    ASSERT_EQ(got[static_cast<size_t>(j)], j * 100 + r);
   std::vector<int32_t> b(4, r == 0 ? 7 : -1);
   comm->broadcast(b.data(), b.data(), 4, DType::i32, 0, nullptr);
   ASSERT_EQ(b[3], 7);
@@ -159,7 +167,8 @@ TEST_P(TpStageMatchesTp1, OnEveryRank) {
   ref.forward(silent);
   const std::vector<float> got = backend->to_host(stage.output());
   const std::vector<float> want = backend->to_host(ref.output());
-  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  for (float v : got)
+    ASSERT_TRUE(std::isfinite(v));
   EXPECT_LT(relative_l2(got, want), 1e-5) << c.name << " tp=" << tp;
   // Every op of both layers was recorded, collectives only when tp > 1.
   const size_t per_layer = stage.op_specs().size();
@@ -169,14 +178,16 @@ TEST_P(TpStageMatchesTp1, OnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layers, TpStageMatchesTp1,
-    ::testing::Values(StageCase{"gpt_prefill", MlpKind::gelu, NormKind::layernorm, false, 8, Phase::prefill},
-                      StageCase{"llama_prefill_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::prefill},
-                      StageCase{"llama_decode_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::decode},
-                      StageCase{"replicated_kv_decode", MlpKind::gelu, NormKind::rmsnorm, true, 1, Phase::decode}),
+    ::testing::Values(
+        StageCase{"gpt_prefill", MlpKind::gelu, NormKind::layernorm, false, 8, Phase::prefill},
+        StageCase{"llama_prefill_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::prefill},
+        StageCase{"llama_decode_gqa", MlpKind::swiglu, NormKind::rmsnorm, true, 4, Phase::decode},
+        StageCase{"replicated_kv_decode", MlpKind::gelu, NormKind::rmsnorm, true, 1,
+                  Phase::decode}),
     [](const ::testing::TestParamInfo<StageCase>& i) { return std::string(i.param.name); });
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline
 
 namespace ridgeline {
 namespace {
@@ -216,7 +227,8 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
   spec.tp_rank = world_rank();
   spec.num_layers = 2;
   spec.seed = 5;
-  if (!stage_split_problems(spec.shape, spec.overlap).empty()) GTEST_SKIP() << "tokens do not split";
+  if (!stage_split_problems(spec.shape, spec.overlap).empty())
+    GTEST_SKIP() << "tokens do not split";
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;
@@ -288,7 +300,7 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_TRUE(splits_tokens(s, parse_overlap("split:2")));
   s.phase = Phase::decode;
   EXPECT_FALSE(splits_tokens(s, parse_overlap("split:2")));
-  EXPECT_EQ(stage_split_problems(s, parse_overlap("split:2")).size(), 2u);  // batch and rows
+  EXPECT_EQ(stage_split_problems(s, parse_overlap("split:2")).size(), 2u); // batch and rows
   s.phase = Phase::prefill;
   s.batch = 3;
   EXPECT_FALSE(splits_tokens(s, parse_overlap("split:2")));
@@ -297,5 +309,5 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("chunked:2")).empty());
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

@@ -68,7 +68,7 @@ int NVTX_API initialize(NvtxGetExportTableFunc_t get_export_table) {
   return 1;
 }
 
-}  // namespace
+} // namespace
 
 std::vector<Event> events() {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -85,8 +85,9 @@ bool attached() {
   return g_attached;
 }
 
-}  // namespace ridgeline::nvtx_capture
+} // namespace ridgeline::nvtx_capture
 
 extern "C" {
-NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr = &ridgeline::nvtx_capture::initialize;
+NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr =
+    &ridgeline::nvtx_capture::initialize;
 }

@@ -10,8 +10,8 @@ namespace ridgeline::nvtx_capture {
 
 struct Event {
   bool push = false;
-  std::string domain;  ///< the domain's name
-  std::string name;    ///< the range's message (pushes only)
+  std::string domain; ///< the domain's name
+  std::string name;   ///< the range's message (pushes only)
 };
 
 /// Every domain push and pop recorded so far, in order.
@@ -20,4 +20,4 @@ void clear();
 /// Whether NVTX has initialised this injection (on the process's first NVTX call).
 bool attached();
 
-}  // namespace ridgeline::nvtx_capture
+} // namespace ridgeline::nvtx_capture

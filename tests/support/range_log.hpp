@@ -10,11 +10,11 @@
 namespace ridgeline {
 
 class RangeLog final : public ranges::Sink {
- public:
+public:
   struct Range {
     std::string name;
-    std::string parent;  ///< the enclosing range's name ("" at the top)
-    size_t depth = 0;    ///< 0 at the top
+    std::string parent; ///< the enclosing range's name ("" at the top)
+    size_t depth = 0;   ///< 0 at the top
   };
 
   RangeLog() { m_previous = ranges::set_sink(this); }
@@ -44,11 +44,11 @@ class RangeLog final : public ranges::Sink {
   /// Pops that found no open range (a pop without its push).
   size_t unmatched_pops() const { return m_unmatched_pops; }
 
- private:
+private:
   ranges::Sink* m_previous = nullptr;
   std::vector<Range> m_ranges;
   std::vector<std::string> m_open;
   size_t m_pushes = 0, m_pops = 0, m_unmatched_pops = 0;
 };
 
-}  // namespace ridgeline
+} // namespace ridgeline

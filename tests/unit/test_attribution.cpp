@@ -24,13 +24,14 @@ Roofs sample_roofs() {
   r.memory.push_back({"copy", int64_t{16} << 20, 5, 0, 0, 4000.0, -1});
   r.launch.push_back({"eager", 1000, 5000.0, -1});
   r.launch.push_back({"graph_node", 1000, 2000.0, -1});
-  r.interconnect.push_back({"all_reduce", 2, "bf16", "nvlink", 12.0, 90.0, 10.0, 100.0, 8, 1 << 30});
+  r.interconnect.push_back(
+      {"all_reduce", 2, "bf16", "nvlink", 12.0, 90.0, 10.0, 100.0, 8, 1 << 30});
   return r;
 }
 
 TEST(Roofs, Lookups) {
   const Roofs r = sample_roofs();
-  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::bf16), 100.0);  // best over every shape of the dtype
+  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::bf16), 100.0); // best over every shape of the dtype
   EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f16), 80.0);
   EXPECT_DOUBLE_EQ(r.peak_tflops(DType::f32), 0.0);
   EXPECT_DOUBLE_EQ(r.hbm_gbps(), 1000.0);                     // the largest copy
@@ -41,7 +42,7 @@ TEST(Roofs, Lookups) {
   EXPECT_DOUBLE_EQ(r.memory_gbps(32.0 * (1 << 20)), 4000.0);  // 16 MiB is half of it
   EXPECT_DOUBLE_EQ(r.memory_gbps(33.0 * (1 << 20)), 1200.0);  // more than twice the cache roof
   EXPECT_DOUBLE_EQ(r.launch_floor_ns(), 2000.0);
-  EXPECT_NE(r.interconnect_for("all_reduce", 2, "auto"), nullptr);  // auto and nvlink agree
+  EXPECT_NE(r.interconnect_for("all_reduce", 2, "auto"), nullptr); // auto and nvlink agree
   EXPECT_EQ(r.interconnect_for("all_reduce", 4, "nvlink"), nullptr);
   EXPECT_EQ(r.interconnect_for("all_gather", 2, "nvlink"), nullptr);
 }
@@ -56,7 +57,7 @@ TEST(Attribution, ComputeBoundGemm) {
   op.dtype = DType::bf16;
   const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
   EXPECT_NEAR(b.compute_ns, op.flops / 100e3, 1e-3);
-  EXPECT_NEAR(b.hbm_ns, op.hbm_bytes / 1200.0, 1e-6);  // 402 MB: sizes >= it are 1 GiB copy and read
+  EXPECT_NEAR(b.hbm_ns, op.hbm_bytes / 1200.0, 1e-6); // 402 MB: sizes >= it are 1 GiB copy and read
   EXPECT_DOUBLE_EQ(b.launch_ns, 2000.0);
   EXPECT_EQ(b.ceiling, Ceiling::compute);
   EXPECT_DOUBLE_EQ(b.bound_ns, b.compute_ns);
@@ -80,7 +81,7 @@ TEST(Attribution, LaunchBoundTinyOp) {
   OpWork op;
   op.kind = OpKind::norm;
   op.flops = 1000;
-  op.hbm_bytes = 4096;  // 4 KiB in the 16 MiB cache roof: ~1 ns
+  op.hbm_bytes = 4096; // 4 KiB in the 16 MiB cache roof: ~1 ns
   op.dtype = DType::bf16;
   const OpBounds b = op_bounds(op, sample_roofs(), "nvlink");
   EXPECT_NEAR(b.hbm_ns, 4096 / 4000.0, 1e-9);
@@ -117,7 +118,8 @@ TEST(Attribution, MissingRoofsAreNamed) {
   op.collective = "all_gather";
   op.group_size = 2;
   op.busbw_factor = 0.5;
-  EXPECT_NE(op_bounds(op, sample_roofs(), "nvlink").missing.find("all_gather over 2 ranks"), std::string::npos);
+  EXPECT_NE(op_bounds(op, sample_roofs(), "nvlink").missing.find("all_gather over 2 ranks"),
+            std::string::npos);
   OpWork gemm;
   gemm.kind = OpKind::gemm;
   gemm.flops = 1e9;
@@ -129,7 +131,8 @@ TEST(Attribution, StepSplitSerial) {
   // Compute lane: 6 ms compute-bound + 2 ms HBM-bound; interconnect ops 1.5 ms; step 10 ms:
   // 8 ms of compute ops leave 2 ms, of which the interconnect takes its 1.5 ms; 0.5 ms of gaps
   // count as launch. Ceiling: compute.
-  const StepSplit s = split_step(10e6, {{6e6, false, Ceiling::compute}, {2e6, false, Ceiling::hbm},
+  const StepSplit s = split_step(10e6, {{6e6, false, Ceiling::compute},
+                                        {2e6, false, Ceiling::hbm},
                                         {1.5e6, true, Ceiling::interconnect}});
   EXPECT_DOUBLE_EQ(s.by_class_ns[0], 6e6);
   EXPECT_DOUBLE_EQ(s.by_class_ns[1], 2e6);
@@ -168,5 +171,5 @@ TEST(Attribution, StepSplitByBounds) {
   EXPECT_EQ(s.ceiling, Ceiling::compute);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

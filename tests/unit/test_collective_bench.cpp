@@ -286,7 +286,8 @@ TEST(CollectiveBench, FilledSendValuesMatchTheFormulaEverywhere) {
         fill_send_values(raw.data(), elements, first, s, dtype, op, 2, 4);
         size_t differ = 0;
         for (size_t i = 0; i < elements; ++i)
-          differ += decode_element(raw.data(), i, dtype) == send_value(s, op, 2, 4, first + i) ? 0 : 1;
+          differ +=
+              decode_element(raw.data(), i, dtype) == send_value(s, op, 2, 4, first + i) ? 0 : 1;
         EXPECT_EQ(differ, 0u) << s.name << " " << dtype_name(dtype);
       }
 }
@@ -301,13 +302,15 @@ TEST(CollectiveBench, CheckerCountsWrongElementsInLargeOutputs) {
     const int rank = 1;
     const ResultChecker checker(s, shape, DType::f32, ReduceOp::sum, 0, rank, n);
     std::vector<float> got(checker.output_elements());
-    for (size_t j = 0; j < got.size(); ++j) got[j] = static_cast<float>(checker.expected(j));
+    for (size_t j = 0; j < got.size(); ++j)
+      got[j] = static_cast<float>(checker.expected(j));
     EXPECT_EQ(checker.count_wrong(got.data()), 0u) << name;
     for (size_t j = 0; j < got.size(); ++j)
       if (got[j] == 0.0f) got[j] = -0.0f;
     EXPECT_EQ(checker.count_wrong(got.data()), 0u) << name << ": -0 is 0";
     const std::vector<size_t> bad = {got.size() / 3 + 5, got.size() - 1, got.size() / 2 + 8191};
-    for (size_t j : bad) got[j] += 1.0f;
+    for (size_t j : bad)
+      got[j] += 1.0f;
     EXPECT_EQ(checker.count_wrong(got.data()), bad.size()) << name;
   }
 }

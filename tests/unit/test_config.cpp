@@ -34,7 +34,7 @@ RunConfig parse(std::vector<std::string> args) {
   use_strict_config_files(app);
   refuse_empty_values(app);
   args.insert(args.begin(), "run");
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
+  std::reverse(args.begin(), args.end()); // CLI11 takes a reversed argument vector
   app.parse(args);
   return cfg;
 }
@@ -48,18 +48,21 @@ RunConfig host_defaults(std::vector<std::string> args = {}) {
 // How many of `problems` contain `text`.
 int mentions(const std::vector<std::string>& problems, const std::string& text) {
   int n = 0;
-  for (const std::string& p : problems) n += p.find(text) != std::string::npos ? 1 : 0;
+  for (const std::string& p : problems)
+    n += p.find(text) != std::string::npos ? 1 : 0;
   return n;
 }
 
 std::string joined(const std::vector<std::string>& problems) {
   std::string s;
-  for (const std::string& p : problems) s += "\n  " + p;
+  for (const std::string& p : problems)
+    s += "\n  " + p;
   return s;
 }
 
 TEST(RunConfig, PresetsLoadAndTheCommandLineOverridesThem) {
-  const RunConfig c = parse({"--config", kModels + "/llama3-70b.toml", "--layers", "2", "--tp", "4"});
+  const RunConfig c =
+      parse({"--config", kModels + "/llama3-70b.toml", "--layers", "2", "--tp", "4"});
   EXPECT_EQ(c.model, "llama3-70b");
   EXPECT_EQ(c.hidden, 8192);
   EXPECT_EQ(c.heads, 64);
@@ -103,7 +106,8 @@ class RunConfigRejects : public ::testing::TestWithParam<BadCase> {};
 TEST_P(RunConfigRejects, WithAMessageNamingTheProblem) {
   const BadCase& c = GetParam();
   const std::vector<std::string> problems = validate(host_defaults(c.args), c.ranks);
-  EXPECT_EQ(mentions(problems, c.expected), 1) << "expected '" << c.expected << "' in" << joined(problems);
+  EXPECT_EQ(mentions(problems, c.expected), 1)
+      << "expected '" << c.expected << "' in" << joined(problems);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -111,34 +115,62 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"grid", {"--tp", "2"}, 3, "tp * pp * dp = 2 but 3 ranks"},
         BadCase{"grid_pp_dp", {"--tp", "2", "--pp", "2", "--dp", "2"}, 4, "tp * pp * dp = 8"},
-        BadCase{"heads_tp", {"--heads", "12", "--hidden", "768", "--tp", "8"}, 8,
+        BadCase{"heads_tp",
+                {"--heads", "12", "--hidden", "768", "--tp", "8"},
+                8,
                 "--heads 12 is not divisible by --tp 8"},
-        BadCase{"kv_heads_tp", {"--heads", "12", "--kv-heads", "6", "--hidden", "768", "--tp", "4"}, 4,
+        BadCase{"kv_heads_tp",
+                {"--heads", "12", "--kv-heads", "6", "--hidden", "768", "--tp", "4"},
+                4,
                 "--kv-heads 6 and --tp 4"},
-        BadCase{"hidden_heads", {"--hidden", "1000", "--heads", "16"}, 1,
+        BadCase{"hidden_heads",
+                {"--hidden", "1000", "--heads", "16"},
+                1,
                 "--hidden 1000 is not divisible by --heads 16"},
-        BadCase{"heads_kv", {"--heads", "16", "--kv-heads", "5"}, 1,
+        BadCase{"heads_kv",
+                {"--heads", "16", "--kv-heads", "5"},
+                1,
                 "--heads 16 is not a multiple of --kv-heads 5"},
-        BadCase{"layers_pp", {"--layers", "3", "--pp", "2"}, 2, "--layers 3 is not divisible by --pp 2"},
+        BadCase{"layers_pp",
+                {"--layers", "3", "--pp", "2"},
+                2,
+                "--layers 3 is not divisible by --pp 2"},
         BadCase{"ffn_tp", {"--ffn-hidden", "1001", "--tp", "2"}, 2, "--ffn-hidden 1001"},
-        BadCase{"sp_tokens", {"--tp", "4", "--sequence-parallel", "--seq", "6", "--batch", "1"}, 4,
+        BadCase{"sp_tokens",
+                {"--tp", "4", "--sequence-parallel", "--seq", "6", "--batch", "1"},
+                4,
                 "do not divide into 4 equal row blocks"},
         BadCase{"sp_needs_tp", {"--sequence-parallel"}, 1, "--sequence-parallel needs --tp 2"},
-        BadCase{"chunks", {"--overlap", "chunked:3", "--seq", "64", "--batch", "1"}, 1,
+        BadCase{"chunks",
+                {"--overlap", "chunked:3", "--seq", "64", "--batch", "1"},
+                1,
                 "do not divide into 3 equal row blocks"},
-        BadCase{"split_batch", {"--overlap", "split:2", "--batch", "3"}, 1, "split:2 splits the batch"},
-        BadCase{"microbatches", {"--batch", "3", "--microbatches", "2"}, 1,
+        BadCase{
+            "split_batch", {"--overlap", "split:2", "--batch", "3"}, 1, "split:2 splits the batch"},
+        BadCase{"microbatches",
+                {"--batch", "3", "--microbatches", "2"},
+                1,
                 "--batch 3 is not divisible by --microbatches 2"},
-        BadCase{"overflow_activations", {"--hidden", "65536", "--heads", "64", "--seq", "65536"}, 1,
+        BadCase{"overflow_activations",
+                {"--hidden", "65536", "--heads", "64", "--seq", "65536"},
+                1,
                 "activations (tokens x hidden) would hold"},
-        BadCase{"overflow_kv", {"--phase", "decode", "--batch", "4096", "--context", "1000000"}, 1,
+        BadCase{"overflow_kv",
+                {"--phase", "decode", "--batch", "4096", "--context", "1000000"},
+                1,
                 "KV cache"},
         BadCase{"host_dtype", {"--dtype", "bf16"}, 1, "the host backend computes in fp32"},
         BadCase{"graphs_host", {"--graphs"}, 1, "--graphs needs the cuda backend"},
         BadCase{"nccl_ctas_host", {"--nccl-max-ctas", "8"}, 1, "need the cuda backend (NCCL)"},
-        BadCase{"gemm_sms_host", {"--overlap-gemm-sms", "100"}, 1, "--overlap-gemm-sms needs the cuda backend"},
+        BadCase{"gemm_sms_host",
+                {"--overlap-gemm-sms", "100"},
+                1,
+                "--overlap-gemm-sms needs the cuda backend"},
         BadCase{"phase", {"--phase", "train"}, 1, "--phase must be one of prefill, decode"},
-        BadCase{"out_dir", {"--out", "/nonexistent-dir/x.h5"}, 1, "directory '/nonexistent-dir' does not exist"}),
+        BadCase{"out_dir",
+                {"--out", "/nonexistent-dir/x.h5"},
+                1,
+                "directory '/nonexistent-dir' does not exist"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return info.param.name; });
 
 TEST(RunConfig, EveryProblemIsReportedAtOnce) {
@@ -147,7 +179,8 @@ TEST(RunConfig, EveryProblemIsReportedAtOnce) {
                               "--graphs"}),
                2);
   EXPECT_EQ(mentions(problems, "tp * pp * dp = 3 but 2 ranks"), 1) << joined(problems);
-  EXPECT_EQ(mentions(problems, "--hidden 1000 is not divisible by --heads 16"), 1) << joined(problems);
+  EXPECT_EQ(mentions(problems, "--hidden 1000 is not divisible by --heads 16"), 1)
+      << joined(problems);
   EXPECT_EQ(mentions(problems, "--heads 16 is not divisible by --tp 3"), 1) << joined(problems);
   EXPECT_EQ(mentions(problems, "--rotary must be one of on, off"), 1) << joined(problems);
   EXPECT_EQ(mentions(problems, "--graphs needs the cuda backend"), 1) << joined(problems);
@@ -157,7 +190,7 @@ TEST(RunConfig, GoodShapesPass) {
   const std::vector<std::vector<std::string>> good = {
       {"--tp", "2"},
       {"--tp", "2", "--sequence-parallel", "--overlap", "none,async,chunked:2"},
-      {"--heads", "16", "--kv-heads", "2", "--tp", "4"},  // KV heads replicated across ranks
+      {"--heads", "16", "--kv-heads", "2", "--tp", "4"}, // KV heads replicated across ranks
       {"--phase", "decode", "--context", "100", "--overlap", "split:2"},
       {"--pp", "2", "--microbatches", "2", "--batch", "2"}};
   const int ranks[] = {2, 2, 4, 1, 2};
@@ -200,10 +233,12 @@ std::string cli_parse_error(const std::vector<std::string>& args) {
 struct RefusedCase {
   const char* name;
   std::vector<std::string> args;
-  const char* expected;  ///< in the ParseError's message
+  const char* expected; ///< in the ParseError's message
 };
 
-std::string case_name(const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.name; }
+std::string case_name(const ::testing::TestParamInfo<RefusedCase>& info) {
+  return info.param.name;
+}
 
 class RunOptionRefuses : public ::testing::TestWithParam<RefusedCase> {};
 
@@ -212,7 +247,8 @@ class RunOptionRefuses : public ::testing::TestWithParam<RefusedCase> {};
 TEST_P(RunOptionRefuses, WhileParsingInsteadOfUsingTheDefault) {
   const RefusedCase& c = GetParam();
   const std::string error = run_parse_error(c.args);
-  EXPECT_NE(error.find(c.expected), std::string::npos) << "expected '" << c.expected << "', got '" << error << "'";
+  EXPECT_NE(error.find(c.expected), std::string::npos)
+      << "expected '" << c.expected << "', got '" << error << "'";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -220,36 +256,53 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         RefusedCase{"seq_0", {"--seq", "0"}, "--seq: expected an integer >= 1, got '0'"},
         RefusedCase{"batch_0", {"--batch", "0"}, "--batch: expected an integer >= 1"},
-        RefusedCase{"batch_negative", {"--batch", "-2"}, "--batch: expected an integer >= 1, got '-2'"},
+        RefusedCase{
+            "batch_negative", {"--batch", "-2"}, "--batch: expected an integer >= 1, got '-2'"},
         RefusedCase{"layers_0", {"--layers", "0"}, "--layers: expected an integer >= 1"},
-        RefusedCase{"layers_0_over_preset", {"--config", kModels + "/tiny.toml", "--layers", "0"}, "--layers"},
-        RefusedCase{"ffn_hidden_0", {"--ffn-hidden", "0"}, "--ffn-hidden: expected an integer >= 1"},
+        RefusedCase{"layers_0_over_preset",
+                    {"--config", kModels + "/tiny.toml", "--layers", "0"},
+                    "--layers"},
+        RefusedCase{
+            "ffn_hidden_0", {"--ffn-hidden", "0"}, "--ffn-hidden: expected an integer >= 1"},
         RefusedCase{"hidden_0", {"--hidden", "0"}, "--hidden: expected an integer >= 1"},
-        RefusedCase{"hidden_negative", {"--config", kModels + "/llama3-8b.toml", "--hidden", "-256"}, "--hidden"},
+        RefusedCase{"hidden_negative",
+                    {"--config", kModels + "/llama3-8b.toml", "--hidden", "-256"},
+                    "--hidden"},
         RefusedCase{"heads_0", {"--heads", "0"}, "--heads: expected an integer >= 1"},
         RefusedCase{"kv_heads_0", {"--kv-heads", "0"}, "--kv-heads: expected an integer >= 1"},
-        RefusedCase{"microbatches_0", {"--microbatches", "0"}, "--microbatches: expected an integer >= 1"},
+        RefusedCase{
+            "microbatches_0", {"--microbatches", "0"}, "--microbatches: expected an integer >= 1"},
         RefusedCase{"tp_0", {"--tp", "0"}, "--tp: expected an integer from 1"},
         RefusedCase{"pp_negative", {"--pp", "-1"}, "--pp: expected an integer from 1"},
         RefusedCase{"dp_0", {"--dp", "0"}, "--dp: expected an integer from 1"},
-        RefusedCase{"context_negative", {"--phase", "decode", "--context", "-5"}, "--context: expected an integer >= 0"},
+        RefusedCase{"context_negative",
+                    {"--phase", "decode", "--context", "-5"},
+                    "--context: expected an integer >= 0"},
         RefusedCase{"warmup_negative", {"--warmup", "-1"}, "--warmup: expected an integer from 0"},
         RefusedCase{"iters_0", {"--iters", "0"}, "--iters: expected an integer from 1"},
         RefusedCase{"timeout_0", {"--timeout", "0"}, "--timeout: expected a number > 0"},
         RefusedCase{"timeout_nan", {"--timeout", "nan"}, "--timeout: expected a number > 0"},
-        RefusedCase{"sample_ms_negative", {"--sample-ms", "-1"}, "--sample-ms: expected an integer from 0"},
+        RefusedCase{
+            "sample_ms_negative", {"--sample-ms", "-1"}, "--sample-ms: expected an integer from 0"},
         RefusedCase{"rope_theta_0", {"--rope-theta", "0"}, "--rope-theta: expected a number > 0"},
-        RefusedCase{"norm_eps_negative", {"--norm-eps", "-1e-5"}, "--norm-eps: expected a number > 0"},
+        RefusedCase{
+            "norm_eps_negative", {"--norm-eps", "-1e-5"}, "--norm-eps: expected a number > 0"},
         RefusedCase{"nccl_max_ctas_0", {"--nccl-max-ctas", "0"}, "--nccl-max-ctas: expected -1"},
-        RefusedCase{"nccl_min_ctas_negative", {"--nccl-min-ctas", "-2"}, "--nccl-min-ctas: expected -1"},
-        RefusedCase{"gemm_sms_negative", {"--overlap-gemm-sms", "-1"}, "--overlap-gemm-sms: expected an integer from 0"},
+        RefusedCase{
+            "nccl_min_ctas_negative", {"--nccl-min-ctas", "-2"}, "--nccl-min-ctas: expected -1"},
+        RefusedCase{"gemm_sms_negative",
+                    {"--overlap-gemm-sms", "-1"},
+                    "--overlap-gemm-sms: expected an integer from 0"},
         RefusedCase{"seed_negative", {"--seed", "-1"}, "--seed: expected an integer >= 0"},
         RefusedCase{"model_empty", {"--model", ""}, "--model: empty value"},
-        RefusedCase{"mlp_empty", {"--config", kModels + "/tiny.toml", "--mlp", ""}, "--mlp: empty value"},
+        RefusedCase{
+            "mlp_empty", {"--config", kModels + "/tiny.toml", "--mlp", ""}, "--mlp: empty value"},
         RefusedCase{"out_empty", {"--out", ""}, "--out: empty value"},
         RefusedCase{"config_empty", {"--config", ""}, "--config: empty value"},
         RefusedCase{"overlap_twice", {"--overlap", "none,none"}, "--overlap: 'none' given twice"},
-        RefusedCase{"overlap_same_strategy", {"--overlap", "chunked:2,chunked:02"}, "'chunked:02' repeats 'chunked:2'"},
+        RefusedCase{"overlap_same_strategy",
+                    {"--overlap", "chunked:2,chunked:02"},
+                    "'chunked:02' repeats 'chunked:2'"},
         RefusedCase{"overlap_trailing_comma", {"--overlap", "async,"}, "--overlap: empty item"},
         RefusedCase{"overlap_empty_item", {"--overlap", "none,,async"}, "--overlap: empty item"},
         RefusedCase{"overlap_name", {"--overlap", "none,sideways"}, "overlap strategy 'sideways'"}),
@@ -257,8 +310,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(RunConfig, DefaultsFillOnlyTheOptionsNotGiven) {
   // A preset's dimensions stay; only what neither the preset nor the command line gave is filled.
-  const RunConfig c = host_defaults({"--config", kModels + "/llama3-8b.toml", "--layers", "1", "--phase", "decode",
-                                     "--context", "0", "--batch", "3"});
+  const RunConfig c = host_defaults({"--config", kModels + "/llama3-8b.toml", "--layers", "1",
+                                     "--phase", "decode", "--context", "0", "--batch", "3"});
   EXPECT_EQ(c.model, "llama3-8b");
   EXPECT_EQ(c.hidden, 4096);
   EXPECT_EQ(c.layers, 1);
@@ -266,7 +319,8 @@ TEST(RunConfig, DefaultsFillOnlyTheOptionsNotGiven) {
   EXPECT_EQ(c.batch, 3);
   // A given value that reads as "unset" is refused, not filled (it once ran host-default
   // dimensions in a file labelled llama3-8b).
-  EXPECT_THROW(parse({"--config", kModels + "/llama3-8b.toml", "--hidden", "0"}), CLI::ValidationError);
+  EXPECT_THROW(parse({"--config", kModels + "/llama3-8b.toml", "--hidden", "0"}),
+               CLI::ValidationError);
   EXPECT_THROW(parse({"--phase", "decode", "--context", "-1"}), CLI::ValidationError);
 }
 
@@ -283,7 +337,7 @@ TEST(RunConfig, OverlapListRefusesEmptyAndRepeatedItems) {
 // ---- Config files: strict, with the file and the line in every error ----
 
 class ConfigFile : public ::testing::Test {
- protected:
+protected:
   // Writes `text` to a file of this test and returns its path.
   std::string write(const std::string& text) {
     char path[] = "/tmp/ridgeline-test-config-XXXXXX";
@@ -295,14 +349,15 @@ class ConfigFile : public ::testing::Test {
     return path;
   }
   void TearDown() override {
-    for (const std::string& p : m_paths) std::remove(p.c_str());
+    for (const std::string& p : m_paths)
+      std::remove(p.c_str());
   }
   // The ParseError of `ridgeline COMMAND --config FILE` ("" if none).
   std::string error_of(const std::string& command, const std::string& text) {
     return cli_parse_error({command, "--config", write(text)});
   }
 
- private:
+private:
   std::vector<std::string> m_paths;
 };
 
@@ -320,8 +375,10 @@ TEST_P(ConfigFileRefuses, NamingTheFileAndTheLine) {
   const std::string path = write(b.text);
   const std::string error = cli_parse_error({"run", "--config", path});
   const std::string where = path + ":" + std::to_string(b.line) + ": ";
-  EXPECT_NE(error.find(where), std::string::npos) << "expected '" << where << "' in '" << error << "'";
-  EXPECT_NE(error.find(b.expected), std::string::npos) << "expected '" << b.expected << "' in '" << error << "'";
+  EXPECT_NE(error.find(where), std::string::npos)
+      << "expected '" << where << "' in '" << error << "'";
+  EXPECT_NE(error.find(b.expected), std::string::npos)
+      << "expected '" << b.expected << "' in '" << error << "'";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -334,23 +391,27 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"junk_table", "[run]\nlayers = 2\n[[[[\n", 3, "malformed line '[[[['"},
         BadFile{"array_table", "[[run]]\nlayers = 2\n", 1, "malformed line"},
         BadFile{"junk_line", "[run]\nlayers = 2\nhello\n", 3, "malformed line 'hello'"},
-        BadFile{"bare_word", "[run]\nmlp = swiglu\n", 2, "the value 'swiglu' is not a \"quoted string\""},
+        BadFile{"bare_word", "[run]\nmlp = swiglu\n", 2,
+                "the value 'swiglu' is not a \"quoted string\""},
         BadFile{"trailing_text", "[run]\nlayers = 2 4\n", 2, "more text after the value"},
         BadFile{"open_string", "[run]\nmodel = \"tiny\n", 2, "a string without its closing quote"},
         BadFile{"no_value", "[run]\nlayers =\n", 2, "no value after '='"},
         BadFile{"outside_table", "layers = 2\n[run]\n", 1, "'layers' is outside a table"},
         BadFile{"key_twice", "[run]\nlayers = 2\nheads = 4\nlayers = 3\n", 4,
                 "'layers' given twice in [run] (first on line 2)"},
-        BadFile{"table_twice", "[run]\nlayers = 2\n[run]\nheads = 4\n", 3, "table [run] given twice"},
+        BadFile{"table_twice", "[run]\nlayers = 2\n[run]\nheads = 4\n", 3,
+                "table [run] given twice"},
         BadFile{"value_refused", "[run]\nlayers = 0\n", 2, "layers = 0: expected an integer >= 1"},
-        BadFile{"flag_value", "[run]\ngraphs = 1\n", 2, "'graphs' is a flag: expected true or false"},
+        BadFile{"flag_value", "[run]\ngraphs = 1\n", 2,
+                "'graphs' is a flag: expected true or false"},
         BadFile{"list_refused", "[run]\noverlap = [\"none\", \"none\"]\n", 2, "'none' given twice"},
         BadFile{"other_command_key", "[run]\nlayers = 2\n[collectives]\nlayers = 2\n", 4,
                 "unknown key 'layers' in [collectives]"}),
     [](const ::testing::TestParamInfo<BadFile>& info) { return info.param.name; });
 
 TEST_F(ConfigFile, ACommandReadsItsOwnTablesAndRefusesAFileWithoutOne) {
-  const std::string text = "[run]\nlayers = 2\n[sweep]\ntp = \"1,2\"\n[collectives]\niters = 5\ncollectives = [\"all_reduce\"]\n";
+  const std::string text = "[run]\nlayers = 2\n[sweep]\ntp = \"1,2\"\n[collectives]\niters = "
+                           "5\ncollectives = [\"all_reduce\"]\n";
   EXPECT_EQ(error_of("run", text), "");
   EXPECT_EQ(error_of("sweep", text), "");
   EXPECT_EQ(error_of("collectives", text), "");
@@ -362,16 +423,15 @@ TEST_F(ConfigFile, ACommandReadsItsOwnTablesAndRefusesAFileWithoutOne) {
 }
 
 TEST_F(ConfigFile, AGoodFileSetsItsOptionsAndTheCommandLineWins) {
-  const std::string path = write(
-      "# a user's file\n"
-      "[run]\n"
-      "  model = 'mine'   # literal string\n"
-      "hidden = 1_024\n"
-      "heads = 16\n"
-      "rope-theta = 5e5\n"
-      "overlap = [\"none\", \"async\"]\n"
-      "sequence-parallel = true\n"
-      "\n");
+  const std::string path = write("# a user's file\n"
+                                 "[run]\n"
+                                 "  model = 'mine'   # literal string\n"
+                                 "hidden = 1_024\n"
+                                 "heads = 16\n"
+                                 "rope-theta = 5e5\n"
+                                 "overlap = [\"none\", \"async\"]\n"
+                                 "sequence-parallel = true\n"
+                                 "\n");
   const RunConfig c = parse({"--config", path, "--heads", "8"});
   EXPECT_EQ(c.model, "mine");
   EXPECT_EQ(c.hidden, 1024);
@@ -395,69 +455,126 @@ class CommandOptionRefuses : public ::testing::TestWithParam<RefusedCase> {};
 TEST_P(CommandOptionRefuses, WhileParsing) {
   const RefusedCase& c = GetParam();
   const std::string error = cli_parse_error(c.args);
-  EXPECT_NE(error.find(c.expected), std::string::npos) << "expected '" << c.expected << "', got '" << error << "'";
+  EXPECT_NE(error.find(c.expected), std::string::npos)
+      << "expected '" << c.expected << "', got '" << error << "'";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Matrix, CommandOptionRefuses,
     ::testing::Values(
         RefusedCase{"sweep_tp_0", {"sweep", "--tp", "1,0"}, "--tp: expected an integer from 1"},
-        RefusedCase{"sweep_batch_0", {"sweep", "--batch", "0,4"}, "--batch: expected an integer >= 1"},
-        RefusedCase{"sweep_seq_negative", {"sweep", "--seq", "-1"}, "--seq: expected an integer >= 1"},
-        RefusedCase{"sweep_hidden_0", {"sweep", "--hidden", "0"}, "--hidden: expected an integer >= 1"},
-        RefusedCase{"sweep_context_negative", {"sweep", "--context", "16,-5"}, "--context: expected an integer >= 0"},
+        RefusedCase{
+            "sweep_batch_0", {"sweep", "--batch", "0,4"}, "--batch: expected an integer >= 1"},
+        RefusedCase{
+            "sweep_seq_negative", {"sweep", "--seq", "-1"}, "--seq: expected an integer >= 1"},
+        RefusedCase{
+            "sweep_hidden_0", {"sweep", "--hidden", "0"}, "--hidden: expected an integer >= 1"},
+        RefusedCase{"sweep_context_negative",
+                    {"sweep", "--context", "16,-5"},
+                    "--context: expected an integer >= 0"},
         RefusedCase{"sweep_same_number", {"sweep", "--tp", "1,01"}, "--tp: '01' repeats '1'"},
-        RefusedCase{"sweep_overlap_twice", {"sweep", "--overlap", "none,none"}, "--overlap: 'none' given twice"},
-        RefusedCase{"sweep_phase", {"sweep", "--phase", "prefill,train"}, "--phase: unknown phase 'train'"},
-        RefusedCase{"sweep_transport", {"sweep", "--transport", "auto,pigeon"}, "--transport: unknown transport 'pigeon'"},
-        RefusedCase{"sweep_dtype_alias", {"sweep", "--dtype", "fp32,float"}, "--dtype: 'float' repeats 'fp32'"},
+        RefusedCase{"sweep_overlap_twice",
+                    {"sweep", "--overlap", "none,none"},
+                    "--overlap: 'none' given twice"},
+        RefusedCase{
+            "sweep_phase", {"sweep", "--phase", "prefill,train"}, "--phase: unknown phase 'train'"},
+        RefusedCase{"sweep_transport",
+                    {"sweep", "--transport", "auto,pigeon"},
+                    "--transport: unknown transport 'pigeon'"},
+        RefusedCase{"sweep_dtype_alias",
+                    {"sweep", "--dtype", "fp32,float"},
+                    "--dtype: 'float' repeats 'fp32'"},
         RefusedCase{"sweep_dp", {"sweep", "--dp", "2"}, "--dp: a sweep runs each point"},
-        RefusedCase{"sweep_layers_0", {"sweep", "--layers", "0"}, "--layers: expected an integer >= 1"},
-        RefusedCase{"sweep_iters_0", {"sweep", "--iters", "0"}, "--iters: expected an integer from 1"},
-        RefusedCase{"collectives_group_0", {"collectives", "--group-size", "0"}, "--group-size: expected an integer from 1"},
-        RefusedCase{"collectives_trailing_comma", {"collectives", "--collectives", "all_reduce,"}, "--collectives: empty item"},
-        RefusedCase{"collectives_twice", {"collectives", "--collectives", "all_reduce,all_gather,all_reduce"},
+        RefusedCase{
+            "sweep_layers_0", {"sweep", "--layers", "0"}, "--layers: expected an integer >= 1"},
+        RefusedCase{
+            "sweep_iters_0", {"sweep", "--iters", "0"}, "--iters: expected an integer from 1"},
+        RefusedCase{"collectives_group_0",
+                    {"collectives", "--group-size", "0"},
+                    "--group-size: expected an integer from 1"},
+        RefusedCase{"collectives_trailing_comma",
+                    {"collectives", "--collectives", "all_reduce,"},
+                    "--collectives: empty item"},
+        RefusedCase{"collectives_twice",
+                    {"collectives", "--collectives", "all_reduce,all_gather,all_reduce"},
                     "--collectives: 'all_reduce' given twice"},
-        RefusedCase{"collectives_all_in_list", {"collectives", "--collectives", "all,sendrecv"}, "'all' stands alone"},
-        RefusedCase{"collectives_iters_0", {"collectives", "--iters", "0"}, "--iters: expected an integer from 1"},
-        RefusedCase{"collectives_warmup_negative", {"collectives", "-w", "-1"}, "--warmup: expected an integer from 0"},
-        RefusedCase{"collectives_root_negative", {"collectives", "--root", "-1"}, "--root: expected an integer from 0"},
-        RefusedCase{"collectives_timeout_0", {"collectives", "--timeout", "0"}, "--timeout: expected a number > 0"},
-        RefusedCase{"collectives_step_1", {"collectives", "--step-factor", "1"}, "--step-factor: expected a number > 1"},
-        RefusedCase{"collectives_ctas", {"collectives", "--nccl-max-ctas", "-5"}, "--nccl-max-ctas: expected -1"},
-        RefusedCase{"collectives_min_bytes_0", {"collectives", "--min-bytes", "0"}, "--min-bytes: must be > 0"},
-        RefusedCase{"collectives_max_bytes_empty", {"collectives", "--max-bytes", ""}, "--max-bytes: expected a byte count"},
-        RefusedCase{"collectives_dtype_empty", {"collectives", "--dtype", ""}, "--dtype: empty value"},
-        RefusedCase{"roofs_dtypes_twice", {"roofs", "--dtypes", "fp32,fp32"}, "--dtypes: 'fp32' given twice"},
-        RefusedCase{"roofs_dtypes_empty_item", {"roofs", "--dtypes", "fp32,"}, "--dtypes: empty item"},
+        RefusedCase{"collectives_all_in_list",
+                    {"collectives", "--collectives", "all,sendrecv"},
+                    "'all' stands alone"},
+        RefusedCase{"collectives_iters_0",
+                    {"collectives", "--iters", "0"},
+                    "--iters: expected an integer from 1"},
+        RefusedCase{"collectives_warmup_negative",
+                    {"collectives", "-w", "-1"},
+                    "--warmup: expected an integer from 0"},
+        RefusedCase{"collectives_root_negative",
+                    {"collectives", "--root", "-1"},
+                    "--root: expected an integer from 0"},
+        RefusedCase{"collectives_timeout_0",
+                    {"collectives", "--timeout", "0"},
+                    "--timeout: expected a number > 0"},
+        RefusedCase{"collectives_step_1",
+                    {"collectives", "--step-factor", "1"},
+                    "--step-factor: expected a number > 1"},
+        RefusedCase{"collectives_ctas",
+                    {"collectives", "--nccl-max-ctas", "-5"},
+                    "--nccl-max-ctas: expected -1"},
+        RefusedCase{"collectives_min_bytes_0",
+                    {"collectives", "--min-bytes", "0"},
+                    "--min-bytes: must be > 0"},
+        RefusedCase{"collectives_max_bytes_empty",
+                    {"collectives", "--max-bytes", ""},
+                    "--max-bytes: expected a byte count"},
+        RefusedCase{
+            "collectives_dtype_empty", {"collectives", "--dtype", ""}, "--dtype: empty value"},
+        RefusedCase{"roofs_dtypes_twice",
+                    {"roofs", "--dtypes", "fp32,fp32"},
+                    "--dtypes: 'fp32' given twice"},
+        RefusedCase{
+            "roofs_dtypes_empty_item", {"roofs", "--dtypes", "fp32,"}, "--dtypes: empty item"},
         RefusedCase{"roofs_dtypes_empty", {"roofs", "--dtypes", ""}, "--dtypes: empty"},
-        RefusedCase{"roofs_sizes_twice", {"roofs", "--gemm-sizes", "128,256,128"}, "--gemm-sizes: '128' given twice"},
-        RefusedCase{"roofs_shapes_twice", {"roofs", "--gemm-shapes", "1x2x3,1x2x3"}, "--gemm-shapes: '1x2x3' given twice"},
-        RefusedCase{"roofs_collectives_twice", {"roofs", "--collectives", "sendrecv,sendrecv"},
+        RefusedCase{"roofs_sizes_twice",
+                    {"roofs", "--gemm-sizes", "128,256,128"},
+                    "--gemm-sizes: '128' given twice"},
+        RefusedCase{"roofs_shapes_twice",
+                    {"roofs", "--gemm-shapes", "1x2x3,1x2x3"},
+                    "--gemm-shapes: '1x2x3' given twice"},
+        RefusedCase{"roofs_collectives_twice",
+                    {"roofs", "--collectives", "sendrecv,sendrecv"},
                     "--collectives: 'sendrecv' given twice"},
-        RefusedCase{"roofs_collectives_empty_item", {"roofs", "--collectives", "all_reduce,"}, "--collectives: empty item"},
-        RefusedCase{"roofs_sample_ms_negative", {"roofs", "--sample-ms", "-1"}, "--sample-ms: expected an integer from 0"},
-        RefusedCase{"roofs_timeout_0", {"roofs", "--timeout", "0"}, "--timeout: expected a number > 0"},
-        RefusedCase{"roofs_memory_0", {"roofs", "--memory-max-bytes", "0"}, "--memory-max-bytes: must be > 0"},
+        RefusedCase{"roofs_collectives_empty_item",
+                    {"roofs", "--collectives", "all_reduce,"},
+                    "--collectives: empty item"},
+        RefusedCase{"roofs_sample_ms_negative",
+                    {"roofs", "--sample-ms", "-1"},
+                    "--sample-ms: expected an integer from 0"},
+        RefusedCase{
+            "roofs_timeout_0", {"roofs", "--timeout", "0"}, "--timeout: expected a number > 0"},
+        RefusedCase{"roofs_memory_0",
+                    {"roofs", "--memory-max-bytes", "0"},
+                    "--memory-max-bytes: must be > 0"},
         RefusedCase{"report_twice", {"report", "a.h5", "a.h5"}, "files: 'a.h5' given twice"},
-        RefusedCase{"compare_fail_above_negative", {"compare", "--fail-above", "-1", "a.h5", "b.h5"},
+        RefusedCase{"compare_fail_above_negative",
+                    {"compare", "--fail-above", "-1", "a.h5", "b.h5"},
                     "--fail-above: expected a number > 0"}),
     case_name);
 
 TEST(CommandOptions, ListsRefuseOnlyEmptyRepeatedAndBadItems) {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> good_bad = {
-      {{"sweep", "--tp", "1,2", "--context", "0,16", "--overlap", "none,chunked:2"}, {"sweep", "--tp", "1,2,2"}},
+      {{"sweep", "--tp", "1,2", "--context", "0,16", "--overlap", "none,chunked:2"},
+       {"sweep", "--tp", "1,2,2"}},
       {{"collectives", "--collectives", "all_reduce,sendrecv", "--group-size", "2"},
        {"collectives", "--collectives", "sendrecv,"}},
       {{"collectives", "--collectives", "all"}, {"collectives", "--collectives", ",all_reduce"}},
       {{"roofs", "--dtypes", "fp32", "--gemm-sizes", "128,256", "--gemm-shapes", "1x2x3,3x2x1"},
        {"roofs", "--gemm-sizes", "128,256,0128"}},
-      {{"compare", "a.h5", "a.h5", "--fail-above", "5"}, {"compare", "a.h5", "b.h5", "--fail-above", "0"}}};
+      {{"compare", "a.h5", "a.h5", "--fail-above", "5"},
+       {"compare", "a.h5", "b.h5", "--fail-above", "0"}}};
   for (const auto& [good, bad] : good_bad) {
     EXPECT_EQ(cli_parse_error(good), "") << good.front();
     EXPECT_NE(cli_parse_error(bad), "") << bad.front() << " " << bad.back();
   }
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

@@ -25,14 +25,15 @@ TEST(Stats, PercentileInterpolatesLikeNumpy) {
   EXPECT_DOUBLE_EQ(percentile(v, 50), 3.0);
   EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
   EXPECT_DOUBLE_EQ(percentile(v, 100), 5.0);
-  EXPECT_DOUBLE_EQ(percentile(v, 95), 4.8);  // numpy.percentile([1..5], 95)
+  EXPECT_DOUBLE_EQ(percentile(v, 95), 4.8); // numpy.percentile([1..5], 95)
   EXPECT_DOUBLE_EQ(percentile({10, 20}, 25), 12.5);
   EXPECT_DOUBLE_EQ(percentile({}, 50), 0.0);
 }
 
 TEST(Stats, SummarizeOrdersPercentiles) {
   std::vector<double> v;
-  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  for (int i = 1; i <= 100; ++i)
+    v.push_back(i);
   const SeriesStats s = summarize(v);
   EXPECT_EQ(s.count, 100u);
   EXPECT_DOUBLE_EQ(s.mean, 50.5);
@@ -47,7 +48,7 @@ TEST(Stats, WarmupToSteadyFindsFirstSettledIteration) {
   // Iterations 0 and 1 are slow (cold caches, lazy init); from 2 on within 10% of p50 = 100.
   EXPECT_EQ(warmup_to_steady({500, 180, 105, 98, 101}, 100, 0.10), 2u);
   EXPECT_EQ(warmup_to_steady({100, 100}, 100, 0.10), 0u);
-  EXPECT_EQ(warmup_to_steady({100, 300}, 100, 0.10), 2u);  // never settled
+  EXPECT_EQ(warmup_to_steady({100, 300}, 100, 0.10), 2u); // never settled
   EXPECT_EQ(warmup_to_steady({}, 100, 0.10), 0u);
 }
 
@@ -92,7 +93,7 @@ TEST(Recorder, RecordsOrderedStampsWithIterationAndCost) {
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   rec.end(h);
   rec.set_enabled(false);
-  { ScopedOp s(rec, a, 5, Lane::compute, OpCost{}, Lane::compute); }  // not recorded
+  { ScopedOp s(rec, a, 5, Lane::compute, OpCost{}, Lane::compute); } // not recorded
   rec.flush();
   ASSERT_EQ(rec.records().size(), 2u);
   const TimelineRecord& r0 = rec.records()[0];
@@ -172,7 +173,7 @@ TEST(Recorder, ScopedOpOpensARangeNamedAsTheOpTable) {
   RangeLog log;
   { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }
   rec.set_enabled(false);
-  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); }  // ranges also when not recorded
+  { ScopedOp s(rec, recv, 0, Lane::p2p, OpCost{}, Lane::compute); } // ranges also when not recorded
   ASSERT_EQ(log.ranges().size(), 2u);
   EXPECT_EQ(log.ranges()[0].name, "pp_recv");
   EXPECT_EQ(log.pops(), 2u);
@@ -181,7 +182,7 @@ TEST(Recorder, ScopedOpOpensARangeNamedAsTheOpTable) {
 TEST(GpuPlacement, DeviceIsTheLocalRankModuloTheVisibleGpus) {
   EXPECT_EQ(device_for_local_rank(0, 4), 0);
   EXPECT_EQ(device_for_local_rank(5, 4), 1);
-  EXPECT_EQ(device_for_local_rank(3, 1), 0);  // a launcher gave the rank its own GPU
+  EXPECT_EQ(device_for_local_rank(3, 1), 0); // a launcher gave the rank its own GPU
   EXPECT_EQ(device_for_local_rank(0, 0), -1);
 }
 
@@ -190,7 +191,8 @@ TEST(GpuPlacement, MoreRanksThanGpusIsRefusedUnlessAllowed) {
   EXPECT_TRUE(refused.shared);
   EXPECT_TRUE(refused.refused);
   EXPECT_EQ(refused.ranks_per_gpu, 2);
-  EXPECT_NE(refused.problem.find("8 ranks on host n1 share 4 GPUs"), std::string::npos) << refused.problem;
+  EXPECT_NE(refused.problem.find("8 ranks on host n1 share 4 GPUs"), std::string::npos)
+      << refused.problem;
   EXPECT_NE(refused.problem.find("--allow-shared-gpu"), std::string::npos);
 
   const GpuPlacement allowed = decide_gpu_placement(3, 2, true, "n1");
@@ -203,7 +205,8 @@ TEST(GpuPlacement, MoreRanksThanGpusIsRefusedUnlessAllowed) {
 }
 
 TEST(GpuPlacement, OneRankPerGpuOrNoGpuIsFine) {
-  for (const auto& [ranks, gpus] : std::vector<std::pair<int, int>>{{4, 4}, {2, 8}, {1, 1}, {4, 0}, {0, 0}}) {
+  for (const auto& [ranks, gpus] :
+       std::vector<std::pair<int, int>>{{4, 4}, {2, 8}, {1, 1}, {4, 0}, {0, 0}}) {
     const GpuPlacement p = decide_gpu_placement(ranks, gpus, false, "n1");
     EXPECT_FALSE(p.shared) << ranks << " ranks, " << gpus << " GPUs";
     EXPECT_FALSE(p.refused);
@@ -224,7 +227,7 @@ TEST(HalfTypes, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
   // 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even (1.0).
   EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80);
-  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82);  // halfway 0x3f81/0x3f82 -> even
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82); // halfway 0x3f81/0x3f82 -> even
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
   EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);
 }
@@ -234,12 +237,13 @@ TEST(HalfTypes, F16CoversNormalsSubnormalsAndOverflow) {
   EXPECT_EQ(f16_to_float(0x3c00), 1.0f);
   EXPECT_EQ(f16_to_float(float_to_f16(-2.5f)), -2.5f);
   EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_f16(70000.0f), 0x7c00);  // inf
-  const float tiny = std::ldexp(1.0f, -24);   // smallest fp16 subnormal
+  EXPECT_EQ(float_to_f16(70000.0f), 0x7c00); // inf
+  const float tiny = std::ldexp(1.0f, -24);  // smallest fp16 subnormal
   EXPECT_EQ(float_to_f16(tiny), 0x0001);
   EXPECT_EQ(f16_to_float(0x0001), tiny);
   EXPECT_EQ(f16_to_float(float_to_f16(std::ldexp(3.0f, -20))), std::ldexp(3.0f, -20));
-  for (uint16_t h = 0; h < 0x7c00; h += 7) EXPECT_EQ(float_to_f16(f16_to_float(h)), h) << h;
+  for (uint16_t h = 0; h < 0x7c00; h += 7)
+    EXPECT_EQ(float_to_f16(f16_to_float(h)), h) << h;
 }
 
 TEST(Error, CheckNamesCallAndLocation) {
@@ -253,8 +257,8 @@ TEST(Error, CheckNamesCallAndLocation) {
   EXPECT_THROW(check(1, "MPI_Foo()", __FILE__, __LINE__), Error);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline
 
 namespace ridgeline {
 namespace {
@@ -274,10 +278,12 @@ TEST(WatchdogDeathTest, NamesTheIterationItStoppedAt) {
   EXPECT_EXIT(
       {
         Watchdog w(0.3, "recorded iterations of none");
-        for (int it = 0; it < 4; ++it) w.iteration(it);
+        for (int it = 0; it < 4; ++it)
+          w.iteration(it);
         std::this_thread::sleep_for(std::chrono::seconds(5));
       },
-      ::testing::ExitedWithCode(124), "timed out after 0 s: recorded iterations of none, iteration 3");
+      ::testing::ExitedWithCode(124),
+      "timed out after 0 s: recorded iterations of none, iteration 3");
 }
 
 // iteration() alone (atomic stores, no lock) restarts the countdown: a loop of many short
@@ -300,5 +306,5 @@ TEST(Watchdog, RearmAndDisarmKeepTheProcessAlive) {
   SUCCEED();
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

@@ -17,7 +17,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 class HostMemoryTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     m_root = fs::temp_directory_path() /
              ("ridgeline-host-memory-" + std::to_string(getpid()) + "-" +
@@ -28,8 +28,9 @@ class HostMemoryTest : public ::testing::Test {
     m_sources.self_cgroup = (m_root / "self_cgroup").string();
     m_sources.cgroup_root = (m_root / "cgroup").string();
     // 64 GiB available unless a test says otherwise.
-    write("meminfo", "MemTotal:       131072000 kB\nMemFree:        1000 kB\nMemAvailable:   67108864 kB\n"
-                     "HugePages_Total:       0\n");
+    write("meminfo",
+          "MemTotal:       131072000 kB\nMemFree:        1000 kB\nMemAvailable:   67108864 kB\n"
+          "HugePages_Total:       0\n");
     write("self_cgroup", "0::/\n");
   }
   void TearDown() override { fs::remove_all(m_root); }
@@ -58,12 +59,12 @@ TEST_F(HostMemoryTest, CgroupV2HeadroomOfTheTightestAncestor) {
   write("cgroup/slurm/memory.max", std::to_string(100 * kGiB) + "\n");
   write("cgroup/slurm/memory.current", std::to_string(10 * kGiB) + "\n");
   const HostMemory m = host_memory(m_sources);
-  EXPECT_EQ(m.bytes, 12 * kGiB);  // the job's 16 GiB less the 4 GiB it uses
+  EXPECT_EQ(m.bytes, 12 * kGiB); // the job's 16 GiB less the 4 GiB it uses
   EXPECT_EQ(m.bound_by, "cgroup v2 memory.max");
 }
 
 TEST_F(HostMemoryTest, CgroupV2InAContainerThatSeesOnlyItsOwnCgroup) {
-  write("self_cgroup", "0::/kubepods/pod1/abc\n");  // not under the mount: the mount is its root
+  write("self_cgroup", "0::/kubepods/pod1/abc\n"); // not under the mount: the mount is its root
   write("cgroup/memory.max", std::to_string(8 * kGiB) + "\n");
   write("cgroup/memory.current", std::to_string(3 * kGiB) + "\n");
   const HostMemory m = host_memory(m_sources);
@@ -84,7 +85,7 @@ TEST_F(HostMemoryTest, CgroupV1LimitAndUnlimitedSentinel) {
   write("self_cgroup", "5:cpuset:/\n4:memory:/docker/abc\n0::/\n");
   write("cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(6 * kGiB) + "\n");
   write("cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(2 * kGiB) + "\n");
-  write("cgroup/memory/docker/memory.limit_in_bytes", "9223372036854771712\n");  // no limit
+  write("cgroup/memory/docker/memory.limit_in_bytes", "9223372036854771712\n"); // no limit
   write("cgroup/memory/docker/memory.usage_in_bytes", std::to_string(50 * kGiB) + "\n");
   const HostMemory m = host_memory(m_sources);
   EXPECT_EQ(m.bytes, 4 * kGiB);
@@ -103,7 +104,7 @@ TEST_F(HostMemoryTest, SlurmMemPerNode) {
   const HostMemory m = host_memory(m_sources);
   EXPECT_EQ(m.bytes, 32000 * kMiB);
   EXPECT_EQ(m.bound_by, "SLURM_MEM_PER_NODE");
-  m_sources.env["SLURM_MEM_PER_NODE"] = "0";  // --mem=0: the whole node
+  m_sources.env["SLURM_MEM_PER_NODE"] = "0"; // --mem=0: the whole node
   EXPECT_EQ(host_memory(m_sources).bound_by, "MemAvailable");
 }
 
@@ -114,7 +115,7 @@ TEST_F(HostMemoryTest, SlurmMemPerCpuTimesCpusOnNode) {
   const HostMemory m = host_memory(m_sources);
   EXPECT_EQ(m.bytes, 8 * kGiB);
   EXPECT_EQ(m.bound_by, "SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE");
-  m_sources.env.erase("SLURM_CPUS_ON_NODE");  // no CPU count: no product
+  m_sources.env.erase("SLURM_CPUS_ON_NODE"); // no CPU count: no product
   EXPECT_EQ(host_memory(m_sources).bound_by, "SLURM_MEM_PER_NODE");
 }
 
@@ -132,7 +133,7 @@ TEST_F(HostMemoryTest, TheLeastOfAllLimitsBinds) {
   write("cgroup/job/memory.current", "0\n");
   m_sources.env["SLURM_MEM_PER_NODE"] = "12G";
   EXPECT_EQ(host_memory(m_sources).bound_by, "cgroup v2 memory.max");
-  write("meminfo", "MemAvailable:   1048576 kB\n");  // 1 GiB left on the machine
+  write("meminfo", "MemAvailable:   1048576 kB\n"); // 1 GiB left on the machine
   const HostMemory m = host_memory(m_sources);
   EXPECT_EQ(m.bytes, kGiB);
   EXPECT_EQ(m.bound_by, "MemAvailable");
@@ -157,5 +158,5 @@ TEST(SlurmMegabytes, UnitsAndRejects) {
   EXPECT_EQ(parse_slurm_megabytes("12Q"), -1);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

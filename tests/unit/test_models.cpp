@@ -26,7 +26,7 @@ TEST(Generator, DeterministicBoundedAndKeyed) {
       EXPECT_LT(v, 0.5f);
       seen.insert(v);
     }
-  EXPECT_GT(seen.size(), 2400u);  // essentially no repeats
+  EXPECT_GT(seen.size(), 2400u); // essentially no repeats
   GenKey other = k;
   other.seed = 8;
   EXPECT_NE(generate(k, 1, 1), generate(other, 1, 1));
@@ -51,13 +51,14 @@ TEST(Generator, ShardEqualsSliceOfFullTensor) {
   const Tensor full = full_buf.view(8, 96, DType::f32);
   be->fill_random(full, key, 0, 0);
   const std::vector<float> f = be->to_host(full);
-  for (int rank = 0; rank < 4; ++rank) {  // column shards of 24, as a row-parallel weight
+  for (int rank = 0; rank < 4; ++rank) { // column shards of 24, as a row-parallel weight
     Buffer shard_buf = be->allocate(8, 24);
     const Tensor shard = shard_buf.view(8, 24, DType::f32);
     be->fill_random(shard, key, 0, rank * 24);
     const std::vector<float> s = be->to_host(shard);
     for (int r = 0; r < 8; ++r)
-      for (int c = 0; c < 24; ++c) ASSERT_EQ(s[r * 24 + c], f[r * 96 + rank * 24 + c]);
+      for (int c = 0; c < 24; ++c)
+        ASSERT_EQ(s[r * 24 + c], f[r * 96 + rank * 24 + c]);
   }
 }
 
@@ -91,9 +92,9 @@ TEST(WorkModel, GemmAndAttentionFlopsMatchHandCounts) {
   EXPECT_DOUBLE_EQ(find_op(ops, op::allreduce_attn).cost.comm_bytes, t * h * 2);
   EXPECT_EQ(find_op(ops, op::allreduce_mlp).lane, Lane::comm);
   // GEMM bytes: A + W + C once each.
-  const double f_local = 4 * h / 4;  // act [t, f/tp], W2 [h, f/tp], out [t, h]
+  const double f_local = 4 * h / 4; // act [t, f/tp], W2 [h, f/tp], out [t, h]
   EXPECT_DOUBLE_EQ(find_op(ops, op::fc2).cost.hbm_bytes, (t * f_local + h * f_local + t * h) * 2);
-  EXPECT_THROW(find_op(ops, op::rotary), Error);  // no rotary in a GPT layer
+  EXPECT_THROW(find_op(ops, op::rotary), Error); // no rotary in a GPT layer
 }
 
 TEST(WorkModel, NoCollectivesAtTp1AndDecodeShapes) {
@@ -108,7 +109,8 @@ TEST(WorkModel, NoCollectivesAtTp1AndDecodeShapes) {
   s.tp = 1;
   s.dtype = DType::bf16;
   const auto ops = layer_ops(m, s, AttentionImpl::fused);
-  for (const OpSpec& o : ops) EXPECT_NE(o.kind, OpKind::collective) << o.name;
+  for (const OpSpec& o : ops)
+    EXPECT_NE(o.kind, OpKind::collective) << o.name;
   // SwiGLU FC1 produces gate and up: 2 * tokens * 2f * h.
   EXPECT_DOUBLE_EQ(find_op(ops, op::fc1).cost.flops, 2.0 * 64 * 2 * 14336 * 4096);
   // Decode attention: each of 64 sequences reads context + 1 keys for 32 heads of 128.
@@ -122,13 +124,13 @@ TEST(ModelSpec, KvHeadsSplitOrReplicate) {
   m.kv_heads = 8;
   EXPECT_EQ(local_kv_heads(m, 4), 2);
   EXPECT_EQ(first_kv_head(m, 4, 3), 6);
-  EXPECT_EQ(local_kv_heads(m, 16), 1);  // replicated: two ranks per KV head
+  EXPECT_EQ(local_kv_heads(m, 16), 1); // replicated: two ranks per KV head
   EXPECT_EQ(first_kv_head(m, 16, 5), 2);
   EXPECT_EQ(local_heads(m, 16), 4);
 }
 
 class HostKernels : public ::testing::Test {
- protected:
+protected:
   std::unique_ptr<Backend> be = make_host_backend();
   Tensor make(int64_t r, int64_t c, uint64_t role) {
     m_bufs.push_back(be->allocate(r, c));
@@ -146,20 +148,23 @@ TEST_F(HostKernels, GemmMatchesReference) {
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 3; ++j) {
       double ref = 0;
-      for (int k = 0; k < 7; ++k) ref += static_cast<double>(av[i * 7 + k]) * wv[j * 7 + k];
+      for (int k = 0; k < 7; ++k)
+        ref += static_cast<double>(av[i * 7 + k]) * wv[j * 7 + k];
       EXPECT_NEAR(cv[i * 3 + j], ref, 1e-5);
     }
 }
 
 TEST_F(HostKernels, NormsNormalise) {
-  const Tensor x = make(4, 64, 1), gamma = make(1, 64, 2), beta = make(1, 64, 3), y = make(4, 64, 4);
+  const Tensor x = make(4, 64, 1), gamma = make(1, 64, 2), beta = make(1, 64, 3),
+               y = make(4, 64, 4);
   be->fill_value(gamma, 1.0f);
   be->fill_value(beta, 0.0f);
   be->layer_norm(x, gamma, beta, y, 1e-5f);
   auto v = be->to_host(y);
   for (int r = 0; r < 4; ++r) {
     double sum = 0, sq = 0;
-    for (int c = 0; c < 64; ++c) sum += v[r * 64 + c], sq += v[r * 64 + c] * v[r * 64 + c];
+    for (int c = 0; c < 64; ++c)
+      sum += v[r * 64 + c], sq += v[r * 64 + c] * v[r * 64 + c];
     EXPECT_NEAR(sum / 64, 0.0, 1e-5);
     EXPECT_NEAR(sq / 64, 1.0, 1e-3);
   }
@@ -167,7 +172,8 @@ TEST_F(HostKernels, NormsNormalise) {
   v = be->to_host(y);
   for (int r = 0; r < 4; ++r) {
     double sq = 0;
-    for (int c = 0; c < 64; ++c) sq += v[r * 64 + c] * v[r * 64 + c];
+    for (int c = 0; c < 64; ++c)
+      sq += v[r * 64 + c] * v[r * 64 + c];
     EXPECT_NEAR(sq / 64, 1.0, 1e-3);
   }
 }
@@ -177,27 +183,31 @@ TEST_F(HostKernels, ActivationsAndRotary) {
   be->gelu(x, y);
   auto xv = be->to_host(x), yv = be->to_host(y);
   for (int i = 0; i < 4; ++i)
-    EXPECT_NEAR(yv[i], 0.5 * xv[i] * (1 + std::erf(xv[i] / std::sqrt(2.0))), 1e-3);  // tanh ~ erf
+    EXPECT_NEAR(yv[i], 0.5 * xv[i] * (1 + std::erf(xv[i] / std::sqrt(2.0))), 1e-3); // tanh ~ erf
   be->swiglu(gu, z);
   auto gv = be->to_host(gu), zv = be->to_host(z);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(zv[i], gv[i] / (1 + std::exp(-gv[i])) * gv[4 + i], 1e-6);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(zv[i], gv[i] / (1 + std::exp(-gv[i])) * gv[4 + i], 1e-6);
   // Rotary at position 0 is the identity; rotation preserves each pair's norm.
   const Tensor q = make(3, 8, 5);
   const auto before = be->to_host(q);
   be->rotary(q, 2, 4, 3, 0, 10000.0f);
   const auto after = be->to_host(q);
-  for (int c = 0; c < 8; ++c) EXPECT_FLOAT_EQ(after[c], before[c]);
+  for (int c = 0; c < 8; ++c)
+    EXPECT_FLOAT_EQ(after[c], before[c]);
   for (int h = 0; h < 2; ++h)
     for (int i = 0; i < 2; ++i) {
       const int a = 8 + h * 4 + i, b = a + 2;
-      EXPECT_NEAR(after[a] * after[a] + after[b] * after[b], before[a] * before[a] + before[b] * before[b], 1e-5);
+      EXPECT_NEAR(after[a] * after[a] + after[b] * after[b],
+                  before[a] * before[a] + before[b] * before[b], 1e-5);
     }
   EXPECT_NEAR(after[8], before[8] * std::cos(1.0) - before[10] * std::sin(1.0), 1e-6);
 }
 
 // Reference attention in double precision, straight from the definition.
 std::vector<double> attention_ref(const AttentionShape& s, const std::vector<float>& q, int64_t qld,
-                                  const std::vector<float>& k, const std::vector<float>& v, int64_t kld) {
+                                  const std::vector<float>& k, const std::vector<float>& v,
+                                  int64_t kld) {
   const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
   std::vector<double> out(static_cast<size_t>(s.batch * s.seq * s.heads * d));
   for (int64_t b = 0; b < s.batch; ++b)
@@ -209,14 +219,17 @@ std::vector<double> attention_ref(const AttentionShape& s, const std::vector<flo
         for (int64_t j = 0; j <= last; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < d; ++e)
-            dot += q[(b * s.seq + i) * qld + h * d + e] * k[(b * s.capacity + j) * kld + (h / group) * d + e];
+            dot += q[(b * s.seq + i) * qld + h * d + e] *
+                   k[(b * s.capacity + j) * kld + (h / group) * d + e];
           p[j] = dot / std::sqrt(static_cast<double>(d));
           mx = std::max(mx, p[j]);
         }
-        for (auto& x : p) sum += (x = std::exp(x - mx));
+        for (auto& x : p)
+          sum += (x = std::exp(x - mx));
         for (int64_t e = 0; e < d; ++e) {
           double acc = 0;
-          for (int64_t j = 0; j <= last; ++j) acc += p[j] / sum * v[(b * s.capacity + j) * kld + (h / group) * d + e];
+          for (int64_t j = 0; j <= last; ++j)
+            acc += p[j] / sum * v[(b * s.capacity + j) * kld + (h / group) * d + e];
           out[((b * s.seq + i) * s.heads + h) * d + e] = acc;
         }
       }
@@ -226,11 +239,11 @@ std::vector<double> attention_ref(const AttentionShape& s, const std::vector<flo
 TEST_F(HostKernels, AttentionFusedAndNaiveMatchDefinition) {
   AttentionShape s;
   s.batch = 2;
-  s.seq = 70;  // crosses the 64-row query tile
+  s.seq = 70; // crosses the 64-row query tile
   s.context = 70;
   s.capacity = 70;
   s.heads = 4;
-  s.kv_heads = 2;  // GQA
+  s.kv_heads = 2; // GQA
   s.head_dim = 8;
   const Tensor q = make(s.batch * s.seq, s.heads * s.head_dim, 1);
   const Tensor k = make(s.batch * s.capacity, s.kv_heads * s.head_dim, 2);
@@ -240,7 +253,8 @@ TEST_F(HostKernels, AttentionFusedAndNaiveMatchDefinition) {
     const Tensor o = make(s.batch * s.seq, s.heads * s.head_dim, 4);
     be->attention(s, q, k, v, o, impl);
     const auto got = be->to_host(o);
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
   }
 }
 
@@ -249,7 +263,7 @@ TEST_F(HostKernels, DecodeAttentionSeesWholeContext) {
   s.batch = 3;
   s.seq = 1;
   s.context = 9;
-  s.capacity = 12;  // cache rows beyond context must be ignored
+  s.capacity = 12; // cache rows beyond context must be ignored
   s.heads = 2;
   s.kv_heads = 1;
   s.head_dim = 4;
@@ -260,16 +274,18 @@ TEST_F(HostKernels, DecodeAttentionSeesWholeContext) {
   be->attention(s, q, k, v, o, AttentionImpl::fused);
   const auto ref = attention_ref(s, be->to_host(q), q.ld, be->to_host(k), be->to_host(v), k.ld);
   const auto got = be->to_host(o);
-  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
 }
 
 TEST_F(HostKernels, StridedViewsCopyCacheSlots) {
-  const Tensor cache = make(3 * 4, 2, 1);  // 3 sequences x capacity 4
+  const Tensor cache = make(3 * 4, 2, 1); // 3 sequences x capacity 4
   const Tensor fresh = make(3, 2, 2);
-  be->copy(fresh, cache.strided_rows(2, 3, 4));  // position 2 of every sequence
+  be->copy(fresh, cache.strided_rows(2, 3, 4)); // position 2 of every sequence
   const auto c = be->to_host(cache), f = be->to_host(fresh);
   for (int b = 0; b < 3; ++b)
-    for (int e = 0; e < 2; ++e) EXPECT_EQ(c[(b * 4 + 2) * 2 + e], f[b * 2 + e]);
+    for (int e = 0; e < 2; ++e)
+      EXPECT_EQ(c[(b * 4 + 2) * 2 + e], f[b * 2 + e]);
   EXPECT_THROW(cache.strided_rows(2, 4, 4), Error);
 }
 
@@ -277,7 +293,8 @@ TEST_F(HostKernels, MemoryPassesMoveTheRightBytes) {
   constexpr size_t kBytes = 4096 + 48;
   Buffer src = be->allocate_bytes(kBytes), dst = be->allocate_bytes(kBytes);
   std::vector<unsigned char> pattern(kBytes), got(kBytes);
-  for (size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (size_t i = 0; i < kBytes; ++i)
+    pattern[i] = static_cast<unsigned char>(i * 7 + 1);
   be->upload(src.data(), pattern.data(), kBytes);
 
   be->memory_pass(Backend::MemoryPass::copy, src, dst, kBytes);
@@ -300,5 +317,5 @@ TEST_F(HostKernels, MemoryPassesMoveTheRightBytes) {
   EXPECT_THROW(be->memory_pass(Backend::MemoryPass::write, src, dst, kBytes + 16), Error);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

@@ -34,8 +34,9 @@ TEST(NvtxRanges, NothingBeforeEnableThenEveryRangeInPairs) {
   EXPECT_EQ(events[1].name, "qkv_gemm");
   EXPECT_FALSE(events[2].push);
   EXPECT_FALSE(events[3].push);
-  for (const auto& e : events) EXPECT_EQ(e.domain, "ridgeline");
+  for (const auto& e : events)
+    EXPECT_EQ(e.domain, "ridgeline");
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline

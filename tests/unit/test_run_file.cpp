@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "app/h5.hpp"
-#include "app/run_file.hpp"
 #include "app/reporters.hpp"
+#include "app/run_file.hpp"
 #include "app/summary.hpp"
 
 namespace ridgeline {
@@ -298,9 +298,12 @@ RunData with_gpu_map(const std::vector<std::string>& gpus, const std::vector<int
   RunData data = make_run();
   for (int rank = 0; rank < kRanks; ++rank) {
     Attrs& t = data.topology[static_cast<size_t>(rank)];
-    t = {{"rank", int64_t{rank}},      {"host", std::string("node0")},
-         {"local_rank", int64_t{rank}}, {"local_size", int64_t{kRanks}},
-         {"device", int64_t{rank}},     {"gpus_visible", int64_t{2}},
+    t = {{"rank", int64_t{rank}},
+         {"host", std::string("node0")},
+         {"local_rank", int64_t{rank}},
+         {"local_size", int64_t{kRanks}},
+         {"device", int64_t{rank}},
+         {"gpus_visible", int64_t{2}},
          {"gpu_uuid", gpus[static_cast<size_t>(rank)]},
          {"gpu_pci_bus_id", std::string("0000:1" + std::to_string(rank) + ":00.0")},
          {"gpu_shared_by", shared_by[static_cast<size_t>(rank)]}};
@@ -319,22 +322,25 @@ TEST_F(RunFileTest, ValidationChecksTheRankToGpuMap) {
   EXPECT_TRUE(validate_run_file(path).empty()) << joined(validate_run_file(path));
   write_run_file(path, with_gpu_map({"GPU-a", "GPU-a"}, {2, 2}, 0));
   std::vector<std::string> problems = validate_run_file(path);
-  EXPECT_TRUE(contains(problems, "ranks 0, 1 of host node0 share GPU GPU-a but /config allow_shared_gpu is 0"))
+  EXPECT_TRUE(contains(
+      problems, "ranks 0, 1 of host node0 share GPU GPU-a but /config allow_shared_gpu is 0"))
       << joined(problems);
   write_run_file(path, with_gpu_map({"GPU-a", "GPU-a"}, {1, 1}, 1));
   problems = validate_run_file(path);
-  EXPECT_TRUE(contains(problems, "rank 0 says 1 ranks share its GPU GPU-a but 2 ranks of host node0 use it"))
+  EXPECT_TRUE(contains(problems,
+                       "rank 0 says 1 ranks share its GPU GPU-a but 2 ranks of host node0 use it"))
       << joined(problems);
 
   // The map itself: rank order, one rank per local seat, a device the rank could see.
   RunData bad = with_gpu_map({"GPU-a", "GPU-b"}, {1, 1}, 0);
-  bad.topology[1][0].second = int64_t{0};  // rank
-  bad.topology[1][2].second = int64_t{0};  // local_rank
-  bad.topology[1][4].second = int64_t{2};  // device
+  bad.topology[1][0].second = int64_t{0}; // rank
+  bad.topology[1][2].second = int64_t{0}; // local_rank
+  bad.topology[1][4].second = int64_t{2}; // device
   write_run_file(path, bad);
   problems = validate_run_file(path);
   EXPECT_TRUE(contains(problems, "/topology/rank: element 1 is 0")) << joined(problems);
-  EXPECT_TRUE(contains(problems, "ranks 0 and 1 are both local rank 0 of host node0")) << joined(problems);
+  EXPECT_TRUE(contains(problems, "ranks 0 and 1 are both local rank 0 of host node0"))
+      << joined(problems);
   EXPECT_TRUE(contains(problems, "rank 1 uses device 2 but saw 2 GPUs")) << joined(problems);
 }
 
@@ -356,8 +362,10 @@ TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
   for (const NamedTable& t : back.tables)
     if (t.path == "/ranks/1/samples") got = &t;
   ASSERT_NE(got, nullptr);
-  EXPECT_EQ(std::get<std::vector<int64_t>>(h5::find_column(got->table, "sm_clock_mhz")->values)[2], 1710);
-  EXPECT_EQ(std::get<std::vector<double>>(h5::find_column(got->table, "power_w")->values)[1], 690.0);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(h5::find_column(got->table, "sm_clock_mhz")->values)[2],
+            1710);
+  EXPECT_EQ(std::get<std::vector<double>>(h5::find_column(got->table, "power_w")->values)[1],
+            690.0);
 
   // Times out of order and a missing field are both reported.
   RunData bad = make_run();
@@ -369,13 +377,15 @@ TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
   write_run_file(bad_path, bad);
   const std::vector<std::string> problems = validate_run_file(bad_path);
   EXPECT_TRUE(contains(problems, "/ranks/0/samples: t_ns decreases at row 1")) << joined(problems);
-  EXPECT_TRUE(contains(problems, "/ranks/0/samples: missing field clock_event_reasons")) << joined(problems);
+  EXPECT_TRUE(contains(problems, "/ranks/0/samples: missing field clock_event_reasons"))
+      << joined(problems);
 }
 
 TEST(Report, RatesInGflopsUntilAnOpReachesATflop) {
   RunData data = make_run();
   ASSERT_GE(data.summary.ops.size(), 2u);
-  for (OpAggregate& op : data.summary.ops) op.achieved_tflops = 0.0625;
+  for (OpAggregate& op : data.summary.ops)
+    op.achieved_tflops = 0.0625;
   std::ostringstream cpu;
   print_report(cpu, data);
   EXPECT_NE(cpu.str().find("GFLOP/s"), std::string::npos) << cpu.str();
@@ -767,7 +777,7 @@ TEST_F(RunFileTest, RoofsRoundTripAndValidate) {
   EXPECT_TRUE(validate_run_file(file("roofs.h5")).empty());
   const Roofs back = read_roofs(file("roofs.h5"));
   EXPECT_EQ(back.backend, "cuda");
-  EXPECT_NE(back.source.find(file("roofs.h5")), std::string::npos);  // names the file it came from
+  EXPECT_NE(back.source.find(file("roofs.h5")), std::string::npos); // names the file it came from
   ASSERT_EQ(back.gemm.size(), 2u);
   EXPECT_EQ(back.gemm[1].label, "fc1_gemm");
   EXPECT_EQ(back.gemm[1].n, 32768);
@@ -778,7 +788,8 @@ TEST_F(RunFileTest, RoofsRoundTripAndValidate) {
   EXPECT_DOUBLE_EQ(back.interconnect[0].floor_beta_gbps, 360.0);
   const RunData read = read_run_file(file("roofs.h5"));
   ASSERT_FALSE(read.group_attrs.empty());
-  EXPECT_EQ(attr_to_string(*find_attr(read.group_attrs.front().second, "gemm_peak_tflops.bf16")), "797");
+  EXPECT_EQ(attr_to_string(*find_attr(read.group_attrs.front().second, "gemm_peak_tflops.bf16")),
+            "797");
 
   // A roof that is not a rate, and a file without roofs.
   RunData bad = make_run();
@@ -788,11 +799,12 @@ TEST_F(RunFileTest, RoofsRoundTripAndValidate) {
   write_run_file(file("bad.h5"), bad);
   const std::vector<std::string> problems = validate_run_file(file("bad.h5"));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].find("/roofs/memory: row 0: gbps must be > 0"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("/roofs/memory: row 0: gbps must be > 0"), std::string::npos)
+      << problems[0];
   write_run_file(file("plain.h5"), make_run());
   EXPECT_THROW(read_roofs(file("plain.h5")), UsageError);
   EXPECT_THROW(read_roofs(file("missing.h5")), UsageError);
 }
 
-}  // namespace
-}  // namespace ridgeline
+} // namespace
+} // namespace ridgeline
