@@ -303,11 +303,10 @@ Lane TpStage::comm_queue() const {
   return m_spec.overlap.kind == Overlap::Kind::none ? Lane::compute : Lane::comm;
 }
 
-TpStage::ComputeOp::ComputeOp(TpStage& stage, Recorder& rec, int slot, int64_t layer, double share)
-    : m_range(stage.m_slot_specs[static_cast<size_t>(slot)]->name), m_rec(rec) {
+ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double share) const {
   const auto i = static_cast<size_t>(slot);
-  m_handle = rec.begin(stage.m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
-                       scaled(stage.m_slot_specs[i]->cost, share), Lane::compute);
+  return ScopedOp(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
+                  scaled(m_slot_specs[i]->cost, share), Lane::compute);
 }
 
 template <class Issue>
@@ -351,7 +350,7 @@ void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, con
   if (!computing()) return;
   const int64_t h = m_spec.model.hidden;
   const DType dt = m_backend.dtype();
-  const ComputeOp op(*this, rec, slot, layer, 1.0 / m_spec.overlap.parts());
+  const ScopedOp op = compute_op(rec, slot, layer, 1.0 / m_spec.overlap.parts());
   if (m_spec.model.norm == NormKind::layernorm)
     m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
                          static_cast<float>(m_spec.model.norm_eps));
@@ -374,7 +373,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   const Tensor ln = m_ln_buf.view(m_stream_tokens, m_spec.model.hidden, dt);
   if (!m_sp) {
     if (!computing()) return;
-    const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
+    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
     gemm(part_rows(ln, part), w, part_rows(out, part), split());
     return;
   }
@@ -387,7 +386,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     wait_comm(rec, m_backend.fence(Lane::comm));
     if (u + 1 < first + k) gather_unit(rec, gather_slot, layer, ln, full, u + 1);
     if (!computing()) continue;
-    const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_units);
+    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
     gemm(unit_rows(full, u), w, unit_rows(out, u), split() || u + 1 < first + k);
   }
 }
@@ -399,7 +398,7 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
   for (int u = first; u < first + k; ++u) {
     const Tensor rows = unit_rows(out_full, u);
     if (computing()) {
-      const ComputeOp op(*this, rec, gemm_slot, layer, 1.0 / m_units);
+      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
       gemm(unit_rows(in, u), w, rows, split() || u > first);
     }
     collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
@@ -439,7 +438,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor pq = part_rows(qkv, part);
   if (computing()) {
     if (m.rotary) {
-      const ComputeOp op(*this, rec, s_rotary, layer, share);
+      const ScopedOp op = compute_op(rec, s_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context : (by_tokens ? part * n : 0);
       m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
@@ -460,14 +459,14 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const Tensor v_cache =
           w.v_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
       {
-        const ComputeOp op(*this, rec, s_kv_append, layer, share);
+        const ScopedOp op = compute_op(rec, s_kv_append, layer, share);
         m_backend.copy(k_new, k_cache.strided_rows(s.context, nb, cap));
         m_backend.copy(v_new, v_cache.strided_rows(s.context, nb, cap));
       }
       shape.seq = 1;
       shape.context = cap;
       shape.capacity = cap;
-      const ComputeOp op(*this, rec, s_attention, layer, share);
+      const ScopedOp op = compute_op(rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
     } else if (by_tokens) {
       // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
@@ -476,8 +475,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.context = (part + 1) * n;
       shape.capacity = shape.context;
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
-      const ComputeOp op(*this, rec, s_attention, layer,
-                         static_cast<double>(2 * part + 1) / (parts * parts));
+      const ScopedOp op =
+          compute_op(rec, s_attention, layer, static_cast<double>(2 * part + 1) / (parts * parts));
       m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
                           kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
                           part_rows(attn, part), m_spec.attention);
@@ -485,7 +484,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.seq = s.seq;
       shape.context = s.seq;
       shape.capacity = s.seq;
-      const ComputeOp op(*this, rec, s_attention, layer, share);
+      const ScopedOp op = compute_op(rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
     }
   }
@@ -505,7 +504,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
                               : part_rows(m_proj_buf.view(m_tokens, h, dt), part);
   if (computing()) {
-    const ComputeOp op(*this, rec, s_res1, layer, share);
+    const ScopedOp op = compute_op(rec, s_res1, layer, share);
     m_backend.add(part_stream(x, part), reduced, part_stream(y, part));
   }
   const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
@@ -515,7 +514,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
   column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
   if (computing()) {
-    const ComputeOp op(*this, rec, s_act, layer, share);
+    const ScopedOp op = compute_op(rec, s_act, layer, share);
     if (swiglu)
       m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
     else
@@ -534,7 +533,7 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   if (!computing()) return;
   const Tensor reduced = m_sp ? part_stream(m_fc2_shard_buf.view(m_stream_tokens, h, dt), part)
                               : part_rows(m_fc2_buf.view(m_tokens, h, dt), part);
-  const ComputeOp op(*this, rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
+  const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
   m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
 }
 

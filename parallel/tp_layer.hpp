@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
-#include "core/ranges.hpp"
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
@@ -149,20 +148,9 @@ private:
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
   Lane comm_queue() const;
-  // One compute op of a layer slot: its profiler range and its timeline row, opened by the
-  // constructor and closed by the destructor (in pairs, also when the op throws).
-  class ComputeOp {
-  public:
-    ComputeOp(TpStage& stage, Recorder& rec, int slot, int64_t layer, double share);
-    ~ComputeOp() { m_rec.end(m_handle); }
-    ComputeOp(const ComputeOp&) = delete;
-    ComputeOp& operator=(const ComputeOp&) = delete;
-
-  private:
-    ranges::Scope m_range;
-    Recorder& m_rec;
-    size_t m_handle = 0;
-  };
+  // One compute op of a layer slot: its profiler range and its timeline row, opened now and
+  // closed when the returned scope ends (in pairs, also when the op throws).
+  ScopedOp compute_op(Recorder& rec, int slot, int64_t layer, double share) const;
   template <class Issue>
   void collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue);
   void wait_comm(Recorder& rec, size_t fence);
