@@ -2,10 +2,14 @@
 #include "app/fingerprint.hpp"
 
 #include <cblas.h>
+#include <link.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -112,6 +116,51 @@ Attrs gpu_info_attrs(const GpuInfo& g) {
           {"gpu_ecc_enabled", static_cast<int64_t>(g.ecc_enabled)}};
 }
 
+// The shared objects a result depends on, as the dynamic loader resolved them: two runs of the
+// same library version can still load different files (LD_LIBRARY_PATH, a framework's bundled
+// copy), so /stack keeps each one's resolved path and size beside its version.
+struct LoadedLibrary {
+  const char* prefix; // file-name prefix; longer prefixes first where one extends another
+  const char* key;    // the /stack attribute
+};
+constexpr LoadedLibrary kLoadedLibraries[] = {
+    {"libcublasLt.so", "cublaslt_so"},   {"libcublas.so", "cublas_so"},
+    {"libcudart.so", "cuda_runtime_so"}, {"libcuda.so", "cuda_driver_so"},
+    {"libnccl.so", "nccl_so"},           {"libmpi.so", "mpi_so"},
+    {"libhdf5.so", "hdf5_so"},           {"libhdf5_openmpi.so", "hdf5_so"},
+    {"libopenblas.so", "blas_so"},       {"libopenblas64_.so", "blas_so"},
+};
+
+int collect_library(dl_phdr_info* info, size_t, void* data) {
+  auto* found = static_cast<Attrs*>(data);
+  const char* path = info->dlpi_name;
+  if (path == nullptr || path[0] == '\0') return 0;
+  const char* slash = std::strrchr(path, '/');
+  const std::string base = slash ? slash + 1 : path;
+  for (const LoadedLibrary& lib : kLoadedLibraries) {
+    if (base.rfind(lib.prefix, 0) != 0) continue;
+    const bool seen = std::any_of(found->begin(), found->end(),
+                                  [&](const auto& kv) { return kv.first == lib.key; });
+    if (seen) break;
+    char resolved[PATH_MAX];
+    const std::string file = realpath(path, resolved) ? resolved : path;
+    struct stat st {};
+    const std::string size =
+        stat(file.c_str(), &st) == 0 ? " (" + std::to_string(st.st_size) + " bytes)" : "";
+    found->emplace_back(lib.key, file + size);
+    break;
+  }
+  return 0;
+}
+
+Attrs loaded_libraries() {
+  Attrs found;
+  dl_iterate_phdr(collect_library, &found);
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return found;
+}
+
 } // namespace
 
 Attrs stack_attrs() {
@@ -137,6 +186,8 @@ Attrs stack_attrs() {
              {"kernel", std::string(u.sysname) + " " + u.release},
              {"os_machine", std::string(u.machine)}};
   for (const auto& [k, v] : cuda_stack_versions())
+    a.emplace_back(k, v);
+  for (const auto& [k, v] : loaded_libraries())
     a.emplace_back(k, v);
   return a;
 }
