@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -22,7 +24,25 @@ namespace ridgeline {
 namespace cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+
+/// The cuBLASLt workspace each GEMM may use: 32 MiB, or CUBLASLT_WORKSPACE_SIZE KiB (the
+/// variable and unit PyTorch reads), so a workspace limit is a stack setting both tools share
+/// and the fingerprint records (/stack/env). 0 allows no workspace (no split-K reductions).
+size_t workspace_bytes() {
+  static const size_t bytes = [] {
+    const char* text = std::getenv("CUBLASLT_WORKSPACE_SIZE");
+    if (text == nullptr || *text == '\0') return kDefaultWorkspaceBytes;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long kib = std::strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || text[0] == '-' || kib > (size_t{1} << 30))
+      throw UsageError(std::string("CUBLASLT_WORKSPACE_SIZE=") + text +
+                       ": expected a size in KiB, 0 to 1073741824");
+    return static_cast<size_t>(kib) * 1024;
+  }();
+  return bytes;
+}
 
 /// Owns a cudaStream_t.
 class Stream {
@@ -184,7 +204,7 @@ public:
 
     cublasLtMatmulPreference_t pref = nullptr;
     RIDGELINE_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t workspace = kWorkspaceBytes;
+    const uint64_t workspace = workspace_bytes();
     const uint32_t align[3] = {static_cast<uint32_t>(s.align_a), static_cast<uint32_t>(s.align_b),
                                static_cast<uint32_t>(s.align_c)};
     cublasLtMatmulHeuristicResult_t result{};
@@ -608,8 +628,8 @@ private:
     if (it == m_plans.end())
       it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
-    if (ws.bytes() == 0) ws = DeviceBuffer(kWorkspaceBytes);
-    it->second->run(m_lt.get(), alpha, a, b, c, ws.data(), raw(lane));
+    if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
+    it->second->run(m_lt.get(), alpha, a, b, c, ws.bytes() ? ws.data() : nullptr, raw(lane));
   }
 
   // Materialised attention, one head at a time over every sequence of the batch: S = Q K^T

@@ -11,7 +11,8 @@
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
 #   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
 #   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
-#   - compare: one layer under two stack changes (PyTorch's cuBLAS, naive attention), compared;
+#   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
+#     attention), each compared with its baseline by `ridgeline compare`;
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -242,10 +243,11 @@ section_graphs() {
   done
 }
 
-# compare: the same layer under two real stack changes, each alone, and `ridgeline compare`
-# naming what differs. (1) cuBLAS/cuBLASLt: the node's CUDA toolkit libraries against the ones
-# PyTorch's wheels ship (LD_LIBRARY_PATH); (2) the attention kernel: fused against naive. Runs
-# take turns (base, cublas, naive; twice) and a second base run shows the runs' own noise.
+# compare: one layer under real stack changes, each alone, and `ridgeline compare` naming what
+# differs: (1) cuBLASLt: the node's CUDA toolkit library against the copy PyTorch's wheels ship
+# (LD_LIBRARY_PATH); (2) a cuBLASLt workspace limit (CUBLASLT_WORKSPACE_SIZE=0, as PyTorch reads
+# it) on the decode layer, whose skinny GEMMs are where split-K matters; (3) the attention
+# kernel: fused against naive. Runs take turns, twice; a second base run shows the runs' noise.
 torch_cublas_dir() {
   python3 - <<'PY' 2>/dev/null
 import glob, os, site
@@ -255,23 +257,28 @@ for root in site.getsitepackages():
 PY
 }
 section_compare() {
-  local layer=(--config "$repo/models/gpt-h8192.toml" --seq 4096 --batch 1 --tp 1 --warmup 5 --iters 30)
+  local prefill=(--config "$repo/models/gpt-h8192.toml" --seq 4096 --batch 1 --tp 1 --warmup 5 --iters 30)
+  local decode=(--config "$repo/models/gpt-h8192.toml" --phase decode --batch 64 --context 1024 --tp 1
+    --warmup 10 --iters 100)
   local torch_lib
   torch_lib=$(torch_cublas_dir)
-  [ -n "$torch_lib" ] || { note "compare: no cuBLAS library in the Python wheels; skipped"; return; }
-  echo "torch wheel cuBLAS: $torch_lib" >"$out/logs/compare_stack.txt"
+  echo "PyTorch wheel cuBLASLt: ${torch_lib:-none found}" >"$out/logs/compare_stack.txt"
   for turn in 1 2; do
-    run "cmp_base_$turn" 1 "${layer[@]}"
-    LD_LIBRARY_PATH="$torch_lib:$LD_LIBRARY_PATH" run "cmp_cublas_torch_$turn" 1 "${layer[@]}"
-    run "cmp_naive_$turn" 1 "${layer[@]}" --attention naive
+    run "cmp_base_$turn" 1 "${prefill[@]}"
+    [ -z "$torch_lib" ] || LD_LIBRARY_PATH="$torch_lib:$LD_LIBRARY_PATH" run "cmp_cublas_torch_$turn" 1 "${prefill[@]}"
+    run "cmp_naive_$turn" 1 "${prefill[@]}" --attention naive
+    run "cmp_decode_$turn" 1 "${decode[@]}"
+    CUBLASLT_WORKSPACE_SIZE=0 run "cmp_decode_ws0_$turn" 1 "${decode[@]}"
   done
   local pair a b
-  for pair in base_1:base_2 base_1:cublas_torch_1 base_2:cublas_torch_2 base_1:naive_1 base_2:naive_2; do
+  for pair in base_1:base_2 base_1:cublas_torch_1 base_2:cublas_torch_2 base_1:naive_1 base_2:naive_2 \
+    decode_1:decode_2 decode_1:decode_ws0_1 decode_2:decode_ws0_2; do
     a=${pair%%:*} b=${pair##*:}
+    [ -f "$out/h5/cmp_$b.h5" ] || continue
     timeout "$step_timeout" "$ridgeline" compare "$out/h5/cmp_$a.h5" "$out/h5/cmp_$b.h5" \
       --json "$out/logs/compare_${a}_vs_$b.json" --markdown "$out/logs/compare_${a}_vs_$b.md" \
       >"$out/logs/compare_${a}_vs_$b.txt" 2>&1
-    note "compare $a vs $b: rc=$? $(tail -1 "$out/logs/compare_${a}_vs_$b.txt")"
+    note "compare $a vs $b: rc=$? $(grep -E '^moved' "$out/logs/compare_${a}_vs_$b.txt" | cut -c1-150); $(tail -1 "$out/logs/compare_${a}_vs_$b.txt")"
   done
 }
 

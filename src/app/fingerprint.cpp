@@ -193,8 +193,8 @@ Attrs stack_attrs() {
 }
 
 std::vector<std::pair<std::string, std::string>> performance_env() {
-  static const char* const prefixes[] = {"NCCL_", "CUDA_",     "OMPI_",     "UCX_",   "SLURM_",
-                                         "OMP_",  "OPENBLAS_", "PMIX_RANK", "NVIDIA_"};
+  static const char* const prefixes[] = {"NCCL_", "CUDA_",     "OMPI_",     "UCX_",    "SLURM_",
+                                         "OMP_",  "OPENBLAS_", "PMIX_RANK", "NVIDIA_", "CUBLAS"};
   std::vector<std::pair<std::string, std::string>> out;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
