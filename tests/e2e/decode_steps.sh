@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A growing KV cache end to end on the host backend: --decode-steps N under tp 2 and pp 2, each
 # step's output checked against the TP=1 model at the same position, the per-token table in the
-# console summary, and /summary/decode_context and decode_bins in a valid file.
+# console summary and the JSON one, and /summary/decode_context and decode_bins in a valid file.
 # Usage: decode_steps.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -33,6 +33,8 @@ run() {
   fi
 }
 
-run tp2 2 "21 22 23 24 25 26 21 22 23 24 25 26" --tp 2 --iters 12
+run tp2 2 "21 22 23 24 25 26 21 22 23 24 25 26" --tp 2 --iters 12 --json "$work/tp2.json"
+# The JSON summary carries the same per-context table.
+grep -q '"decode none": \[' "$work/tp2.json"
 run pp2 2 "21 22 23 24 25 26" --pp 2 --microbatches 2 --overlap none,async
 echo "e2e decode steps ok"
