@@ -1,13 +1,14 @@
 """--decode-steps in the file (per-token times against context, read and validated) and the
 decode bandwidth table of scripts/decode_roof_table.py, on files the C++ side wrote."""
 import shutil
+import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
 import decode_roof_table
-from conftest import REPO, run_ridgeline
+from conftest import REPO, ridgeline_binary, run_ridgeline
 from ridgeline_analysis import load, validate
 
 CONTEXT, STEPS = 30, 4
@@ -52,6 +53,12 @@ def test_validate_requires_decode_tables(steps_path, tmp_path):
     found = validate.problems(str(broken))
     assert any("decode_bins: missing" in p for p in found), found
     assert any("decode_context: 7 entries but 8 timed iterations" in p for p in found), found
+    # `ridgeline validate` finds the same problems.
+    done = subprocess.run([str(ridgeline_binary()), "validate", str(broken)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    text = done.stdout + done.stderr
+    assert "decode_bins: missing" in text and "7 entries but 8 timed iterations" in text, text
 
 
 def test_roof_table_of_a_sweep(sweep_path, capsys):
