@@ -69,6 +69,12 @@ public:
   /// SMs that later gemm() calls ask the library to use (0 = every SM), so that a collective
   /// running beside them finds free SMs. The host backend ignores it.
   virtual void set_gemm_sm_limit(int sms) {}
+  /// Whether later gemm() calls of at most 256 rows (decode's skinny GEMMs) time the library's
+  /// candidate algorithms at the first call of each shape and keep the fastest, instead of
+  /// taking the heuristic's first choice. The host backend ignores it.
+  virtual void set_gemm_search(bool search) {}
+  /// The searched shapes and the algorithm each kept, one line each (empty without a search).
+  virtual std::vector<std::string> gemm_choices() const { return {}; }
   /// c[m, n] = a[m, k] * w[n, k]^T (fp32 accumulation).
   virtual void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) = 0;
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,

@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -43,6 +44,8 @@ size_t workspace_bytes() {
   }();
   return bytes;
 }
+/// --gemm-algo search times the candidates of GEMMs of at most this many rows (decode's).
+constexpr int64_t kSearchMaxRows = 256;
 
 /// Owns a cudaStream_t.
 class Stream {
@@ -171,14 +174,19 @@ struct MatmulShape {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t align_a = 256, align_b = 256, align_c = 256; ///< bytes: heuristics must respect them
   int64_t sms = 0;                                     ///< SM count target (0 = the device's)
+  bool search = false; ///< time the heuristic's candidates at first use and keep the fastest
 
-  std::array<int64_t, 18> key() const {
-    return {trans_a, trans_b, m,        n,        k,        lda,     ldb,     ldc,     ab_type,
-            c_type,  batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c, sms};
+  std::array<int64_t, 19> key() const {
+    return {trans_a, trans_b,  m,        n,        k,       lda,     ldb,     ldc, ab_type, c_type,
+            batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c, sms, search};
   }
 };
 
-/// A matmul description, its layouts and the algorithm the heuristic chose, built once per shape.
+/// Candidates asked of the heuristic when searching (it may offer fewer, split-K among them).
+constexpr int kSearchCandidates = 16;
+
+/// A matmul description, its layouts and the algorithm the heuristic chose, built once per shape;
+/// when searching, every candidate the heuristic offered, one of which choose() makes current.
 class MatmulPlan {
 public:
   MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s) {
@@ -207,7 +215,7 @@ public:
     const uint64_t workspace = workspace_bytes();
     const uint32_t align[3] = {static_cast<uint32_t>(s.align_a), static_cast<uint32_t>(s.align_b),
                                static_cast<uint32_t>(s.align_c)};
-    cublasLtMatmulHeuristicResult_t result{};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(s.search ? kSearchCandidates : 1);
     int found = 0;
     cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
@@ -224,8 +232,9 @@ public:
       status = cublasLtMatmulPreferenceSetAttribute(
           pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2], sizeof(uint32_t));
     if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulAlgoGetHeuristic(handle, m_desc, m_a, m_b, m_c, m_c, pref, 1, &result,
-                                              &found);
+      status =
+          cublasLtMatmulAlgoGetHeuristic(handle, m_desc, m_a, m_b, m_c, m_c, pref,
+                                         static_cast<int>(results.size()), results.data(), &found);
     RIDGELINE_CHECK_NOTHROW(cublasLtMatmulPreferenceDestroy(pref));
     if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
       destroy();
@@ -235,8 +244,41 @@ public:
                   " lda=" + std::to_string(s.lda) + " ldb=" + std::to_string(s.ldb) +
                   " ldc=" + std::to_string(s.ldc));
     }
-    m_algo = result.algo;
-    m_workspace = result.workspaceSize;
+    for (int i = 0; i < found; ++i)
+      if (results[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+        m_candidates.push_back(results[static_cast<size_t>(i)]);
+    if (m_candidates.empty()) m_candidates.push_back(results[0]);
+    choose(0);
+  }
+  /// The heuristic's candidates, its first choice first.
+  size_t candidates() const { return m_candidates.size(); }
+  void choose(size_t i) {
+    m_algo = m_candidates[i].algo;
+    m_workspace = m_candidates[i].workspaceSize;
+  }
+  size_t workspace_of(size_t i) const { return m_candidates[i].workspaceSize; }
+  /// Candidate `i` once; false when cuBLASLt refuses it (nothing was launched then).
+  bool try_run(size_t i, cublasLtHandle_t handle, const void* a, const void* b, void* c,
+               void* workspace, cudaStream_t stream) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, c, m_c,
+                          &m_candidates[i].algo, workspace, m_candidates[i].workspaceSize,
+                          stream) == CUBLAS_STATUS_SUCCESS;
+  }
+  /// Candidate `i` in words: cuBLASLt's algorithm id, tile id, split-K factor and reduction.
+  std::string describe(size_t i) const {
+    const cublasLtMatmulAlgo_t& algo = m_candidates[i].algo;
+    auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t which) {
+      int32_t v = -1;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoConfigGetAttribute(&algo, which, &v, sizeof(v), &written) !=
+          CUBLAS_STATUS_SUCCESS)
+        return std::string("?");
+      return std::to_string(v);
+    };
+    return "algo " + attr(CUBLASLT_ALGO_CONFIG_ID) + " tile " + attr(CUBLASLT_ALGO_CONFIG_TILE_ID) +
+           " split-k " + attr(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) + " reduction " +
+           attr(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
   }
   MatmulPlan(const MatmulPlan&) = delete;
   MatmulPlan& operator=(const MatmulPlan&) = delete;
@@ -277,6 +319,7 @@ private:
   cublasLtMatrixLayout_t m_a = nullptr, m_b = nullptr, m_c = nullptr;
   cublasLtMatmulAlgo_t m_algo{};
   size_t m_workspace = 0;
+  std::vector<cublasLtMatmulHeuristicResult_t> m_candidates;
 };
 
 /// Largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
@@ -467,10 +510,13 @@ public:
     s.align_b = alignment_of(a.data);
     s.align_c = alignment_of(c.data);
     s.sms = m_gemm_sms;
+    s.search = m_gemm_search && c.rows <= kSearchMaxRows;
     run_matmul(s, 1.0f, w.data, a.data, c.data, lane);
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
+  void set_gemm_search(bool search) override { m_gemm_search = search; }
+  std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
 
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                   float eps) override {
@@ -625,11 +671,60 @@ private:
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane) {
     auto it = m_plans.find(s.key());
-    if (it == m_plans.end())
+    if (it == m_plans.end()) {
       it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
+      if (s.search) search_algorithm(*it->second, s, a, b, lane);
+    }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
     if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
     it->second->run(m_lt.get(), alpha, a, b, c, ws.bytes() ? ws.data() : nullptr, raw(lane));
+  }
+
+  // Times each candidate of a new searched plan (a few back-to-back runs after two warm-ups, on
+  // a stream of its own writing a scratch output, so that neither the lane's work nor an open
+  // capture sees it) and keeps the fastest; records the choice for the run file. At first use
+  // only: the one host synchronisation of a shape.
+  void search_algorithm(MatmulPlan& plan, const MatmulShape& s, const void* a, const void* b,
+                        Lane lane) {
+    constexpr int kWarmup = 2, kReps = 10;
+    if (!m_capturing) RIDGELINE_CHECK(cudaStreamSynchronize(raw(lane)));
+    if (!m_search_stream) m_search_stream = std::make_unique<Stream>(0);
+    if (m_search_ws.bytes() == 0 && workspace_bytes() > 0)
+      m_search_ws = DeviceBuffer(workspace_bytes());
+    void* const ws = m_search_ws.bytes() ? m_search_ws.data() : nullptr;
+    const size_t c_bytes =
+        static_cast<size_t>(s.ldc * s.n) * (s.c_type == CUDA_R_32F ? 4 : 2) + 256;
+    void* c = scratch(m_search_c, c_bytes);
+    const cudaStream_t st = m_search_stream->get();
+    Event start(true), stop(true);
+    std::vector<double> us(plan.candidates(), -1.0);
+    for (size_t i = 0; i < plan.candidates(); ++i) {
+      if (plan.workspace_of(i) > workspace_bytes()) continue;
+      bool ok = true;
+      for (int r = 0; r < kWarmup && ok; ++r)
+        ok = plan.try_run(i, m_lt.get(), a, b, c, ws, st);
+      if (!ok) continue;
+      RIDGELINE_CHECK(cudaEventRecord(start.get(), st));
+      for (int r = 0; r < kReps; ++r)
+        plan.try_run(i, m_lt.get(), a, b, c, ws, st);
+      RIDGELINE_CHECK(cudaEventRecord(stop.get(), st));
+      RIDGELINE_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      RIDGELINE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      us[i] = static_cast<double>(ms) * 1e3 / kReps;
+    }
+    size_t best = 0;
+    for (size_t i = 0; i < us.size(); ++i)
+      if (us[i] >= 0 && (us[best] < 0 || us[i] < us[best])) best = i;
+    plan.choose(best);
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "m=%lld n=%lld k=%lld %s: %s, %.2f us (heuristic's first: %.2f us; %zu "
+                  "candidates)",
+                  static_cast<long long>(s.n), static_cast<long long>(s.m),
+                  static_cast<long long>(s.k), s.ab_type == CUDA_R_16BF ? "bf16" : "fp16",
+                  plan.describe(best).c_str(), us[best], us[0], plan.candidates());
+    m_gemm_choices.emplace_back(line);
   }
 
   // Materialised attention, one head at a time over every sequence of the batch: S = Q K^T
@@ -703,7 +798,11 @@ private:
   size_t m_next_fence = 0;
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
-  std::map<std::array<int64_t, 18>, std::unique_ptr<MatmulPlan>> m_plans;
+  std::map<std::array<int64_t, 19>, std::unique_ptr<MatmulPlan>> m_plans;
+  bool m_gemm_search = false;
+  std::vector<std::string> m_gemm_choices; ///< one line per searched shape, in search order
+  std::unique_ptr<Stream> m_search_stream;
+  DeviceBuffer m_search_ws, m_search_c;
   int m_gemm_sms = 0;
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;

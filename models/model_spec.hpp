@@ -44,7 +44,11 @@ struct LayerShape {
   Phase phase = Phase::prefill;
   int64_t batch = 1;
   int64_t seq = 1;     ///< prefill tokens per sequence (decode: 1)
-  int64_t context = 0; ///< decode: tokens already in the KV cache before this step
+  int64_t context = 0; ///< decode: tokens already in the KV cache before the first step
+  /// Decode: steps generated from `context` (step i appends at position context + i and sees
+  /// context + i + 1 keys); the cache holds context + decode_steps rows per sequence. Costs of
+  /// the work model are the mean over these steps (attention is linear in the keys).
+  int64_t decode_steps = 1;
   int tp = 1;
   DType dtype = DType::f32;
   /// Megatron sequence parallelism: norms and residuals on tokens / tp rows per rank, an
@@ -52,8 +56,17 @@ struct LayerShape {
   bool sequence_parallel = false;
 
   int64_t tokens() const { return phase == Phase::prefill ? batch * seq : batch; }
-  /// Keys visible to the last query of a sequence (prefill: seq; decode: context + 1).
+  /// Keys visible to the last query of a sequence (prefill: seq; decode: context + 1 at the
+  /// first step).
   int64_t kv_len() const { return phase == Phase::prefill ? seq : context + 1; }
+  /// Decode: keys visible per sequence, averaged over the decode steps.
+  double mean_kv_len() const {
+    return phase == Phase::prefill
+               ? static_cast<double>(seq)
+               : static_cast<double>(context) + static_cast<double>(decode_steps + 1) / 2.0;
+  }
+  /// Decode: KV cache rows per sequence (context + decode_steps).
+  int64_t cache_rows() const { return context + (decode_steps > 0 ? decode_steps : 1); }
 };
 
 /// Heads of each kind on one rank. When kv_heads < tp, each rank holds one replicated KV head.

@@ -31,10 +31,11 @@ double attention_flops(const ModelSpec& m, const LayerShape& s) {
   const double hl = static_cast<double>(local_heads(m, s.tp));
   const double d = static_cast<double>(m.head_dim());
   const double b = static_cast<double>(s.batch);
-  // Visible keys summed over queries: causal prefill sees 1..seq, decode sees context + 1.
+  // Visible keys summed over queries: causal prefill sees 1..seq, decode sees context + i + 1
+  // at step i (the mean over the steps).
   const double pairs = s.phase == Phase::prefill
                            ? static_cast<double>(s.seq) * static_cast<double>(s.seq + 1) / 2.0
-                           : static_cast<double>(s.context + 1);
+                           : s.mean_kv_len();
   return 4.0 * b * hl * d * pairs;
 }
 
@@ -58,7 +59,7 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   const double kvl = static_cast<double>(local_kv_heads(m, s.tp));
   const double f = static_cast<double>(m.ffn_hidden / s.tp);
   const double b = static_cast<double>(s.batch);
-  const double kv_len = static_cast<double>(s.kv_len());
+  const double kv_len = s.mean_kv_len();
   const double q_cols = hl * d;
   const double qkv_cols = (hl + 2.0 * kvl) * d;
   // Norms and residuals see this rank's rows: all tokens, or tokens / tp under sequence
@@ -148,7 +149,7 @@ double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layer
                              (s.sequence_parallel ? t * h * e * 1.5 : 0.0);
   double cache = 0;
   if (s.phase == Phase::decode)
-    cache = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.context + 1) * kvl * d * e;
+    cache = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.cache_rows()) * kvl * d * e;
   return static_cast<double>(layers) * (layer_weight_bytes(m, s.tp, s.dtype) + cache) + activations;
 }
 

@@ -2,6 +2,7 @@
 // and the forward schedule.
 #include "parallel/tp_layer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -174,6 +175,13 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
     init_layer(spec.first_layer + l, m_layers[static_cast<size_t>(l)]);
 }
 
+void TpStage::set_decode_step(int64_t step) {
+  RIDGELINE_REQUIRE(m_spec.shape.phase == Phase::decode && step >= 0 &&
+                        step < std::max<int64_t>(m_spec.shape.decode_steps, 1),
+                    "decode step out of range");
+  m_decode_step = step;
+}
+
 void TpStage::set_overlap(const Overlap& overlap) {
   const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
   if (!problems.empty()) throw UsageError(problems.front());
@@ -236,9 +244,10 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
 
   if (m_spec.shape.phase == Phase::decode) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
-    // the slot the step appends to. Shards are columns of the global [rows, kv_heads * d].
+    // the slots the decode steps append to. Shards are columns of the global
+    // [rows, kv_heads * d].
     const LayerShape& s = m_spec.shape;
-    const int64_t rows = s.batch * (s.context + 1);
+    const int64_t rows = s.batch * s.cache_rows();
     const int64_t kv_cols = m.kv_heads * m_d;
     w.k_cache = alloc(rows, m_kvl * m_d);
     w.v_cache = alloc(rows, m_kvl * m_d);
@@ -440,7 +449,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     if (m.rotary) {
       const ScopedOp op = compute_op(rec, s_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
-      const int64_t pos0 = decode ? s.context : (by_tokens ? part * n : 0);
+      const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
       m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
                        static_cast<float>(m.rope_theta));
     }
@@ -453,18 +462,20 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     shape.kv_heads = m_kvl;
     shape.head_dim = m_d;
     if (decode) {
-      const int64_t cap = s.context + 1;
+      // Step i appends at position context + i and attends to the context + i + 1 keys.
+      const int64_t cap = s.cache_rows();
+      const int64_t pos = s.context + m_decode_step;
       const Tensor k_cache =
           w.k_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
       const Tensor v_cache =
           w.v_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
       {
         const ScopedOp op = compute_op(rec, s_kv_append, layer, share);
-        m_backend.copy(k_new, k_cache.strided_rows(s.context, nb, cap));
-        m_backend.copy(v_new, v_cache.strided_rows(s.context, nb, cap));
+        m_backend.copy(k_new, k_cache.strided_rows(pos, nb, cap));
+        m_backend.copy(v_new, v_cache.strided_rows(pos, nb, cap));
       }
       shape.seq = 1;
-      shape.context = cap;
+      shape.context = pos + 1;
       shape.capacity = cap;
       const ScopedOp op = compute_op(rec, s_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);

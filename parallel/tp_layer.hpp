@@ -95,6 +95,11 @@ public:
   /// Switches the overlap strategy (weights and buffers stay); throws UsageError if the
   /// tokens cannot be split for it.
   void set_overlap(const Overlap& overlap);
+  /// Decode: the step later forward() calls run, in [0, shape.decode_steps): it appends at
+  /// position context + step and attends to context + step + 1 keys. Steps must run in order
+  /// from 0 for the cache to hold what the earlier steps appended.
+  void set_decode_step(int64_t step);
+  int64_t decode_step() const { return m_decode_step; }
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
   void forward(Recorder& rec);
   /// The whole [tokens, hidden] output in token order (gathers the shards under sequence
@@ -171,6 +176,7 @@ private:
   std::vector<size_t> m_open_comm;         ///< host collectives begun but not yet completed
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
   int m_units = 1;
+  int64_t m_decode_step = 0;
   size_t m_allocated = 0;
   std::vector<LayerWeights> m_layers;
   Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,

@@ -13,6 +13,9 @@
 #   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
 #   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
 #     attention), each compared with its baseline by `ridgeline compare`;
+#   - decode: the decode step of every preset layer at TP 1 with --graphs (batch 1-256, context
+#     1k-32k, cuBLASLt heuristic and searched GEMM algorithms), bytes per step against the copy
+#     roof (scripts/decode_roof_table.py), and a growing KV cache (--decode-steps);
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -233,6 +236,41 @@ section_sweeps() {
     --turn "$out/h5/roofs_turn_2.h5" "$out/ref/torch_roofs_2.json" \
     --turn "$out/h5/roofs_turn_3.h5" "$out/ref/torch_roofs_3.json" \
     "$out"/h5/attributed_*.h5 "$out"/h5/sweep_*.h5 | tee "$out/logs/roofs_check.txt"
+}
+
+# decode: one sweep per preset layer on one GPU (TP 1) under --graphs, per GEMM algorithm choice,
+# against the roofs file of `roofs` when it ran (else a one-GPU roofs measurement); the table of
+# bytes per step over step time against the copy roof; and a growing cache of 256 tokens.
+# DECODE_MODELS and DECODE_GEMM_ALGOS narrow them.
+section_decode() {
+  local roofs=$out/h5/roofs_nvlink.h5
+  if [ ! -f "$roofs" ]; then
+    roofs=$out/h5/roofs_decode.h5
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
+      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
+    note "roofs_decode: rc=$?"
+  fi
+  for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
+    for algo in ${DECODE_GEMM_ALGOS:-heuristic search}; do
+      local name=decode_sweep_${model}_$algo
+      timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 1 "$ridgeline" sweep \
+        --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
+        --phase decode --graphs --gemm-algo "$algo" --tp 1 --batch 1,16,64,256 \
+        --context 1024,8192,32768 --warmup 5 --iters 20 --out "$out/h5/$name.h5" \
+        >"$out/logs/$name.log" 2>&1
+      note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows"
+    done
+  done
+  python3 "$repo/scripts/decode_roof_table.py" --markdown "$out/decode_roof_table.md" \
+    "$out"/h5/decode_sweep_*.h5 | tee "$out/logs/decode_roof_table.txt"
+  note "decode roof table: $(tail -1 "$out/logs/decode_roof_table.txt")"
+  run "decode_steps_llama3-8b" 1 --config "$repo/models/llama3-8b.toml" --layers 1 --phase decode \
+    --graphs --batch 16 --context 1024 --decode-steps 256 --warmup 5 --roofs "$roofs"
+  # Every generated token checked against the TP=1 model at its position (eager, then graphs).
+  run "decode_steps_tp2" 2 --config "$repo/models/llama3-8b.toml" --layers 2 --phase decode \
+    --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none
+  run "decode_steps_tp2_graphs" 2 --config "$repo/models/llama3-8b.toml" --layers 2 --phase decode \
+    --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none --graphs
 }
 
 section_graphs() {

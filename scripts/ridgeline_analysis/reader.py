@@ -72,6 +72,10 @@ class Summary:
     warmup_step_time_ns: np.ndarray
     attrs: Dict[str, Any]
     ops: np.ndarray  # structured array, string fields decoded to str
+    # --decode-steps: keys each timed iteration attended to, and the per-token time by context
+    # range (empty without it).
+    decode_context: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    decode_bins: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -412,6 +416,9 @@ def _summary(group: h5py.Group) -> Summary:
                              else np.empty(0)),
         attrs=_attrs(group),
         ops=_decode_table(group["ops"][()]),
+        decode_context=(group["decode_context"][()] if "decode_context" in group
+                        else np.empty(0, np.int64)),
+        decode_bins=_decode_table(group["decode_bins"][()]) if "decode_bins" in group else None,
     )
 
 

@@ -510,7 +510,48 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
                 continue
             column(table, name, "float", path)
 
-    for checks in (steps, warmup, attrs, ops):
+    def decode() -> None:
+        # --decode-steps: the keys of every timed iteration and the per-token bins.
+        steps = 0
+        if _exists(f, f"{base}/config"):
+            value = read_attrs(_group(f, f"{base}/config"), f"{base}/config").get("decode_steps")
+            steps = value if isinstance(value, int) else 0
+        ctx_path = f"{group}/decode_context"
+        if steps <= 0 and not _exists(f, ctx_path):
+            return
+        if not _require(f, ctx_path, "dataset", found):
+            return
+        ctx = read_vector(f, ctx_path, "int")
+        times = read_vector(f, f"{group}/step_time_ns", "float")
+        if ctx.size != times.size:
+            found.append(f"{ctx_path}: {ctx.size} entries but {times.size} timed iterations")
+        bad = np.flatnonzero(ctx < 1)
+        if bad.size:
+            i = int(bad[0])
+            found.append(f"{ctx_path}: entry {i} is {int(ctx[i])}, expected >= 1")
+        bins_path = f"{group}/decode_bins"
+        if not _require(f, bins_path, "dataset", found):
+            return
+        table = read_table(f, bins_path)
+        first = column(table, "context_first", "int", bins_path)
+        last = column(table, "context_last", "int", bins_path)
+        tokens = column(table, "tokens", "int", bins_path)
+        p50, p95, p99 = (column(table, k, "float", bins_path)
+                         for k in ("p50_ns", "p95_ns", "p99_ns"))
+        column(table, "mean_ns", "float", bins_path)
+        for i in range(table.size):
+            row = f"{bins_path}: row {i}: "
+            if not 1 <= first[i] <= last[i]:
+                found.append(row + "expected 1 <= context_first <= context_last")
+            if tokens[i] < 1:
+                found.append(row + "tokens must be >= 1")
+            if not 0 < p50[i] <= p95[i] <= p99[i]:
+                found.append(row + "expected 0 < p50_ns <= p95_ns <= p99_ns")
+        if int(tokens.sum()) != ctx.size:
+            found.append(f"{bins_path}: the bins hold {int(tokens.sum())} tokens but "
+                         f"decode_context has {ctx.size}")
+
+    for checks in (steps, warmup, attrs, ops, decode):
         _section(found, checks)
 
 

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <climits>
 #include <limits>
 #include <sstream>
@@ -87,6 +88,14 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "Decode: tokens already in the KV cache (default 256 on host, 1 on GPUs)")
       ->check(integer_in(0))
       ->group(work);
+  cmd.add_option("--decode-steps", c.decode_steps,
+                 "Decode: tokens generated per sequence, each step appending to the KV cache at "
+                 "the next position (context grows from --context to --context + N; timed "
+                 "iteration i runs step i mod N); 0 = every iteration repeats the step at "
+                 "position --context")
+      ->check(integer_in(0))
+      ->capture_default_str()
+      ->group(work);
   cmd.add_option("--microbatches", c.microbatches,
                  "Pipeline microbatches per step (the batch is split)")
       ->check(integer_in(1))
@@ -116,6 +125,12 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--attention", c.attention, "fused (online softmax) | naive (materialised scores)")
+      ->capture_default_str()
+      ->group(exec);
+  cmd.add_option("--gemm-algo", c.gemm_algo,
+                 "cuBLASLt algorithm of each GEMM: heuristic (its first choice) | search (GEMMs "
+                 "of at most 256 rows, decode's: time every candidate it offers, split-K ones "
+                 "among them, at the first call of each shape and keep the fastest)")
       ->capture_default_str()
       ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
@@ -168,9 +183,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->check(integer_in(0, int_max))
       ->capture_default_str()
       ->group(meas);
-  cmd.add_option("--iters", c.iters, "Timed iterations")
+  cmd.add_option("--iters", c.iters,
+                 "Timed iterations (default 10; with --decode-steps N: N, and a multiple of N)")
       ->check(integer_in(1, int_max))
-      ->capture_default_str()
       ->group(meas);
   cmd.add_option(
          "--check", c.check,
@@ -251,6 +266,11 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
   if (decode) c.seq = 1;
   if (c.seq == 0) c.seq = host ? 512 : 4096;
   if (c.context < 0) c.context = decode ? (host ? 256 : 1) : 0;
+  if (c.iters == 0)
+    c.iters =
+        c.decode_steps > 0
+            ? static_cast<int>(std::min<int64_t>(c.decode_steps, std::numeric_limits<int>::max()))
+            : 10;
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
   if (c.file_layout == "auto")
     c.file_layout = c.per_rank_files || c.ranks_per_file > 0
@@ -311,6 +331,14 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   for (auto [v, name] : {std::pair{c.tp, "--tp"}, {c.pp, "--pp"}, {c.dp, "--dp"}})
     grid_ok = positive(v, name) && grid_ok;
   if (c.context < 0) p.push_back("--context must be >= 0 (got " + str(c.context) + ")");
+  if (c.decode_steps < 0)
+    p.push_back("--decode-steps must be >= 0 (got " + str(c.decode_steps) + ")");
+  if (c.decode_steps > 0 && c.phase != "decode")
+    p.push_back("--decode-steps " + str(c.decode_steps) +
+                " generates tokens: it needs --phase decode (got --phase " + c.phase + ")");
+  if (c.decode_steps > 0 && c.phase == "decode" && c.iters >= 1 && c.iters % c.decode_steps != 0)
+    p.push_back("--iters " + str(c.iters) + " is not a multiple of --decode-steps " +
+                str(c.decode_steps) + " (each timed pass generates the N tokens in order)");
   if (c.warmup < 0) p.push_back("--warmup must be >= 0 (got " + str(c.warmup) + ")");
   if (c.iters < 1) p.push_back("--iters must be >= 1 (got " + str(c.iters) + ")");
   if (c.timeout_s <= 0) p.push_back("--timeout must be positive");
@@ -330,6 +358,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.rotary, "--rotary", {"on", "off"});
   choice(c.attention, "--attention", {"fused", "naive"});
   choice(c.check, "--check", {"auto", "on", "off"});
+  choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search"});
+  if (c.gemm_algo == "search" && c.backend != "cuda")
+    p.push_back("--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend");
   if (c.backend == "host" && c.dtype != "fp32")
     p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
   if (c.graphs && c.backend != "cuda") p.push_back("--graphs needs the cuda backend");
@@ -391,7 +422,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     const double mb_batch = static_cast<double>(c.batch / c.microbatches);
     const bool decode = c.phase == "decode";
     const double tokens = decode ? mb_batch : mb_batch * static_cast<double>(c.seq);
-    const double kv = decode ? static_cast<double>(c.context + 1) : static_cast<double>(c.seq);
+    const double kv = decode ? static_cast<double>(c.context) +
+                                   static_cast<double>(std::max<int64_t>(c.decode_steps, 1))
+                             : static_cast<double>(c.seq);
     const double f = static_cast<double>(c.ffn_hidden / c.tp * (c.mlp == "swiglu" ? 2 : 1));
     const double heads = static_cast<double>(c.heads / c.tp);
     const double h = static_cast<double>(c.hidden);
@@ -399,7 +432,7 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
         {"activations (tokens x hidden)", tokens * h},
         {"MLP activations (tokens x ffn / tp)", tokens * f},
         {"MLP weights (hidden x ffn / tp)", h * f},
-        {"KV cache (batch x context x kv_heads / tp x head_dim)",
+        {"KV cache (batch x (context + decode steps) x kv_heads / tp x head_dim)",
          mb_batch * kv * static_cast<double>(c.kv_heads >= c.tp ? c.kv_heads / c.tp : 1) *
              static_cast<double>(c.hidden / c.heads)},
         {"attention scores (batch x heads / tp x seq x context)",
@@ -441,6 +474,7 @@ LayerShape layer_shape(const RunConfig& c) {
   s.batch = c.batch / c.microbatches;
   s.seq = s.phase == Phase::decode ? 1 : c.seq;
   s.context = s.phase == Phase::decode ? c.context : 0;
+  s.decode_steps = s.phase == Phase::decode && c.decode_steps > 0 ? c.decode_steps : 1;
   s.tp = c.tp;
   s.dtype = parse_dtype(c.dtype);
   s.sequence_parallel = c.sequence_parallel;
@@ -473,6 +507,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"batch", c.batch},
           {"seq", c.seq},
           {"context", c.context},
+          {"decode_steps", c.decode_steps},
           {"microbatches", c.microbatches},
           {"tp", static_cast<int64_t>(c.tp)},
           {"pp", static_cast<int64_t>(c.pp)},
@@ -480,6 +515,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"backend", c.backend},
           {"dtype", c.dtype},
           {"attention", c.attention},
+          {"gemm_algo", c.gemm_algo},
           {"graphs", static_cast<int64_t>(c.graphs ? 1 : 0)},
           {"overlap", c.overlap},
           {"sequence_parallel", static_cast<int64_t>(c.sequence_parallel ? 1 : 0)},

@@ -32,6 +32,9 @@ struct RunConfig {
   int64_t batch = 0;
   int64_t seq = 0;
   int64_t context = -1; ///< decode: tokens already cached; -1 = the backend's default
+  /// Decode: tokens generated per sequence, the cache growing from context to context + N;
+  /// 0 = every iteration repeats the step at position context.
+  int64_t decode_steps = 0;
   int64_t microbatches = 1;
   // Parallelism.
   int tp = 1;
@@ -41,6 +44,7 @@ struct RunConfig {
   std::string backend = "auto"; ///< auto | host | cuda
   std::string dtype = "auto";   ///< auto | fp32 | bf16 | fp16
   std::string attention = "fused";
+  std::string gemm_algo = "heuristic"; ///< heuristic | search (cuBLASLt algorithm choice)
   bool graphs = false;          ///< capture one step as a CUDA graph and replay it (cuda backend)
   std::string overlap = "none"; ///< comma list of strategies, run back to back
   bool sequence_parallel = false;
@@ -52,7 +56,7 @@ struct RunConfig {
   bool allow_shared_gpu = false;      ///< run even where a node has more ranks than GPUs
   // Measurement.
   int warmup = 3;
-  int iters = 10;
+  int iters = 0; ///< timed iterations; 0 = the default (decode steps when set, else 10)
   std::string check = "auto"; ///< auto | on | off
   uint64_t seed = 1234;
   std::string out = "";             ///< HDF5 path; empty = results/ridgeline-<utc time>.h5

@@ -1,6 +1,7 @@
 // One point of a job (see point.hpp).
 #include "app/point.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -41,6 +42,7 @@ struct CheckPlan {
   bool possible = false;
   bool enabled = false;
   double ref_bytes = 0;
+  double host_bytes = 0; ///< the reference's outputs kept in host memory (one per decode step)
 };
 CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
   CheckPlan p;
@@ -48,19 +50,23 @@ CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
   tp1.tp = 1;
   tp1.sequence_parallel = false;
   p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
+  p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(cfg.hidden) *
+                 static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
   p.possible = cfg.tp > 1 || cfg.pp > 1;
   const double auto_limit =
       cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
   p.enabled =
-      p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit));
+      p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit &&
+                                           p.host_bytes <= kCheckAutoLimitBytes));
   return p;
 }
 
 // The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
 // last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
 // stage's output with it checks the TP shards, the collectives and the pipeline transfers.
-std::vector<float> reference_output(Backend& backend, const StageSpec& spec, bool holder,
-                                    int64_t all_layers) {
+// One output per decode step (steps run in order, the cache growing), else one.
+std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageSpec& spec,
+                                                  bool holder, int64_t all_layers) {
   if (!holder) return {};
   const ranges::Scope range(kReferenceRange);
   StageSpec ref_spec = spec;
@@ -75,8 +81,14 @@ std::vector<float> reference_output(Backend& backend, const StageSpec& spec, boo
   ref.fill_input(0);
   Recorder silent(backend.clock(), scratch_ops);
   silent.set_enabled(false);
-  ref.forward(silent);
-  return backend.to_host(ref.output());
+  const bool decode = spec.shape.phase == Phase::decode;
+  std::vector<std::vector<float>> outputs;
+  for (int64_t step = 0; step < (decode ? spec.shape.decode_steps : 1); ++step) {
+    if (decode) ref.set_decode_step(step);
+    ref.forward(silent);
+    outputs.push_back(backend.to_host(ref.output()));
+  }
+  return outputs;
 }
 
 // The stage under the protocol: each strategy is one overlap of the same weights; a step is
@@ -85,11 +97,12 @@ class StageWorkload final : public Workload {
 public:
   StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
                 OpTable& ops, const std::vector<std::string>& strategies, const StageSpec& spec,
-                const std::vector<float>& reference, const CheckPlan& check,
+                const std::vector<std::vector<float>>& reference, const CheckPlan& check,
                 const std::string& why_not)
-      : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_strategies(strategies),
-        m_spec(spec), m_reference(reference), m_check(check), m_why_not(why_not),
-        m_graphs(strategies.size(), -1) {
+      : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
+        m_strategies(strategies), m_spec(spec), m_reference(reference), m_check(check),
+        m_why_not(why_not), m_steps(cfg.phase == "decode" ? cfg.decode_steps : 0),
+        m_graphs(strategies.size()) {
     const GridCoords& gc = comms.grid->coords();
     m_first = gc.pp_rank == 0;
     m_last = gc.pp_rank == cfg.pp - 1;
@@ -115,16 +128,31 @@ public:
   void select(size_t s) override {
     m_current = s;
     m_stage.set_overlap(parse_overlap(m_strategies[s]));
-    if (m_cfg.graphs && m_graphs[s] < 0) {
+    if (m_cfg.graphs && m_graphs[s].empty()) {
       // The stage's kernels and collectives captured once; each step is then one replay, and
-      // the timeline holds one op per step (per-op times need eager execution).
-      Recorder silent(m_backend.clock(), m_stage_ops);
+      // the timeline holds one op per step (per-op times need eager execution). A growing
+      // cache gets one graph per decode step: each holds its step's position as kernel
+      // parameters (the cache row it appends to, the keys it attends to, the split of the
+      // attention along them), so every replay runs exactly the eager step of its position.
+      Recorder silent(m_backend.clock(), m_ops);
       silent.set_enabled(false);
-      const ranges::Scope range([&] { return m_strategies[s] + ": graph capture"; });
-      m_backend.capture_begin(Lane::compute);
-      m_stage.forward(silent);
-      m_graphs[s] = m_backend.capture_end(Lane::compute);
+      for (int64_t step = 0; step < std::max<int64_t>(m_steps, 1); ++step) {
+        const ranges::Scope range([&] {
+          return m_strategies[s] + ": graph capture" +
+                 (m_steps > 0 ? " of decode step " + std::to_string(step) : "");
+        });
+        if (m_steps > 0) m_stage.set_decode_step(step);
+        m_backend.capture_begin(Lane::compute);
+        m_stage.forward(silent);
+        m_graphs[s].push_back(m_backend.capture_end(Lane::compute));
+      }
+      if (m_steps > 0) m_stage.set_decode_step(m_step);
     }
+  }
+  void set_position(int64_t index) override {
+    if (m_steps <= 0) return;
+    m_step = index % m_steps;
+    m_stage.set_decode_step(m_step);
   }
   // Under sequence parallelism a rank's rows depend on the strategy's chunking: refill.
   void prepare() override {
@@ -147,9 +175,9 @@ public:
                          m_comms.grid->coords().pp_rank - 1, compute);
         m_comms.pp->complete(compute);
       }
-      if (m_graphs[m_current] >= 0) {
+      if (!m_graphs[m_current].empty()) {
         ScopedOp s(rec, m_graph_op, first_layer, Lane::compute, m_graph_cost, Lane::compute);
-        m_backend.replay(m_graphs[m_current], Lane::compute);
+        m_backend.replay(m_graphs[m_current][static_cast<size_t>(m_step)], Lane::compute);
       } else {
         m_stage.forward(rec);
       }
@@ -184,6 +212,8 @@ public:
   const std::vector<double>& probe_ns() const { return m_probe_ns; }
   const std::vector<CheckOutcome>& checks() const { return m_checks; }
   const std::vector<std::string>& checksums() const { return m_checksums; }
+  /// Decode steps the check compared (1 without --decode-steps, 0 when it did not run).
+  int64_t checked_steps() const { return m_check.enabled ? std::max<int64_t>(m_steps, 1) : 0; }
   OpCost p2p_cost() const { return m_p2p_cost; }
 
 private:
@@ -196,9 +226,24 @@ private:
       return c;
     }
     double err = 0;
+    // The timed loop ended on the last decode step (its iterations are whole passes).
     if (m_last) {
       const std::vector<float> got = m_stage.gather_output();
-      if (!m_reference.empty()) err = relative_l2(got, m_reference);
+      if (!m_reference.empty()) err = relative_l2(got, m_reference.back());
+    }
+    // A growing cache: every step again in order, each output against the reference's output
+    // at the same position (the cache rows rewritten hold what the timed steps wrote).
+    if (m_steps > 1) {
+      Recorder silent(m_backend.clock(), m_ops);
+      silent.set_enabled(false);
+      for (int64_t i = 0; i < m_steps; ++i) {
+        set_position(i);
+        step(silent);
+        if (!m_last) continue;
+        const std::vector<float> got = m_stage.gather_output();
+        if (!m_reference.empty())
+          err = std::max(err, relative_l2(got, m_reference[static_cast<size_t>(i)]));
+      }
     }
     RIDGELINE_CHECK(
         MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, m_comms.grid->world()));
@@ -234,13 +279,16 @@ private:
   Backend& m_backend;
   GridComms& m_comms;
   TpStage& m_stage;
+  OpTable& m_ops; ///< the point's: the stage's op ids (and so their range names) are its
   std::vector<std::string> m_strategies;
   StageSpec m_spec;
-  const std::vector<float>& m_reference;
+  const std::vector<std::vector<float>>& m_reference;
   CheckPlan m_check;
   std::string m_why_not;
-  std::vector<int> m_graphs;
-  OpTable m_stage_ops;
+  int64_t m_steps = 0;                    ///< --decode-steps (0: every step at position context)
+  int64_t m_step = 0;                     ///< the decode step the next step() runs
+  std::vector<std::vector<int>> m_graphs; ///< per strategy, per decode step
+
   size_t m_current = 0;
   bool m_first = true, m_last = true;
   OpCost m_p2p_cost, m_graph_cost;
@@ -317,6 +365,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                    {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
                    {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
   Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
+  backend.set_gemm_search(cfg.gemm_algo == "search");
 
   StageSpec spec;
   spec.model = model;
@@ -336,13 +385,13 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                      : "tp=1 and pp=1: the run is itself the reference";
 
   // Allocation may fail on one rank only (another process took the memory): agree first.
-  std::vector<float> reference;
+  std::vector<std::vector<float>> reference;
   std::unique_ptr<TpStage> stage;
   std::string failure;
   try {
     watchdog.rearm("computing the TP=1 reference output");
     if (check.enabled)
-      reference = reference_output(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
+      reference = reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
     stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops);
     backend.synchronize();
   } catch (const Error& e) {
@@ -397,6 +446,10 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     r.output_checksum = workload.checksums()[si];
     r.rows = std::move(m.rows);
     r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    if (cfg.phase == "decode" && cfg.decode_steps > 0)
+      for (size_t i = 0; i < r.summary.step_ns.size(); ++i)
+        r.summary.step_context.push_back(cfg.context + static_cast<int64_t>(i) % cfg.decode_steps +
+                                         1);
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
@@ -416,6 +469,15 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
            {"instrumented_step_ns", r.loops.instrumented_ns},
            {"uninstrumented_step_ns", r.loops.plain_ns},
            {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0}};
+      // A growing cache: the check compared every decode step's output.
+      if (cfg.decode_steps > 0) a.emplace_back("check_steps", workload.checked_steps());
+      // --gemm-algo search: every shape the job searched so far and the algorithm it kept.
+      if (cfg.gemm_algo == "search") {
+        std::string choices;
+        for (const std::string& line : backend.gemm_choices())
+          choices += (choices.empty() ? "" : "; ") + line;
+        a.emplace_back("gemm_algorithms", choices);
+      }
       if (!cfg.graphs)
         for (auto& kv : overlap_attrs(r, serialized_ns))
           if (kv.first != "step_ns") a.push_back(kv);

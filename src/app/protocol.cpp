@@ -115,6 +115,7 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
       const ranges::Scope range([&] {
         return name + (it < o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
       });
+      w.set_position(it < o.warmup ? it : it - o.warmup);
       w.step(rec);
     }
     const size_t timed_end = rec.mark(Lane::compute);
@@ -166,6 +167,7 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
             return w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
                    std::to_string(round) + ")";
           });
+          w.set_position(it);
           w.step(quiet);
         }
         marks.emplace_back(start, quiet.mark(Lane::compute));

@@ -38,6 +38,10 @@ public:
   /// Whether the compute-only and communication-only loops mean anything (not for replays of
   /// a captured graph, which runs what it captured).
   virtual bool lane_modes() const = 0;
+  /// The index of the next step() within its loop: the warm-up, the timed loop and each
+  /// uninstrumented loop count from 0 (a workload that generates a sequence of decode steps
+  /// runs step index mod its length).
+  virtual void set_position(int64_t index) {}
   /// One iteration of the current strategy on this rank, recorded into `rec`.
   virtual void step(Recorder& rec) = 0;
   /// After the current strategy's timed loop, before its stamps are resolved: enqueue anything

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "app/summary.hpp"
 #include "core/error.hpp"
 #include "models/attribution.hpp"
 
@@ -74,6 +75,28 @@ void print_report(std::ostream& out, const RunData& d) {
                 st.count, static_cast<long long>(d.summary.warmup_to_steady),
                 d.summary.warmup_step_ns.size());
   out << line;
+  const std::vector<DecodeBin> bins = decode_bins(d.summary);
+  if (!bins.empty()) {
+    // Each timed iteration generated one token per sequence: the step is the per-token time.
+    std::snprintf(line, sizeof(line),
+                  "per token (ms): p50 %.4f  p95 %.4f  p99 %.4f  over %zu tokens per sequence, "
+                  "context %lld to %lld keys\n",
+                  st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.count,
+                  static_cast<long long>(bins.front().context_first),
+                  static_cast<long long>(bins.back().context_last));
+    out << line;
+    std::snprintf(line, sizeof(line), "%-19s %7s %10s %10s %10s %10s\n", "context (keys)", "tokens",
+                  "p50 ms", "p95 ms", "p99 ms", "mean ms");
+    out << line;
+    for (const DecodeBin& b : bins) {
+      const std::string range =
+          std::to_string(b.context_first) + "-" + std::to_string(b.context_last);
+      std::snprintf(line, sizeof(line), "%-19s %7lld %10.4f %10.4f %10.4f %10.4f\n", range.c_str(),
+                    static_cast<long long>(b.tokens), b.p50_ns / 1e6, b.p95_ns / 1e6,
+                    b.p99_ns / 1e6, b.mean_ns / 1e6);
+      out << line;
+    }
+  }
   if (const AttrValue* ceiling = find_attr(d.summary.attrs, "ceiling")) {
     auto ms = [&](const char* key) {
       const AttrValue* v = find_attr(d.summary.attrs, key);

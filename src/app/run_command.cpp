@@ -15,6 +15,7 @@
 #include "app/reporters.hpp"
 #include "app/roofs.hpp"
 #include "app/run_file.hpp"
+#include "app/summary.hpp"
 #include "app/sweep.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
@@ -110,6 +111,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
                                        {"step_p99_ns", r.summary.step.p99}});
       attrs.emplace_back("summary " + r.name, summary);
       tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
+      if (!r.summary.step_context.empty())
+        tables.emplace_back("decode " + r.name, decode_bins_table(decode_bins(r.summary)));
     }
   }
   // Every rank writes its rows; a path that fails moves every rank to rank 0's fallback.

@@ -73,10 +73,20 @@ struct OpAggregate {
 struct RunSummary {
   std::vector<double> step_ns;        ///< per timed iteration, max over ranks
   std::vector<double> warmup_step_ns; ///< per warm-up iteration, max over ranks
+  /// --decode-steps: keys each timed iteration attended to (context + step + 1); else empty.
+  std::vector<int64_t> step_context;
   SeriesStats step;
   int64_t warmup_to_steady = 0;
   std::vector<OpAggregate> ops;
   Attrs attrs; ///< check results and other scalars (check_passed, check_max_rel_error, ...)
+};
+
+/// Decode steps of one range of context lengths (--decode-steps): the per-token time there.
+struct DecodeBin {
+  int64_t context_first = 0; ///< fewest keys attended to in the bin
+  int64_t context_last = 0;  ///< most keys attended to in the bin
+  int64_t tokens = 0;        ///< timed iterations (one token per sequence each) in the bin
+  double p50_ns = 0, p95_ns = 0, p99_ns = 0, mean_ns = 0;
 };
 
 /// The whole file.

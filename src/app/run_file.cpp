@@ -19,6 +19,7 @@
 
 #include "app/h5.hpp"
 #include "app/run_file_write.hpp"
+#include "app/summary.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 
@@ -304,6 +305,10 @@ void write_summary(hid_t file, const RunSummary& summary) {
   h5::write_attr(group.id(), "warmup_to_steady", summary.warmup_to_steady);
   h5::write_attrs(group.id(), summary.attrs);
   h5::write_table(group.id(), "ops", aggregates_table(summary.ops), false);
+  if (!summary.step_context.empty()) {
+    h5::write_dataset(group.id(), "decode_context", summary.step_context);
+    h5::write_table(group.id(), "decode_bins", decode_bins_table(decode_bins(summary)), false);
+  }
 }
 
 // Tables of more rows than this are chunked and compressed (per-iteration samples can be long).
@@ -454,6 +459,8 @@ RunSummary read_summary(hid_t file) {
   RunSummary summary;
   summary.step_ns = h5::read_vector<double>(group.id(), "step_time_ns");
   summary.warmup_step_ns = h5::read_vector<double>(group.id(), "warmup_step_time_ns");
+  if (h5::exists(group.id(), "decode_context"))
+    summary.step_context = h5::read_vector<int64_t>(group.id(), "decode_context");
   Attrs attrs = h5::read_attrs(group.id());
   summary.step.count = static_cast<size_t>(int_attr(attrs, "count", "/summary"));
   for (const StepField& field : kStepFields)
@@ -859,6 +866,55 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
     }
 }
 
+// --decode-steps: `base`/summary/decode_context (keys per timed iteration) and decode_bins.
+void validate_decode(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  const std::string group = base + "/summary";
+  int64_t steps = 0;
+  const std::string config = base + "/config";
+  if (h5::exists(file, config)) {
+    const Attrs attrs = h5::read_attrs(h5::open_group(file, config).id());
+    if (const AttrValue* v = find_attr(attrs, "decode_steps"))
+      if (const auto* n = std::get_if<int64_t>(v)) steps = *n;
+  }
+  const std::string ctx_path = group + "/decode_context";
+  if (steps <= 0 && !h5::exists(file, ctx_path)) return;
+  if (!require_object(file, ctx_path, "dataset", problems)) return;
+  const std::vector<int64_t> ctx = h5::read_vector<int64_t>(file, ctx_path);
+  const std::vector<double> times = h5::read_vector<double>(file, group + "/step_time_ns");
+  if (ctx.size() != times.size())
+    problems.push_back(ctx_path + ": " + std::to_string(ctx.size()) + " entries but " +
+                       std::to_string(times.size()) + " timed iterations");
+  for (size_t i = 0; i < ctx.size(); ++i)
+    if (ctx[i] < 1) {
+      problems.push_back(ctx_path + ": entry " + std::to_string(i) + " is " +
+                         std::to_string(ctx[i]) + ", expected >= 1");
+      break;
+    }
+  const std::string bins_path = group + "/decode_bins";
+  if (!require_object(file, bins_path, "dataset", problems)) return;
+  const h5::Table table = h5::read_table(file, bins_path);
+  const auto& first = column<int64_t>(table, "context_first", bins_path);
+  const auto& last = column<int64_t>(table, "context_last", bins_path);
+  const auto& tokens = column<int64_t>(table, "tokens", bins_path);
+  const auto& p50 = column<double>(table, "p50_ns", bins_path);
+  const auto& p95 = column<double>(table, "p95_ns", bins_path);
+  const auto& p99 = column<double>(table, "p99_ns", bins_path);
+  column<double>(table, "mean_ns", bins_path);
+  int64_t total = 0;
+  for (size_t i = 0; i < first.size(); ++i) {
+    const std::string row = bins_path + ": row " + std::to_string(i) + ": ";
+    total += tokens[i];
+    if (!(first[i] >= 1 && first[i] <= last[i]))
+      problems.push_back(row + "expected 1 <= context_first <= context_last");
+    if (tokens[i] < 1) problems.push_back(row + "tokens must be >= 1");
+    if (!(p50[i] > 0 && p50[i] <= p95[i] && p95[i] <= p99[i]))
+      problems.push_back(row + "expected 0 < p50_ns <= p95_ns <= p99_ns");
+  }
+  if (total != static_cast<int64_t>(ctx.size()))
+    problems.push_back(bins_path + ": the bins hold " + std::to_string(total) +
+                       " tokens but decode_context has " + std::to_string(ctx.size()));
+}
+
 // The summary group `base`/summary (base: "" for /summary, or a point's group).
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
   const std::string group = base + "/summary";
@@ -900,6 +956,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
     if (require_object(file, group + "/ops", "dataset", problems))
       read_aggregates(file, group + "/ops");
   });
+  check_section(problems, [&] { validate_decode(file, base, problems); });
 }
 
 // One /collectives/<name> result table: the documented columns, sane rows.

@@ -290,4 +290,51 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
   return s;
 }
 
+std::vector<DecodeBin> decode_bins(const RunSummary& summary) {
+  constexpr int64_t kMaxBins = 8;
+  const std::vector<int64_t>& ctx = summary.step_context;
+  std::vector<DecodeBin> bins;
+  if (ctx.empty() || ctx.size() != summary.step_ns.size()) return bins;
+  const int64_t lo = *std::min_element(ctx.begin(), ctx.end());
+  const int64_t hi = *std::max_element(ctx.begin(), ctx.end());
+  const int64_t count = std::min<int64_t>(kMaxBins, hi - lo + 1);
+  const int64_t width = (hi - lo + count) / count; // ceil((hi - lo + 1) / count)
+  for (int64_t b = 0; b * width <= hi - lo; ++b) {
+    DecodeBin bin;
+    bin.context_first = INT64_MAX;
+    bin.context_last = INT64_MIN;
+    std::vector<double> times;
+    for (size_t i = 0; i < ctx.size(); ++i)
+      if ((ctx[i] - lo) / width == b) {
+        times.push_back(summary.step_ns[i]);
+        bin.context_first = std::min(bin.context_first, ctx[i]);
+        bin.context_last = std::max(bin.context_last, ctx[i]);
+      }
+    if (times.empty()) continue;
+    bin.tokens = static_cast<int64_t>(times.size());
+    bin.mean_ns = mean(times);
+    bin.p50_ns = percentile(times, 50);
+    bin.p95_ns = percentile(times, 95);
+    bin.p99_ns = percentile(times, 99);
+    bins.push_back(bin);
+  }
+  return bins;
+}
+
+Table decode_bins_table(const std::vector<DecodeBin>& bins) {
+  std::vector<int64_t> first, last, tokens;
+  std::vector<double> p50, p95, p99, mean_ns;
+  for (const DecodeBin& b : bins) {
+    first.push_back(b.context_first);
+    last.push_back(b.context_last);
+    tokens.push_back(b.tokens);
+    p50.push_back(b.p50_ns);
+    p95.push_back(b.p95_ns);
+    p99.push_back(b.p99_ns);
+    mean_ns.push_back(b.mean_ns);
+  }
+  return {{"context_first", first}, {"context_last", last}, {"tokens", tokens},  {"p50_ns", p50},
+          {"p95_ns", p95},          {"p99_ns", p99},        {"mean_ns", mean_ns}};
+}
+
 } // namespace ridgeline

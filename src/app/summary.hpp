@@ -20,6 +20,12 @@ namespace ridgeline {
 RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
                          const std::vector<TimelineRecord>& mine);
 
+/// At most 8 bins of equal width over the context lengths of `summary.step_context`, each
+/// with its timed iterations' time percentiles (empty without --decode-steps).
+std::vector<DecodeBin> decode_bins(const RunSummary& summary);
+/// The bins as the /summary/decode_bins table.
+Table decode_bins_table(const std::vector<DecodeBin>& bins);
+
 /// The `k`-th smallest value (0-based) of each query's set, where set `s` is the union over the
 /// ranks of `comm` of every rank's sorted `sets[s]`: queries are (set, k) pairs, the same on
 /// every rank, each with k below the set's total size. Every rank calls and gets the answers.

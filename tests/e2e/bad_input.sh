@@ -54,6 +54,8 @@ check() {
 
 # Options that make each bad case a job that would otherwise run (and write its file) here.
 small=(--dp 2 --hidden 64 --heads 4 --warmup 0 --iters 1 --roofs none --out "$work/x.h5")
+# Refused by validation rather than while parsing: the backend named, so that nothing else is said.
+steps=(--dp 2 --hidden 64 --heads 4 --warmup 0 --roofs none --backend host --out "$work/x.h5")
 tiny=(--config "$repo/models/tiny.toml" --dp 2 --warmup 0 --iters 1 --roofs none --out "$work/x.h5")
 sweep=(--hidden 64 --heads 4 --warmup 0 --iters 1 --roofs none --out "$work/x.h5")
 coll=(--max-bytes 1K --iters 1 --warmup 0 --out "$work/x.h5")
@@ -64,6 +66,10 @@ check "--ffn-hidden: expected an integer >= 1" run "${tiny[@]}" --ffn-hidden 0
 check "--hidden: expected an integer >= 1, got '-256'" run "${tiny[@]}" --hidden -256
 check "--context: expected an integer >= 0, got '-5'" run "${small[@]}" --phase decode --context -5
 check "--iters: expected an integer from 1" run "${small[@]}" --iters 0
+check "--decode-steps: expected an integer >= 0, got '-3'" run "${small[@]}" --phase decode --decode-steps -3
+check "--decode-steps 4 generates tokens: it needs --phase decode" run "${steps[@]}" --decode-steps 4
+check "is not a multiple of --decode-steps 4" run "${steps[@]}" --phase decode --decode-steps 4 --iters 6
+check "KV cache (batch x (context + decode steps)" run "${steps[@]}" --phase decode --decode-steps 100000000
 check "--overlap: 'none' given twice" run "${small[@]}" --overlap none,none
 check "--overlap: empty item" run "${small[@]}" --overlap async,
 check "--model: empty value" run "${small[@]}" --model ""

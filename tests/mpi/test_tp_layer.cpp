@@ -186,6 +186,67 @@ INSTANTIATE_TEST_SUITE_P(
                   Phase::decode}),
     [](const ::testing::TestParamInfo<StageCase>& i) { return std::string(i.param.name); });
 
+// A growing KV cache: step i appends at position context + i and attends to context + i + 1
+// keys; every step's output equals the TP=1 stage's at the same step, the steps differ from
+// each other, and a second pass over the steps (rewriting the rows the first pass appended)
+// repeats the first pass exactly, which the protocol's repeated passes rely on.
+TEST(DecodeSteps, EveryStepMatchesTp1) {
+  const int tp = world_size();
+  ModelSpec m;
+  m.hidden = 128;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn_hidden = 256;
+  m.layers = 2;
+  m.mlp = MlpKind::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rotary = true;
+  StageSpec spec;
+  spec.model = m;
+  spec.shape.phase = Phase::decode;
+  spec.shape.batch = 3;
+  spec.shape.context = 7;
+  spec.shape.decode_steps = 5;
+  spec.shape.tp = tp;
+  spec.tp_rank = world_rank();
+  spec.num_layers = 2;
+  spec.seed = 5;
+  auto backend = make_host_backend();
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  OpTable ops, ref_ops;
+  TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  StageSpec ref_spec = spec;
+  ref_spec.shape.tp = 1;
+  ref_spec.tp_rank = 0;
+  TpStage ref(*backend, nullptr, ref_spec, ref_ops);
+  stage.fill_input(0);
+  ref.fill_input(0);
+  Recorder rec(backend->clock(), ops), silent(backend->clock(), ref_ops);
+  rec.set_enabled(false);
+  silent.set_enabled(false);
+  std::vector<std::vector<float>> first_pass;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t step = 0; step < spec.shape.decode_steps; ++step) {
+      stage.set_decode_step(step);
+      stage.forward(rec);
+      const std::vector<float> got = backend->to_host(stage.output());
+      if (pass == 1) {
+        EXPECT_EQ(got, first_pass[static_cast<size_t>(step)]) << "step " << step;
+        continue;
+      }
+      ref.set_decode_step(step);
+      ref.forward(silent);
+      EXPECT_LT(relative_l2(got, backend->to_host(ref.output())), 1e-5)
+          << "step " << step << " tp=" << tp;
+      if (step > 0) {
+        EXPECT_GT(relative_l2(got, first_pass.back()), 1e-3) << "step " << step;
+      }
+      first_pass.push_back(got);
+    }
+  EXPECT_THROW(stage.set_decode_step(spec.shape.decode_steps), Error);
+  EXPECT_THROW(stage.set_decode_step(-1), Error);
+}
+
 } // namespace
 } // namespace ridgeline
 

@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "app/config.hpp"
 #include "app/config_file.hpp"
+#include "models/work_model.hpp"
 
 namespace ridgeline {
 namespace {
@@ -159,6 +160,24 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--phase", "decode", "--batch", "4096", "--context", "1000000"},
                 1,
                 "KV cache"},
+        BadCase{"decode_steps_prefill",
+                {"--decode-steps", "4"},
+                1,
+                "--decode-steps 4 generates tokens: it needs --phase decode"},
+        BadCase{"decode_steps_iters",
+                {"--phase", "decode", "--decode-steps", "4", "--iters", "6"},
+                1,
+                "--iters 6 is not a multiple of --decode-steps 4"},
+        BadCase{"decode_steps_overflow_kv",
+                {"--phase", "decode", "--batch", "4096", "--context", "1000", "--decode-steps",
+                 "999000", "--iters", "999000"},
+                1,
+                "KV cache (batch x (context + decode steps)"},
+        BadCase{"gemm_algo", {"--gemm-algo", "fastest"}, 1, "--gemm-algo must be one of"},
+        BadCase{"gemm_search_host",
+                {"--gemm-algo", "search"},
+                1,
+                "--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend"},
         BadCase{"host_dtype", {"--dtype", "bf16"}, 1, "the host backend computes in fp32"},
         BadCase{"graphs_host", {"--graphs"}, 1, "--graphs needs the cuda backend"},
         BadCase{"nccl_ctas_host", {"--nccl-max-ctas", "8"}, 1, "need the cuda backend (NCCL)"},
@@ -172,6 +191,30 @@ INSTANTIATE_TEST_SUITE_P(
                 1,
                 "directory '/nonexistent-dir' does not exist"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return info.param.name; });
+
+// --decode-steps N: the timed iterations default to N, the cache and the work model follow it.
+TEST(RunConfig, DecodeStepsSetTheIterationsAndTheCache) {
+  RunConfig c = host_defaults({"--phase", "decode", "--context", "100", "--decode-steps", "8"});
+  EXPECT_EQ(c.iters, 8);
+  EXPECT_TRUE(validate(c, 1).empty()) << joined(validate(c, 1));
+  const LayerShape s = layer_shape(c);
+  EXPECT_EQ(s.decode_steps, 8);
+  EXPECT_EQ(s.cache_rows(), 108);
+  EXPECT_DOUBLE_EQ(s.mean_kv_len(), 100 + 4.5); // keys 101 .. 108
+  RunConfig one = host_defaults({"--phase", "decode", "--context", "100"});
+  EXPECT_EQ(one.iters, 10);
+  EXPECT_EQ(layer_shape(one).cache_rows(), 101);
+  // The memory check counts the grown cache: 7 more rows per sequence, K and V, every layer.
+  const ModelSpec m = model_spec(c);
+  const double row = 2.0 * static_cast<double>(c.batch) * static_cast<double>(m.hidden) * 4.0;
+  EXPECT_DOUBLE_EQ(stage_memory_bytes(m, s, c.layers) -
+                       stage_memory_bytes(m, layer_shape(one), c.layers),
+                   7.0 * row * static_cast<double>(c.layers));
+  RunConfig explicit_iters =
+      host_defaults({"--phase", "decode", "--decode-steps", "8", "--iters", "24"});
+  EXPECT_EQ(explicit_iters.iters, 24);
+  EXPECT_TRUE(validate(explicit_iters, 1).empty());
+}
 
 TEST(RunConfig, EveryProblemIsReportedAtOnce) {
   const std::vector<std::string> problems =

@@ -119,6 +119,22 @@ TEST(WorkModel, NoCollectivesAtTp1AndDecodeShapes) {
   EXPECT_NO_THROW(find_op(ops, op::rotary));
 }
 
+// A growing cache: the work model costs a step at the mean keys of the decode steps.
+TEST(WorkModel, DecodeStepsCostTheMeanContext) {
+  ModelSpec m = gpt(4096, 32, 14336);
+  m.kv_heads = 8;
+  LayerShape s;
+  s.phase = Phase::decode;
+  s.batch = 4;
+  s.context = 1000;
+  s.decode_steps = 10; // keys 1001 .. 1010, mean 1005.5
+  s.dtype = DType::bf16;
+  const auto ops = layer_ops(m, s, AttentionImpl::fused);
+  EXPECT_DOUBLE_EQ(find_op(ops, op::attention).cost.flops, 4.0 * 4 * 32 * 128 * 1005.5);
+  EXPECT_DOUBLE_EQ(find_op(ops, op::attention).cost.hbm_bytes,
+                   (2.0 * 4 * 32 * 128 + 2.0 * 4 * 1005.5 * 8 * 128) * 2);
+}
+
 TEST(ModelSpec, KvHeadsSplitOrReplicate) {
   ModelSpec m = gpt(8192, 64, 28672);
   m.kv_heads = 8;

@@ -1,0 +1,204 @@
+// Decode on the CUDA backend against the host backend: the decode attention kernel (one query
+// per sequence over a KV cache, split along the context and combined) at the context lengths
+// around its tile and split boundaries and at grouped-query group sizes 1, 4 and 8; and a
+// stage generating tokens into a growing cache, eager and as one captured graph per step.
+// Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "models/backend.hpp"
+#include "models/cuda_backend.hpp"
+#include "parallel/tp_layer.hpp"
+
+namespace ridgeline {
+namespace {
+
+// bf16 storage: a few roundings of 2^-9 each (as test_cuda_backend).
+constexpr double kTolerance = 2e-2;
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+struct DecodeCase {
+  int64_t context;
+  int64_t group; ///< query heads per KV head
+};
+
+class DecodeAttention : public ::testing::TestWithParam<DecodeCase> {};
+
+// The cache holds more rows than the step sees (capacity > context), as a growing cache does:
+// rows past `context` must not be read.
+TEST_P(DecodeAttention, MatchesHost) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  const DecodeCase c = GetParam();
+  auto gpu = make_cuda_backend(0, DType::bf16);
+  auto host = make_host_backend();
+  AttentionShape s;
+  s.batch = 2;
+  s.seq = 1;
+  s.context = c.context;
+  s.capacity = c.context + 3;
+  s.kv_heads = 2;
+  s.heads = s.kv_heads * c.group;
+  s.head_dim = 128;
+  const int64_t q_cols = s.heads * s.head_dim, kv_cols = s.kv_heads * s.head_dim;
+  const int64_t kv_rows = s.batch * s.capacity;
+  struct Pair {
+    Buffer gpu_buf, host_buf;
+    Tensor gpu, host;
+  };
+  // Both backends hold the GPU's bf16-rounded values, so only the kernels' arithmetic differs.
+  auto make = [&](int64_t rows, int64_t cols, uint64_t tensor) {
+    Pair p;
+    p.gpu_buf = gpu->allocate(rows, cols);
+    p.gpu = p.gpu_buf.view(rows, cols, DType::bf16);
+    p.host_buf = host->allocate(rows, cols);
+    p.host = p.host_buf.view(rows, cols, DType::f32);
+    gpu->fill_random(p.gpu, GenKey{7, tensor, cols, 1.0f}, 0, 0);
+    const std::vector<float> v = gpu->to_host(p.gpu);
+    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
+    return p;
+  };
+  Pair q = make(s.batch, q_cols, 1), k = make(kv_rows, kv_cols, 2), v = make(kv_rows, kv_cols, 3);
+  Pair out = make(s.batch, q_cols, 4);
+  // Rows past the context hold large values: reading them would show in the output.
+  gpu->fill_value(k.gpu.strided_rows(c.context, s.batch, s.capacity), 30.f);
+  host->fill_value(k.host.strided_rows(c.context, s.batch, s.capacity), 30.f);
+  for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::naive}) {
+    gpu->attention(s, q.gpu, k.gpu, v.gpu, out.gpu, impl);
+    host->attention(s, q.host, k.host, v.host, out.host, impl);
+    const std::vector<float> g = gpu->to_host(out.gpu);
+    for (float x : g)
+      ASSERT_TRUE(std::isfinite(x));
+    EXPECT_LT(relative_error(g, host->to_host(out.host)), kTolerance)
+        << (impl == AttentionImpl::fused ? "fused" : "naive") << " context " << c.context
+        << " group " << c.group;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ContextsAndGroups, DecodeAttention,
+    ::testing::Values(DecodeCase{1, 1}, DecodeCase{1, 4}, DecodeCase{1, 8}, DecodeCase{63, 1},
+                      DecodeCase{63, 4}, DecodeCase{63, 8}, DecodeCase{64, 1}, DecodeCase{64, 4},
+                      DecodeCase{64, 8}, DecodeCase{65, 1}, DecodeCase{65, 4}, DecodeCase{65, 8},
+                      DecodeCase{1000, 1}, DecodeCase{1000, 4}, DecodeCase{1000, 8},
+                      DecodeCase{4097, 1}, DecodeCase{4097, 4}, DecodeCase{4097, 8}),
+    [](const ::testing::TestParamInfo<DecodeCase>& i) {
+      return "context" + std::to_string(i.param.context) + "_group" + std::to_string(i.param.group);
+    });
+
+StageSpec decode_stage(int64_t steps) {
+  StageSpec spec;
+  spec.model.hidden = 512;
+  spec.model.heads = 8;
+  spec.model.kv_heads = 2;
+  spec.model.ffn_hidden = 1024;
+  spec.model.layers = 1;
+  spec.model.mlp = MlpKind::swiglu;
+  spec.model.norm = NormKind::rmsnorm;
+  spec.model.rotary = true;
+  spec.shape.phase = Phase::decode;
+  spec.shape.batch = 3;
+  spec.shape.context = 63;
+  spec.shape.decode_steps = steps;
+  spec.num_layers = 1;
+  spec.seed = 11;
+  return spec;
+}
+
+// Tokens generated into a growing cache: every step on the GPU matches the host's step at the
+// same position, and replaying one captured graph per step reproduces the eager steps.
+TEST(DecodeSteps, GrowingCacheMatchesHostEagerAndGraphs) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  constexpr int64_t kSteps = 4;
+  auto gpu = make_cuda_backend(0, DType::bf16);
+  auto host = make_host_backend();
+  StageSpec gspec = decode_stage(kSteps), hspec = decode_stage(kSteps);
+  gspec.shape.dtype = DType::bf16;
+  hspec.shape.dtype = DType::f32;
+  OpTable gops, hops;
+  TpStage g(*gpu, nullptr, gspec, gops), h(*host, nullptr, hspec, hops);
+  g.fill_input(0);
+  h.fill_input(0);
+  Recorder grec(gpu->clock(), gops), hrec(host->clock(), hops);
+  grec.set_enabled(false);
+  hrec.set_enabled(false);
+  std::vector<std::vector<float>> eager;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    g.set_decode_step(step);
+    h.set_decode_step(step);
+    g.forward(grec);
+    h.forward(hrec);
+    eager.push_back(gpu->to_host(g.output()));
+    EXPECT_LT(relative_error(eager.back(), host->to_host(h.output())), 5e-2) << "step " << step;
+  }
+  std::vector<int> graphs;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    g.set_decode_step(step);
+    gpu->capture_begin(Lane::compute);
+    g.forward(grec);
+    graphs.push_back(gpu->capture_end(Lane::compute));
+  }
+  for (int64_t step = 0; step < kSteps; ++step) {
+    gpu->replay(graphs[static_cast<size_t>(step)], Lane::compute);
+    EXPECT_EQ(gpu->to_host(g.output()), eager[static_cast<size_t>(step)]) << "step " << step;
+  }
+}
+
+// --gemm-algo search: a skinny GEMM searched at first use (eagerly, and inside a capture)
+// computes what the heuristic's choice computes, and the choice is recorded once per shape.
+TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto gpu = make_cuda_backend(0, DType::bf16);
+  const int64_t m = 16, n = 3072, k = 4096;
+  Buffer a = gpu->allocate(m, k), w = gpu->allocate(n, k), c1 = gpu->allocate(m, n),
+         c2 = gpu->allocate(m, n), c3 = gpu->allocate(2 * m, n), a3 = gpu->allocate(2 * m, k);
+  const Tensor ta = a.view(m, k, DType::bf16), tw = w.view(n, k, DType::bf16);
+  gpu->fill_random(ta, GenKey{3, 1, k, 1.0f}, 0, 0);
+  gpu->fill_random(tw, GenKey{3, 2, k, 0.05f}, 0, 0);
+  gpu->gemm(ta, tw, c1.view(m, n, DType::bf16));
+  const std::vector<float> heuristic = gpu->to_host(c1.view(m, n, DType::bf16));
+  gpu->set_gemm_search(true);
+  gpu->gemm(ta, tw, c2.view(m, n, DType::bf16));
+  gpu->gemm(ta, tw, c2.view(m, n, DType::bf16)); // cached: no second search
+  EXPECT_LT(relative_error(gpu->to_host(c2.view(m, n, DType::bf16)), heuristic), 1e-2);
+  ASSERT_EQ(gpu->gemm_choices().size(), 1u);
+  EXPECT_NE(gpu->gemm_choices()[0].find("m=16 n=3072 k=4096 bf16: algo "), std::string::npos)
+      << gpu->gemm_choices()[0];
+  // A shape first met inside a capture is searched beside it, then captured with its choice.
+  const Tensor ta3 = a3.view(2 * m, k, DType::bf16), tc3 = c3.view(2 * m, n, DType::bf16);
+  gpu->fill_random(ta3, GenKey{3, 3, k, 1.0f}, 0, 0);
+  gpu->synchronize();
+  gpu->capture_begin(Lane::compute);
+  gpu->gemm(ta3, tw, tc3);
+  const int graph = gpu->capture_end(Lane::compute);
+  gpu->fill_value(tc3, 0.0f);
+  gpu->replay(graph, Lane::compute);
+  const std::vector<float> replayed = gpu->to_host(tc3);
+  gpu->set_gemm_search(false);
+  gpu->gemm(ta3, tw, tc3);
+  EXPECT_LT(relative_error(replayed, gpu->to_host(tc3)), 1e-2);
+  EXPECT_EQ(gpu->gemm_choices().size(), 2u);
+  // Wider than decode's 256 rows: the heuristic's choice, no search.
+  gpu->set_gemm_search(true);
+  Buffer big_a = gpu->allocate(512, k), big_c = gpu->allocate(512, n);
+  gpu->fill_value(big_a.view(512, k, DType::bf16), 0.5f);
+  gpu->gemm(big_a.view(512, k, DType::bf16), tw, big_c.view(512, n, DType::bf16));
+  gpu->synchronize();
+  EXPECT_EQ(gpu->gemm_choices().size(), 2u);
+}
+
+} // namespace
+} // namespace ridgeline
