@@ -352,11 +352,16 @@ void write_run_contents(const std::string& path, const RunData& data, const Rank
     h5::write_attrs(h5::open_group(file.id(), group_path).id(), attrs);
   }
   if (!data.points.empty()) {
-    h5::Handle points = h5::create_group(file.id(), "points");
+    // A table written above may already sit in a point's group (a prediction's ops).
+    auto open_or_create = [](hid_t parent, const std::string& name) {
+      return h5::exists(parent, name) ? h5::open_group(parent, name)
+                                      : h5::create_group(parent, name);
+    };
+    h5::Handle points = open_or_create(file.id(), "points");
     for (size_t k = 0; k < data.points.size(); ++k) {
       const RunData::Point& point = data.points[k];
       const std::string prefix = "/points/" + std::to_string(k);
-      h5::Handle group = h5::create_group(points.id(), std::to_string(k));
+      h5::Handle group = open_or_create(points.id(), std::to_string(k));
       h5::write_attrs(group.id(), point.attrs);
       h5::write_attrs(h5::create_group(group.id(), "config").id(), point.config);
       if (ranks.has(prefix)) {
