@@ -131,8 +131,9 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
       if (const InterconnectRoof* r =
               roofs.interconnect_for(w.collective, w.group_size, o.transport)) {
         p.interconnect_ns =
-            r->floor_alpha_us * 1e3 +
-            (std::isinf(r->floor_beta_gbps) ? 0.0 : w.comm_bytes * w.busbw_factor / r->floor_beta_gbps);
+            r->floor_alpha_us * 1e3 + (std::isinf(r->floor_beta_gbps)
+                                           ? 0.0
+                                           : w.comm_bytes * w.busbw_factor / r->floor_beta_gbps);
         p.interconnect_source = "roofs";
       } else if (const LinkPreset* link = w.kind == OpKind::p2p ? o.pp_link : o.tp_link) {
         p.interconnect_ns = link_collective_ns(*link, w.comm_bytes, w.busbw_factor);
@@ -174,8 +175,8 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
     }
     s.ops.push_back(std::move(p));
   }
-  s.stage_ns = o.overlap ? std::max(s.compute_lane_ns, s.comm_lane_ns)
-                         : s.compute_lane_ns + s.comm_lane_ns;
+  s.stage_ns =
+      o.overlap ? std::max(s.compute_lane_ns, s.comm_lane_ns) : s.compute_lane_ns + s.comm_lane_ns;
   if (o.pp > 1 && o.p2p_bytes > 0) {
     OpWork send;
     send.kind = OpKind::p2p;

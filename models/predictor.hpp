@@ -14,11 +14,11 @@ namespace ridgeline {
 
 /// One link preset: what a collective over it costs (time = latency + bus bytes / bandwidth).
 struct LinkPreset {
-  std::string name;            ///< nvlink, pcie-gen5, ib-ndr
-  double bandwidth_gbps = 0;   ///< data-sheet bandwidth per GPU and direction (GB/s)
-  double achievable = 1;       ///< the fraction of it collectives reach (a stated derating)
-  double latency_us = 0;       ///< time of a collective that moves no bytes
-  std::string latency_source;  ///< where latency_us comes from
+  std::string name;           ///< nvlink, pcie-gen5, ib-ndr
+  double bandwidth_gbps = 0;  ///< data-sheet bandwidth per GPU and direction (GB/s)
+  double achievable = 1;      ///< the fraction of it collectives reach (a stated derating)
+  double latency_us = 0;      ///< time of a collective that moves no bytes
+  std::string latency_source; ///< where latency_us comes from
 };
 
 /// A hardware description: data-sheet peaks and the derating applied to each.
@@ -71,17 +71,17 @@ struct PredictOp {
 
 /// What decides the step besides the ops.
 struct PredictOptions {
-  bool graphs = false;        ///< launch floor: graph node (replayed) or eager
-  bool overlap = false;       ///< collectives overlap compute (any strategy but none)
-  int pp = 1;                 ///< pipeline stages
-  int64_t microbatches = 1;   ///< per step
-  double p2p_bytes = 0;       ///< activation bytes a stage sends per microbatch
+  bool graphs = false;      ///< launch floor: graph node (replayed) or eager
+  bool overlap = false;     ///< collectives overlap compute (any strategy but none)
+  int pp = 1;               ///< pipeline stages
+  int64_t microbatches = 1; ///< per step
+  double p2p_bytes = 0;     ///< activation bytes a stage sends per microbatch
   int dp = 1;
-  double gradient_bytes = 0;  ///< weight bytes of one stage (the gradients a training step reduces)
-  std::string transport;      ///< the roofs' transport for measured interconnect rows
-  const LinkPreset* tp_link = nullptr;   ///< TP collectives where the roofs have no row
-  const LinkPreset* pp_link = nullptr;   ///< pipeline sends
-  const LinkPreset* dp_link = nullptr;   ///< gradient all-reduce
+  double gradient_bytes = 0; ///< weight bytes of one stage (the gradients a training step reduces)
+  std::string transport;     ///< the roofs' transport for measured interconnect rows
+  const LinkPreset* tp_link = nullptr; ///< TP collectives where the roofs have no row
+  const LinkPreset* pp_link = nullptr; ///< pipeline sends
+  const LinkPreset* dp_link = nullptr; ///< gradient all-reduce
   /// Achieved fraction of its roof per op kind ("gemm", "attention", ...); absent: 1.
   std::map<std::string, double> efficiency;
 };

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -277,8 +277,9 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
 void print_validation_point(std::ostream& out, const std::string& label, double measured,
                             const StepPrediction& s, const RunSummary& summary) {
   char line[256];
-  std::snprintf(line, sizeof(line), "\n%s: step measured %.4f ms, predicted %.4f ms, error %+.1f %%\n",
-                label.c_str(), measured / 1e6, s.step_ns / 1e6, 100.0 * (s.step_ns - measured) / measured);
+  std::snprintf(line, sizeof(line),
+                "\n%s: step measured %.4f ms, predicted %.4f ms, error %+.1f %%\n", label.c_str(),
+                measured / 1e6, s.step_ns / 1e6, 100.0 * (s.step_ns - measured) / measured);
   out << line;
   std::snprintf(line, sizeof(line), "  %-20s %12s %12s %8s  %-12s %s\n", "op", "measured us",
                 "predicted us", "error", "ceiling", "efficiency");
@@ -410,7 +411,8 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   data.config.emplace_back("model_nodes", static_cast<int64_t>(o.nodes));
   data.config.emplace_back("model_gpus_per_node", static_cast<int64_t>(o.gpus_per_node));
   for (size_t a = 0; a < std::size(kSweepAxes); ++a)
-    if (!o.lists[a].empty()) data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], o.lists[a]);
+    if (!o.lists[a].empty())
+      data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], o.lists[a]);
   data.topology = job.topology({});
   add_roofs(data, machine.roofs, {{"transport", o.link}});
 
@@ -453,7 +455,8 @@ int run_model(CommandContext& ctx, ModelOptions o) {
         row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
     }
     if (row.status == "ok") {
-      NamedTable t{"/points/" + std::to_string(row.point) + "/prediction", prediction_table(s),
+      NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
+                   prediction_table(s),
                    {{"step_ns", s.step_ns},
                     {"stage_ns", s.stage_ns},
                     {"p2p_ns", s.p2p_ns},
@@ -470,13 +473,15 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       point.attrs.emplace_back("measured_step_p50_ns", m);
       point.attrs.emplace_back("step_error", errors.back());
     }
-    point.attrs.insert(point.attrs.begin(), {{"status", row.status}, {"label", row.label}, {"predicted", int64_t{1}}});
+    point.attrs.insert(point.attrs.begin(),
+                       {{"status", row.status}, {"label", row.label}, {"predicted", int64_t{1}}});
     rows.push_back(row);
     data.points.push_back(std::move(point));
   }
   const std::vector<Crossover> crossovers = find_crossovers(rows, axes);
-  data.tables.insert(data.tables.begin(), {{"/sweep/points", sweep_points_table(rows), {}},
-                                           {"/sweep/crossovers", crossovers_table(crossovers), {}}});
+  data.tables.insert(data.tables.begin(),
+                     {{"/sweep/points", sweep_points_table(rows), {}},
+                      {"/sweep/crossovers", crossovers_table(crossovers), {}}});
   int64_t failed = 0;
   for (const SweepRow& r : rows)
     failed += r.status == "ok" ? 0 : 1;

@@ -46,7 +46,8 @@ TEST(Predictor, GemmTakesTheRateOfTheNearestMeasuredShape) {
 
 TEST(Predictor, MemoryTimeInterpolatesTheMeasuredCurve) {
   const Roofs r = sample_roofs();
-  const double mid = (static_cast<double>(int64_t{1} << 20) + static_cast<double>(int64_t{1} << 30)) / 2;
+  const double mid =
+      (static_cast<double>(int64_t{1} << 20) + static_cast<double>(int64_t{1} << 30)) / 2;
   EXPECT_NEAR(memory_time_ns(r, mid), (5000.0 + 1.0e6) / 2, 1e-6);
   EXPECT_DOUBLE_EQ(memory_time_ns(r, 1000), 5000.0); // below the curve: its smallest time
   EXPECT_NEAR(memory_time_ns(r, 2.0 * (int64_t{1} << 30)), 2.0e6, 1e-3); // beyond: its bandwidth
