@@ -13,7 +13,7 @@ def test_predicted_points_are_dashed_beside_measured(tmp_path: Path, monkeypatch
     run_ridgeline(tmp_path, "model", "--validate", str(MEASURED), "--out", "model.h5")
     measured = reader.load(str(MEASURED))
     predicted = reader.load(str(tmp_path / "model.h5"))
-    assert all(p["check"] == b"predicted" for p in predicted.sweep.points)
+    assert all(str(c) == "predicted" for c in predicted.sweep.points["check"])
     figures = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
     plots.plot_scaling(analysis.scaling_series(measured.sweep, "seq"), str(tmp_path / "s.png"),
