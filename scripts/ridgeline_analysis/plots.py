@@ -313,6 +313,8 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "",
     rows = math.ceil(n / cols)
     fig = Figure(figsize=(4.6 * cols + 0.6, 3.8 * rows + 1.2))
     axes = [fig.add_subplot(rows, cols, i + 1) for i in range(n)]
+    # `predicted` names a crossover's flag below: the model's groups are taken first.
+    model_groups = predicted.groups if predicted is not None else []
     predicted_seen = measured_seen = predicted_steps_seen = False
     positive = all(float(v) > 0 for v in scaling.values) if scaling.numeric else False
     log_x = positive and len(scaling.values) > 1 and max(scaling.values) / min(scaling.values) >= 4
@@ -325,7 +327,7 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "",
         ax.plot(x, group.rows["step_p50_ns"] / 1e6, marker="s", markersize=5, linewidth=2.2,
                 color="black", label="step p50")
         ticks = list(x)
-        for other in (predicted.groups if predicted is not None else []):
+        for other in model_groups:
             if other.name != group.name or not other.rows.size:
                 continue
             px = _axis_positions(scaling, other.rows[scaling.axis].tolist())

@@ -336,7 +336,6 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       problems.emplace_back(e.what());
     }
   }
-  o.base.out = o.base.out.empty() ? std::string() : o.base.out;
   for (std::string& p : check_outputs(ctx, {{o.base.out, "--out"}}))
     problems.push_back(std::move(p));
   if (reject_if_any(ctx, "invalid model", problems)) return 2;
