@@ -47,3 +47,13 @@ for model in gpt-h8192 llama3-70b; do
       --out "$out/h5/${model}_${phase}_tp8-pp2_2nodes_ib.h5" >"$out/logs/${model}_${phase}_tp8-pp2_2nodes_ib.txt"
   done
 done
+
+# The measured scaling curves with the calibrated predictions dashed beside them.
+mkdir -p "$out/plots"
+for pair in gpt-h8192_decode:context llama3-70b_decode:context gpt-h8192_prefill:seq \
+            llama3-70b_prefill:seq; do
+  name=${pair%%:*} axis=${pair##*:}
+  (cd scripts && python3 -m ridgeline_analysis scaling "../$src/sweep_${name}_nvlink.h5" \
+    --axis "$axis" --predicted "../$out/h5/validate_sweep_${name}_nvlink.h5" \
+    -o "../$out/plots/scaling_${name}_${axis}.png" >/dev/null)
+done
