@@ -32,6 +32,30 @@ with h5py.File(f"{sys.argv[1]}/model.h5") as f:
         assert g.attrs["predicted"] == 1 and "summary" not in g
         assert g["prediction"].attrs["step_ns"] > 0 and "measured_step_p50_ns" in g.attrs
 PY
+# A predicted file whose point lost its mark, or whose point holds a measured summary, is refused
+# by both validators.
+cp "$work/model.h5" "$work/unmarked.h5"
+python3 - "$work/unmarked.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    del f["points/1"].attrs["predicted"]
+    f["points/2"].create_group("summary")
+PY
+set +e
+"$bin" validate "$work/unmarked.h5" >"$work/unmarked.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || { echo "validate accepted an unmarked predicted file" >&2; exit 1; }
+grep -q "/points/1: a point of a predicted file lacks predicted = 1" "$work/unmarked.log"
+grep -q "/points/2: a predicted point holds a measured summary" "$work/unmarked.log"
+PYTHONPATH="$repo/scripts" python3 - "$work/unmarked.h5" <<'PY'
+import sys
+from ridgeline_analysis import validate
+found = validate.problems(sys.argv[1])
+assert "/points/1: a point of a predicted file lacks predicted = 1" in found, found
+assert "/points/2: a predicted point holds a measured summary" in found, found
+PY
 
 # A grid from a hardware description: tp 4 and 8 on one node, 16 over two.
 "$bin" model --config "$repo/models/llama3-70b.toml" --layers 1 --phase decode --batch 64 \
