@@ -553,28 +553,28 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
                   "Hardware description (models/hardware/*.toml): data-sheet peaks, deratings and "
                   "the link presets; --roofs FILE, where given, takes precedence for the roofs")
       ->check(CLI::ExistingFile)
-      ->group("Model");
+      ->group("Prediction");
   cmd->add_option("--link", o->link, "Link preset within a node: nvlink or pcie-gen5")
       ->check(CLI::Validator(link_name, "PRESET"))
-      ->group("Model");
+      ->group("Prediction");
   cmd->add_option("--inter-node", o->inter_node, "Link preset between nodes: ib-ndr")
       ->check(CLI::Validator(link_name, "PRESET"))
-      ->group("Model");
-  cmd->add_option("--nodes", o->nodes, "Nodes")->check(integer_in(1, 1 << 20))->group("Model");
+      ->group("Prediction");
+  cmd->add_option("--nodes", o->nodes, "Nodes")->check(integer_in(1, 1 << 20))->group("Prediction");
   cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")
       ->check(integer_in(1, 1024))
-      ->group("Model");
+      ->group("Prediction");
   cmd->add_option("--calibrate", o->calibrate,
                   "Measured run or sweep file: each op kind's efficiency against its roofs, per "
                   "phase, applied to the predictions and printed (may be repeated)")
       ->check(CLI::ExistingFile)
-      ->group("Model");
+      ->group("Prediction");
   cmd->add_option("--validate", o->validate,
                   "Predict every measured point of this run or sweep file and print predicted "
                   "vs measured per op and per step (roofs: the file's own /roofs unless --roofs "
                   "or --hardware)")
       ->check(CLI::ExistingFile)
-      ->group("Model");
+      ->group("Prediction");
   cmd->callback([o, &action, &app, cmd] {
     CLI::Option* config = app.get_option("--config");
     if (config->count() > 0)
