@@ -325,8 +325,15 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         raise Refusal(f"{', '.join(args.files)}: {args.axis!r} is not an axis of this {what}; "
                       f"its axes: {', '.join(sweep.axes) or 'none (one point)'}")
     scaling = analysis.scaling_series(sweep, args.axis)
+    predicted = None
+    if args.predicted:
+        model = _joined_sweep([args.predicted], "scaling")
+        if args.axis not in model.axes:
+            raise Refusal(f"{args.predicted}: {args.axis!r} is not an axis of this file")
+        predicted = analysis.scaling_series(model, args.axis)
     title = f"{_names(args.files)}: step time by ceiling along {args.axis}"
-    print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title))
+    print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title,
+                             predicted=predicted))
     return 0
 
 
@@ -389,6 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help=join_help)
     p.add_argument("--axis", required=True,
                    help="one of the sweep's axes (e.g. tp, batch; transport for a join)")
+    p.add_argument("--predicted", metavar="MODEL_FILE",
+                   help="a `ridgeline model` file: its predicted steps drawn dashed beside")
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("scaling-AXIS"))
     p.set_defaults(func=cmd_scaling)
 

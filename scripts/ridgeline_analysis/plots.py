@@ -301,17 +301,21 @@ def _axis_positions(scaling: Scaling, values: Sequence) -> np.ndarray:
     return np.asarray([index.get(str(v), np.nan) for v in values], dtype=np.float64)
 
 
-def plot_scaling(scaling: Scaling, path: str, title: str = "") -> str:
+def plot_scaling(scaling: Scaling, path: str, title: str = "",
+                 predicted: Optional[Scaling] = None) -> str:
     """Step time by ceiling along one sweep axis: per group of the other axes one panel with a
     line per class (compute, hbm, interconnect, launch) and the step p50; crossovers as vertical
     lines in the colour of the class that takes over (predicted ones dashed), annotated with the
-    two times that cross."""
+    two times that cross. `predicted`: the same axis of a `ridgeline model` file (every point
+    predicted); its step of each group is drawn dashed beside the measured one."""
     n = max(1, len(scaling.groups))
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     fig = Figure(figsize=(4.6 * cols + 0.6, 3.8 * rows + 1.2))
     axes = [fig.add_subplot(rows, cols, i + 1) for i in range(n)]
-    predicted_seen = measured_seen = False
+    # `predicted` names a crossover's flag below: the model's groups are taken first.
+    model_groups = predicted.groups if predicted is not None else []
+    predicted_seen = measured_seen = predicted_steps_seen = False
     positive = all(float(v) > 0 for v in scaling.values) if scaling.numeric else False
     log_x = positive and len(scaling.values) > 1 and max(scaling.values) / min(scaling.values) >= 4
     for ax, group in zip(axes, scaling.groups):
@@ -323,6 +327,14 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "") -> str:
         ax.plot(x, group.rows["step_p50_ns"] / 1e6, marker="s", markersize=5, linewidth=2.2,
                 color="black", label="step p50")
         ticks = list(x)
+        for other in model_groups:
+            if other.name != group.name or not other.rows.size:
+                continue
+            px = _axis_positions(scaling, other.rows[scaling.axis].tolist())
+            ax.plot(px, other.rows["step_p50_ns"] / 1e6, marker="D", markersize=4,
+                    linewidth=1.6, linestyle="--", color="black", label="step predicted")
+            predicted_steps_seen = True
+            top = max(top, float(other.rows["step_p50_ns"].max()) / 1e6)
         notes = []
         for cross in group.crossovers:
             if not cross["at_value"]:
@@ -379,6 +391,9 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "") -> str:
     handles = [Line2D([], [], color=CEILING_COLOURS[c], marker="o", markersize=4, label=c)
                for c in CEILINGS]
     handles.append(Line2D([], [], color="black", marker="s", linewidth=2.2, label="step p50"))
+    if predicted_steps_seen:
+        handles.append(Line2D([], [], color="black", marker="D", linestyle="--", linewidth=1.6,
+                              label="step predicted"))
     if measured_seen:
         handles.append(Line2D([], [], color="0.3", linestyle="-", label="crossover (measured)"))
     if predicted_seen:

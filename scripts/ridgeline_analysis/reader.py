@@ -277,11 +277,13 @@ def _point_order(key: str) -> Tuple[int, int, str]:
 def _read_point(group: h5py.Group, where: str, parent: Run, world_size: int) -> Run:
     """A point (a strategy of a run, a point of a sweep): what it does not store itself (e.g.
     the stack) is the file's. A point needs a config, and a summary unless its status says it
-    failed; its timelines may be left out (a sweep keeps them only on request)."""
+    failed or it is predicted; its timelines may be left out (a sweep keeps them only on request)."""
     own = _attrs(group)
     attrs = {**parent.attrs, **own}
     failed = str(own.get("status", "")).startswith("failed")
-    required: Tuple[str, ...] = ("config",) if failed else ("config", "summary")
+    # A predicted point (`ridgeline model`) measured nothing: it has no summary.
+    predicted = own.get("predicted") == 1
+    required: Tuple[str, ...] = ("config",) if failed or predicted else ("config", "summary")
     point = _read_run(group, where, attrs, required, world_size)
     for name in ("stack", "env", "config", "topology", "ops", "roofs"):
         if not getattr(point, name):

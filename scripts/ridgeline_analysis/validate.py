@@ -66,6 +66,11 @@ ROOF_TABLES: Tuple[TableSpec, ...] = (
     ("/roofs/memory", ("kind",), ("bytes", "reps"), ("best_ns", "p50_ns", "gbps", "sm_clock_mhz")),
     ("/roofs/launch", ("kind",), ("launches",), ("ns_per_launch", "sm_clock_mhz")),
 )
+#: /points/<k>/prediction of a predicted point (`ridgeline model`): text and float fields.
+PREDICTION_FIELDS = (("name", "kind", "ceiling", "interconnect_source"),
+                     ("instances", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+                      "efficiency", "time_ns"))
+
 SWEEP_TABLES: Tuple[TableSpec, ...] = (
     ("/sweep/points",
      ("status", "label", "phase", "overlap", "transport", "dtype", "ceiling", "check"),
@@ -301,7 +306,7 @@ def _contents(f: h5py.File, found: List[str]) -> None:
     if "/summary" in present:
         _summary(f, "", found)
     if _exists(f, "/points"):
-        _section(found, lambda: _points(f, world_size, found))
+        _section(found, lambda: _points(f, world_size, found, root.get("predicted") == 1))
     if "/sweep" in present:
         _section(found, lambda: _sweep(f, found))
     if kind == "collectives":
@@ -652,15 +657,28 @@ def _roofs(f: h5py.File, found: List[str]) -> None:
     _section(found, lambda: _roof(f, found, envelope_required=True))
 
 
-def _points(f: h5py.File, world_size: int, found: List[str]) -> None:
+def _points(f: h5py.File, world_size: int, found: List[str],
+            predicted_file: bool = False) -> None:
     """Every /points/<k>: its config; a summary as /summary's unless the point failed; where
-    its ops were kept, the op table and a timeline per rank."""
+    its ops were kept, the op table and a timeline per rank. A predicted point (attribute
+    predicted = 1, on every point of a file whose root says predicted = 1) has a prediction
+    table instead of a summary."""
     for k in _group(f, "/points"):
         base = f"/points/{k}"
         _require(f, f"{base}/config", "group", found)
         attrs = read_attrs(_group(f, base), base)
         failed = str(attrs.get("status", "")).startswith("failed")
-        if not failed and _require(f, f"{base}/summary", "group", found):
+        predicted = attrs.get("predicted") == 1
+        if predicted_file and not predicted:
+            found.append(f"{base}: a point of a predicted file lacks predicted = 1")
+        if predicted:
+            if _exists(f, f"{base}/summary"):
+                found.append(f"{base}: a predicted point holds a measured summary")
+            if not failed:
+                _section(found, lambda base=base: _fields(
+                    f, (f"{base}/prediction", PREDICTION_FIELDS[0], (), PREDICTION_FIELDS[1]),
+                    found))
+        elif not failed and _require(f, f"{base}/summary", "group", found):
             _summary(f, base, found)
         if not _exists(f, f"{base}/ops"):
             continue

@@ -18,6 +18,7 @@ const CommandEntry kCommands[] = {
     {"roofs", setup_roofs_command},   {"collectives", setup_collectives_command},
     {"env", setup_env_command},       {"validate", setup_validate_command},
     {"report", setup_report_command}, {"compare", setup_compare_command},
+    {"model", setup_model_command},
 };
 
 } // namespace

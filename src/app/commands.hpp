@@ -30,6 +30,7 @@ void setup_collectives_command(CLI::App& app, CommandAction& action);
 void setup_sweep_command(CLI::App& app, CommandAction& action);
 void setup_roofs_command(CLI::App& app, CommandAction& action);
 void setup_compare_command(CLI::App& app, CommandAction& action);
+void setup_model_command(CLI::App& app, CommandAction& action);
 
 /// Builds the whole CLI (every registered command) into `app`; returns the selected action.
 void build_cli(CLI::App& app, CommandAction& action);

@@ -194,6 +194,7 @@ private:
 
 std::vector<std::string> config_tables_read_by(const std::string& command) {
   if (command == "sweep") return {"sweep", "run"};
+  if (command == "model") return {"model", "run"};
   return {command};
 }
 

@@ -357,11 +357,16 @@ void write_run_contents(const std::string& path, const RunData& data, const Rank
     h5::write_attrs(h5::open_group(file.id(), group_path).id(), attrs);
   }
   if (!data.points.empty()) {
-    h5::Handle points = h5::create_group(file.id(), "points");
+    // A table written above may already sit in a point's group (a prediction's ops).
+    auto open_or_create = [](hid_t parent, const std::string& name) {
+      return h5::exists(parent, name) ? h5::open_group(parent, name)
+                                      : h5::create_group(parent, name);
+    };
+    h5::Handle points = open_or_create(file.id(), "points");
     for (size_t k = 0; k < data.points.size(); ++k) {
       const RunData::Point& point = data.points[k];
       const std::string prefix = "/points/" + std::to_string(k);
-      h5::Handle group = h5::create_group(points.id(), std::to_string(k));
+      h5::Handle group = open_or_create(points.id(), std::to_string(k));
       h5::write_attrs(group.id(), point.attrs);
       h5::write_attrs(h5::create_group(group.id(), "config").id(), point.config);
       if (ranks.has(prefix)) {
@@ -454,21 +459,22 @@ bool is_step_attr(const std::string& key) {
   return false;
 }
 
-RunSummary read_summary(hid_t file) {
-  h5::Handle group = h5::open_group(file, "/summary");
+RunSummary read_summary(hid_t file, const std::string& base = "") {
+  const std::string where = base + "/summary";
+  h5::Handle group = h5::open_group(file, where);
   RunSummary summary;
   summary.step_ns = h5::read_vector<double>(group.id(), "step_time_ns");
   summary.warmup_step_ns = h5::read_vector<double>(group.id(), "warmup_step_time_ns");
   if (h5::exists(group.id(), "decode_context"))
     summary.step_context = h5::read_vector<int64_t>(group.id(), "decode_context");
   Attrs attrs = h5::read_attrs(group.id());
-  summary.step.count = static_cast<size_t>(int_attr(attrs, "count", "/summary"));
+  summary.step.count = static_cast<size_t>(int_attr(attrs, "count", where));
   for (const StepField& field : kStepFields)
-    summary.step.*field.member = number_attr(attrs, field.name, "/summary");
-  summary.warmup_to_steady = int_attr(attrs, "warmup_to_steady", "/summary");
+    summary.step.*field.member = number_attr(attrs, field.name, where);
+  summary.warmup_to_steady = int_attr(attrs, "warmup_to_steady", where);
   for (auto& entry : attrs)
     if (!is_step_attr(entry.first)) summary.attrs.push_back(std::move(entry));
-  summary.ops = read_aggregates(file);
+  summary.ops = read_aggregates(file, where + "/ops");
   return summary;
 }
 
@@ -1079,7 +1085,7 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
 // /ranks/<r>/timeline (a timeline of a node file that cannot be opened is reported once,
 // elsewhere).
 void validate_points(hid_t file, int64_t world_size, const std::set<std::string>& unreadable,
-                     std::vector<std::string>& problems) {
+                     bool predicted_file, std::vector<std::string>& problems) {
   h5::Handle points = h5::open_group(file, "/points");
   for (const std::string& k : h5::list_children(points.id())) {
     const std::string base = "/points/" + k;
@@ -1087,8 +1093,27 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
     const AttrValue* status = find_attr(attrs, "status");
     const bool failed = status != nullptr && attr_to_string(*status).rfind("failed", 0) == 0;
-    if (!failed && require_object(file, base + "/summary", "group", problems))
+    const AttrValue* predicted = find_attr(attrs, "predicted");
+    if (predicted_file && (predicted == nullptr || *predicted != AttrValue(int64_t{1})))
+      problems.push_back(base + ": a point of a predicted file lacks predicted = 1");
+    if (predicted != nullptr && *predicted == AttrValue(int64_t{1})) {
+      // A predicted point measured nothing: its ops are in a prediction table, not a summary.
+      if (h5::exists(file, base + "/summary"))
+        problems.push_back(base + ": a predicted point holds a measured summary");
+      if (!failed)
+        check_section(problems, [&] {
+          const std::string path = base + "/prediction";
+          validate_fields(file,
+                          {path.c_str(),
+                           {"name", "kind", "ceiling", "interconnect_source"},
+                           {},
+                           {"instances", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+                            "efficiency", "time_ns"}},
+                          problems);
+        });
+    } else if (!failed && require_object(file, base + "/summary", "group", problems)) {
       validate_summary(file, base, problems);
+    }
     if (!h5::exists(file, base + "/ops")) continue;
     int64_t op_count = -1;
     check_section(problems, [&] { op_count = validate_ops(file, base + "/ops", problems); });
@@ -1163,6 +1188,8 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   const bool collectives = is_collectives_file(root);
   const bool roofs_file = is_command(root, "roofs");
   const bool sweep_file = is_command(root, "sweep");
+  const AttrValue* predicted_attr = find_attr(root, "predicted");
+  const bool predicted_file = predicted_attr != nullptr && *predicted_attr == AttrValue(int64_t{1});
   if (collectives) require_attrs(root, "/", {"check"}, problems);
   if (!accept_incomplete && marked_incomplete(root))
     problems.push_back(std::string("/: ") + kIncomplete);
@@ -1200,7 +1227,8 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
                   [&] { validate_ranks(file, world_size, op_count, unreadable, problems); });
   if (has("/summary")) validate_summary(file, "", problems);
   if (h5::exists(file, "/points"))
-    check_section(problems, [&] { validate_points(file, world_size, unreadable, problems); });
+    check_section(problems,
+                  [&] { validate_points(file, world_size, unreadable, predicted_file, problems); });
   if (has("/sweep")) check_section(problems, [&] { validate_sweep(file, problems); });
   if (collectives) {
     if (has("/collectives")) check_section(problems, [&] { validate_collectives(file, problems); });
@@ -1233,6 +1261,29 @@ void write_run_file(const std::string& path, const RunData& data) {
     throw Error(path + ": " + e.what());
   }
   temporary.rename_to(path);
+}
+
+std::vector<RunData::Point> read_points(const std::string& path) {
+  if (const std::string problem = open_problem(path); !problem.empty()) throw UsageError(problem);
+  std::vector<RunData::Point> points;
+  try {
+    h5::Handle file = h5::open_file_read(path);
+    if (!h5::exists(file.id(), "/points")) return points;
+    const std::vector<std::string> names =
+        h5::list_children(h5::open_group(file.id(), "/points").id());
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string base = "/points/" + std::to_string(k);
+      RunData::Point p;
+      p.attrs = h5::read_attrs(h5::open_group(file.id(), base).id());
+      p.config = h5::read_attrs(h5::open_group(file.id(), base + "/config").id());
+      p.has_summary = h5::exists(file.id(), base + "/summary");
+      if (p.has_summary) p.summary = read_summary(file.id(), base);
+      points.push_back(std::move(p));
+    }
+  } catch (const Error& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+  return points;
 }
 
 RunData read_run_file(const std::string& path, bool timelines) {

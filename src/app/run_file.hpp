@@ -20,6 +20,9 @@ void write_run_file(const std::string& path, const RunData& data);
 /// per-rank timelines and samples (what a report needs, whatever the ranks). Throws UsageError
 /// naming `path` if it is missing, not HDF5, of another schema major version, or malformed.
 RunData read_run_file(const std::string& path, bool timelines = true);
+/// The /points/<k> groups of a run or sweep file, in order: attributes, config and, where the
+/// point has one, its summary (no timelines). Throws UsageError as read_run_file().
+std::vector<RunData::Point> read_points(const std::string& path);
 
 /// Every problem found in `path` against the schema, one short message each naming the object;
 /// empty when the file is valid. A file its job left incomplete (a collectives file with root

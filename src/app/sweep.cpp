@@ -53,6 +53,10 @@ std::string describe(const SweepRow& r, const std::vector<std::string>& axes,
 
 } // namespace
 
+bool sweep_numeric_axis(const std::string& axis) {
+  return numeric_axis(axis);
+}
+
 std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
                                        const std::vector<std::string>& axes) {
   std::vector<Crossover> out;
@@ -290,10 +294,9 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
   }
 }
 
-namespace {
-
 // One item of an axis list: an integer of the axis's range, or a value of its kind.
-std::string axis_item(const std::string& axis, const std::string& item, std::string& canonical) {
+std::string sweep_axis_item(const std::string& axis, const std::string& item,
+                            std::string& canonical) {
   if (numeric_axis(axis)) {
     std::string text = item;
     const std::string problem = integer_in(
@@ -314,6 +317,8 @@ std::string axis_item(const std::string& axis, const std::string& item, std::str
   return "";
 }
 
+namespace {
+
 struct SweepOptions {
   RunConfig base;
   std::string lists[std::size(kSweepAxes)]; ///< as given; split by split_list (empty items kept)
@@ -326,7 +331,9 @@ void replicate(RunConfig& cfg, int world) {
       cfg.tp > 0 && cfg.pp > 0 && world % (cfg.tp * cfg.pp) == 0 ? world / (cfg.tp * cfg.pp) : 1;
 }
 
-void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
+} // namespace
+
+void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
   if (axis == "tp") cfg.tp = std::stoi(value);
   if (axis == "batch") cfg.batch = std::stoll(value);
   if (axis == "seq") cfg.seq = std::stoll(value);
@@ -343,6 +350,8 @@ void set_axis(RunConfig& cfg, const std::string& axis, const std::string& value)
   if (axis == "transport") cfg.transport = value;
   if (axis == "dtype") cfg.dtype = value;
 }
+
+namespace {
 
 // The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
 // grid (x2 steps, up to x64) in the direction in which the interconnect gains.
@@ -381,7 +390,7 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed,
     if (axis == "batch") cfg.batch = v;
     if (axis == "seq") cfg.seq = v;
     if (axis == "context") cfg.context = v;
-    if (axis == "hidden") set_axis(cfg, axis, std::to_string(v));
+    if (axis == "hidden") set_sweep_axis(cfg, axis, std::to_string(v));
     if (!validate(cfg, cfg.tp * cfg.pp).empty()) break;
     std::string n;
     if (margin(cfg, t, n) > 0) {
@@ -399,7 +408,9 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed,
   return c;
 }
 
-std::string axis_value(const RunConfig& cfg, const std::string& axis) {
+} // namespace
+
+std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
   if (axis == "tp") return std::to_string(cfg.tp);
   if (axis == "batch") return std::to_string(cfg.batch);
   if (axis == "seq") return std::to_string(cfg.seq);
@@ -410,6 +421,8 @@ std::string axis_value(const RunConfig& cfg, const std::string& axis) {
   if (axis == "transport") return cfg.transport;
   return cfg.dtype;
 }
+
+namespace {
 
 int run_sweep(CommandContext& ctx, SweepOptions o) {
   JobContext job(ctx, o.base.backend, o.base.allow_shared_gpu);
@@ -462,7 +475,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     for (const RunConfig& cfg : grid)
       for (const std::string& v : lists[a]) {
         RunConfig c = cfg;
-        set_axis(c, kSweepAxes[a], v);
+        set_sweep_axis(c, kSweepAxes[a], v);
         next.push_back(c);
       }
     grid.swap(next);
@@ -548,7 +561,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     SweepRow row;
     row.point = static_cast<int64_t>(rows.size());
     for (const char* a : kSweepAxes)
-      row.axis[a] = axis_value(cfg, a);
+      row.axis[a] = sweep_axis_value(cfg, a);
     row.label = axes.empty() ? "point" : describe(row, axes, "");
     // Decode ignores --seq (and prefill --context): such combinations repeat a point.
     if (!labels
@@ -696,7 +709,7 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
     const std::string axis = kSweepAxes[a];
     cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
         ->check(comma_list([axis](const std::string& item, std::string& canonical) {
-          return axis_item(axis, item, canonical);
+          return sweep_axis_item(axis, item, canonical);
         }))
         ->group(group);
   }

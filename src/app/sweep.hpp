@@ -62,6 +62,17 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
 /// The step's time under each roof class predicted from the work model (one step, one rank):
 /// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not
 /// measured are taken from the largest measured group (said in `note`).
+/// Checks one item of a sweep axis list (`--tp 1,2,4`, `--phase prefill,decode`): returns the
+/// problem ("" if none) and sets `canonical`. `sweep` and `model` share it.
+std::string sweep_axis_item(const std::string& axis, const std::string& item,
+                            std::string& canonical);
+/// Sets axis `axis` of `cfg` to `value` (hidden keeps the MLP's ratio to it).
+void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& value);
+/// The value of axis `axis` in `cfg`, as text.
+std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
+/// Whether `axis` takes integers (tp, batch, seq, context, hidden).
+bool sweep_numeric_axis(const std::string& axis);
+
 void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport,
                      double (&class_ns)[4], std::string& note);
 

@@ -1,0 +1,126 @@
+// The analytic model: a layer's ops, step and pipeline predicted from the work model and a
+// machine's roofs (measured, or built from a hardware description's data-sheet figures). Pure
+// functions: no MPI, no files; `ridgeline model` (src/app/model.*) drives them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/attribution.hpp"
+#include "models/roofs.hpp"
+
+namespace ridgeline {
+
+/// One link preset: what a collective over it costs (time = latency + bus bytes / bandwidth).
+struct LinkPreset {
+  std::string name;           ///< nvlink, pcie-gen5, ib-ndr
+  double bandwidth_gbps = 0;  ///< data-sheet bandwidth per GPU and direction (GB/s)
+  double achievable = 1;      ///< the fraction of it collectives reach (a stated derating)
+  double latency_us = 0;      ///< time of a collective that moves no bytes
+  std::string latency_source; ///< where latency_us comes from
+};
+
+/// A hardware description: data-sheet peaks and the derating applied to each.
+struct HardwareSpec {
+  std::string name;
+  std::string source; ///< where the figures come from (data sheet and its revision)
+  double bf16_tflops = 0, fp16_tflops = 0, fp32_tflops = 0; ///< dense, no sparsity
+  double hbm_gbps = 0;
+  double compute_achievable = 1; ///< fraction of the data-sheet peak a GEMM reaches
+  double hbm_achievable = 1;     ///< fraction of the data-sheet bandwidth a stream reaches
+  double launch_eager_ns = 0, launch_graph_node_ns = 0;
+  std::string launch_source;
+  std::vector<LinkPreset> links;
+  const LinkPreset* link(const std::string& name) const;
+};
+
+/// Roofs made of a hardware description: one GEMM row per dtype at the derated peak, one
+/// memory row per kind at the derated bandwidth, the launch floors; no interconnect rows
+/// (collectives take the link presets). source names the description.
+Roofs roofs_from_hardware(const HardwareSpec& hw);
+
+/// Time of one pass over `bytes` of traffic (ns): the measured read curve of `roofs`
+/// interpolated in bytes (each row's best time, which includes the kernel's fixed cost), the
+/// largest row's bandwidth beyond it and the smallest row's time below it; bytes / the best
+/// bandwidth where a single size was measured. 0 when nothing was measured.
+double memory_time_ns(const Roofs& roofs, double bytes);
+
+/// The GEMM rate (TFLOP/s) for c[m, n] = a[m, k] w[n, k]^T of `dtype`: the measured row nearest
+/// in shape (sum of |log| ratios of m, n and k); the dtype's peak when m, n or k is 0.
+double gemm_rate_tflops(const Roofs& roofs, DType dtype, int64_t m, int64_t n, int64_t k);
+
+/// A collective over `link`: latency + comm_bytes x busbw_factor / (bandwidth x achievable), ns.
+double link_collective_ns(const LinkPreset& link, double comm_bytes, double busbw_factor);
+
+/// The share of a pipeline step that is bubble: (p - 1) / (m + p - 1).
+double pipeline_bubble(int pp, int64_t microbatches);
+
+/// A data-parallel gradient all-reduce of `bytes` over `dp` ranks on `link` (ns; 0 for dp 1):
+/// the ring's 2 (dp - 1) / dp bus bytes.
+double dp_gradient_ns(double bytes, int dp, const LinkPreset& link);
+
+/// One op as the predictor takes it.
+struct PredictOp {
+  std::string name;
+  OpWork work;
+  int64_t m = 0, n = 0, k = 0; ///< GEMM shape (0: not a GEMM)
+  double instances = 1;        ///< instances in one step on one rank
+  bool comm_lane = false;      ///< runs on the interconnect lane
+};
+
+/// What decides the step besides the ops.
+struct PredictOptions {
+  bool graphs = false;      ///< launch floor: graph node (replayed) or eager
+  bool overlap = false;     ///< collectives overlap compute (any strategy but none)
+  int pp = 1;               ///< pipeline stages
+  int64_t microbatches = 1; ///< per step
+  double p2p_bytes = 0;     ///< activation bytes a stage sends per microbatch
+  int dp = 1;
+  double gradient_bytes = 0; ///< weight bytes of one stage (the gradients a training step reduces)
+  std::string transport;     ///< the roofs' transport for measured interconnect rows
+  const LinkPreset* tp_link = nullptr; ///< TP collectives where the roofs have no row
+  const LinkPreset* pp_link = nullptr; ///< pipeline sends
+  const LinkPreset* dp_link = nullptr; ///< gradient all-reduce
+  /// Achieved fraction of its roof per op kind ("gemm", "attention", ...); absent: 1.
+  std::map<std::string, double> efficiency;
+};
+
+/// One op predicted.
+struct OpPrediction {
+  std::string name;
+  std::string kind;
+  double instances = 1;
+  double compute_ns = 0, hbm_ns = 0, interconnect_ns = 0, launch_ns = 0; ///< per instance
+  double efficiency = 1; ///< the kind's efficiency applied
+  double time_ns = 0;    ///< max(compute, hbm, interconnect) / efficiency, at least launch
+  Ceiling ceiling = Ceiling::none;
+  std::string interconnect_source; ///< "roofs" (a measured row) or the link preset's name
+};
+
+/// One step predicted (one rank, the slowest stage).
+struct StepPrediction {
+  std::vector<OpPrediction> ops;
+  double compute_lane_ns = 0; ///< one microbatch through the stage: compute-lane ops
+  double comm_lane_ns = 0;    ///< the same for collectives
+  double stage_ns = 0;        ///< one microbatch through the stage, by the overlap policy
+  double p2p_ns = 0;          ///< one microbatch's send to the next stage
+  double bubble = 0;          ///< pipeline_bubble(pp, microbatches)
+  double dp_gradient_ns = 0;  ///< the gradient all-reduce a training step would add
+  double step_ns = 0;         ///< (m + p - 1) x (stage + p2p)
+  double class_ns[kCeilingClasses] = {0, 0, 0, 0}; ///< step time by ceiling
+  double exposed_interconnect_ns = 0;
+  Ceiling ceiling = Ceiling::none;
+  std::string missing; ///< a roof a collective needed that neither roofs nor links give
+};
+
+/// Predicts one op under `roofs` (and the links where the roofs have no interconnect row).
+OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOptions& o);
+
+/// Predicts a step: every op (instances per microbatch through the stage), the overlap
+/// policy's combination (serialized: compute + comm; overlapped: the longer lane), the pipeline
+/// ((m + p - 1) slots of one microbatch's stage time and send) and the gradient traffic.
+StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roofs,
+                            const PredictOptions& o);
+
+} // namespace ridgeline

@@ -1,0 +1,592 @@
+// `ridgeline model` (see model.hpp).
+#include "app/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "app/attribution.hpp"
+#include "app/command_support.hpp"
+#include "app/commands.hpp"
+#include "app/config_file.hpp"
+#include "app/fingerprint.hpp"
+#include "app/job.hpp"
+#include "app/run_file.hpp"
+#include "app/sweep.hpp"
+#include "core/error.hpp"
+#include "models/work_model.hpp"
+
+namespace ridgeline {
+
+namespace {
+
+const char* const kLinks[] = {"nvlink", "pcie-gen5", "ib-ndr"};
+
+struct HardwareFields {
+  HardwareSpec hw;
+  LinkPreset links[std::size(kLinks)];
+  std::string ignored[8];
+};
+
+} // namespace
+
+HardwareSpec read_hardware_file(const std::string& path) {
+  CLI::App root;
+  HardwareFields f;
+  HardwareSpec& hw = f.hw;
+  CLI::App* h = root.add_subcommand("hardware");
+  h->add_option("--name", hw.name)->required();
+  h->add_option("--source", hw.source)->required();
+  h->add_option("--bf16_tflops", hw.bf16_tflops)->check(number_above(0))->required();
+  h->add_option("--fp16_tflops", hw.fp16_tflops)->check(number_above(0));
+  h->add_option("--fp32_tflops", hw.fp32_tflops)->check(number_above(0));
+  h->add_option("--hbm_gbps", hw.hbm_gbps)->check(number_above(0))->required();
+  h->add_option("--compute_achievable", hw.compute_achievable)->check(number_above(0))->required();
+  h->add_option("--compute_achievable_source", f.ignored[0])->required();
+  h->add_option("--hbm_achievable", hw.hbm_achievable)->check(number_above(0))->required();
+  h->add_option("--hbm_achievable_source", f.ignored[1])->required();
+  h->add_option("--launch_eager_ns", hw.launch_eager_ns)->check(number_above(0))->required();
+  h->add_option("--launch_graph_node_ns", hw.launch_graph_node_ns)->check(number_above(0));
+  h->add_option("--launch_source", hw.launch_source)->required();
+  for (size_t i = 0; i < std::size(kLinks); ++i) {
+    LinkPreset& l = f.links[i];
+    l.name = kLinks[i];
+    CLI::App* t = root.add_subcommand(kLinks[i]);
+    t->add_option("--bandwidth_gbps", l.bandwidth_gbps)->check(number_above(0))->required();
+    t->add_option("--achievable", l.achievable)->check(number_above(0))->required();
+    t->add_option("--achievable_source", f.ignored[2 + i])->required();
+    t->add_option("--latency_us", l.latency_us)->check(number_above(0, true))->required();
+    t->add_option("--latency_source", l.latency_source)->required();
+  }
+  std::ifstream in(path);
+  if (!in) throw CLI::ConfigError("--hardware: cannot read '" + path + "'");
+  std::set<std::string> tables;
+  for (const CLI::ConfigItem& item : parse_config_file(in, path, root)) {
+    CLI::App* sub = root.get_subcommand(item.parents.at(0));
+    tables.insert(item.parents.at(0));
+    CLI::Option* opt = sub->get_option("--" + item.name);
+    opt->add_result(item.inputs);
+    opt->run_callback();
+  }
+  for (CLI::App* sub : root.get_subcommands({}))
+    for (CLI::Option* opt : sub->get_options())
+      if (opt->get_required() && opt->count() == 0)
+        throw CLI::ConfigError(path + ": [" + sub->get_name() + "] lacks '" +
+                               opt->get_name().substr(2) + "'");
+  if (hw.compute_achievable > 1 || hw.hbm_achievable > 1)
+    throw CLI::ConfigError(path + ": an achievable fraction above 1");
+  for (const LinkPreset& l : f.links)
+    hw.links.push_back(l);
+  return hw;
+}
+
+RunConfig config_from_attrs(const Attrs& a) {
+  RunConfig c;
+  auto i64 = [&](const char* k, int64_t fallback) {
+    const AttrValue* v = find_attr(a, k);
+    return v != nullptr && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : fallback;
+  };
+  auto text = [&](const char* k, const std::string& fallback) {
+    const AttrValue* v = find_attr(a, k);
+    return v != nullptr ? attr_to_string(*v) : fallback;
+  };
+  c.model = text("model", "");
+  c.hidden = i64("hidden", 0), c.heads = i64("heads", 0), c.kv_heads = i64("kv_heads", 0);
+  c.ffn_hidden = i64("ffn_hidden", 0), c.layers = i64("layers", 1);
+  c.mlp = text("mlp", "gelu"), c.norm = text("norm", "layernorm"), c.rotary = text("rotary", "off");
+  c.phase = text("phase", "prefill");
+  c.batch = i64("batch", 1), c.seq = i64("seq", 1), c.context = i64("context", 0);
+  c.microbatches = i64("microbatches", 1);
+  c.tp = static_cast<int>(i64("tp", 1)), c.pp = static_cast<int>(i64("pp", 1));
+  c.dp = static_cast<int>(i64("dp", 1));
+  c.backend = text("backend", "cuda"), c.dtype = text("dtype", "bf16");
+  c.attention = text("attention", "fused");
+  c.graphs = i64("graphs", 0) != 0;
+  c.overlap = text("overlap", "none");
+  c.sequence_parallel = i64("sequence_parallel", 0) != 0;
+  c.transport = text("transport", "auto");
+  return c;
+}
+
+namespace {
+
+struct ModelOptions {
+  RunConfig base;
+  std::string lists[std::size(kSweepAxes)];
+  std::string hardware, link = "nvlink", inter_node = "ib-ndr", validate;
+  std::vector<std::string> calibrate;
+  int nodes = 1, gpus_per_node = 8;
+};
+
+// Per phase, per op kind: the efficiency a calibration file's measured ops give.
+using Efficiencies = std::map<std::string, std::map<std::string, double>>;
+
+struct Machine {
+  Roofs roofs;
+  HardwareSpec hw; ///< links (and the description itself with --hardware)
+  bool have_links = false;
+};
+
+struct Placed {
+  PredictOptions options;
+  std::vector<PredictOp> ops;
+  std::string problem;
+};
+
+// The ops of one configuration and where its groups run.
+Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
+             const Efficiencies& eff) {
+  Placed p;
+  const ModelSpec spec = model_spec(cfg);
+  const LayerShape shape = layer_shape(cfg);
+  const DType dtype = parse_dtype(cfg.dtype);
+  const int64_t gpus = static_cast<int64_t>(o.nodes) * o.gpus_per_node;
+  const int64_t ranks = static_cast<int64_t>(cfg.tp) * cfg.pp * cfg.dp;
+  if (ranks > gpus) {
+    p.problem = "tp x pp x dp = " + std::to_string(ranks) + " GPUs, but --nodes x " +
+                "--gpus-per-node = " + std::to_string(gpus);
+    return p;
+  }
+  const LinkPreset* intra = m.have_links ? m.hw.link(o.link) : nullptr;
+  const LinkPreset* inter = m.have_links ? m.hw.link(o.inter_node) : nullptr;
+  PredictOptions& po = p.options;
+  po.graphs = cfg.graphs;
+  po.overlap = cfg.overlap != "none";
+  po.pp = cfg.pp;
+  po.microbatches = cfg.microbatches;
+  po.dp = cfg.dp;
+  po.transport = cfg.transport;
+  po.tp_link = cfg.tp > o.gpus_per_node ? inter : intra;
+  po.pp_link = static_cast<int64_t>(cfg.tp) * cfg.pp > o.gpus_per_node ? inter : intra;
+  po.dp_link = ranks > o.gpus_per_node ? inter : intra;
+  po.p2p_bytes = static_cast<double>(shape.tokens() * cfg.hidden * dtype_size(dtype));
+  const int64_t layers = std::max<int64_t>(1, cfg.layers / cfg.pp);
+  po.gradient_bytes = layer_weight_bytes(spec, cfg.tp, dtype) * static_cast<double>(layers);
+  if (const auto e = eff.find(cfg.phase); e != eff.end()) po.efficiency = e->second;
+  const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  for (const OpSpec& s : layer_ops(spec, shape, attn)) {
+    PredictOp op;
+    op.name = s.name;
+    op.work = op_work(s, s.cost, cfg.tp, dtype);
+    op.m = s.m, op.n = s.n, op.k = s.k;
+    op.instances = static_cast<double>(layers);
+    op.comm_lane = s.lane != Lane::compute;
+    p.ops.push_back(op);
+  }
+  return p;
+}
+
+// The roofs the groups of a point see: measured interconnect rows stand only for the
+// transport they were measured on, within a node.
+Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o) {
+  Roofs r = m.roofs;
+  if (cfg.tp > o.gpus_per_node || o.link != "nvlink") r.interconnect.clear();
+  return r;
+}
+
+Table prediction_table(const StepPrediction& s) {
+  std::vector<std::string> name, kind, ceiling, source;
+  std::vector<double> inst, comp, hbm, ic, launch, eff, time;
+  for (const OpPrediction& p : s.ops) {
+    name.push_back(p.name), kind.push_back(p.kind), ceiling.push_back(ceiling_name(p.ceiling));
+    source.push_back(p.interconnect_source);
+    inst.push_back(p.instances), comp.push_back(p.compute_ns), hbm.push_back(p.hbm_ns);
+    ic.push_back(p.interconnect_ns), launch.push_back(p.launch_ns), eff.push_back(p.efficiency);
+    time.push_back(p.time_ns);
+  }
+  return {{"name", name},
+          {"kind", kind},
+          {"instances", inst},
+          {"compute_ns", comp},
+          {"hbm_ns", hbm},
+          {"interconnect_ns", ic},
+          {"launch_ns", launch},
+          {"efficiency", eff},
+          {"time_ns", time},
+          {"ceiling", ceiling},
+          {"interconnect_source", source}};
+}
+
+// The efficiency of each op kind in the measured ops of `path` (every point with a summary):
+// the time its roofs allow, summed, over the time it took, at most 1; launch-bound ops and
+// collectives are left out. Keyed by the points' phase.
+Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
+                       const Machine& m, std::ostream& out) {
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
+  for (const std::string& path : paths) {
+    RunData d = read_run_file(path, false);
+    d.points = read_points(path);
+    std::vector<std::pair<Attrs, const RunSummary*>> points;
+    if (has_run_layout(d.root) && d.points.empty()) points.emplace_back(d.config, &d.summary);
+    for (const RunData::Point& p : d.points)
+      if (p.has_summary) points.emplace_back(p.config, &p.summary);
+    for (const auto& [config, summary] : points) {
+      const RunConfig cfg = config_from_attrs(config);
+      Placed pl = place(cfg, o, m, {});
+      const Roofs roofs = roofs_for(m, cfg, o);
+      for (const PredictOp& op : pl.ops) {
+        if (op.comm_lane) continue;
+        const OpPrediction p = predict_op(op, roofs, pl.options);
+        if (p.ceiling == Ceiling::launch) continue;
+        for (const OpAggregate& a : summary->ops)
+          if (a.name == op.name && a.p50_ns > 0) {
+            sums[cfg.phase][p.kind].first += std::max(p.compute_ns, p.hbm_ns);
+            sums[cfg.phase][p.kind].second += a.p50_ns;
+          }
+      }
+    }
+  }
+  Efficiencies e;
+  for (const auto& [phase, kinds] : sums)
+    for (const auto& [kind, s] : kinds) {
+      e[phase][kind] = std::min(1.0, s.first / s.second);
+      char line[160];
+      std::snprintf(line, sizeof(line), "calibration: %-8s %-12s efficiency %.3f\n", phase.c_str(),
+                    kind.c_str(), e[phase][kind]);
+      out << line;
+    }
+  return e;
+}
+
+SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
+                       const std::vector<PredictOp>& ops) {
+  SweepRow r;
+  for (const char* a : kSweepAxes)
+    r.axis[a] = sweep_axis_value(cfg, a);
+  r.step_p50_ns = r.step_p99_ns = s.step_ns;
+  for (int c = 0; c < kCeilingClasses; ++c)
+    r.class_ns[c] = s.class_ns[c];
+  r.exposed_interconnect_ns = s.exposed_interconnect_ns;
+  r.ceiling = ceiling_name(s.ceiling);
+  const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);
+  for (const PredictOp& op : ops) {
+    r.step_flops += op.work.flops * op.instances * slots;
+    r.step_hbm_bytes += op.work.hbm_bytes * op.instances * slots;
+    r.step_comm_bytes += op.work.comm_bytes * op.instances * slots;
+  }
+  r.check = "predicted";
+  return r;
+}
+
+void print_validation_point(std::ostream& out, const std::string& label, double measured,
+                            const StepPrediction& s, const RunSummary& summary) {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "\n%s: step measured %.4f ms, predicted %.4f ms, error %+.1f %%\n", label.c_str(),
+                measured / 1e6, s.step_ns / 1e6, 100.0 * (s.step_ns - measured) / measured);
+  out << line;
+  std::snprintf(line, sizeof(line), "  %-20s %12s %12s %8s  %-12s %s\n", "op", "measured us",
+                "predicted us", "error", "ceiling", "efficiency");
+  out << line;
+  for (const OpPrediction& p : s.ops) {
+    double m = 0;
+    for (const OpAggregate& a : summary.ops)
+      if (a.name == p.name) m = a.per_step_p50_ns;
+    const double pred = p.time_ns * p.instances;
+    std::snprintf(line, sizeof(line), "  %-20s %12.2f %12.2f %+7.1f%%  %-12s %.3f\n",
+                  p.name.c_str(), m / 1e3, pred / 1e3, m > 0 ? 100.0 * (pred - m) / m : 0.0,
+                  ceiling_name(p.ceiling), p.efficiency);
+    out << line;
+  }
+}
+
+int run_model(CommandContext& ctx, ModelOptions o) {
+  JobContext job(ctx, "host");
+  MpiSession& mpi = job.mpi();
+  std::vector<std::string> problems;
+  Machine machine;
+  std::string roofs_path = o.base.roofs;
+  RunData validated;
+  if (!o.validate.empty()) {
+    try {
+      validated = read_run_file(o.validate, false);
+      validated.points = read_points(o.validate);
+    } catch (const Error& e) {
+      problems.emplace_back(std::string("--validate: ") + e.what());
+    }
+    if (roofs_path.empty() && o.hardware.empty()) roofs_path = o.validate;
+  }
+  try {
+    if (!o.hardware.empty()) {
+      machine.hw = read_hardware_file(o.hardware);
+      machine.have_links = true;
+      if (machine.hw.link(o.link) == nullptr || machine.hw.link(o.inter_node) == nullptr)
+        problems.emplace_back("--link/--inter-node: a preset the hardware file lacks");
+    }
+  } catch (const CLI::Error& e) {
+    problems.emplace_back(e.what());
+  }
+  if (problems.empty()) {
+    try {
+      if (!roofs_path.empty() && roofs_path != "none")
+        machine.roofs = read_roofs(roofs_path);
+      else if (machine.have_links)
+        machine.roofs = roofs_from_hardware(machine.hw);
+      else
+        problems.emplace_back("give --roofs FILE (measured) or --hardware FILE (models/hardware/)");
+      if (problems.empty() && machine.roofs.gemm.empty())
+        problems.emplace_back("'" + roofs_path + "' holds no /roofs to predict from");
+    } catch (const Error& e) {
+      problems.emplace_back(e.what());
+    }
+  }
+  for (std::string& p : check_outputs(ctx, {{o.base.out, "--out"}}))
+    problems.push_back(std::move(p));
+  if (reject_if_any(ctx, "invalid model", problems)) return 2;
+
+  std::ostringstream calibration_text;
+  Efficiencies eff;
+  if (!o.calibrate.empty()) {
+    try {
+      eff = calibrate(o.calibrate, o, machine, calibration_text);
+    } catch (const Error& e) {
+      problems.emplace_back(std::string("--calibrate: ") + e.what());
+    }
+    if (reject_if_any(ctx, "invalid model", problems)) return 2;
+  }
+
+  // The points: the measured file's, or the grid of the axis lists.
+  std::vector<RunConfig> grid;
+  std::vector<const RunSummary*> measured;
+  std::vector<std::string> axes;
+  if (!o.validate.empty()) {
+    if (has_run_layout(validated.root) && validated.points.empty()) {
+      grid.push_back(config_from_attrs(validated.config));
+      measured.push_back(&validated.summary);
+    }
+    for (const RunData::Point& p : validated.points)
+      if (p.has_summary) {
+        grid.push_back(config_from_attrs(p.config));
+        measured.push_back(&p.summary);
+      }
+    for (const char* a : kSweepAxes) {
+      std::set<std::string> values;
+      for (const RunConfig& c : grid)
+        values.insert(sweep_axis_value(c, a));
+      if (values.size() > 1) axes.emplace_back(a);
+    }
+  } else {
+    std::vector<std::string> lists[std::size(kSweepAxes)];
+    for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+      if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
+      if (sweep_numeric_axis(kSweepAxes[a]))
+        for (std::string& v : lists[a])
+          v = std::to_string(std::stoll(v));
+      if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
+    }
+    RunConfig base = o.base;
+    apply_defaults(base, machine.roofs.backend == "host" ? "host" : "cuda");
+    grid = {base};
+    for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+      if (lists[a].empty()) continue;
+      std::vector<RunConfig> next;
+      for (const RunConfig& cfg : grid)
+        for (const std::string& v : lists[a]) {
+          RunConfig c = cfg;
+          set_sweep_axis(c, kSweepAxes[a], v);
+          next.push_back(c);
+        }
+      grid.swap(next);
+    }
+  }
+
+  RunData data;
+  data.root = job.root_attrs("sweep");
+  data.root.emplace_back("file_layout", std::string("single"));
+  data.root.emplace_back("predicted", int64_t{1});
+  data.stack = job.stack();
+  data.env = performance_env();
+  data.config = config_attrs(o.base);
+  data.config.emplace_back("model_source", o.hardware.empty() ? roofs_path : o.hardware);
+  if (!o.validate.empty()) data.config.emplace_back("model_validate", o.validate);
+  data.config.emplace_back("model_link", o.link);
+  data.config.emplace_back("model_inter_node", o.inter_node);
+  data.config.emplace_back("model_nodes", static_cast<int64_t>(o.nodes));
+  data.config.emplace_back("model_gpus_per_node", static_cast<int64_t>(o.gpus_per_node));
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a)
+    if (!o.lists[a].empty())
+      data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], o.lists[a]);
+  data.topology = job.topology({});
+  add_roofs(data, machine.roofs, {{"transport", o.link}});
+
+  std::vector<SweepRow> rows;
+  std::vector<double> errors;
+  std::ostringstream detail;
+  for (size_t k = 0; k < grid.size(); ++k) {
+    RunConfig cfg = grid[k];
+    if (cfg.phase == "prefill") cfg.context = 0;
+    RunData::Point point;
+    point.has_summary = false;
+    point.config = config_attrs(cfg);
+    SweepRow row;
+    std::vector<std::string> point_problems =
+        o.validate.empty() ? validate(cfg, cfg.tp * cfg.pp * cfg.dp) : std::vector<std::string>{};
+    Placed pl;
+    if (point_problems.empty()) {
+      pl = place(cfg, o, machine, eff);
+      if (!pl.problem.empty()) point_problems.push_back(pl.problem);
+    }
+    StepPrediction s;
+    if (point_problems.empty()) {
+      s = predict_step(pl.ops, roofs_for(machine, cfg, o), pl.options);
+      if (!s.missing.empty())
+        point_problems.push_back("no interconnect roof for " + s.missing +
+                                 ": give --hardware FILE for the link presets");
+    }
+    if (point_problems.empty()) {
+      row = predicted_row(cfg, s, pl.ops);
+    } else {
+      for (const char* a : kSweepAxes)
+        row.axis[a] = sweep_axis_value(cfg, a);
+      row.status = "failed: " + join(point_problems, "; ");
+    }
+    row.point = static_cast<int64_t>(rows.size());
+    row.label = "point";
+    if (!axes.empty()) {
+      row.label.clear();
+      for (const std::string& a : axes)
+        row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
+    }
+    if (row.status == "ok") {
+      NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
+                   prediction_table(s),
+                   {{"step_ns", s.step_ns},
+                    {"stage_ns", s.stage_ns},
+                    {"p2p_ns", s.p2p_ns},
+                    {"bubble", s.bubble},
+                    {"dp_gradient_ns", s.dp_gradient_ns}}};
+      data.tables.push_back(std::move(t));
+    }
+    if (!measured.empty() && row.status == "ok") {
+      const RunSummary& sum = *measured[k];
+      const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
+      const double m = p50 != nullptr ? std::get<double>(*p50) : sum.step.p50;
+      errors.push_back((s.step_ns - m) / m);
+      print_validation_point(detail, row.label, m, s, sum);
+      point.attrs.emplace_back("measured_step_p50_ns", m);
+      point.attrs.emplace_back("step_error", errors.back());
+    }
+    point.attrs.insert(point.attrs.begin(),
+                       {{"status", row.status}, {"label", row.label}, {"predicted", int64_t{1}}});
+    rows.push_back(row);
+    data.points.push_back(std::move(point));
+  }
+  const std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+  data.tables.insert(data.tables.begin(),
+                     {{"/sweep/points", sweep_points_table(rows), {}},
+                      {"/sweep/crossovers", crossovers_table(crossovers), {}}});
+  int64_t failed = 0;
+  for (const SweepRow& r : rows)
+    failed += r.status == "ok" ? 0 : 1;
+  data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
+                                                {"points", static_cast<int64_t>(rows.size())},
+                                                {"failed", failed},
+                                                {"complete", int64_t{1}},
+                                                {"predicted", int64_t{1}}});
+  int status = 0;
+  if (mpi.rank() == 0) {
+    std::cout << "ridgeline model: " << rows.size() << " point(s) predicted from "
+              << machine.roofs.source << "\n";
+    std::cout << calibration_text.str();
+    if (!o.validate.empty()) {
+      std::cout << detail.str();
+      std::vector<double> abs;
+      for (double e : errors)
+        abs.push_back(std::fabs(e));
+      std::sort(abs.begin(), abs.end());
+      if (!abs.empty()) {
+        const double median = abs.size() % 2 ? abs[abs.size() / 2]
+                                             : (abs[abs.size() / 2 - 1] + abs[abs.size() / 2]) / 2;
+        char line[200];
+        std::snprintf(line, sizeof(line),
+                      "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
+                      abs.size(), 100 * abs.back(), 100 * median);
+        std::cout << line;
+      }
+    }
+    print_sweep(std::cout, rows, axes, crossovers);
+    std::cout << "every point is predicted (analytic model), none measured\n";
+    if (!o.base.out.empty()) {
+      OutputFile h5(o.base.out, "--out");
+      h5.write([&](const std::string& path) { write_run_file(path, data); });
+      if (!h5.lost()) std::cout << "wrote " << h5.path() << "\n";
+      status = output_status({&h5});
+    }
+  }
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
+  return status;
+}
+
+} // namespace
+
+void setup_model_command(CLI::App& app, CommandAction& action) {
+  auto o = std::make_shared<ModelOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "model", "Predict a layer's ops and step from the roofs (measured) or a hardware "
+               "description, over a grid like sweep's; --validate FILE compares with measurement");
+  bind_run_options(*cmd, o->base);
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    const std::string flag = std::string("--") + kSweepAxes[a];
+    CLI::Option* scalar = cmd->get_option(flag);
+    const std::string group = scalar->get_group();
+    const std::string description = scalar->get_description();
+    cmd->remove_option(scalar);
+    const std::string axis = kSweepAxes[a];
+    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
+        ->check(comma_list([axis](const std::string& item, std::string& canonical) {
+          return sweep_axis_item(axis, item, canonical);
+        }))
+        ->group(group);
+  }
+  auto link_name = [](const std::string& v) {
+    return std::find(std::begin(kLinks), std::end(kLinks), v) != std::end(kLinks)
+               ? std::string()
+               : "unknown link preset '" + v + "' (expected nvlink, pcie-gen5 or ib-ndr)";
+  };
+  cmd->add_option("--hardware", o->hardware,
+                  "Hardware description (models/hardware/*.toml): data-sheet peaks, deratings and "
+                  "the link presets; --roofs FILE, where given, takes precedence for the roofs")
+      ->check(CLI::ExistingFile)
+      ->group("Prediction");
+  cmd->add_option("--link", o->link, "Link preset within a node: nvlink or pcie-gen5")
+      ->check(CLI::Validator(link_name, "PRESET"))
+      ->group("Prediction");
+  cmd->add_option("--inter-node", o->inter_node, "Link preset between nodes: ib-ndr")
+      ->check(CLI::Validator(link_name, "PRESET"))
+      ->group("Prediction");
+  cmd->add_option("--nodes", o->nodes, "Nodes")->check(integer_in(1, 1 << 20))->group("Prediction");
+  cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")
+      ->check(integer_in(1, 1024))
+      ->group("Prediction");
+  cmd->add_option("--calibrate", o->calibrate,
+                  "Measured run or sweep file: each op kind's efficiency against its roofs, per "
+                  "phase, applied to the predictions and printed (may be repeated)")
+      ->check(CLI::ExistingFile)
+      ->group("Prediction");
+  cmd->add_option("--validate", o->validate,
+                  "Predict every measured point of this run or sweep file and print predicted "
+                  "vs measured per op and per step (roofs: the file's own /roofs unless --roofs "
+                  "or --hardware)")
+      ->check(CLI::ExistingFile)
+      ->group("Prediction");
+  cmd->callback([o, &action, &app, cmd] {
+    CLI::Option* config = app.get_option("--config");
+    if (config->count() > 0)
+      for (const CLI::ConfigItem& item : read_config_file(config->as<std::string>(), app)) {
+        if (item.parents != std::vector<std::string>{"run"}) continue;
+        CLI::Option* opt = cmd->get_option_no_throw("--" + item.name);
+        if (opt == nullptr || opt->count() > 0) continue;
+        opt->add_result(item.inputs);
+        opt->run_callback();
+      }
+    action = [o](CommandContext& ctx) { return run_model(ctx, *o); };
+  });
+}
+
+} // namespace ridgeline

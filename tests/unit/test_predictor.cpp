@@ -1,0 +1,152 @@
+// The analytic model on hand-computed cases: a GEMM under the compute roof, a memory-bound op
+// on the measured curve, the launch floor, a collective over a link preset, the pipeline bubble,
+// a data-parallel gradient all-reduce and a step's combination.
+#include <gtest/gtest.h>
+
+#include "models/predictor.hpp"
+
+namespace ridgeline {
+namespace {
+
+// 100 TFLOP/s bf16 at 8192^3 and 50 at 1024^3; read: 1 MiB in 5000 ns, 1 GiB in 1e6 ns;
+// launch 4000 ns eager, 1000 ns graph node.
+Roofs sample_roofs() {
+  Roofs r;
+  r.backend = "cuda";
+  r.gemm.push_back({"bf16", "square", 8192, 8192, 8192, 10, 0, 0, 100.0, -1});
+  r.gemm.push_back({"bf16", "square", 1024, 1024, 1024, 10, 0, 0, 50.0, -1});
+  r.memory.push_back({"read", int64_t{1} << 20, 5, 5000.0, 0, 209.7, -1});
+  r.memory.push_back({"read", int64_t{1} << 30, 5, 1.0e6, 0, 1073.741824, -1});
+  r.launch.push_back({"eager", 1000, 4000.0, -1});
+  r.launch.push_back({"graph_node", 1000, 1000.0, -1});
+  return r;
+}
+
+PredictOp gemm(int64_t m, int64_t n, int64_t k) {
+  PredictOp op;
+  op.name = "fc1_gemm";
+  op.work.kind = OpKind::gemm;
+  op.work.dtype = DType::bf16;
+  op.work.flops = 2.0 * m * n * k;
+  op.work.hbm_bytes = 2.0 * (m * k + n * k + m * n);
+  op.m = m, op.n = n, op.k = k;
+  return op;
+}
+
+TEST(Predictor, GemmTakesTheRateOfTheNearestMeasuredShape) {
+  const Roofs r = sample_roofs();
+  // 2 x 8192^3 FLOPs at 100 TFLOP/s = 10995.1 us; its 402 MB read: about 0.37 ms.
+  const OpPrediction p = predict_op(gemm(8192, 8192, 8192), r, {});
+  EXPECT_NEAR(p.compute_ns, 2.0 * 8192.0 * 8192 * 8192 / 100e3, 1);
+  EXPECT_EQ(p.ceiling, Ceiling::compute);
+  EXPECT_DOUBLE_EQ(p.time_ns, p.compute_ns);
+  // 1000^3 is nearest 1024^3: 50 TFLOP/s.
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(r, DType::bf16, 1000, 1000, 1000), 50.0);
+}
+
+TEST(Predictor, MemoryTimeInterpolatesTheMeasuredCurve) {
+  const Roofs r = sample_roofs();
+  const double mid =
+      (static_cast<double>(int64_t{1} << 20) + static_cast<double>(int64_t{1} << 30)) / 2;
+  EXPECT_NEAR(memory_time_ns(r, mid), (5000.0 + 1.0e6) / 2, 1e-6);
+  EXPECT_DOUBLE_EQ(memory_time_ns(r, 1000), 5000.0); // below the curve: its smallest time
+  EXPECT_NEAR(memory_time_ns(r, 2.0 * (int64_t{1} << 30)), 2.0e6, 1e-3); // beyond: its bandwidth
+}
+
+TEST(Predictor, LaunchFloorAndEfficiency) {
+  const Roofs r = sample_roofs();
+  PredictOp tiny;
+  tiny.name = "residual1";
+  tiny.work.kind = OpKind::elementwise;
+  tiny.work.dtype = DType::bf16;
+  tiny.work.flops = 10;
+  PredictOptions o;
+  EXPECT_EQ(predict_op(tiny, r, o).ceiling, Ceiling::launch);
+  EXPECT_DOUBLE_EQ(predict_op(tiny, r, o).time_ns, 4000.0);
+  o.graphs = true;
+  EXPECT_DOUBLE_EQ(predict_op(tiny, r, o).time_ns, 1000.0);
+  // An efficiency of 0.5 for GEMMs doubles the roof's time.
+  o.efficiency["gemm"] = 0.5;
+  const OpPrediction p = predict_op(gemm(8192, 8192, 8192), r, o);
+  EXPECT_DOUBLE_EQ(p.time_ns, 2 * p.compute_ns);
+  EXPECT_DOUBLE_EQ(p.efficiency, 0.5);
+}
+
+TEST(Predictor, CollectiveOverALinkPreset) {
+  LinkPreset l{"nvlink", 400.0, 0.5, 10.0, "test"};
+  // 10 us + 1e9 bytes x 1.5 (all-reduce over 4) / (400 x 0.5 GB/s) = 10 us + 7.5 ms.
+  EXPECT_DOUBLE_EQ(link_collective_ns(l, 1e9, 1.5), 10e3 + 1.5e9 / 200.0);
+  PredictOp ar;
+  ar.name = "allreduce_mlp";
+  ar.comm_lane = true;
+  ar.work.kind = OpKind::collective;
+  ar.work.collective = "all_reduce";
+  ar.work.group_size = 4;
+  ar.work.busbw_factor = 1.5;
+  ar.work.comm_bytes = 1e9;
+  PredictOptions o;
+  o.tp_link = &l;
+  const OpPrediction p = predict_op(ar, sample_roofs(), o);
+  EXPECT_DOUBLE_EQ(p.interconnect_ns, 10e3 + 1.5e9 / 200.0);
+  EXPECT_EQ(p.interconnect_source, "nvlink");
+  EXPECT_EQ(p.ceiling, Ceiling::interconnect);
+}
+
+TEST(Predictor, PipelineBubbleAndGradients) {
+  EXPECT_DOUBLE_EQ(pipeline_bubble(1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 8), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(2, 1), 0.5);
+  LinkPreset ib{"ib-ndr", 50.0, 1.0, 0.0, "test"};
+  // 2 (dp - 1) / dp = 1.5 of 4e9 bytes at 50 GB/s: 120 ms.
+  EXPECT_DOUBLE_EQ(dp_gradient_ns(4e9, 4, ib), 1.5 * 4e9 / 50.0);
+  EXPECT_DOUBLE_EQ(dp_gradient_ns(4e9, 1, ib), 0.0);
+}
+
+TEST(Predictor, StepCombinesLanesAndPipelineSlots) {
+  const Roofs r = sample_roofs();
+  LinkPreset l{"nvlink", 100.0, 1.0, 0.0, "test"};
+  PredictOp ar;
+  ar.name = "allreduce_mlp";
+  ar.comm_lane = true;
+  ar.work.kind = OpKind::collective;
+  ar.work.collective = "all_reduce";
+  ar.work.group_size = 2;
+  ar.work.busbw_factor = 1.0;
+  ar.work.comm_bytes = 1e6; // 10 us at 100 GB/s
+  const PredictOp g = gemm(8192, 8192, 8192);
+  PredictOptions o;
+  o.tp_link = &l;
+  o.pp_link = &l;
+  const double compute = predict_op(g, r, o).time_ns;
+  StepPrediction s = predict_step({g, ar}, r, o);
+  EXPECT_DOUBLE_EQ(s.step_ns, compute + 1e4); // serialized
+  EXPECT_EQ(s.ceiling, Ceiling::compute);
+  o.overlap = true;
+  s = predict_step({g, ar}, r, o);
+  EXPECT_DOUBLE_EQ(s.step_ns, compute); // the collective hides under the GEMM
+  // Two stages, four microbatches: 5 slots of (stage + a 1e6-byte send at 100 GB/s).
+  o.overlap = false;
+  o.pp = 2;
+  o.microbatches = 4;
+  o.p2p_bytes = 1e6;
+  s = predict_step({g, ar}, r, o);
+  EXPECT_DOUBLE_EQ(s.p2p_ns, 1e4);
+  EXPECT_DOUBLE_EQ(s.step_ns, 5 * (compute + 1e4 + 1e4));
+  EXPECT_DOUBLE_EQ(s.bubble, 1.0 / 5.0);
+}
+
+TEST(Predictor, RoofsFromAHardwareDescription) {
+  HardwareSpec hw;
+  hw.name = "test";
+  hw.bf16_tflops = 1000;
+  hw.hbm_gbps = 4000;
+  hw.compute_achievable = 0.8;
+  hw.hbm_achievable = 0.9;
+  hw.launch_eager_ns = 4000;
+  const Roofs r = roofs_from_hardware(hw);
+  EXPECT_DOUBLE_EQ(r.peak_tflops(DType::bf16), 800.0);
+  EXPECT_DOUBLE_EQ(memory_time_ns(r, 3.6e9), 1e6); // 3.6 GB at 3600 GB/s
+}
+
+} // namespace
+} // namespace ridgeline
