@@ -95,6 +95,8 @@ public:
   /// Switches the overlap strategy (weights and buffers stay); throws UsageError if the
   /// tokens cannot be split for it.
   void set_overlap(const Overlap& overlap);
+  /// Switches the attention implementation (and the attention op's cost in op_specs()).
+  void set_attention(AttentionImpl impl);
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
   void forward(Recorder& rec);
   /// The whole [tokens, hidden] output in token order (gathers the shards under sequence

@@ -15,6 +15,7 @@
 #include "app/host_memory.hpp"
 #include "app/run_file.hpp"
 #include "core/error.hpp"
+#include "models/attention_cudnn.hpp"
 #include "models/cuda_backend.hpp"
 
 extern char** environ;
@@ -138,6 +139,10 @@ Attrs stack_attrs() {
              {"os_machine", std::string(u.machine)}};
   for (const auto& [k, v] : cuda_stack_versions())
     a.emplace_back(k, v);
+  // cuDNN: the headers built against, and the library loaded (only once --attention cudnn ran).
+  a.emplace_back("cudnn_build", cudnn_build_version());
+  if (const std::string loaded = cudnn_loaded_version(); !loaded.empty())
+    a.emplace_back("cudnn", loaded);
   return a;
 }
 

@@ -84,7 +84,7 @@ std::vector<float> reference_output(Backend& backend, const StageSpec& spec, boo
 class StageWorkload final : public Workload {
 public:
   StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
-                OpTable& ops, const std::vector<std::string>& strategies, const StageSpec& spec,
+                OpTable& ops, const std::vector<Variant>& strategies, const StageSpec& spec,
                 const std::vector<float>& reference, const CheckPlan& check,
                 const std::string& why_not)
       : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_strategies(strategies),
@@ -110,17 +110,18 @@ public:
   }
 
   size_t strategies() const override { return m_strategies.size(); }
-  std::string strategy_name(size_t s) const override { return m_strategies[s]; }
+  std::string strategy_name(size_t s) const override { return m_strategies[s].name; }
   bool lane_modes() const override { return !m_cfg.graphs; }
   void select(size_t s) override {
     m_current = s;
-    m_stage.set_overlap(parse_overlap(m_strategies[s]));
+    m_stage.set_overlap(parse_overlap(m_strategies[s].overlap));
+    m_stage.set_attention(m_strategies[s].attention);
     if (m_cfg.graphs && m_graphs[s] < 0) {
       // The stage's kernels and collectives captured once; each step is then one replay, and
       // the timeline holds one op per step (per-op times need eager execution).
       Recorder silent(m_backend.clock(), m_stage_ops);
       silent.set_enabled(false);
-      const ranges::Scope range([&] { return m_strategies[s] + ": graph capture"; });
+      const ranges::Scope range([&] { return m_strategies[s].name + ": graph capture"; });
       m_backend.capture_begin(Lane::compute);
       m_stage.forward(silent);
       m_graphs[s] = m_backend.capture_end(Lane::compute);
@@ -234,7 +235,7 @@ private:
   Backend& m_backend;
   GridComms& m_comms;
   TpStage& m_stage;
-  std::vector<std::string> m_strategies;
+  std::vector<Variant> m_strategies;
   StageSpec m_spec;
   const std::vector<float>& m_reference;
   CheckPlan m_check;
@@ -252,6 +253,21 @@ private:
 };
 
 } // namespace
+
+std::vector<Variant> point_variants(const RunConfig& cfg) {
+  const std::vector<std::string> overlaps = overlap_list(cfg);
+  const std::vector<std::string> attentions = attention_list(cfg);
+  std::vector<Variant> out;
+  for (const std::string& o : overlaps)
+    for (const std::string& a : attentions) {
+      Variant v;
+      v.overlap = o;
+      v.attention = parse_attention(a);
+      v.name = attentions.size() == 1 ? o : overlaps.size() == 1 ? a : o + "+" + a;
+      out.push_back(v);
+    }
+  return out;
+}
 
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name());
@@ -286,7 +302,7 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
     if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
   const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
   return {
-      {"overlap", r.name},
+      {"overlap", r.overlap},
       {"step_ns", t.plain_ns},
       {"compute_only_ns", t.compute_only_ns},
       {"comm_only_ns", t.comm_only_ns},
@@ -303,7 +319,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   MpiSession& mpi = job.mpi();
   PointResult result;
   const ModelSpec model = model_spec(cfg);
-  const std::vector<std::string> strategies = overlap_list(cfg);
+  const std::vector<Variant> strategies = point_variants(cfg);
   const int64_t stage_layers = cfg.layers / cfg.pp;
 
   watchdog.rearm("creating communicators and allocating weights");
@@ -321,13 +337,13 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   StageSpec spec;
   spec.model = model;
   spec.shape = layer_shape(cfg);
-  spec.attention = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  spec.attention = strategies.front().attention;
   spec.tp_rank = gc.tp_rank;
   spec.first_layer = gc.pp_rank * stage_layers;
   spec.num_layers = stage_layers;
   spec.seed = cfg.seed;
   spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
-  spec.overlap = parse_overlap(strategies.front());
+  spec.overlap = parse_overlap(strategies.front().overlap);
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
   const std::string why_not =
@@ -392,6 +408,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
     r.name = m.name;
+    r.overlap = strategies[si].overlap;
+    r.attention = attention_name(strategies[si].attention);
     r.loops = m.loops;
     r.check = workload.checks()[si];
     r.output_checksum = workload.checksums()[si];
@@ -401,12 +419,16 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     result.strategies.push_back(std::move(r));
   }
   if (mpi.rank() == 0) {
-    double serialized_ns = result.strategies.front().loops.compute_only_ns +
-                           result.strategies.front().loops.comm_only_ns;
-    for (const StrategyResult& r : result.strategies)
-      if (r.name == "none") serialized_ns = r.loops.plain_ns;
     for (size_t si = 0; si < result.strategies.size(); ++si) {
       StrategyResult& r = result.strategies[si];
+      // Serialized: the `none` strategy with the same attention, else the first one's parts.
+      const StrategyResult* first = nullptr;
+      double serialized_ns = 0;
+      for (const StrategyResult& o : result.strategies)
+        if (o.attention == r.attention && first == nullptr) first = &o;
+      serialized_ns = first->loops.compute_only_ns + first->loops.comm_only_ns;
+      for (const StrategyResult& o : result.strategies)
+        if (o.attention == r.attention && o.overlap == "none") serialized_ns = o.loops.plain_ns;
       Attrs& a = r.summary.attrs;
       a = {{"check", r.check.status},
            {"check_max_rel_error", r.check.max_rel_error},
@@ -429,9 +451,13 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
           if (op.name == probe.op && ref_tflops > 0)
             a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
       }
+      a.emplace_back("attention", r.attention);
+      // The attention op's cost depends on the implementation (naive also writes its scores).
+      attribution.specs = layer_ops(model, spec.shape, strategies[si].attention);
       if (!roofs.empty()) attribute(r.summary, attribution, roofs);
     }
   }
+  result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;
 }
