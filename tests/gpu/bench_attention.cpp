@@ -108,10 +108,6 @@ int run(int argc, char** argv) {
     std::cerr << "bench_attention: --reps must be >= 1 and --warmup >= 0\n";
     return 2;
   }
-  if (cuda_device_count() == 0) {
-    std::cout << "bench_attention: no CUDA device visible; nothing timed\n";
-    return 0;
-  }
   std::vector<AttentionImpl> chosen;
   try {
     for (const std::string& name : word_list(impls))
@@ -119,6 +115,10 @@ int run(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "bench_attention: --impl: " << e.what() << "\n";
     return 2;
+  }
+  if (cuda_device_count() == 0) {
+    std::cout << "bench_attention: no CUDA device visible; nothing timed\n";
+    return 0;
   }
   const DType dt = parse_dtype(dtype);
   std::unique_ptr<Backend> gpu = make_cuda_backend(0, dt);
