@@ -122,6 +122,10 @@ public:
       Recorder silent(m_backend.clock(), m_stage_ops);
       silent.set_enabled(false);
       const ranges::Scope range([&] { return m_strategies[s].name + ": graph capture"; });
+      // One eager step first: what builds on first use (cuDNN's graphs and handle, workspaces)
+      // does so outside the capture.
+      m_stage.forward(silent);
+      m_backend.synchronize();
       m_backend.capture_begin(Lane::compute);
       m_stage.forward(silent);
       m_graphs[s] = m_backend.capture_end(Lane::compute);
