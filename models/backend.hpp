@@ -27,10 +27,26 @@ struct AttentionShape {
   int64_t heads = 1;    ///< query heads on this rank
   int64_t kv_heads = 1; ///< key/value heads on this rank (GQA: heads % kv_heads == 0)
   int64_t head_dim = 1;
+  /// Causal mask, bottom-right aligned: query i sees keys j <= context - seq + i. Off: every
+  /// query sees every key (tests and benchmarks; the layer is always causal).
+  bool causal = true;
 };
 
-/// Attention implementation: fused (online softmax, no s x s matrix) or naive (materialised).
-enum class AttentionImpl { fused, naive };
+/// Attention implementation: fused (the project's kernel: online softmax, no s x s matrix),
+/// naive (materialised scores) or cudnn (cuDNN's fused SDPA; CUDA backend with cuDNN only).
+enum class AttentionImpl { fused, naive, cudnn };
+
+/// "fused", "naive", "cudnn".
+inline const char* attention_name(AttentionImpl a) {
+  return a == AttentionImpl::naive ? "naive" : a == AttentionImpl::cudnn ? "cudnn" : "fused";
+}
+/// The names above; throws UsageError otherwise.
+inline AttentionImpl parse_attention(const std::string& name) {
+  if (name == "fused") return AttentionImpl::fused;
+  if (name == "naive") return AttentionImpl::naive;
+  if (name == "cudnn") return AttentionImpl::cudnn;
+  throw UsageError("unknown attention implementation '" + name + "' (fused, naive, cudnn)");
+}
 
 /// A compute backend. Kernels are enqueued on the compute lane unless a lane is given, and are
 /// asynchronous on GPUs; every method is called by one rank on its own device.
@@ -93,6 +109,9 @@ public:
   /// out[batch*seq, heads*head_dim] = softmax(q k^T / sqrt(d) + causal mask) v.
   virtual void attention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
                          const Tensor& v, Tensor out, AttentionImpl impl) = 0;
+  /// What the attention libraries chose so far, one line per built plan (cuDNN: shape, engine
+  /// and knobs); empty where nothing was chosen at run time.
+  virtual std::vector<std::string> attention_plans() const { return {}; }
 };
 
 /// Creates the host backend (OpenBLAS, fp32).

@@ -18,6 +18,7 @@
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "models/attention_cudnn.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/cuda_common.cuh"
 
@@ -574,12 +575,25 @@ public:
     require_dtype(k);
     require_dtype(v);
     require_dtype(out);
+    if (impl == AttentionImpl::cudnn) {
+      // Created on first use: only --attention cudnn loads libcudnn.
+      if (!m_cudnn) m_cudnn = std::make_unique<CudnnAttention>(m_compute.get());
+      m_cudnn->forward(s, q, k, v, out);
+      return;
+    }
+    if (!s.causal)
+      throw UsageError(std::string("attention: the ") + attention_name(impl) +
+                       " kernel is causal only (non-causal attention: --attention cudnn)");
     if (impl == AttentionImpl::fused)
       cuda::attention_fused(
           s, q, k, v, out, m_sm_count,
           [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, m_compute.get());
     else
       attention_naive(s, q, k, v, out);
+  }
+
+  std::vector<std::string> attention_plans() const override {
+    return m_cudnn ? m_cudnn->plans() : std::vector<std::string>{};
   }
 
   bool supports_graphs() const override { return true; }
@@ -807,6 +821,7 @@ private:
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;
+  std::unique_ptr<CudnnAttention> m_cudnn;
   std::vector<DeviceBuffer> m_retired;
   std::vector<GraphExec> m_graphs;
   bool m_capturing = false;

@@ -258,7 +258,11 @@ public:
     RIDGELINE_REQUIRE(q.rows == s.batch * s.seq && out.rows == q.rows, "attention: q rows");
     RIDGELINE_REQUIRE(k.rows == s.batch * s.capacity && v.rows == k.rows, "attention: kv rows");
     RIDGELINE_REQUIRE(s.context <= s.capacity && s.seq <= s.context, "attention: context");
+    if (impl == AttentionImpl::cudnn)
+      throw UsageError("--attention cudnn needs the cuda backend (cuDNN runs on NVIDIA GPUs)");
     const int64_t d = s.head_dim;
+    // Causal: query i sees keys j <= context - seq + i; otherwise every key.
+    const int64_t shift = s.causal ? s.context - s.seq : s.context - 1;
     const int64_t group = s.heads / s.kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     // Naive: the whole [seq, context] score block per head at once; fused: query tiles only.
@@ -271,8 +275,8 @@ public:
         const float* vb = f32(v) + (b * s.capacity) * v.ld + kvh * d;
         for (int64_t q0 = 0; q0 < s.seq; q0 += block) {
           const int64_t nq = std::min(block, s.seq - q0);
-          // Query i (global index q0 + i) sees keys j <= context - seq + q0 + i.
-          const int64_t visible = s.context - s.seq + q0 + nq;
+          // Query i (global index q0 + i) sees keys j <= last(i).
+          const int64_t visible = std::min(s.context, shift + q0 + nq);
           const float* qb = f32(q) + (b * s.seq + q0) * q.ld + h * d;
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
                       static_cast<int>(visible), static_cast<int>(d), scale, qb,
@@ -280,7 +284,7 @@ public:
                       static_cast<int>(visible));
           for (int64_t i = 0; i < nq; ++i) {
             float* row = scores.data() + i * visible;
-            const int64_t last = s.context - s.seq + q0 + i;
+            const int64_t last = std::min(s.context - 1, shift + q0 + i);
             float mx = -INFINITY;
             for (int64_t j = 0; j <= last; ++j)
               mx = std::max(mx, row[j]);

@@ -189,6 +189,14 @@ void TpStage::set_overlap(const Overlap& overlap) {
   m_units = overlap.parts() * overlap.chunks();
 }
 
+void TpStage::set_attention(AttentionImpl impl) {
+  m_spec.attention = impl;
+  // In place: the slots point into m_ops.
+  for (const OpSpec& o : layer_ops(m_spec.model, m_spec.shape, impl))
+    for (OpSpec& mine : m_ops)
+      if (mine.name == o.name) mine.cost = o.cost;
+}
+
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
   Buffer b = m_backend.allocate(rows, cols);
   m_allocated += b.bytes();

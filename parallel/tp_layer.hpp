@@ -100,6 +100,8 @@ public:
   /// from 0 for the cache to hold what the earlier steps appended.
   void set_decode_step(int64_t step);
   int64_t decode_step() const { return m_decode_step; }
+  /// Switches the attention implementation (and the attention op's cost in op_specs()).
+  void set_attention(AttentionImpl impl);
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
   void forward(Recorder& rec);
   /// The whole [tokens, hidden] output in token order (gathers the shards under sequence

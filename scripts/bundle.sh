@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs a built ridgeline (binary, GPU test binaries) with the MPI, HDF5 and BLAS runtime it
 # was linked against into one relocatable tarball, for GPU nodes that have a driver and the
-# CUDA/NCCL libraries but no MPI or HDF5 installed. CUDA, cuBLAS and NCCL are deliberately
-# left out: the node's own are used, and the stack fingerprint records their versions.
+# CUDA/NCCL libraries but no MPI or HDF5 installed. CUDA, cuBLAS, NCCL and cuDNN are deliberately
+# left out: the node's own are used (cuDNN is loaded at run time, only by --attention cudnn), and
+# the stack fingerprint records their versions.
 # Usage: scripts/bundle.sh BUILD_DIR OUT.tar.xz   (unpack with scripts/gpu-check.sh --bundle)
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -12,11 +13,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/debs"
 
 bins=("$build/src/ridgeline")
-for t in "$build"/tests/gpu/test_*; do [ -x "$t" ] && bins+=("$t"); done
+for t in "$build"/tests/gpu/test_* "$build"/tests/gpu/bench_*; do [ -x "$t" ] && bins+=("$t"); done
 cp "${bins[@]}" "$stage/bin/"
 
 # Shared libraries the binaries resolve here, minus the C runtime and the CUDA stack.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libnccl|libnvidia)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia)'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do

@@ -9,6 +9,9 @@
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
+#   - attention: each attention implementation alone (bench_attention: fused, naive, cudnn
+#     forward, cudnn backward) taking turns with PyTorch's SDPA backends on the same shapes, and
+#     the layer at s = 4k, 16k, 32k with every implementation side by side;
 #   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
 #   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
 #   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
@@ -46,6 +49,13 @@ done
 if ! ldconfig -p | grep -q 'libnccl.so.2' && ! ls /usr/local/cuda/lib*/libnccl.so.2 >/dev/null 2>&1; then
   nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
   [ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
+fi
+
+# cuDNN (--attention cudnn) is loaded at run time from the pip wheel nvidia-cudnn-cu13 where the
+# system has none on its library path.
+if ! ldconfig -p | grep -q 'libcudnn.so.9'; then
+  cudnn=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:$LD_LIBRARY_PATH"
 fi
 
 if [ -n "$bundle" ]; then
@@ -90,7 +100,7 @@ section_tests() {
   else
     for t in "$bin"/test_*; do
       case $(basename "$t") in
-        test_cuda_backend) timeout "$step_timeout" "$t" ;;
+        test_cuda_backend | test_attention_cuda) timeout "$step_timeout" "$t" ;;
         *) timeout "$step_timeout" "${mpirun[@]}" -np 2 "$t" ;;
       esac
     done >"$out/logs/gpu-tests.log" 2>&1
@@ -317,6 +327,30 @@ section_compare() {
       --json "$out/logs/compare_${a}_vs_$b.json" --markdown "$out/logs/compare_${a}_vs_$b.md" \
       >"$out/logs/compare_${a}_vs_$b.txt" 2>&1
     note "compare $a vs $b: rc=$? $(grep -E '^moved' "$out/logs/compare_${a}_vs_$b.txt" | cut -c1-150); $(tail -1 "$out/logs/compare_${a}_vs_$b.txt")"
+  done
+}
+
+# attention: bench_attention and PyTorch's SDPA backends (cudnn, flash, efficient, math where it
+# fits) on the same shapes (bf16, d = 128, causal, 32 query heads, 32 and 4 KV heads), taking
+# turns over 2 rounds; then the layer with every implementation side by side.
+section_attention() {
+  local bench=$bin/bench_attention
+  [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention
+  local shapes=(--seq 4096,16384,32768 --kv-heads 32,4 --heads 32 --head-dim 128 --batch 1)
+  for turn in 1 2; do
+    timeout "$step_timeout" "$bench" "${shapes[@]}" --impl fused,cudnn,naive \
+      --json "$out/ref/ridgeline_attention_$turn.json" >>"$out/logs/bench_attention.log" 2>&1
+    note "bench_attention turn $turn: rc=$?"
+    timeout "$step_timeout" python3 "$repo/scripts/reference/torch_attention.py" "${shapes[@]}" \
+      --json "$out/ref/torch_attention_$turn.json" >>"$out/logs/torch_attention.log" 2>&1
+    note "torch_attention turn $turn: rc=$?"
+  done
+  # The naive scores of s = 16k and 32k (heads x s x s fp32) do not fit in memory.
+  run "attention_layer_s4096" 1 --config "$repo/models/gpt-h8192.toml" --layers 1 --seq 4096 \
+    --batch 1 --warmup 3 --iters 10 --attention fused,cudnn,naive
+  for seq in 16384 32768; do
+    run "attention_layer_s$seq" 1 --config "$repo/models/gpt-h8192.toml" --layers 1 --seq "$seq" \
+      --batch 1 --warmup 2 --iters 5 --attention fused,cudnn
   done
 }
 

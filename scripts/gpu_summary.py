@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Summary table of a scripts/gpu-check.sh output folder: every layer run beside its
 PyTorch-eager reference from the same job, GEMM efficiency against the standalone cuBLASLt
-probe, instrumentation overhead, and the collective sweeps' bus bandwidth."""
+probe, instrumentation overhead, the collective sweeps' bus bandwidth, and attention alone
+(bench_attention beside PyTorch's SDPA backends, turn by turn) with the layer under each
+attention implementation."""
 import glob
 import json
 import os
@@ -82,6 +84,59 @@ def reference_rows(out):
     return rows
 
 
+def _turns(out, prefix):
+    turns = {}
+    for path in glob.glob(os.path.join(out, "ref", f"{prefix}_*.json")):
+        with open(path) as f:
+            turns[os.path.basename(path)[len(prefix) + 1:-len(".json")]] = json.load(f)
+    return turns
+
+
+def attention_rows(out):
+    """Per shape and pass: each implementation's TFLOP/s (median over turns) and cudnn's time
+    over PyTorch's cuDNN backend, the ratio taken within each turn, then the median."""
+    ours, theirs = _turns(out, "ridgeline_attention"), _turns(out, "torch_attention")
+    key = lambda r: (r["seq"], r["kv_heads"], r["pass"])
+    table = {}
+    for turn in sorted(set(ours) & set(theirs)):
+        for side, doc in (("", ours[turn]), ("torch ", theirs[turn])):
+            for r in doc["rows"]:
+                cell = table.setdefault(key(r), {}).setdefault(side + r["impl"], [])
+                if r["status"] == "ok":
+                    cell.append((turn, r["flops"] / (r["p50_ms"] * 1e9), r["p50_ms"]))
+    rows = []
+    for k in sorted(table):
+        cells = table[k]
+        med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")
+        tflops = {name: med([t for _, t, _ in v]) for name, v in cells.items()}
+        ours_ms = {t: ms for t, _, ms in cells.get("cudnn", [])}
+        ratios = [ours_ms[t] / ms for t, _, ms in cells.get("torch cudnn", []) if t in ours_ms]
+        rows.append((k, tflops, med(ratios)))
+    return rows
+
+
+def attention_layer_rows(out):
+    """The layer under each attention implementation (a run's /points/<k>)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "h5", "attention_layer_*.h5"))):
+        with h5py.File(path, "r") as f:
+            if "points" not in f:
+                continue
+            for k in sorted(f["points"], key=int):
+                p = f["points"][k]
+                s = p["summary"]
+                ops = s["ops"][()]
+                names = [n.decode() if isinstance(n, bytes) else n for n in ops["name"]]
+                a = ops[names.index("attention")] if "attention" in names else None
+                field = lambda n: float(a[n]) if a is not None and n in ops.dtype.names else float("nan")
+                bound = field("bound_ns")
+                rows.append((os.path.basename(path)[:-3], attr(s, "attention", "?"), attr(s, "p50_ns") / 1e6,
+                             field("per_step_p50_ns") / 1e6, 100 * field("share"), field("achieved_tflops"),
+                             field("flops") / bound / 1e3 if bound > 0 else float("nan"),
+                             attr(s, "ceiling", "none"), attr(s, "check", "?")))
+    return rows
+
+
 def main():
     out = sys.argv[1]
     print(f"{'run':<28} {'p50 ms':>9} {'torch ms':>9} {'ratio':>6} {'check':<8} {'instr %':>7} {'gemm/ref':>8}")
@@ -92,6 +147,23 @@ def main():
         print(f"\n{'sweep':<26} {'collective':<15} {'max bytes':>11} {'busbw GB/s':>10} {'max us <=128K':>13}")
         for r in rows:
             print(f"{r[0]:<26} {r[1]:<15} {r[2]:>11} {r[3]:>10.1f} {r[4]:>13.1f}")
+    rows = attention_rows(out)
+    if rows:
+        impls = ["fused", "cudnn", "naive", "torch cudnn", "torch flash", "torch efficient", "torch math"]
+        print(f"\n{'attention alone: TFLOP/s':<24} " + " ".join(f"{n:>9}" for n in
+              ["fused", "cudnn", "naive", "t.cudnn", "t.flash", "t.effic", "t.math"]) + f" {'cudnn/t.cudnn time':>18}")
+        for (seq, kv, pass_), tflops, ratio in rows:
+            print(f"{f's={seq} kv={kv} {pass_}':<24} " + " ".join(f"{tflops.get(n, float('nan')):>9.1f}" for n in impls)
+                  + f" {ratio:>18.3f}")
+        print("FLOPs: forward 4*b*h*s*s*d/2 (causal), backward 2.5 x forward; medians over the turns; "
+              "the time ratio is taken within each turn")
+    rows = attention_layer_rows(out)
+    if rows:
+        print(f"\n{'layer':<24} {'attention':<9} {'step ms':>9} {'attn ms':>9} {'share %':>7} {'TFLOP/s':>8} "
+              f"{'ceil TF/s':>9} {'step ceiling':<13} check")
+        for r in rows:
+            print(f"{r[0]:<24} {r[1]:<9} {r[2]:>9.3f} {r[3]:>9.3f} {r[4]:>7.1f} {r[5]:>8.1f} {r[6]:>9.1f} "
+                  f"{str(r[7]):<13} {r[8]}")
     rows = reference_rows(out)
     if rows:
         print(f"\n{'np':>2} {'collective':<15} {'size':>11} {'us':>9} {'torch us':>9} {'t ratio':>7} "

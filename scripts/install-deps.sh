@@ -30,3 +30,17 @@ if ! python3 -c "import h5py, numpy, matplotlib, pytest" 2>/dev/null; then
   fi
 fi
 python3 -c "import h5py, numpy, matplotlib, pytest"
+
+# cuDNN and its frontend for --attention cudnn, from the pip wheels into .deps/cudnn (CMake looks
+# there): only where a CUDA compiler will build the CUDA backend, since the cuDNN path needs it.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if [ ! -f "$repo/.deps/cudnn/include/cudnn_frontend.h" ]; then
+    echo "install-deps: installing the cuDNN wheels (nvidia-cudnn-cu13, nvidia-cudnn-frontend)"
+    timeout 900 python3 -m pip install -q --target "$repo/.deps/cudnn" nvidia-cudnn-cu13 \
+      nvidia-cudnn-frontend ||
+      echo "install-deps: the cuDNN wheels could not be installed: --attention cudnn is not compiled"
+  fi
+else
+  echo "install-deps: no CUDA compiler: the CUDA backend and --attention cudnn are not compiled"
+fi

@@ -319,7 +319,11 @@ def _contents(f: h5py.File, found: List[str]) -> None:
 
 
 def _stack(f: h5py.File, found: List[str]) -> None:
-    _require_attrs(read_attrs(_group(f, "/stack"), "/stack"), "/stack", STACK_ATTRS, found)
+    stack = read_attrs(_group(f, "/stack"), "/stack")
+    _require_attrs(stack, "/stack", STACK_ATTRS, found)
+    # cuDNN's plans are recorded only beside the version of the cuDNN that chose them.
+    if "cudnn_plans" in stack and "cudnn" not in stack:
+        found.append("/stack: cudnn_plans without cudnn (the loaded cuDNN version)")
     if not _require(f, "/stack/env", "dataset", found):
         return
     env = read_table(f, "/stack/env")
@@ -493,6 +497,8 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
         values = read_attrs(_group(f, group), group)
         _require_attrs(values, group, STEP_ATTRS, found)
         found.extend(checksum_problems(values, group))
+        if "attention" in values and values["attention"] not in ("fused", "naive", "cudnn"):
+            found.append(f"{group}: attention is '{values['attention']}', expected fused, naive or cudnn")
         if not all(k in values for k in ("p50_ns", "p95_ns", "p99_ns")):
             return
         p50, p95, p99 = (_number_attr(values, k, group) for k in ("p50_ns", "p95_ns", "p99_ns"))

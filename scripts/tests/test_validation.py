@@ -141,11 +141,23 @@ def _point_checksum(f):
     f["points/1/summary"].attrs["output_checksum_algorithm"] = "md5"
 
 
+def _point_attention(f):
+    f["points/1/summary"].attrs["attention"] = "flash"
+
+
+def _cudnn_plans_without_version(f):
+    f["stack"].attrs["cudnn_plans"] = "fwd b=1 h=8: eng0"
+    if "cudnn" in f["stack"].attrs:
+        del f["stack"].attrs["cudnn"]
+
+
 #: Damages of a run of two overlap strategies (/points/0 and /points/1).
 POINT_DAMAGES = [
     (_point_op_id, "/points/1/ranks/0/timeline: row 0: op_id 999 outside [0, "),
     (_point_nan_step, "/points/0/summary/step_time_ns: value 0 is nan"),
     (_point_checksum, "output_checksum_algorithm 'md5' is not fnv1a64"),
+    (_point_attention, "attention is 'flash', expected fused, naive or cudnn"),
+    (_cudnn_plans_without_version, "/stack: cudnn_plans without cudnn"),
 ]
 
 

@@ -20,6 +20,7 @@ enum class StackLayer {
   driver,
   cuda,
   gemm_library,
+  attention_library,
   nccl,
   mpi,
   hdf5,

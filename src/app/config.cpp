@@ -10,6 +10,7 @@
 
 #include "app/command_support.hpp"
 #include "app/file_layout.hpp"
+#include "models/attention_cudnn.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -36,6 +37,16 @@ std::string str(int64_t v) {
 std::string overlap_item(const std::string& item, std::string& canonical) {
   try {
     canonical = parse_overlap(item).name();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// One --attention implementation.
+std::string attention_item(const std::string& item, std::string& canonical) {
+  try {
+    canonical = attention_name(parse_attention(item));
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -124,7 +135,11 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--dtype", c.dtype, "auto | fp32 | bf16 | fp16 (auto: fp32 on host, bf16 on cuda)")
       ->capture_default_str()
       ->group(exec);
-  cmd.add_option("--attention", c.attention, "fused (online softmax) | naive (materialised scores)")
+  cmd.add_option("--attention", c.attention,
+                 "Comma list of attention implementations run back to back: fused (the "
+                 "project's kernel, online softmax), naive (materialised scores), cudnn (cuDNN's "
+                 "fused SDPA; cuda backend, a build with cuDNN)")
+      ->check(comma_list(attention_item))
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--gemm-algo", c.gemm_algo,
@@ -356,7 +371,22 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.mlp, "--mlp", {"gelu", "swiglu"});
   choice(c.norm, "--norm", {"layernorm", "rmsnorm"});
   choice(c.rotary, "--rotary", {"on", "off"});
-  choice(c.attention, "--attention", {"fused", "naive"});
+  std::vector<std::string> attentions;
+  try {
+    attentions = attention_list(c);
+  } catch (const UsageError& e) {
+    p.push_back(std::string("--attention: ") + e.what());
+  }
+  const bool naive = std::find(attentions.begin(), attentions.end(), "naive") != attentions.end();
+  if (std::find(attentions.begin(), attentions.end(), "cudnn") != attentions.end()) {
+    if (c.backend != "cuda")
+      p.push_back("--attention cudnn needs the cuda backend (cuDNN runs on NVIDIA GPUs; got "
+                  "--backend " +
+                  c.backend + ")");
+    else if (!cudnn_compiled())
+      p.push_back("--attention cudnn: this ridgeline was built without cuDNN (install "
+                  "nvidia-cudnn-cu13 and nvidia-cudnn-frontend, then build again)");
+  }
   choice(c.check, "--check", {"auto", "on", "off"});
   choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search"});
   if (c.gemm_algo == "search" && c.backend != "cuda")
@@ -436,9 +466,7 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
          mb_batch * kv * static_cast<double>(c.kv_heads >= c.tp ? c.kv_heads / c.tp : 1) *
              static_cast<double>(c.hidden / c.heads)},
         {"attention scores (batch x heads / tp x seq x context)",
-         c.attention == "naive"
-             ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv
-             : 0.0}};
+         naive ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv : 0.0}};
     for (const auto& [what, elements] : counts)
       if (elements >= static_cast<double>(INT32_MAX)) {
         std::ostringstream msg;
@@ -488,6 +516,16 @@ std::vector<std::string> overlap_list(const RunConfig& c) {
   std::vector<std::string> names;
   for (const std::string& item : items)
     names.push_back(parse_overlap(item).name());
+  return names;
+}
+
+std::vector<std::string> attention_list(const RunConfig& c) {
+  const std::vector<std::string> items = split_list(c.attention);
+  const std::string problem = list_problem(items, attention_item);
+  if (!problem.empty()) throw UsageError(problem);
+  std::vector<std::string> names;
+  for (const std::string& item : items)
+    names.push_back(attention_name(parse_attention(item)));
   return names;
 }
 

@@ -41,9 +41,9 @@ struct RunConfig {
   int pp = 1;
   int dp = 1;
   // Backend and kernels.
-  std::string backend = "auto"; ///< auto | host | cuda
-  std::string dtype = "auto";   ///< auto | fp32 | bf16 | fp16
-  std::string attention = "fused";
+  std::string backend = "auto";        ///< auto | host | cuda
+  std::string dtype = "auto";          ///< auto | fp32 | bf16 | fp16
+  std::string attention = "fused";     ///< comma list of implementations, run back to back
   std::string gemm_algo = "heuristic"; ///< heuristic | search (cuBLASLt algorithm choice)
   bool graphs = false;          ///< capture one step as a CUDA graph and replay it (cuda backend)
   std::string overlap = "none"; ///< comma list of strategies, run back to back
@@ -91,6 +91,9 @@ LayerShape layer_shape(const RunConfig& cfg);
 /// The overlap strategies of --overlap, in order (throws UsageError on a bad, empty or repeated
 /// entry).
 std::vector<std::string> overlap_list(const RunConfig& cfg);
+/// The attention implementations of --attention, in order (throws UsageError on a bad, empty or
+/// repeated entry).
+std::vector<std::string> attention_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);
 

@@ -19,6 +19,7 @@
 #include "app/host_memory.hpp"
 #include "app/run_file.hpp"
 #include "core/error.hpp"
+#include "models/attention_cudnn.hpp"
 #include "models/cuda_backend.hpp"
 
 extern char** environ;
@@ -124,11 +125,17 @@ struct LoadedLibrary {
   const char* key;    // the /stack attribute
 };
 constexpr LoadedLibrary kLoadedLibraries[] = {
-    {"libcublasLt.so", "cublaslt_so"},   {"libcublas.so", "cublas_so"},
-    {"libcudart.so", "cuda_runtime_so"}, {"libcuda.so", "cuda_driver_so"},
-    {"libnccl.so", "nccl_so"},           {"libmpi.so", "mpi_so"},
-    {"libhdf5.so", "hdf5_so"},           {"libhdf5_openmpi.so", "hdf5_so"},
-    {"libopenblas.so", "blas_so"},       {"libopenblas64_.so", "blas_so"},
+    {"libcublasLt.so", "cublaslt_so"},
+    {"libcublas.so", "cublas_so"},
+    {"libcudart.so", "cuda_runtime_so"},
+    {"libcuda.so", "cuda_driver_so"},
+    {"libnccl.so", "nccl_so"},
+    {"libcudnn.so", "cudnn_so"},
+    {"libmpi.so", "mpi_so"},
+    {"libhdf5.so", "hdf5_so"},
+    {"libhdf5_openmpi.so", "hdf5_so"},
+    {"libopenblas.so", "blas_so"},
+    {"libopenblas64_.so", "blas_so"},
 };
 
 int collect_library(dl_phdr_info* info, size_t, void* data) {
@@ -189,6 +196,10 @@ Attrs stack_attrs() {
     a.emplace_back(k, v);
   for (const auto& [k, v] : loaded_libraries())
     a.emplace_back(k, v);
+  // cuDNN: the headers built against, and the library loaded (only once --attention cudnn ran).
+  a.emplace_back("cudnn_build", cudnn_build_version());
+  if (const std::string loaded = cudnn_loaded_version(); !loaded.empty())
+    a.emplace_back("cudnn", loaded);
   return a;
 }
 

@@ -96,7 +96,7 @@ std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageS
 class StageWorkload final : public Workload {
 public:
   StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
-                OpTable& ops, const std::vector<std::string>& strategies, const StageSpec& spec,
+                OpTable& ops, const std::vector<Variant>& strategies, const StageSpec& spec,
                 const std::vector<std::vector<float>>& reference, const CheckPlan& check,
                 const std::string& why_not)
       : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
@@ -123,11 +123,12 @@ public:
   }
 
   size_t strategies() const override { return m_strategies.size(); }
-  std::string strategy_name(size_t s) const override { return m_strategies[s]; }
+  std::string strategy_name(size_t s) const override { return m_strategies[s].name; }
   bool lane_modes() const override { return !m_cfg.graphs; }
   void select(size_t s) override {
     m_current = s;
-    m_stage.set_overlap(parse_overlap(m_strategies[s]));
+    m_stage.set_overlap(parse_overlap(m_strategies[s].overlap));
+    m_stage.set_attention(m_strategies[s].attention);
     if (m_cfg.graphs && m_graphs[s].empty()) {
       // The stage's kernels and collectives captured once; each step is then one replay, and
       // the timeline holds one op per step (per-op times need eager execution). A growing
@@ -136,9 +137,14 @@ public:
       // attention along them), so every replay runs exactly the eager step of its position.
       Recorder silent(m_backend.clock(), m_ops);
       silent.set_enabled(false);
+      // One eager step first: what builds on first use (cuDNN's graphs and handle, workspaces)
+      // does so outside the capture.
+      if (m_steps > 0) m_stage.set_decode_step(0);
+      m_stage.forward(silent);
+      m_backend.synchronize();
       for (int64_t step = 0; step < std::max<int64_t>(m_steps, 1); ++step) {
         const ranges::Scope range([&] {
-          return m_strategies[s] + ": graph capture" +
+          return m_strategies[s].name + ": graph capture" +
                  (m_steps > 0 ? " of decode step " + std::to_string(step) : "");
         });
         if (m_steps > 0) m_stage.set_decode_step(step);
@@ -280,7 +286,7 @@ private:
   GridComms& m_comms;
   TpStage& m_stage;
   OpTable& m_ops; ///< the point's: the stage's op ids (and so their range names) are its
-  std::vector<std::string> m_strategies;
+  std::vector<Variant> m_strategies;
   StageSpec m_spec;
   const std::vector<std::vector<float>>& m_reference;
   CheckPlan m_check;
@@ -300,6 +306,21 @@ private:
 };
 
 } // namespace
+
+std::vector<Variant> point_variants(const RunConfig& cfg) {
+  const std::vector<std::string> overlaps = overlap_list(cfg);
+  const std::vector<std::string> attentions = attention_list(cfg);
+  std::vector<Variant> out;
+  for (const std::string& o : overlaps)
+    for (const std::string& a : attentions) {
+      Variant v;
+      v.overlap = o;
+      v.attention = parse_attention(a);
+      v.name = attentions.size() == 1 ? o : overlaps.size() == 1 ? a : o + "+" + a;
+      out.push_back(v);
+    }
+  return out;
+}
 
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name());
@@ -334,7 +355,7 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
     if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
   const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
   return {
-      {"overlap", r.name},
+      {"overlap", r.overlap},
       {"step_ns", t.plain_ns},
       {"compute_only_ns", t.compute_only_ns},
       {"comm_only_ns", t.comm_only_ns},
@@ -351,7 +372,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   MpiSession& mpi = job.mpi();
   PointResult result;
   const ModelSpec model = model_spec(cfg);
-  const std::vector<std::string> strategies = overlap_list(cfg);
+  const std::vector<Variant> strategies = point_variants(cfg);
   const int64_t stage_layers = cfg.layers / cfg.pp;
 
   watchdog.rearm("creating communicators and allocating weights");
@@ -370,13 +391,13 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   StageSpec spec;
   spec.model = model;
   spec.shape = layer_shape(cfg);
-  spec.attention = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  spec.attention = strategies.front().attention;
   spec.tp_rank = gc.tp_rank;
   spec.first_layer = gc.pp_rank * stage_layers;
   spec.num_layers = stage_layers;
   spec.seed = cfg.seed;
   spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
-  spec.overlap = parse_overlap(strategies.front());
+  spec.overlap = parse_overlap(strategies.front().overlap);
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
   const std::string why_not =
@@ -441,6 +462,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
     r.name = m.name;
+    r.overlap = strategies[si].overlap;
+    r.attention = attention_name(strategies[si].attention);
     r.loops = m.loops;
     r.check = workload.checks()[si];
     r.output_checksum = workload.checksums()[si];
@@ -454,12 +477,16 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
     result.strategies.push_back(std::move(r));
   }
   if (mpi.rank() == 0) {
-    double serialized_ns = result.strategies.front().loops.compute_only_ns +
-                           result.strategies.front().loops.comm_only_ns;
-    for (const StrategyResult& r : result.strategies)
-      if (r.name == "none") serialized_ns = r.loops.plain_ns;
     for (size_t si = 0; si < result.strategies.size(); ++si) {
       StrategyResult& r = result.strategies[si];
+      // Serialized: the `none` strategy with the same attention, else the first one's parts.
+      const StrategyResult* first = nullptr;
+      double serialized_ns = 0;
+      for (const StrategyResult& o : result.strategies)
+        if (o.attention == r.attention && first == nullptr) first = &o;
+      serialized_ns = first->loops.compute_only_ns + first->loops.comm_only_ns;
+      for (const StrategyResult& o : result.strategies)
+        if (o.attention == r.attention && o.overlap == "none") serialized_ns = o.loops.plain_ns;
       Attrs& a = r.summary.attrs;
       a = {{"check", r.check.status},
            {"check_max_rel_error", r.check.max_rel_error},
@@ -491,9 +518,13 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
           if (op.name == probe.op && ref_tflops > 0)
             a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
       }
+      a.emplace_back("attention", r.attention);
+      // The attention op's cost depends on the implementation (naive also writes its scores).
+      attribution.specs = layer_ops(model, spec.shape, strategies[si].attention);
       if (!roofs.empty()) attribute(r.summary, attribution, roofs);
     }
   }
+  result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;
 }

@@ -11,6 +11,7 @@
 #include "app/protocol.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
+#include "models/backend.hpp"
 #include "models/roofs.hpp"
 
 namespace ridgeline {
@@ -27,8 +28,10 @@ struct CheckOutcome {
 /// One strategy's results: the summary (every rank; its attributes on rank 0) and this rank's
 /// own timeline.
 struct StrategyResult {
-  std::string name;
-  RunSummary summary;               ///< with check, loop, overlap, GPU and attribution attributes
+  std::string name;      ///< overlap, attention, or overlap+attention when both are lists
+  std::string overlap;   ///< the overlap strategy
+  std::string attention; ///< the attention implementation
+  RunSummary summary;    ///< with check, loop, overlap, GPU and attribution attributes
   std::vector<TimelineRecord> rows; ///< this rank's timeline
   LoopTimes loops;
   CheckOutcome check;
@@ -40,14 +43,25 @@ struct PointResult {
   std::string status = "ok"; ///< "ok" or "failed: <reason>"
   OpTable ops;
   std::vector<StrategyResult> strategies;
-  std::vector<GpuSample> samples; ///< this rank's NVML samples
-  Attrs coords;                   ///< this rank's grid coordinates (for /topology)
+  std::vector<GpuSample> samples;           ///< this rank's NVML samples
+  Attrs coords;                             ///< this rank's grid coordinates (for /topology)
+  std::vector<std::string> attention_plans; ///< what cuDNN chose (Backend::attention_plans)
   bool check_failed = false;
   double setup_s = 0;   ///< building, checking and gathering, outside the iterations
   double measure_s = 0; ///< the protocol's loops
 
   bool ok() const { return status == "ok"; }
 };
+
+/// One way a point runs: an overlap strategy with an attention implementation.
+struct Variant {
+  std::string name;
+  std::string overlap;
+  AttentionImpl attention = AttentionImpl::fused;
+};
+/// Every --overlap strategy with every --attention implementation, overlap-major. Named by the
+/// overlap (one attention), the attention (one overlap) or "overlap+attention".
+std::vector<Variant> point_variants(const RunConfig& cfg);
 
 /// Applies the defaults of the job's backend to `cfg` and returns every problem with it for
 /// `world_size` ranks, memory included (collective: every rank gets the same list).

@@ -14,6 +14,7 @@
 #include "app/summary.hpp"
 #include "core/error.hpp"
 #include "models/attribution.hpp"
+#include "models/work_model.hpp"
 
 namespace ridgeline {
 
@@ -145,6 +146,32 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
       << " round(s) in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
          "compute time in the overlapped step / compute-only time\n";
+}
+
+void print_attention_table(std::ostream& out, const std::vector<StrategyResult>& results) {
+  char line[320];
+  std::snprintf(line, sizeof(line), "%-14s %10s %10s %7s %9s %-8s %11s %7s %-13s %s\n", "attention",
+                "step ms", "attn ms", "share", "TFLOP/s", "ceiling", "ceil TFLOP/s", "eff",
+                "step ceiling", "check");
+  out << "\n" << line;
+  for (const StrategyResult& r : results) {
+    const OpAggregate* a = nullptr;
+    for (const OpAggregate& o : r.summary.ops)
+      if (o.name == op::attention) a = &o;
+    const AttrValue* step_ceiling = find_attr(r.summary.attrs, "ceiling");
+    const double ceil_tflops = a != nullptr && a->bound_ns > 0 ? a->flops / a->bound_ns / 1e3 : 0;
+    std::snprintf(
+        line, sizeof(line), "%-14s %10.4f %10.4f %6.1f%% %9.2f %-8s %11.2f %7.3f %-13s %s\n",
+        r.name.c_str(), r.loops.plain_ns / 1e6, a != nullptr ? a->per_step_p50_ns / 1e6 : 0.0,
+        a != nullptr ? 100 * a->share : 0.0, a != nullptr ? a->achieved_tflops : 0.0,
+        a != nullptr ? a->ceiling.c_str() : "-", ceil_tflops, a != nullptr ? a->efficiency : 0.0,
+        step_ceiling != nullptr ? attr_to_string(*step_ceiling).c_str() : "-",
+        r.check.status.c_str());
+    out << line;
+  }
+  out << "attn: the attention op per step (median); TFLOP/s at its median instance (causal "
+         "forward: 2 * 2 * b * h * s * ctx * d / 2); ceil TFLOP/s: what its ceiling allows "
+         "(the roofs); eff = ceiling time / op time\n";
 }
 
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms) {

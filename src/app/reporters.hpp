@@ -15,6 +15,9 @@ namespace ridgeline {
 /// efficiency when the run was attributed), step percentiles, the step split by ceiling, and
 /// the summary's other scalars. Ops measured faster than their ceiling are flagged.
 void print_report(std::ostream& out, const RunData& data);
+/// The attention implementations side by side (--attention with several): the step, the
+/// attention op's time, share of the step, achieved TFLOP/s, its ceiling and efficiency.
+void print_attention_table(std::ostream& out, const std::vector<StrategyResult>& results);
 /// The strategies side by side: step, compute-only, comm-only, exposed, efficiency.
 void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results);
 /// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).

@@ -62,6 +62,12 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   RunData data;
   data.root = job.root_attrs("run");
   data.stack = job.stack();
+  if (!point.attention_plans.empty()) {
+    std::string plans;
+    for (const std::string& p : point.attention_plans)
+      plans += (plans.empty() ? "" : "\n") + p;
+    data.stack.emplace_back("cudnn_plans", plans);
+  }
   data.env = performance_env();
   data.config = config_attrs(cfg);
   data.topology = job.topology(point.coords);
@@ -82,6 +88,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         RunData::Point p;
         p.config = data.config;
         p.config.emplace_back("strategy", r.name);
+        // Each point ran one attention implementation of the list.
+        for (auto& kv : p.config)
+          if (kv.first == "attention") kv.second = r.attention;
         p.ops = point.ops;
         p.summary = r.summary;
         data.points.push_back(std::move(p));
@@ -97,10 +106,11 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     for (const StrategyResult& r : results) {
       RunData shown = data;
       shown.summary = r.summary;
-      if (results.size() > 1) std::cout << "\n== overlap " << r.name << "\n";
+      if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
       print_report(std::cout, shown);
     }
     if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1)) print_overlap_table(std::cout, results);
+    if (attention_list(cfg).size() > 1) print_attention_table(std::cout, results);
     print_gpu_table(std::cout, results, cfg.sample_ms);
     attrs = {{"run", data.root}, {"config", data.config}};
     for (const StrategyResult& r : results) {
@@ -147,7 +157,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
     status = output_status(files);
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")
-        std::cerr << "ridgeline: check FAILED for overlap " << r.name << ": relative L2 error "
+        std::cerr << "ridgeline: check FAILED for " << r.name << ": relative L2 error "
                   << r.check.max_rel_error << " exceeds the tolerance " << r.check.tolerance
                   << " (tp=" << cfg.tp << " pp=" << cfg.pp
                   << " output vs the whole model recomputed at TP=1)\n";

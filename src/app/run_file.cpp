@@ -583,8 +583,12 @@ void require_attrs(const Attrs& attrs, const std::string& where,
 
 void validate_stack(hid_t file, std::vector<std::string>& problems) {
   h5::Handle stack = h5::open_group(file, "/stack");
-  require_attrs(h5::read_attrs(stack.id()), "/stack",
-                {std::begin(kStackAttrs), std::end(kStackAttrs)}, problems);
+  const Attrs stack_attrs = h5::read_attrs(stack.id());
+  require_attrs(stack_attrs, "/stack", {std::begin(kStackAttrs), std::end(kStackAttrs)}, problems);
+  // cuDNN's plans are recorded only beside the version of the cuDNN that chose them.
+  if (find_attr(stack_attrs, "cudnn_plans") != nullptr &&
+      find_attr(stack_attrs, "cudnn") == nullptr)
+    problems.push_back("/stack: cudnn_plans without cudnn (the loaded cuDNN version)");
   if (!require_object(file, "/stack/env", "dataset", problems)) return;
   const h5::Table env = h5::read_table(file, "/stack/env");
   column<std::string>(env, "name", "/stack/env");
@@ -948,6 +952,12 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
       keys.emplace_back(field.name);
     require_attrs(attrs, group, keys, problems);
     validate_checksum(attrs, group, problems);
+    if (const AttrValue* a = find_attr(attrs, "attention")) {
+      const std::string* name = std::get_if<std::string>(a);
+      if (name == nullptr || (*name != "fused" && *name != "naive" && *name != "cudnn"))
+        problems.push_back(group + ": attention is '" + attr_to_string(*a) +
+                           "', expected fused, naive or cudnn");
+    }
     if (find_attr(attrs, "p50_ns") == nullptr || find_attr(attrs, "p95_ns") == nullptr ||
         find_attr(attrs, "p99_ns") == nullptr)
       return;

@@ -286,7 +286,7 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
     }
   if (!borrowed.empty()) note = "assumes " + *borrowed.begin() + " at tp=" + std::to_string(cfg.tp);
   const DType dtype = parse_dtype(cfg.dtype);
-  const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+  const AttentionImpl attn = parse_attention(attention_list(cfg).front());
   const double instances = static_cast<double>(cfg.layers / cfg.pp * cfg.microbatches);
   for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), attn)) {
     const OpBounds b = op_bounds(op_work(o, o.cost, cfg.tp, dtype), r, transport);
@@ -742,6 +742,11 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       throw CLI::ValidationError(
           "--dp", "a sweep runs each point as ranks / (tp x pp) data-parallel replicas: "
                   "give no --dp (nor dp in the [run] table)");
+    // A point runs one attention implementation (`run --attention a,b` compares them).
+    if (o->base.attention.find(',') != std::string::npos)
+      throw CLI::ValidationError("--attention",
+                                 "a sweep point runs one implementation: give one (run --attention "
+                                 "fused,cudnn,naive compares them side by side)");
     action = [o](CommandContext& ctx) { return run_sweep(ctx, *o); };
   });
 }

@@ -80,6 +80,7 @@ check "zero.toml:2: layers = 0: expected an integer >= 1" sweep --config zero.to
 check "--tp: expected an integer from 1 to 2147483647, got '0'" sweep "${sweep[@]}" --tp 1,0
 check "--batch: '1' given twice" sweep "${sweep[@]}" --batch 1,4,1
 check "--dp: a sweep runs each point" sweep "${sweep[@]}" --dp 2
+check "--attention: a sweep point runs one implementation" sweep "${sweep[@]}" --attention fused,naive
 check "--group-size: expected an integer from 1" collectives "${coll[@]}" --group-size 0
 check "--collectives: empty item" collectives "${coll[@]}" --collectives all_reduce,
 check "--nccl-max-ctas: expected -1" collectives "${coll[@]}" --nccl-max-ctas -5

@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "app/config.hpp"
 #include "app/config_file.hpp"
+#include "app/point.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -180,6 +181,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend"},
         BadCase{"host_dtype", {"--dtype", "bf16"}, 1, "the host backend computes in fp32"},
         BadCase{"graphs_host", {"--graphs"}, 1, "--graphs needs the cuda backend"},
+        BadCase{"cudnn_host",
+                {"--attention", "fused,cudnn"},
+                1,
+                "--attention cudnn needs the cuda backend"},
         BadCase{"nccl_ctas_host", {"--nccl-max-ctas", "8"}, 1, "need the cuda backend (NCCL)"},
         BadCase{"gemm_sms_host",
                 {"--overlap-gemm-sms", "100"},
@@ -235,8 +240,9 @@ TEST(RunConfig, GoodShapesPass) {
       {"--tp", "2", "--sequence-parallel", "--overlap", "none,async,chunked:2"},
       {"--heads", "16", "--kv-heads", "2", "--tp", "4"}, // KV heads replicated across ranks
       {"--phase", "decode", "--context", "100", "--overlap", "split:2"},
-      {"--pp", "2", "--microbatches", "2", "--batch", "2"}};
-  const int ranks[] = {2, 2, 4, 1, 2};
+      {"--pp", "2", "--microbatches", "2", "--batch", "2"},
+      {"--attention", "fused,naive", "--overlap", "none,async"}};
+  const int ranks[] = {2, 2, 4, 1, 2, 1};
   for (size_t i = 0; i < good.size(); ++i) {
     const std::vector<std::string> problems = validate(host_defaults(good[i]), ranks[i]);
     EXPECT_TRUE(problems.empty()) << "case " << i << joined(problems);
@@ -348,8 +354,31 @@ INSTANTIATE_TEST_SUITE_P(
                     "'chunked:02' repeats 'chunked:2'"},
         RefusedCase{"overlap_trailing_comma", {"--overlap", "async,"}, "--overlap: empty item"},
         RefusedCase{"overlap_empty_item", {"--overlap", "none,,async"}, "--overlap: empty item"},
-        RefusedCase{"overlap_name", {"--overlap", "none,sideways"}, "overlap strategy 'sideways'"}),
+        RefusedCase{"overlap_name", {"--overlap", "none,sideways"}, "overlap strategy 'sideways'"},
+        RefusedCase{
+            "attention_twice", {"--attention", "naive,naive"}, "--attention: 'naive' given twice"},
+        RefusedCase{"attention_name",
+                    {"--attention", "fused,flash"},
+                    "unknown attention implementation 'flash'"},
+        RefusedCase{"attention_empty_item", {"--attention", "fused,"}, "--attention: empty item"}),
     case_name);
+
+TEST(RunConfig, AttentionListsRunEveryOverlapWithEveryImplementation) {
+  const auto names = [](const std::vector<std::string>& args) {
+    std::vector<std::string> out;
+    for (const Variant& v : point_variants(host_defaults(args)))
+      out.push_back(v.name + "=" + v.overlap + "/" + attention_name(v.attention));
+    return out;
+  };
+  EXPECT_EQ(names({}), (std::vector<std::string>{"none=none/fused"}));
+  EXPECT_EQ(names({"--attention", "naive,fused"}),
+            (std::vector<std::string>{"naive=none/naive", "fused=none/fused"}));
+  EXPECT_EQ(names({"--overlap", "none,async", "--attention", "naive"}),
+            (std::vector<std::string>{"none=none/naive", "async=async/naive"}));
+  EXPECT_EQ(names({"--overlap", "none,async", "--attention", "fused,naive"}),
+            (std::vector<std::string>{"none+fused=none/fused", "none+naive=none/naive",
+                                      "async+fused=async/fused", "async+naive=async/naive"}));
+}
 
 TEST(RunConfig, DefaultsFillOnlyTheOptionsNotGiven) {
   // A preset's dimensions stay; only what neither the preset nor the command line gave is filled.

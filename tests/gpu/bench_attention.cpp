@@ -1,0 +1,248 @@
+// Attention alone: each implementation of the CUDA backend (fused, naive, cudnn) timed forward,
+// and cuDNN's backward, on given shapes with CUDA events (median of --reps calls after --warmup).
+// The achieved TFLOP/s of a row is also the ceiling that implementation gives a layer's
+// attention op. FLOPs: forward 2 * 2 * b * h * s * ctx * d (QK^T and PV), halved when causal
+// with s = ctx; backward 2.5 x forward. scripts/reference/torch_attention.py times PyTorch's SDPA
+// backends on the same shapes and FLOP convention. Exits 0 with a note when no GPU is visible.
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.hpp"
+#include "core/error.hpp"
+#include "models/attention_cudnn.hpp"
+#include "models/backend.hpp"
+#include "models/cuda_backend.hpp"
+
+namespace ridgeline {
+namespace {
+
+std::vector<int64_t> int_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    out.push_back(std::stoll(item));
+  return out;
+}
+
+std::vector<std::string> word_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    out.push_back(item);
+  return out;
+}
+
+struct Row {
+  std::string impl, pass, status = "ok";
+  AttentionShape shape;
+  double flops = 0, best_ms = 0, p50_ms = 0;
+};
+
+double forward_flops(const AttentionShape& s) {
+  const double full = 4.0 * static_cast<double>(s.batch * s.heads * s.seq * s.context * s.head_dim);
+  return s.causal && s.seq == s.context ? full / 2 : full;
+}
+
+// Median and best of `reps` calls, each bracketed by its own event pair on `stream`.
+void time_calls(cudaStream_t stream, int warmup, int reps, const std::function<void()>& call,
+                Row& row) {
+  for (int i = 0; i < warmup; ++i)
+    call();
+  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(reps));
+  for (cudaEvent_t& e : events)
+    RIDGELINE_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    RIDGELINE_CHECK(cudaEventRecord(events[2 * i], stream));
+    call();
+    RIDGELINE_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  RIDGELINE_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    RIDGELINE_CHECK(cudaEventElapsedTime(&t, events[2 * i], events[2 * i + 1]));
+    ms.push_back(t);
+  }
+  for (cudaEvent_t e : events)
+    RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  row.best_ms = ms.front();
+  row.p50_ms = ms[ms.size() / 2];
+}
+
+int run(int argc, char** argv) {
+  CLI::App app("Attention alone: fused, naive and cudnn forward, cudnn backward, in TFLOP/s");
+  std::string impls = "fused,naive,cudnn", seqs = "4096,16384,32768", kv_heads = "32,4";
+  std::string dtype = "bf16", json;
+  int64_t batch = 1, heads = 32, head_dim = 128;
+  int warmup = 3, reps = 10;
+  bool non_causal = false, no_backward = false;
+  app.add_option("--impl", impls, "Comma list: fused, naive, cudnn")->capture_default_str();
+  app.add_option("--seq", seqs, "Comma list of sequence lengths (queries = keys)")
+      ->capture_default_str();
+  app.add_option("--kv-heads", kv_heads, "Comma list of key/value head counts")
+      ->capture_default_str();
+  app.add_option("--heads", heads, "Query heads")->capture_default_str();
+  app.add_option("--head-dim", head_dim, "Head dimension")->capture_default_str();
+  app.add_option("--batch", batch, "Sequences")->capture_default_str();
+  app.add_option("--dtype", dtype, "bf16 | fp16")->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed calls first")->capture_default_str();
+  app.add_option("--reps", reps, "Timed calls (median reported)")->capture_default_str();
+  app.add_flag("--non-causal", non_causal,
+               "Every query sees every key (fused and naive: causal only)");
+  app.add_flag("--no-backward", no_backward, "Time the forward only");
+  app.add_option("--json", json, "Write the rows to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (reps < 1 || warmup < 0) {
+    std::cerr << "bench_attention: --reps must be >= 1 and --warmup >= 0\n";
+    return 2;
+  }
+  std::vector<AttentionImpl> chosen;
+  try {
+    for (const std::string& name : word_list(impls))
+      chosen.push_back(parse_attention(name));
+  } catch (const UsageError& e) {
+    std::cerr << "bench_attention: --impl: " << e.what() << "\n";
+    return 2;
+  }
+  if (cuda_device_count() == 0) {
+    std::cout << "bench_attention: no CUDA device visible; nothing timed\n";
+    return 0;
+  }
+  const DType dt = parse_dtype(dtype);
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0, dt);
+  cudaStream_t stream = static_cast<cudaStream_t>(gpu->stream(Lane::compute));
+  std::unique_ptr<CudnnAttention> cudnn;
+  std::vector<Row> rows;
+  for (int64_t seq : int_list(seqs))
+    for (int64_t kvh : int_list(kv_heads)) {
+      AttentionShape s;
+      s.batch = batch;
+      s.seq = s.context = s.capacity = seq;
+      s.heads = heads;
+      s.kv_heads = kvh;
+      s.head_dim = head_dim;
+      s.causal = !non_causal;
+      const int64_t qw = heads * head_dim, kw = kvh * head_dim, qrows = batch * seq;
+      Buffer qb = gpu->allocate(qrows, qw), kb = gpu->allocate(qrows, kw),
+             vb = gpu->allocate(qrows, kw), ob = gpu->allocate(qrows, qw);
+      const Tensor q = qb.view(qrows, qw, dt), k = kb.view(qrows, kw, dt),
+                   v = vb.view(qrows, kw, dt), o = ob.view(qrows, qw, dt);
+      gpu->fill_random(q, GenKey{3, 1, qw, 1.0f}, 0, 0);
+      gpu->fill_random(k, GenKey{3, 2, kw, 1.0f}, 0, 0);
+      gpu->fill_random(v, GenKey{3, 3, kw, 1.0f}, 0, 0);
+      for (AttentionImpl impl : chosen) {
+        Row fwd;
+        fwd.impl = attention_name(impl);
+        fwd.pass = "fwd";
+        fwd.shape = s;
+        fwd.flops = forward_flops(s);
+        try {
+          time_calls(
+              stream, warmup, reps, [&] { gpu->attention(s, q, k, v, o, impl); }, fwd);
+        } catch (const Error& e) {
+          fwd.status = std::string("failed: ") + e.what();
+          cudaGetLastError(); // an allocation that failed leaves its error behind
+        }
+        rows.push_back(fwd);
+        if (impl != AttentionImpl::cudnn || no_backward) continue;
+        Row bwd = fwd;
+        bwd.pass = "bwd";
+        bwd.flops = 2.5 * fwd.flops;
+        bwd.status = "ok";
+        try {
+          if (!cudnn) cudnn = std::make_unique<CudnnAttention>(stream);
+          Buffer db = gpu->allocate(qrows, qw), dqb = gpu->allocate(qrows, qw),
+                 dkb = gpu->allocate(qrows, kw), dvb = gpu->allocate(qrows, kw),
+                 stats =
+                     gpu->allocate(batch * heads * seq, 4 / static_cast<int64_t>(dtype_size(dt)));
+          const Tensor dout = db.view(qrows, qw, dt), dq = dqb.view(qrows, qw, dt),
+                       dk = dkb.view(qrows, kw, dt), dv = dvb.view(qrows, kw, dt);
+          gpu->fill_random(dout, GenKey{3, 4, qw, 1.0f}, 0, 0);
+          cudnn->forward(s, q, k, v, o, stats.data());
+          time_calls(
+              stream, warmup, reps,
+              [&] { cudnn->backward(s, q, k, v, o, dout, stats.data(), dq, dk, dv); }, bwd);
+        } catch (const Error& e) {
+          bwd.status = std::string("failed: ") + e.what();
+          cudaGetLastError();
+        }
+        rows.push_back(bwd);
+      }
+    }
+  gpu->synchronize();
+
+  std::printf("%-6s %-4s %5s %7s %5s %5s %5s %-7s %10s %10s  %s\n", "impl", "pass", "batch", "seq",
+              "heads", "kv", "d", "mask", "p50 ms", "TFLOP/s", "status");
+  for (const Row& r : rows)
+    std::printf("%-6s %-4s %5lld %7lld %5lld %5lld %5lld %-7s %10.4f %10.1f  %s\n", r.impl.c_str(),
+                r.pass.c_str(), static_cast<long long>(r.shape.batch),
+                static_cast<long long>(r.shape.seq), static_cast<long long>(r.shape.heads),
+                static_cast<long long>(r.shape.kv_heads), static_cast<long long>(r.shape.head_dim),
+                r.shape.causal ? "causal" : "full", r.p50_ms,
+                r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
+  std::printf("FLOPs: forward 4 * b * h * s * ctx * d, halved when causal; backward 2.5 x "
+              "forward. TFLOP/s at the median call.\n");
+  const std::vector<std::string> plans = gpu->attention_plans();
+  std::vector<std::string> all = plans;
+  if (cudnn)
+    for (const std::string& p : cudnn->plans())
+      all.push_back(p);
+  for (const std::string& p : all)
+    std::printf("cudnn plan: %s\n", p.c_str());
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << "{\"cudnn\": \"" << cudnn_loaded_version() << "\", \"cudnn_build\": \""
+      << cudnn_build_version() << "\", \"rows\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::string status = r.status;
+      for (char& c : status)
+        if (c == '"' || c == '\\' || c == '\n') c = ' ';
+      f << (i ? ",\n" : "\n") << "{\"impl\": \"" << r.impl << "\", \"pass\": \"" << r.pass
+        << "\", \"batch\": " << r.shape.batch << ", \"seq\": " << r.shape.seq
+        << ", \"heads\": " << r.shape.heads << ", \"kv_heads\": " << r.shape.kv_heads
+        << ", \"head_dim\": " << r.shape.head_dim
+        << ", \"causal\": " << (r.shape.causal ? "true" : "false") << ", \"dtype\": \"" << dtype
+        << "\", \"flops\": " << r.flops << ", \"best_ms\": " << r.best_ms
+        << ", \"p50_ms\": " << r.p50_ms << ", \"status\": \"" << status << "\"}";
+    }
+    f << "\n], \"plans\": [";
+    for (size_t i = 0; i < all.size(); ++i)
+      f << (i ? ", " : "") << "\"" << all[i] << "\"";
+    f << "]}\n";
+    if (!f) {
+      std::cerr << "bench_attention: cannot write " << json << "\n";
+      return 1;
+    }
+  }
+  for (const Row& r : rows)
+    if (r.status != "ok" && r.impl == "cudnn") return 1;
+  return 0;
+}
+
+} // namespace
+} // namespace ridgeline
+
+int main(int argc, char** argv) {
+  try {
+    return ridgeline::run(argc, argv);
+  } catch (const ridgeline::UsageError& e) {
+    std::cerr << "bench_attention: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_attention: " << e.what() << "\n";
+    return 1;
+  }
+}
