@@ -51,11 +51,12 @@ if ! ldconfig -p | grep -q 'libnccl.so.2' && ! ls /usr/local/cuda/lib*/libnccl.s
   [ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
 fi
 
-# cuDNN (--attention cudnn) is loaded at run time from the pip wheel nvidia-cudnn-cu13 where the
-# system has none on its library path.
-if ! ldconfig -p | grep -q 'libcudnn.so.9'; then
-  cudnn=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-  [ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:$LD_LIBRARY_PATH"
+# cuDNN (--attention cudnn) is loaded at run time. Where PyTorch's wheel nvidia-cudnn-cu13 is
+# installed, its library goes first, so that ridgeline and the PyTorch reference time the same
+# cuDNN (a node's system cuDNN may be another version); GPU_CHECK_CUDNN=system keeps the system's.
+cudnn=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+if [ -n "$cudnn" ] && [ "${GPU_CHECK_CUDNN:-wheel}" != system ]; then
+  export LD_LIBRARY_PATH="$cudnn:$LD_LIBRARY_PATH"
 fi
 
 if [ -n "$bundle" ]; then
