@@ -531,19 +531,7 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
       "model", "Predict a layer's ops and step from the roofs (measured) or a hardware "
                "description, over a grid like sweep's; --validate FILE compares with measurement");
   bind_run_options(*cmd, o->base);
-  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
-    const std::string flag = std::string("--") + kSweepAxes[a];
-    CLI::Option* scalar = cmd->get_option(flag);
-    const std::string group = scalar->get_group();
-    const std::string description = scalar->get_description();
-    cmd->remove_option(scalar);
-    const std::string axis = kSweepAxes[a];
-    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
-        ->check(comma_list([axis](const std::string& item, std::string& canonical) {
-          return sweep_axis_item(axis, item, canonical);
-        }))
-        ->group(group);
-  }
+  bind_sweep_axis_lists(*cmd, o->lists);
   auto link_name = [](const std::string& v) {
     return std::find(std::begin(kLinks), std::end(kLinks), v) != std::end(kLinks)
                ? std::string()

@@ -693,6 +693,22 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
 } // namespace
 
+void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]) {
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    const std::string flag = std::string("--") + kSweepAxes[a];
+    CLI::Option* scalar = cmd.get_option(flag);
+    const std::string group = scalar->get_group();
+    const std::string description = scalar->get_description();
+    cmd.remove_option(scalar);
+    const std::string axis = kSweepAxes[a];
+    cmd.add_option(flag, lists[a], description + " (comma list: one point per value)")
+        ->check(comma_list([axis](const std::string& item, std::string& canonical) {
+          return sweep_axis_item(axis, item, canonical);
+        }))
+        ->group(group);
+  }
+}
+
 void setup_sweep_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<SweepOptions>();
   CLI::App* cmd = app.add_subcommand(
@@ -700,19 +716,7 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       "Run every point of a grid of configurations in one job -> one HDF5 file with a group per "
       "point, the step's time by ceiling per point, and the crossovers along each axis");
   bind_run_options(*cmd, o->base);
-  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
-    const std::string flag = std::string("--") + kSweepAxes[a];
-    CLI::Option* scalar = cmd->get_option(flag);
-    const std::string group = scalar->get_group();
-    const std::string description = scalar->get_description();
-    cmd->remove_option(scalar);
-    const std::string axis = kSweepAxes[a];
-    cmd->add_option(flag, o->lists[a], description + " (comma list: one point per value)")
-        ->check(comma_list([axis](const std::string& item, std::string& canonical) {
-          return sweep_axis_item(axis, item, canonical);
-        }))
-        ->group(group);
-  }
+  bind_sweep_axis_lists(*cmd, o->lists);
   cmd->add_flag("--keep-timelines", o->keep_timelines,
                 "Store every point's per-rank timelines (large)")
       ->group("Measurement");

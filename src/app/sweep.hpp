@@ -3,6 +3,7 @@
 // where HBM and compute trade places), with the roofs' prediction where the grid holds none.
 #pragma once
 
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <string>
@@ -12,6 +13,10 @@
 #include "app/roofs.hpp"
 #include "app/run_data.hpp"
 #include "models/roofs.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace ridgeline {
 
@@ -59,9 +64,6 @@ std::vector<SweepRow> sweep_rows_from(const Table& points);
 void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
                  const std::vector<std::string>& axes, const std::vector<Crossover>& crossovers);
 
-/// The step's time under each roof class predicted from the work model (one step, one rank):
-/// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not
-/// measured are taken from the largest measured group (said in `note`).
 /// Checks one item of a sweep axis list (`--tp 1,2,4`, `--phase prefill,decode`): returns the
 /// problem ("" if none) and sets `canonical`. `sweep` and `model` share it.
 std::string sweep_axis_item(const std::string& axis, const std::string& item,
@@ -72,7 +74,13 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
 /// Whether `axis` takes integers (tp, batch, seq, context, hidden).
 bool sweep_numeric_axis(const std::string& axis);
+/// Replaces the scalar option of every sweep axis on `cmd` (bound by bind_run_options) with a
+/// checked comma list into `lists`. `sweep` and `model` share it.
+void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]);
 
+/// The step's time under each roof class predicted from the work model (one step, one rank):
+/// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not
+/// measured are taken from the largest measured group (said in `note`).
 void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string& transport,
                      double (&class_ns)[4], std::string& note);
 
