@@ -529,4 +529,15 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   return result;
 }
 
+Attrs point_stack(const JobContext& job, const PointResult& point) {
+  Attrs stack = job.stack();
+  if (!point.attention_plans.empty()) {
+    std::string plans;
+    for (const std::string& p : point.attention_plans)
+      plans += (plans.empty() ? "" : "\n") + p;
+    stack.emplace_back("cudnn_plans", plans);
+  }
+  return stack;
+}
+
 } // namespace ridgeline

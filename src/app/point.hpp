@@ -74,6 +74,9 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
 
 /// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
 /// else compute-only + comm-only).
+/// The job's /stack after `point` ran: the fingerprint taken now (so it names a library loaded
+/// on first use, such as cuDNN) and the attention plans cuDNN chose (`cudnn_plans`).
+Attrs point_stack(const JobContext& job, const PointResult& point);
 Attrs overlap_attrs(const StrategyResult& r, double serialized_ns);
 
 } // namespace ridgeline

@@ -61,13 +61,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   const std::vector<StrategyResult>& results = point.strategies;
   RunData data;
   data.root = job.root_attrs("run");
-  data.stack = job.stack();
-  if (!point.attention_plans.empty()) {
-    std::string plans;
-    for (const std::string& p : point.attention_plans)
-      plans += (plans.empty() ? "" : "\n") + p;
-    data.stack.emplace_back("cudnn_plans", plans);
-  }
+  data.stack = point_stack(job, point);
   data.env = performance_env();
   data.config = config_attrs(cfg);
   data.topology = job.topology(point.coords);
