@@ -47,7 +47,7 @@ export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx \
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
-if ! ldconfig -p | grep -q 'libnccl.so.2' && ! ls /usr/local/cuda/lib*/libnccl.so.2 >/dev/null 2>&1; then
+if ! grep -q 'libnccl.so.2' <<<"$(ldconfig -p)" && ! ls /usr/local/cuda/lib*/libnccl.so.2 >/dev/null 2>&1; then
   nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
   [ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
 fi

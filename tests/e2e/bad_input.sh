@@ -40,7 +40,7 @@ check() {
   [ "$lines" -eq 1 ] || problem="${problem:+$problem; }$lines lines on stderr, not 1"
   grep -qF -- "$expected" "$work"/ranks/err.* || problem="${problem:+$problem; }no '$expected' on stderr"
   [ -z "$(cat "$work"/ranks/out.*)" ] || problem="${problem:+$problem; }output on stdout"
-  if find "$work" -name '*.h5*' | grep -q .; then problem="${problem:+$problem; }an output file was written"; fi
+  if [ -n "$(find "$work" -name '*.h5*')" ]; then problem="${problem:+$problem; }an output file was written"; fi
   [ ! -e "$work/results" ] || problem="${problem:+$problem; }results/ was created"
   if [ -n "$problem" ]; then
     echo "FAIL [$case]: $problem"

@@ -26,7 +26,7 @@ for _ in $(seq 1 600); do
 done
 # The ranks: the children of mpiexec (the child of timeout).
 for p in $(children $(children "$job")); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=" && ranks+=("$p")
+  grep -q "^OMPI_COMM_WORLD_RANK=" < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && ranks+=("$p")
 done
 [ "${#ranks[@]}" -eq 2 ] || { echo "expected 2 ranks, found ${#ranks[@]}" >&2; exit 1; }
 # As a scheduler ends a job: every rank killed at once.

@@ -3,11 +3,14 @@
 # the Python reader on both files (scripts/tests/test_file_layouts.py). Where HDF5 is serial,
 # the single-file layout must be refused with a clear message instead.
 # Usage: file_layouts.sh RIDGELINE_BIN REPO_DIR
-set -euo pipefail
+set -Eeuo pipefail
 bin=$1 repo=$2
 np=32
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# On a failure, say which command failed and show the logs of the runs so far.
+trap 'rc=$?; echo "file_layouts.sh: line $LINENO failed (exit $rc): $BASH_COMMAND" >&2
+      for f in "$work"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -30 "$f" >&2; }; done' ERR
 run=(mpiexec -n "$np" --oversubscribe "$bin" run --config "$repo/models/tiny.toml" --dp "$np"
      --hidden 64 --heads 4 --kv-heads 2 --ffn-hidden 128 --layers 1 --batch 1 --seq 16
      --warmup 1 --iters 2 --roofs none)
@@ -17,7 +20,9 @@ check_file() {  # FILE LOG: written, valid, reported, no temporary left behind
   test -f "$1"
   if ls "$work"/*.tmp.* >/dev/null 2>&1; then echo "temporary file left behind" >&2; exit 1; fi
   "$bin" validate "$1"
-  "$bin" report "$1" | grep -q "step time (ms): p50"
+  # Into a file first: grep -q stops reading at its match, and report would die of SIGPIPE.
+  "$bin" report "$1" >"$work/report.txt"
+  grep -q "step time (ms): p50" "$work/report.txt"
 }
 
 "$bin" env > "$work/env.txt"

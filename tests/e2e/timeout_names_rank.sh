@@ -21,7 +21,7 @@ job=$!
 # Rank 3 of this job: the child of mpiexec (the child of timeout) with that rank in its environment.
 for _ in $(seq 1 300); do
   for p in $(children $(children "$job")); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=3" && stopped=$p
+    grep -qx "OMPI_COMM_WORLD_RANK=3" < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && stopped=$p
   done
   [ -z "$stopped" ] || break
   sleep 0.2
