@@ -382,18 +382,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     }
     RunConfig base = o.base;
     apply_defaults(base, machine.roofs.backend == "host" ? "host" : "cuda");
-    grid = {base};
-    for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
-      if (lists[a].empty()) continue;
-      std::vector<RunConfig> next;
-      for (const RunConfig& cfg : grid)
-        for (const std::string& v : lists[a]) {
-          RunConfig c = cfg;
-          set_sweep_axis(c, kSweepAxes[a], v);
-          next.push_back(c);
-        }
-      grid.swap(next);
-    }
+    grid = sweep_grid(base, lists);
   }
 
   RunData data;

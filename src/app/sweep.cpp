@@ -468,18 +468,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
   // The grid: every combination, the last axis fastest; a point's options are those of the
   // base configuration with its axis values.
-  std::vector<RunConfig> grid = {o.base};
-  for (size_t a = 0; a < naxes; ++a) {
-    if (lists[a].empty()) continue;
-    std::vector<RunConfig> next;
-    for (const RunConfig& cfg : grid)
-      for (const std::string& v : lists[a]) {
-        RunConfig c = cfg;
-        set_sweep_axis(c, kSweepAxes[a], v);
-        next.push_back(c);
-      }
-    grid.swap(next);
-  }
+  const std::vector<RunConfig> grid = sweep_grid(o.base, lists);
   const std::string transport =
       lists[transport_axis].empty() ? o.base.transport : lists[transport_axis].front();
   for (const std::string& warning : job.use_transport(transport))
@@ -694,6 +683,23 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 }
 
 } // namespace
+
+std::vector<RunConfig> sweep_grid(const RunConfig& base,
+                                  const std::vector<std::string> (&lists)[std::size(kSweepAxes)]) {
+  std::vector<RunConfig> grid = {base};
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    if (lists[a].empty()) continue;
+    std::vector<RunConfig> next;
+    for (const RunConfig& cfg : grid)
+      for (const std::string& v : lists[a]) {
+        RunConfig c = cfg;
+        set_sweep_axis(c, kSweepAxes[a], v);
+        next.push_back(c);
+      }
+    grid.swap(next);
+  }
+  return grid;
+}
 
 void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]) {
   for (size_t a = 0; a < std::size(kSweepAxes); ++a) {

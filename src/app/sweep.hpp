@@ -74,6 +74,10 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
 /// Whether `axis` takes integers (tp, batch, seq, context, hidden).
 bool sweep_numeric_axis(const std::string& axis);
+/// Every combination of the axis lists (empty: the axis keeps `base`'s value), the last axis
+/// fastest. `sweep` and `model` share it.
+std::vector<RunConfig> sweep_grid(const RunConfig& base,
+                                  const std::vector<std::string> (&lists)[std::size(kSweepAxes)]);
 /// Replaces the scalar option of every sweep axis on `cmd` (bound by bind_run_options) with a
 /// checked comma list into `lists`. `sweep` and `model` share it.
 void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]);
