@@ -150,6 +150,20 @@ struct CudnnAttention::Impl {
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 
+  /// The graph built for `key`, or nullptr before its first use.
+  Built* find(const std::string& key) {
+    auto it = graphs.find(key);
+    return it == graphs.end() ? nullptr : &it->second;
+  }
+  /// An empty graph of io type `t`, computing and keeping intermediates in fp32.
+  static std::shared_ptr<fe::graph::Graph> new_graph(DType t) {
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(fe_type(t))
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    return g;
+  }
+
   // Builds (first use of `key`) with the frontend's heuristics, falling back to its list of
   // every engine when the heuristic's choices cannot run the graph.
   Built& build(const std::string& key, std::shared_ptr<fe::graph::Graph> g) {
@@ -212,13 +226,9 @@ void CudnnAttention::forward(const AttentionShape& s, const Tensor& q, const Ten
                              const Tensor& v, Tensor out, void* stats) {
   const DType t = q.dtype;
   const std::string key = shape_key("fwd", s, t, q, k, v, out, stats != nullptr);
-  auto it = m_impl->graphs.find(key);
-  Impl::Built* built = it == m_impl->graphs.end() ? nullptr : &it->second;
+  Impl::Built* built = m_impl->find(key);
   if (built == nullptr) {
-    auto g = std::make_shared<fe::graph::Graph>();
-    g->set_io_data_type(fe_type(t))
-        .set_intermediate_data_type(fe::DataType_t::FLOAT)
-        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto g = Impl::new_graph(t);
     const int64_t d = s.head_dim;
     auto tq = input(*g, "q", kQ, dims(s.batch, s.heads, s.seq, d), strides(q, s.seq, d));
     auto tk =
@@ -254,13 +264,9 @@ void CudnnAttention::backward(const AttentionShape& s, const Tensor& q, const Te
                     "cudnn attention backward: gradients take their operand's layout");
   const DType t = q.dtype;
   const std::string key = shape_key("bwd", s, t, q, k, v, out, true, dout.ld);
-  auto it = m_impl->graphs.find(key);
-  Impl::Built* built = it == m_impl->graphs.end() ? nullptr : &it->second;
+  Impl::Built* built = m_impl->find(key);
   if (built == nullptr) {
-    auto g = std::make_shared<fe::graph::Graph>();
-    g->set_io_data_type(fe_type(t))
-        .set_intermediate_data_type(fe::DataType_t::FLOAT)
-        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto g = Impl::new_graph(t);
     const int64_t d = s.head_dim;
     const auto qdim = dims(s.batch, s.heads, s.seq, d);
     const auto kvdim = dims(s.batch, s.kv_heads, s.context, d);
