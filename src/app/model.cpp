@@ -373,13 +373,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     }
   } else {
     std::vector<std::string> lists[std::size(kSweepAxes)];
-    for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
-      if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
-      if (sweep_numeric_axis(kSweepAxes[a]))
-        for (std::string& v : lists[a])
-          v = std::to_string(std::stoll(v));
-      if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
-    }
+    split_sweep_axis_lists(o.lists, lists, axes);
     RunConfig base = o.base;
     apply_defaults(base, machine.roofs.backend == "host" ? "host" : "cuda");
     grid = sweep_grid(base, lists);
@@ -553,15 +547,7 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::ExistingFile)
       ->group("Prediction");
   cmd->callback([o, &action, &app, cmd] {
-    CLI::Option* config = app.get_option("--config");
-    if (config->count() > 0)
-      for (const CLI::ConfigItem& item : read_config_file(config->as<std::string>(), app)) {
-        if (item.parents != std::vector<std::string>{"run"}) continue;
-        CLI::Option* opt = cmd->get_option_no_throw("--" + item.name);
-        if (opt == nullptr || opt->count() > 0) continue;
-        opt->add_result(item.inputs);
-        opt->run_callback();
-      }
+    apply_run_table(app, *cmd);
     action = [o](CommandContext& ctx) { return run_model(ctx, *o); };
   });
 }

@@ -433,13 +433,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   const size_t naxes = std::size(kSweepAxes);
   // The lists were checked while parsing (axis_item): no empty, bad or repeated item.
   std::vector<std::string> lists[std::size(kSweepAxes)];
-  for (size_t a = 0; a < naxes; ++a) {
-    if (!o.lists[a].empty()) lists[a] = split_list(o.lists[a]);
-    if (numeric_axis(kSweepAxes[a]))
-      for (std::string& v : lists[a])
-        v = std::to_string(std::stoll(v)); // +4 -> 4
-    if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
-  }
+  split_sweep_axis_lists(o.lists, lists, axes);
   // What every point shares is checked once, before anything is measured: the backend, the
   // output files and the roofs file (a point's own problems fail only that point).
   {
@@ -684,6 +678,30 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
 
 } // namespace
 
+void split_sweep_axis_lists(const std::string (&given)[std::size(kSweepAxes)],
+                            std::vector<std::string> (&lists)[std::size(kSweepAxes)],
+                            std::vector<std::string>& axes) {
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    if (!given[a].empty()) lists[a] = split_list(given[a]);
+    if (numeric_axis(kSweepAxes[a]))
+      for (std::string& v : lists[a])
+        v = std::to_string(std::stoll(v)); // +4 -> 4
+    if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
+  }
+}
+
+void apply_run_table(CLI::App& app, CLI::App& cmd) {
+  CLI::Option* config = app.get_option("--config");
+  if (config->count() == 0) return;
+  for (const CLI::ConfigItem& item : read_config_file(config->as<std::string>(), app)) {
+    if (item.parents != std::vector<std::string>{"run"}) continue;
+    CLI::Option* opt = cmd.get_option_no_throw("--" + item.name);
+    if (opt == nullptr || opt->count() > 0) continue;
+    opt->add_result(item.inputs);
+    opt->run_callback();
+  }
+}
+
 std::vector<RunConfig> sweep_grid(const RunConfig& base,
                                   const std::vector<std::string> (&lists)[std::size(kSweepAxes)]) {
   std::vector<RunConfig> grid = {base};
@@ -740,15 +758,7 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
   // this one): a sweep takes the [run] table too, read as strictly, for every option that the
   // command line and the [sweep] table left unset.
   cmd->callback([o, &action, &app, cmd] {
-    CLI::Option* config = app.get_option("--config");
-    if (config->count() > 0)
-      for (const CLI::ConfigItem& item : read_config_file(config->as<std::string>(), app)) {
-        if (item.parents != std::vector<std::string>{"run"}) continue;
-        CLI::Option* opt = cmd->get_option_no_throw("--" + item.name);
-        if (opt == nullptr || opt->count() > 0) continue;
-        opt->add_result(item.inputs);
-        opt->run_callback();
-      }
+    apply_run_table(app, *cmd);
     // Each point's data-parallel degree is ranks / (tp x pp): a given one would be replaced.
     if (cmd->get_option("--dp")->count() > 0)
       throw CLI::ValidationError(

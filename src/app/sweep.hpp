@@ -74,6 +74,14 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
 /// Whether `axis` takes integers (tp, batch, seq, context, hidden).
 bool sweep_numeric_axis(const std::string& axis);
+/// Splits each given axis list (checked while parsing) into its values, integers in canonical
+/// form (+4 -> 4), and names in `axes` every axis with more than one value.
+void split_sweep_axis_lists(const std::string (&given)[std::size(kSweepAxes)],
+                            std::vector<std::string> (&lists)[std::size(kSweepAxes)],
+                            std::vector<std::string>& axes);
+/// Applies the [run] table of --config to every option of `cmd` that the command line and
+/// `cmd`'s own table left unset, read as strictly as `run` reads it (presets are [run] tables).
+void apply_run_table(CLI::App& app, CLI::App& cmd);
 /// Every combination of the axis lists (empty: the axis keeps `base`'s value), the last axis
 /// fastest. `sweep` and `model` share it.
 std::vector<RunConfig> sweep_grid(const RunConfig& base,
