@@ -32,6 +32,9 @@ struct AttentionShape {
   bool causal = true;
 };
 
+/// Whether a GEMM operand is used as stored or transposed.
+enum class Trans { no, yes };
+
 /// Attention implementation: fused (the project's kernel: online softmax, no s x s matrix),
 /// naive (materialised scores) or cudnn (cuDNN's fused SDPA; CUDA backend with cuDNN only).
 enum class AttentionImpl { fused, naive, cudnn };
@@ -91,8 +94,15 @@ public:
   virtual void set_gemm_search(bool search) {}
   /// The searched shapes and the algorithm each kept, one line each (empty without a search).
   virtual std::vector<std::string> gemm_choices() const { return {}; }
-  /// c[m, n] = a[m, k] * w[n, k]^T (fp32 accumulation).
-  virtual void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) = 0;
+  /// c = op(a) * op(b), fp32 accumulation, where op(x) is x or x^T: op(a) is [m, k], op(b) is
+  /// [k, n], c is [m, n]. With `accumulate` the product is added to what c holds (gradients
+  /// summed over microbatches). cuBLASLt layouts on GPUs, OpenBLAS trans arguments on the host.
+  virtual void gemm(const Tensor& a, Trans ta, const Tensor& b, Trans tb, Tensor c,
+                    bool accumulate, Lane lane) = 0;
+  /// c[m, n] = a[m, k] * w[n, k]^T (the layers' forward GEMM).
+  void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) {
+    gemm(a, Trans::no, w, Trans::yes, c, false, lane);
+  }
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                           float eps) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& gamma, Tensor y, float eps) = 0;
@@ -109,6 +119,40 @@ public:
   /// out[batch*seq, heads*head_dim] = softmax(q k^T / sqrt(d) + causal mask) v.
   virtual void attention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
                          const Tensor& v, Tensor out, AttentionImpl impl) = 0;
+
+  // Backward kernels (the train phase). Each takes what its forward read (recomputing the rest)
+  // and the gradient of its output. Parameter gradients ([1, cols]) are sums over rows, added
+  // to what they hold when `accumulate` (microbatches), written otherwise.
+
+  /// dx, dgamma, dbeta of layer_norm(x, gamma, beta) from dy.
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                                   Tensor dx, Tensor dgamma, Tensor dbeta, float eps,
+                                   bool accumulate) = 0;
+  /// dx, dgamma of rms_norm(x, gamma) from dy.
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor dx,
+                                 Tensor dgamma, float eps, bool accumulate) = 0;
+  /// dx = dy * gelu'(x) (the tanh approximation's derivative).
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) = 0;
+  /// d_gate_up [m, 2f] of swiglu(gate_up) from dy [m, f].
+  virtual void swiglu_backward(const Tensor& gate_up, const Tensor& dy, Tensor d_gate_up) = 0;
+  /// The gradient through rotary() (same arguments): the inverse rotation, in place.
+  virtual void rotary_backward(Tensor dx, int64_t heads, int64_t head_dim, int64_t seq_len,
+                               int64_t pos0, float theta) = 0;
+  /// attention() that also writes what the backward needs: the softmax log-sum-exp of every
+  /// query row (natural log, of the scaled scores), fp32 [batch, heads, seq] at `lse`.
+  virtual void attention_train(const AttentionShape& shape, const Tensor& q, const Tensor& k,
+                               const Tensor& v, Tensor out, void* lse, AttentionImpl impl) = 0;
+  /// dq, dk, dv (layouts of q, k, v; grouped heads' dk and dv summed) from the forward's
+  /// inputs, output, log-sum-exp and the output gradient. Fused and cudnn never form the
+  /// [seq, context] matrix; naive does, through batched GEMMs. Prefill shapes
+  /// (seq == context == capacity).
+  virtual void attention_backward(const AttentionShape& shape, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& out, const Tensor& dout,
+                                  const void* lse, Tensor dq, Tensor dk, Tensor dv,
+                                  AttentionImpl impl) = 0;
+  /// y += alpha * x (the plain SGD update).
+  virtual void axpy(float alpha, const Tensor& x, Tensor y) = 0;
+
   /// What the attention libraries chose so far, one line per built plan (cuDNN: shape, engine
   /// and knobs); empty where nothing was chosen at run time.
   virtual std::vector<std::string> attention_plans() const { return {}; }
