@@ -11,9 +11,13 @@
 
 namespace ridgeline {
 
+/// Which pass of the train phase an op belongs to (prefill and decode: forward only).
+enum class Pass : uint8_t { forward, backward_input, backward_weight };
+
 /// One op of a layer as the work model sees it.
 struct OpSpec {
   std::string name;
+  Pass pass = Pass::forward;
   OpKind kind = OpKind::other;
   Lane lane = Lane::compute;
   OpCost cost;

@@ -50,10 +50,6 @@ const char* const kSlotNames[s_count] = {op::norm1,
                                          op::reducescatter_mlp,
                                          op::residual2};
 
-float uniform_scale(int64_t fan_in) {
-  return 1.0f / std::sqrt(static_cast<float>(fan_in));
-}
-
 OpCost scaled(const OpCost& c, double share) {
   return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
 }
@@ -139,13 +135,14 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
         m_slot_specs[i] = &o;
       }
   }
-  m_hl = local_heads(m, s.tp);
-  m_kvl = local_kv_heads(m, s.tp);
-  m_kv0 = first_kv_head(m, s.tp, spec.tp_rank);
-  m_d = m.head_dim();
-  m_fl = m.ffn_hidden / s.tp;
-  m_tokens = s.tokens();
-  m_stream_tokens = m_sp ? m_tokens / s.tp : m_tokens;
+  const LayerGeometry g = layer_geometry(m, s, spec.tp_rank);
+  m_hl = g.heads;
+  m_kvl = g.kv_heads;
+  m_kv0 = g.kv_head0;
+  m_d = g.head_dim;
+  m_fl = g.ffn;
+  m_tokens = g.tokens;
+  m_stream_tokens = g.stream_tokens;
   m_units = spec.overlap.parts() * spec.overlap.chunks();
 
   const int64_t h = m.hidden;
@@ -206,49 +203,13 @@ Buffer TpStage::alloc(int64_t rows, int64_t cols) {
 void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   const ModelSpec& m = m_spec.model;
   const DType dt = m_backend.dtype();
-  const int64_t h = m.hidden;
   const uint64_t seed = m_spec.seed;
   auto key = [&](int64_t role, int64_t global_cols, float scale) {
     return GenKey{seed, tensor_id(layer, role), global_cols, scale};
   };
-  const int r = m_spec.tp_rank;
-
-  w.ln1_gamma = alloc(1, h);
-  w.ln1_beta = alloc(1, h);
-  w.ln2_gamma = alloc(1, h);
-  w.ln2_beta = alloc(1, h);
-  for (Buffer* b : {&w.ln1_gamma, &w.ln2_gamma})
-    m_backend.fill_value(b->view(1, h, dt), 1.0f);
-  for (Buffer* b : {&w.ln1_beta, &w.ln2_beta})
-    m_backend.fill_value(b->view(1, h, dt), 0.0f);
-
-  // Column-parallel QKV: this rank's rows of the global Wq, Wk and Wv, stacked.
-  const int64_t qkv_rows = (m_hl + 2 * m_kvl) * m_d;
-  w.wqkv = alloc(qkv_rows, h);
-  const Tensor wqkv = w.wqkv.view(qkv_rows, h, dt);
-  const float s_in = uniform_scale(h);
-  m_backend.fill_random(wqkv.rows_slice(0, m_hl * m_d), key(role_wq, h, s_in), r * m_hl * m_d, 0);
-  m_backend.fill_random(wqkv.rows_slice(m_hl * m_d, m_kvl * m_d), key(role_wk, h, s_in),
-                        m_kv0 * m_d, 0);
-  m_backend.fill_random(wqkv.rows_slice((m_hl + m_kvl) * m_d, m_kvl * m_d), key(role_wv, h, s_in),
-                        m_kv0 * m_d, 0);
-
-  // Row-parallel projection: this rank's columns of the global Wo [h, heads * d].
-  const int64_t attn_cols = m.heads * m_d;
-  w.wo = alloc(h, m_hl * m_d);
-  m_backend.fill_random(w.wo.view(h, m_hl * m_d, dt),
-                        key(role_wo, attn_cols, uniform_scale(attn_cols)), 0, r * m_hl * m_d);
-
-  // Column-parallel FC1 (gate and up stacked for SwiGLU), row-parallel FC2.
-  const bool swiglu = m.mlp == MlpKind::swiglu;
-  w.w1 = alloc(swiglu ? 2 * m_fl : m_fl, h);
-  const Tensor w1 = w.w1.view(swiglu ? 2 * m_fl : m_fl, h, dt);
-  m_backend.fill_random(w1.rows_slice(0, m_fl), key(role_w1, h, s_in), r * m_fl, 0);
-  if (swiglu)
-    m_backend.fill_random(w1.rows_slice(m_fl, m_fl), key(role_w1_up, h, s_in), r * m_fl, 0);
-  w.w2 = alloc(h, m_fl);
-  m_backend.fill_random(w.w2.view(h, m_fl, dt),
-                        key(role_w2, m.ffn_hidden, uniform_scale(m.ffn_hidden)), 0, r * m_fl);
+  static_cast<ridgeline::LayerWeights&>(w) =
+      make_layer_weights(m_backend, m, layer_geometry(m, m_spec.shape, m_spec.tp_rank), layer,
+                         m_spec.tp_rank, seed, m_allocated);
 
   if (m_spec.shape.phase == Phase::decode) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus

@@ -15,22 +15,9 @@
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
 #include "models/work_model.hpp"
+#include "parallel/layer_weights.hpp"
 
 namespace ridgeline {
-
-/// Generator roles of the tensors of one layer (tensor_id(layer, role)).
-enum TensorRole : int64_t {
-  role_wq = 1,
-  role_wk = 2,
-  role_wv = 3,
-  role_wo = 4,
-  role_w1 = 5,
-  role_w1_up = 6,
-  role_w2 = 7,
-  role_k_cache = 8,
-  role_v_cache = 9,
-  role_input = 10
-};
 
 /// How a stage overlaps its collectives with compute.
 ///   none       collectives on the compute queue, serialized (the eager-framework baseline)
@@ -124,8 +111,9 @@ public:
   std::vector<GemmProbe> probe_gemms(Recorder& rec, int warmup, int reps);
 
 private:
-  struct LayerWeights {
-    Buffer ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, wqkv, wo, w1, w2, k_cache, v_cache;
+  // The layer's weight shard and, for decode, its KV cache.
+  struct LayerWeights : ridgeline::LayerWeights {
+    Buffer k_cache, v_cache;
   };
   Buffer alloc(int64_t rows, int64_t cols);
   void init_layer(int64_t layer, LayerWeights& w);

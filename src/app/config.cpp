@@ -12,6 +12,7 @@
 #include "app/file_layout.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/work_model.hpp"
+#include "parallel/schedule.hpp"
 #include "parallel/tp_layer.hpp"
 
 namespace ridgeline {
@@ -88,7 +89,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   const char* const work = "Workload";
   cmd.add_option("--phase", c.phase,
                  "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of "
-                 "--context)")
+                 "--context) | train (prefill-shaped forward and backward, gradients checked)")
       ->capture_default_str()
       ->group(work);
   cmd.add_option("--batch", c.batch, "Sequences per step")->check(integer_in(1))->group(work);
@@ -112,6 +113,22 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->check(integer_in(1))
       ->capture_default_str()
       ->group(work);
+  cmd.add_option("--schedule", c.schedule,
+                 "Pipeline schedule: gpipe | 1f1b | interleaved:V (V model chunks per stage) | "
+                 "zb-h1 (weight gradients deferred into the bubbles; train). Non-blocking "
+                 "transfers and a flush every iteration. Default: 1f1b for train; prefill without "
+                 "it runs the unscheduled stage loop")
+      ->group(work);
+  cmd.add_option("--recompute", c.recompute,
+                 "Train: none | full (keep each layer's input only; recompute its forward before "
+                 "its backward)")
+      ->capture_default_str()
+      ->group(work);
+  cmd.add_option("--sgd-lr", c.sgd_lr,
+                 "Train: apply a plain SGD step (w -= lr * grad) after each backward; 0 = none")
+      ->check(number_above(0, true))
+      ->capture_default_str()
+      ->group(work);
 
   const char* const par = "Parallelism";
   const int int_max = std::numeric_limits<int>::max();
@@ -126,6 +143,23 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
       ->check(integer_in(1, int_max))
       ->capture_default_str()
+      ->group(par);
+  cmd.add_option("--dp-overlap", c.dp_overlap,
+                 "Train: on (reduce each gradient bucket as soon as its layers are final, beside "
+                 "the rest of the backward) | off (after the whole backward)")
+      ->capture_default_str()
+      ->group(par);
+  cmd.add_option("--bucket-mb", c.bucket_mb, "Train: data-parallel gradient bucket size in MiB")
+      ->check(number_above(0))
+      ->capture_default_str()
+      ->group(par);
+  cmd.add_flag("--dp-shard", c.dp_shard,
+               "Train: reduce-scatter the gradients instead of all-reducing them (a sharded "
+               "optimizer keeps 1/dp of them)")
+      ->group(par);
+  cmd.add_flag("--allow-tp-across-nodes", c.allow_tp_across_nodes,
+               "Run a tensor-parallel group that spans nodes (refused otherwise: TP is innermost "
+               "and belongs on one node's links)")
       ->group(par);
 
   const char* const exec = "Execution";
@@ -367,7 +401,32 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
       list += std::string(list.empty() ? "" : ", ") + o;
     p.push_back(std::string(name) + " must be one of " + list + " (got '" + v + "')");
   };
-  choice(c.phase, "--phase", {"prefill", "decode"});
+  choice(c.phase, "--phase", {"prefill", "decode", "train"});
+  choice(c.recompute, "--recompute", {"none", "full"});
+  choice(c.dp_overlap, "--dp-overlap", {"on", "off"});
+  const bool train = c.phase == "train";
+  if (!train) {
+    if (c.recompute != "none") p.push_back("--recompute needs --phase train");
+    if (c.sgd_lr > 0) p.push_back("--sgd-lr needs --phase train");
+    if (c.dp_shard) p.push_back("--dp-shard needs --phase train");
+  }
+  if (c.sgd_lr < 0) p.push_back("--sgd-lr must be >= 0");
+  if (c.bucket_mb <= 0) p.push_back("--bucket-mb must be positive");
+  if (c.dp_shard && c.sgd_lr > 0)
+    p.push_back("--sgd-lr updates whole gradients; with --dp-shard each replica holds 1/dp of "
+                "them (no sharded optimizer step is modelled)");
+  Schedule schedule;
+  if (!c.schedule.empty()) {
+    try {
+      schedule = parse_schedule(c.schedule);
+    } catch (const UsageError& e) {
+      p.push_back(std::string("--schedule: ") + e.what());
+    }
+    if (c.phase == "decode") p.push_back("--schedule pipelines prefill or train, not decode");
+  }
+  if (train && schedule.kind == ScheduleKind::zb_h1 && c.recompute == "full")
+    p.push_back("--schedule zb-h1 defers weight gradients, which need the saved activations: "
+                "use --recompute none");
   choice(c.mlp, "--mlp", {"gelu", "swiglu"});
   choice(c.norm, "--norm", {"layernorm", "rmsnorm"});
   choice(c.rotary, "--rotary", {"on", "off"});
@@ -413,6 +472,15 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   } catch (const UsageError& e) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
+  if (train) {
+    for (const std::string& name : strategies)
+      if (name != "none" && name != "async")
+        p.push_back("--overlap " + name +
+                    ": the train phase runs none or async (the backward's "
+                    "all-reduce beside the weight-gradient GEMM)");
+    if (c.sequence_parallel) p.push_back("--sequence-parallel is not run by the train phase");
+    if (c.graphs) p.push_back("--graphs captures forward stages: not the train phase");
+  }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
@@ -444,6 +512,12 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
       p.push_back("--ffn-hidden " + str(c.ffn_hidden) + " is not divisible by --tp " + str(c.tp));
     if (c.layers % c.pp != 0)
       p.push_back("--layers " + str(c.layers) + " is not divisible by --pp " + str(c.pp));
+    if (c.batch % c.microbatches == 0 && (train || !c.schedule.empty()))
+      for (const std::string& problem :
+           schedule_problems(c.schedule.empty() ? Schedule{ScheduleKind::one_f_one_b, 1} : schedule,
+                             c.pp, static_cast<int>(c.microbatches), c.layers, train))
+        p.push_back("--schedule " + (c.schedule.empty() ? std::string("1f1b") : c.schedule) + ": " +
+                    problem);
     if (c.batch % c.microbatches == 0 && one_of(c.phase, {"prefill", "decode"}))
       for (const std::string& name : strategies)
         for (const std::string& problem : stage_split_problems(layer_shape(c), parse_overlap(name)))
@@ -498,7 +572,7 @@ ModelSpec model_spec(const RunConfig& c) {
 
 LayerShape layer_shape(const RunConfig& c) {
   LayerShape s;
-  s.phase = parse_phase(c.phase);
+  s.phase = c.phase == "decode" ? Phase::decode : Phase::prefill; // train: prefill-shaped
   s.batch = c.batch / c.microbatches;
   s.seq = s.phase == Phase::decode ? 1 : c.seq;
   s.context = s.phase == Phase::decode ? c.context : 0;
@@ -547,6 +621,13 @@ Attrs config_attrs(const RunConfig& c) {
           {"context", c.context},
           {"decode_steps", c.decode_steps},
           {"microbatches", c.microbatches},
+          {"schedule", c.schedule},
+          {"recompute", c.recompute},
+          {"sgd_lr", c.sgd_lr},
+          {"dp_overlap", c.dp_overlap},
+          {"bucket_mb", c.bucket_mb},
+          {"dp_shard", static_cast<int64_t>(c.dp_shard ? 1 : 0)},
+          {"allow_tp_across_nodes", static_cast<int64_t>(c.allow_tp_across_nodes ? 1 : 0)},
           {"tp", static_cast<int64_t>(c.tp)},
           {"pp", static_cast<int64_t>(c.pp)},
           {"dp", static_cast<int64_t>(c.dp)},

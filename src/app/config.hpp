@@ -36,10 +36,19 @@ struct RunConfig {
   /// 0 = every iteration repeats the step at position context.
   int64_t decode_steps = 0;
   int64_t microbatches = 1;
+  /// Pipeline schedule: gpipe | 1f1b | interleaved:V | zb-h1; "" = the train phase's 1f1b, and
+  /// for prefill the unscheduled stage loop (blocking transfers, no flush).
+  std::string schedule = "";
+  std::string recompute = "none"; ///< train: none | full (keep each layer's input only)
+  double sgd_lr = 0;              ///< train: plain SGD step after the backward; 0 = none
   // Parallelism.
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  std::string dp_overlap = "on"; ///< train: reduce gradient buckets beside the backward (on | off)
+  double bucket_mb = 25;         ///< train: data-parallel gradient bucket size in MiB
+  bool dp_shard = false;         ///< train: reduce-scatter the gradients (a sharded optimizer)
+  bool allow_tp_across_nodes = false; ///< run a TP group that spans nodes (refused otherwise)
   // Backend and kernels.
   std::string backend = "auto";        ///< auto | host | cuda
   std::string dtype = "auto";          ///< auto | fp32 | bf16 | fp16

@@ -106,6 +106,7 @@ GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl) {
     g.grid = std::make_unique<ProcessGrid>(mpi().world(), tp, pp, dp);
     if (tp > 1) g.tp = make_communicator(g.grid->tp_comm(), nccl);
     if (pp > 1) g.pp = make_communicator(g.grid->pp_comm(), nccl);
+    if (dp > 1) g.dp = make_communicator(g.grid->dp_comm(), nccl);
   }
   return g;
 }

@@ -22,7 +22,7 @@ namespace ridgeline {
 /// A grid's communicators: TP and PP (null where the degree is 1).
 struct GridComms {
   std::unique_ptr<ProcessGrid> grid;
-  std::unique_ptr<Communicator> tp, pp;
+  std::unique_ptr<Communicator> tp, pp, dp;
 };
 
 /// This rank's GPU (device_for_local_rank) and the GPUs its node's ranks use between them,

@@ -8,6 +8,7 @@
 
 #include "app/attribution.hpp"
 #include "app/summary.hpp"
+#include "app/train_point.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
@@ -334,8 +335,10 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
   const CheckPlan check = plan_check(cfg, job.cuda(), free_bytes);
-  const double need = stage_memory_bytes(model_spec(cfg), layer_shape(cfg), cfg.layers / cfg.pp) +
-                      (check.enabled ? check.ref_bytes : 0.0);
+  const double need = scheduled_point(cfg) ? scheduled_memory_bytes(cfg, cfg.check != "off")
+                                           : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
+                                                                cfg.layers / cfg.pp) +
+                                                 (check.enabled ? check.ref_bytes : 0.0);
   if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
     char msg[256];
     std::snprintf(msg, sizeof(msg),
@@ -368,6 +371,7 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
 
 PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                       Watchdog& watchdog) {
+  if (scheduled_point(cfg)) return run_scheduled_point(job, cfg, roofs, watchdog);
   const auto started = std::chrono::steady_clock::now();
   MpiSession& mpi = job.mpi();
   PointResult result;

@@ -148,6 +148,35 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
          "compute time in the overlapped step / compute-only time\n";
 }
 
+void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& results,
+                          int stages) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-16s %5s %10s %9s %9s %11s %11s %11s %s\n", "strategy",
+                "stage", "step ms", "bubble", "theory", "p2p ms", "dp ms", "act MiB", "check");
+  out << "\n" << line;
+  for (const StrategyResult& r : results) {
+    const Attrs& a = r.summary.attrs;
+    auto num = [&](const std::string& key) {
+      const AttrValue* v = find_attr(a, key);
+      return v && std::holds_alternative<double>(*v) ? std::get<double>(*v) : 0.0;
+    };
+    for (int p = 0; p < stages; ++p) {
+      const std::string k = "stage" + std::to_string(p) + ".";
+      std::snprintf(line, sizeof(line), "%-16s %5d %10.4f %9.3f %9.3f %11.4f %11.4f %11.2f %s\n",
+                    p == 0 ? r.name.c_str() : "", p, r.loops.plain_ns / 1e6, num(k + "bubble"),
+                    num("bubble_theory"), num(k + "p2p_exposed_ns") / 1e6,
+                    num(k + "dp_exposed_ns") / 1e6, num(k + "peak_activation_bytes") / 1048576.0,
+                    p == 0 ? r.check.status.c_str() : "");
+      out << line;
+    }
+  }
+  out << "bubble: share of the iteration (median of the timed ones) in which the stage ran "
+         "neither its compute nor its own collectives; theory: the schedule's bubble with free "
+         "transfers; p2p: time waited in pipeline exchanges; dp: data-parallel reduction left "
+         "after the stage's last compute op; act: peak activation memory of the microbatches in "
+         "flight\n";
+}
+
 void print_attention_table(std::ostream& out, const std::vector<StrategyResult>& results) {
   char line[320];
   std::snprintf(line, sizeof(line), "%-14s %10s %10s %7s %9s %-8s %11s %7s %-13s %s\n", "attention",

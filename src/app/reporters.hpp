@@ -19,6 +19,10 @@ void print_report(std::ostream& out, const RunData& data);
 /// attention op's time, share of the step, achieved TFLOP/s, its ceiling and efficiency.
 void print_attention_table(std::ostream& out, const std::vector<StrategyResult>& results);
 /// The strategies side by side: step, compute-only, comm-only, exposed, efficiency.
+/// Scheduled pipelines: per strategy and stage, the measured bubble beside the schedule's
+/// theory, the exposed pipeline and data-parallel communication, the peak activation memory.
+void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& results,
+                          int stages);
 void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results);
 /// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms);

@@ -17,6 +17,7 @@
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
+#include "app/train_point.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "models/cuda_backend.hpp"
@@ -103,7 +104,10 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
       print_report(std::cout, shown);
     }
-    if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1)) print_overlap_table(std::cout, results);
+    if (scheduled_point(cfg))
+      print_pipeline_table(std::cout, results, cfg.pp);
+    else if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1))
+      print_overlap_table(std::cout, results);
     if (attention_list(cfg).size() > 1) print_attention_table(std::cout, results);
     print_gpu_table(std::cout, results, cfg.sample_ms);
     attrs = {{"run", data.root}, {"config", data.config}};

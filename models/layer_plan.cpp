@@ -1,0 +1,101 @@
+// Layer geometry and the backward plan (see layer_plan.hpp).
+#include "models/layer_plan.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace ridgeline {
+
+LayerGeometry layer_geometry(const ModelSpec& m, const LayerShape& s, int tp_rank) {
+  LayerGeometry g;
+  g.hidden = m.hidden;
+  g.head_dim = m.head_dim();
+  g.heads = local_heads(m, s.tp);
+  g.kv_heads = local_kv_heads(m, s.tp);
+  g.kv_head0 = first_kv_head(m, s.tp, tp_rank);
+  g.ffn = m.ffn_hidden / s.tp;
+  g.tokens = s.tokens();
+  g.sequence_parallel = s.sequence_parallel && s.tp > 1;
+  g.stream_tokens = g.sequence_parallel ? g.tokens / s.tp : g.tokens;
+  g.swiglu = m.mlp == MlpKind::swiglu;
+  g.kv_replicated = m.kv_heads < s.tp;
+  return g;
+}
+
+std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
+                                       AttentionImpl attn) {
+  // The forward's ops give each backward op its shape; their costs follow from them.
+  const std::vector<OpSpec> fwd = layer_ops(m, s, attn);
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  auto like = [&](const char* name, const char* forward, Pass pass, double flops_scale,
+                  double bytes_scale) {
+    OpSpec o = find_op(fwd, forward);
+    o.name = name;
+    o.pass = pass;
+    o.cost.flops *= flops_scale;
+    o.cost.hbm_bytes *= bytes_scale;
+    return o;
+  };
+  // A GEMM's input gradient: dX[m, k] = dY[m, n] W[n, k]; its weight gradient:
+  // dW[n, k] += dY^T X, which reads dW too. Same FLOPs as the forward.
+  auto dgrad = [&](const char* name, const char* forward) {
+    OpSpec o = like(name, forward, Pass::backward_input, 1.0, 1.0);
+    std::swap(o.n, o.k);
+    return o;
+  };
+  auto wgrad = [&](const char* name, const char* forward) {
+    OpSpec o = like(name, forward, Pass::backward_weight, 1.0, 1.0);
+    const double n = static_cast<double>(o.n), k = static_cast<double>(o.k),
+                 t = static_cast<double>(o.m);
+    o.m = static_cast<int64_t>(n);
+    o.n = static_cast<int64_t>(k);
+    o.k = static_cast<int64_t>(t);
+    o.cost.hbm_bytes = (t * n + t * k + 2.0 * n * k) * e;
+    return o;
+  };
+  const double t = static_cast<double>(s.tokens());
+  const double h = static_cast<double>(m.hidden);
+
+  std::vector<OpSpec> ops;
+  ops.push_back(dgrad(op::fc2_dgrad, op::fc2));
+  ops.push_back(wgrad(op::fc2_wgrad, op::fc2));
+  // Reads the forward's input and the gradient, writes the input gradient.
+  OpSpec act = like(op::act_bwd, op::act, Pass::backward_input, 2.0, 1.0);
+  act.cost.hbm_bytes += static_cast<double>(m.ffn_hidden / s.tp) * t * e +
+                        find_op(fwd, op::fc1).n * t * e;
+  ops.push_back(act);
+  ops.push_back(dgrad(op::fc1_dgrad, op::fc1));
+  if (s.tp > 1) {
+    OpSpec ar = find_op(fwd, op::allreduce_mlp);
+    ar.name = op::allreduce_mlp_bwd;
+    ar.pass = Pass::backward_input;
+    ops.push_back(ar);
+  }
+  ops.push_back(wgrad(op::fc1_wgrad, op::fc1));
+  // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs.
+  ops.push_back(like(op::norm2_bwd, op::norm2, Pass::backward_input, 2.0, 1.5));
+  OpSpec res2 = like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0);
+  ops.push_back(res2);
+  ops.push_back(dgrad(op::proj_dgrad, op::proj));
+  ops.push_back(wgrad(op::proj_wgrad, op::proj));
+  // Attention backward: five products (S, dP, dV, dQ, dK) for the forward's two; reads q, k, v,
+  // out, dout, writes dq, dk, dv (fused); naive also writes and reads its score matrices.
+  const OpSpec& attn_fwd = find_op(fwd, op::attention);
+  OpSpec ab = like(op::attention_bwd, op::attention, Pass::backward_input, 2.5, 2.0);
+  ab.cost.hbm_bytes = attn_fwd.cost.hbm_bytes * 2.0 + t * h * e / std::max(1, s.tp);
+  ops.push_back(ab);
+  if (m.rotary) ops.push_back(like(op::rotary_bwd, op::rotary, Pass::backward_input, 1.0, 1.0));
+  ops.push_back(dgrad(op::qkv_dgrad, op::qkv));
+  if (s.tp > 1) {
+    OpSpec ar = find_op(fwd, op::allreduce_attn);
+    ar.name = op::allreduce_attn_bwd;
+    ar.pass = Pass::backward_input;
+    ops.push_back(ar);
+  }
+  ops.push_back(wgrad(op::qkv_wgrad, op::qkv));
+  ops.push_back(like(op::norm1_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
+  ops.push_back(like(op::residual1_bwd, op::residual1, Pass::backward_input, 1.0, 1.0));
+  return ops;
+}
+
+} // namespace ridgeline

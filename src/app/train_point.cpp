@@ -1,0 +1,581 @@
+// Scheduled pipeline points (see train_point.hpp).
+#include "app/train_point.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "app/attribution.hpp"
+#include "app/summary.hpp"
+#include "core/error.hpp"
+#include "core/ranges.hpp"
+#include "core/stats.hpp"
+#include "models/work_model.hpp"
+#include "parallel/schedule.hpp"
+#include "parallel/train_stage.hpp"
+#include "parallel/tp_layer.hpp"
+
+namespace ridgeline {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  if (got.size() != want.size() || !std::isfinite(num)) return INFINITY;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a row-major host matrix of `cols` columns.
+std::vector<float> block(const std::vector<float>& full, int64_t cols, int64_t r0, int64_t nr,
+                         int64_t c0, int64_t nc) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(nr * nc));
+  for (int64_t r = r0; r < r0 + nr; ++r)
+    for (int64_t c = c0; c < c0 + nc; ++c)
+      out.push_back(full[static_cast<size_t>(r * cols + c)]);
+  return out;
+}
+
+// Appends rows of `b` below `a` (same columns).
+std::vector<float> stacked(std::vector<float> a, const std::vector<float>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// What the whole model, one rank, computes from the same inputs: per layer, its parameter
+// gradients summed over every replica's microbatches (host copies, as the TP=1 tensors), and
+// the model's input gradient and output per global microbatch.
+struct Reference {
+  std::vector<std::vector<std::vector<float>>> grads; ///< [layer][tensor]
+  std::vector<std::vector<float>> input_grads;        ///< [global microbatch]
+  std::vector<std::vector<float>> outputs;            ///< [global microbatch]
+};
+
+Reference compute_reference(Backend& backend, const TrainSpec& spec, int64_t layers,
+                            int64_t global_mbs, bool train) {
+  const ranges::Scope range(kReferenceRange);
+  TrainSpec ref = spec;
+  ref.shape.tp = 1;
+  ref.async_comm = false;
+  ref.tp_rank = 0;
+  ref.recompute = false;
+  ref.chunks = {{0, layers}};
+  OpTable scratch;
+  TrainStage stage(backend, nullptr, ref, scratch);
+  Recorder silent(backend.clock(), scratch);
+  silent.set_enabled(false);
+  Reference out;
+  stage.begin_iteration(silent, static_cast<int>(global_mbs));
+  for (int64_t g = 0; g < global_mbs; ++g) {
+    stage.fill_input(0, 0, g);
+    stage.forward(silent, 0, 0);
+    out.outputs.push_back(backend.to_host(stage.activation_out(0, 0)));
+    if (train) {
+      stage.fill_grad_output(0, 0, g);
+      stage.backward(silent, 0, 0);
+      out.input_grads.push_back(backend.to_host(stage.gradient_out(0, 0)));
+    }
+    stage.release(0, 0);
+  }
+  if (train)
+    for (size_t l = 0; l < stage.local_layers(); ++l) {
+      const LayerGrads& g = stage.grads(l);
+      std::vector<std::vector<float>> tensors;
+      for (const Tensor* t :
+           {&g.ln1_gamma, &g.ln1_beta, &g.ln2_gamma, &g.ln2_beta, &g.wqkv, &g.wo, &g.w1, &g.w2})
+        tensors.push_back(backend.to_host(*t));
+      out.grads.push_back(std::move(tensors));
+    }
+  backend.synchronize();
+  return out;
+}
+
+class ScheduledWorkload final : public Workload {
+public:
+  ScheduledWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TrainStage& stage,
+                    OpTable& ops, const std::vector<Variant>& variants, const Schedule& schedule,
+                    const TrainSpec& spec, bool train)
+      : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
+        m_variants(variants), m_schedule(schedule), m_spec(spec), m_train(train) {
+    const GridCoords& gc = comms.grid->coords();
+    m_stage_index = gc.pp_rank;
+    m_mbs = static_cast<int>(cfg.microbatches);
+    m_program = stage_program(schedule, gc.pp_rank, cfg.pp, m_mbs, train);
+    m_exchange_id = ops.intern(op::pp_exchange, OpKind::p2p);
+    m_flush_id = ops.intern(op::pp_flush, OpKind::collective);
+    // The first virtual stage's inputs and the last one's loss gradients, one per microbatch,
+    // generated once (copies into the activation sets are part of the step).
+    const DType dt = backend.dtype();
+    const int64_t t = stage.geometry().tokens, h = stage.geometry().hidden;
+    m_act_bytes = static_cast<double>(t * h) * static_cast<double>(dtype_size(dt));
+    for (int mb = 0; mb < m_mbs; ++mb) {
+      const int64_t global = static_cast<int64_t>(gc.dp_rank) * m_mbs + mb;
+      if (gc.pp_rank == 0) {
+        m_inputs.push_back(backend.allocate(t, h));
+        backend.fill_random(m_inputs.back().view(t, h, dt),
+                            GenKey{spec.seed, tensor_id(-1, role_input), h, 1.0f}, global * t, 0);
+      }
+      if (train && gc.pp_rank == cfg.pp - 1) {
+        m_grads.push_back(backend.allocate(t, h));
+        backend.fill_random(m_grads.back().view(t, h, dt),
+                            GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f},
+                            global * t, 0);
+      }
+    }
+    DataParallel dp;
+    dp.comm = comms.dp.get();
+    dp.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
+    dp.overlap = cfg.dp_overlap == "on";
+    dp.shard = cfg.dp_shard;
+    stage.set_data_parallel(dp);
+  }
+
+  size_t strategies() const override { return m_variants.size(); }
+  std::string strategy_name(size_t s) const override { return m_variants[s].name; }
+  bool lane_modes() const override { return false; }
+  void select(size_t s) override {
+    m_current = s;
+    m_stage.set_variant(m_variants[s].attention, m_variants[s].overlap == "async");
+  }
+  void set_mode(Mode) override {}
+
+  void step(Recorder& rec) override {
+    if (m_train) m_stage.begin_iteration(rec, m_mbs);
+    const int last_chunk = m_stage.chunks() - 1;
+    const bool first_stage = m_stage_index == 0, last_stage = m_stage_index == m_cfg.pp - 1;
+    std::vector<std::pair<int, int>> finished; // activation sets to free after the next exchange
+    for (const Step& st : m_program) {
+      if (!st.exchange.empty()) {
+        exchange(rec, st.exchange);
+        for (const auto& [mb, chunk] : finished)
+          m_stage.release(mb, chunk);
+        finished.clear();
+        continue;
+      }
+      const Action& a = *st.action;
+      switch (a.kind) {
+      case ActionKind::forward:
+        if (first_stage && a.chunk == 0)
+          m_backend.copy(m_inputs[static_cast<size_t>(a.microbatch)].view(
+                             m_stage.geometry().tokens, m_stage.geometry().hidden,
+                             m_backend.dtype()),
+                         m_stage.activation_in(a.microbatch, 0));
+        m_stage.forward(rec, a.microbatch, a.chunk);
+        if (!m_train) {
+          if (last_stage && a.chunk == last_chunk && m_capture)
+            m_outputs[static_cast<size_t>(a.microbatch)] =
+                m_backend.to_host(m_stage.activation_out(a.microbatch, a.chunk));
+          finished.emplace_back(a.microbatch, a.chunk);
+        }
+        break;
+      case ActionKind::backward:
+      case ActionKind::backward_input:
+        if (last_stage && a.chunk == last_chunk)
+          m_backend.copy(m_grads[static_cast<size_t>(a.microbatch)].view(
+                             m_stage.geometry().tokens, m_stage.geometry().hidden,
+                             m_backend.dtype()),
+                         m_stage.gradient_in(a.microbatch, a.chunk));
+        if (a.kind == ActionKind::backward)
+          m_stage.backward(rec, a.microbatch, a.chunk);
+        else
+          m_stage.backward_input(rec, a.microbatch, a.chunk);
+        if (m_capture && first_stage && a.chunk == 0)
+          m_input_grads[static_cast<size_t>(a.microbatch)] =
+              m_backend.to_host(m_stage.gradient_out(a.microbatch, 0));
+        if (a.kind == ActionKind::backward) finished.emplace_back(a.microbatch, a.chunk);
+        break;
+      case ActionKind::backward_weight:
+        m_stage.backward_weight(rec, a.microbatch, a.chunk);
+        finished.emplace_back(a.microbatch, a.chunk);
+        break;
+      }
+    }
+    for (const auto& [mb, chunk] : finished)
+      m_stage.release(mb, chunk);
+    flush(rec);
+    if (m_train)
+      m_stage.end_iteration(rec, static_cast<float>(m_cfg.sgd_lr), m_capture && m_cfg.dp_shard);
+  }
+
+  /// Runs one more iteration that keeps what the check compares (untimed, unrecorded).
+  void capture() {
+    m_capture = true;
+    m_outputs.assign(static_cast<size_t>(m_mbs), {});
+    m_input_grads.assign(static_cast<size_t>(m_mbs), {});
+    Recorder silent(m_backend.clock(), m_ops);
+    silent.set_enabled(false);
+    step(silent);
+    m_backend.synchronize();
+    m_capture = false;
+  }
+  const std::vector<std::vector<float>>& outputs() const { return m_outputs; }
+  const std::vector<std::vector<float>>& input_grads() const { return m_input_grads; }
+  double act_bytes() const { return m_act_bytes; }
+
+private:
+  // One exchange: its transfers posted together (a group), then completed; recorded as one p2p
+  // op whose time is what the stage waited for its peers.
+  void exchange(Recorder& rec, const std::vector<Transfer>& transfers) {
+    Communicator& pp = *m_comms.pp;
+    m_backend.wait_fence(Lane::p2p, m_backend.fence(Lane::compute));
+    const double bytes = m_act_bytes * static_cast<double>(transfers.size());
+    const ranges::Scope range(op::pp_exchange);
+    const size_t handle = rec.begin(m_exchange_id, -1, Lane::p2p, OpCost{0, bytes, bytes},
+                                    Lane::p2p);
+    const Stream stream = m_backend.stream(Lane::p2p);
+    pp.group_start();
+    for (const Transfer& x : transfers) {
+      const Tensor t = x.gradient ? (x.send ? m_stage.gradient_out(x.microbatch, x.chunk)
+                                            : m_stage.gradient_in(x.microbatch, x.chunk))
+                                  : (x.send ? m_stage.activation_out(x.microbatch, x.chunk)
+                                            : m_stage.activation_in(x.microbatch, x.chunk));
+      if (x.send)
+        pp.send(t.data, static_cast<size_t>(t.elements()), t.dtype, x.peer_stage, stream);
+      else
+        pp.recv(t.data, static_cast<size_t>(t.elements()), t.dtype, x.peer_stage, stream);
+    }
+    pp.group_end();
+    pp.complete(stream);
+    rec.end(handle);
+    m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::p2p));
+  }
+
+  // The end of an iteration: every stage waits for every other (a one-element all-reduce over
+  // the pipeline, on the device's queue), so no microbatch of the next iteration starts early
+  // and hides this one's bubble.
+  void flush(Recorder& rec) {
+    if (!m_comms.pp) return;
+    if (!m_flush_buf.data()) m_flush_buf = m_backend.allocate(1, 16);
+    const ScopedOp scope(rec, m_flush_id, -1, Lane::comm, OpCost{}, Lane::compute);
+    m_comms.pp->all_reduce(m_flush_buf.data(), m_flush_buf.data(), 1, m_backend.dtype(),
+                           ReduceOp::sum, m_backend.stream(Lane::compute));
+    m_comms.pp->complete(m_backend.stream(Lane::compute));
+  }
+
+  const RunConfig& m_cfg;
+  Backend& m_backend;
+  GridComms& m_comms;
+  TrainStage& m_stage;
+  OpTable& m_ops;
+  std::vector<Variant> m_variants;
+  Schedule m_schedule;
+  TrainSpec m_spec;
+  bool m_train = true;
+  int m_stage_index = 0;
+  int m_mbs = 1;
+  std::vector<Step> m_program;
+  int32_t m_exchange_id = -1, m_flush_id = -1;
+  std::vector<Buffer> m_inputs, m_grads;
+  Buffer m_flush_buf;
+  double m_act_bytes = 0;
+  size_t m_current = 0;
+  bool m_capture = false;
+  std::vector<std::vector<float>> m_outputs, m_input_grads;
+};
+
+// Per iteration of this rank's timed rows: the share of the iteration its compute lane was
+// idle (the bubble), the time it waited in exchanges, and the data-parallel reduction left
+// after its last compute op; medians over the timed iterations.
+struct StageTimes {
+  double bubble = 0;
+  double exchange_ns = 0;
+  double dp_exposed_ns = 0;
+};
+StageTimes stage_times(const std::vector<TimelineRecord>& rows, const OpTable& ops) {
+  std::map<int32_t, std::vector<const TimelineRecord*>> by_iter;
+  for (const TimelineRecord& r : rows)
+    if (!r.warmup) by_iter[r.iteration].push_back(&r);
+  const int32_t exchange = ops.find(op::pp_exchange), flush = ops.find(op::pp_flush);
+  const int32_t dp_ar = ops.find(op::dp_allreduce), dp_rs = ops.find(op::dp_reducescatter);
+  std::vector<double> bubbles, exchanges, dp_exposed;
+  for (const auto& [it, list] : by_iter) {
+    int64_t begin = INT64_MAX, end = INT64_MIN, waited = 0;
+    int64_t last_compute = INT64_MIN, last_dp = INT64_MIN;
+    std::vector<std::pair<int64_t, int64_t>> work; // the stage's own ops, compute and collective
+    for (const TimelineRecord* r : list) {
+      begin = std::min(begin, r->t_start_ns);
+      end = std::max(end, r->t_end_ns);
+      if (r->op_id == exchange) waited += r->t_end_ns - r->t_start_ns;
+      if (r->op_id == dp_ar || r->op_id == dp_rs) last_dp = std::max(last_dp, r->t_end_ns);
+      if (r->op_id == exchange || r->op_id == flush) continue;
+      work.emplace_back(r->t_start_ns, r->t_end_ns);
+      if (r->lane == static_cast<uint8_t>(Lane::compute))
+        last_compute = std::max(last_compute, r->t_end_ns);
+    }
+    if (end <= begin) continue;
+    // Busy time: the union of those ops' intervals (a collective beside a GEMM counts once).
+    std::sort(work.begin(), work.end());
+    int64_t busy = 0, open_begin = INT64_MIN, open_end = INT64_MIN;
+    for (const auto& [b, e] : work) {
+      if (b > open_end) {
+        if (open_end > open_begin) busy += open_end - open_begin;
+        open_begin = b;
+        open_end = e;
+      } else {
+        open_end = std::max(open_end, e);
+      }
+    }
+    if (open_end > open_begin) busy += open_end - open_begin;
+    bubbles.push_back(1.0 - static_cast<double>(busy) / static_cast<double>(end - begin));
+    exchanges.push_back(static_cast<double>(waited));
+    dp_exposed.push_back(last_dp > last_compute ? static_cast<double>(last_dp - last_compute)
+                                                : 0.0);
+  }
+  StageTimes s;
+  if (bubbles.empty()) return s;
+  s.bubble = percentile(bubbles, 50);
+  s.exchange_ns = percentile(exchanges, 50);
+  s.dp_exposed_ns = percentile(dp_exposed, 50);
+  return s;
+}
+
+// Saved activations of one layer for one microbatch on one rank (TrainStage's activation set).
+double layer_activation_bytes(const ModelSpec& m, const LayerShape& s) {
+  const LayerGeometry g = layer_geometry(m, s, 0);
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  return static_cast<double>(g.tokens) * e *
+             static_cast<double>(4 * g.hidden + 2 * g.qkv_cols() + g.q_cols() +
+                                 2 * g.fc1_cols() + g.ffn) +
+         static_cast<double>(s.batch * g.heads * s.seq) * 4.0;
+}
+
+} // namespace
+
+double scheduled_memory_bytes(const RunConfig& cfg, bool check) {
+  const ModelSpec m = model_spec(cfg);
+  LayerShape s = layer_shape(cfg);
+  const double layers = static_cast<double>(cfg.layers / cfg.pp);
+  // Weights and gradients; every microbatch in flight at once at worst (gpipe), each with its
+  // layers' activations (only their inputs under recompute, plus one recomputed layer).
+  const double weights = 2.0 * layers * layer_weight_bytes(m, cfg.tp, s.dtype);
+  const double act = layer_activation_bytes(m, s);
+  const double input = static_cast<double>(s.tokens() * m.hidden) *
+                       static_cast<double>(dtype_size(s.dtype));
+  const double per_mb = cfg.recompute == "full" ? layers * input : layers * act;
+  double need = weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
+  if (check) {
+    s.tp = 1;
+    need += 2.0 * static_cast<double>(cfg.layers) * layer_weight_bytes(m, 1, s.dtype) +
+            static_cast<double>(cfg.layers) * layer_activation_bytes(m, s);
+  }
+  return need;
+}
+
+bool scheduled_point(const RunConfig& cfg) {
+  return cfg.phase == "train" || (cfg.phase == "prefill" && !cfg.schedule.empty());
+}
+
+PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+                                Watchdog& watchdog) {
+  const auto started = std::chrono::steady_clock::now();
+  MpiSession& mpi = job.mpi();
+  PointResult result;
+  const bool train = cfg.phase == "train";
+  const Schedule schedule =
+      cfg.schedule.empty() ? Schedule{ScheduleKind::one_f_one_b, 1} : parse_schedule(cfg.schedule);
+  const std::vector<Variant> variants = point_variants(cfg);
+
+  watchdog.rearm("creating communicators and allocating weights");
+  NcclOptions nccl;
+  nccl.max_ctas = cfg.nccl_max_ctas;
+  nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
+  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  const GridCoords& gc = comms.grid->coords();
+  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
+                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
+                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
+  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
+  backend.set_gemm_search(cfg.gemm_algo == "search");
+
+  TrainSpec spec;
+  spec.model = model_spec(cfg);
+  spec.shape = layer_shape(cfg);
+  spec.attention = variants.front().attention;
+  spec.async_comm = variants.front().overlap == "async";
+  spec.tp_rank = gc.tp_rank;
+  spec.recompute = cfg.recompute == "full";
+  spec.seed = cfg.seed;
+  for (int c = 0; c < schedule.chunks; ++c)
+    spec.chunks.push_back(chunk_layers(schedule, gc.pp_rank, cfg.pp, c, cfg.layers));
+  const bool check = cfg.check != "off" && cfg.sgd_lr == 0;
+  const std::string why_not = cfg.check == "off" ? std::string("--check off")
+                                                 : "--sgd-lr changes the weights every iteration";
+  const int64_t global_mbs = static_cast<int64_t>(cfg.dp) * cfg.microbatches;
+
+  Reference reference;
+  std::unique_ptr<TrainStage> stage;
+  std::string failure;
+  try {
+    if (check) {
+      watchdog.rearm("computing the one-rank reference");
+      reference = compute_reference(backend, spec, cfg.layers, global_mbs, train);
+    }
+    stage = std::make_unique<TrainStage>(backend, comms.tp.get(), spec, result.ops);
+    backend.synchronize();
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  if (!all_ranks_true(mpi.world(), failure.empty())) {
+    result.status =
+        "failed: " +
+        (failure.empty() ? std::string("another rank could not build the stage") : failure);
+    return result;
+  }
+
+  ScheduledWorkload workload(cfg, backend, comms, *stage, result.ops, variants, schedule, spec,
+                             train);
+  ProtocolOptions po;
+  po.warmup = cfg.warmup;
+  po.iters = cfg.iters;
+  po.sample_ms = cfg.sample_ms;
+  po.device = job.device();
+  const auto measured = std::chrono::steady_clock::now();
+  ProtocolResult measurement =
+      run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
+  result.measure_s = seconds_since(measured);
+  result.samples = std::move(measurement.samples);
+
+  // The check: one more iteration from the same weights, its gradients (or, forward only, its
+  // outputs) against the reference, the largest relative L2 error of any tensor on any rank.
+  CheckOutcome outcome;
+  outcome.tolerance = backend.dtype() == DType::f32 ? 1e-4 : 3e-2;
+  if (!check) {
+    outcome.status = "skipped: " + why_not;
+  } else {
+    watchdog.rearm("checking the gradients against the one-rank reference");
+    workload.capture();
+    double err = 0;
+    std::string skipped;
+    const int mbs = static_cast<int>(cfg.microbatches);
+    if (!train && gc.pp_rank == cfg.pp - 1)
+      for (int mb = 0; mb < mbs; ++mb)
+        err = std::max(err, rel_l2(workload.outputs()[static_cast<size_t>(mb)],
+                                   reference.outputs[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
+    if (train && gc.pp_rank == 0)
+      for (int mb = 0; mb < mbs; ++mb)
+        err = std::max(err,
+                       rel_l2(workload.input_grads()[static_cast<size_t>(mb)],
+                              reference.input_grads[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
+    if (train) {
+      const LayerGeometry& g = stage->geometry();
+      const ModelSpec& m = spec.model;
+      const int64_t h = m.hidden, d = g.head_dim, r = gc.tp_rank;
+      const int64_t qr = m.heads * d, kvr = m.kv_heads * d, f = m.ffn_hidden;
+      for (size_t l = 0; l < stage->local_layers(); ++l) {
+        const auto& ref = reference.grads[static_cast<size_t>(stage->global_layer(l))];
+        const LayerGrads& mine = stage->grads(l);
+        // This rank's shard of each TP=1 gradient (layer_weights.hpp gives the layout).
+        std::vector<std::pair<const Tensor*, std::vector<float>>> pairs = {
+            {&mine.ln1_gamma, ref[0]}, {&mine.ln1_beta, ref[1]},
+            {&mine.ln2_gamma, ref[2]}, {&mine.ln2_beta, ref[3]},
+            {&mine.wo, block(ref[5], qr, 0, h, r * g.q_cols(), g.q_cols())},
+            {&mine.w2, block(ref[7], f, 0, h, r * g.ffn, g.ffn)}};
+        std::vector<float> w1 = block(ref[6], h, r * g.ffn, g.ffn, 0, h);
+        if (g.swiglu) w1 = stacked(w1, block(ref[6], h, f + r * g.ffn, g.ffn, 0, h));
+        pairs.emplace_back(&mine.w1, w1);
+        for (auto& [tensor, want] : pairs)
+          err = std::max(err, rel_l2(backend.to_host(*tensor), want));
+        // Wqkv: the query rows always; the key and value rows where each rank holds its own
+        // heads (replicated KV heads get part of their gradient on each rank sharing them).
+        const std::vector<float> qkv = backend.to_host(mine.wqkv);
+        err = std::max(err, rel_l2(block(qkv, h, 0, g.q_cols(), 0, h),
+                                   block(ref[4], h, r * g.q_cols(), g.q_cols(), 0, h)));
+        if (!g.kv_replicated)
+          err = std::max(
+              err, rel_l2(block(qkv, h, g.q_cols(), 2 * g.kv_cols(), 0, h),
+                          stacked(block(ref[4], h, qr + g.kv_head0 * d, g.kv_cols(), 0, h),
+                                  block(ref[4], h, qr + kvr + g.kv_head0 * d, g.kv_cols(), 0,
+                                        h))));
+        else
+          skipped = " (replicated KV heads: their Wk and Wv gradients not compared)";
+      }
+    }
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, mpi.world()));
+    outcome.max_rel_error = err;
+    outcome.status = (err <= outcome.tolerance ? "passed" : "failed") + skipped;
+  }
+
+  // Per-stage pipeline figures, gathered to rank 0 from the TP rank 0 of replica 0 of each
+  // stage.
+  std::vector<StageTimes> per_strategy;
+  for (const StrategyMeasurement& m : measurement.strategies)
+    per_strategy.push_back(stage_times(m.rows, result.ops));
+  const double peak_bytes = static_cast<double>(stage->peak_activation_bytes());
+
+  for (size_t si = 0; si < measurement.strategies.size(); ++si) {
+    StrategyMeasurement& m = measurement.strategies[si];
+    StrategyResult r;
+    r.name = m.name;
+    r.overlap = variants[si].overlap;
+    r.attention = attention_name(variants[si].attention);
+    r.loops = m.loops;
+    r.check = outcome;
+    r.rows = std::move(m.rows);
+    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    // [stage][bubble, exchange, dp exposed, peak activation bytes] from each stage's reporter.
+    const bool reporter = gc.tp_rank == 0 && gc.dp_rank == 0;
+    const double mine[4] = {per_strategy[si].bubble, per_strategy[si].exchange_ns,
+                            per_strategy[si].dp_exposed_ns, peak_bytes};
+    std::vector<double> stages(static_cast<size_t>(4 * cfg.pp), 0.0);
+    if (reporter)
+      std::copy(mine, mine + 4, stages.begin() + 4 * gc.pp_rank);
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, stages.data(), static_cast<int>(stages.size()),
+                                  MPI_DOUBLE, MPI_SUM, mpi.world()));
+    if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;
+    if (mpi.rank() == 0) {
+      Attrs& a = r.summary.attrs;
+      a = {{"check", r.check.status},
+           {"check_max_rel_error", r.check.max_rel_error},
+           {"check_tolerance", r.check.tolerance},
+           {"check_compares", std::string(train ? "gradients" : "outputs")},
+           {"instrumented_step_ns", r.loops.instrumented_ns},
+           {"uninstrumented_step_ns", r.loops.plain_ns},
+           {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0},
+           {"overlap", r.overlap},
+           {"attention", r.attention},
+           {"schedule", schedule_name(schedule)},
+           {"microbatches", static_cast<int64_t>(cfg.microbatches)},
+           {"recompute", cfg.recompute},
+           {"bubble_theory", theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches),
+                                           train)}};
+      for (int p = 0; p < cfg.pp; ++p) {
+        const std::string key = "stage" + std::to_string(p) + ".";
+        const double* v = stages.data() + 4 * p;
+        a.emplace_back(key + "bubble", v[0]);
+        a.emplace_back(key + "p2p_exposed_ns", v[1]);
+        a.emplace_back(key + "dp_exposed_ns", v[2]);
+        a.emplace_back(key + "peak_activation_bytes", v[3]);
+      }
+      const Attrs& gpu = measurement.strategies[si].gpu;
+      a.insert(a.end(), gpu.begin(), gpu.end());
+      if (!roofs.empty()) {
+        AttributionInput attribution;
+        attribution.specs = stage->op_specs();
+        attribution.layers = cfg.layers / cfg.pp;
+        attribution.microbatches = cfg.microbatches;
+        attribution.tp = cfg.tp;
+        attribution.dtype = parse_dtype(cfg.dtype);
+        attribution.transport = job.transport();
+        attribute(r.summary, attribution, roofs);
+      }
+    }
+    result.strategies.push_back(std::move(r));
+  }
+  result.attention_plans = backend.attention_plans();
+  result.setup_s = seconds_since(started) - result.measure_s;
+  return result;
+}
+
+} // namespace ridgeline
