@@ -238,6 +238,20 @@ TEST(Schedule, SimulatedBubbleMatchesTheory) {
   }
 }
 
+TEST(Schedule, LargerPipelinesStayExact) {
+  const ActionCosts equal{1, 1, 1, 1, 0};
+  for (int p = 5; p <= 8; ++p)
+    for (int m : {p, 2 * p, 3 * p})
+      for (const char* name :
+           {"gpipe", "1f1b", "interleaved:2", "interleaved:3", "interleaved:4", "zb-h1"}) {
+        const Schedule s = parse_schedule(name);
+        SCOPED_TRACE(describe({s, p, m, true}));
+        const Simulation sim = simulate_pipeline(s, p, m, true, equal);
+        ASSERT_FALSE(sim.deadlocked);
+        EXPECT_NEAR(sim.bubble(), theory_bubble(s, p, m, true), 1e-9);
+      }
+}
+
 TEST(Schedule, ZeroBubbleBeatsOneFOneB) {
   const ActionCosts costs{}; // backward = backward_input + backward_weight
   for (int p = 2; p <= 4; ++p)
