@@ -1,0 +1,545 @@
+// Pipeline schedules: the order of each stage's actions, where its transfers are posted, the
+// chunk layout, the theory bubble and the rendezvous simulator (docs/ARCHITECTURE.md, "Pipeline
+// schedules").
+#include "parallel/schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+const char* const accepted_forms =
+    "gpipe, 1f1b, interleaved:V (V >= 2 model chunks per stage) or zb-h1";
+
+bool is_backward(ActionKind k) {
+  return k == ActionKind::backward || k == ActionKind::backward_input;
+}
+
+// Where a stage's data comes from and goes to. Virtual stage c * p + s; the next one of (s, c)
+// is (s + 1, c), or (0, c + 1) on the last stage: the chunks form a ring over the stages.
+struct Layout {
+  int stages = 1;
+  int chunks = 1;
+  int virtual_stage(int stage, int chunk) const { return chunk * stages + stage; }
+  int last_virtual() const { return stages * chunks - 1; }
+  int next_stage(int stage) const { return (stage + 1) % stages; }
+  int previous_stage(int stage) const { return (stage + stages - 1) % stages; }
+};
+
+// The receive an action needs before it runs, if any.
+std::optional<Transfer> input_of(const Action& a, int stage, const Layout& l) {
+  const int v = l.virtual_stage(stage, a.chunk);
+  if (a.kind == ActionKind::forward && v > 0)
+    return Transfer{false, false, l.previous_stage(stage), a.microbatch, a.chunk};
+  if (is_backward(a.kind) && v < l.last_virtual())
+    return Transfer{false, true, l.next_stage(stage), a.microbatch, a.chunk};
+  return std::nullopt;
+}
+
+// The send that follows an action, if any.
+std::optional<Transfer> output_of(const Action& a, int stage, const Layout& l) {
+  const int v = l.virtual_stage(stage, a.chunk);
+  if (a.kind == ActionKind::forward && v < l.last_virtual())
+    return Transfer{true, false, l.next_stage(stage), a.microbatch, a.chunk};
+  if (is_backward(a.kind) && v > 0)
+    return Transfer{true, true, l.previous_stage(stage), a.microbatch, a.chunk};
+  return std::nullopt;
+}
+
+class ProgramBuilder {
+public:
+  void exchange(std::vector<Transfer> transfers) {
+    if (!transfers.empty()) m_steps.push_back(Step{std::move(transfers), std::nullopt});
+  }
+  void action(const Action& a) { m_steps.push_back(Step{{}, a}); }
+  std::vector<Step> take() { return std::move(m_steps); }
+
+private:
+  std::vector<Step> m_steps;
+};
+
+void append(std::vector<Transfer>& to, const std::optional<Transfer>& t) {
+  if (t) to.push_back(*t);
+}
+
+// Megatron's merging: the receive of the first action alone, then after every action one
+// exchange with its send and the next action's receive.
+std::vector<Step> merged_program(const std::vector<Action>& order, int stage, const Layout& l) {
+  ProgramBuilder b;
+  std::vector<Transfer> pending;
+  for (const Action& a : order) {
+    append(pending, input_of(a, stage, l));
+    b.exchange(std::move(pending));
+    pending.clear();
+    b.action(a);
+    append(pending, output_of(a, stage, l));
+  }
+  b.exchange(std::move(pending));
+  return b.take();
+}
+
+std::vector<Action> forwards(int microbatches) {
+  std::vector<Action> order;
+  for (int mb = 0; mb < microbatches; ++mb)
+    order.push_back({ActionKind::forward, mb, 0});
+  return order;
+}
+
+// Megatron's 1F1B: p - s - 1 warm-up forwards, then one forward and one backward in turn, then
+// the remaining backwards.
+std::vector<Action> one_f_one_b_order(int stage, int stages, int microbatches,
+                                      ActionKind backward) {
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  std::vector<Action> order;
+  for (int mb = 0; mb < warmup; ++mb)
+    order.push_back({ActionKind::forward, mb, 0});
+  for (int i = 0; i < microbatches - warmup; ++i) {
+    order.push_back({ActionKind::forward, warmup + i, 0});
+    order.push_back({backward, i, 0});
+  }
+  for (int mb = microbatches - warmup; mb < microbatches; ++mb)
+    order.push_back({backward, mb, 0});
+  return order;
+}
+
+// The k-th forward (or backward) of an interleaved stage: microbatches go in groups of p, each
+// group through chunk 0, 1, ..., V-1 (backwards through V-1, ..., 0).
+Action interleaved_action(int k, int stages, int chunks, bool forward) {
+  const int group = k / (stages * chunks);
+  const int in_group = k % (stages * chunks);
+  const int chunk = in_group / stages;
+  const int mb = group * stages + in_group % stages;
+  return forward ? Action{ActionKind::forward, mb, chunk}
+                 : Action{ActionKind::backward, mb, chunks - 1 - chunk};
+}
+
+// Megatron's interleaved 1F1B, with its communication: during warm-up the forward's send and the
+// next forward's receive are one exchange (the last warm-up one also receives the first
+// backward's gradient); in the steady state one exchange follows each forward-backward pair with
+// both sends and the receives of the next forward and the next backward; in the cool-down each
+// backward's send goes with the next backward's receive.
+std::vector<Step> interleaved_train_program(int stage, const Layout& l, int microbatches) {
+  const int total = microbatches * l.chunks;
+  const int warmup = std::min((l.stages - stage - 1) * 2 + (l.chunks - 1) * l.stages, total);
+  const int steady = total - warmup;
+  auto fwd = [&](int k) { return interleaved_action(k, l.stages, l.chunks, true); };
+  auto bwd = [&](int k) { return interleaved_action(k, l.stages, l.chunks, false); };
+  ProgramBuilder b;
+  std::vector<Transfer> x;
+  auto flush = [&] {
+    b.exchange(std::move(x));
+    x.clear();
+  };
+  append(x, input_of(fwd(0), stage, l));
+  flush();
+  for (int k = 0; k < warmup; ++k) {
+    b.action(fwd(k));
+    append(x, output_of(fwd(k), stage, l));
+    if (k + 1 < total) append(x, input_of(fwd(k + 1), stage, l));
+    if (k == warmup - 1 && steady > 0) append(x, input_of(bwd(0), stage, l));
+    flush();
+  }
+  if (steady == 0) {
+    append(x, input_of(bwd(0), stage, l));
+    flush();
+  }
+  for (int i = 0; i < steady; ++i) {
+    b.action(fwd(warmup + i));
+    b.action(bwd(i));
+    append(x, output_of(fwd(warmup + i), stage, l));
+    append(x, output_of(bwd(i), stage, l));
+    if (warmup + i + 1 < total) append(x, input_of(fwd(warmup + i + 1), stage, l));
+    append(x, input_of(bwd(i + 1), stage, l));
+    flush();
+  }
+  for (int i = steady; i < total; ++i) {
+    b.action(bwd(i));
+    append(x, output_of(bwd(i), stage, l));
+    if (i + 1 < total) append(x, input_of(bwd(i + 1), stage, l));
+    flush();
+  }
+  return b.take();
+}
+
+// ZB-H1 order: 1F1B's order of forwards and input-gradient backwards; the weight gradient of
+// microbatch j follows the input gradient of microbatch j + s, the rest come last. Stage s thus
+// defers s weight gradients, which fill the cool-down bubble, and holds at most p microbatches
+// (forward done, weight gradient not), the peak 1F1B reaches on its first stage.
+std::vector<Action> zb_h1_order(int stage, int stages, int microbatches) {
+  std::vector<Action> order;
+  int next_w = 0;
+  for (const Action& a :
+       one_f_one_b_order(stage, stages, microbatches, ActionKind::backward_input)) {
+    order.push_back(a);
+    if (a.kind != ActionKind::backward_input) continue;
+    for (; next_w <= a.microbatch - stage; ++next_w)
+      order.push_back({ActionKind::backward_weight, next_w, 0});
+  }
+  for (; next_w < microbatches; ++next_w)
+    order.push_back({ActionKind::backward_weight, next_w, 0});
+  return order;
+}
+
+using DataKey = std::tuple<int, bool, int, int>; // stage, gradient, microbatch, chunk
+
+// Transfers placed by the unit-cost timeline: every action takes one unit and starts as soon as
+// its stage is free and its input exists. Each send follows its action; each receive is posted
+// at the last boundary of the receiving stage not later than the moment the data is produced.
+// Under rendezvous both sides then post at that moment, so the programs reproduce the timeline
+// exactly when the costs are equal (and never deadlock: that depends on the order alone).
+std::vector<std::vector<Step>> timeline_programs(const std::vector<std::vector<Action>>& orders,
+                                                 const Layout& l) {
+  const int p = l.stages;
+  std::vector<std::vector<double>> start(p), end(p);
+  std::map<DataKey, double> produced; // by the producing stage and its chunk
+  std::vector<size_t> next(p, 0);
+  std::vector<double> free_at(p, 0);
+  auto producer = [&](const Transfer& in, int stage) {
+    // The data of a receive comes from the peer's chunk on the neighbouring virtual stage.
+    const int v = l.virtual_stage(stage, in.chunk) + (in.gradient ? 1 : -1);
+    return DataKey{v % p, in.gradient, in.microbatch, v / p};
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      for (; next[s] < orders[s].size(); ++next[s]) {
+        const Action& a = orders[s][next[s]];
+        double ready = free_at[s];
+        if (const auto in = input_of(a, s, l)) {
+          const auto it = produced.find(producer(*in, s));
+          if (it == produced.end()) break;
+          ready = std::max(ready, it->second);
+        }
+        start[s].push_back(ready);
+        end[s].push_back(ready + 1);
+        free_at[s] = ready + 1;
+        if (const auto out = output_of(a, s, l))
+          produced[DataKey{s, out->gradient, a.microbatch, a.chunk}] = ready + 1;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    RIDGELINE_REQUIRE(next[s] == orders[s].size(),
+                      "pipeline order of stage " + std::to_string(s) + " waits on itself");
+
+  std::vector<std::vector<Step>> programs(p);
+  for (int s = 0; s < p; ++s) {
+    const size_t n = orders[s].size();
+    // Transfers at boundary i (before action i), keyed by the moment their data is produced.
+    std::vector<std::vector<std::pair<double, Transfer>>> at(n + 1);
+    for (size_t i = 0; i < n; ++i) {
+      const Action& a = orders[s][i];
+      if (const auto out = output_of(a, s, l)) at[i + 1].push_back({end[s][i], *out});
+      if (const auto in = input_of(a, s, l)) {
+        const double t = produced.at(producer(*in, s));
+        size_t b = 0;
+        while (start[s][b] < t)
+          ++b;
+        at[b].push_back({t, *in});
+      }
+    }
+    ProgramBuilder builder;
+    for (size_t i = 0; i <= n; ++i) {
+      std::stable_sort(at[i].begin(), at[i].end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
+      std::vector<Transfer> x;
+      for (const auto& tt : at[i])
+        x.push_back(tt.second);
+      builder.exchange(std::move(x));
+      if (i < n) builder.action(orders[s][i]);
+    }
+    programs[s] = builder.take();
+  }
+  return programs;
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+// Every problem that does not depend on the layer count.
+std::vector<std::string> order_problems(const Schedule& sc, int p, int m, bool train) {
+  std::vector<std::string> out;
+  const std::string flag = "--schedule " + schedule_name(sc);
+  if (p < 1) out.push_back("--pp must be positive (got " + str(p) + ")");
+  if (m < 1) out.push_back("--microbatches must be >= 1 (got " + str(m) + ")");
+  if (sc.kind == ScheduleKind::interleaved && sc.chunks < 2)
+    out.push_back(flag + " needs at least 2 model chunks per stage (interleaved:V, V >= 2)");
+  if (sc.kind != ScheduleKind::interleaved && sc.chunks != 1)
+    out.push_back(flag + " has one model chunk per stage (got " + str(sc.chunks) + ")");
+  if (!out.empty()) return out;
+  if (sc.kind == ScheduleKind::zb_h1 && !train)
+    out.push_back(flag +
+                  " splits the backward pass: it needs --phase train (forward only, use 1f1b)");
+  if (sc.kind == ScheduleKind::interleaved && p < 2)
+    out.push_back(flag + " needs --pp 2 or more (one stage has no pipeline to interleave)");
+  if (sc.kind != ScheduleKind::gpipe && m < p)
+    out.push_back(flag + " needs --microbatches >= --pp (got " + str(m) + " < " + str(p) + ")");
+  if (sc.kind == ScheduleKind::interleaved && m % p != 0)
+    out.push_back(flag + " needs --microbatches " + str(m) + " to be a multiple of --pp " + str(p) +
+                  " (microbatches go through the chunks in groups of --pp)");
+  return out;
+}
+
+} // namespace
+
+Schedule parse_schedule(const std::string& text) {
+  if (text == "gpipe") return {ScheduleKind::gpipe, 1};
+  if (text == "1f1b") return {ScheduleKind::one_f_one_b, 1};
+  if (text == "zb-h1") return {ScheduleKind::zb_h1, 1};
+  const std::string prefix = "interleaved:";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    const std::string v = text.substr(prefix.size());
+    const bool digits = !v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (digits && std::stoi(v) >= 2) return {ScheduleKind::interleaved, std::stoi(v)};
+  }
+  throw UsageError("unknown pipeline schedule '" + text + "': expected " + accepted_forms);
+}
+
+std::string schedule_name(const Schedule& sc) {
+  switch (sc.kind) {
+  case ScheduleKind::gpipe:
+    return "gpipe";
+  case ScheduleKind::one_f_one_b:
+    return "1f1b";
+  case ScheduleKind::interleaved:
+    return "interleaved:" + std::to_string(sc.chunks);
+  case ScheduleKind::zb_h1:
+    return "zb-h1";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> schedule_problems(const Schedule& sc, int stages, int microbatches,
+                                           int64_t layers, bool train) {
+  std::vector<std::string> out = order_problems(sc, stages, microbatches, train);
+  if (layers < 1) {
+    out.push_back("--layers must be positive (got " + str(layers) + ")");
+  } else if (stages >= 1 && layers % stages != 0) {
+    out.push_back("--layers " + str(layers) + " is not divisible by --pp " + str(stages));
+  } else if (stages >= 1 && sc.kind == ScheduleKind::interleaved && sc.chunks >= 2 &&
+             layers % (int64_t{stages} * sc.chunks) != 0) {
+    out.push_back("--schedule " + schedule_name(sc) + " needs --layers " + str(layers) +
+                  " to be a multiple of --pp x V = " + str(int64_t{stages} * sc.chunks) +
+                  " (every stage holds V chunks of equal layers)");
+  }
+  return out;
+}
+
+std::vector<Step> stage_program(const Schedule& sc, int stage, int stages, int microbatches,
+                                bool train) {
+  const std::vector<std::string> problems = order_problems(sc, stages, microbatches, train);
+  if (!problems.empty()) throw UsageError(problems.front());
+  if (stage < 0 || stage >= stages)
+    throw Error("pipeline stage " + str(stage) + " outside 0.." + str(stages - 1));
+  const Layout l{stages, sc.chunks};
+  switch (sc.kind) {
+  case ScheduleKind::gpipe: {
+    std::vector<Action> order = forwards(microbatches);
+    if (train)
+      for (int mb = 0; mb < microbatches; ++mb)
+        order.push_back({ActionKind::backward, mb, 0});
+    return merged_program(order, stage, l);
+  }
+  case ScheduleKind::one_f_one_b:
+    return merged_program(train
+                              ? one_f_one_b_order(stage, stages, microbatches, ActionKind::backward)
+                              : forwards(microbatches),
+                          stage, l);
+  case ScheduleKind::interleaved: {
+    if (train) return interleaved_train_program(stage, l, microbatches);
+    std::vector<Action> order;
+    for (int k = 0; k < microbatches * sc.chunks; ++k)
+      order.push_back(interleaved_action(k, stages, sc.chunks, true));
+    return merged_program(order, stage, l);
+  }
+  case ScheduleKind::zb_h1: {
+    std::vector<std::vector<Action>> orders;
+    for (int s = 0; s < stages; ++s)
+      orders.push_back(zb_h1_order(s, stages, microbatches));
+    return timeline_programs(orders, l)[stage];
+  }
+  }
+  throw Error("unknown pipeline schedule kind");
+}
+
+std::pair<int64_t, int64_t> chunk_layers(const Schedule& sc, int stage, int stages, int chunk,
+                                         int64_t layers) {
+  if (stages < 1 || stage < 0 || stage >= stages || chunk < 0 || chunk >= sc.chunks ||
+      layers % (int64_t{stages} * sc.chunks) != 0)
+    throw Error("chunk_layers: stage " + str(stage) + " chunk " + str(chunk) + " of " +
+                str(stages) + " x " + str(sc.chunks) + " over " + str(layers) + " layers");
+  const int64_t count = layers / (int64_t{stages} * sc.chunks);
+  return {(int64_t{chunk} * stages + stage) * count, count};
+}
+
+double theory_bubble(const Schedule& sc, int stages, int microbatches, bool train) {
+  const double p = stages, m = microbatches;
+  switch (sc.kind) {
+  case ScheduleKind::gpipe:
+  case ScheduleKind::one_f_one_b:
+    return (p - 1) / (m + p - 1);
+  case ScheduleKind::interleaved:
+    return (p - 1) / (m * sc.chunks + p - 1);
+  case ScheduleKind::zb_h1:
+    // Busy 3m units per stage; idle p - 1: the forward wave's (p - 1) F plus the backward
+    // wave's (p - 1) B, less the (p - 1) W the deferred weight gradients move into it.
+    if (!train) throw UsageError("--schedule zb-h1 has no forward-only form");
+    return (p - 1) / (3 * m + p - 1);
+  }
+  return 0;
+}
+
+double Simulation::bubble() const {
+  const double b = std::accumulate(busy.begin(), busy.end(), 0.0);
+  const double i = std::accumulate(idle.begin(), idle.end(), 0.0);
+  return b + i > 0 ? i / (b + i) : 0.0;
+}
+
+namespace {
+
+// One posted transfer: when it was posted, what it carries (microbatch, virtual stage).
+struct Posted {
+  double time;
+  int microbatch;
+  int virtual_stage;
+};
+
+struct Channel {
+  std::vector<Posted> sends, receives;
+};
+
+double duration(const Action& a, const ActionCosts& c) {
+  switch (a.kind) {
+  case ActionKind::forward:
+    return c.forward;
+  case ActionKind::backward:
+    return c.backward;
+  case ActionKind::backward_input:
+    return c.backward_input;
+  case ActionKind::backward_weight:
+    return c.backward_weight;
+  }
+  return 0;
+}
+
+} // namespace
+
+Simulation simulate_pipeline(const std::vector<std::vector<Step>>& programs,
+                             const ActionCosts& costs) {
+  const int p = static_cast<int>(programs.size());
+  Simulation sim;
+  sim.busy.assign(p, 0);
+  sim.finish.assign(p, 0);
+  // Channel (from, to, gradient): FIFO of posts on each side.
+  std::map<std::tuple<int, int, bool>, Channel> channels;
+  // The posts of each stage's current exchange: channel, side, index.
+  std::vector<std::vector<std::tuple<std::tuple<int, int, bool>, bool, size_t>>> posted(p);
+  std::vector<size_t> pc(p, 0);
+  std::vector<bool> posting(p, false);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      while (pc[s] < programs[s].size()) {
+        const Step& step = programs[s][pc[s]];
+        if (step.action) {
+          const double d = duration(*step.action, costs);
+          sim.finish[s] += d;
+          sim.busy[s] += d;
+          ++pc[s];
+          progress = true;
+          continue;
+        }
+        if (!posting[s]) {
+          posted[s].clear();
+          for (const Transfer& t : step.exchange) {
+            RIDGELINE_REQUIRE(t.peer_stage >= 0 && t.peer_stage < p,
+                              "transfer of stage " + str(s) + " to stage " + str(t.peer_stage));
+            const auto key = t.send ? std::tuple{s, t.peer_stage, t.gradient}
+                                    : std::tuple{t.peer_stage, s, t.gradient};
+            Channel& ch = channels[key];
+            auto& side = t.send ? ch.sends : ch.receives;
+            side.push_back({sim.finish[s], t.microbatch, t.chunk * p + s});
+            posted[s].emplace_back(key, t.send, side.size() - 1);
+          }
+          posting[s] = true;
+          progress = true;
+        }
+        double done = sim.finish[s];
+        bool matched = true;
+        for (const auto& [key, send, index] : posted[s]) {
+          const Channel& ch = channels[key];
+          const auto& other = send ? ch.receives : ch.sends;
+          if (other.size() <= index) {
+            matched = false;
+            break;
+          }
+          const Posted& mine = (send ? ch.sends : ch.receives)[index];
+          const Posted& peer = other[index];
+          const Posted& sent = send ? mine : peer;
+          const Posted& received = send ? peer : mine;
+          const int step_by = std::get<2>(key) ? -1 : 1;
+          if (sent.microbatch != received.microbatch ||
+              received.virtual_stage != sent.virtual_stage + step_by)
+            throw Error("pipeline transfer " + str(std::get<0>(key)) + " -> " +
+                        str(std::get<1>(key)) + (std::get<2>(key) ? " (gradient)" : "") +
+                        " pairs microbatch " + str(sent.microbatch) + " of virtual stage " +
+                        str(sent.virtual_stage) + " with microbatch " + str(received.microbatch) +
+                        " of virtual stage " + str(received.virtual_stage));
+          done = std::max(done, std::max(sent.time, received.time) + costs.p2p);
+        }
+        if (!matched) break;
+        sim.finish[s] = done;
+        posting[s] = false;
+        ++pc[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    sim.deadlocked = sim.deadlocked || pc[s] < programs[s].size();
+  sim.makespan = p > 0 ? *std::max_element(sim.finish.begin(), sim.finish.end()) : 0.0;
+  sim.idle.resize(p);
+  for (int s = 0; s < p; ++s)
+    sim.idle[s] = sim.makespan - sim.busy[s];
+  return sim;
+}
+
+Simulation simulate_pipeline(const Schedule& sc, int stages, int microbatches, bool train,
+                             const ActionCosts& costs) {
+  std::vector<std::vector<Step>> programs;
+  for (int s = 0; s < stages; ++s)
+    programs.push_back(stage_program(sc, s, stages, microbatches, train));
+  return simulate_pipeline(programs, costs);
+}
+
+int peak_in_flight(const std::vector<Step>& program) {
+  // The last backward action of each (microbatch, chunk) releases it.
+  std::map<std::pair<int, int>, size_t> release;
+  for (size_t i = 0; i < program.size(); ++i)
+    if (program[i].action && program[i].action->kind != ActionKind::forward)
+      release[{program[i].action->microbatch, program[i].action->chunk}] = i;
+  int held = 0, peak = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (!program[i].action) continue;
+    const Action& a = *program[i].action;
+    const std::pair<int, int> key{a.microbatch, a.chunk};
+    if (a.kind == ActionKind::forward) {
+      peak = std::max(peak, ++held);
+      if (release.count(key) == 0) --held;
+    } else if (release.at(key) == i) {
+      --held;
+    }
+  }
+  return peak;
+}
+
+} // namespace ridgeline
