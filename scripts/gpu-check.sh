@@ -16,6 +16,8 @@
 #   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
 #   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
 #     attention), each compared with its baseline by `ridgeline compare`;
+#   - train: forward + backward of one layer beside PyTorch-eager autograd, the pipeline
+#     schedules at PP2 and data parallelism at DP2 (two GPUs);
 #   - decode: the decode step of every preset layer at TP 1 with --graphs (batch 1-256, context
 #     1k-32k, cuBLASLt heuristic and searched GEMM algorithms), bytes per step against the copy
 #     roof (scripts/decode_roof_table.py), and a growing KV cache (--decode-steps);
@@ -354,6 +356,36 @@ section_attention() {
   for seq in 16384 32768; do
     run "attention_layer_s$seq" 1 --config "$repo/models/gpt-h8192.toml" --layers 1 --seq "$seq" \
       --batch 1 --warmup 2 --iters 5 --attention fused,cudnn
+  done
+}
+
+# Train: forward + backward of one layer (gpt-h8192 and llama3-70b, s4096, b1) with each
+# attention implementation beside PyTorch-eager autograd of the same layer, then the pipeline
+# schedules at PP2 (M = 4, 8, 16) and data parallelism at DP2, where two GPUs are present.
+section_train() {
+  local gpt=(--config "$repo/models/gpt-h8192.toml" --layers 1 --phase train --seq 4096 --batch 1)
+  for tp in 1 2; do
+    [ "$tp" -le "$ngpu" ] || continue
+    for turn in 1 2; do
+      run "train_tp$tp" "$tp" "${gpt[@]}" --tp "$tp" --warmup 3 --iters 10
+      run "train_cudnn_tp$tp" "$tp" "${gpt[@]}" --tp "$tp" --warmup 3 --iters 10 --attention cudnn
+      torch_ref "torch_train_tp$tp" "$tp" --phase train --hidden 8192 --heads 64 --seq 4096 \
+        --batch 1 --warmup 3 --iters 10
+    done
+    run "train_llama3_70b_tp$tp" "$tp" --config "$repo/models/llama3-70b.toml" --layers 1 \
+      --phase train --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 10 --attention cudnn
+  done
+  [ "$ngpu" -ge 2 ] || return 0
+  for schedule in gpipe 1f1b interleaved:2 zb-h1; do
+    for m in 4 8 16; do
+      run "pipeline_${schedule%%:*}_m$m" 2 --config "$repo/models/gpt-h8192.toml" --layers 4 \
+        --phase train --seq 4096 --batch "$m" --microbatches "$m" --pp 2 --schedule "$schedule" \
+        --attention cudnn --warmup 2 --iters 5 --check off
+    done
+  done
+  for overlap in on off; do
+    run "dp2_overlap_$overlap" 2 "${gpt[@]}" --layers 2 --batch 2 --microbatches 1 --dp 2 \
+      --dp-overlap "$overlap" --attention cudnn --warmup 3 --iters 10
   done
 }
 

@@ -31,9 +31,12 @@ def layer_rows(out):
             s = f["summary"]
             p50_ms = attr(s, "p50_ns") / 1e6
             gemm = [v for k, v in s.attrs.items() if k.startswith("gemm_vs_reference.")]
-            phase = "prefill" if name.startswith("prefill") else "decode"
+            phase = ("prefill" if name.startswith("prefill") else
+                     "train" if name.startswith("train") else "decode")
             tp = name.rsplit("tp", 1)[-1]
-            ref = refs.get(f"torch_{phase}_tp{tp}") if name.startswith(("prefill_tp", "decode")) else None
+            ref = (refs.get(f"torch_{phase}_tp{tp}")
+                   if name.startswith(("prefill_tp", "decode", "train_tp", "train_cudnn_tp"))
+                   else None)
             ref_ms = ref["p50_ms"] if ref else float("nan")
             rows.append((name, p50_ms, ref_ms, p50_ms / ref_ms if ref else float("nan"),
                          attr(s, "check", "?"), 100 * attr(s, "instrumentation_overhead"),
@@ -137,11 +140,34 @@ def attention_layer_rows(out):
     return rows
 
 
+def pipeline_rows(out):
+    """Scheduled runs: the schedule, microbatches, the theory bubble and each stage's measured one."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "h5", "*.h5"))):
+        with h5py.File(path, "r") as f:
+            if "summary" not in f or "bubble_theory" not in f["summary"].attrs:
+                continue
+            s = f["summary"]
+            stages = sorted(k for k in s.attrs if k.startswith("stage") and k.endswith(".bubble"))
+            if len(stages) < 2:
+                continue
+            rows.append((os.path.basename(path)[:-3], attr(s, "schedule", "?"),
+                         int(attr(s, "microbatches", 0)), attr(s, "p50_ns") / 1e6,
+                         attr(s, "bubble_theory"), [attr(s, k) for k in stages]))
+    return rows
+
+
 def main():
     out = sys.argv[1]
     print(f"{'run':<28} {'p50 ms':>9} {'torch ms':>9} {'ratio':>6} {'check':<8} {'instr %':>7} {'gemm/ref':>8}")
     for r in layer_rows(out):
         print(f"{r[0]:<28} {r[1]:>9.4f} {r[2]:>9.4f} {r[3]:>6.3f} {str(r[4])[:8]:<8} {r[5]:>7.2f} {r[6]:>8.3f}")
+    rows = pipeline_rows(out)
+    if rows:
+        print(f"\n{'pipeline':<24} {'schedule':<14} {'m':>3} {'p50 ms':>9} {'theory':>7}  stage bubbles")
+        for r in rows:
+            print(f"{r[0]:<24} {r[1]:<14} {r[2]:>3} {r[3]:>9.3f} {r[4]:>7.3f}  "
+                  + " ".join(f"{b:.3f}" for b in r[5]))
     rows = collective_rows(out)
     if rows:
         print(f"\n{'sweep':<26} {'collective':<15} {'max bytes':>11} {'busbw GB/s':>10} {'max us <=128K':>13}")

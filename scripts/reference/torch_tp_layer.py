@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch-eager reference for ridgeline's tensor-parallel transformer-layer forward.
+"""PyTorch-eager reference for ridgeline's tensor-parallel transformer layer (forward, or train).
 
 Megatron-style layer, per rank (tp = world size), x [b*s, h] replicated:
   LN -> QKV (column-parallel) -> SDPA -> out proj (row-parallel) -> all_reduce -> +x
      -> LN -> FC1 (column-parallel) -> GELU(tanh) -> FC2 (row-parallel) -> all_reduce -> +x
+
+--phase train times forward + autograd backward of the same layer (loss = sum(y * g) for a
+fixed random g, as ridgeline's train phase): weight and input gradients, the TP all-reduces of
+the backward through autograd functions (identity forward / all-reduce backward before each
+column-parallel GEMM, the reverse after each row-parallel one), as Megatron does.
 
   torchrun --standalone --nproc-per-node N scripts/reference/torch_tp_layer.py [ARGS]
   python3 scripts/reference/torch_tp_layer.py [ARGS]     # N=1, no torch.distributed
@@ -35,7 +40,7 @@ def parse_args(argv=None):
     p.add_argument("--ffn-hidden", type=int, help="default 4*hidden")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=50)
-    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="bf16")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
     a = p.parse_args(argv)
@@ -70,24 +75,71 @@ def all_reduce(t):
     return t
 
 
+class ReduceForward(torch.autograd.Function):
+    """After a row-parallel GEMM: sum the partial outputs; the gradient passes unchanged."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return all_reduce(t.clone()) if dist.is_initialized() else t
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class ReduceBackward(torch.autograd.Function):
+    """Before a column-parallel GEMM: identity; the input gradients' partial sums are summed."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t
+
+    @staticmethod
+    def backward(ctx, g):
+        return all_reduce(g.clone()) if dist.is_initialized() else g
+
+
+def reduce_out(t):
+    return ReduceForward.apply(t) if torch.is_grad_enabled() else all_reduce(t)
+
+
+def copy_in(t):
+    return ReduceBackward.apply(t) if torch.is_grad_enabled() else t
+
+
 def layer(x, w, batch, seq):
     """One layer forward on this rank; x is [batch*seq, hidden], identical on every rank."""
     hidden = x.shape[1]
-    h = F.layer_norm(x, (hidden,), *w["ln1"])
+    h = copy_in(F.layer_norm(x, (hidden,), *w["ln1"]))
     qkv = F.linear(h, w["qkv"])                                   # [b*s, 3*h/tp]
     q, k, v = qkv.view(batch, seq, 3, w["heads_local"], -1).permute(2, 0, 3, 1, 4)
     a = F.scaled_dot_product_attention(q, k, v, is_causal=seq > 1)  # [b, heads/tp, s, d]
     a = a.transpose(1, 2).reshape(batch * seq, -1)                # [b*s, h/tp]
-    x = x + all_reduce(F.linear(a, w["proj"]))                    # partial sums -> [b*s, h]
-    h = F.layer_norm(x, (hidden,), *w["ln2"])
+    x = x + reduce_out(F.linear(a, w["proj"]))                    # partial sums -> [b*s, h]
+    h = copy_in(F.layer_norm(x, (hidden,), *w["ln2"]))
     f = F.gelu(F.linear(h, w["fc1"]), approximate="tanh")         # [b*s, ffn/tp]
-    return x + all_reduce(F.linear(f, w["fc2"]))
+    return x + reduce_out(F.linear(f, w["fc2"]))
 
 
-def time_layer(x, w, args, device):
-    """Per-iteration layer time in ms, the max over ranks for each iteration."""
+def train_step(x, g, w, batch, seq):
+    """Forward and backward: the gradients of every weight and of x (set to None first)."""
+    for t in [x] + [t for t in w.values() if isinstance(t, torch.Tensor)]:
+        t.grad = None
+    for pair in (w["ln1"], w["ln2"]):
+        for t in pair:
+            t.grad = None
+    layer(x, w, batch, seq).backward(g)
+
+
+def time_layer(x, w, args, device, g=None):
+    """Per-iteration layer time in ms (a train step with `g`), the max over ranks."""
+    def once():
+        if g is None:
+            layer(x, w, args.batch, args.seq)
+        else:
+            train_step(x, g, w, args.batch, args.seq)
     for _ in range(args.warmup):
-        layer(x, w, args.batch, args.seq)
+        once()
     torch.cuda.synchronize()
     if dist.is_initialized():
         dist.barrier()  # start the timed loop on all ranks together
@@ -99,7 +151,7 @@ def time_layer(x, w, args, device):
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
     for start, end in zip(starts, ends):
         start.record()
-        layer(x, w, args.batch, args.seq)
+        once()
         end.record()
     torch.cuda.synchronize()
     times = torch.tensor([s.elapsed_time(e) for s, e in zip(starts, ends)],
@@ -135,12 +187,19 @@ def main(argv=None):
         raise SystemExit(f"need heads | hidden, tp | heads and tp | ffn-hidden (tp={tp})")
 
     dtype = DTYPES[args.dtype]
-    with torch.inference_mode():
+    train = args.phase == "train"
+    with torch.inference_mode(mode=not train):
         torch.manual_seed(0)  # same seed on every rank: x is replicated
         x = torch.randn(args.batch * args.seq, args.hidden, dtype=dtype, device=device)
+        g = torch.randn_like(x) if train else None
         torch.manual_seed(1 + rank)  # each rank holds different shards
         w = make_weights(args.hidden, args.ffn_hidden, args.heads, tp, dtype, device)
-        samples = time_layer(x, w, args, device)
+        if train:
+            x.requires_grad_(True)
+            for t in list(w.values()) + list(w["ln1"]) + list(w["ln2"]):
+                if isinstance(t, torch.Tensor):
+                    t.requires_grad_(True)
+        samples = time_layer(x, w, args, device, g)
 
     if rank == 0:
         stats = summarize(samples)

@@ -501,6 +501,10 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     if (c.batch % c.microbatches != 0)
       p.push_back("--batch " + str(c.batch) + " is not divisible by --microbatches " +
                   str(c.microbatches));
+    else if (c.phase == "train" && grid_ok && c.batch % (c.microbatches * c.dp) != 0)
+      p.push_back("--phase train: the global --batch " + str(c.batch) +
+                  " does not divide into --dp " + str(c.dp) + " replicas of --microbatches " +
+                  str(c.microbatches) + " microbatches");
   }
   if (dims_ok && grid_ok) {
     if (c.heads % c.tp != 0)
@@ -573,7 +577,8 @@ ModelSpec model_spec(const RunConfig& c) {
 LayerShape layer_shape(const RunConfig& c) {
   LayerShape s;
   s.phase = c.phase == "decode" ? Phase::decode : Phase::prefill; // train: prefill-shaped
-  s.batch = c.batch / c.microbatches;
+  // Train: --batch is the global batch, shared by the data-parallel replicas.
+  s.batch = c.batch / c.microbatches / (c.phase == "train" ? c.dp : 1);
   s.seq = s.phase == Phase::decode ? 1 : c.seq;
   s.context = s.phase == Phase::decode ? c.context : 0;
   s.decode_steps = s.phase == Phase::decode && c.decode_steps > 0 ? c.decode_steps : 1;

@@ -306,7 +306,7 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
     return problem;
   }
   try {
-    if (axis == "phase") canonical = phase_name(parse_phase(item));
+    if (axis == "phase") canonical = item == "train" ? item : phase_name(parse_phase(item));
     if (axis == "overlap") canonical = parse_overlap(item).name();
     if (axis == "dtype") canonical = item == "auto" ? item : dtype_name(parse_dtype(item));
   } catch (const UsageError& e) {
