@@ -489,8 +489,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   if (mpi.rank() == 0)
     std::cout << "ridgeline sweep: " << grid.size() << " point(s) on " << world
               << " rank(s); a point with tp x pp below the ranks runs as data-parallel replicas "
-                 "(no gradient "
-                 "traffic), its step the longest replica's\n";
+                 "(gradient traffic in the train phase only, the global --batch shared), its "
+                 "step the longest replica's\n";
 
   RunData data;
   data.root = job.root_attrs("sweep");

@@ -21,6 +21,7 @@ run() { # NP NAME [options...]
 }
 
 run 2 tp2 --tp 2 --microbatches 2 --overlap none,async
+run 2 gpt_tp2 --tp 2 --microbatches 2 --mlp gelu --norm layernorm --rotary off
 run 2 dp2 --dp 2 --microbatches 2 --bucket-mb 0.1
 run 2 dp2_shard --dp 2 --microbatches 2 --dp-shard --dp-overlap off
 run 2 recompute --pp 2 --microbatches 2 --recompute full
