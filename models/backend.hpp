@@ -97,8 +97,8 @@ public:
   /// c = op(a) * op(b), fp32 accumulation, where op(x) is x or x^T: op(a) is [m, k], op(b) is
   /// [k, n], c is [m, n]. With `accumulate` the product is added to what c holds (gradients
   /// summed over microbatches). cuBLASLt layouts on GPUs, OpenBLAS trans arguments on the host.
-  virtual void gemm(const Tensor& a, Trans ta, const Tensor& b, Trans tb, Tensor c,
-                    bool accumulate, Lane lane) = 0;
+  virtual void gemm(const Tensor& a, Trans ta, const Tensor& b, Trans tb, Tensor c, bool accumulate,
+                    Lane lane) = 0;
   /// c[m, n] = a[m, k] * w[n, k]^T (the layers' forward GEMM).
   void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) {
     gemm(a, Trans::no, w, Trans::yes, c, false, lane);

@@ -334,8 +334,8 @@ public:
         float* dvb = f32(dv) + b * n * dv.ld + kvh * d;
         const float* row_lse = stats + (b * s.heads + h) * n;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
-                    static_cast<int>(n), static_cast<int>(d), scale, qb, static_cast<int>(q.ld),
-                    kb, static_cast<int>(k.ld), 0.0f, p.data(), static_cast<int>(n));
+                    static_cast<int>(n), static_cast<int>(d), scale, qb, static_cast<int>(q.ld), kb,
+                    static_cast<int>(k.ld), 0.0f, p.data(), static_cast<int>(n));
         for (int64_t i = 0; i < n; ++i) {
           const int64_t last = s.causal ? i : n - 1;
           float* row = p.data() + i * n;
@@ -432,8 +432,8 @@ private:
   }
 
   // Rotates pairs (i, i + half) of every head by sign * the position's angle.
-  void rotate(Tensor x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-              float theta, double sign) {
+  void rotate(Tensor x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0, float theta,
+              double sign) {
     RIDGELINE_REQUIRE(heads * head_dim <= x.cols && head_dim % 2 == 0, "rotary: bad head layout");
     const int64_t half = head_dim / 2;
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
