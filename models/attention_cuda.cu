@@ -417,20 +417,26 @@ __global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwd
         st[i][e] = dpt[i][e] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t ka[4], va[4];
-      const int ar = warp * 16 + (lane % 16);
-      const int ac = ks * 2 + lane / 16;
-      ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(ar, ac));
-      ldmatrix_x4(va, v_addr + 2 * swizzle<D>(ar, ac));
+      uint32_t ka[4];
+      ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
 #pragma unroll
       for (int nt = 0; nt < kQTiles; nt += 2) {
-        uint32_t qb[4], ob[4];
+        uint32_t qb[4];
         const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
-        const int c = ks * 2 + (lane / 8) % 2;
-        ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, c));
-        ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, c));
+        ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
         mma_16816<T>(st[nt], ka, qb[0], qb[1]);
         mma_16816<T>(st[nt + 1], ka, qb[2], qb[3]);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t va[4];
+      ldmatrix_x4(va, v_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
+#pragma unroll
+      for (int nt = 0; nt < kQTiles; nt += 2) {
+        uint32_t ob[4];
+        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
+        ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
         mma_16816<T>(dpt[nt], va, ob[0], ob[1]);
         mma_16816<T>(dpt[nt + 1], va, ob[2], ob[3]);
       }
@@ -532,6 +538,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwd
       }
     }
   }
+
+  cp_async_wait_all(); // nothing may stay in flight at exit (the K, V loads when steps == 0)
 
   // This CTA's keys: dK and dV summed over the group's heads, stored once.
 #pragma unroll
