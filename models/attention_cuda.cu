@@ -1,9 +1,11 @@
 // Fused attention on the GPU. Prefill (seq > 1): a flash-attention-style kernel, one CTA per
 // 128 query rows of one head, K/V streamed through shared memory in 64-key tiles (cp.async,
 // double-buffered), S = QK^T and O += PV on tensor cores (mma.sync m16n8k16, fp32 accumulate),
-// online softmax in registers: the seq x context score matrix never exists. Decode (seq == 1):
-// the context is split across CTAs so that even batch * kv_heads = 1 fills every SM; each CTA
-// keeps a partial (max, sum, unnormalised output) and a second kernel combines the splits.
+// online softmax in registers: the seq x context score matrix never exists; for training it also
+// writes each row's log-sum-exp. Decode (seq == 1): the context is split across CTAs so that
+// even batch * kv_heads = 1 fills every SM; each CTA keeps a partial (max, sum, unnormalised
+// output) and a second kernel combines the splits. Backward (prefill): a FlashAttention-2 style
+// tensor-core kernel per 64-key block (see flash_backward_kernel).
 #include <cmath>
 #include <string>
 #include <type_traits>

@@ -883,13 +883,12 @@ private:
     m_gemm_choices.emplace_back(line);
   }
 
-  /// One head's columns of a rows-of-heads tensor, seen as `batch` row-major [per_seq, d]
-  /// blocks `per_seq` rows apart.
-  Operand head_block(const Tensor& t, int64_t head, int64_t d, int64_t per_seq,
-                     int64_t batch) const {
+  /// One head's columns of a rows-of-heads tensor, seen as row-major [per_seq, d] blocks (one
+  /// per sequence) `per_seq` rows apart.
+  static Operand head_block(const Tensor& t, int64_t head, int64_t d, int64_t per_seq) {
     Operand o = operand(t);
     o.data = static_cast<const char*>(t.data) + static_cast<size_t>(head * d) * dtype_size(t.dtype);
-    o.rows = batch > 0 ? per_seq : 0;
+    o.rows = per_seq;
     o.cols = d;
     o.stride = per_seq * t.ld;
     return o;
@@ -921,11 +920,11 @@ private:
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kvh = h / group;
       // The keys of a sequence: its first `context` cache rows.
-      Operand kh = head_block(k, kvh, d, s.capacity, s.batch);
-      Operand vh = head_block(v, kvh, d, s.capacity, s.batch);
+      Operand kh = head_block(k, kvh, d, s.capacity);
+      Operand vh = head_block(v, kvh, d, s.capacity);
       kh.rows = vh.rows = s.context;
-      const Operand qh = head_block(q, h, d, s.seq, s.batch);
-      const Operand oh = head_block(out, h, d, s.seq, s.batch);
+      const Operand qh = head_block(q, h, d, s.seq);
+      const Operand oh = head_block(out, h, d, s.seq);
       matmul(qh, Trans::no, kh, Trans::yes, s_op, false, s.batch, Lane::compute, false);
       cuda::causal_softmax(scores, probs, m_dtype, s.batch * s.seq, s.seq, s.context, s.causal,
                            scale, lse ? lse + h * s.seq : nullptr, s.heads * s.seq,
@@ -955,13 +954,13 @@ private:
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kvh = h / group;
       const bool first = h % group == 0;
-      const Operand qh = head_block(q, h, d, n, s.batch);
-      const Operand kh = head_block(k, kvh, d, n, s.batch);
-      const Operand vh = head_block(v, kvh, d, n, s.batch);
-      const Operand doh = head_block(dout, h, d, n, s.batch);
-      const Operand dqh = head_block(dq, h, d, n, s.batch);
-      const Operand dkh = head_block(dk, kvh, d, n, s.batch);
-      const Operand dvh = head_block(dv, kvh, d, n, s.batch);
+      const Operand qh = head_block(q, h, d, n);
+      const Operand kh = head_block(k, kvh, d, n);
+      const Operand vh = head_block(v, kvh, d, n);
+      const Operand doh = head_block(dout, h, d, n);
+      const Operand dqh = head_block(dq, h, d, n);
+      const Operand dkh = head_block(dk, kvh, d, n);
+      const Operand dvh = head_block(dv, kvh, d, n);
       matmul(qh, Trans::no, kh, Trans::yes, s_op, false, s.batch, Lane::compute, false);
       cuda::probs_from_lse(scores, probs, m_dtype, s.batch * n, n, n, s.causal, scale, lse + h * n,
                            s.heads * n, m_compute.get());
