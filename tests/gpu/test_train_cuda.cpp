@@ -122,8 +122,8 @@ TEST_P(TrainVsHost, NormBackward) {
   for (int64_t cols : {72, 45})
     for (int64_t rows : {19, 150})
       for (bool accumulate : {false, true}) {
-        const std::string what = " cols=" + std::to_string(cols) + " rows=" +
-                                 std::to_string(rows) + (accumulate ? " accumulate" : "");
+        const std::string what = " cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                                 (accumulate ? " accumulate" : "");
         Pair x = make(rows, cols, 10, 2.0f);
         Pair gamma = make(1, cols, 11);
         Pair dy = make(rows, cols, 12);
@@ -140,8 +140,7 @@ TEST_P(TrainVsHost, NormBackward) {
 
         Pair rdx = output(rows, cols);
         Pair rdgamma = make(1, cols, 15);
-        m_gpu->rms_norm_backward(x.gpu, gamma.gpu, dy.gpu, rdx.gpu, rdgamma.gpu, 1e-5f,
-                                 accumulate);
+        m_gpu->rms_norm_backward(x.gpu, gamma.gpu, dy.gpu, rdx.gpu, rdgamma.gpu, 1e-5f, accumulate);
         m_host->rms_norm_backward(x.host, gamma.host, dy.host, rdx.host, rdgamma.host, 1e-5f,
                                   accumulate);
         expect_close(rdx, "rms_norm dx" + what);
@@ -235,17 +234,16 @@ TEST_P(AttentionTrain, EveryImplementationMatchesHost) {
     m_host->attention_train(s, q.host, k.host, v.host, ref_out.host, ref_lse.data(),
                             AttentionImpl::fused);
     Pair ref_dq = output(rows, qw), ref_dk = output(rows, kw), ref_dv = output(rows, kw);
-    m_host->attention_backward(s, q.host, k.host, v.host, ref_out.host, dout.host,
-                               ref_lse.data(), ref_dq.host, ref_dk.host, ref_dv.host,
-                               AttentionImpl::fused);
+    m_host->attention_backward(s, q.host, k.host, v.host, ref_out.host, dout.host, ref_lse.data(),
+                               ref_dq.host, ref_dk.host, ref_dv.host, AttentionImpl::fused);
     const std::vector<float> want_out = m_host->to_host(ref_out.host);
     const std::vector<float> want_dq = m_host->to_host(ref_dq.host);
     const std::vector<float> want_dk = m_host->to_host(ref_dk.host);
     const std::vector<float> want_dv = m_host->to_host(ref_dv.host);
 
     for (AttentionImpl impl : impls) {
-      const std::string what = std::string(c.name) + " " + attention_name(impl) + " " +
-                               dtype_name(m_dtype);
+      const std::string what =
+          std::string(c.name) + " " + attention_name(impl) + " " + dtype_name(m_dtype);
       Buffer lse = m_gpu->allocate_bytes(stats_n * sizeof(float));
       Pair out = output(rows, qw);
       m_gpu->attention_train(s, q.gpu, k.gpu, v.gpu, out.gpu, lse.data(), impl);
@@ -280,8 +278,8 @@ TEST_P(AttentionTrain, BackwardRefusesDecodeShapes) {
   s.head_dim = 64;
   Pair q = make(1, 64, 1), kv = make(64, 64, 2);
   Buffer lse = m_gpu->allocate_bytes(sizeof(float));
-  EXPECT_THROW(m_gpu->attention_backward(s, q.gpu, kv.gpu, kv.gpu, q.gpu, q.gpu, lse.data(),
-                                         q.gpu, kv.gpu, kv.gpu, AttentionImpl::fused),
+  EXPECT_THROW(m_gpu->attention_backward(s, q.gpu, kv.gpu, kv.gpu, q.gpu, q.gpu, lse.data(), q.gpu,
+                                         kv.gpu, kv.gpu, AttentionImpl::fused),
                Error);
 }
 
