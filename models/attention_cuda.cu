@@ -1,9 +1,11 @@
 // Fused attention on the GPU. Prefill (seq > 1): a flash-attention-style kernel, one CTA per
 // 128 query rows of one head, K/V streamed through shared memory in 64-key tiles (cp.async,
 // double-buffered), S = QK^T and O += PV on tensor cores (mma.sync m16n8k16, fp32 accumulate),
-// online softmax in registers: the seq x context score matrix never exists. Decode (seq == 1):
-// the context is split across CTAs so that even batch * kv_heads = 1 fills every SM; each CTA
-// keeps a partial (max, sum, unnormalised output) and a second kernel combines the splits.
+// online softmax in registers: the seq x context score matrix never exists; for training it also
+// writes each row's log-sum-exp. Decode (seq == 1): the context is split across CTAs so that
+// even batch * kv_heads = 1 fills every SM; each CTA keeps a partial (max, sum, unnormalised
+// output) and a second kernel combines the splits. Backward (prefill): a FlashAttention-2 style
+// tensor-core kernel per 64-key block (see flash_backward_kernel).
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -84,7 +86,9 @@ struct FlashParams {
   void* o;
   int64_t q_ld, k_ld, v_ld, o_ld;
   int seq, context, capacity, heads, group;
+  int offset;       ///< query i sees keys j <= offset + i (causal: context - seq; else context - 1)
   float scale_log2; ///< log2(e) / sqrt(head_dim): the softmax runs on exp2
+  float* lse;       ///< [batch, heads, seq] natural log-sum-exp of the scaled scores, or null
 };
 
 constexpr int kFlashWarps = 8;
@@ -97,11 +101,11 @@ template <int D> constexpr int flash_smem_bytes() {
 }
 
 /// Issues cp.async loads of `rows` x D elements starting at logical row `row0` of a head.
-template <typename T, int D, int kRows>
+template <typename T, int D, int kRows, int kThreads = kFlashThreads>
 __device__ __forceinline__ void load_tile(T* smem, const T* base, int64_t ld, int row0,
                                           int valid_rows) {
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kFlashThreads) {
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const bool valid = row0 + r < valid_rows;
     const T* src = base + (valid ? (static_cast<int64_t>(row0 + r) * ld + c * 8) : 0);
@@ -125,7 +129,7 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
   const int kvh = h / p.group;
   const int m0 = m_block * kFlashM;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int offset = p.context - p.seq; // query i sees keys j <= offset + i
+  const int offset = p.offset;
 
   const T* q_base = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.seq) * p.q_ld +
                     static_cast<int64_t>(h) * D;
@@ -275,6 +279,9 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
     const float inv = 1.0f / sum;
     const int row = half == 0 ? row_lo : row_hi;
     if (row >= p.seq) continue;
+    if (p.lse != nullptr && t == 0) // row_max is in log2 units of the scaled scores
+      p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.seq + row] =
+          (row_max[half] + log2f(sum)) * 0.6931471805599453f;
     T* out = static_cast<T*>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
              static_cast<int64_t>(h) * D;
 #pragma unroll
@@ -282,6 +289,310 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
       *reinterpret_cast<uint32_t*>(out + dt * 8 + 2 * t) =
           pack2<T>(o_acc[dt][2 * half] * inv, o_acc[dt][2 * half + 1] * inv);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward (FlashAttention-2 style). One CTA of 4 warps owns 64 keys of one KV head; each warp
+// owns 16 of them and keeps their dK and dV rows in registers while the CTA walks every query
+// block of every query head of the group that sees those keys (causal: the blocks before the
+// diagonal are skipped), Q and dO double-buffered through shared memory by cp.async. Per block,
+// on tensor cores (mma.sync m16n8k16, fp32 accumulate), in the keys-major orientation that
+// makes each warp's products row-local:
+//   S^T = K Q^T, P^T = exp2(S^T log2(e) / sqrt(d) - lse), dP^T = V dO^T,
+//   dS^T = P^T (dP^T - delta) / sqrt(d), dV += P^T dO, dK += dS^T Q,
+// then dS^T goes through shared memory so that each warp computes 16 query rows of dQ = dS K
+// over all 64 keys and adds them to an fp32 scratch with atomics. delta = rowsum(dO * O) comes
+// from a small kernel first; a last kernel rounds the fp32 dQ into dq.
+
+struct FlashBwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;
+  const float* lse;   ///< [batch, heads, seq], natural log
+  const float* delta; ///< [batch, heads, seq]
+  float* dq_acc;      ///< [batch * seq, heads * D], zeroed
+  void* dk;
+  void* dv;
+  int64_t q_ld, k_ld, v_ld, do_ld, dk_ld, dv_ld;
+  int seq, heads, kv_heads, group, offset;
+  float scale_log2; ///< log2(e) / sqrt(D)
+  float scale;      ///< 1 / sqrt(D)
+};
+
+constexpr int kBwdWarps = 4;
+constexpr int kBwdN = 16 * kBwdWarps; // keys per CTA, 16 per warp
+constexpr int kBwdM = 64;             // query rows per step
+constexpr int kBwdThreads = 32 * kBwdWarps;
+
+template <int D> constexpr int flash_bwd_smem_bytes() {
+  // K, V; Q and dO double-buffered; dS^T; lse and delta double-buffered.
+  return (2 * kBwdN * D + 4 * kBwdM * D + kBwdN * kBwdM) * 2 + 4 * kBwdM * 4;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwdParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* k_s = reinterpret_cast<T*>(smem_raw);
+  T* v_s = k_s + kBwdN * D;
+  T* q_s = v_s + kBwdN * D;                                      // [2][kBwdM][D]
+  T* do_s = q_s + 2 * kBwdM * D;                                 // [2][kBwdM][D]
+  T* ds_s = do_s + 2 * kBwdM * D;                                // [kBwdN][kBwdM]: dS^T
+  float* lse_s = reinterpret_cast<float*>(ds_s + kBwdN * kBwdM); // [2][kBwdM], log2 units
+  float* delta_s = lse_s + 2 * kBwdM;                            // [2][kBwdM]
+
+  const int b = static_cast<int>(blockIdx.y) / p.kv_heads;
+  const int kvh = static_cast<int>(blockIdx.y) % p.kv_heads;
+  const int n0 = static_cast<int>(blockIdx.x) * kBwdN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+
+  // Query i sees key j when j <= offset + i: queries before n0 - offset see none of these keys.
+  const int m_blocks = (p.seq + kBwdM - 1) / kBwdM;
+  const int m_first = max(0, n0 - p.offset) / kBwdM;
+  const int per_head = max(0, m_blocks - m_first);
+  const int steps = per_head * p.group;
+
+  const T* k_base = static_cast<const T*>(p.k) + (static_cast<int64_t>(b) * p.seq) * p.k_ld +
+                    static_cast<int64_t>(kvh) * D;
+  const T* v_base = static_cast<const T*>(p.v) + (static_cast<int64_t>(b) * p.seq) * p.v_ld +
+                    static_cast<int64_t>(kvh) * D;
+  load_tile<T, D, kBwdN, kBwdThreads>(k_s, k_base, p.k_ld, n0, p.seq);
+  load_tile<T, D, kBwdN, kBwdThreads>(v_s, v_base, p.v_ld, n0, p.seq);
+
+  // Step i: query head kvh * group + i / per_head, query block m_first + i % per_head.
+  auto issue = [&](int step, int buf) {
+    const int h = kvh * p.group + step / per_head;
+    const int m0 = (m_first + step % per_head) * kBwdM;
+    const T* q_base = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.seq) * p.q_ld +
+                      static_cast<int64_t>(h) * D;
+    const T* do_base = static_cast<const T*>(p.dout) + (static_cast<int64_t>(b) * p.seq) * p.do_ld +
+                       static_cast<int64_t>(h) * D;
+    load_tile<T, D, kBwdM, kBwdThreads>(q_s + buf * kBwdM * D, q_base, p.q_ld, m0, p.seq);
+    load_tile<T, D, kBwdM, kBwdThreads>(do_s + buf * kBwdM * D, do_base, p.do_ld, m0, p.seq);
+    for (int i = threadIdx.x; i < kBwdM; i += kBwdThreads) {
+      const int row = m0 + i;
+      const int64_t idx = (static_cast<int64_t>(b) * p.heads + h) * p.seq + row;
+      lse_s[buf * kBwdM + i] = row < p.seq ? p.lse[idx] * 1.4426950408889634f : 0.0f;
+      delta_s[buf * kBwdM + i] = row < p.seq ? p.delta[idx] : 0.0f;
+    }
+  };
+  if (steps > 0) issue(0, 0);
+  cp_async_commit();
+
+  constexpr int kSteps = D / 16;     // k-steps over the head dimension
+  constexpr int kQTiles = kBwdM / 8; // 8-query tiles of S^T
+  constexpr int kDTiles = D / 8;     // 8-column tiles of dK, dV, dQ
+  float dk_acc[kDTiles][4], dv_acc[kDTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dk_acc[i][e] = dv_acc[i][e] = 0.0f;
+  const uint32_t k_addr = static_cast<uint32_t>(__cvta_generic_to_shared(k_s));
+  const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(v_s));
+  const uint32_t ds_addr = static_cast<uint32_t>(__cvta_generic_to_shared(ds_s));
+
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait_all();
+    __syncthreads(); // step's tiles are in; every warp is done with the previous step's buffers
+    if (step + 1 < steps) {
+      issue(step + 1, (step + 1) & 1);
+      cp_async_commit();
+    }
+    const int buf = step & 1;
+    const int h = kvh * p.group + step / per_head;
+    const int m0 = (m_first + step % per_head) * kBwdM;
+    const uint32_t q_addr = static_cast<uint32_t>(__cvta_generic_to_shared(q_s + buf * kBwdM * D));
+    const uint32_t do_addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(do_s + buf * kBwdM * D));
+    const float* lse_b = lse_s + buf * kBwdM;
+    const float* delta_b = delta_s + buf * kBwdM;
+
+    // S^T = K_w Q^T and dP^T = V_w dO^T: this warp's 16 keys x 64 queries each.
+    float st[kQTiles][4], dpt[kQTiles][4];
+#pragma unroll
+    for (int i = 0; i < kQTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        st[i][e] = dpt[i][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t ka[4];
+      ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
+#pragma unroll
+      for (int nt = 0; nt < kQTiles; nt += 2) {
+        uint32_t qb[4];
+        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
+        ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
+        mma_16816<T>(st[nt], ka, qb[0], qb[1]);
+        mma_16816<T>(st[nt + 1], ka, qb[2], qb[3]);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t va[4];
+      ldmatrix_x4(va, v_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
+#pragma unroll
+      for (int nt = 0; nt < kQTiles; nt += 2) {
+        uint32_t ob[4];
+        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
+        ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
+        mma_16816<T>(dpt[nt], va, ob[0], ob[1]);
+        mma_16816<T>(dpt[nt + 1], va, ob[2], ob[3]);
+      }
+    }
+
+    // P^T from the saved log-sum-exp; dS^T = P^T (dP^T - delta) / sqrt(d). Masked: keys a
+    // query does not see, queries past the sequence, keys past it.
+    const bool needs_mask =
+        n0 + kBwdN - 1 > p.offset + m0 || m0 + kBwdM > p.seq || n0 + kBwdN > p.seq;
+#pragma unroll
+    for (int nt = 0; nt < kQTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ql = nt * 8 + 2 * t + (e & 1);
+        float pv = exp2f(st[nt][e] * p.scale_log2 - lse_b[ql]);
+        if (needs_mask) {
+          const int key = n0 + warp * 16 + g + (e >= 2 ? 8 : 0);
+          const int row = m0 + ql;
+          if (key > p.offset + row || row >= p.seq || key >= p.seq) pv = 0.0f;
+        }
+        st[nt][e] = pv;
+        dpt[nt][e] = pv * (dpt[nt][e] - delta_b[ql]) * p.scale;
+      }
+    }
+
+    // dV_w += P^T dO and dK_w += dS^T Q: the accumulators are the A fragments once packed.
+#pragma unroll
+    for (int kk = 0; kk < kBwdM / 16; ++kk) {
+      uint32_t pa[4], da[4];
+      pa[0] = pack2<T>(st[2 * kk][0], st[2 * kk][1]);
+      pa[1] = pack2<T>(st[2 * kk][2], st[2 * kk][3]);
+      pa[2] = pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+      pa[3] = pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+      da[0] = pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]);
+      da[1] = pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]);
+      da[2] = pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
+      da[3] = pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; dt += 2) {
+        uint32_t ob[4], qb[4];
+        const int r = kk * 16 + (lane % 16);
+        const int c = dt + lane / 16;
+        ldmatrix_x4_trans(ob, do_addr + 2 * swizzle<D>(r, c));
+        ldmatrix_x4_trans(qb, q_addr + 2 * swizzle<D>(r, c));
+        mma_16816<T>(dv_acc[dt], pa, ob[0], ob[1]);
+        mma_16816<T>(dv_acc[dt + 1], pa, ob[2], ob[3]);
+        mma_16816<T>(dk_acc[dt], da, qb[0], qb[1]);
+        mma_16816<T>(dk_acc[dt + 1], da, qb[2], qb[3]);
+      }
+    }
+
+    // dS^T to shared memory: dQ needs dS with queries as rows, across all four warps' keys.
+#pragma unroll
+    for (int nt = 0; nt < kQTiles; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int kr = warp * 16 + g + 8 * half;
+        const int ql = nt * 8 + 2 * t;
+        *reinterpret_cast<uint32_t*>(ds_s + swizzle<kBwdM>(kr, ql / 8) + ql % 8) =
+            pack2<T>(dpt[nt][2 * half], dpt[nt][2 * half + 1]);
+      }
+    }
+    __syncthreads();
+
+    // dQ for this warp's 16 query rows = dS [16 x 64 keys] K [64 keys x D]; A is read
+    // transposed out of dS^T, B transposed out of K (as V in the forward).
+    float dq[kDTiles][4];
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dq[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kBwdN / 16; ++kk) {
+      uint32_t a[4];
+      const int kr = kk * 16 + (lane % 8) + 8 * (lane / 16);
+      const int qc = warp * 2 + (lane / 8) % 2;
+      ldmatrix_x4_trans(a, ds_addr + 2 * swizzle<kBwdM>(kr, qc));
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; dt += 2) {
+        uint32_t kb[4];
+        const int r = kk * 16 + (lane % 16);
+        const int c = dt + lane / 16;
+        ldmatrix_x4_trans(kb, k_addr + 2 * swizzle<D>(r, c));
+        mma_16816<T>(dq[dt], a, kb[0], kb[1]);
+        mma_16816<T>(dq[dt + 1], a, kb[2], kb[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + warp * 16 + g + 8 * half;
+      if (row >= p.seq) continue;
+      float* dst = p.dq_acc + (static_cast<int64_t>(b) * p.seq + row) * (p.heads * D) +
+                   static_cast<int64_t>(h) * D + 2 * t;
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        atomicAdd(dst + dt * 8, dq[dt][2 * half]);
+        atomicAdd(dst + dt * 8 + 1, dq[dt][2 * half + 1]);
+      }
+    }
+  }
+
+  cp_async_wait_all(); // nothing may stay in flight at exit (the K, V loads when steps == 0)
+
+  // This CTA's keys: dK and dV summed over the group's heads, stored once.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = n0 + warp * 16 + g + 8 * half;
+    if (key >= p.seq) continue;
+    T* dk = static_cast<T*>(p.dk) + (static_cast<int64_t>(b) * p.seq + key) * p.dk_ld +
+            static_cast<int64_t>(kvh) * D + 2 * t;
+    T* dv = static_cast<T*>(p.dv) + (static_cast<int64_t>(b) * p.seq + key) * p.dv_ld +
+            static_cast<int64_t>(kvh) * D + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<uint32_t*>(dk + dt * 8) =
+          pack2<T>(dk_acc[dt][2 * half], dk_acc[dt][2 * half + 1]);
+      *reinterpret_cast<uint32_t*>(dv + dt * 8) =
+          pack2<T>(dv_acc[dt][2 * half], dv_acc[dt][2 * half + 1]);
+    }
+  }
+}
+
+// delta = rowsum(dO * O) per (row, head): one warp each, fp32.
+template <typename T>
+__global__ void attention_delta_kernel(const T* out, int64_t o_ld, const T* dout, int64_t do_ld,
+                                       float* delta, int64_t rows, int seq, int heads,
+                                       int head_dim) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int lane = threadIdx.x % 32;
+  for (int64_t w = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+       w < rows * heads; w += warps) {
+    const int64_t r = w / heads;
+    const int h = static_cast<int>(w % heads);
+    const T* o = out + r * o_ld + static_cast<int64_t>(h) * head_dim;
+    const T* d = dout + r * do_ld + static_cast<int64_t>(h) * head_dim;
+    float sum = 0.0f;
+    for (int x = lane; x < head_dim; x += 32)
+      sum += to_float(o[x]) * to_float(d[x]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) delta[(r / seq * heads + h) * seq + r % seq] = sum;
+  }
+}
+
+// dq = round(dq_acc), [rows, cols] fp32 (contiguous) into the dtype tensor.
+template <typename T>
+__global__ void convert_rows_kernel(const float* in, T* out, int64_t ld, int64_t rows,
+                                    int64_t cols) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols;
+    out[r * ld + (i - r * cols)] = from_float<T>(in[i]);
   }
 }
 
@@ -520,7 +831,7 @@ __global__ void __launch_bounds__(kShortWarps * 32)
 
 template <typename T, int D>
 void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                  const Tensor& out, cudaStream_t stream) {
+                  const Tensor& out, float* lse, cudaStream_t stream) {
   constexpr int smem = flash_smem_bytes<D>();
   // cudaFuncSetAttribute is per device and cheap; setting it every launch keeps multi-device
   // processes correct without static state.
@@ -540,7 +851,9 @@ void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   p.capacity = static_cast<int>(s.capacity);
   p.heads = static_cast<int>(s.heads);
   p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.offset = static_cast<int>(s.causal ? s.context - s.seq : s.context - 1);
   p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  p.lse = lse;
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.seq + kFlashM - 1) / kFlashM));
   flash_prefill_kernel<T, D><<<grid, kFlashThreads, smem, stream>>>(p);
@@ -604,20 +917,74 @@ bool aligned_16(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0;
 }
 
+template <typename T, int D>
+void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& out, const Tensor& dout, const float* lse, const Tensor& dq,
+                     const Tensor& dk, const Tensor& dv, const ScratchFn& scratch,
+                     cudaStream_t stream) {
+  const int64_t rows = s.batch * s.seq;
+  const size_t delta_n = static_cast<size_t>(s.batch * s.heads * s.seq);
+  const size_t dq_n = static_cast<size_t>(rows * s.heads * D);
+  float* delta = static_cast<float*>(scratch((delta_n + dq_n) * sizeof(float)));
+  float* dq_acc = delta + delta_n;
+  RIDGELINE_CHECK(cudaMemsetAsync(dq_acc, 0, dq_n * sizeof(float), stream));
+  attention_delta_kernel<T><<<grid_for(rows * s.heads * 32, 256), 256, 0, stream>>>(
+      static_cast<const T*>(out.data), out.ld, static_cast<const T*>(dout.data), dout.ld, delta,
+      rows, static_cast<int>(s.seq), static_cast<int>(s.heads), D);
+  RIDGELINE_CHECK(cudaGetLastError());
+
+  constexpr int smem = flash_bwd_smem_bytes<D>();
+  RIDGELINE_CHECK(cudaFuncSetAttribute(flash_backward_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  FlashBwdParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.dout = dout.data;
+  p.lse = lse;
+  p.delta = delta;
+  p.dq_acc = dq_acc;
+  p.dk = dk.data;
+  p.dv = dv.data;
+  p.q_ld = q.ld;
+  p.k_ld = k.ld;
+  p.v_ld = v.ld;
+  p.do_ld = dout.ld;
+  p.dk_ld = dk.ld;
+  p.dv_ld = dv.ld;
+  p.seq = static_cast<int>(s.seq);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.offset = static_cast<int>(s.causal ? 0 : s.seq - 1);
+  p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  p.scale_log2 = 1.4426950408889634f * p.scale;
+  const dim3 grid(static_cast<unsigned>((s.seq + kBwdN - 1) / kBwdN),
+                  static_cast<unsigned>(s.batch * s.kv_heads));
+  flash_backward_kernel<T, D><<<grid, kBwdThreads, smem, stream>>>(p);
+  RIDGELINE_CHECK(cudaGetLastError());
+  const int64_t cols = s.heads * D;
+  convert_rows_kernel<T><<<grid_for(rows * cols, 256), 256, 0, stream>>>(
+      dq_acc, static_cast<T*>(dq.data), dq.ld, rows, cols);
+  RIDGELINE_CHECK(cudaGetLastError());
+}
+
 template <typename T>
 void run_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream) {
-  const bool decode = s.seq == 1;
+               const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream,
+               float* lse) {
+  // The decode kernels keep no log-sum-exp: a forward that must write it takes the flash kernel.
+  const bool decode = s.seq == 1 && lse == nullptr;
   if (s.head_dim == 64) {
     if (decode)
       launch_decode<T, 64>(s, q, k, v, out, sm_count, scratch, stream);
     else
-      launch_flash<T, 64>(s, q, k, v, out, stream);
+      launch_flash<T, 64>(s, q, k, v, out, lse, stream);
   } else if (s.head_dim == 128) {
     if (decode)
       launch_decode<T, 128>(s, q, k, v, out, sm_count, scratch, stream);
     else
-      launch_flash<T, 128>(s, q, k, v, out, stream);
+      launch_flash<T, 128>(s, q, k, v, out, lse, stream);
   } else {
     throw Error("fused attention supports head_dim 64 and 128, got " + std::to_string(s.head_dim) +
                 " (the naive implementation takes any head_dim)");
@@ -627,19 +994,64 @@ void run_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const 
 } // namespace
 
 void attention_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const Tensor& out, int sm_count, const ScratchFn& scratch,
-                     cudaStream_t stream) {
+                     const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream,
+                     float* lse) {
   RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
                     "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
   RIDGELINE_REQUIRE(s.context < (int64_t{1} << 31) && s.batch * s.capacity < (int64_t{1} << 31),
                     "fused attention: sequence too long for 32-bit row indices");
   if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
   if (q.dtype == DType::bf16)
-    run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, stream);
+    run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, stream, lse);
   else if (q.dtype == DType::f16)
-    run_fused<__half>(s, q, k, v, out, sm_count, scratch, stream);
+    run_fused<__half>(s, q, k, v, out, sm_count, scratch, stream, lse);
   else
     throw Error("fused attention takes bf16 or fp16 tensors");
+}
+
+void attention_fused_backward(const AttentionShape& s, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& out, const Tensor& dout,
+                              const float* lse, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv, const ScratchFn& scratch, cudaStream_t stream) {
+  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out) &&
+                        aligned_16(dout) && aligned_16(dq) && aligned_16(dk) && aligned_16(dv),
+                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
+  RIDGELINE_REQUIRE(s.batch * s.seq < (int64_t{1} << 31),
+                    "fused attention: sequence too long for 32-bit row indices");
+  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if (s.head_dim == 64)
+      launch_backward<T, 64>(s, q, k, v, out, dout, lse, dq, dk, dv, scratch, stream);
+    else if (s.head_dim == 128)
+      launch_backward<T, 128>(s, q, k, v, out, dout, lse, dq, dk, dv, scratch, stream);
+    else
+      throw Error("fused attention supports head_dim 64 and 128, got " +
+                  std::to_string(s.head_dim) + " (the naive implementation takes any head_dim)");
+  };
+  if (q.dtype == DType::bf16)
+    run(__nv_bfloat16{});
+  else if (q.dtype == DType::f16)
+    run(__half{});
+  else
+    throw Error("fused attention takes bf16 or fp16 tensors");
+}
+
+void attention_delta(const AttentionShape& s, const Tensor& out, const Tensor& dout, float* delta,
+                     cudaStream_t stream) {
+  const int64_t rows = s.batch * s.seq;
+  if (rows == 0 || s.heads == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    attention_delta_kernel<T><<<grid_for(rows * s.heads * 32, 256), 256, 0, stream>>>(
+        static_cast<const T*>(out.data), out.ld, static_cast<const T*>(dout.data), dout.ld, delta,
+        rows, static_cast<int>(s.seq), static_cast<int>(s.heads), static_cast<int>(s.head_dim));
+    RIDGELINE_CHECK(cudaGetLastError());
+  };
+  if (out.dtype == DType::bf16)
+    run(__nv_bfloat16{});
+  else
+    run(__half{});
 }
 
 } // namespace cuda

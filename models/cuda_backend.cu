@@ -163,7 +163,8 @@ private:
   size_t m_next = 0;
 };
 
-/// One cuBLASLt matmul in column-major terms: D[m, n] = alpha * op(A)[m, k] * op(B)[k, n].
+/// One cuBLASLt matmul in column-major terms: D[m, n] = alpha * op(A)[m, k] * op(B)[k, n]
+/// (+ D when accumulating).
 struct MatmulShape {
   bool trans_a = false;
   bool trans_b = false;
@@ -175,11 +176,13 @@ struct MatmulShape {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t align_a = 256, align_b = 256, align_c = 256; ///< bytes: heuristics must respect them
   int64_t sms = 0;                                     ///< SM count target (0 = the device's)
-  bool search = false; ///< time the heuristic's candidates at first use and keep the fastest
+  bool search = false;     ///< time the heuristic's candidates at first use and keep the fastest
+  bool accumulate = false; ///< beta = 1: the product is added to what D holds
 
-  std::array<int64_t, 19> key() const {
-    return {trans_a, trans_b,  m,        n,        k,       lda,     ldb,     ldc, ab_type, c_type,
-            batch,   stride_a, stride_b, stride_c, align_a, align_b, align_c, sms, search};
+  std::array<int64_t, 20> key() const {
+    return {trans_a, trans_b, m,       n,     k,        lda,       ldb,
+            ldc,     ab_type, c_type,  batch, stride_a, stride_b,  stride_c,
+            align_a, align_b, align_c, sms,   search,   accumulate};
   }
 };
 
@@ -285,9 +288,8 @@ public:
   MatmulPlan& operator=(const MatmulPlan&) = delete;
   ~MatmulPlan() { destroy(); }
 
-  void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, void* c,
+  void run(cublasLtHandle_t handle, float alpha, float beta, const void* a, const void* b, void* c,
            void* workspace, cudaStream_t stream) const {
-    const float beta = 0.0f;
     RIDGELINE_CHECK(cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, c, m_c,
                                    &m_algo, workspace, m_workspace, stream));
   }
@@ -344,6 +346,24 @@ cudaDataType_t cuda_type(DType t) {
     return CUDA_R_32I;
   }
   throw Error("unknown dtype");
+}
+
+/// A row-major operand of a (batched) product: rows x cols elements of `type`, rows `ld` apart,
+/// batch entries `stride` elements apart.
+struct Operand {
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0, stride = 0;
+  cudaDataType_t type = CUDA_R_16BF;
+};
+
+Operand operand(const Tensor& t) {
+  Operand o;
+  o.data = t.data;
+  o.rows = t.rows;
+  o.cols = t.cols;
+  o.ld = t.ld;
+  o.type = cuda_type(t.dtype);
+  return o;
 }
 
 void free_device(void* p) {
@@ -486,33 +506,22 @@ public:
     return out;
   }
 
-  void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane) override {
-    RIDGELINE_REQUIRE(a.cols == w.cols && c.rows == a.rows && c.cols == w.rows,
-                      "gemm shapes do not match: c[m,n] = a[m,k] * w[n,k]^T");
+  void gemm(const Tensor& a, Trans ta, const Tensor& b, Trans tb, Tensor c, bool accumulate,
+            Lane lane) override {
+    const int64_t m = ta == Trans::yes ? a.cols : a.rows, k = ta == Trans::yes ? a.rows : a.cols;
+    const int64_t kb = tb == Trans::yes ? b.cols : b.rows, n = tb == Trans::yes ? b.rows : b.cols;
+    RIDGELINE_REQUIRE(k == kb && c.rows == m && c.cols == n,
+                      "gemm shapes do not match: c[m,n] = op(a)[m,k] * op(b)[k,n]");
     require_dtype(a);
-    require_dtype(w);
+    require_dtype(b);
     require_dtype(c);
-    if (c.rows == 0 || c.cols == 0) return;
-    if (a.cols == 0) {
-      fill_value(c, 0.0f);
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      if (!accumulate) fill_value(c, 0.0f);
       return;
     }
-    // Row-major c = a w^T is column-major c^T = w a^T: w is op(A) transposed, a is op(B).
-    MatmulShape s;
-    s.trans_a = true;
-    s.m = c.cols;
-    s.n = c.rows;
-    s.k = a.cols;
-    s.lda = w.ld;
-    s.ldb = a.ld;
-    s.ldc = c.ld;
-    s.ab_type = s.c_type = cuda_type(m_dtype);
-    s.align_a = alignment_of(w.data);
-    s.align_b = alignment_of(a.data);
-    s.align_c = alignment_of(c.data);
-    s.sms = m_gemm_sms;
-    s.search = m_gemm_search && c.rows <= kSearchMaxRows;
-    run_matmul(s, 1.0f, w.data, a.data, c.data, lane);
+    matmul(operand(a), ta, operand(b), tb, operand(c), accumulate, 1, lane,
+           m_gemm_search && m <= kSearchMaxRows);
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
@@ -557,39 +566,109 @@ public:
     RIDGELINE_REQUIRE(heads * head_dim <= x.cols && head_dim % 2 == 0 && seq_len > 0,
                       "rotary: bad head layout");
     require_dtype(x);
-    cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, m_compute.get());
+    cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, false, m_compute.get());
   }
 
   void attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  Tensor out, AttentionImpl impl) override {
-    RIDGELINE_REQUIRE(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
-                      "attention: heads must be a multiple of kv_heads");
-    RIDGELINE_REQUIRE(q.rows == s.batch * s.seq && out.rows == q.rows, "attention: q rows");
-    RIDGELINE_REQUIRE(k.rows == s.batch * s.capacity && v.rows == k.rows, "attention: kv rows");
-    RIDGELINE_REQUIRE(s.context <= s.capacity && s.seq <= s.context && s.seq >= 1,
-                      "attention: context");
-    RIDGELINE_REQUIRE(q.cols >= s.heads * s.head_dim && out.cols >= s.heads * s.head_dim &&
-                          k.cols >= s.kv_heads * s.head_dim && v.cols >= s.kv_heads * s.head_dim,
-                      "attention: head columns");
-    require_dtype(q);
-    require_dtype(k);
-    require_dtype(v);
-    require_dtype(out);
-    if (impl == AttentionImpl::cudnn) {
-      // Created on first use: only --attention cudnn loads libcudnn.
-      if (!m_cudnn) m_cudnn = std::make_unique<CudnnAttention>(m_compute.get());
-      m_cudnn->forward(s, q, k, v, out);
-      return;
-    }
-    if (!s.causal)
-      throw UsageError(std::string("attention: the ") + attention_name(impl) +
-                       " kernel is causal only (non-causal attention: --attention cudnn)");
-    if (impl == AttentionImpl::fused)
+    require_attention(s, q, k, v, out);
+    if (impl == AttentionImpl::cudnn)
+      cudnn().forward(s, q, k, v, out);
+    else if (impl == AttentionImpl::fused)
       cuda::attention_fused(
           s, q, k, v, out, m_sm_count,
           [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, m_compute.get());
     else
-      attention_naive(s, q, k, v, out);
+      attention_naive(s, q, k, v, out, nullptr);
+  }
+
+  void attention_train(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                       Tensor out, void* lse, AttentionImpl impl) override {
+    RIDGELINE_REQUIRE(lse != nullptr, "attention_train: no log-sum-exp buffer");
+    require_attention(s, q, k, v, out);
+    float* stats = static_cast<float*>(lse);
+    if (impl == AttentionImpl::cudnn)
+      cudnn().forward(s, q, k, v, out, stats); // cuDNN's stats: the same natural log-sum-exp
+    else if (impl == AttentionImpl::fused)
+      cuda::attention_fused(
+          s, q, k, v, out, m_sm_count,
+          [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, m_compute.get(),
+          stats);
+    else
+      attention_naive(s, q, k, v, out, stats);
+  }
+
+  void attention_backward(const AttentionShape& s, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& out, const Tensor& dout, const void* lse,
+                          Tensor dq, Tensor dk, Tensor dv, AttentionImpl impl) override {
+    RIDGELINE_REQUIRE(lse != nullptr, "attention_backward: no log-sum-exp buffer");
+    RIDGELINE_REQUIRE(s.seq == s.context && s.context == s.capacity,
+                      "attention_backward: prefill shapes only");
+    require_attention(s, q, k, v, out);
+    RIDGELINE_REQUIRE(dout.rows == out.rows && dq.rows == q.rows && dk.rows == k.rows &&
+                          dv.rows == v.rows && dout.cols >= s.heads * s.head_dim &&
+                          dq.cols >= s.heads * s.head_dim && dk.cols >= s.kv_heads * s.head_dim &&
+                          dv.cols >= s.kv_heads * s.head_dim,
+                      "attention_backward: gradient shapes");
+    require_dtype(dout);
+    require_dtype(dq);
+    require_dtype(dk);
+    require_dtype(dv);
+    const float* stats = static_cast<const float*>(lse);
+    if (impl == AttentionImpl::cudnn)
+      cudnn().backward(s, q, k, v, out, dout, stats, dq, dk, dv);
+    else if (impl == AttentionImpl::fused)
+      cuda::attention_fused_backward(
+          s, q, k, v, out, dout, stats, dq, dk, dv,
+          [this](size_t bytes) { return scratch(m_train_scratch, bytes); }, m_compute.get());
+    else
+      attention_naive_backward(s, q, k, v, out, dout, stats, dq, dk, dv);
+  }
+
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor dx,
+                           Tensor dgamma, Tensor dbeta, float eps, bool accumulate) override {
+    require_norm_backward(x, gamma, dy, dx, dgamma);
+    require_dtype(dbeta);
+    RIDGELINE_REQUIRE(dbeta.elements() >= x.cols && (dbeta.rows == 1 || dbeta.ld == dbeta.cols),
+                      "layer_norm_backward: dbeta must hold one contiguous row of x's width");
+    cuda::norm_backward(
+        x, gamma, dy, dx, dgamma, &dbeta, eps, accumulate,
+        [this](size_t bytes) { return scratch(m_train_scratch, bytes); }, m_compute.get());
+  }
+
+  void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor dx,
+                         Tensor dgamma, float eps, bool accumulate) override {
+    require_norm_backward(x, gamma, dy, dx, dgamma);
+    cuda::norm_backward(
+        x, gamma, dy, dx, dgamma, nullptr, eps, accumulate,
+        [this](size_t bytes) { return scratch(m_train_scratch, bytes); }, m_compute.get());
+  }
+
+  void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override {
+    require_same(x, dy);
+    require_same(x, dx);
+    cuda::map(cuda::MapOp::gelu_backward, x, dy, dx, m_compute.get());
+  }
+
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, Tensor d_gate_up) override {
+    RIDGELINE_REQUIRE(gate_up.rows == dy.rows && gate_up.cols == 2 * dy.cols,
+                      "swiglu_backward: input must be [m, 2f] for an [m, f] gradient");
+    require_same(gate_up, d_gate_up);
+    require_dtype(dy);
+    cuda::swiglu_backward(gate_up, dy, d_gate_up, m_compute.get());
+  }
+
+  void rotary_backward(Tensor dx, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
+                       float theta) override {
+    RIDGELINE_REQUIRE(heads * head_dim <= dx.cols && head_dim % 2 == 0 && seq_len > 0,
+                      "rotary: bad head layout");
+    require_dtype(dx);
+    cuda::rotary(dx, heads, head_dim, seq_len, pos0, theta, true, m_compute.get());
+  }
+
+  void axpy(float alpha, const Tensor& x, Tensor y) override {
+    require_same(x, y);
+    cuda::map(cuda::MapOp::axpy, x, y, y, m_compute.get(), alpha);
   }
 
   std::vector<std::string> attention_plans() const override {
@@ -662,6 +741,36 @@ private:
                       "norm: gamma must hold one contiguous row of x's width");
   }
 
+  void require_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                             const Tensor& dx, const Tensor& dgamma) const {
+    require_norm(x, gamma, dx);
+    require_same(x, dy);
+    require_dtype(dgamma);
+    RIDGELINE_REQUIRE(dgamma.elements() >= x.cols && (dgamma.rows == 1 || dgamma.ld == dgamma.cols),
+                      "norm backward: dgamma must hold one contiguous row of x's width");
+  }
+  void require_attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& out) const {
+    RIDGELINE_REQUIRE(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+                      "attention: heads must be a multiple of kv_heads");
+    RIDGELINE_REQUIRE(q.rows == s.batch * s.seq && out.rows == q.rows, "attention: q rows");
+    RIDGELINE_REQUIRE(k.rows == s.batch * s.capacity && v.rows == k.rows, "attention: kv rows");
+    RIDGELINE_REQUIRE(s.context <= s.capacity && s.seq <= s.context && s.seq >= 1,
+                      "attention: context");
+    RIDGELINE_REQUIRE(q.cols >= s.heads * s.head_dim && out.cols >= s.heads * s.head_dim &&
+                          k.cols >= s.kv_heads * s.head_dim && v.cols >= s.kv_heads * s.head_dim,
+                      "attention: head columns");
+    require_dtype(q);
+    require_dtype(k);
+    require_dtype(v);
+    require_dtype(out);
+  }
+  // Created on first use: only --attention cudnn loads libcudnn.
+  CudnnAttention& cudnn() {
+    if (!m_cudnn) m_cudnn = std::make_unique<CudnnAttention>(m_compute.get());
+    return *m_cudnn;
+  }
+
   static float bf16_bits_to_float(uint16_t v) {
     const uint32_t bits = static_cast<uint32_t>(v) << 16;
     float f;
@@ -682,6 +791,38 @@ private:
     return buffer.data();
   }
 
+  // c = op(a) * op(b) (+ c when accumulating) for row-major operands, `batch` products at the
+  // operands' strides. Row-major c[m, n] is column-major c^T[n, m] = op(b)^T op(a)^T, and a
+  // row-major operand read column-major is its transpose: cuBLASLt's A is b and its B is a,
+  // each transposed exactly when the row-major operand is.
+  void matmul(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
+              bool accumulate, int64_t batch, Lane lane, bool search) {
+    RIDGELINE_REQUIRE(a.type == b.type, "matmul: operands of different types");
+    const bool at = ta == Trans::yes, bt = tb == Trans::yes;
+    MatmulShape s;
+    s.trans_a = bt;
+    s.trans_b = at;
+    s.m = bt ? b.rows : b.cols;
+    s.n = at ? a.cols : a.rows;
+    s.k = at ? a.rows : a.cols;
+    s.lda = b.ld;
+    s.ldb = a.ld;
+    s.ldc = c.ld;
+    s.ab_type = a.type;
+    s.c_type = c.type;
+    s.batch = batch;
+    s.stride_a = b.stride;
+    s.stride_b = a.stride;
+    s.stride_c = c.stride;
+    s.align_a = alignment_of(b.data);
+    s.align_b = alignment_of(a.data);
+    s.align_c = alignment_of(c.data);
+    s.sms = m_gemm_sms;
+    s.search = search;
+    s.accumulate = accumulate;
+    run_matmul(s, 1.0f, b.data, a.data, const_cast<void*>(c.data), lane);
+  }
+
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane) {
     auto it = m_plans.find(s.key());
@@ -691,7 +832,8 @@ private:
     }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
     if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
-    it->second->run(m_lt.get(), alpha, a, b, c, ws.bytes() ? ws.data() : nullptr, raw(lane));
+    it->second->run(m_lt.get(), alpha, s.accumulate ? 1.0f : 0.0f, a, b, c,
+                    ws.bytes() ? ws.data() : nullptr, raw(lane));
   }
 
   // Times each candidate of a new searched plan (a few back-to-back runs after two warm-ups, on
@@ -741,61 +883,93 @@ private:
     m_gemm_choices.emplace_back(line);
   }
 
+  /// One head's columns of a rows-of-heads tensor, seen as row-major [per_seq, d] blocks (one
+  /// per sequence) `per_seq` rows apart.
+  static Operand head_block(const Tensor& t, int64_t head, int64_t d, int64_t per_seq) {
+    Operand o = operand(t);
+    o.data = static_cast<const char*>(t.data) + static_cast<size_t>(head * d) * dtype_size(t.dtype);
+    o.rows = per_seq;
+    o.cols = d;
+    o.stride = per_seq * t.ld;
+    return o;
+  }
+  /// `batch` row-major [rows, cols] blocks stored back to back in scratch memory.
+  static Operand dense(const void* data, int64_t rows, int64_t cols, cudaDataType_t type) {
+    Operand o;
+    o.data = data;
+    o.rows = rows;
+    o.cols = cols;
+    o.ld = cols;
+    o.stride = rows * cols;
+    o.type = type;
+    return o;
+  }
+
   // Materialised attention, one head at a time over every sequence of the batch: S = Q K^T
-  // (fp32, cuBLASLt batched over sequences), a masked softmax to P, then O = P V.
+  // (fp32, cuBLASLt batched over sequences), a masked softmax to P (and the log-sum-exp when
+  // `lse` is given), then O = P V.
   void attention_naive(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& out) {
+                       const Tensor& out, float* lse) {
     const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
-    const size_t es = dtype_size(m_dtype);
     const size_t cells = static_cast<size_t>(s.batch * s.seq * s.context);
     float* scores = static_cast<float*>(scratch(m_scores, cells * sizeof(float)));
-    void* probs = scratch(m_probs, cells * es);
+    void* probs = scratch(m_probs, cells * dtype_size(m_dtype));
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const Operand s_op = dense(scores, s.seq, s.context, CUDA_R_32F);
+    const Operand p_op = dense(probs, s.seq, s.context, cuda_type(m_dtype));
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kvh = h / group;
-      const char* qh = static_cast<const char*>(q.data) + static_cast<size_t>(h * d) * es;
-      const char* kh = static_cast<const char*>(k.data) + static_cast<size_t>(kvh * d) * es;
-      const char* vh = static_cast<const char*>(v.data) + static_cast<size_t>(kvh * d) * es;
-      char* oh = static_cast<char*>(out.data) + static_cast<size_t>(h * d) * es;
-
-      MatmulShape qk; // column-major S^T[context, seq] = K Q^T per sequence
-      qk.trans_a = true;
-      qk.m = s.context;
-      qk.n = s.seq;
-      qk.k = d;
-      qk.lda = k.ld;
-      qk.ldb = q.ld;
-      qk.ldc = s.context;
-      qk.ab_type = cuda_type(m_dtype);
-      qk.c_type = CUDA_R_32F;
-      qk.batch = s.batch;
-      qk.stride_a = s.capacity * k.ld;
-      qk.stride_b = s.seq * q.ld;
-      qk.stride_c = s.seq * s.context;
-      qk.align_a = alignment_of(kh);
-      qk.align_b = alignment_of(qh);
-      qk.align_c = alignment_of(scores);
-      run_matmul(qk, 1.0f, kh, qh, scores, Lane::compute);
-
-      cuda::causal_softmax(scores, probs, m_dtype, s.batch * s.seq, s.seq, s.context, scale,
+      // The keys of a sequence: its first `context` cache rows.
+      Operand kh = head_block(k, kvh, d, s.capacity);
+      Operand vh = head_block(v, kvh, d, s.capacity);
+      kh.rows = vh.rows = s.context;
+      const Operand qh = head_block(q, h, d, s.seq);
+      const Operand oh = head_block(out, h, d, s.seq);
+      matmul(qh, Trans::no, kh, Trans::yes, s_op, false, s.batch, Lane::compute, false);
+      cuda::causal_softmax(scores, probs, m_dtype, s.batch * s.seq, s.seq, s.context, s.causal,
+                           scale, lse ? lse + h * s.seq : nullptr, s.heads * s.seq,
                            m_compute.get());
+      matmul(p_op, Trans::no, vh, Trans::no, oh, false, s.batch, Lane::compute, false);
+    }
+  }
 
-      MatmulShape pv; // column-major O^T[d, seq] = V^T P^T per sequence
-      pv.m = d;
-      pv.n = s.seq;
-      pv.k = s.context;
-      pv.lda = v.ld;
-      pv.ldb = s.context;
-      pv.ldc = out.ld;
-      pv.ab_type = pv.c_type = cuda_type(m_dtype);
-      pv.batch = s.batch;
-      pv.stride_a = s.capacity * v.ld;
-      pv.stride_b = s.seq * s.context;
-      pv.stride_c = s.seq * out.ld;
-      pv.align_a = alignment_of(vh);
-      pv.align_b = alignment_of(probs);
-      pv.align_c = alignment_of(oh);
-      run_matmul(pv, 1.0f, vh, probs, oh, Lane::compute);
+  // The naive backward, one query head at a time over every sequence, each product a batched
+  // cuBLASLt GEMM: S = Q K^T (fp32), P = exp(scale S - lse), dV (+)= P^T dO, dP = dO V^T (fp32),
+  // dS = P (dP - delta) scale in place over P, dQ = dS K, dK (+)= dS^T Q; a group's heads add
+  // into their KV head's dK and dV.
+  void attention_naive_backward(const AttentionShape& s, const Tensor& q, const Tensor& k,
+                                const Tensor& v, const Tensor& out, const Tensor& dout,
+                                const float* lse, const Tensor& dq, const Tensor& dk,
+                                const Tensor& dv) {
+    const int64_t d = s.head_dim, group = s.heads / s.kv_heads, n = s.seq;
+    const size_t cells = static_cast<size_t>(s.batch * n * n);
+    float* scores = static_cast<float*>(scratch(m_scores, cells * sizeof(float)));
+    void* probs = scratch(m_probs, cells * dtype_size(m_dtype));
+    float* delta = static_cast<float*>(
+        scratch(m_delta, static_cast<size_t>(s.batch * s.heads * n) * sizeof(float)));
+    cuda::attention_delta(s, out, dout, delta, m_compute.get());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const Operand s_op = dense(scores, n, n, CUDA_R_32F);
+    const Operand p_op = dense(probs, n, n, cuda_type(m_dtype));
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kvh = h / group;
+      const bool first = h % group == 0;
+      const Operand qh = head_block(q, h, d, n);
+      const Operand kh = head_block(k, kvh, d, n);
+      const Operand vh = head_block(v, kvh, d, n);
+      const Operand doh = head_block(dout, h, d, n);
+      const Operand dqh = head_block(dq, h, d, n);
+      const Operand dkh = head_block(dk, kvh, d, n);
+      const Operand dvh = head_block(dv, kvh, d, n);
+      matmul(qh, Trans::no, kh, Trans::yes, s_op, false, s.batch, Lane::compute, false);
+      cuda::probs_from_lse(scores, probs, m_dtype, s.batch * n, n, n, s.causal, scale, lse + h * n,
+                           s.heads * n, m_compute.get());
+      matmul(p_op, Trans::yes, doh, Trans::no, dvh, !first, s.batch, Lane::compute, false);
+      matmul(doh, Trans::no, vh, Trans::yes, s_op, false, s.batch, Lane::compute, false);
+      cuda::softmax_grad(probs, scores, m_dtype, s.batch * n, n, n, scale, delta + h * n,
+                         s.heads * n, m_compute.get());
+      matmul(p_op, Trans::no, kh, Trans::no, dqh, false, s.batch, Lane::compute, false);
+      matmul(p_op, Trans::yes, qh, Trans::no, dkh, !first, s.batch, Lane::compute, false);
     }
   }
 
@@ -812,7 +986,7 @@ private:
   size_t m_next_fence = 0;
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
-  std::map<std::array<int64_t, 19>, std::unique_ptr<MatmulPlan>> m_plans;
+  std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   bool m_gemm_search = false;
   std::vector<std::string> m_gemm_choices; ///< one line per searched shape, in search order
   std::unique_ptr<Stream> m_search_stream;
@@ -821,6 +995,8 @@ private:
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;
+  DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
+  DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)
   std::unique_ptr<CudnnAttention> m_cudnn;
   std::vector<DeviceBuffer> m_retired;
   std::vector<GraphExec> m_graphs;

@@ -85,27 +85,65 @@ inline unsigned grid_for(int64_t items, int threads) {
 }
 
 /// Element-wise ops on one or two inputs (see map()).
-enum class MapOp { gelu, swiglu, add };
+enum class MapOp { gelu, swiglu, add, gelu_backward, axpy };
 
 /// t(r, c) = round(generate(key, row0 + r, col0 + c)).
 void fill_random(const Tensor& t, const GenKey& key, int64_t row0, int64_t col0, cudaStream_t s);
 /// t(r, c) = round(value).
 void fill_value(const Tensor& t, float value, cudaStream_t s);
-/// gelu: y = gelu(a); add: y = a + b; swiglu: y = silu(a) * b (a, b: the two halves).
-void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s);
+/// gelu: y = gelu(a); add: y = a + b; swiglu: y = silu(a) * b (a, b: the two halves);
+/// gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
+void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s,
+         float alpha = 0.0f);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums.
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
           cudaStream_t s);
-/// Rotate-half rotary embedding in place (see Backend::rotary()).
+/// Layer norm backward when dbeta is non-null, RMS norm backward otherwise (see
+/// Backend::layer_norm_backward()): dx one block per row, dgamma/dbeta as fp32 partial column
+/// sums over chunks of rows in `scratch`, then summed per column into the dtype gradients.
+void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& dx,
+                   const Tensor& dgamma, const Tensor* dbeta, float eps, bool accumulate,
+                   const ScratchFn& scratch, cudaStream_t s);
+/// d_gate_up [m, 2f] of swiglu(gate_up) from dy [m, f].
+void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& d_gate_up,
+                     cudaStream_t s);
+/// Rotate-half rotary embedding in place (see Backend::rotary()); `inverse` rotates back.
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, cudaStream_t s);
-/// probs(r, j) = softmax_j(scale * scores(r, j)) over keys j <= context - seq + r % seq, zero
-/// beyond; `rows` rows of `context` fp32 scores in, `dtype` probabilities out (same layout).
+            float theta, bool inverse, cudaStream_t s);
+/// probs(r, j) = softmax_j(scale * scores(r, j)) over the keys row r sees (causal: j <= context -
+/// seq + r % seq; otherwise all), zero beyond; `rows` rows of `context` fp32 scores in, `dtype`
+/// probabilities out (same layout). With `lse`, row r's natural log-sum-exp of the scaled scores
+/// goes to lse[(r / seq) * lse_stride + r % seq].
 void causal_softmax(const float* scores, void* probs, DType dtype, int64_t rows, int64_t seq,
-                    int64_t context, float scale, cudaStream_t s);
+                    int64_t context, bool causal, float scale, float* lse, int64_t lse_stride,
+                    cudaStream_t s);
+/// probs(r, j) = exp(scale * scores(r, j) - lse_r) over the keys row r sees, zero beyond (lse
+/// indexed as in causal_softmax()).
+void probs_from_lse(const float* scores, void* probs, DType dtype, int64_t rows, int64_t seq,
+                    int64_t context, bool causal, float scale, const float* lse, int64_t lse_stride,
+                    cudaStream_t s);
+/// probs(r, j) = probs(r, j) * (dprobs(r, j) - delta_r) * scale in place (the softmax backward;
+/// delta indexed as lse in causal_softmax()).
+void softmax_grad(void* probs, const float* dprobs, DType dtype, int64_t rows, int64_t seq,
+                  int64_t context, float scale, const float* delta, int64_t delta_stride,
+                  cudaStream_t s);
+/// delta[(b * heads + h) * seq + i] = sum over the head's columns of dout * out, row b * seq + i
+/// (fp32 [batch, heads, seq]: the attention backward's rowsum(dO * O)).
+void attention_delta(const AttentionShape& shape, const Tensor& out, const Tensor& dout,
+                     float* delta, cudaStream_t s);
 /// Fused attention: flash-style tiled kernel for seq > 1, split-context decode for seq == 1.
+/// With `lse` (fp32 [batch, heads, seq]) the flash kernel runs for every seq and also writes
+/// each query row's natural log-sum-exp of the scaled scores (attention_train).
 void attention_fused(const AttentionShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t s);
+                     const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t s,
+                     float* lse = nullptr);
+/// Fused attention backward (prefill shapes): FlashAttention-2 style on tensor cores, one CTA per
+/// (sequence, KV head, 64-key block) looping over the group's query heads and query blocks,
+/// P recomputed from `lse`; dK, dV summed in registers, dQ in an fp32 scratch by atomics.
+void attention_fused_backward(const AttentionShape& shape, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& out, const Tensor& dout,
+                              const float* lse, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv, const ScratchFn& scratch, cudaStream_t s);
 /// The memory-roof kernels of roofs_cuda.cu (see Backend::memory_pass()) over `bytes`, a
 /// multiple of 16, of 16-byte-aligned buffers in uint4 words, a word per thread. Read stores into
 /// `sink` only when its XOR of the words hits one fixed pattern; the store keeps the loads alive.

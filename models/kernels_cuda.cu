@@ -85,6 +85,19 @@ struct Swiglu {
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
+// dy * gelu'(x), the derivative of the tanh approximation above.
+struct GeluBackward {
+  __device__ float operator()(float x, float dy) const {
+    constexpr float k = 0.7978845608028654f;
+    const float t = tanhf(k * (x + 0.044715f * x * x * x));
+    const float dt = (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * dt);
+  }
+};
+struct Axpy {
+  float alpha;
+  __device__ float operator()(float x, float y) const { return y + alpha * x; }
+};
 
 template <typename T, int V, typename F>
 __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy,
@@ -102,6 +115,32 @@ __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* 
     for (int j = 0; j < V; ++j)
       vy[j] = f(va[j], vb[j]);
     store<T, V>(y + r * ldy + c, vy);
+  }
+}
+
+// d_gate = dy * up * sig * (1 + gate * (1 - sig)), d_up = dy * silu(gate).
+template <typename T, int V>
+__global__ void swiglu_backward_kernel(const T* gate, const T* up, int64_t ld_in, const T* dy,
+                                       int64_t ld_dy, T* d_gate, T* d_up, int64_t ld_out,
+                                       int64_t rows, int64_t cols) {
+  const int64_t per_row = cols / V;
+  const int64_t total = rows * per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row;
+    const int64_t c = (i - r * per_row) * V;
+    float g[V], u[V], d[V], dg[V], du[V];
+    load<T, V>(gate + r * ld_in + c, g);
+    load<T, V>(up + r * ld_in + c, u);
+    load<T, V>(dy + r * ld_dy + c, d);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float sig = 1.0f / (1.0f + expf(-g[j]));
+      dg[j] = d[j] * u[j] * sig * (1.0f + g[j] * (1.0f - sig));
+      du[j] = d[j] * g[j] * sig;
+    }
+    store<T, V>(d_gate + r * ld_out + c, dg);
+    store<T, V>(d_up + r * ld_out + c, du);
   }
 }
 
@@ -179,11 +218,116 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* be
   }
 }
 
+// Backward of norm_kernel, one block per row: dx from the row's recomputed statistics, which
+// it also stores (mean, 1 / rms) for the parameter-gradient kernels below.
+template <typename T, int V, bool kLayer>
+__global__ void norm_backward_kernel(const T* x, int64_t ldx, const T* gamma, const T* dy,
+                                     int64_t lddy, T* dx, int64_t lddx, int64_t cols, float eps,
+                                     float* row_stats) {
+  __shared__ float shared[32];
+  const T* in = x + blockIdx.x * ldx;
+  const T* gin = dy + blockIdx.x * lddy;
+  T* out = dx + blockIdx.x * lddx;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  const float n = static_cast<float>(cols);
+  float mu = 0.0f;
+  if constexpr (kLayer) {
+    float sum = 0.0f;
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float v[V];
+      load<T, V>(in + c, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        sum += v[j];
+    }
+    mu = block_sum(sum, shared) / n;
+  }
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V];
+    load<T, V>(in + c, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      sq += (v[j] - mu) * (v[j] - mu);
+  }
+  const float inv = rsqrtf(block_sum(sq, shared) / n + eps);
+  // Sums over the row of dxhat = dy * gamma and of dxhat * xhat.
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V], g[V], d[V];
+    load<T, V>(in + c, v);
+    load<T, V>(gamma + c, g);
+    load<T, V>(gin + c, d);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float dxhat = d[j] * g[j];
+      sum_g += dxhat;
+      sum_gx += dxhat * (v[j] - mu) * inv;
+    }
+  }
+  sum_g = block_sum(sum_g, shared);
+  sum_gx = block_sum(sum_gx, shared);
+  const float centre = kLayer ? sum_g / n : 0.0f;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V], g[V], d[V], o[V];
+    load<T, V>(in + c, v);
+    load<T, V>(gamma + c, g);
+    load<T, V>(gin + c, d);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      o[j] = inv * (d[j] * g[j] - centre - (v[j] - mu) * inv * sum_gx / n);
+    store<T, V>(out + c, o);
+  }
+  if (threadIdx.x == 0) {
+    row_stats[2 * blockIdx.x] = mu;
+    row_stats[2 * blockIdx.x + 1] = inv;
+  }
+}
+
+// First pass of the parameter gradients: thread per column, block row per chunk of rows,
+// fp32 partial sums of dy * xhat (dgamma) and dy (dbeta, when wanted) per chunk.
+template <typename T>
+__global__ void norm_param_partial_kernel(const T* x, int64_t ldx, const T* dy, int64_t lddy,
+                                          const float* row_stats, int64_t rows, int64_t cols,
+                                          int64_t chunk_rows, float* part_g, float* part_b) {
+  const int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= cols) return;
+  const int64_t r0 = blockIdx.y * chunk_rows;
+  const int64_t r1 = min(rows, r0 + chunk_rows);
+  float sg = 0.0f, sb = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float g = to_float(dy[r * lddy + col]);
+    const float xhat = (to_float(x[r * ldx + col]) - row_stats[2 * r]) * row_stats[2 * r + 1];
+    sg += g * xhat;
+    sb += g;
+  }
+  part_g[blockIdx.y * cols + col] = sg;
+  if (part_b != nullptr) part_b[blockIdx.y * cols + col] = sb;
+}
+
+// Second pass: the chunks' partials summed per column, added to the gradient or written.
+template <typename T>
+__global__ void norm_param_final_kernel(const float* part_g, const float* part_b, int64_t chunks,
+                                        int64_t cols, T* dgamma, T* dbeta, bool accumulate) {
+  const int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= cols) return;
+  float sg = accumulate ? to_float(dgamma[col]) : 0.0f;
+  for (int64_t c = 0; c < chunks; ++c)
+    sg += part_g[c * cols + col];
+  dgamma[col] = from_float<T>(sg);
+  if (dbeta != nullptr) {
+    float sb = accumulate ? to_float(dbeta[col]) : 0.0f;
+    for (int64_t c = 0; c < chunks; ++c)
+      sb += part_b[c * cols + col];
+    dbeta[col] = from_float<T>(sb);
+  }
+}
+
 // One thread per (row, rotation pair); the angle is computed in double like the host reference
-// because positions reach tens of thousands of radians.
+// because positions reach tens of thousands of radians. sign -1 rotates back (the backward).
 template <typename T>
 __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
-                              int64_t seq_len, int64_t pos0, float theta) {
+                              int64_t seq_len, int64_t pos0, float theta, float sign) {
   const int64_t half = head_dim / 2;
   const int64_t total = rows * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -195,7 +339,7 @@ __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int
                             -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     double sd, cd;
     sincos(pos * freq, &sd, &cd);
-    const float cs = static_cast<float>(cd), sn = static_cast<float>(sd);
+    const float cs = static_cast<float>(cd), sn = sign * static_cast<float>(sd);
     T* row = x + r * ld;
     for (int64_t h = 0; h < heads; ++h) {
       T* v = row + h * head_dim;
@@ -208,12 +352,12 @@ __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int
 
 template <typename T>
 __global__ void causal_softmax_kernel(const float* scores, T* probs, int64_t seq, int64_t context,
-                                      float scale) {
+                                      bool causal, float scale, float* lse, int64_t lse_stride) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   const float* in = scores + row * context;
   T* out = probs + row * context;
-  const int64_t last = context - seq + row % seq; // last visible key of this query
+  const int64_t last = causal ? context - seq + row % seq : context - 1; // last visible key
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x)
     mx = fmaxf(mx, in[j] * scale);
@@ -221,9 +365,41 @@ __global__ void causal_softmax_kernel(const float* scores, T* probs, int64_t seq
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x)
     sum += expf(in[j] * scale - mx);
-  const float inv = 1.0f / block_sum(sum, shared);
+  sum = block_sum(sum, shared);
+  const float inv = 1.0f / sum;
   for (int64_t j = threadIdx.x; j < context; j += blockDim.x)
     out[j] = from_float<T>(j <= last ? expf(in[j] * scale - mx) * inv : 0.0f);
+  if (lse != nullptr && threadIdx.x == 0)
+    lse[(row / seq) * lse_stride + row % seq] = mx + logf(sum);
+}
+
+// The backward's probabilities, recomputed from the forward's log-sum-exp: no row reductions.
+template <typename T>
+__global__ void probs_from_lse_kernel(const float* scores, T* probs, int64_t rows, int64_t seq,
+                                      int64_t context, bool causal, float scale, const float* lse,
+                                      int64_t lse_stride) {
+  const int64_t total = rows * context;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / context, j = i - r * context;
+    const int64_t last = causal ? context - seq + r % seq : context - 1;
+    const float l = lse[(r / seq) * lse_stride + r % seq];
+    probs[i] = from_float<T>(j <= last ? expf(scores[i] * scale - l) : 0.0f);
+  }
+}
+
+// dS = P * (dP - delta) * scale, in place over P (masked entries stay zero since P is).
+template <typename T>
+__global__ void softmax_grad_kernel(T* probs, const float* dprobs, int64_t rows, int64_t seq,
+                                    int64_t context, float scale, const float* delta,
+                                    int64_t delta_stride) {
+  const int64_t total = rows * context;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / context;
+    const float d = delta[(r / seq) * delta_stride + r % seq];
+    probs[i] = from_float<T>(to_float(probs[i]) * (dprobs[i] - d) * scale);
+  }
 }
 
 template <typename Fn> void dispatch(DType dtype, Fn&& fn) {
@@ -274,7 +450,7 @@ void fill_value(const Tensor& t, float value, cudaStream_t s) {
   dispatch(t.dtype, [&](auto tag) { launch_fill<decltype(tag)>(t, FillValue{value}, s); });
 }
 
-void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s) {
+void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s, float alpha) {
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
@@ -286,6 +462,12 @@ void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream
       break;
     case MapOp::add:
       launch_map<T>(a, b, y, Add{}, s);
+      break;
+    case MapOp::gelu_backward:
+      launch_map<T>(a, b, y, GeluBackward{}, s);
+      break;
+    case MapOp::axpy:
+      launch_map<T>(a, b, y, Axpy{alpha}, s);
       break;
     }
   });
@@ -320,23 +502,121 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
 }
 
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, cudaStream_t s) {
+            float theta, bool inverse, cudaStream_t s) {
   if (x.rows == 0 || heads == 0) return;
   dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     rotary_kernel<T><<<grid_for(x.rows * head_dim / 2, kThreads), kThreads, 0, s>>>(
-        static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0, theta);
+        static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0, theta,
+        inverse ? -1.0f : 1.0f);
     RIDGELINE_CHECK(cudaGetLastError());
   });
 }
 
 void causal_softmax(const float* scores, void* probs, DType dtype, int64_t rows, int64_t seq,
-                    int64_t context, float scale, cudaStream_t s) {
+                    int64_t context, bool causal, float scale, float* lse, int64_t lse_stride,
+                    cudaStream_t s) {
   if (rows == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     causal_softmax_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
-        scores, static_cast<T*>(probs), seq, context, scale);
+        scores, static_cast<T*>(probs), seq, context, causal, scale, lse, lse_stride);
+    RIDGELINE_CHECK(cudaGetLastError());
+  });
+}
+
+void probs_from_lse(const float* scores, void* probs, DType dtype, int64_t rows, int64_t seq,
+                    int64_t context, bool causal, float scale, const float* lse, int64_t lse_stride,
+                    cudaStream_t s) {
+  if (rows == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    probs_from_lse_kernel<T><<<grid_for(rows * context, kThreads), kThreads, 0, s>>>(
+        scores, static_cast<T*>(probs), rows, seq, context, causal, scale, lse, lse_stride);
+    RIDGELINE_CHECK(cudaGetLastError());
+  });
+}
+
+void softmax_grad(void* probs, const float* dprobs, DType dtype, int64_t rows, int64_t seq,
+                  int64_t context, float scale, const float* delta, int64_t delta_stride,
+                  cudaStream_t s) {
+  if (rows == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_grad_kernel<T><<<grid_for(rows * context, kThreads), kThreads, 0, s>>>(
+        static_cast<T*>(probs), dprobs, rows, seq, context, scale, delta, delta_stride);
+    RIDGELINE_CHECK(cudaGetLastError());
+  });
+}
+
+void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& dx,
+                   const Tensor& dgamma, const Tensor* dbeta, float eps, bool accumulate,
+                   const ScratchFn& scratch, cudaStream_t s) {
+  if (x.cols == 0) return;
+  constexpr int64_t kChunkRows = 64;
+  const int64_t chunks = (x.rows + kChunkRows - 1) / kChunkRows;
+  float* row_stats =
+      static_cast<float*>(scratch(static_cast<size_t>(2 * x.rows + 2 * chunks * x.cols) * 4));
+  float* part_g = row_stats + 2 * x.rows;
+  float* part_b = dbeta != nullptr ? part_g + chunks * x.cols : nullptr;
+  dispatch(dx.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data);
+    const T* pg = static_cast<const T*>(gamma.data);
+    const T* pdy = static_cast<const T*>(dy.data);
+    T* pdx = static_cast<T*>(dx.data);
+    if (x.rows > 0) {
+      const bool vec = rows_vectorisable(x) && rows_vectorisable(dy) && rows_vectorisable(dx) &&
+                       reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0;
+      const int64_t want = (x.cols / (vec ? 8 : 1) + 31) / 32 * 32;
+      const int threads = static_cast<int>(want < 64 ? 64 : (want > 1024 ? 1024 : want));
+      const dim3 grid(static_cast<unsigned>(x.rows));
+      if (dbeta != nullptr && vec)
+        norm_backward_kernel<T, 8, true>
+            <<<grid, threads, 0, s>>>(px, x.ld, pg, pdy, dy.ld, pdx, dx.ld, x.cols, eps, row_stats);
+      else if (dbeta != nullptr)
+        norm_backward_kernel<T, 1, true>
+            <<<grid, threads, 0, s>>>(px, x.ld, pg, pdy, dy.ld, pdx, dx.ld, x.cols, eps, row_stats);
+      else if (vec)
+        norm_backward_kernel<T, 8, false>
+            <<<grid, threads, 0, s>>>(px, x.ld, pg, pdy, dy.ld, pdx, dx.ld, x.cols, eps, row_stats);
+      else
+        norm_backward_kernel<T, 1, false>
+            <<<grid, threads, 0, s>>>(px, x.ld, pg, pdy, dy.ld, pdx, dx.ld, x.cols, eps, row_stats);
+      RIDGELINE_CHECK(cudaGetLastError());
+      norm_param_partial_kernel<T><<<dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads),
+                                          static_cast<unsigned>(chunks)),
+                                     kThreads, 0, s>>>(px, x.ld, pdy, dy.ld, row_stats, x.rows,
+                                                       x.cols, kChunkRows, part_g, part_b);
+      RIDGELINE_CHECK(cudaGetLastError());
+    }
+    norm_param_final_kernel<T>
+        <<<static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+            part_g, part_b, chunks, x.cols, static_cast<T*>(dgamma.data),
+            dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
+    RIDGELINE_CHECK(cudaGetLastError());
+  });
+}
+
+void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& d_gate_up,
+                     cudaStream_t s) {
+  const int64_t f = dy.cols;
+  if (dy.rows == 0 || f == 0) return;
+  dispatch(dy.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* gate = static_cast<const T*>(gate_up.data);
+    const T* pdy = static_cast<const T*>(dy.data);
+    T* dgate = static_cast<T*>(d_gate_up.data);
+    const bool vec = rows_vectorisable(gate_up.cols_slice(0, f)) &&
+                     rows_vectorisable(gate_up.cols_slice(f, f)) && rows_vectorisable(dy) &&
+                     rows_vectorisable(d_gate_up.cols_slice(0, f)) &&
+                     rows_vectorisable(d_gate_up.cols_slice(f, f));
+    if (vec)
+      swiglu_backward_kernel<T, 8><<<grid_for(dy.rows * f / 8, kThreads), kThreads, 0, s>>>(
+          gate, gate + f, gate_up.ld, pdy, dy.ld, dgate, dgate + f, d_gate_up.ld, dy.rows, f);
+    else
+      swiglu_backward_kernel<T, 1><<<grid_for(dy.rows * f, kThreads), kThreads, 0, s>>>(
+          gate, gate + f, gate_up.ld, pdy, dy.ld, dgate, dgate + f, d_gate_up.ld, dy.rows, f);
     RIDGELINE_CHECK(cudaGetLastError());
   });
 }

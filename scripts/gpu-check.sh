@@ -9,9 +9,11 @@
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
-#   - attention: each attention implementation alone (bench_attention: fused, naive, cudnn
-#     forward, cudnn backward) taking turns with PyTorch's SDPA backends on the same shapes, and
-#     the layer at s = 4k, 16k, 32k with every implementation side by side;
+#   - attention: each attention implementation alone (bench_attention: fused, naive, cudnn,
+#     forward and backward) taking turns with PyTorch's SDPA backends on the same shapes, the
+#     layer at s = 4k, 16k, 32k with every implementation side by side, and attention_bwd;
+#   - attention_bwd (also alone): the fused backward at s = 4k, d = 128, 32 heads, causal, b = 1
+#     beside PyTorch's flash backward, taking turns, with the TFLOP/s ratio;
 #   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
 #   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
 #   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
@@ -104,7 +106,7 @@ section_tests() {
   else
     for t in "$bin"/test_*; do
       case $(basename "$t") in
-        test_cuda_backend | test_attention_cuda) timeout "$step_timeout" "$t" ;;
+        test_cuda_backend | test_attention_cuda | test_train_cuda) timeout "$step_timeout" "$t" ;;
         *) timeout "$step_timeout" "${mpirun[@]}" -np 2 "$t" ;;
       esac
     done >"$out/logs/gpu-tests.log" 2>&1
@@ -356,6 +358,28 @@ section_attention() {
   for seq in 16384 32768; do
     run "attention_layer_s$seq" 1 --config "$repo/models/gpt-h8192.toml" --layers 1 --seq "$seq" \
       --batch 1 --warmup 2 --iters 5 --attention fused,cudnn
+  done
+  section_attention_bwd
+}
+
+# attention_bwd: the fused attention backward alone against PyTorch's flash backward (the same
+# shape, layout and FLOP convention: 2.5 x the causal forward), 3 turns; the ratio of their
+# TFLOP/s per turn.
+section_attention_bwd() {
+  local bench=$bin/bench_attention
+  [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention
+  local shape=(--seq 4096 --kv-heads 32 --heads 32 --head-dim 128 --batch 1 --warmup 5 --reps 20)
+  for turn in 1 2 3; do
+    timeout "$step_timeout" "$bench" "${shape[@]}" --impl fused \
+      --json "$out/ref/attention_bwd_ridgeline_$turn.json" >>"$out/logs/attention_bwd.log" 2>&1
+    local rc_ours=$?
+    timeout "$step_timeout" python3 "$repo/scripts/reference/torch_attention.py" "${shape[@]}" \
+      --backends flash --json "$out/ref/attention_bwd_torch_$turn.json" \
+      >>"$out/logs/attention_bwd.log" 2>&1
+    local rc_torch=$?
+    note "attention_bwd turn $turn: rc=$rc_ours/$rc_torch $(python3 "$repo/scripts/gpu_summary.py" \
+      --attention-bwd "$out/ref/attention_bwd_ridgeline_$turn.json" \
+      "$out/ref/attention_bwd_torch_$turn.json" 2>&1)"
   done
 }
 

@@ -3,7 +3,8 @@
 PyTorch-eager reference from the same job, GEMM efficiency against the standalone cuBLASLt
 probe, instrumentation overhead, the collective sweeps' bus bandwidth, and attention alone
 (bench_attention beside PyTorch's SDPA backends, turn by turn) with the layer under each
-attention implementation."""
+attention implementation, and the fused attention backward beside PyTorch's flash backward.
+`gpu_summary.py --attention-bwd OURS.json TORCH.json` prints one such turn's line."""
 import glob
 import json
 import os
@@ -118,6 +119,32 @@ def attention_rows(out):
     return rows
 
 
+def attention_bwd_turn(ours_path, torch_path):
+    """One attention_bwd turn: (fused bwd TFLOP/s, PyTorch flash bwd TFLOP/s, ours / theirs);
+    nan where a side has no successful row."""
+    def tflops(path, impl):
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            return float("nan")
+        for r in doc["rows"]:
+            if r["impl"] == impl and r["pass"] == "bwd" and r["status"] == "ok":
+                return r["flops"] / (r["p50_ms"] * 1e9)
+        return float("nan")
+    ours, theirs = tflops(ours_path, "fused"), tflops(torch_path, "flash")
+    return ours, theirs, ours / theirs if theirs > 0 else float("nan")
+
+
+def attention_bwd_rows(out):
+    """Every attention_bwd turn of the job, in turn order."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "ref", "attention_bwd_ridgeline_*.json"))):
+        turn = os.path.basename(path)[len("attention_bwd_ridgeline_"):-len(".json")]
+        rows.append((turn, *attention_bwd_turn(path, os.path.join(out, "ref", f"attention_bwd_torch_{turn}.json"))))
+    return rows
+
+
 def attention_layer_rows(out):
     """The layer under each attention implementation (a run's /points/<k>)."""
     rows = []
@@ -158,6 +185,10 @@ def pipeline_rows(out):
 
 
 def main():
+    if sys.argv[1] == "--attention-bwd":
+        ours, theirs, ratio = attention_bwd_turn(sys.argv[2], sys.argv[3])
+        print(f"fused bwd {ours:.1f} TFLOP/s, torch flash bwd {theirs:.1f} TFLOP/s, ratio {ratio:.3f}")
+        return
     out = sys.argv[1]
     print(f"{'run':<28} {'p50 ms':>9} {'torch ms':>9} {'ratio':>6} {'check':<8} {'instr %':>7} {'gemm/ref':>8}")
     for r in layer_rows(out):
@@ -183,6 +214,12 @@ def main():
                   + f" {ratio:>18.3f}")
         print("FLOPs: forward 4*b*h*s*s*d/2 (causal), backward 2.5 x forward; medians over the turns; "
               "the time ratio is taken within each turn")
+    rows = attention_bwd_rows(out)
+    if rows:
+        print(f"\n{'attention_bwd turn':<24} {'fused':>9} {'t.flash':>9} {'ratio':>7}")
+        for turn, ours, theirs, ratio in rows:
+            print(f"{turn:<24} {ours:>9.1f} {theirs:>9.1f} {ratio:>7.3f}")
+        print("s=4096 d=128 32 heads causal b=1, backward TFLOP/s (2.5 x the forward's FLOPs)")
     rows = attention_layer_rows(out)
     if rows:
         print(f"\n{'layer':<24} {'attention':<9} {'step ms':>9} {'attn ms':>9} {'share %':>7} {'TFLOP/s':>8} "

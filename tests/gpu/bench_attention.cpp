@@ -1,5 +1,6 @@
-// Attention alone: each implementation of the CUDA backend (fused, naive, cudnn) timed forward,
-// and cuDNN's backward, on given shapes with CUDA events (median of --reps calls after --warmup).
+// Attention alone: each implementation of the CUDA backend (fused, naive, cudnn) timed forward
+// and backward (the backward from the implementation's own forward output and log-sum-exp), on
+// given shapes with CUDA events (median of --reps calls after --warmup).
 // The achieved TFLOP/s of a row is also the ceiling that implementation gives a layer's
 // attention op. FLOPs: forward 2 * 2 * b * h * s * ctx * d (QK^T and PV), halved when causal
 // with s = ctx; backward 2.5 x forward. scripts/reference/torch_attention.py times PyTorch's SDPA
@@ -82,7 +83,7 @@ void time_calls(cudaStream_t stream, int warmup, int reps, const std::function<v
 }
 
 int run(int argc, char** argv) {
-  CLI::App app("Attention alone: fused, naive and cudnn forward, cudnn backward, in TFLOP/s");
+  CLI::App app("Attention alone: fused, naive and cudnn forward and backward, in TFLOP/s");
   std::string impls = "fused,naive,cudnn", seqs = "4096,16384,32768", kv_heads = "32,4";
   std::string dtype = "bf16", json;
   int64_t batch = 1, heads = 32, head_dim = 128;
@@ -99,8 +100,7 @@ int run(int argc, char** argv) {
   app.add_option("--dtype", dtype, "bf16 | fp16")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed calls first")->capture_default_str();
   app.add_option("--reps", reps, "Timed calls (median reported)")->capture_default_str();
-  app.add_flag("--non-causal", non_causal,
-               "Every query sees every key (fused and naive: causal only)");
+  app.add_flag("--non-causal", non_causal, "Every query sees every key");
   app.add_flag("--no-backward", no_backward, "Time the forward only");
   app.add_option("--json", json, "Write the rows to this file");
   CLI11_PARSE(app, argc, argv);
@@ -123,7 +123,6 @@ int run(int argc, char** argv) {
   const DType dt = parse_dtype(dtype);
   std::unique_ptr<Backend> gpu = make_cuda_backend(0, dt);
   cudaStream_t stream = static_cast<cudaStream_t>(gpu->stream(Lane::compute));
-  std::unique_ptr<CudnnAttention> cudnn;
   std::vector<Row> rows;
   for (int64_t seq : int_list(seqs))
     for (int64_t kvh : int_list(kv_heads)) {
@@ -156,24 +155,23 @@ int run(int argc, char** argv) {
           cudaGetLastError(); // an allocation that failed leaves its error behind
         }
         rows.push_back(fwd);
-        if (impl != AttentionImpl::cudnn || no_backward) continue;
+        if (no_backward) continue;
         Row bwd = fwd;
         bwd.pass = "bwd";
         bwd.flops = 2.5 * fwd.flops;
         bwd.status = "ok";
         try {
-          if (!cudnn) cudnn = std::make_unique<CudnnAttention>(stream);
           Buffer db = gpu->allocate(qrows, qw), dqb = gpu->allocate(qrows, qw),
                  dkb = gpu->allocate(qrows, kw), dvb = gpu->allocate(qrows, kw),
-                 stats =
-                     gpu->allocate(batch * heads * seq, 4 / static_cast<int64_t>(dtype_size(dt)));
+                 stats = gpu->allocate_bytes(static_cast<size_t>(batch * heads * seq) * 4);
           const Tensor dout = db.view(qrows, qw, dt), dq = dqb.view(qrows, qw, dt),
                        dk = dkb.view(qrows, kw, dt), dv = dvb.view(qrows, kw, dt);
           gpu->fill_random(dout, GenKey{3, 4, qw, 1.0f}, 0, 0);
-          cudnn->forward(s, q, k, v, o, stats.data());
+          gpu->attention_train(s, q, k, v, o, stats.data(), impl);
           time_calls(
               stream, warmup, reps,
-              [&] { cudnn->backward(s, q, k, v, o, dout, stats.data(), dq, dk, dv); }, bwd);
+              [&] { gpu->attention_backward(s, q, k, v, o, dout, stats.data(), dq, dk, dv, impl); },
+              bwd);
         } catch (const Error& e) {
           bwd.status = std::string("failed: ") + e.what();
           cudaGetLastError();
@@ -194,11 +192,7 @@ int run(int argc, char** argv) {
                 r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
   std::printf("FLOPs: forward 4 * b * h * s * ctx * d, halved when causal; backward 2.5 x "
               "forward. TFLOP/s at the median call.\n");
-  const std::vector<std::string> plans = gpu->attention_plans();
-  std::vector<std::string> all = plans;
-  if (cudnn)
-    for (const std::string& p : cudnn->plans())
-      all.push_back(p);
+  const std::vector<std::string> all = gpu->attention_plans();
   for (const std::string& p : all)
     std::printf("cudnn plan: %s\n", p.c_str());
   if (!json.empty()) {
