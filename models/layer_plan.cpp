@@ -61,8 +61,8 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   ops.push_back(wgrad(op::fc2_wgrad, op::fc2));
   // Reads the forward's input and the gradient, writes the input gradient.
   OpSpec act = like(op::act_bwd, op::act, Pass::backward_input, 2.0, 1.0);
-  act.cost.hbm_bytes += static_cast<double>(m.ffn_hidden / s.tp) * t * e +
-                        find_op(fwd, op::fc1).n * t * e;
+  act.cost.hbm_bytes +=
+      static_cast<double>(m.ffn_hidden / s.tp) * t * e + find_op(fwd, op::fc1).n * t * e;
   ops.push_back(act);
   ops.push_back(dgrad(op::fc1_dgrad, op::fc1));
   if (s.tp > 1) {

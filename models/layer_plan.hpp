@@ -16,12 +16,13 @@ namespace ridgeline {
 struct LayerGeometry {
   int64_t hidden = 0;
   int64_t head_dim = 0;
-  int64_t heads = 0;     ///< query heads on this rank
-  int64_t kv_heads = 0;  ///< key/value heads on this rank
-  int64_t kv_head0 = 0;  ///< first global KV head of this rank
-  int64_t ffn = 0;       ///< MLP inner width on this rank (per branch for SwiGLU)
-  int64_t tokens = 0;    ///< rows per microbatch
-  int64_t stream_tokens = 0; ///< rows of the residual stream (tokens / tp under sequence parallelism)
+  int64_t heads = 0;    ///< query heads on this rank
+  int64_t kv_heads = 0; ///< key/value heads on this rank
+  int64_t kv_head0 = 0; ///< first global KV head of this rank
+  int64_t ffn = 0;      ///< MLP inner width on this rank (per branch for SwiGLU)
+  int64_t tokens = 0;   ///< rows per microbatch
+  int64_t stream_tokens =
+      0; ///< rows of the residual stream (tokens / tp under sequence parallelism)
   bool swiglu = false;
   bool sequence_parallel = false;
   /// KV heads are replicated (kv_heads < tp): ranks sharing a head each hold a copy.
@@ -68,7 +69,6 @@ inline constexpr const char* pp_flush = "pp_flush";
 /// later). GEMMs cost what their forward costs; attention's backward 2.5 x its forward FLOPs
 /// (five matrix products for two). TP collectives: the all-reduce of the column-parallel
 /// GEMMs' input gradients (prefill-shaped layers; no sequence parallelism).
-std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
-                                       AttentionImpl attn);
+std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
 
 } // namespace ridgeline

@@ -40,8 +40,8 @@ LayerWeights make_layer_weights(Backend& backend, const ModelSpec& m, const Laye
   backend.fill_random(wqkv.rows_slice(0, g.q_cols()), key(role_wq, h, s_in), r * g.q_cols(), 0);
   backend.fill_random(wqkv.rows_slice(g.q_cols(), g.kv_cols()), key(role_wk, h, s_in),
                       g.kv_head0 * d, 0);
-  backend.fill_random(wqkv.rows_slice(g.q_cols() + g.kv_cols(), g.kv_cols()),
-                      key(role_wv, h, s_in), g.kv_head0 * d, 0);
+  backend.fill_random(wqkv.rows_slice(g.q_cols() + g.kv_cols(), g.kv_cols()), key(role_wv, h, s_in),
+                      g.kv_head0 * d, 0);
 
   // Row-parallel projection: this rank's columns of the global Wo [h, heads * d].
   const int64_t attn_cols = m.heads * d;

@@ -43,13 +43,16 @@ enum TrainOp {
   t_res1_bwd,
   t_count
 };
-const char* const kTrainOpNames[t_count] = {
-    op::norm1,          op::qkv,         op::rotary,        op::attention,     op::proj,
-    op::allreduce_attn, op::residual1,   op::norm2,         op::fc1,           op::act,
-    op::fc2,            op::allreduce_mlp, op::residual2,   op::fc2_dgrad,     op::fc2_wgrad,
-    op::act_bwd,        op::fc1_dgrad,   op::allreduce_mlp_bwd, op::fc1_wgrad, op::norm2_bwd,
-    op::residual2_bwd,  op::proj_dgrad,  op::proj_wgrad,    op::attention_bwd, op::rotary_bwd,
-    op::qkv_dgrad,      op::allreduce_attn_bwd, op::qkv_wgrad, op::norm1_bwd,  op::residual1_bwd};
+const char* const kTrainOpNames[t_count] = {op::norm1,      op::qkv,        op::rotary,
+                                            op::attention,  op::proj,       op::allreduce_attn,
+                                            op::residual1,  op::norm2,      op::fc1,
+                                            op::act,        op::fc2,        op::allreduce_mlp,
+                                            op::residual2,  op::fc2_dgrad,  op::fc2_wgrad,
+                                            op::act_bwd,    op::fc1_dgrad,  op::allreduce_mlp_bwd,
+                                            op::fc1_wgrad,  op::norm2_bwd,  op::residual2_bwd,
+                                            op::proj_dgrad, op::proj_wgrad, op::attention_bwd,
+                                            op::rotary_bwd, op::qkv_dgrad,  op::allreduce_attn_bwd,
+                                            op::qkv_wgrad,  op::norm1_bwd,  op::residual1_bwd};
 
 // Gradient tensors start at multiples of this many elements (aligned for vector loads).
 constexpr int64_t kAlign = 64;
@@ -82,8 +85,7 @@ struct TrainStage::Scratch {
   LayerActs acts; ///< the recomputed forward (recompute) or the backward's gradients
 };
 
-TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec,
-                       OpTable& ops)
+TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops)
     : m_backend(backend), m_comm(tp_comm), m_spec(spec) {
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
@@ -106,8 +108,8 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   // Weights, chunk by chunk; gradients in one buffer in the order the backward finishes them
   // (last chunk's last layer first), so that the data-parallel buckets fill front to back.
   const int64_t h = m_geo.hidden;
-  const int64_t sizes[8] = {h, h, h, h, m_geo.qkv_cols() * h, h * m_geo.q_cols(),
-                            m_geo.fc1_cols() * h, h * m_geo.ffn};
+  const int64_t sizes[8] = {
+      h, h, h, h, m_geo.qkv_cols() * h, h * m_geo.q_cols(), m_geo.fc1_cols() * h, h * m_geo.ffn};
   int64_t per_layer = 0;
   for (int64_t n : sizes)
     per_layer += aligned(n);
@@ -292,9 +294,8 @@ void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
   const int i = m_index[static_cast<size_t>(op)];
   const OpSpec& o = m_plan[static_cast<size_t>(i)];
   const ranges::Scope range(o.name);
-  const size_t handle =
-      rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer), Lane::comm, o.cost,
-                queue);
+  const size_t handle = rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer),
+                                  Lane::comm, o.cost, queue);
   const Stream stream = m_backend.stream(queue);
   m_comm->all_reduce(t.data, t.data, static_cast<size_t>(t.elements()), t.dtype, ReduceOp::sum,
                      stream);
@@ -388,8 +389,8 @@ void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor
 // The input-gradient half of one layer's backward; with `saved` null the weight gradients run
 // here too, each right after the input gradient it shares its operand with (and beside the
 // TP all-reduce under async), else the gradients they need stay in `saved`.
-void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
-                                      LayerActs* saved, const Tensor& dy, Tensor dx) {
+void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a, LayerActs* saved,
+                                      const Tensor& dy, Tensor dx) {
   const ModelSpec& m = m_spec.model;
   const LayerShape& s = m_spec.shape;
   const LayerWeights& w = m_weights[local];
@@ -433,8 +434,8 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   }
   {
     const ScopedOp scope = op_scope(rec, t_fc1_dgrad, layer);
-    m_backend.gemm(grads.dfc1, Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt), Trans::no, dln,
-                   false, Lane::compute);
+    m_backend.gemm(grads.dfc1, Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt), Trans::no, dln, false,
+                   Lane::compute);
   }
   tp_all_reduce(rec, t_ar_mlp_bwd, layer, dln);
   if (now) wgrad(t_fc1_wgrad, grads.dfc1, a.ln2, g.w1);
@@ -449,8 +450,8 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   // Wqkv, summed over TP.
   {
     const ScopedOp scope = op_scope(rec, t_proj_dgrad, layer);
-    m_backend.gemm(grads.dy1, Trans::no, w.wo.view(h, m_geo.q_cols(), dt), Trans::no, dattn,
-                   false, Lane::compute);
+    m_backend.gemm(grads.dy1, Trans::no, w.wo.view(h, m_geo.q_cols(), dt), Trans::no, dattn, false,
+                   Lane::compute);
   }
   if (now) wgrad(t_proj_wgrad, grads.dy1, a.attn, g.wo);
   {
@@ -593,9 +594,9 @@ void TrainStage::backward(Recorder& rec, int microbatch, int chunk) {
   Tensor dy = sl.grad_in;
   for (size_t l = n; l-- > 0;) {
     // Gradients pass between layers through two alternating buffers.
-    const Tensor dx = l == 0 ? sl.grad_out
-                             : ((n - 1 - l) % 2 == 0 ? m_scratch->ping : m_scratch->pong)
-                                   .view(t, h, dt);
+    const Tensor dx =
+        l == 0 ? sl.grad_out
+               : ((n - 1 - l) % 2 == 0 ? m_scratch->ping : m_scratch->pong).view(t, h, dt);
     LayerActs* a = &sl.layers[l];
     if (m_spec.recompute) {
       // The layer's forward again from its kept input, into the shared activations.
@@ -626,8 +627,8 @@ void TrainStage::begin_iteration(Recorder& rec, int microbatches) {
   for (size_t b = 0; b < total; b += step)
     m_buckets.emplace_back(b, std::min(total, b + step));
   const int32_t id = rec.ops().intern(op::grad_zero, OpKind::elementwise);
-  const Tensor all = m_grad_buf.view(static_cast<int64_t>(total / e) / kAlign, kAlign,
-                                     m_backend.dtype());
+  const Tensor all =
+      m_grad_buf.view(static_cast<int64_t>(total / e) / kAlign, kAlign, m_backend.dtype());
   const ScopedOp scope(rec, id, -1, Lane::compute, OpCost{0, static_cast<double>(total), 0},
                        Lane::compute);
   m_backend.fill_value(all, 0.0f);
@@ -645,8 +646,8 @@ void TrainStage::issue_buckets(Recorder& rec, bool all) {
   const size_t e = dtype_size(m_backend.dtype());
   const DType dt = m_backend.dtype();
   const int dp = m_dp.comm->size();
-  const int32_t id = rec.ops().intern(m_dp.shard ? op::dp_reducescatter : op::dp_allreduce,
-                                      OpKind::collective);
+  const int32_t id =
+      rec.ops().intern(m_dp.shard ? op::dp_reducescatter : op::dp_allreduce, OpKind::collective);
   while (m_buckets_issued < m_buckets.size()) {
     const auto [begin, end] = m_buckets[m_buckets_issued];
     bool ready = all;
@@ -708,17 +709,20 @@ void TrainStage::end_iteration(Recorder& rec, float sgd_lr, bool gather_shards) 
   const DType dt = m_backend.dtype();
   const int32_t id = rec.ops().intern(op::sgd_update, OpKind::elementwise);
   const double bytes = 3.0 * static_cast<double>(m_grad_buf.bytes());
-  const ScopedOp scope(rec, id, -1, Lane::compute, OpCost{bytes / 3.0 * 2.0 /
-                                                              static_cast<double>(dtype_size(dt)),
-                                                          bytes, 0},
+  const ScopedOp scope(rec, id, -1, Lane::compute,
+                       OpCost{bytes / 3.0 * 2.0 / static_cast<double>(dtype_size(dt)), bytes, 0},
                        Lane::compute);
   for (size_t i = 0; i < m_weights.size(); ++i) {
     const LayerWeights& w = m_weights[i];
     const LayerGrads& g = m_grads[i];
-    const std::pair<const Tensor*, const Buffer*> pairs[] = {
-        {&g.ln1_gamma, &w.ln1_gamma}, {&g.ln1_beta, &w.ln1_beta}, {&g.ln2_gamma, &w.ln2_gamma},
-        {&g.ln2_beta, &w.ln2_beta},   {&g.wqkv, &w.wqkv},         {&g.wo, &w.wo},
-        {&g.w1, &w.w1},               {&g.w2, &w.w2}};
+    const std::pair<const Tensor*, const Buffer*> pairs[] = {{&g.ln1_gamma, &w.ln1_gamma},
+                                                             {&g.ln1_beta, &w.ln1_beta},
+                                                             {&g.ln2_gamma, &w.ln2_gamma},
+                                                             {&g.ln2_beta, &w.ln2_beta},
+                                                             {&g.wqkv, &w.wqkv},
+                                                             {&g.wo, &w.wo},
+                                                             {&g.w1, &w.w1},
+                                                             {&g.w2, &w.w2}};
     for (const auto& [grad, weight] : pairs)
       m_backend.axpy(-sgd_lr, *grad, weight->view(grad->rows, grad->cols, dt));
   }

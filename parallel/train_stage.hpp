@@ -128,9 +128,9 @@ private:
   TrainSpec m_spec;
   LayerGeometry m_geo;
   DataParallel m_dp;
-  std::vector<OpSpec> m_plan;    ///< forward then backward ops of one layer
-  std::vector<int32_t> m_ids;    ///< op table id per plan entry
-  std::vector<int> m_index;      ///< plan entry per TrainOp (-1: absent)
+  std::vector<OpSpec> m_plan;          ///< forward then backward ops of one layer
+  std::vector<int32_t> m_ids;          ///< op table id per plan entry
+  std::vector<int> m_index;            ///< plan entry per TrainOp (-1: absent)
   std::vector<LayerWeights> m_weights; ///< per local layer
   std::vector<LayerGrads> m_grads;
   std::vector<int64_t> m_global;

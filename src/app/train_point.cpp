@@ -15,8 +15,8 @@
 #include "core/stats.hpp"
 #include "models/work_model.hpp"
 #include "parallel/schedule.hpp"
-#include "parallel/train_stage.hpp"
 #include "parallel/tp_layer.hpp"
+#include "parallel/train_stage.hpp"
 
 namespace ridgeline {
 namespace {
@@ -129,8 +129,8 @@ public:
       if (train && gc.pp_rank == cfg.pp - 1) {
         m_grads.push_back(backend.allocate(t, h));
         backend.fill_random(m_grads.back().view(t, h, dt),
-                            GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f},
-                            global * t, 0);
+                            GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f}, global * t,
+                            0);
       }
     }
     DataParallel dp;
@@ -167,9 +167,9 @@ public:
       switch (a.kind) {
       case ActionKind::forward:
         if (first_stage && a.chunk == 0)
-          m_backend.copy(m_inputs[static_cast<size_t>(a.microbatch)].view(
-                             m_stage.geometry().tokens, m_stage.geometry().hidden,
-                             m_backend.dtype()),
+          m_backend.copy(m_inputs[static_cast<size_t>(a.microbatch)].view(m_stage.geometry().tokens,
+                                                                          m_stage.geometry().hidden,
+                                                                          m_backend.dtype()),
                          m_stage.activation_in(a.microbatch, 0));
         m_stage.forward(rec, a.microbatch, a.chunk);
         if (!m_train) {
@@ -182,9 +182,9 @@ public:
       case ActionKind::backward:
       case ActionKind::backward_input:
         if (last_stage && a.chunk == last_chunk)
-          m_backend.copy(m_grads[static_cast<size_t>(a.microbatch)].view(
-                             m_stage.geometry().tokens, m_stage.geometry().hidden,
-                             m_backend.dtype()),
+          m_backend.copy(m_grads[static_cast<size_t>(a.microbatch)].view(m_stage.geometry().tokens,
+                                                                         m_stage.geometry().hidden,
+                                                                         m_backend.dtype()),
                          m_stage.gradient_in(a.microbatch, a.chunk));
         if (a.kind == ActionKind::backward)
           m_stage.backward(rec, a.microbatch, a.chunk);
@@ -231,8 +231,8 @@ private:
     m_backend.wait_fence(Lane::p2p, m_backend.fence(Lane::compute));
     const double bytes = m_act_bytes * static_cast<double>(transfers.size());
     const ranges::Scope range(op::pp_exchange);
-    const size_t handle = rec.begin(m_exchange_id, -1, Lane::p2p, OpCost{0, bytes, bytes},
-                                    Lane::p2p);
+    const size_t handle =
+        rec.begin(m_exchange_id, -1, Lane::p2p, OpCost{0, bytes, bytes}, Lane::p2p);
     const Stream stream = m_backend.stream(Lane::p2p);
     pp.group_start();
     for (const Transfer& x : transfers) {
@@ -345,8 +345,8 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s) {
   const LayerGeometry g = layer_geometry(m, s, 0);
   const double e = static_cast<double>(dtype_size(s.dtype));
   return static_cast<double>(g.tokens) * e *
-             static_cast<double>(4 * g.hidden + 2 * g.qkv_cols() + g.q_cols() +
-                                 2 * g.fc1_cols() + g.ffn) +
+             static_cast<double>(4 * g.hidden + 2 * g.qkv_cols() + g.q_cols() + 2 * g.fc1_cols() +
+                                 g.ffn) +
          static_cast<double>(s.batch * g.heads * s.seq) * 4.0;
 }
 
@@ -360,8 +360,8 @@ double scheduled_memory_bytes(const RunConfig& cfg, bool check) {
   // layers' activations (only their inputs under recompute, plus one recomputed layer).
   const double weights = 2.0 * layers * layer_weight_bytes(m, cfg.tp, s.dtype);
   const double act = layer_activation_bytes(m, s);
-  const double input = static_cast<double>(s.tokens() * m.hidden) *
-                       static_cast<double>(dtype_size(s.dtype));
+  const double input =
+      static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
   const double per_mb = cfg.recompute == "full" ? layers * input : layers * act;
   double need = weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
   if (check) {
@@ -478,8 +478,10 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
         const LayerGrads& mine = stage->grads(l);
         // This rank's shard of each TP=1 gradient (layer_weights.hpp gives the layout).
         std::vector<std::pair<const Tensor*, std::vector<float>>> pairs = {
-            {&mine.ln1_gamma, ref[0]}, {&mine.ln1_beta, ref[1]},
-            {&mine.ln2_gamma, ref[2]}, {&mine.ln2_beta, ref[3]},
+            {&mine.ln1_gamma, ref[0]},
+            {&mine.ln1_beta, ref[1]},
+            {&mine.ln2_gamma, ref[2]},
+            {&mine.ln2_beta, ref[3]},
             {&mine.wo, block(ref[5], qr, 0, h, r * g.q_cols(), g.q_cols())},
             {&mine.w2, block(ref[7], f, 0, h, r * g.ffn, g.ffn)}};
         std::vector<float> w1 = block(ref[6], h, r * g.ffn, g.ffn, 0, h);
@@ -496,8 +498,7 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
           err = std::max(
               err, rel_l2(block(qkv, h, g.q_cols(), 2 * g.kv_cols(), 0, h),
                           stacked(block(ref[4], h, qr + g.kv_head0 * d, g.kv_cols(), 0, h),
-                                  block(ref[4], h, qr + kvr + g.kv_head0 * d, g.kv_cols(), 0,
-                                        h))));
+                                  block(ref[4], h, qr + kvr + g.kv_head0 * d, g.kv_cols(), 0, h))));
         else
           skipped = " (replicated KV heads: their Wk and Wv gradients not compared)";
       }
@@ -529,8 +530,7 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     const double mine[4] = {per_strategy[si].bubble, per_strategy[si].exchange_ns,
                             per_strategy[si].dp_exposed_ns, peak_bytes};
     std::vector<double> stages(static_cast<size_t>(4 * cfg.pp), 0.0);
-    if (reporter)
-      std::copy(mine, mine + 4, stages.begin() + 4 * gc.pp_rank);
+    if (reporter) std::copy(mine, mine + 4, stages.begin() + 4 * gc.pp_rank);
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, stages.data(), static_cast<int>(stages.size()),
                                   MPI_DOUBLE, MPI_SUM, mpi.world()));
     if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;
@@ -548,8 +548,8 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
            {"schedule", schedule_name(schedule)},
            {"microbatches", static_cast<int64_t>(cfg.microbatches)},
            {"recompute", cfg.recompute},
-           {"bubble_theory", theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches),
-                                           train)}};
+           {"bubble_theory",
+            theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches), train)}};
       for (int p = 0; p < cfg.pp; ++p) {
         const std::string key = "stage" + std::to_string(p) + ".";
         const double* v = stages.data() + 4 * p;
