@@ -190,7 +190,8 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--overlap-gemm-sms", "100"},
                 1,
                 "--overlap-gemm-sms needs the cuda backend"},
-        BadCase{"phase", {"--phase", "train"}, 1, "--phase must be one of prefill, decode"},
+        BadCase{
+            "phase", {"--phase", "training"}, 1, "--phase must be one of prefill, decode, train"},
         BadCase{"out_dir",
                 {"--out", "/nonexistent-dir/x.h5"},
                 1,
