@@ -1,5 +1,6 @@
-"""Command line: python3 -m ridgeline_analysis {summary,plot,trace,ridgeline,scaling,bars} FILE
-[-o OUT]; summary, scaling and bars take several files (scaling and bars join sweep files).
+"""Command line: python3 -m ridgeline_analysis
+{summary,plot,schedule,trace,ridgeline,scaling,bars} FILE [-o OUT]; summary, scaling and bars take
+several files (scaling and bars join sweep files).
 
 A file `ridgeline validate` rejects, and a selection (--point, --iteration, --rank, --op,
 --dtype, --axis) that selects nothing, are refused with one line on stderr and exit code 2,
@@ -22,6 +23,14 @@ COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms"
 #: Columns of the summary of a sweep file: one row per /sweep/points row.
 SWEEP_COLUMNS = ("run", "label", "status", "p50_ms", "p99_ms", "ceiling", "compute_ms", "hbm_ms",
                  "interconnect_ms", "launch_ms", "exposed_ic_ms", "check")
+#: Columns of the pipeline table: one row per stage of each train or scheduled run.
+PIPELINE_COLUMNS = ("run", "schedule", "mb", "recompute", "stage", "bubble", "theory",
+                    "p2p_exposed_ms", "dp_exposed_ms", "peak_act_MiB")
+PIPELINE_NOTE = ("bubble: share of the iteration (median of the timed ones) in which the stage "
+                 "ran none of its own ops; theory: the schedule's bubble with free transfers; "
+                 "p2p_exposed: time the stage waited in pipeline exchanges; dp_exposed: "
+                 "data-parallel reduction left after its last compute op; peak_act: peak "
+                 "activation memory of the microbatches in flight\n")
 #: Marks a value the file does not store, recomputed (analysis.exposure()).
 RECOMPUTED = "*"
 #: Picture formats, by the output's suffix.
@@ -112,6 +121,20 @@ def sweep_rows(name: str, sweep: Sweep, point: Optional[int] = None) -> List[Tup
     return rows
 
 
+def pipeline_rows(label: str, run: Run) -> List[Tuple[str, ...]]:
+    """One line per pipeline stage of a train or scheduled run (analysis.pipeline_stages()),
+    as the C++ side stored them; none for other runs."""
+    attrs = run.summary.attrs
+    stages = analysis.pipeline_stages(attrs)
+    if stages is None:
+        return []
+    return [(label, str(attrs.get("schedule", "-")), str(attrs.get("microbatches", "-")),
+             str(attrs.get("recompute", "-")), str(int(s["stage"])), f"{s['bubble']:.3f}",
+             f"{s['bubble_theory']:.3f}", f"{s['p2p_exposed_ns'] / 1e6:.4f}",
+             f"{s['dp_exposed_ns'] / 1e6:.4f}", f"{s['peak_activation_bytes'] / 2**20:.2f}")
+            for s in stages]
+
+
 def format_table(rows: List[Tuple[str, ...]], columns: Tuple[str, ...] = COLUMNS) -> str:
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
@@ -121,6 +144,7 @@ def format_table(rows: List[Tuple[str, ...]], columns: Tuple[str, ...] = COLUMNS
 def cmd_summary(args: argparse.Namespace) -> int:
     rows: List[Tuple[str, ...]] = []
     swept: List[Tuple[str, ...]] = []
+    pipeline: List[Tuple[str, ...]] = []
     failures: List[str] = []
     for path in args.files:
         run = load(path)
@@ -134,12 +158,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
                          for p in run.sweep.points if p["status"] != "ok"
                          and args.point in (None, int(p["point"]))]
             continue
-        rows += [summary_row(name + suffix, point) for suffix, point in
-                 _points(run, path, args.point)]
+        for suffix, point in _points(run, path, args.point):
+            rows.append(summary_row(name + suffix, point))
+            pipeline += pipeline_rows(name + suffix, point)
     parts = [format_table(rows)] if rows else []
     if any(cell.endswith(RECOMPUTED) for row in rows for cell in row[10:12]):
         parts[0] += (f"{RECOMPUTED} not stored in the file, recomputed: exposed_comm from the "
                      "timelines (comm not hidden under compute), exposed_ic from /summary/ops\n")
+    if pipeline:
+        parts.append(format_table(pipeline, PIPELINE_COLUMNS) + PIPELINE_NOTE)
     if swept:
         parts.append(format_table(swept, SWEEP_COLUMNS) + "".join(f"{f}\n" for f in failures))
     text = "\n".join(parts)
@@ -226,6 +253,59 @@ def cmd_plot(args: argparse.Namespace) -> int:
         print(plots.plot_step_histogram(run.summary.step_time_ns,
                                         os.path.join(out_dir, f"{name}-steps.png"),
                                         run.summary.warmup_step_time_ns, title=title))
+    return 0
+
+
+def stage_labels(run: Run, ranks: List[int]) -> Dict[int, str]:
+    """rank -> "rank R: stage P" (with its TP and DP ranks where those groups have more than
+    one), ordered by stage, replica and TP rank, from /topology (by rank alone without it)."""
+    topo = run.topology
+
+    def coord(key: str, rank: int) -> Optional[int]:
+        values = topo.get(key)
+        return int(values[rank]) if values is not None and rank < len(values) else None
+
+    def order(rank: int) -> Tuple[int, ...]:
+        return tuple(c if c is not None else -1 for c in
+                     (coord("pp_rank", rank), coord("dp_rank", rank), coord("tp_rank", rank),
+                      rank))
+
+    labels = {}
+    for rank in sorted(ranks, key=order):
+        text = f"rank {rank}"
+        stage = coord("pp_rank", rank)
+        if stage is not None:
+            text += f": stage {stage}"
+            for key, group in (("tp_rank", "tp"), ("dp_rank", "dp")):
+                if int(run.config.get(group, 1)) > 1 and coord(key, rank) is not None:
+                    text += f" {group} {coord(key, rank)}"
+        labels[rank] = text
+    return labels
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    runs = _with_timelines(_runs(args.file, args.point), args.file)
+    if len(runs) > 1:
+        raise Refusal(f"{args.file}: {len(runs)} points; choose one with --point K")
+    suffix, run = runs[0]
+    where = _where(args.file, suffix)
+    out = _picture_path(args, f"{suffix[1:]}-schedule" if suffix else "schedule")
+    rows = select_rows(run, where, args, timed_only=True)
+    if not args.iteration:
+        # One iteration by default: the first timed one.
+        first = min(int(t["iteration"].min()) for t in rows.values() if t.size)
+        rows = {r: t[t["iteration"] == first] for r, t in rows.items()}
+    iterations = sorted(set().union(*(np.unique(t["iteration"]).tolist()
+                                      for t in rows.values())))
+    cfg, attrs = run.config, run.summary.attrs
+    schedule = str(attrs.get("schedule", "") or "unscheduled")
+    title = (f"{_stem(args.file)}{suffix}: {schedule}, pp={cfg.get('pp', '?')} "
+             f"tp={cfg.get('tp', '?')} dp={cfg.get('dp', '?')} "
+             f"microbatches={cfg.get('microbatches', '?')}, {cfg.get('phase', '?')}, "
+             f"iteration {_range_text(iterations)}")
+    print(plots.plot_schedule(rows, run.op_names(), run.op_kinds(), out,
+                              labels=stage_labels(run, sorted(rows)),
+                              split_backward=schedule == "zb-h1", title=title))
     return 0
 
 
@@ -372,6 +452,20 @@ def build_parser() -> argparse.ArgumentParser:
     selections(p, "in the Gantt chart, plot")
     p.add_argument("--point", type=int, metavar="K", help=point_help)
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("schedule", help="a pipeline schedule as it ran: one row per rank, "
+                       "forward, B, W and p2p ops coloured, microbatch numbers (PNG or SVG)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="picture to write, .png or .svg (default: FILE's name + -schedule.png "
+                   "beside it)")
+    p.add_argument("--iteration", type=int, action="append", metavar="N",
+                   help="draw timed iteration N (repeatable; default: the first timed one)")
+    p.add_argument("--rank", type=int, action="append", metavar="R",
+                   help="draw only rank R (repeatable)")
+    p.add_argument("--point", type=int, metavar="K",
+                   help="files with points: point K (needed when there are several)")
+    p.set_defaults(func=cmd_schedule, op=None)
 
     p = sub.add_parser("trace", help="Chrome/Perfetto trace JSON (open in ui.perfetto.dev)")
     p.add_argument("file", metavar="FILE")

@@ -289,6 +289,106 @@ def compare_op_p50(base: Mapping[str, float], other: Mapping[str, float]) -> np.
     return out
 
 
+# ---- pipeline schedules (train phase, prefill with --schedule) ----
+
+#: What an op is in a pipeline schedule: forward, the backward's input gradient (B), its weight
+#: gradient (W), a pipeline transfer, or an op of the stage as a whole.
+PIPELINE_ROLES = ("forward", "backward_input", "backward_weight", "p2p", "stage")
+#: The stage's own ops (docs/SCHEMA.md, /ops): gradient zeroing, data-parallel reduction, the
+#: SGD step and the end-of-iteration flush.
+STAGE_OPS = ("grad_zero", "dp_allreduce", "dp_reducescatter", "sgd_update", "pp_flush")
+
+#: Rows of schedule_actions(): one action of a rank, from its first op to its last.
+ACTION_DTYPE = np.dtype([
+    ("rank", np.int32), ("iteration", np.int32), ("microbatch", np.int32), ("phase", "U8"),
+    ("t_start_ns", np.int64), ("t_end_ns", np.int64), ("ops", np.int32),
+])
+
+
+def pipeline_role(name: str, kind: str) -> str:
+    """The role of op `name` of kind `kind`: p2p ops (`pp_exchange`, and the unscheduled
+    stage loop's `pp_send`/`pp_recv`), the stage's own ops, `*_wgrad` (backward_weight),
+    `*_dgrad` and `*_bwd` (backward_input: GEMM input gradients, the other backward ops and the
+    all-reduces of input gradients), else forward."""
+    if kind == "p2p":
+        return "p2p"
+    if name in STAGE_OPS:
+        return "stage"
+    if name.endswith("_wgrad"):
+        return "backward_weight"
+    if name.endswith(("_dgrad", "_bwd")):
+        return "backward_input"
+    return "forward"
+
+
+def op_roles(op_names: Sequence[str], op_kinds: Sequence[str]) -> np.ndarray:
+    """pipeline_role() of every op, indexed by op id."""
+    return np.array([pipeline_role(str(n), str(k)) for n, k in zip(op_names, op_kinds)],
+                    dtype=object)
+
+
+def schedule_actions(timelines: Mapping[int, np.ndarray], roles: np.ndarray,
+                     split_backward: bool = False) -> np.ndarray:
+    """The actions of each rank (ACTION_DTYPE): maximal runs of its compute-lane ops of one
+    iteration, one microbatch and one phase, in time order, that no p2p op or compute-lane
+    stage op interrupts. Phases: "forward" and "backward" (B and W ops together: a fused
+    backward interleaves them layer by layer), or with `split_backward` (zb-h1, whose B and W
+    are separate actions) "forward", "input" and "weight". Collective-lane ops (TP all-reduces,
+    data-parallel buckets, the flush) neither join nor split them."""
+    out: List[Tuple[Any, ...]] = []
+    for rank in sorted(timelines):
+        rows = timelines[rank]
+        rows = rows[np.argsort(rows["t_start_ns"], kind="stable")]
+        current: Optional[List[Any]] = None
+        for row in rows:
+            role = roles[int(row["op_id"])]
+            lane = int(row["lane"])
+            if role == "p2p" or (role == "stage" and lane == COMPUTE_LANE):
+                current = None
+                continue
+            if role == "stage" or lane != COMPUTE_LANE:
+                continue
+            if role == "forward":
+                phase = "forward"
+            elif split_backward:
+                phase = "input" if role == "backward_input" else "weight"
+            else:
+                phase = "backward"
+            key = (int(row["iteration"]), int(row["microbatch"]), phase)
+            if current is not None and tuple(current[1:4]) == key:
+                current[5] = max(current[5], int(row["t_end_ns"]))
+                current[6] += 1
+                continue
+            current = [rank, *key, int(row["t_start_ns"]), int(row["t_end_ns"]), 1]
+            out.append(current)
+    return np.array([tuple(a) for a in out], dtype=ACTION_DTYPE)
+
+
+#: Rows of pipeline_stages(): the figures of one stage (docs/SCHEMA.md, /summary).
+PIPELINE_DTYPE = np.dtype([
+    ("stage", np.int64), ("bubble", np.float64), ("bubble_theory", np.float64),
+    ("p2p_exposed_ns", np.float64), ("dp_exposed_ns", np.float64),
+    ("peak_activation_bytes", np.float64),
+])
+
+
+def pipeline_stages(attrs: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """The per-stage figures of a scheduled pipeline's summary attributes (stage<p>.* for
+    p = 0, 1, ... while present), each with the schedule's theory bubble; None for a summary
+    without them (not a train or scheduled run, or a file written before them)."""
+    if "bubble_theory" not in attrs or "stage0.bubble" not in attrs:
+        return None
+    rows = []
+    p = 0
+    while f"stage{p}.bubble" in attrs:
+        key = f"stage{p}."
+        rows.append((p, float(attrs[key + "bubble"]), float(attrs["bubble_theory"]),
+                     float(attrs[key + "p2p_exposed_ns"]), float(attrs[key + "dp_exposed_ns"]),
+                     float(attrs[key + "peak_activation_bytes"])))
+        p += 1
+    return np.array(rows, dtype=PIPELINE_DTYPE)
+
+
 # ---- ridgeline plane (Checconi, Tithi and Petrini 2022, arXiv:2209.01368) ----
 
 #: The ceiling classes of the attribution, in the order the C++ side numbers them.

@@ -1,5 +1,6 @@
-"""Plots of a run or a sweep: a per-rank timeline Gantt chart, a step-time histogram, the
-ridgeline plane, scaling curves and stacked step-time bars by ceiling.
+"""Plots of a run or a sweep: a per-rank timeline Gantt chart, a pipeline schedule's Gantt
+chart, a step-time histogram, the ridgeline plane, scaling curves and stacked step-time bars by
+ceiling.
 
 Figures are drawn on the Agg canvas directly (no pyplot), so plotting works without a display
 and never changes the caller's matplotlib backend. The format follows the path's suffix (.png,
@@ -15,9 +16,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
-from .analysis import CEILINGS, LANES, RidgeLines, Scaling, timed_rows
+from .analysis import (CEILINGS, COMM_LANE, LANES, PIPELINE_ROLES, RidgeLines, Scaling, op_roles,
+                       schedule_actions, timed_rows)
 
 # One colour per op kind of the schema (/ops kind), stable across runs so plots compare.
 KIND_COLOURS = {
@@ -74,6 +76,91 @@ def plot_timeline(timelines: Mapping[int, np.ndarray], op_kinds: Sequence[str], 
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     fig.tight_layout()
     return _save(fig, path)
+
+
+#: One colour per pipeline role (analysis.pipeline_role), and its legend entry.
+ROLE_COLOURS = {
+    "forward": "tab:blue", "backward_input": "tab:red", "backward_weight": "tab:green",
+    "p2p": "tab:orange", "stage": "0.55",
+}
+ROLE_LABELS = {
+    "forward": "forward", "backward_input": "backward: input gradient (B)",
+    "backward_weight": "backward: weight gradient (W)", "p2p": "p2p: pipeline transfers",
+    "stage": "stage: gradient zeroing, DP reduction, SGD, flush",
+}
+
+
+def schedule_figure(timelines: Mapping[int, np.ndarray], op_names: Sequence[str],
+                    op_kinds: Sequence[str], labels: Optional[Mapping[int, str]] = None,
+                    split_backward: bool = False, title: str = "") -> Figure:
+    """A pipeline schedule as it ran: one row per rank (in the order of `labels`, which names
+    each row; else by rank), its ops as bars coloured by role (forward, backward input
+    gradient, weight gradient, p2p, stage op: ROLE_COLOURS): the compute and p2p lanes in the
+    row's upper band, the collective lane (TP all-reduces, data-parallel buckets, the flush) in
+    a thin band below. Each action (analysis.schedule_actions) carries its microbatch number
+    where the number fits inside it. Time in ms since the first row's start, on each rank's own
+    epoch (taken after a barrier). `timelines` holds the rows to draw, rank -> rows."""
+    ranks = list(labels) if labels is not None else sorted(timelines)
+    names = labels or {r: f"rank {r}" for r in ranks}
+    roles = op_roles(op_names, op_kinds)
+    starts = [int(timelines[r]["t_start_ns"].min()) for r in ranks if timelines[r].size]
+    t0 = min(starts) if starts else 0
+    fig = Figure(figsize=(13, max(2.5, 1.4 + 0.6 * len(ranks))))
+    ax = fig.add_subplot()
+    seen = set()
+    t_end = t0
+    for y, rank in enumerate(ranks):
+        rows = timelines[rank]
+        if not rows.size:
+            continue
+        t_end = max(t_end, int(rows["t_end_ns"].max()))
+        row_roles = roles[rows["op_id"]]
+        thin = rows["lane"] == COMM_LANE
+        for role in PIPELINE_ROLES:
+            for band, (bottom, height) in ((~thin, (y - 0.4, 0.6)), (thin, (y + 0.24, 0.16))):
+                sel = rows[(row_roles == role) & band]
+                if not sel.size:
+                    continue
+                start_ms = (sel["t_start_ns"] - t0) / 1e6
+                width_ms = (sel["t_end_ns"] - sel["t_start_ns"]) / 1e6
+                ax.broken_barh(list(zip(start_ms, width_ms)), (bottom, height),
+                               facecolors=ROLE_COLOURS[role], linewidth=0, label=role)
+                seen.add(role)
+    ax.set_xlim(0, max((t_end - t0) / 1e6, 1e-6) * 1.01)
+    ax.set_ylim(len(ranks) - 0.5, -0.5)
+    ax.set_yticks(range(len(ranks)), [names[r] for r in ranks])
+    ax.set_xlabel("time (ms) since the first op drawn (each rank on its own epoch, taken after "
+                  "a barrier)")
+    ax.set_title(title or "pipeline schedule")
+    ax.legend(handles=[Patch(color=ROLE_COLOURS[r], label=ROLE_LABELS[r])
+                       for r in PIPELINE_ROLES if r in seen],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    fig.tight_layout()
+    # Each action outlined; its microbatch number, once the layout fixed the axes' size, kept
+    # where it fits inside.
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    row_of = {rank: y for y, rank in enumerate(ranks)}
+    for action in schedule_actions(timelines, roles, split_backward):
+        left, right = ((int(action[k]) - t0) / 1e6 for k in ("t_start_ns", "t_end_ns"))
+        y = row_of[int(action["rank"])]
+        ax.add_patch(Rectangle((left, y - 0.4), right - left, 0.6, fill=False, edgecolor="0.15",
+                               linewidth=0.6))
+        text = ax.text((left + right) / 2, y - 0.1, str(int(action["microbatch"])),
+                       ha="center", va="center", fontsize=7, color="black",
+                       bbox=dict(boxstyle="square,pad=0.1", facecolor="white", alpha=0.75,
+                                 linewidth=0))
+        box = ax.transData.transform([(left, y), (right, y)])
+        if text.get_window_extent(renderer).width + 2 > box[1][0] - box[0][0]:
+            text.remove()
+    return fig
+
+
+def plot_schedule(timelines: Mapping[int, np.ndarray], op_names: Sequence[str],
+                  op_kinds: Sequence[str], path: str, labels: Optional[Mapping[int, str]] = None,
+                  split_backward: bool = False, title: str = "") -> str:
+    """schedule_figure() written to `path` (its suffix names the format)."""
+    return _save(schedule_figure(timelines, op_names, op_kinds, labels, split_backward, title),
+                 path)
 
 
 def plot_step_histogram(step_time_ns: np.ndarray, path: str,

@@ -80,6 +80,16 @@ SWEEP_TABLES: Tuple[TableSpec, ...] = (
     ("/sweep/crossovers", ("axis", "fixed", "kind", "before_value", "at_value", "note"),
      ("predicted", "before_point", "at_point"), ("rising_ns", "falling_ns")),
 )
+#: Scheduled pipelines (/config phase train, or a schedule): the summary's attributes, the
+#: four figures of every stage p (stage<p>.<field>), and the ops a train run records
+#: (models/layer_plan.hpp), besides those its configuration adds (tp, rotary, dp, sgd_lr).
+PIPELINE_ATTRS = ("schedule", "microbatches", "recompute", "bubble_theory", "check_compares")
+STAGE_FIELDS = ("bubble", "p2p_exposed_ns", "dp_exposed_ns", "peak_activation_bytes")
+SCHEDULE_NAME = re.compile(r"gpipe|1f1b|zb-h1|interleaved:[1-9][0-9]{0,8}")
+SCHEDULED_OPS = ("pp_exchange", "pp_flush")
+TRAIN_OPS = ("fc2_dgrad", "fc2_wgrad", "activation_bwd", "fc1_dgrad", "fc1_wgrad", "norm2_bwd",
+             "residual2_bwd", "proj_dgrad", "proj_wgrad", "attention_bwd", "qkv_dgrad",
+             "qkv_wgrad", "norm1_bwd", "residual1_bwd", "grad_zero")
 #: Problems listed one by one per timeline before the rest are only counted.
 MAX_ROW_PROBLEMS = 10
 
@@ -562,8 +572,125 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
             found.append(f"{bins_path}: the bins hold {int(tokens.sum())} tokens but "
                          f"decode_context has {ctx.size}")
 
-    for checks in (steps, warmup, attrs, ops, decode):
+    for checks in (steps, warmup, attrs, ops, decode, lambda: _pipeline(f, base, found)):
         _section(found, checks)
+
+
+def is_schedule_name(name: str) -> bool:
+    """gpipe, 1f1b, zb-h1 or interleaved:V (V >= 2), as schedule_name() writes them."""
+    if not SCHEDULE_NAME.fullmatch(name):
+        return False
+    return not name.startswith("interleaved:") or int(name.split(":")[1]) >= 2
+
+
+def _pipeline(f: h5py.File, base: str, found: List[str]) -> None:
+    """Scheduled pipelines (`base`/config phase train, or a schedule given): the schedule's
+    summary attributes, the four per-stage figures of every stage, bubbles in [0, 1], what the
+    check compared; for train, the backward ops (and the stage's own) in the op table where
+    it was kept (validate_pipeline)."""
+    config_path = f"{base}/config"
+    if not _exists(f, config_path):
+        return
+    config = read_attrs(_group(f, config_path), config_path)
+
+    def text(key: str) -> str:
+        value = config.get(key)
+        return value if isinstance(value, str) else ""
+
+    def integer(key: str, fallback: int) -> int:
+        value = config.get(key)
+        return value if _is_int(value) else fallback
+
+    phase = text("phase")
+    train = phase == "train"
+    if not train and not text("schedule"):
+        return
+    group = f"{base}/summary"
+    attrs = read_attrs(_group(f, group), group)
+    pp = config.get("pp")
+    if not _is_int(pp) or pp < 1:
+        found.append(f"{config_path}: pp must be an integer >= 1 (a scheduled pipeline's stages)")
+        return
+    keys = list(PIPELINE_ATTRS) + [f"stage{p}.{field}" for p in range(pp)
+                                   for field in STAGE_FIELDS]
+    _require_attrs(attrs, group, keys, found)
+
+    def string(key: str) -> Optional[str]:
+        if key not in attrs:
+            return None
+        if isinstance(attrs[key], str):
+            return attrs[key]
+        found.append(f"{group}: attribute '{key}' is not a string")
+        return None
+
+    schedule = string("schedule")
+    if schedule is not None and not is_schedule_name(schedule):
+        found.append(f"{group}: schedule is '{schedule}', expected gpipe, 1f1b, interleaved:V "
+                     "(V >= 2) or zb-h1")
+    recompute = string("recompute")
+    if recompute is not None and recompute not in ("none", "full"):
+        found.append(f"{group}: recompute is '{recompute}', expected none or full")
+    compares = string("check_compares")
+    if compares is not None:
+        expected = "gradients" if train else "outputs"
+        if compares not in ("gradients", "outputs"):
+            found.append(f"{group}: check_compares is '{compares}', expected gradients or "
+                         "outputs")
+        elif compares != expected:
+            found.append(f"{group}: check_compares is '{compares}' but {config_path} phase is "
+                         f"{phase} (expected {expected})")
+    if "microbatches" in attrs:
+        value = attrs["microbatches"]
+        if not _is_int(value) or value < 1:
+            shown = _number(value) if isinstance(value, float) else value
+            found.append(f"{group}: microbatches must be an integer >= 1, found '{shown}'")
+
+    def number(key: str) -> Optional[float]:
+        if key not in attrs:
+            return None
+        value = attrs[key]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        found.append(f"{group}: attribute '{key}' is not a number")
+        return None
+
+    def fraction(key: str) -> None:
+        x = number(key)
+        if x is not None and not 0 <= x <= 1:
+            found.append(f"{group}: {key} must be in [0, 1], found {_number(x)}")
+
+    def non_negative(key: str) -> None:
+        x = number(key)
+        if x is not None and not x >= 0:
+            found.append(f"{group}: {key} must be >= 0, found {_number(x)}")
+
+    fraction("bubble_theory")
+    for p in range(pp):
+        fraction(f"stage{p}.bubble")
+        for field in STAGE_FIELDS[1:]:
+            non_negative(f"stage{p}.{field}")
+
+    ops_path = f"{base}/ops"
+    if not _exists(f, ops_path):
+        return
+    present = set(column(read_table(f, ops_path), "name", "string", ops_path).tolist())
+    required = list(SCHEDULED_OPS)
+    if train:
+        required += TRAIN_OPS
+        if text("rotary") == "on":
+            required.append("rotary_bwd")
+        if integer("tp", 1) > 1:
+            required += ["allreduce_mlp_bwd", "allreduce_attn_bwd"]
+        if integer("dp", 1) > 1:
+            required.append("dp_reducescatter" if integer("dp_shard", 0) != 0
+                            else "dp_allreduce")
+        rate = config.get("sgd_lr")
+        if isinstance(rate, float) and rate > 0:
+            required.append("sgd_update")
+    what = "a train run" if train else "a scheduled pipeline"
+    for name in required:
+        if name not in present:
+            found.append(f"{ops_path}: missing op '{name}' ({what} records it)")
 
 
 def _result_table(f: h5py.File, path: str, found: List[str]) -> None:

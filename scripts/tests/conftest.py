@@ -73,6 +73,17 @@ def overlap_run(overlap_run_path):
 
 
 @pytest.fixture(scope="session")
+def train_run_path(tmp_path_factory) -> Path:
+    """A real two-rank train run of models/tiny.toml over two pipeline stages, 1f1b over 4
+    microbatches: 1 warm-up and 3 timed iterations."""
+    workdir = tmp_path_factory.mktemp("train")
+    run_ridgeline(workdir, "run", "--config", str(REPO / "models" / "tiny.toml"), "--phase",
+                  "train", "--pp", "2", "--batch", "4", "--microbatches", "4", "--schedule",
+                  "1f1b", "--warmup", "1", "--iters", "3", "--out", "train.h5")
+    return workdir / "train.h5"
+
+
+@pytest.fixture(scope="session")
 def sweep_path(tmp_path_factory) -> Path:
     """A real two-rank decode sweep of models/tiny.toml over tp = 1, 2 and batch = 1, 4."""
     workdir = tmp_path_factory.mktemp("sweep")

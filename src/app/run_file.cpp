@@ -22,6 +22,7 @@
 #include "app/summary.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "models/layer_plan.hpp"
 
 namespace ridgeline {
 namespace {
@@ -925,6 +926,140 @@ void validate_decode(hid_t file, const std::string& base, std::vector<std::strin
                        " tokens but decode_context has " + std::to_string(ctx.size()));
 }
 
+// The summary's schedule as schedule_name() writes it: gpipe, 1f1b, zb-h1 or interleaved:V
+// (V >= 2, decimal, no leading zero).
+bool is_schedule_name(const std::string& name) {
+  if (name == "gpipe" || name == "1f1b" || name == "zb-h1") return true;
+  const std::string prefix = "interleaved:";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const std::string v = name.substr(prefix.size());
+  if (v.empty() || v.size() > 9 || v[0] == '0' ||
+      !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  return std::stol(v) >= 2;
+}
+
+// Scheduled pipelines (`base`/config phase train, or a schedule given): the schedule's
+// summary attributes, the four per-stage figures of every stage, bubbles in [0, 1], what the
+// check compared; for train, the backward ops (and the stage's own) in the op table where it
+// was kept. Files written before the train phase have no `schedule` in /config: not checked.
+void validate_pipeline(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  const std::string config_path = base + "/config";
+  if (!h5::exists(file, config_path)) return;
+  const Attrs config = h5::read_attrs(h5::open_group(file, config_path).id());
+  auto text = [&](const char* key) {
+    const AttrValue* v = find_attr(config, key);
+    const auto* s = v ? std::get_if<std::string>(v) : nullptr;
+    return s ? *s : std::string();
+  };
+  auto integer = [&](const char* key, int64_t fallback) {
+    const AttrValue* v = find_attr(config, key);
+    const auto* i = v ? std::get_if<int64_t>(v) : nullptr;
+    return i ? *i : fallback;
+  };
+  const std::string phase = text("phase");
+  const bool train = phase == "train";
+  if (!train && text("schedule").empty()) return;
+
+  const std::string group = base + "/summary";
+  const Attrs attrs = h5::read_attrs(h5::open_group(file, group).id());
+  const AttrValue* pp_value = find_attr(config, "pp");
+  const auto* pp = pp_value ? std::get_if<int64_t>(pp_value) : nullptr;
+  if (pp == nullptr || *pp < 1) {
+    problems.push_back(config_path + ": pp must be an integer >= 1 (a scheduled pipeline's "
+                                     "stages)");
+    return;
+  }
+  std::vector<std::string> keys = {"schedule", "microbatches", "recompute", "bubble_theory",
+                                   "check_compares"};
+  const char* const stage_fields[] = {"bubble", "p2p_exposed_ns", "dp_exposed_ns",
+                                      "peak_activation_bytes"};
+  for (int64_t p = 0; p < *pp; ++p)
+    for (const char* field : stage_fields)
+      keys.push_back("stage" + std::to_string(p) + "." + field);
+  require_attrs(attrs, group, keys, problems);
+
+  auto string_attr = [&](const char* key) -> std::optional<std::string> {
+    const AttrValue* v = find_attr(attrs, key);
+    if (v == nullptr) return std::nullopt;
+    if (const auto* s = std::get_if<std::string>(v)) return *s;
+    problems.push_back(group + ": attribute '" + key + "' is not a string");
+    return std::nullopt;
+  };
+  if (const auto schedule = string_attr("schedule"); schedule && !is_schedule_name(*schedule))
+    problems.push_back(group + ": schedule is '" + *schedule +
+                       "', expected gpipe, 1f1b, interleaved:V (V >= 2) or zb-h1");
+  if (const auto recompute = string_attr("recompute");
+      recompute && *recompute != "none" && *recompute != "full")
+    problems.push_back(group + ": recompute is '" + *recompute + "', expected none or full");
+  if (const auto compares = string_attr("check_compares")) {
+    const std::string expected = train ? "gradients" : "outputs";
+    if (*compares != "gradients" && *compares != "outputs")
+      problems.push_back(group + ": check_compares is '" + *compares +
+                         "', expected gradients or outputs");
+    else if (*compares != expected)
+      problems.push_back(group + ": check_compares is '" + *compares + "' but " + config_path +
+                         " phase is " + phase + " (expected " + expected + ")");
+  }
+  if (const AttrValue* v = find_attr(attrs, "microbatches")) {
+    const auto* n = std::get_if<int64_t>(v);
+    if (n == nullptr || *n < 1)
+      problems.push_back(group + ": microbatches must be an integer >= 1, found '" +
+                         attr_to_string(*v) + "'");
+  }
+  auto number = [&](const std::string& key) -> std::optional<double> {
+    const AttrValue* v = find_attr(attrs, key);
+    if (v == nullptr) return std::nullopt;
+    if (const auto* d = std::get_if<double>(v)) return *d;
+    if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+    problems.push_back(group + ": attribute '" + key + "' is not a number");
+    return std::nullopt;
+  };
+  auto fraction = [&](const std::string& key) {
+    if (const auto x = number(key); x && !(*x >= 0 && *x <= 1))
+      problems.push_back(group + ": " + key + " must be in [0, 1], found " + number_text(*x));
+  };
+  auto non_negative = [&](const std::string& key) {
+    if (const auto x = number(key); x && !(*x >= 0))
+      problems.push_back(group + ": " + key + " must be >= 0, found " + number_text(*x));
+  };
+  fraction("bubble_theory");
+  for (int64_t p = 0; p < *pp; ++p) {
+    const std::string stage = "stage" + std::to_string(p) + ".";
+    fraction(stage + "bubble");
+    for (const char* field : {"p2p_exposed_ns", "dp_exposed_ns", "peak_activation_bytes"})
+      non_negative(stage + field);
+  }
+
+  const std::string ops_path = base + "/ops";
+  if (!h5::exists(file, ops_path)) return;
+  const h5::Table table = h5::read_table(file, ops_path);
+  const auto& names = column<std::string>(table, "name", ops_path);
+  const std::set<std::string> present(names.begin(), names.end());
+  std::vector<std::string> required = {op::pp_exchange, op::pp_flush};
+  if (train) {
+    for (const char* name :
+         {op::fc2_dgrad, op::fc2_wgrad, op::act_bwd, op::fc1_dgrad, op::fc1_wgrad, op::norm2_bwd,
+          op::residual2_bwd, op::proj_dgrad, op::proj_wgrad, op::attention_bwd, op::qkv_dgrad,
+          op::qkv_wgrad, op::norm1_bwd, op::residual1_bwd, op::grad_zero})
+      required.emplace_back(name);
+    if (text("rotary") == "on") required.emplace_back(op::rotary_bwd);
+    if (integer("tp", 1) > 1) {
+      required.emplace_back(op::allreduce_mlp_bwd);
+      required.emplace_back(op::allreduce_attn_bwd);
+    }
+    if (integer("dp", 1) > 1)
+      required.emplace_back(integer("dp_shard", 0) != 0 ? op::dp_reducescatter : op::dp_allreduce);
+    const AttrValue* lr = find_attr(config, "sgd_lr");
+    const auto* rate = lr ? std::get_if<double>(lr) : nullptr;
+    if (rate != nullptr && *rate > 0) required.emplace_back(op::sgd_update);
+  }
+  for (const std::string& name : required)
+    if (present.count(name) == 0)
+      problems.push_back(ops_path + ": missing op '" + name + "' (" +
+                         (train ? "a train run" : "a scheduled pipeline") + " records it)");
+}
+
 // The summary group `base`/summary (base: "" for /summary, or a point's group).
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems) {
   const std::string group = base + "/summary";
@@ -973,6 +1108,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
       read_aggregates(file, group + "/ops");
   });
   check_section(problems, [&] { validate_decode(file, base, problems); });
+  check_section(problems, [&] { validate_pipeline(file, base, problems); });
 }
 
 // One /collectives/<name> result table: the documented columns, sane rows.
