@@ -5,7 +5,7 @@
 // writes each row's log-sum-exp. Decode (seq == 1): the context is split across CTAs so that
 // even batch * kv_heads = 1 fills every SM; each CTA keeps a partial (max, sum, unnormalised
 // output) and a second kernel combines the splits. Backward (prefill): a FlashAttention-2 style
-// tensor-core kernel per 64-key block (see flash_backward_kernel).
+// tensor-core kernel per 128-key block (see flash_backward_kernel).
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -293,17 +293,18 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward (FlashAttention-2 style). One CTA of 4 warps owns 64 keys of one KV head; each warp
+// Backward (FlashAttention-2 style). One CTA of 8 warps owns 128 keys of one KV head; each warp
 // owns 16 of them and keeps their dK and dV rows in registers while the CTA walks every query
 // block of every query head of the group that sees those keys (causal: the blocks before the
-// diagonal are skipped), Q and dO double-buffered through shared memory by cp.async. Per block,
+// diagonal are skipped), Q and dO double-buffered through shared memory by cp.async. 128 keys
+// per CTA rather than 64 halve the Q and dO loads and the dQ additions per key. Per block,
 // on tensor cores (mma.sync m16n8k16, fp32 accumulate), in the keys-major orientation that
 // makes each warp's products row-local:
 //   S^T = K Q^T, P^T = exp2(S^T log2(e) / sqrt(d) - lse), dP^T = V dO^T,
 //   dS^T = P^T (dP^T - delta) / sqrt(d), dV += P^T dO, dK += dS^T Q,
-// then dS^T goes through shared memory so that each warp computes 16 query rows of dQ = dS K
-// over all 64 keys and adds them to an fp32 scratch with atomics. delta = rowsum(dO * O) comes
-// from a small kernel first; a last kernel rounds the fp32 dQ into dq.
+// then dS^T goes through shared memory so that each warp computes 16 query rows and half the
+// columns of dQ = dS K over all 128 keys and adds them to an fp32 scratch with 16-byte atomics.
+// delta = rowsum(dO * O) comes from a small kernel first; a last kernel rounds the fp32 dQ into dq.
 
 struct FlashBwdParams {
   const void* q;
@@ -321,10 +322,25 @@ struct FlashBwdParams {
   float scale;      ///< 1 / sqrt(D)
 };
 
-constexpr int kBwdWarps = 4;
+constexpr int kBwdWarps = 8;
 constexpr int kBwdN = 16 * kBwdWarps; // keys per CTA, 16 per warp
 constexpr int kBwdM = 64;             // query rows per step
 constexpr int kBwdThreads = 32 * kBwdWarps;
+constexpr int kBwdQGroups = kBwdM / 16;             // dQ: warps per 16-query-row group...
+constexpr int kBwdDSplit = kBwdWarps / kBwdQGroups; // ...and head-dimension slices per row group
+static_assert(kBwdWarps % kBwdQGroups == 0, "dQ splits the head dimension evenly across warps");
+
+/// dq_acc[row][0..3] += {v0, v1, v2, v3}: one vector reduction on sm_90, four scalar ones before.
+__device__ __forceinline__ void atomic_add_f4(float* dst, float v0, float v1, float v2, float v3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v0, v1, v2, v3));
+#else
+  atomicAdd(dst, v0);
+  atomicAdd(dst + 1, v1);
+  atomicAdd(dst + 2, v2);
+  atomicAdd(dst + 3, v3);
+#endif
+}
 
 template <int D> constexpr int flash_bwd_smem_bytes() {
   // K, V; Q and dO double-buffered; dS^T; lse and delta double-buffered.
@@ -332,7 +348,7 @@ template <int D> constexpr int flash_bwd_smem_bytes() {
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwdParams p) {
+__global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwdParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* k_s = reinterpret_cast<T*>(smem_raw);
   T* v_s = k_s + kBwdN * D;
@@ -342,9 +358,11 @@ __global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwd
   float* lse_s = reinterpret_cast<float*>(ds_s + kBwdN * kBwdM); // [2][kBwdM], log2 units
   float* delta_s = lse_s + 2 * kBwdM;                            // [2][kBwdM]
 
-  const int b = static_cast<int>(blockIdx.y) / p.kv_heads;
-  const int kvh = static_cast<int>(blockIdx.y) % p.kv_heads;
-  const int n0 = static_cast<int>(blockIdx.x) * kBwdN;
+  // blockIdx.x runs over (sequence, KV head) fastest, so that under a causal mask the key
+  // blocks with the most query blocks to visit (the first ones) are all started first.
+  const int b = static_cast<int>(blockIdx.x) / p.kv_heads;
+  const int kvh = static_cast<int>(blockIdx.x) % p.kv_heads;
+  const int n0 = static_cast<int>(blockIdx.y) * kBwdN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
@@ -503,11 +521,15 @@ __global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwd
     }
     __syncthreads();
 
-    // dQ for this warp's 16 query rows = dS [16 x 64 keys] K [64 keys x D]; A is read
-    // transposed out of dS^T, B transposed out of K (as V in the forward).
-    float dq[kDTiles][4];
+    // dQ for this warp's 16 query rows and D / kBwdDSplit columns = dS [16 x kBwdN keys]
+    // K [kBwdN keys x D]; A is read transposed out of dS^T, B transposed out of K (as V in the
+    // forward).
+    constexpr int kDqTiles = kDTiles / kBwdDSplit;
+    const int qg = warp % kBwdQGroups;
+    const int dt0 = (warp / kBwdQGroups) * kDqTiles;
+    float dq[kDqTiles][4];
 #pragma unroll
-    for (int i = 0; i < kDTiles; ++i)
+    for (int i = 0; i < kDqTiles; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         dq[i][e] = 0.0f;
@@ -515,28 +537,38 @@ __global__ void __launch_bounds__(kBwdThreads, 2) flash_backward_kernel(FlashBwd
     for (int kk = 0; kk < kBwdN / 16; ++kk) {
       uint32_t a[4];
       const int kr = kk * 16 + (lane % 8) + 8 * (lane / 16);
-      const int qc = warp * 2 + (lane / 8) % 2;
+      const int qc = qg * 2 + (lane / 8) % 2;
       ldmatrix_x4_trans(a, ds_addr + 2 * swizzle<kBwdM>(kr, qc));
 #pragma unroll
-      for (int dt = 0; dt < kDTiles; dt += 2) {
+      for (int dt = 0; dt < kDqTiles; dt += 2) {
         uint32_t kb[4];
         const int r = kk * 16 + (lane % 16);
-        const int c = dt + lane / 16;
+        const int c = dt0 + dt + lane / 16;
         ldmatrix_x4_trans(kb, k_addr + 2 * swizzle<D>(r, c));
         mma_16816<T>(dq[dt], a, kb[0], kb[1]);
         mma_16816<T>(dq[dt + 1], a, kb[2], kb[3]);
       }
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = m0 + warp * 16 + g + 8 * half;
-      if (row >= p.seq) continue;
+    // Lanes t and t ^ 1 hold adjacent column pairs of rows g and g + 8: each trades one row's
+    // pair with the other, so that the even lane holds four columns of row g and the odd lane
+    // four of row g + 8, added to the scratch as one 16-byte vector each.
+    {
+      const bool odd = (t & 1) != 0;
+      const int row = m0 + qg * 16 + g + (odd ? 8 : 0);
       float* dst = p.dq_acc + (static_cast<int64_t>(b) * p.seq + row) * (p.heads * D) +
-                   static_cast<int64_t>(h) * D + 2 * t;
+                   static_cast<int64_t>(h) * D + dt0 * 8 + 4 * (t / 2);
 #pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-        atomicAdd(dst + dt * 8, dq[dt][2 * half]);
-        atomicAdd(dst + dt * 8 + 1, dq[dt][2 * half + 1]);
+      for (int dt = 0; dt < kDqTiles; ++dt) {
+        const float s0 = odd ? dq[dt][0] : dq[dt][2];
+        const float s1 = odd ? dq[dt][1] : dq[dt][3];
+        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+        if (row < p.seq) {
+          if (odd)
+            atomic_add_f4(dst + dt * 8, r0, r1, dq[dt][2], dq[dt][3]);
+          else
+            atomic_add_f4(dst + dt * 8, dq[dt][0], dq[dt][1], r0, r1);
+        }
       }
     }
   }
@@ -925,8 +957,9 @@ void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, 
   const int64_t rows = s.batch * s.seq;
   const size_t delta_n = static_cast<size_t>(s.batch * s.heads * s.seq);
   const size_t dq_n = static_cast<size_t>(rows * s.heads * D);
-  float* delta = static_cast<float*>(scratch((delta_n + dq_n) * sizeof(float)));
-  float* dq_acc = delta + delta_n;
+  // dq_acc first: the kernel adds 16-byte vectors into it (dq_n is a multiple of 64).
+  float* dq_acc = static_cast<float*>(scratch((dq_n + delta_n) * sizeof(float)));
+  float* delta = dq_acc + dq_n;
   RIDGELINE_CHECK(cudaMemsetAsync(dq_acc, 0, dq_n * sizeof(float), stream));
   attention_delta_kernel<T><<<grid_for(rows * s.heads * 32, 256), 256, 0, stream>>>(
       static_cast<const T*>(out.data), out.ld, static_cast<const T*>(dout.data), dout.ld, delta,
@@ -959,8 +992,10 @@ void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, 
   p.offset = static_cast<int>(s.causal ? 0 : s.seq - 1);
   p.scale = 1.0f / std::sqrt(static_cast<float>(D));
   p.scale_log2 = 1.4426950408889634f * p.scale;
-  const dim3 grid(static_cast<unsigned>((s.seq + kBwdN - 1) / kBwdN),
-                  static_cast<unsigned>(s.batch * s.kv_heads));
+  RIDGELINE_REQUIRE((s.seq + kBwdN - 1) / kBwdN <= 65535,
+                    "fused attention backward supports at most 65535 * 128 keys per sequence");
+  const dim3 grid(static_cast<unsigned>(s.batch * s.kv_heads),
+                  static_cast<unsigned>((s.seq + kBwdN - 1) / kBwdN));
   flash_backward_kernel<T, D><<<grid, kBwdThreads, smem, stream>>>(p);
   RIDGELINE_CHECK(cudaGetLastError());
   const int64_t cols = s.heads * D;
