@@ -399,9 +399,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
   if (steps > 0) issue(0, 0);
   cp_async_commit();
 
-  constexpr int kSteps = D / 16;     // k-steps over the head dimension
-  constexpr int kQTiles = kBwdM / 8; // 8-query tiles of S^T
-  constexpr int kDTiles = D / 8;     // 8-column tiles of dK, dV, dQ
+  constexpr int kSteps = D / 16; // k-steps over the head dimension
+  // Queries of S^T and dP^T held at a time: half the block at D = 128 (see below).
+  constexpr int kQHalf = D > 64 ? kBwdM / 2 : kBwdM;
+  constexpr int kQTiles = kQHalf / 8; // their 8-query tiles
+  constexpr int kDTiles = D / 8;      // 8-column tiles of dK, dV, dQ
   float dk_acc[kDTiles][4], dv_acc[kDTiles][4];
 #pragma unroll
   for (int i = 0; i < kDTiles; ++i)
@@ -428,95 +430,102 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
     const float* lse_b = lse_s + buf * kBwdM;
     const float* delta_b = delta_s + buf * kBwdM;
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T: this warp's 16 keys x 64 queries each.
-    float st[kQTiles][4], dpt[kQTiles][4];
+    // At D = 128 the 64 queries go in two halves of 32: S^T and dP^T of one half (32 registers
+    // each rather than 64) leave room for the dK and dV accumulators without spilling, for the
+    // price of reading this warp's K and V fragments twice.
+#pragma unroll 1
+    for (int qh = 0; qh < kBwdM / kQHalf; ++qh) {
+      const int q0 = qh * kQHalf;
+      // S^T = K_w Q^T and dP^T = V_w dO^T: this warp's 16 keys x kQHalf queries each.
+      float st[kQTiles][4], dpt[kQTiles][4];
 #pragma unroll
-    for (int i = 0; i < kQTiles; ++i)
+      for (int i = 0; i < kQTiles; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        st[i][e] = dpt[i][e] = 0.0f;
+        for (int e = 0; e < 4; ++e)
+          st[i][e] = dpt[i][e] = 0.0f;
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t ka[4];
-      ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
+      for (int ks = 0; ks < kSteps; ++ks) {
+        uint32_t ka[4];
+        ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
 #pragma unroll
-      for (int nt = 0; nt < kQTiles; nt += 2) {
-        uint32_t qb[4];
-        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
-        ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
-        mma_16816<T>(st[nt], ka, qb[0], qb[1]);
-        mma_16816<T>(st[nt + 1], ka, qb[2], qb[3]);
-      }
-    }
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t va[4];
-      ldmatrix_x4(va, v_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
-#pragma unroll
-      for (int nt = 0; nt < kQTiles; nt += 2) {
-        uint32_t ob[4];
-        const int r = nt * 8 + (lane / 16) * 8 + (lane % 8);
-        ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
-        mma_16816<T>(dpt[nt], va, ob[0], ob[1]);
-        mma_16816<T>(dpt[nt + 1], va, ob[2], ob[3]);
-      }
-    }
-
-    // P^T from the saved log-sum-exp; dS^T = P^T (dP^T - delta) / sqrt(d). Masked: keys a
-    // query does not see, queries past the sequence, keys past it.
-    const bool needs_mask =
-        n0 + kBwdN - 1 > p.offset + m0 || m0 + kBwdM > p.seq || n0 + kBwdN > p.seq;
-#pragma unroll
-    for (int nt = 0; nt < kQTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ql = nt * 8 + 2 * t + (e & 1);
-        float pv = exp2f(st[nt][e] * p.scale_log2 - lse_b[ql]);
-        if (needs_mask) {
-          const int key = n0 + warp * 16 + g + (e >= 2 ? 8 : 0);
-          const int row = m0 + ql;
-          if (key > p.offset + row || row >= p.seq || key >= p.seq) pv = 0.0f;
+        for (int nt = 0; nt < kQTiles; nt += 2) {
+          uint32_t qb[4];
+          const int r = q0 + nt * 8 + (lane / 16) * 8 + (lane % 8);
+          ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
+          mma_16816<T>(st[nt], ka, qb[0], qb[1]);
+          mma_16816<T>(st[nt + 1], ka, qb[2], qb[3]);
         }
-        st[nt][e] = pv;
-        dpt[nt][e] = pv * (dpt[nt][e] - delta_b[ql]) * p.scale;
       }
-    }
-
-    // dV_w += P^T dO and dK_w += dS^T Q: the accumulators are the A fragments once packed.
 #pragma unroll
-    for (int kk = 0; kk < kBwdM / 16; ++kk) {
-      uint32_t pa[4], da[4];
-      pa[0] = pack2<T>(st[2 * kk][0], st[2 * kk][1]);
-      pa[1] = pack2<T>(st[2 * kk][2], st[2 * kk][3]);
-      pa[2] = pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-      pa[3] = pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      da[0] = pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]);
-      da[1] = pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]);
-      da[2] = pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-      da[3] = pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+      for (int ks = 0; ks < kSteps; ++ks) {
+        uint32_t va[4];
+        ldmatrix_x4(va, v_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
 #pragma unroll
-      for (int dt = 0; dt < kDTiles; dt += 2) {
-        uint32_t ob[4], qb[4];
-        const int r = kk * 16 + (lane % 16);
-        const int c = dt + lane / 16;
-        ldmatrix_x4_trans(ob, do_addr + 2 * swizzle<D>(r, c));
-        ldmatrix_x4_trans(qb, q_addr + 2 * swizzle<D>(r, c));
-        mma_16816<T>(dv_acc[dt], pa, ob[0], ob[1]);
-        mma_16816<T>(dv_acc[dt + 1], pa, ob[2], ob[3]);
-        mma_16816<T>(dk_acc[dt], da, qb[0], qb[1]);
-        mma_16816<T>(dk_acc[dt + 1], da, qb[2], qb[3]);
+        for (int nt = 0; nt < kQTiles; nt += 2) {
+          uint32_t ob[4];
+          const int r = q0 + nt * 8 + (lane / 16) * 8 + (lane % 8);
+          ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
+          mma_16816<T>(dpt[nt], va, ob[0], ob[1]);
+          mma_16816<T>(dpt[nt + 1], va, ob[2], ob[3]);
+        }
       }
-    }
 
-    // dS^T to shared memory: dQ needs dS with queries as rows, across all four warps' keys.
+      // P^T from the saved log-sum-exp; dS^T = P^T (dP^T - delta) / sqrt(d). Masked: keys a
+      // query does not see, queries past the sequence, keys past it.
+      const bool needs_mask =
+          n0 + kBwdN - 1 > p.offset + m0 || m0 + kBwdM > p.seq || n0 + kBwdN > p.seq;
 #pragma unroll
-    for (int nt = 0; nt < kQTiles; ++nt) {
+      for (int nt = 0; nt < kQTiles; ++nt) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int kr = warp * 16 + g + 8 * half;
-        const int ql = nt * 8 + 2 * t;
-        *reinterpret_cast<uint32_t*>(ds_s + swizzle<kBwdM>(kr, ql / 8) + ql % 8) =
-            pack2<T>(dpt[nt][2 * half], dpt[nt][2 * half + 1]);
+        for (int e = 0; e < 4; ++e) {
+          const int ql = q0 + nt * 8 + 2 * t + (e & 1);
+          float pv = exp2f(st[nt][e] * p.scale_log2 - lse_b[ql]);
+          if (needs_mask) {
+            const int key = n0 + warp * 16 + g + (e >= 2 ? 8 : 0);
+            const int row = m0 + ql;
+            if (key > p.offset + row || row >= p.seq || key >= p.seq) pv = 0.0f;
+          }
+          st[nt][e] = pv;
+          dpt[nt][e] = pv * (dpt[nt][e] - delta_b[ql]) * p.scale;
+        }
+      }
+
+      // dV_w += P^T dO and dK_w += dS^T Q: the accumulators are the A fragments once packed.
+#pragma unroll
+      for (int kk = 0; kk < kQHalf / 16; ++kk) {
+        uint32_t pa[4], da[4];
+        pa[0] = pack2<T>(st[2 * kk][0], st[2 * kk][1]);
+        pa[1] = pack2<T>(st[2 * kk][2], st[2 * kk][3]);
+        pa[2] = pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+        pa[3] = pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+        da[0] = pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]);
+        da[1] = pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]);
+        da[2] = pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
+        da[3] = pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt += 2) {
+          uint32_t ob[4], qb[4];
+          const int r = q0 + kk * 16 + (lane % 16);
+          const int c = dt + lane / 16;
+          ldmatrix_x4_trans(ob, do_addr + 2 * swizzle<D>(r, c));
+          ldmatrix_x4_trans(qb, q_addr + 2 * swizzle<D>(r, c));
+          mma_16816<T>(dv_acc[dt], pa, ob[0], ob[1]);
+          mma_16816<T>(dv_acc[dt + 1], pa, ob[2], ob[3]);
+          mma_16816<T>(dk_acc[dt], da, qb[0], qb[1]);
+          mma_16816<T>(dk_acc[dt + 1], da, qb[2], qb[3]);
+        }
+      }
+
+      // dS^T to shared memory: dQ needs dS with queries as rows, across all the warps' keys.
+#pragma unroll
+      for (int nt = 0; nt < kQTiles; ++nt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int kr = warp * 16 + g + 8 * half;
+          const int ql = q0 + nt * 8 + 2 * t;
+          *reinterpret_cast<uint32_t*>(ds_s + swizzle<kBwdM>(kr, ql / 8) + ql % 8) =
+              pack2<T>(dpt[nt][2 * half], dpt[nt][2 * half + 1]);
+        }
       }
     }
     __syncthreads();
