@@ -54,6 +54,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
+/// 4-byte copy through L1; `valid` false zero-fills the destination.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -355,7 +360,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
   T* q_s = v_s + kBwdN * D;                                      // [2][kBwdM][D]
   T* do_s = q_s + 2 * kBwdM * D;                                 // [2][kBwdM][D]
   T* ds_s = do_s + 2 * kBwdM * D;                                // [kBwdN][kBwdM]: dS^T
-  float* lse_s = reinterpret_cast<float*>(ds_s + kBwdN * kBwdM); // [2][kBwdM], log2 units
+  float* lse_s = reinterpret_cast<float*>(ds_s + kBwdN * kBwdM); // [2][kBwdM]
   float* delta_s = lse_s + 2 * kBwdM;                            // [2][kBwdM]
 
   // blockIdx.x runs over (sequence, KV head) fastest, so that under a causal mask the key
@@ -389,11 +394,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
                        static_cast<int64_t>(h) * D;
     load_tile<T, D, kBwdM, kBwdThreads>(q_s + buf * kBwdM * D, q_base, p.q_ld, m0, p.seq);
     load_tile<T, D, kBwdM, kBwdThreads>(do_s + buf * kBwdM * D, do_base, p.do_ld, m0, p.seq);
-    for (int i = threadIdx.x; i < kBwdM; i += kBwdThreads) {
-      const int row = m0 + i;
-      const int64_t idx = (static_cast<int64_t>(b) * p.heads + h) * p.seq + row;
-      lse_s[buf * kBwdM + i] = row < p.seq ? p.lse[idx] * 1.4426950408889634f : 0.0f;
-      delta_s[buf * kBwdM + i] = row < p.seq ? p.delta[idx] : 0.0f;
+    // lse and delta ride in the same cp.async group as the tiles: no thread waits on a global
+    // load here while the others start the step.
+    for (int i = threadIdx.x; i < 2 * kBwdM; i += kBwdThreads) {
+      const int row = m0 + i % kBwdM;
+      const bool valid = row < p.seq;
+      const int64_t idx = valid ? (static_cast<int64_t>(b) * p.heads + h) * p.seq + row : 0;
+      float* dst = (i < kBwdM ? lse_s : delta_s) + buf * kBwdM + i % kBwdM;
+      cp_async_4(static_cast<uint32_t>(__cvta_generic_to_shared(dst)),
+                 (i < kBwdM ? p.lse : p.delta) + idx, valid);
     }
   };
   if (steps > 0) issue(0, 0);
@@ -479,7 +488,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int ql = q0 + nt * 8 + 2 * t + (e & 1);
-          float pv = exp2f(st[nt][e] * p.scale_log2 - lse_b[ql]);
+          float pv = exp2f(st[nt][e] * p.scale_log2 - lse_b[ql] * 1.4426950408889634f);
           if (needs_mask) {
             const int key = n0 + warp * 16 + g + (e >= 2 ? 8 : 0);
             const int row = m0 + ql;
