@@ -39,8 +39,8 @@ echo "ok: prefill --schedule interleaved:2"
 # The bubble: stages of equal work whose compute dominates the transfers.
 bubble() { # SCHEDULE
   mpiexec -n 2 --oversubscribe "$bin" run --hidden 512 --heads 8 --ffn-hidden 2048 --layers 4 \
-    --seq 128 --batch 4 --microbatches 4 --pp 2 --phase train --schedule "$1" --warmup 1 \
-    --iters 3 --roofs none --check off -q --out "$work/bubble.h5" >"$work/bubble.log"
+    --seq 128 --batch 4 --microbatches 4 --pp 2 --phase train --schedule "$1" --warmup 2 \
+    --iters 7 --roofs none --check off -q --out "$work/bubble.h5" >"$work/bubble.log"
   python3 - "$work/bubble.log" "$1" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
