@@ -215,25 +215,7 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
     for (LayerActs& a : live->layers) {
       a.x_buf = alloc(t, h);
       a.x = a.x_buf.view(t, h, dt);
-      if (m_spec.recompute) continue;
-      a.ln1_buf = alloc(t, h);
-      a.qkv_buf = alloc(t, m_geo.qkv_cols());
-      a.attn_buf = alloc(t, m_geo.q_cols());
-      a.lse_buf = m_backend.allocate_bytes(
-          static_cast<size_t>(m_spec.shape.batch * m_geo.heads * m_spec.shape.seq) * 4);
-      m_allocated += a.lse_buf.bytes();
-      a.y1_buf = alloc(t, h);
-      a.ln2_buf = alloc(t, h);
-      a.fc1_buf = alloc(t, m_geo.fc1_cols());
-      a.act_buf = alloc(t, m_geo.ffn);
-      a.ln1 = a.ln1_buf.view(t, h, dt);
-      a.qkv = a.qkv_buf.view(t, m_geo.qkv_cols(), dt);
-      a.attn = a.attn_buf.view(t, m_geo.q_cols(), dt);
-      a.lse = a.lse_buf.data();
-      a.y1 = a.y1_buf.view(t, h, dt);
-      a.ln2 = a.ln2_buf.view(t, h, dt);
-      a.fc1 = a.fc1_buf.view(t, m_geo.fc1_cols(), dt);
-      a.act = a.act_buf.view(t, m_geo.ffn, dt);
+      if (!m_spec.recompute) allocate_saved(a);
     }
     live->out_buf = alloc(t, h);
     live->grad_in_buf = alloc(t, h);
@@ -500,30 +482,34 @@ void TrainStage::backward_layer_weight(Recorder& rec, size_t local, const LayerA
   wgrad(t_qkv_wgrad, a.dqkv, a.ln1, g.wqkv);
 }
 
+void TrainStage::allocate_saved(LayerActs& a) {
+  const DType dt = m_backend.dtype();
+  const int64_t t = m_geo.tokens, h = m_geo.hidden;
+  a.ln1_buf = alloc(t, h);
+  a.qkv_buf = alloc(t, m_geo.qkv_cols());
+  a.attn_buf = alloc(t, m_geo.q_cols());
+  a.lse_buf = m_backend.allocate_bytes(
+      static_cast<size_t>(m_spec.shape.batch * m_geo.heads * m_spec.shape.seq) * 4);
+  m_allocated += a.lse_buf.bytes();
+  a.y1_buf = alloc(t, h);
+  a.ln2_buf = alloc(t, h);
+  a.fc1_buf = alloc(t, m_geo.fc1_cols());
+  a.act_buf = alloc(t, m_geo.ffn);
+  a.ln1 = a.ln1_buf.view(t, h, dt);
+  a.qkv = a.qkv_buf.view(t, m_geo.qkv_cols(), dt);
+  a.attn = a.attn_buf.view(t, m_geo.q_cols(), dt);
+  a.lse = a.lse_buf.data();
+  a.y1 = a.y1_buf.view(t, h, dt);
+  a.ln2 = a.ln2_buf.view(t, h, dt);
+  a.fc1 = a.fc1_buf.view(t, m_geo.fc1_cols(), dt);
+  a.act = a.act_buf.view(t, m_geo.ffn, dt);
+}
+
 TrainStage::LayerActs& TrainStage::recompute_acts() {
   LayerActs& r = m_scratch->acts;
   if (r.ln1_buf.data()) return r;
-  const DType dt = m_backend.dtype();
-  const int64_t t = m_geo.tokens, h = m_geo.hidden;
-  r.ln1_buf = alloc(t, h);
-  r.qkv_buf = alloc(t, m_geo.qkv_cols());
-  r.attn_buf = alloc(t, m_geo.q_cols());
-  r.lse_buf = m_backend.allocate_bytes(
-      static_cast<size_t>(m_spec.shape.batch * m_geo.heads * m_spec.shape.seq) * 4);
-  m_allocated += r.lse_buf.bytes();
-  r.y1_buf = alloc(t, h);
-  r.ln2_buf = alloc(t, h);
-  r.fc1_buf = alloc(t, m_geo.fc1_cols());
-  r.act_buf = alloc(t, m_geo.ffn);
-  r.x_buf = alloc(t, h); // the recomputed layer's output, which nothing reads
-  r.ln1 = r.ln1_buf.view(t, h, dt);
-  r.qkv = r.qkv_buf.view(t, m_geo.qkv_cols(), dt);
-  r.attn = r.attn_buf.view(t, m_geo.q_cols(), dt);
-  r.lse = r.lse_buf.data();
-  r.y1 = r.y1_buf.view(t, h, dt);
-  r.ln2 = r.ln2_buf.view(t, h, dt);
-  r.fc1 = r.fc1_buf.view(t, m_geo.fc1_cols(), dt);
-  r.act = r.act_buf.view(t, m_geo.ffn, dt);
+  allocate_saved(r);
+  r.x_buf = alloc(m_geo.tokens, m_geo.hidden); // the recomputed layer's output, never read
   return r;
 }
 

@@ -112,6 +112,8 @@ private:
   struct Scratch;
   Slot& slot(int microbatch, int chunk);
   LayerActs& recompute_acts();
+  // Allocates what a layer's forward saves for its backward (all but its input).
+  void allocate_saved(LayerActs& a);
   Buffer alloc(int64_t rows, int64_t cols);
   void forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor y);
   void backward_layer_input(Recorder& rec, size_t local, LayerActs& a, LayerActs* saved,

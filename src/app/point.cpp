@@ -384,6 +384,48 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
       {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
 }
 
+GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result) {
+  NcclOptions nccl;
+  nccl.max_ctas = cfg.nccl_max_ctas;
+  nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
+  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  const GridCoords& gc = comms.grid->coords();
+  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
+                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
+                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
+  return comms;
+}
+
+Backend& point_backend(JobContext& job, const RunConfig& cfg) {
+  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
+  backend.set_gemm_search(cfg.gemm_algo == "search");
+  return backend;
+}
+
+bool all_built(JobContext& job, const std::string& failure, PointResult& result) {
+  if (all_ranks_true(job.mpi().world(), failure.empty())) return true;
+  result.status =
+      "failed: " +
+      (failure.empty() ? std::string("another rank could not build the stage") : failure);
+  return false;
+}
+
+ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+                             Backend& backend, Watchdog& watchdog, PointResult& result) {
+  ProtocolOptions po;
+  po.warmup = cfg.warmup;
+  po.iters = cfg.iters;
+  po.sample_ms = cfg.sample_ms;
+  po.device = job.device();
+  const auto measured = std::chrono::steady_clock::now();
+  ProtocolResult measurement =
+      run_protocol(workload, backend, result.ops, job.mpi().world(), watchdog, po);
+  result.measure_s = seconds_since(measured);
+  result.samples = std::move(measurement.samples);
+  return measurement;
+}
+
 PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                       Watchdog& watchdog) {
   if (scheduled_point(cfg)) return run_scheduled_point(job, cfg, roofs, watchdog);
@@ -395,17 +437,9 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   const int64_t stage_layers = cfg.layers / cfg.pp;
 
   watchdog.rearm("creating communicators and allocating weights");
-  NcclOptions nccl;
-  nccl.max_ctas = cfg.nccl_max_ctas;
-  nccl.min_ctas = cfg.nccl_min_ctas;
-  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
-  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  GridComms& comms = point_grid(job, cfg, result);
   const GridCoords& gc = comms.grid->coords();
-  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
-                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
-                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
-  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
-  backend.set_gemm_search(cfg.gemm_algo == "search");
+  Backend& backend = point_backend(job, cfg);
 
   StageSpec spec;
   spec.model = model;
@@ -437,25 +471,11 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   } catch (const Error& e) {
     failure = e.what();
   }
-  if (!all_ranks_true(mpi.world(), failure.empty())) {
-    result.status =
-        "failed: " +
-        (failure.empty() ? std::string("another rank could not build the stage") : failure);
-    return result;
-  }
+  if (!all_built(job, failure, result)) return result;
 
   StageWorkload workload(cfg, backend, comms, *stage, result.ops, strategies, spec, reference,
                          check, why_not);
-  ProtocolOptions po;
-  po.warmup = cfg.warmup;
-  po.iters = cfg.iters;
-  po.sample_ms = cfg.sample_ms;
-  po.device = job.device();
-  const auto measured = std::chrono::steady_clock::now();
-  ProtocolResult measurement =
-      run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
-  result.measure_s = seconds_since(measured);
-  result.samples = std::move(measurement.samples);
+  ProtocolResult measurement = measure_point(job, cfg, workload, backend, watchdog, result);
 
   // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
   // transfers and, under graphs, the replayed stage.

@@ -67,6 +67,21 @@ std::vector<Variant> point_variants(const RunConfig& cfg);
 /// `world_size` ranks, memory included (collective: every rank gets the same list).
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);
 
+/// The point's process grid and communicators (collective; built once per job and shape), with
+/// this rank's coordinates put in `result`.
+GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result);
+/// The job's backend in the point's dtype, with its GEMM algorithm choice set.
+Backend& point_backend(JobContext& job, const RunConfig& cfg);
+
+/// Every rank calls after building its stage (`failure`: this rank's reason, empty when it
+/// could): false, with the point marked failed and the reason, when any rank could not.
+bool all_built(JobContext& job, const std::string& failure, PointResult& result);
+
+/// The protocol over `workload` with the point's options; the loops' time and this rank's NVML
+/// samples go into `result` (collective).
+ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+                             Backend& backend, Watchdog& watchdog, PointResult& result);
+
 /// Runs one resolved, valid point (collective). An allocation that fails on any rank makes the
 /// point fail on every rank with the reason, instead of ending the job.
 PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,

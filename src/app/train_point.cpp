@@ -387,17 +387,9 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   const std::vector<Variant> variants = point_variants(cfg);
 
   watchdog.rearm("creating communicators and allocating weights");
-  NcclOptions nccl;
-  nccl.max_ctas = cfg.nccl_max_ctas;
-  nccl.min_ctas = cfg.nccl_min_ctas;
-  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
-  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  GridComms& comms = point_grid(job, cfg, result);
   const GridCoords& gc = comms.grid->coords();
-  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
-                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
-                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
-  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
-  backend.set_gemm_search(cfg.gemm_algo == "search");
+  Backend& backend = point_backend(job, cfg);
 
   TrainSpec spec;
   spec.model = model_spec(cfg);
@@ -427,25 +419,11 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   } catch (const Error& e) {
     failure = e.what();
   }
-  if (!all_ranks_true(mpi.world(), failure.empty())) {
-    result.status =
-        "failed: " +
-        (failure.empty() ? std::string("another rank could not build the stage") : failure);
-    return result;
-  }
+  if (!all_built(job, failure, result)) return result;
 
   ScheduledWorkload workload(cfg, backend, comms, *stage, result.ops, variants, schedule, spec,
                              train);
-  ProtocolOptions po;
-  po.warmup = cfg.warmup;
-  po.iters = cfg.iters;
-  po.sample_ms = cfg.sample_ms;
-  po.device = job.device();
-  const auto measured = std::chrono::steady_clock::now();
-  ProtocolResult measurement =
-      run_protocol(workload, backend, result.ops, mpi.world(), watchdog, po);
-  result.measure_s = seconds_since(measured);
-  result.samples = std::move(measurement.samples);
+  ProtocolResult measurement = measure_point(job, cfg, workload, backend, watchdog, result);
 
   // The check: one more iteration from the same weights, its gradients (or, forward only, its
   // outputs) against the reference, the largest relative L2 error of any tensor on any rank.
