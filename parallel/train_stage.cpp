@@ -73,6 +73,7 @@ struct TrainStage::LayerActs {
 
 // One microbatch's activations on one chunk.
 struct TrainStage::Slot {
+  size_t bytes = 0; ///< what the set holds (activations, boundary tensors, kept gradients)
   std::vector<LayerActs> layers;
   Buffer out_buf, grad_in_buf, grad_out_buf;
   Tensor out, grad_in, grad_out;
@@ -223,8 +224,9 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
     live->out = live->out_buf.view(t, h, dt);
     live->grad_in = live->grad_in_buf.view(t, h, dt);
     live->grad_out = live->grad_out_buf.view(t, h, dt);
+    live->bytes = activation_set_bytes(chunk);
   }
-  m_live_bytes += activation_set_bytes(chunk);
+  m_live_bytes += live->bytes;
   m_peak_bytes = std::max(m_peak_bytes, m_live_bytes);
   m_peak_sets = std::max(m_peak_sets, static_cast<int>(m_live.size()));
   return *live;
@@ -233,7 +235,7 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
 void TrainStage::release(int microbatch, int chunk) {
   auto it = m_live.find({microbatch, chunk});
   RIDGELINE_REQUIRE(it != m_live.end(), "release of a microbatch that holds no activations");
-  m_live_bytes -= activation_set_bytes(chunk);
+  m_live_bytes -= it->second->bytes;
   m_free[static_cast<size_t>(chunk)].push_back(std::move(it->second));
   m_live.erase(it);
 }
@@ -547,6 +549,12 @@ void TrainStage::backward_input(Recorder& rec, int microbatch, int chunk) {
       a.dy1_buf = alloc(t, h);
       a.dfc1_buf = alloc(t, m_geo.fc1_cols());
       a.dqkv_buf = alloc(t, m_geo.qkv_cols());
+      // The set grows by what the deferred weight gradients keep, from now on.
+      const size_t kept =
+          a.dy_buf.bytes() + a.dy1_buf.bytes() + a.dfc1_buf.bytes() + a.dqkv_buf.bytes();
+      sl.bytes += kept;
+      m_live_bytes += kept;
+      m_peak_bytes = std::max(m_peak_bytes, m_live_bytes);
       a.dy1 = a.dy1_buf.view(t, h, dt);
       a.dfc1 = a.dfc1_buf.view(t, m_geo.fc1_cols(), dt);
       a.dqkv = a.dqkv_buf.view(t, m_geo.qkv_cols(), dt);

@@ -90,7 +90,8 @@ public:
   void release(int microbatch, int chunk);
   /// Switches the attention implementation and where TP collectives run (weights stay).
   void set_variant(AttentionImpl attention, bool async_comm);
-  /// The most bytes of microbatch activations alive at once so far.
+  /// The most bytes of microbatch activation sets alive at once so far (with the gradients
+  /// zero-bubble schedules keep for their deferred weight gradients).
   size_t peak_activation_bytes() const { return m_peak_bytes; }
 
   /// Gradients of local layer i (chunk-major, layer order within a chunk).
@@ -98,8 +99,8 @@ public:
   size_t local_layers() const { return m_grads.size(); }
   /// Global layer index of local layer i.
   int64_t global_layer(size_t local_layer) const { return m_global[local_layer]; }
-  /// Bytes of one microbatch's saved activations for one chunk, and the most microbatch
-  /// activation sets alive at once so far (the peak activation memory is their product).
+  /// Bytes of one microbatch's saved forward activations for one chunk (a set grows by the
+  /// gradients a deferred backward_weight keeps), and the most sets alive at once so far.
   size_t activation_set_bytes(int chunk) const;
   int peak_sets() const { return m_peak_sets; }
   size_t allocated_bytes() const { return m_allocated; }
