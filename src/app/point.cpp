@@ -26,17 +26,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  if (!std::isfinite(num)) return INFINITY;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 // Bytes the TP=1 reference model needs, and whether the check runs (auto: when that reference
 // fits comfortably: 2 GiB of host memory, a quarter of the smallest free GPU memory).
 struct CheckPlan {

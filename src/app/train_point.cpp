@@ -25,17 +25,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  if (got.size() != want.size() || !std::isfinite(num)) return INFINITY;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 // Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a row-major host matrix of `cols` columns.
 std::vector<float> block(const std::vector<float>& full, int64_t cols, int64_t r0, int64_t nr,
                          int64_t c0, int64_t nc) {
@@ -439,13 +428,14 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     const int mbs = static_cast<int>(cfg.microbatches);
     if (!train && gc.pp_rank == cfg.pp - 1)
       for (int mb = 0; mb < mbs; ++mb)
-        err = std::max(err, rel_l2(workload.outputs()[static_cast<size_t>(mb)],
+        err = std::max(err,
+                       relative_l2(workload.outputs()[static_cast<size_t>(mb)],
                                    reference.outputs[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
     if (train && gc.pp_rank == 0)
       for (int mb = 0; mb < mbs; ++mb)
-        err = std::max(err,
-                       rel_l2(workload.input_grads()[static_cast<size_t>(mb)],
-                              reference.input_grads[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
+        err = std::max(
+            err, relative_l2(workload.input_grads()[static_cast<size_t>(mb)],
+                             reference.input_grads[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
     if (train) {
       const LayerGeometry& g = stage->geometry();
       const ModelSpec& m = spec.model;
@@ -466,15 +456,16 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
         if (g.swiglu) w1 = stacked(w1, block(ref[6], h, f + r * g.ffn, g.ffn, 0, h));
         pairs.emplace_back(&mine.w1, w1);
         for (auto& [tensor, want] : pairs)
-          err = std::max(err, rel_l2(backend.to_host(*tensor), want));
+          err = std::max(err, relative_l2(backend.to_host(*tensor), want));
         // Wqkv: the query rows always; the key and value rows where each rank holds its own
         // heads (replicated KV heads get part of their gradient on each rank sharing them).
         const std::vector<float> qkv = backend.to_host(mine.wqkv);
-        err = std::max(err, rel_l2(block(qkv, h, 0, g.q_cols(), 0, h),
-                                   block(ref[4], h, r * g.q_cols(), g.q_cols(), 0, h)));
+        err = std::max(err, relative_l2(block(qkv, h, 0, g.q_cols(), 0, h),
+                                        block(ref[4], h, r * g.q_cols(), g.q_cols(), 0, h)));
         if (!g.kv_replicated)
           err = std::max(
-              err, rel_l2(block(qkv, h, g.q_cols(), 2 * g.kv_cols(), 0, h),
+              err,
+              relative_l2(block(qkv, h, g.q_cols(), 2 * g.kv_cols(), 0, h),
                           stacked(block(ref[4], h, qr + g.kv_head0 * d, g.kv_cols(), 0, h),
                                   block(ref[4], h, qr + kvr + g.kv_head0 * d, g.kv_cols(), 0, h))));
         else

@@ -44,4 +44,16 @@ size_t warmup_to_steady(const std::vector<double>& warmup, double timed_p50, dou
   return first_steady;
 }
 
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  if (!std::isfinite(num)) return INFINITY;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 } // namespace ridgeline

@@ -1,4 +1,5 @@
-// Summary statistics used by every report: percentiles, means, steady-state detection.
+// Summary statistics used by every report: percentiles, means, steady-state detection, and the
+// relative error every correctness check compares against its tolerance.
 #pragma once
 
 #include <cstddef>
@@ -21,5 +22,9 @@ SeriesStats summarize(const std::vector<double>& values);
 /// first warm-up iteration from which every later warm-up time lies within `tolerance`
 /// (relative) of the timed p50. Equals warmup.size() when the warm-up never settled.
 size_t warmup_to_steady(const std::vector<double>& warmup, double timed_p50, double tolerance);
+
+/// ||got - want|| / ||want|| (L2 over every element; the absolute norm when `want` is zero);
+/// infinity when the sizes differ or the difference is not finite.
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want);
 
 } // namespace ridgeline

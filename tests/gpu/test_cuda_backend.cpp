@@ -12,6 +12,7 @@
 
 #include "collectives/half_types.hpp"
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
 
@@ -27,12 +28,7 @@ constexpr double kTolerance = 2e-2;
 
 double relative_error(const std::vector<float>& gpu, const std::vector<float>& host) {
   EXPECT_EQ(gpu.size(), host.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < gpu.size() && i < host.size(); ++i) {
-    diff += (static_cast<double>(gpu[i]) - host[i]) * (static_cast<double>(gpu[i]) - host[i]);
-    norm += static_cast<double>(host[i]) * host[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return ridgeline::relative_l2(gpu, host);
 }
 
 bool any_nan(const std::vector<float>& v) {

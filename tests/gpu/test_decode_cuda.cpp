@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
 #include "parallel/tp_layer.hpp"
@@ -23,12 +24,7 @@ constexpr double kTolerance = 2e-2;
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   EXPECT_EQ(got.size(), want.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return relative_l2(got, want);
 }
 
 struct DecodeCase {

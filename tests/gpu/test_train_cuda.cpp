@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
@@ -26,14 +27,7 @@ constexpr double kGradTolerance = 5e-2;
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   EXPECT_EQ(got.size(), want.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    diff += d * d;
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  if (!std::isfinite(diff)) return INFINITY;
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return relative_l2(got, want);
 }
 
 /// A CUDA backend of the parameter's dtype and a host backend, with tensors given to both.

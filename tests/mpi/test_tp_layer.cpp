@@ -7,6 +7,7 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/half_types.hpp"
+#include "core/stats.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -112,15 +113,6 @@ struct StageCase {
   int64_t kv_heads;
   Phase phase;
 };
-
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 class TpStageMatchesTp1 : public ::testing::TestWithParam<StageCase> {};
 
