@@ -65,37 +65,36 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
       static_cast<double>(m.ffn_hidden / s.tp) * t * e + find_op(fwd, op::fc1).n * t * e;
   ops.push_back(act);
   ops.push_back(dgrad(op::fc1_dgrad, op::fc1));
-  if (s.tp > 1) {
-    OpSpec ar = find_op(fwd, op::allreduce_mlp);
-    ar.name = op::allreduce_mlp_bwd;
-    ar.pass = Pass::backward_input;
-    ops.push_back(ar);
-  }
+  // The all-reduce of the column-parallel GEMM's input gradient moves what the forward's
+  // all-reduce after the row-parallel one moved.
+  if (s.tp > 1)
+    ops.push_back(like(op::allreduce_mlp_bwd, op::allreduce_mlp, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::fc1_wgrad, op::fc1));
   // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs.
   ops.push_back(like(op::norm2_bwd, op::norm2, Pass::backward_input, 2.0, 1.5));
-  OpSpec res2 = like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0);
-  ops.push_back(res2);
+  ops.push_back(like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
   ops.push_back(dgrad(op::proj_dgrad, op::proj));
   ops.push_back(wgrad(op::proj_wgrad, op::proj));
   // Attention backward: five products (S, dP, dV, dQ, dK) for the forward's two; reads q, k, v,
   // out, dout, writes dq, dk, dv (fused); naive also writes and reads its score matrices.
-  const OpSpec& attn_fwd = find_op(fwd, op::attention);
   OpSpec ab = like(op::attention_bwd, op::attention, Pass::backward_input, 2.5, 2.0);
-  ab.cost.hbm_bytes = attn_fwd.cost.hbm_bytes * 2.0 + t * h * e / std::max(1, s.tp);
+  ab.cost.hbm_bytes += t * h * e / std::max(1, s.tp);
   ops.push_back(ab);
   if (m.rotary) ops.push_back(like(op::rotary_bwd, op::rotary, Pass::backward_input, 1.0, 1.0));
   ops.push_back(dgrad(op::qkv_dgrad, op::qkv));
-  if (s.tp > 1) {
-    OpSpec ar = find_op(fwd, op::allreduce_attn);
-    ar.name = op::allreduce_attn_bwd;
-    ar.pass = Pass::backward_input;
-    ops.push_back(ar);
-  }
+  if (s.tp > 1)
+    ops.push_back(like(op::allreduce_attn_bwd, op::allreduce_attn, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::qkv_wgrad, op::qkv));
   ops.push_back(like(op::norm1_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
   ops.push_back(like(op::residual1_bwd, op::residual1, Pass::backward_input, 1.0, 1.0));
   return ops;
+}
+
+std::vector<OpSpec> train_layer_plan(const ModelSpec& m, const LayerShape& s, AttentionImpl attn) {
+  std::vector<OpSpec> plan = layer_ops(m, s, attn);
+  for (OpSpec& o : backward_layer_ops(m, s, attn))
+    plan.push_back(std::move(o));
+  return plan;
 }
 
 } // namespace ridgeline

@@ -70,5 +70,7 @@ inline constexpr const char* pp_flush = "pp_flush";
 /// (five matrix products for two). TP collectives: the all-reduce of the column-parallel
 /// GEMMs' input gradients (prefill-shaped layers; no sequence parallelism).
 std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
+/// The train phase's layer plan: the forward ops (layer_ops) then the backward ops.
+std::vector<OpSpec> train_layer_plan(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
 
 } // namespace ridgeline

@@ -96,9 +96,7 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
                     "tensor parallelism needs a communicator of tp ranks");
   RIDGELINE_REQUIRE(!spec.chunks.empty(), "a stage holds at least one chunk");
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
-  m_plan = layer_ops(spec.model, s, spec.attention);
-  for (OpSpec& o : backward_layer_ops(spec.model, s, spec.attention))
-    m_plan.push_back(std::move(o));
+  m_plan = train_layer_plan(spec.model, s, spec.attention);
   m_index.assign(t_count, -1);
   for (size_t i = 0; i < m_plan.size(); ++i) {
     m_ids.push_back(ops.intern(m_plan[i].name, m_plan[i].kind));
@@ -171,31 +169,15 @@ TrainStage::~TrainStage() = default;
 void TrainStage::set_variant(AttentionImpl attention, bool async_comm) {
   m_spec.attention = attention;
   m_spec.async_comm = async_comm;
-  // In place: the naive attention's costs differ (it writes its score matrices).
-  std::vector<OpSpec> plan = layer_ops(m_spec.model, m_spec.shape, attention);
-  for (OpSpec& o : backward_layer_ops(m_spec.model, m_spec.shape, attention))
-    plan.push_back(std::move(o));
-  for (size_t i = 0; i < plan.size() && i < m_plan.size(); ++i)
-    m_plan[i].cost = plan[i].cost;
+  // The same ops in the same order (their ids stay); the naive attention's costs differ (it
+  // writes its score matrices).
+  m_plan = train_layer_plan(m_spec.model, m_spec.shape, attention);
 }
 
 Buffer TrainStage::alloc(int64_t rows, int64_t cols) {
   Buffer b = m_backend.allocate(rows, cols);
   m_allocated += b.bytes();
   return b;
-}
-
-size_t TrainStage::activation_set_bytes(int chunk) const {
-  const size_t e = dtype_size(m_backend.dtype());
-  const auto t = static_cast<size_t>(m_geo.tokens), h = static_cast<size_t>(m_geo.hidden);
-  size_t per_layer = t * h * e;
-  if (!m_spec.recompute)
-    per_layer += t * e *
-                     static_cast<size_t>(3 * m_geo.hidden + m_geo.qkv_cols() + m_geo.q_cols() +
-                                         m_geo.fc1_cols() + m_geo.ffn) +
-                 static_cast<size_t>(m_spec.shape.batch * m_geo.heads * m_spec.shape.seq) * 4;
-  return per_layer * static_cast<size_t>(m_spec.chunks[static_cast<size_t>(chunk)].second) +
-         3 * t * h * e;
 }
 
 TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
@@ -208,6 +190,7 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
   } else {
     // A new activation set: the layers' saved tensors (only each layer's input under
     // recompute) and the chunk's boundary tensors.
+    const size_t before = m_allocated;
     live = std::make_unique<Slot>();
     const DType dt = m_backend.dtype();
     const int64_t t = m_geo.tokens, h = m_geo.hidden;
@@ -224,11 +207,10 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
     live->out = live->out_buf.view(t, h, dt);
     live->grad_in = live->grad_in_buf.view(t, h, dt);
     live->grad_out = live->grad_out_buf.view(t, h, dt);
-    live->bytes = activation_set_bytes(chunk);
+    live->bytes = m_allocated - before;
   }
   m_live_bytes += live->bytes;
   m_peak_bytes = std::max(m_peak_bytes, m_live_bytes);
-  m_peak_sets = std::max(m_peak_sets, static_cast<int>(m_live.size()));
   return *live;
 }
 
@@ -545,13 +527,13 @@ void TrainStage::backward_input(Recorder& rec, int microbatch, int chunk) {
   for (size_t l = 0; l < n; ++l) {
     LayerActs& a = sl.layers[l];
     if (!a.dy1_buf.data()) {
+      const size_t before = m_allocated;
       if (l + 1 < n) a.dy_buf = alloc(t, h);
       a.dy1_buf = alloc(t, h);
       a.dfc1_buf = alloc(t, m_geo.fc1_cols());
       a.dqkv_buf = alloc(t, m_geo.qkv_cols());
       // The set grows by what the deferred weight gradients keep, from now on.
-      const size_t kept =
-          a.dy_buf.bytes() + a.dy1_buf.bytes() + a.dfc1_buf.bytes() + a.dqkv_buf.bytes();
+      const size_t kept = m_allocated - before;
       sl.bytes += kept;
       m_live_bytes += kept;
       m_peak_bytes = std::max(m_peak_bytes, m_live_bytes);
@@ -608,7 +590,6 @@ void TrainStage::backward(Recorder& rec, int microbatch, int chunk) {
 void TrainStage::begin_iteration(Recorder& rec, int microbatches) {
   m_microbatches = microbatches;
   m_weight_passes.assign(m_weights.size(), 0);
-  m_layer_final.assign(m_weights.size(), false);
   m_buckets_issued = 0;
   // Buckets: the gradient buffer cut into pieces of at most bucket_bytes (a multiple of the
   // replicas' count of alignment units, so that a reduce-scatter splits each evenly).
@@ -629,7 +610,7 @@ void TrainStage::begin_iteration(Recorder& rec, int microbatches) {
 }
 
 void TrainStage::layer_done(Recorder& rec, size_t local) {
-  if (++m_weight_passes[local] == m_microbatches) m_layer_final[local] = true;
+  ++m_weight_passes[local];
   if (m_dp.overlap) issue_buckets(rec, false);
 }
 
@@ -648,7 +629,8 @@ void TrainStage::issue_buckets(Recorder& rec, bool all) {
     if (!ready) {
       ready = true;
       for (size_t i = 0; i < m_grad_range.size(); ++i)
-        if (m_grad_range[i].first < end && m_grad_range[i].second > begin && !m_layer_final[i])
+        if (m_grad_range[i].first < end && m_grad_range[i].second > begin &&
+            m_weight_passes[i] < m_microbatches)
           ready = false;
     }
     if (!ready) return;

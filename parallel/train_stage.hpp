@@ -99,12 +99,6 @@ public:
   size_t local_layers() const { return m_grads.size(); }
   /// Global layer index of local layer i.
   int64_t global_layer(size_t local_layer) const { return m_global[local_layer]; }
-  /// Bytes of one microbatch's saved forward activations for one chunk (a set grows by the
-  /// gradients a deferred backward_weight keeps), and the most sets alive at once so far.
-  size_t activation_set_bytes(int chunk) const;
-  int peak_sets() const { return m_peak_sets; }
-  size_t allocated_bytes() const { return m_allocated; }
-  const std::vector<OpSpec>& op_specs() const { return m_plan; }
   const LayerGeometry& geometry() const { return m_geo; }
 
 private:
@@ -146,14 +140,11 @@ private:
   std::vector<size_t> m_open_comm;
   int m_microbatches = 1;
   std::vector<int> m_weight_passes; ///< per local layer: weight gradients done this iteration
-  std::vector<bool> m_layer_final;
   std::vector<std::pair<size_t, size_t>> m_buckets; ///< bytes [begin, end)
   size_t m_buckets_issued = 0;
   std::vector<size_t> m_dp_open;
-  int m_peak_sets = 0;
   size_t m_live_bytes = 0, m_peak_bytes = 0;
   size_t m_allocated = 0;
-  Buffer m_lse_scratch;
 };
 
 } // namespace ridgeline

@@ -484,6 +484,12 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     per_strategy.push_back(stage_times(m.rows, result.ops));
   const double peak_bytes = static_cast<double>(stage->peak_activation_bytes());
 
+  AttributionInput attribution;
+  attribution.layers = cfg.layers / cfg.pp;
+  attribution.microbatches = cfg.microbatches;
+  attribution.tp = cfg.tp;
+  attribution.dtype = parse_dtype(cfg.dtype);
+  attribution.transport = job.transport();
   for (size_t si = 0; si < measurement.strategies.size(); ++si) {
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
@@ -530,13 +536,8 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
       const Attrs& gpu = measurement.strategies[si].gpu;
       a.insert(a.end(), gpu.begin(), gpu.end());
       if (!roofs.empty()) {
-        AttributionInput attribution;
-        attribution.specs = stage->op_specs();
-        attribution.layers = cfg.layers / cfg.pp;
-        attribution.microbatches = cfg.microbatches;
-        attribution.tp = cfg.tp;
-        attribution.dtype = parse_dtype(cfg.dtype);
-        attribution.transport = job.transport();
+        // The plan of this strategy's attention (the stage holds the last one selected).
+        attribution.specs = train_layer_plan(spec.model, spec.shape, variants[si].attention);
         attribute(r.summary, attribution, roofs);
       }
     }
