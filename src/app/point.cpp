@@ -22,10 +22,6 @@ namespace {
 
 constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // Bytes the TP=1 reference model needs, and whether the check runs (auto: when that reference
 // fits comfortably: 2 GiB of host memory, a quarter of the smallest free GPU memory).
 struct CheckPlan {
@@ -392,6 +388,22 @@ Backend& point_backend(JobContext& job, const RunConfig& cfg) {
   return backend;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+Attrs check_attrs(const CheckOutcome& check) {
+  return {{"check", check.status},
+          {"check_max_rel_error", check.max_rel_error},
+          {"check_tolerance", check.tolerance}};
+}
+
+Attrs loop_attrs(const LoopTimes& loops) {
+  return {{"instrumented_step_ns", loops.instrumented_ns},
+          {"uninstrumented_step_ns", loops.plain_ns},
+          {"instrumentation_overhead", loops.instrumented_ns / loops.plain_ns - 1.0}};
+}
+
 bool all_built(JobContext& job, const std::string& failure, PointResult& result) {
   if (all_ranks_true(job.mpi().world(), failure.empty())) return true;
   result.status =
@@ -516,14 +528,11 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
       for (const StrategyResult& o : result.strategies)
         if (o.attention == r.attention && o.overlap == "none") serialized_ns = o.loops.plain_ns;
       Attrs& a = r.summary.attrs;
-      a = {{"check", r.check.status},
-           {"check_max_rel_error", r.check.max_rel_error},
-           {"check_tolerance", r.check.tolerance},
-           {"output_checksum", r.output_checksum},
-           {"output_checksum_algorithm", std::string(kOutputChecksumAlgorithm)},
-           {"instrumented_step_ns", r.loops.instrumented_ns},
-           {"uninstrumented_step_ns", r.loops.plain_ns},
-           {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0}};
+      a = check_attrs(r.check);
+      a.insert(a.end(), {{"output_checksum", r.output_checksum},
+                         {"output_checksum_algorithm", std::string(kOutputChecksumAlgorithm)}});
+      for (auto& kv : loop_attrs(r.loops))
+        a.push_back(std::move(kv));
       // A growing cache: the check compared every decode step's output.
       if (cfg.decode_steps > 0) a.emplace_back("check_steps", workload.checked_steps());
       // --gemm-algo search: every shape the job searched so far and the algorithm it kept.

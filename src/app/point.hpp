@@ -3,6 +3,7 @@
 // TP=1 model, summarised and attributed against the roofs. `run` runs one point, `sweep` many.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,13 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);
 GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result);
 /// The job's backend in the point's dtype, with its GEMM algorithm choice set.
 Backend& point_backend(JobContext& job, const RunConfig& cfg);
+
+/// Seconds from `t` to now.
+double seconds_since(std::chrono::steady_clock::time_point t);
+/// A strategy's summary attributes: its check (check, check_max_rel_error, check_tolerance)
+/// and its loops (instrumented and uninstrumented step, the instrumentation's overhead).
+Attrs check_attrs(const CheckOutcome& check);
+Attrs loop_attrs(const LoopTimes& loops);
 
 /// Every rank calls after building its stage (`failure`: this rank's reason, empty when it
 /// could): false, with the point marked failed and the reason, when any rank could not.

@@ -21,10 +21,6 @@
 namespace ridgeline {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a row-major host matrix of `cols` columns.
 std::vector<float> block(const std::vector<float>& full, int64_t cols, int64_t r0, int64_t nr,
                          int64_t c0, int64_t nc) {
@@ -96,7 +92,7 @@ public:
                     OpTable& ops, const std::vector<Variant>& variants, const Schedule& schedule,
                     const TrainSpec& spec, bool train)
       : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
-        m_variants(variants), m_schedule(schedule), m_spec(spec), m_train(train) {
+        m_variants(variants), m_train(train) {
     const GridCoords& gc = comms.grid->coords();
     m_stage_index = gc.pp_rank;
     m_mbs = static_cast<int>(cfg.microbatches);
@@ -134,7 +130,6 @@ public:
   std::string strategy_name(size_t s) const override { return m_variants[s].name; }
   bool lane_modes() const override { return false; }
   void select(size_t s) override {
-    m_current = s;
     m_stage.set_variant(m_variants[s].attention, m_variants[s].overlap == "async");
   }
   void set_mode(Mode) override {}
@@ -210,7 +205,6 @@ public:
   }
   const std::vector<std::vector<float>>& outputs() const { return m_outputs; }
   const std::vector<std::vector<float>>& input_grads() const { return m_input_grads; }
-  double act_bytes() const { return m_act_bytes; }
 
 private:
   // One exchange: its transfers posted together (a group), then completed; recorded as one p2p
@@ -258,8 +252,6 @@ private:
   TrainStage& m_stage;
   OpTable& m_ops;
   std::vector<Variant> m_variants;
-  Schedule m_schedule;
-  TrainSpec m_spec;
   bool m_train = true;
   int m_stage_index = 0;
   int m_mbs = 1;
@@ -268,7 +260,6 @@ private:
   std::vector<Buffer> m_inputs, m_grads;
   Buffer m_flush_buf;
   double m_act_bytes = 0;
-  size_t m_current = 0;
   bool m_capture = false;
   std::vector<std::vector<float>> m_outputs, m_input_grads;
 };
@@ -511,20 +502,18 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;
     if (mpi.rank() == 0) {
       Attrs& a = r.summary.attrs;
-      a = {{"check", r.check.status},
-           {"check_max_rel_error", r.check.max_rel_error},
-           {"check_tolerance", r.check.tolerance},
-           {"check_compares", std::string(train ? "gradients" : "outputs")},
-           {"instrumented_step_ns", r.loops.instrumented_ns},
-           {"uninstrumented_step_ns", r.loops.plain_ns},
-           {"instrumentation_overhead", r.loops.instrumented_ns / r.loops.plain_ns - 1.0},
-           {"overlap", r.overlap},
-           {"attention", r.attention},
-           {"schedule", schedule_name(schedule)},
-           {"microbatches", static_cast<int64_t>(cfg.microbatches)},
-           {"recompute", cfg.recompute},
-           {"bubble_theory",
-            theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches), train)}};
+      a = check_attrs(r.check);
+      a.emplace_back("check_compares", std::string(train ? "gradients" : "outputs"));
+      for (auto& kv : loop_attrs(r.loops))
+        a.push_back(std::move(kv));
+      a.insert(a.end(),
+               {{"overlap", r.overlap},
+                {"attention", r.attention},
+                {"schedule", schedule_name(schedule)},
+                {"microbatches", static_cast<int64_t>(cfg.microbatches)},
+                {"recompute", cfg.recompute},
+                {"bubble_theory",
+                 theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches), train)}});
       for (int p = 0; p < cfg.pp; ++p) {
         const std::string key = "stage" + std::to_string(p) + ".";
         const double* v = stages.data() + 4 * p;
