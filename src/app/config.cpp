@@ -472,14 +472,16 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   } catch (const UsageError& e) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
-  if (train) {
+  // The train phase and scheduled prefill run on the stage executor, which has neither the
+  // chunked and split strategies, nor sequence parallelism, nor graphs.
+  if (train || (c.phase == "prefill" && !c.schedule.empty())) {
+    const std::string what = train ? "the train phase" : "a scheduled prefill (--schedule)";
     for (const std::string& name : strategies)
       if (name != "none" && name != "async")
-        p.push_back("--overlap " + name +
-                    ": the train phase runs none or async (the backward's "
-                    "all-reduce beside the weight-gradient GEMM)");
-    if (c.sequence_parallel) p.push_back("--sequence-parallel is not run by the train phase");
-    if (c.graphs) p.push_back("--graphs captures forward stages: not the train phase");
+        p.push_back("--overlap " + name + ": " + what + " runs none or async" +
+                    (train ? " (the backward's all-reduce beside the weight-gradient GEMM)" : ""));
+    if (c.sequence_parallel) p.push_back("--sequence-parallel is not run by " + what);
+    if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
