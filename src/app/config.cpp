@@ -522,8 +522,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
       for (const std::string& problem :
            schedule_problems(c.schedule.empty() ? Schedule{ScheduleKind::one_f_one_b, 1} : schedule,
                              c.pp, static_cast<int>(c.microbatches), c.layers, train))
-        p.push_back("--schedule " + (c.schedule.empty() ? std::string("1f1b") : c.schedule) + ": " +
-                    problem);
+        // Each names the schedule and the flags it concerns; the layer split is checked above.
+        if (std::find(p.begin(), p.end(), problem) == p.end()) p.push_back(problem);
     if (c.batch % c.microbatches == 0 && one_of(c.phase, {"prefill", "decode"}))
       for (const std::string& name : strategies)
         for (const std::string& problem : stage_split_problems(layer_shape(c), parse_overlap(name)))

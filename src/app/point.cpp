@@ -22,23 +22,24 @@ namespace {
 
 constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
 
-// Bytes the TP=1 reference model needs, and whether the check runs (auto: when that reference
-// fits comfortably: 2 GiB of host memory, a quarter of the smallest free GPU memory).
-struct CheckPlan {
-  bool possible = false;
-  bool enabled = false;
-  double ref_bytes = 0;
-  double host_bytes = 0; ///< the reference's outputs kept in host memory (one per decode step)
-};
+} // namespace
+
 CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
   CheckPlan p;
-  LayerShape tp1 = layer_shape(cfg);
-  tp1.tp = 1;
-  tp1.sequence_parallel = false;
-  p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
-  p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(cfg.hidden) *
-                 static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
-  p.possible = cfg.tp > 1 || cfg.pp > 1;
+  if (scheduled_point(cfg)) {
+    // Gradients are summed over the replicas: data parallelism alone is worth checking.
+    p.ref_bytes = scheduled_reference_bytes(cfg);
+    p.host_bytes = scheduled_reference_host_bytes(cfg);
+    p.possible = cfg.tp > 1 || cfg.pp > 1 || (cfg.phase == "train" && cfg.dp > 1);
+  } else {
+    LayerShape tp1 = layer_shape(cfg);
+    tp1.tp = 1;
+    tp1.sequence_parallel = false;
+    p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
+    p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(cfg.hidden) *
+                   static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
+    p.possible = cfg.tp > 1 || cfg.pp > 1;
+  }
   const double auto_limit =
       cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
   p.enabled =
@@ -46,6 +47,8 @@ CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
                                            p.host_bytes <= kCheckAutoLimitBytes));
   return p;
 }
+
+namespace {
 
 // The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
 // last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
@@ -335,10 +338,10 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
   const CheckPlan check = plan_check(cfg, job.cuda(), free_bytes);
-  const double need = scheduled_point(cfg) ? scheduled_memory_bytes(cfg, cfg.check != "off")
-                                           : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
-                                                                cfg.layers / cfg.pp) +
-                                                 (check.enabled ? check.ref_bytes : 0.0);
+  const double need = (scheduled_point(cfg) ? scheduled_memory_bytes(cfg)
+                                            : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
+                                                                 cfg.layers / cfg.pp)) +
+                      (check.enabled ? check.ref_bytes : 0.0);
   if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
     char msg[256];
     std::snprintf(msg, sizeof(msg),

@@ -26,6 +26,17 @@ struct CheckOutcome {
   double tolerance = 0;
 };
 
+/// Whether a point's check can run (a layout other than one rank), runs (--check on, or auto
+/// when the reference fits: 2 GiB of host memory, a quarter of the smallest free GPU memory),
+/// and what its one-rank reference model needs.
+struct CheckPlan {
+  bool possible = false;
+  bool enabled = false;
+  double ref_bytes = 0;  ///< device (or host backend) memory of the reference model
+  double host_bytes = 0; ///< what the reference keeps in host memory for the comparison
+};
+CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes);
+
 /// One strategy's results: the summary (every rank; its attributes on rank 0) and this rank's
 /// own timeline.
 struct StrategyResult {

@@ -332,9 +332,9 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s) {
 
 } // namespace
 
-double scheduled_memory_bytes(const RunConfig& cfg, bool check) {
+double scheduled_memory_bytes(const RunConfig& cfg) {
   const ModelSpec m = model_spec(cfg);
-  LayerShape s = layer_shape(cfg);
+  const LayerShape s = layer_shape(cfg);
   const double layers = static_cast<double>(cfg.layers / cfg.pp);
   // Weights and gradients; every microbatch in flight at once at worst (gpipe), each with its
   // layers' activations (only their inputs under recompute, plus one recomputed layer).
@@ -343,13 +343,24 @@ double scheduled_memory_bytes(const RunConfig& cfg, bool check) {
   const double input =
       static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
   const double per_mb = cfg.recompute == "full" ? layers * input : layers * act;
-  double need = weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
-  if (check) {
-    s.tp = 1;
-    need += 2.0 * static_cast<double>(cfg.layers) * layer_weight_bytes(m, 1, s.dtype) +
-            static_cast<double>(cfg.layers) * layer_activation_bytes(m, s);
-  }
-  return need;
+  return weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
+}
+
+double scheduled_reference_bytes(const RunConfig& cfg) {
+  const ModelSpec m = model_spec(cfg);
+  LayerShape s = layer_shape(cfg);
+  s.tp = 1;
+  const double layers = static_cast<double>(cfg.layers);
+  return 2.0 * layers * layer_weight_bytes(m, 1, s.dtype) + layers * layer_activation_bytes(m, s);
+}
+
+double scheduled_reference_host_bytes(const RunConfig& cfg) {
+  const ModelSpec m = model_spec(cfg);
+  const LayerShape s = layer_shape(cfg);
+  const double f32 = sizeof(float);
+  const double grads = static_cast<double>(cfg.layers) * layer_weight_bytes(m, 1, DType::f32);
+  const double per_mb = static_cast<double>(s.tokens() * m.hidden) * f32 * 2.0;
+  return grads + static_cast<double>(cfg.dp * cfg.microbatches) * per_mb;
 }
 
 bool scheduled_point(const RunConfig& cfg) {
@@ -381,9 +392,13 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   spec.seed = cfg.seed;
   for (int c = 0; c < schedule.chunks; ++c)
     spec.chunks.push_back(chunk_layers(schedule, gc.pp_rank, cfg.pp, c, cfg.layers));
-  const bool check = cfg.check != "off" && cfg.sgd_lr == 0;
-  const std::string why_not = cfg.check == "off" ? std::string("--check off")
-                                                 : "--sgd-lr changes the weights every iteration";
+  const CheckPlan plan = plan_check(cfg, job.cuda(), job.min_free_bytes());
+  const bool check = plan.enabled && cfg.sgd_lr == 0;
+  const std::string why_not =
+      !plan.possible  ? "tp=1, pp=1, dp=1: the run is itself the reference"
+      : !plan.enabled ? "--check " + cfg.check + " (the one-rank reference needs " +
+                            std::to_string(static_cast<int64_t>(plan.ref_bytes / 1048576)) + " MiB)"
+                      : "--sgd-lr changes the weights every iteration";
   const int64_t global_mbs = static_cast<int64_t>(cfg.dp) * cfg.microbatches;
 
   Reference reference;

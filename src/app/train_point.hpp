@@ -11,10 +11,14 @@ namespace ridgeline {
 /// Whether `cfg` runs through the scheduled executor (train, or prefill with --schedule).
 bool scheduled_point(const RunConfig& cfg);
 
-/// Bytes one rank needs for a scheduled point: weights and gradients of its layers, the
-/// activations of every microbatch a stage may hold at once, and with `check` the one-rank
-/// reference model (every layer, one microbatch's activations).
-double scheduled_memory_bytes(const RunConfig& cfg, bool check);
+/// Bytes one rank needs for a scheduled point's stage: weights and gradients of its layers and
+/// the activations of every microbatch a stage may hold at once.
+double scheduled_memory_bytes(const RunConfig& cfg);
+/// The check's one-rank reference model: the bytes it allocates (every layer's weights and
+/// gradients, one microbatch's activations) and what it keeps in host memory (every layer's
+/// gradients, each global microbatch's output and input gradient, as fp32).
+double scheduled_reference_bytes(const RunConfig& cfg);
+double scheduled_reference_host_bytes(const RunConfig& cfg);
 
 /// run_point() for a scheduled point (collective).
 PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
