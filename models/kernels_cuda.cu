@@ -177,15 +177,13 @@ __device__ float block_max(float v, float* shared) {
   return v;
 }
 
-// One block per row: the row is read up to three times, the later passes from L1/L2.
+// The block's row statistics, every thread getting them: the mean (layer norm; 0 for RMS norm)
+// and 1 / sqrt(mean of squares about it + eps). Two passes over the row.
 template <typename T, int V, bool kLayer>
-__global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* beta, T* y,
-                            int64_t ldy, int64_t cols, float eps) {
-  __shared__ float shared[32];
-  const T* in = x + blockIdx.x * ldx;
-  T* out = y + blockIdx.x * ldy;
+__device__ void row_statistics(const T* in, int64_t cols, float eps, float* shared, float& mu,
+                               float& inv) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
-  float mu = 0.0f;
+  mu = 0.0f;
   if constexpr (kLayer) {
     float sum = 0.0f;
     for (int64_t c = threadIdx.x * V; c < cols; c += step) {
@@ -205,7 +203,19 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* be
     for (int j = 0; j < V; ++j)
       sq += (v[j] - mu) * (v[j] - mu);
   }
-  const float inv = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
+  inv = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
+}
+
+// One block per row: the row is read up to three times, the later passes from L1/L2.
+template <typename T, int V, bool kLayer>
+__global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* beta, T* y,
+                            int64_t ldy, int64_t cols, float eps) {
+  __shared__ float shared[32];
+  const T* in = x + blockIdx.x * ldx;
+  T* out = y + blockIdx.x * ldy;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float mu = 0.0f, inv = 0.0f;
+  row_statistics<T, V, kLayer>(in, cols, eps, shared, mu, inv);
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
     float v[V], g[V], b[V], o[V];
     load<T, V>(in + c, v);
@@ -230,27 +240,8 @@ __global__ void norm_backward_kernel(const T* x, int64_t ldx, const T* gamma, co
   T* out = dx + blockIdx.x * lddx;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   const float n = static_cast<float>(cols);
-  float mu = 0.0f;
-  if constexpr (kLayer) {
-    float sum = 0.0f;
-    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
-      float v[V];
-      load<T, V>(in + c, v);
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        sum += v[j];
-    }
-    mu = block_sum(sum, shared) / n;
-  }
-  float sq = 0.0f;
-  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
-    float v[V];
-    load<T, V>(in + c, v);
-#pragma unroll
-    for (int j = 0; j < V; ++j)
-      sq += (v[j] - mu) * (v[j] - mu);
-  }
-  const float inv = rsqrtf(block_sum(sq, shared) / n + eps);
+  float mu = 0.0f, inv = 0.0f;
+  row_statistics<T, V, kLayer>(in, cols, eps, shared, mu, inv);
   // Sums over the row of dxhat = dy * gamma and of dxhat * xhat.
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
