@@ -2,10 +2,11 @@
 // 128 query rows of one head, K/V streamed through shared memory in 64-key tiles (cp.async,
 // double-buffered), S = QK^T and O += PV on tensor cores (mma.sync m16n8k16, fp32 accumulate),
 // online softmax in registers: the seq x context score matrix never exists; for training it also
-// writes each row's log-sum-exp. Decode (seq == 1): the context is split across CTAs so that
-// even batch * kv_heads = 1 fills every SM; each CTA keeps a partial (max, sum, unnormalised
-// output) and a second kernel combines the splits. Backward (prefill): a FlashAttention-2 style
-// tensor-core kernel per 128-key block (see flash_backward_kernel).
+// writes each row's log-sum-exp. Decode (seq == 1): the query heads of one KV head are the rows
+// of a tensor-core tile, so each K/V element is read once for its whole group, and the context
+// is split across CTAs so that even batch * kv_heads = 1 fills every SM (see
+// decode_split_kernel). Backward (prefill): a FlashAttention-2 style tensor-core kernel per
+// 128-key block (see flash_backward_kernel).
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -647,160 +648,240 @@ __global__ void convert_rows_kernel(const float* in, T* out, int64_t ld, int64_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode: one query row per (sequence, head); the context is split across CTAs.
+// Decode: one query row per (sequence, head), so a KV head's query heads (its group) form the
+// rows of one tensor-core tile and each K/V element is read once per step for all of them. The
+// context is split across CTAs so that even batch * kv_heads = 1 fills every SM. A CTA owns one
+// (sequence, KV head, chunk of up to 16 query heads, split); its warps take turns over 16-key
+// steps of the split, each warp streaming its own K/V steps through a private cp.async pipeline
+// (no block barrier in the loop) and keeping its own online softmax. The warps' partials meet
+// in shared memory at the end: a CTA with the whole context writes the output, otherwise it
+// writes a partial (max, sum, unnormalised output) that a second kernel combines. Grouped-query
+// decode does 2 * group FLOPs per K/V element and direction, more than the SIMT lanes sustain at
+// the HBM roof for group 8; the tensor cores have room to spare.
 
-constexpr int kDecodeThreads = 128;
-constexpr int kDecodeTile = 64; // keys staged in shared memory at a time
-constexpr int kDecodeHeads = 8; // query heads of one KV head handled per CTA
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeThreads = 32 * kDecodeWarps;
+constexpr int kDecodeKeys = 16;  // keys per warp step
+constexpr int kDecodeStages = 3; // cp.async stages per warp
+constexpr int kDecodeRows = 16;  // query heads per CTA: the MMA's M
+constexpr int kDecodeTile = kDecodeWarps * kDecodeKeys; // keys per round of the CTA's warps
 
 struct DecodeParams {
   const void* q;
   const void* k;
   const void* v;
+  void* out;      ///< written directly when splits == 1
   float* part_o;  ///< [batch][heads][splits][D], unnormalised
-  float* part_ml; ///< [batch][heads][splits][2]: running max (log2 units) and sum
-  int64_t q_ld, k_ld, v_ld;
+  float* part_ml; ///< [batch][heads][splits][2]: max (log2 units) and sum
+  int64_t q_ld, k_ld, v_ld, o_ld;
   int context, capacity, heads, group, head_chunks, splits, split_len;
   float scale_log2;
 };
 
 template <int D> constexpr int decode_smem_bytes() {
-  return kDecodeHeads * D * 4 + 2 * kDecodeTile * (D + 8) * 2 + kDecodeHeads * kDecodeTile * 4 +
-         3 * kDecodeHeads * 4;
+  // Per warp: the K and V stages; the end-of-split exchange reuses them.
+  constexpr int stages = kDecodeStages * 2 * kDecodeKeys * D * 2;
+  constexpr int exchange = kDecodeRows * (D + 2) * 4;
+  return kDecodeWarps * (stages > exchange ? stages : exchange);
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodeParams p) {
-  constexpr int kLd = D + 8; // padded rows: thread-per-key reads hit distinct banks
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* q_s = reinterpret_cast<float*>(smem_raw);                // [kDecodeHeads][D]
-  T* k_s = reinterpret_cast<T*>(q_s + kDecodeHeads * D);          // [kDecodeTile][kLd]
-  T* v_s = k_s + kDecodeTile * kLd;                               // [kDecodeTile][kLd]
-  float* p_s = reinterpret_cast<float*>(v_s + kDecodeTile * kLd); // [kDecodeHeads][kDecodeTile]
-  float* m_s = p_s + kDecodeHeads * kDecodeTile;
-  float* l_s = m_s + kDecodeHeads;
-  float* alpha_s = l_s + kDecodeHeads;
+  constexpr int kChunks = D / 8;
+  constexpr int kStageElems = kDecodeKeys * D; // one K (or V) step
+  constexpr int kWarpBytes = decode_smem_bytes<D>() / kDecodeWarps;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  T* k_s = reinterpret_cast<T*>(smem_raw + warp * kWarpBytes); // [stages][keys][D]
+  T* v_s = k_s + kDecodeStages * kStageElems;                  // [stages][keys][D]
 
   const int split = blockIdx.x;
   const int kvh = blockIdx.y / p.head_chunks;
-  const int chunk = blockIdx.y % p.head_chunks;
+  const int g0 = (blockIdx.y % p.head_chunks) * kDecodeRows;
+  const int nh = min(kDecodeRows, p.group - g0);
   const int b = blockIdx.z;
-  const int g0 = chunk * kDecodeHeads;
-  const int nh = min(kDecodeHeads, p.group - g0);
   const int begin = split * p.split_len;
   const int end = min(p.context, begin + p.split_len);
+  const int h0 = kvh * p.group + g0; // first query head of this CTA
 
-  const T* q_base = static_cast<const T*>(p.q) + static_cast<int64_t>(b) * p.q_ld;
-  for (int i = threadIdx.x; i < kDecodeHeads * D; i += kDecodeThreads) {
-    const int hh = i / D;
-    q_s[i] = hh < nh ? to_float(q_base[static_cast<int64_t>(kvh * p.group + g0 + hh) * D + i % D])
-                     : 0.0f;
-  }
-  if (threadIdx.x < kDecodeHeads) {
-    m_s[threadIdx.x] = -INFINITY;
-    l_s[threadIdx.x] = 0.0f;
-  }
   const T* k_base = static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
                     static_cast<int64_t>(kvh) * D;
   const T* v_base = static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld +
                     static_cast<int64_t>(kvh) * D;
+  // This warp's steps start at begin + (warp + i * warps) * keys.
+  const int first = begin + warp * kDecodeKeys;
+  constexpr int kStride = kDecodeTile;
+  const int steps = first < end ? (end - first + kStride - 1) / kStride : 0;
 
-  // PV ownership: thread -> (head, 8-column chunk).
-  constexpr int kChunks = D / 8;
-  const int my_head = threadIdx.x / kChunks;
-  const int my_chunk = threadIdx.x % kChunks;
-  const bool owns = my_head < nh;
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  auto load_step = [&](int i) {
+    if (i < steps) {
+      const int j0 = first + i * kStride;
+      T* ks = k_s + (i % kDecodeStages) * kStageElems;
+      T* vs = v_s + (i % kDecodeStages) * kStageElems;
+#pragma unroll
+      for (int x = lane; x < kDecodeKeys * kChunks; x += 32) {
+        const int r = x / kChunks, c = x % kChunks;
+        const bool valid = j0 + r < end;
+        const int64_t row = valid ? j0 + r : first; // a valid address even when zero-filled
+        cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(ks + swizzle<D>(r, c))),
+                    k_base + row * p.k_ld + c * 8, valid);
+        cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(vs + swizzle<D>(r, c))),
+                    v_base + row * p.v_ld + c * 8, valid);
+      }
+    }
+    cp_async_commit(); // empty groups keep the wait counts uniform
+  };
+#pragma unroll
+  for (int i = 0; i < kDecodeStages - 1; ++i)
+    load_step(i);
 
-  for (int j0 = begin; j0 < end; j0 += kDecodeTile) {
-    const int len = min(kDecodeTile, end - j0);
-    __syncthreads(); // previous tile fully consumed (and q_s / m_s initialised)
-    for (int i = threadIdx.x; i < kDecodeTile * kChunks; i += kDecodeThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (r < len) { // rows past the split are zero: no stale NaN reaches P * V
-        kv =
-            *reinterpret_cast<const uint4*>(k_base + static_cast<int64_t>(j0 + r) * p.k_ld + c * 8);
-        vv =
-            *reinterpret_cast<const uint4*>(v_base + static_cast<int64_t>(j0 + r) * p.v_ld + c * 8);
-      }
-      *reinterpret_cast<uint4*>(k_s + r * kLd + c * 8) = kv;
-      *reinterpret_cast<uint4*>(v_s + r * kLd + c * 8) = vv;
-    }
-    __syncthreads();
-    // Scores: thread -> key (threadIdx % tile), heads strided by the number of key passes.
-    {
-      constexpr int kPasses = kDecodeThreads / kDecodeTile;
-      const int key = threadIdx.x % kDecodeTile;
-      for (int hh = threadIdx.x / kDecodeTile; hh < nh; hh += kPasses) {
-        float dot = 0.0f;
+  // Q as A fragments straight from global memory: rows past the group are zero.
+  constexpr int kSteps = D / 16;
+  const int g = lane / 4, t = lane % 4;
+  uint32_t q_frag[kSteps][4];
+  {
+    const T* q_base = static_cast<const T*>(p.q) + static_cast<int64_t>(b) * p.q_ld +
+                      static_cast<int64_t>(h0) * D;
+    const uint32_t* lo = reinterpret_cast<const uint32_t*>(q_base + static_cast<int64_t>(g) * D);
+    const uint32_t* hi =
+        reinterpret_cast<const uint32_t*>(q_base + static_cast<int64_t>(g + 8) * D);
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          const uint4 raw = *reinterpret_cast<const uint4*>(k_s + key * kLd + c * 8);
-          const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-          for (int x = 0; x < 8; ++x)
-            dot += to_float(e[x]) * q_s[hh * D + c * 8 + x];
-        }
-        p_s[hh * kDecodeTile + key] = key < len ? dot * p.scale_log2 : -INFINITY;
-      }
-    }
-    __syncthreads();
-    // Online softmax per head: one warp per head.
-    {
-      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-      for (int hh = warp; hh < nh; hh += kDecodeThreads / 32) {
-        float mx = -INFINITY;
-        for (int j = lane; j < kDecodeTile; j += 32)
-          mx = fmaxf(mx, p_s[hh * kDecodeTile + j]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        const float m_old = m_s[hh];
-        const float m_new = fmaxf(m_old, mx); // finite: every tile has a visible key
-        float sum = 0.0f;
-        for (int j = lane; j < kDecodeTile; j += 32) {
-          const float e = exp2f(p_s[hh * kDecodeTile + j] - m_new);
-          p_s[hh * kDecodeTile + j] = e;
-          sum += e;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-          sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) {
-          const float alpha = exp2f(m_old - m_new);
-          alpha_s[hh] = alpha;
-          l_s[hh] = l_s[hh] * alpha + sum;
-          m_s[hh] = m_new;
-        }
-      }
-    }
-    __syncthreads();
-    if (owns) {
-      const float alpha = alpha_s[my_head];
-#pragma unroll
-      for (int x = 0; x < 8; ++x)
-        acc[x] *= alpha;
-      for (int j = 0; j < len; ++j) {
-        const float pj = p_s[my_head * kDecodeTile + j];
-        const uint4 raw = *reinterpret_cast<const uint4*>(v_s + j * kLd + my_chunk * 8);
-        const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-        for (int x = 0; x < 8; ++x)
-          acc[x] += pj * to_float(e[x]);
-      }
+    for (int ks = 0; ks < kSteps; ++ks) {
+      const int c = ks * 8 + t; // 32-bit column pairs
+      q_frag[ks][0] = g < nh ? lo[c] : 0u;
+      q_frag[ks][1] = g + 8 < nh ? hi[c] : 0u;
+      q_frag[ks][2] = g < nh ? lo[c + 4] : 0u;
+      q_frag[ks][3] = g + 8 < nh ? hi[c + 4] : 0u;
     }
   }
-  if (owns) {
-    const int h = kvh * p.group + g0 + my_head;
-    const int64_t slot = (static_cast<int64_t>(b) * p.heads + h) * p.splits + split;
-    float* o = p.part_o + slot * D + my_chunk * 8;
+
+  constexpr int kDTiles = D / 8;
+  float o_acc[kDTiles][4];
 #pragma unroll
-    for (int x = 0; x < 8; ++x)
-      o[x] = acc[x];
-    if (my_chunk == 0) {
-      p.part_ml[slot * 2] = m_s[my_head];
-      p.part_ml[slot * 2 + 1] = l_s[my_head];
+  for (int i = 0; i < kDTiles; ++i)
+    o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f}; // per-thread partial sums, reduced over the quad at the end
+
+  for (int i = 0; i < steps; ++i) {
+    cp_async_wait<kDecodeStages - 2>();
+    __syncwarp(); // step i is in for every lane; every lane is done with step i - 1's buffer
+    load_step(i + kDecodeStages - 1);
+    const uint32_t k_addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(k_s + (i % kDecodeStages) * kStageElems));
+    const uint32_t v_addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(v_s + (i % kDecodeStages) * kStageElems));
+
+    float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t kb[4];
+      const int r = (lane / 16) * 8 + (lane % 8);
+      const int c = ks * 2 + (lane / 8) % 2;
+      ldmatrix_x4(kb, k_addr + 2 * swizzle<D>(r, c));
+      mma_16816<T>(s[0], q_frag[ks], kb[0], kb[1]);
+      mma_16816<T>(s[1], q_frag[ks], kb[2], kb[3]);
+    }
+    const int j0 = first + i * kStride;
+    const bool tail = j0 + kDecodeKeys > end;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = s[nt][e] * p.scale_log2;
+        s[nt][e] = tail && j0 + nt * 8 + 2 * t + (e & 1) >= end ? -INFINITY : x;
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = fmaxf(row_max[half], fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
+                                            fmaxf(s[1][2 * half], s[1][2 * half + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2)); // finite: the step has a key
+      const float alpha = exp2f(row_max[half] - mx);
+      row_max[half] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        s[nt][2 * half] = exp2f(s[nt][2 * half] - mx);
+        s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - mx);
+        sum += s[nt][2 * half] + s[nt][2 * half + 1];
+      }
+      row_sum[half] = row_sum[half] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        o_acc[dt][2 * half] *= alpha;
+        o_acc[dt][2 * half + 1] *= alpha;
+      }
+    }
+    uint32_t pa[4];
+    pa[0] = pack2<T>(s[0][0], s[0][1]);
+    pa[1] = pack2<T>(s[0][2], s[0][3]);
+    pa[2] = pack2<T>(s[1][0], s[1][1]);
+    pa[3] = pack2<T>(s[1][2], s[1][3]);
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; dt += 2) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, v_addr + 2 * swizzle<D>(lane % 16, dt + lane / 16));
+      mma_16816<T>(o_acc[dt], pa, vb[0], vb[1]);
+      mma_16816<T>(o_acc[dt + 1], pa, vb[2], vb[3]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncwarp(); // this warp's stages are free: its exchange rows go there
+
+  // Exchange: [rows][D] unnormalised output, then [rows] max and [rows] sum, per warp.
+  float* x_o = reinterpret_cast<float*>(smem_raw + warp * kWarpBytes);
+  float* x_m = x_o + kDecodeRows * D;
+  float* x_l = x_m + kDecodeRows;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = g + 8 * half;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      x_o[row * D + dt * 8 + 2 * t] = o_acc[dt][2 * half];
+      x_o[row * D + dt * 8 + 2 * t + 1] = o_acc[dt][2 * half + 1];
+    }
+    if (t == 0) {
+      x_m[row] = row_max[half]; // -inf for a warp that had no step
+      x_l[row] = sum;
+    }
+  }
+  __syncthreads();
+  auto warp_o = [&](int w) {
+    return reinterpret_cast<const float*>(smem_raw + w * kWarpBytes);
+  };
+  const int64_t slot0 = (static_cast<int64_t>(b) * p.heads + h0) * p.splits + split;
+  for (int x = threadIdx.x; x < nh * D; x += kDecodeThreads) {
+    const int row = x / D, d = x % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w)
+      mx = fmaxf(mx, warp_o(w)[kDecodeRows * D + row]); // warp 0 always has a step
+    float num = 0.0f, den = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float* xo = warp_o(w);
+      const float wgt = exp2f(xo[kDecodeRows * D + row] - mx);
+      num += wgt * xo[row * D + d];
+      den += wgt * xo[kDecodeRows * D + kDecodeRows + row];
+    }
+    if (p.splits == 1) {
+      static_cast<T*>(p.out)[static_cast<int64_t>(b) * p.o_ld + static_cast<int64_t>(h0 + row) * D +
+                             d] = from_float<T>(num / den);
+    } else {
+      const int64_t slot = slot0 + static_cast<int64_t>(row) * p.splits;
+      p.part_o[slot * D + d] = num;
+      if (d == 0) {
+        p.part_ml[slot * 2] = mx;
+        p.part_ml[slot * 2 + 1] = den;
+      }
     }
   }
 }
@@ -823,57 +904,6 @@ __global__ void decode_combine_kernel(const float* part_o, const float* part_ml,
     out[static_cast<int64_t>(b) * o_ld + static_cast<int64_t>(h) * D + d] =
         from_float<T>(num / den);
   }
-}
-
-// Short contexts (at most one tile): one warp per (sequence, query head) keeps q, the running
-// softmax and the output row in registers, with no shared memory and no block barriers. The
-// split kernel would stage a mostly empty tile per head behind three barriers, which made the
-// attention of a decode step at context 1 cost as much as a GEMM.
-constexpr int kShortWarps = 4; // warps per CTA
-
-template <typename T, int D>
-__global__ void __launch_bounds__(kShortWarps * 32)
-    decode_short_kernel(DecodeParams p, int batch, T* out, int64_t o_ld) {
-  constexpr int kPer = D / 32; // columns per lane
-  const int row = blockIdx.x * kShortWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= batch * p.heads) return;
-  const int b = row / p.heads, h = row % p.heads, kvh = h / p.group;
-  const int col = lane * kPer;
-  const T* q = static_cast<const T*>(p.q) + static_cast<int64_t>(b) * p.q_ld + h * D + col;
-  const T* k =
-      static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld + kvh * D + col;
-  const T* v =
-      static_cast<const T*>(p.v) + static_cast<int64_t>(b) * p.capacity * p.v_ld + kvh * D + col;
-  float qv[kPer], acc[kPer];
-#pragma unroll
-  for (int x = 0; x < kPer; ++x) {
-    qv[x] = to_float(q[x]) * p.scale_log2;
-    acc[x] = 0.0f;
-  }
-  float m = -INFINITY, l = 0.0f;
-  for (int j = 0; j < p.context; ++j) {
-    const T* kj = k + static_cast<int64_t>(j) * p.k_ld;
-    const T* vj = v + static_cast<int64_t>(j) * p.v_ld;
-    float dot = 0.0f;
-#pragma unroll
-    for (int x = 0; x < kPer; ++x)
-      dot += qv[x] * to_float(kj[x]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float m_new = fmaxf(m, dot);
-    const float alpha = exp2f(m - m_new), pj = exp2f(dot - m_new);
-    l = l * alpha + pj;
-#pragma unroll
-    for (int x = 0; x < kPer; ++x)
-      acc[x] = acc[x] * alpha + pj * to_float(vj[x]);
-    m = m_new;
-  }
-  T* o = out + static_cast<int64_t>(b) * o_ld + h * D + col;
-#pragma unroll
-  for (int x = 0; x < kPer; ++x)
-    o[x] = from_float<T>(acc[x] / l);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -914,49 +944,51 @@ template <typename T, int D>
 void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream) {
   const int group = static_cast<int>(s.heads / s.kv_heads);
+  const int head_chunks = (group + kDecodeRows - 1) / kDecodeRows;
   DecodeParams p{};
   p.q = q.data;
   p.k = k.data;
   p.v = v.data;
+  p.out = out.data;
   p.q_ld = q.ld;
   p.k_ld = k.ld;
   p.v_ld = v.ld;
+  p.o_ld = out.ld;
   p.context = static_cast<int>(s.context);
   p.capacity = static_cast<int>(s.capacity);
   p.heads = static_cast<int>(s.heads);
   p.group = group;
-  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
-  if (s.context <= kDecodeTile) {
-    const int64_t rows = s.batch * s.heads;
-    decode_short_kernel<T, D>
-        <<<static_cast<unsigned>((rows + kShortWarps - 1) / kShortWarps), kShortWarps * 32, 0,
-           stream>>>(p, static_cast<int>(s.batch), static_cast<T*>(out.data), out.ld);
-    RIDGELINE_CHECK(cudaGetLastError());
-    return;
-  }
-  const int head_chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
-  const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
-  // Two waves of CTAs over the SMs, but no split shorter than one tile.
-  const int64_t want = (2 * static_cast<int64_t>(sm_count) + ctas_per_split - 1) / ctas_per_split;
-  const int64_t max_splits = (s.context + kDecodeTile - 1) / kDecodeTile;
-  int64_t splits = want < 1 ? 1 : (want > max_splits ? max_splits : want);
-  const int64_t split_len = (s.context + splits - 1) / splits;
-  splits = (s.context + split_len - 1) / split_len;
-
-  const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
-  float* part = static_cast<float*>(scratch(slots * (D + 2) * sizeof(float)));
-  p.part_o = part;
-  p.part_ml = part + slots * D;
   p.head_chunks = head_chunks;
+  p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+
+  // Two CTAs per SM are resident (shared memory bounds it): split the context until the grid
+  // fills them, but give every split at least two rounds of the CTA's warps, so that the
+  // combine stays small beside the K/V reads.
+  const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
+  const int64_t want = (2 * static_cast<int64_t>(sm_count) + ctas_per_split - 1) / ctas_per_split;
+  const int64_t max_splits = (s.context + 2 * kDecodeTile - 1) / (2 * kDecodeTile);
+  const int64_t splits0 = want < 1 ? 1 : (want > max_splits ? max_splits : want);
+  const int64_t rounds = (s.context + kDecodeTile - 1) / kDecodeTile;
+  const int64_t split_len = (rounds + splits0 - 1) / splits0 * kDecodeTile;
+  const int64_t splits = (s.context + split_len - 1) / split_len;
   p.splits = static_cast<int>(splits);
   p.split_len = static_cast<int>(split_len);
+  if (splits > 1) {
+    const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
+    float* part = static_cast<float*>(scratch(slots * (D + 2) * sizeof(float)));
+    p.part_o = part;
+    p.part_ml = part + slots * D;
+  }
   constexpr int smem = decode_smem_bytes<D>();
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  RIDGELINE_REQUIRE(s.batch <= 65535 && s.kv_heads * head_chunks <= 65535,
+                    "decode attention: batch and KV heads must each stay below 65536");
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(s.kv_heads * head_chunks),
                   static_cast<unsigned>(s.batch));
   decode_split_kernel<T, D><<<grid, kDecodeThreads, smem, stream>>>(p);
   RIDGELINE_CHECK(cudaGetLastError());
+  if (splits == 1) return;
   decode_combine_kernel<T, D>
       <<<dim3(static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch)), D, 0, stream>>>(
           p.part_o, p.part_ml, static_cast<T*>(out.data), out.ld, p.heads, p.splits);

@@ -6,7 +6,8 @@ largest size, beyond the caches), against a target fraction.
 
     python3 scripts/decode_roof_table.py [--target 0.85] [--markdown OUT.md] SWEEP.h5 [...]
 
-Prints one row per point (failed points with their reason) and how many points reach the target.
+Prints one row per point (failed points with their reason) and how many points reach the target,
+per attention implementation and GEMM algorithm choice when the files hold several.
 """
 import argparse
 import sys
@@ -25,6 +26,7 @@ class Row:
     context: int
     graphs: bool
     gemm_algo: str
+    attention: str
     status: str
     step_bytes: float = 0.0
     step_p50_ns: float = 0.0
@@ -52,12 +54,13 @@ def rows_of(path: str) -> List[Row]:
     model = str(run.config.get("model", ""))
     graphs = bool(run.config.get("graphs", 0))
     gemm_algo = str(run.config.get("gemm_algo", "heuristic"))
+    attention = str(run.config.get("attention", "fused"))
     out = []
     for p in run.sweep.points:
         if p["phase"] != "decode":
             continue
         row = Row(path, model, int(p["tp"]), int(p["batch"]), int(p["context"]), graphs,
-                  gemm_algo, str(p["status"]))
+                  gemm_algo, attention, str(p["status"]))
         if row.status == "ok":
             row.step_bytes = float(p["step_hbm_bytes"])
             row.step_p50_ns = float(p["step_p50_ns"])
@@ -70,19 +73,21 @@ def rows_of(path: str) -> List[Row]:
 
 
 def format_table(rows: List[Row], target: float, markdown: bool = False) -> str:
-    head = ["model", "tp", "batch", "context", "graphs", "gemm", "GB/step", "step p50 us", "GB/s",
+    head = ["model", "tp", "batch", "context", "graphs", "gemm", "attention", "GB/step", "step p50 us", "GB/s",
             "copy roof GB/s", "fraction", f">= {target:g}"]
     body = []
     for r in rows:
         if r.status != "ok":
             body.append([r.model, str(r.tp), str(r.batch), str(r.context),
-                         "yes" if r.graphs else "no", r.gemm_algo, "", "", "", "", "", r.status])
+                         "yes" if r.graphs else "no", r.gemm_algo, r.attention, "", "", "", "", "",
+                         r.status])
             continue
         roof = f"{r.roof_gbps:.0f}" if r.roof_gbps else "no roofs"
         fraction = f"{r.fraction:.3f}" if r.roof_gbps else ""
         meets = ("yes" if r.fraction >= target else "no") if r.roof_gbps else ""
         body.append([r.model, str(r.tp), str(r.batch), str(r.context),
-                     "yes" if r.graphs else "no", r.gemm_algo, f"{r.step_bytes / 1e9:.4f}", f"{r.step_p50_ns / 1e3:.1f}", f"{r.gbps:.0f}",
+                     "yes" if r.graphs else "no", r.gemm_algo, r.attention,
+                     f"{r.step_bytes / 1e9:.4f}", f"{r.step_p50_ns / 1e3:.1f}", f"{r.gbps:.0f}",
                      roof, fraction, meets])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -103,6 +108,17 @@ def summary_line(rows: List[Row], target: float) -> str:
             f"copy roof; {failed} failed")
 
 
+def summary_lines(rows: List[Row], target: float) -> List[str]:
+    """One line per (attention, GEMM algorithm) when the files hold several, then the total."""
+    groups = sorted({(r.attention, r.gemm_algo) for r in rows})
+    lines = []
+    if len(groups) > 1:
+        for attention, algo in groups:
+            part = [r for r in rows if (r.attention, r.gemm_algo) == (attention, algo)]
+            lines.append(f"attention {attention}, gemm {algo}: {summary_line(part, target)}")
+    return lines + [summary_line(rows, target)]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="sweep files (ridgeline sweep --phase decode)")
@@ -117,12 +133,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except reader.SchemaError as e:
         print(f"decode_roof_table: {e}", file=sys.stderr)
         return 2
+    summary = "\n".join(summary_lines(rows, args.target)) + "\n"
     print(format_table(rows, args.target), end="")
-    print(summary_line(rows, args.target))
+    print(summary, end="")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(format_table(rows, args.target, markdown=True))
-            f.write("\n" + summary_line(rows, args.target) + "\n")
+            f.write("\n" + summary.replace("\n", "  \n"))
     return 0
 
 

@@ -23,7 +23,7 @@
 #   - decode: the decode step of every preset layer at TP 1 with --graphs (batch 1-256, context
 #     1k-32k, cuBLASLt heuristic and searched GEMM algorithms), bytes per step against the copy
 #     roof (scripts/decode_roof_table.py), and a growing KV cache (--decode-steps);
-#     DECODE_ATTENTION=cudnn runs the sweeps with cuDNN's attention instead of the project's;
+#     DECODE_ATTENTION=fused,cudnn runs each sweep with each implementation, taking turns;
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -259,23 +259,27 @@ section_sweeps() {
 # bytes per step over step time against the copy roof; and a growing cache of 256 tokens.
 # DECODE_MODELS and DECODE_GEMM_ALGOS narrow them.
 section_decode() {
-  local roofs=$out/h5/roofs_nvlink.h5
+  local roofs=$out/h5/roofs_nvlink.h5 DECODE_ATTENTION=${DECODE_ATTENTION:-fused}
   if [ ! -f "$roofs" ]; then
     roofs=$out/h5/roofs_decode.h5
     timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
       --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
     note "roofs_decode: rc=$?"
   fi
+  # The attention implementations take turns within each model, so that their sweeps of one
+  # model run minutes apart, not a whole job apart.
   for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
     for algo in ${DECODE_GEMM_ALGOS:-heuristic search}; do
-      local name=decode_sweep_${model}_$algo
-      [ "${DECODE_ATTENTION:-fused}" = fused ] || name=${name}_$DECODE_ATTENTION
-      timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 1 "$ridgeline" sweep \
-        --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
-        --phase decode --graphs --gemm-algo "$algo" --attention "${DECODE_ATTENTION:-fused}" \
-        --tp 1 --batch 1,16,64,256 --context 1024,8192,32768 --warmup 5 --iters 20 --out "$out/h5/$name.h5" \
-        >"$out/logs/$name.log" 2>&1
-      note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows"
+      for attention in ${DECODE_ATTENTION//,/ }; do
+        local name=decode_sweep_${model}_$algo
+        [ "$attention" = fused ] || name=${name}_$attention
+        timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 1 "$ridgeline" sweep \
+          --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
+          --phase decode --graphs --gemm-algo "$algo" --attention "$attention" --tp 1 \
+          --batch 1,16,64,256 --context 1024,8192,32768 --warmup 5 --iters 20 \
+          --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+        note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows"
+      done
     done
   done
   python3 "$repo/scripts/decode_roof_table.py" --markdown "$out/decode_roof_table.md" \

@@ -1,5 +1,6 @@
 """--decode-steps in the file (per-token times against context, read and validated) and the
 decode bandwidth table of scripts/decode_roof_table.py, on files the C++ side wrote."""
+import dataclasses
 import shutil
 import subprocess
 
@@ -71,6 +72,7 @@ def test_roof_table_of_a_sweep(sweep_path, capsys):
     assert len(rows) == len(points) == 4
     for row, p in zip(rows, points):
         assert row.status == "ok"
+        assert row.attention == "fused" and row.gemm_algo == "heuristic"
         assert row.step_bytes == p["step_hbm_bytes"] > 0
         assert row.gbps == pytest.approx(p["step_hbm_bytes"] / p["step_p50_ns"])
         assert row.fraction == pytest.approx(row.gbps / roof)
@@ -79,6 +81,13 @@ def test_roof_table_of_a_sweep(sweep_path, capsys):
     assert out[0].split()[:4] == ["model", "tp", "batch", "context"]
     assert len(out) == 1 + 4 + 1
     assert out[-1].endswith("measured decode points at >= 0.85 of the copy roof; 0 failed")
+    # Rows of another attention implementation: a summary line per implementation, then the total.
+    other = [dataclasses.replace(r, attention="cudnn", fraction=1.0) for r in rows]
+    lines = decode_roof_table.summary_lines(rows + other, 0.85)
+    assert lines[0].startswith("attention cudnn, gemm heuristic: 4 of 4 measured")
+    assert lines[1].startswith("attention fused, gemm heuristic:")
+    reaching = sum(r.fraction >= 0.85 for r in rows)
+    assert lines[2].startswith(f"{reaching + 4} of 8 measured decode points")
 
 
 def test_roof_table_refuses_a_run_file(run_path, capsys):

@@ -542,9 +542,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
         {"activations (tokens x hidden)", tokens * h},
         {"MLP activations (tokens x ffn / tp)", tokens * f},
         {"MLP weights (hidden x ffn / tp)", h * f},
-        {"KV cache (batch x (context + decode steps) x kv_heads / tp x head_dim)",
-         mb_batch * kv * static_cast<double>(c.kv_heads >= c.tp ? c.kv_heads / c.tp : 1) *
-             static_cast<double>(c.hidden / c.heads)},
+        // The KV cache is indexed by 64-bit offsets everywhere; its rows still count in 32 bits.
+        {"KV cache rows (batch x (context + decode steps))", mb_batch * kv},
         {"attention scores (batch x heads / tp x seq x context)",
          naive ? mb_batch * heads * (decode ? 1.0 : static_cast<double>(c.seq)) * kv : 0.0}};
     for (const auto& [what, elements] : counts)

@@ -69,7 +69,7 @@ check "--iters: expected an integer from 1" run "${small[@]}" --iters 0
 check "--decode-steps: expected an integer >= 0, got '-3'" run "${small[@]}" --phase decode --decode-steps -3
 check "--decode-steps 4 generates tokens: it needs --phase decode" run "${steps[@]}" --decode-steps 4
 check "is not a multiple of --decode-steps 4" run "${steps[@]}" --phase decode --decode-steps 4 --iters 6
-check "KV cache (batch x (context + decode steps)" run "${steps[@]}" --phase decode --decode-steps 100000000
+check "KV cache rows (batch x (context + decode steps))" run "${steps[@]}" --phase decode --batch 64 --decode-steps 100000000
 check "--overlap: 'none' given twice" run "${small[@]}" --overlap none,none
 check "--overlap: empty item" run "${small[@]}" --overlap async,
 check "--model: empty value" run "${small[@]}" --model ""

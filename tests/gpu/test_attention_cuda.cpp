@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -114,6 +115,31 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"decode_context1000_group8", 2, 1, 1000, 1024, 16, 2, 128, true},
                       Case{"decode_context4097_group4", 1, 1, 4097, 4097, 8, 2, 128, true}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Decode over the grid of contexts around the kernel's 16-key steps and 64-key rounds, and the
+// grouped-query group sizes of the presets, at both head dims; then the layouts that change the
+// launch: 16 and 32 query heads per KV head (one and two 16-row tiles), a batch wide enough that
+// each CTA takes the whole context (no combine), and a cache longer than the context.
+std::vector<Case> decode_grid() {
+  std::vector<Case> cases;
+  for (int64_t d : {128, 64})
+    for (int64_t context : {1, 63, 64, 65, 1000, 4097})
+      for (int64_t group : {1, 4, 8})
+        cases.push_back(Case{nullptr, 2, 1, context, context + 3, 2 * group, 2, d, true});
+  cases.push_back(Case{nullptr, 1, 1, 4097, 4097, 16, 1, 128, true});
+  cases.push_back(Case{nullptr, 1, 1, 1000, 1000, 64, 2, 128, true});
+  cases.push_back(Case{nullptr, 48, 1, 1000, 1000, 64, 8, 128, true});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Decode, AttentionVsHost, ::testing::ValuesIn(decode_grid()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "b" + std::to_string(c.batch) + "_ctx" +
+                                  std::to_string(c.context) + "_group" +
+                                  std::to_string(c.heads / c.kv_heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim);
+                         });
 
 // Double-precision attention backward of one (batch, head): dq, dk, dv accumulate (dk, dv are
 // shared by the grouped heads).

@@ -173,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--phase", "decode", "--batch", "4096", "--context", "1000", "--decode-steps",
                  "999000", "--iters", "999000"},
                 1,
-                "KV cache (batch x (context + decode steps)"},
+                "KV cache rows (batch x (context + decode steps))"},
         BadCase{"gemm_algo", {"--gemm-algo", "fastest"}, 1, "--gemm-algo must be one of"},
         BadCase{"gemm_search_host",
                 {"--gemm-algo", "search"},
