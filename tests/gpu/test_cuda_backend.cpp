@@ -211,13 +211,15 @@ TEST_F(CudaVsHost, ElementwiseAndNorms) {
 }
 
 TEST_F(CudaVsHost, RotaryAndCopy) {
-  for (int64_t head_dim : {64, 128}) {
-    const int64_t rows = 21, heads = 3;
-    Pair x = make(rows, heads * head_dim + 8, 20);
-    m_gpu->rotary(x.gpu, heads, head_dim, 7, 1000, 10000.0f);
-    m_host->rotary(x.host, heads, head_dim, 7, 1000, 10000.0f);
-    expect_close(x, "rotary");
-  }
+  // 3 and 11 heads: less than one and more than one chunk of the kernel's 8 heads per thread.
+  for (int64_t head_dim : {64, 128})
+    for (int64_t heads : {3, 11}) {
+      const int64_t rows = 21;
+      Pair x = make(rows, heads * head_dim + 8, 20);
+      m_gpu->rotary(x.gpu, heads, head_dim, 7, 1000, 10000.0f);
+      m_host->rotary(x.host, heads, head_dim, 7, 1000, 10000.0f);
+      expect_close(x, heads == 3 ? "rotary, 3 heads" : "rotary, 11 heads");
+    }
   Pair src = make(17, 40, 21, 1.0f, 48);
   Pair dst = zeros(17, 40);
   m_gpu->copy(src.gpu, dst.gpu);
