@@ -214,16 +214,17 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   if (m_spec.shape.phase == Phase::decode) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
     // the slots the decode steps append to. Shards are columns of the global
-    // [rows, kv_heads * d].
+    // [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its values, in
+    // the order the QKV projection writes them, so that one copy appends both.
     const LayerShape& s = m_spec.shape;
     const int64_t rows = s.batch * s.cache_rows();
     const int64_t kv_cols = m.kv_heads * m_d;
-    w.k_cache = alloc(rows, m_kvl * m_d);
-    w.v_cache = alloc(rows, m_kvl * m_d);
-    m_backend.fill_random(w.k_cache.view(rows, m_kvl * m_d, dt), key(role_k_cache, kv_cols, 1.0f),
-                          0, m_kv0 * m_d);
-    m_backend.fill_random(w.v_cache.view(rows, m_kvl * m_d, dt), key(role_v_cache, kv_cols, 1.0f),
-                          0, m_kv0 * m_d);
+    w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
+    const Tensor cache = w.kv_cache.view(rows, 2 * m_kvl * m_d, dt);
+    m_backend.fill_random(cache.cols_slice(0, m_kvl * m_d), key(role_k_cache, kv_cols, 1.0f), 0,
+                          m_kv0 * m_d);
+    m_backend.fill_random(cache.cols_slice(m_kvl * m_d, m_kvl * m_d),
+                          key(role_v_cache, kv_cols, 1.0f), 0, m_kv0 * m_d);
   }
 }
 
@@ -423,8 +424,9 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
                        static_cast<float>(m.rope_theta));
     }
     const Tensor q = pq.cols_slice(0, m_hl * m_d);
-    const Tensor k_new = pq.cols_slice(m_hl * m_d, m_kvl * m_d);
-    const Tensor v_new = pq.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d);
+    const Tensor kv_new = pq.cols_slice(m_hl * m_d, 2 * m_kvl * m_d);
+    const Tensor k_new = kv_new.cols_slice(0, m_kvl * m_d);
+    const Tensor v_new = kv_new.cols_slice(m_kvl * m_d, m_kvl * m_d);
     AttentionShape shape;
     shape.batch = nb;
     shape.heads = m_hl;
@@ -434,14 +436,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       // Step i appends at position context + i and attends to the context + i + 1 keys.
       const int64_t cap = s.cache_rows();
       const int64_t pos = s.context + m_decode_step;
-      const Tensor k_cache =
-          w.k_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
-      const Tensor v_cache =
-          w.v_cache.view(s.batch * cap, m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
+      const Tensor cache =
+          w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
+      const Tensor k_cache = cache.cols_slice(0, m_kvl * m_d);
+      const Tensor v_cache = cache.cols_slice(m_kvl * m_d, m_kvl * m_d);
       {
         const ScopedOp op = compute_op(rec, s_kv_append, layer, share);
-        m_backend.copy(k_new, k_cache.strided_rows(pos, nb, cap));
-        m_backend.copy(v_new, v_cache.strided_rows(pos, nb, cap));
+        m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
       }
       shape.seq = 1;
       shape.context = pos + 1;

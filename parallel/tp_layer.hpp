@@ -113,7 +113,7 @@ public:
 private:
   // The layer's weight shard and, for decode, its KV cache.
   struct LayerWeights : ridgeline::LayerWeights {
-    Buffer k_cache, v_cache;
+    Buffer kv_cache; ///< [batch * cache rows][keys | values] (decode)
   };
   Buffer alloc(int64_t rows, int64_t cols);
   void init_layer(int64_t layer, LayerWeights& w);
