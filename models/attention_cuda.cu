@@ -7,6 +7,7 @@
 // is split across CTAs so that even batch * kv_heads = 1 fills every SM (see
 // decode_split_kernel). Backward (prefill): a FlashAttention-2 style tensor-core kernel per
 // 128-key block (see flash_backward_kernel).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -961,27 +962,43 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   p.head_chunks = head_chunks;
   p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
 
-  // Two CTAs per SM are resident (shared memory bounds it): split the context until the grid
-  // fills them, but give every split at least two rounds of the CTA's warps, so that the
-  // combine stays small beside the K/V reads.
+  constexpr int smem = decode_smem_bytes<D>();
+  RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0;
+  RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, decode_split_kernel<T, D>, kDecodeThreads, smem));
+  const int64_t slots = static_cast<int64_t>(sm_count) * (per_sm < 1 ? 1 : per_sm);
+  // Split the context so that the grid fills whole waves of the resident CTAs: a grid of 1.2
+  // waves takes as long as 2. Splits are whole 16-key steps, at least one round of the warps
+  // each; among those whose wave use is within 5 % of the best, the fewest splits, since each
+  // adds to the combine.
   const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
-  const int64_t want = (2 * static_cast<int64_t>(sm_count) + ctas_per_split - 1) / ctas_per_split;
-  const int64_t max_splits = (s.context + 2 * kDecodeTile - 1) / (2 * kDecodeTile);
-  const int64_t splits0 = want < 1 ? 1 : (want > max_splits ? max_splits : want);
-  const int64_t rounds = (s.context + kDecodeTile - 1) / kDecodeTile;
-  const int64_t split_len = (rounds + splits0 - 1) / splits0 * kDecodeTile;
+  const int64_t steps = (s.context + kDecodeKeys - 1) / kDecodeKeys;
+  const int64_t most = std::min<int64_t>((s.context + kDecodeTile - 1) / kDecodeTile, 1024);
+  auto split_len_for = [&](int64_t n) {
+    return std::max<int64_t>((steps + n - 1) / n * kDecodeKeys, kDecodeTile);
+  };
+  auto wave_use = [&](int64_t n) {
+    const int64_t ctas = (s.context + split_len_for(n) - 1) / split_len_for(n) * ctas_per_split;
+    return static_cast<double>(ctas) / static_cast<double>((ctas + slots - 1) / slots * slots);
+  };
+  double best = 0.0;
+  for (int64_t n = 1; n <= most; ++n)
+    best = std::max(best, wave_use(n));
+  int64_t chosen = 1;
+  while (wave_use(chosen) < best - 0.05)
+    ++chosen;
+  const int64_t split_len = split_len_for(chosen);
   const int64_t splits = (s.context + split_len - 1) / split_len;
   p.splits = static_cast<int>(splits);
   p.split_len = static_cast<int>(split_len);
   if (splits > 1) {
-    const size_t slots = static_cast<size_t>(s.batch * s.heads * splits);
-    float* part = static_cast<float*>(scratch(slots * (D + 2) * sizeof(float)));
+    const size_t rows = static_cast<size_t>(s.batch * s.heads * splits);
+    float* part = static_cast<float*>(scratch(rows * (D + 2) * sizeof(float)));
     p.part_o = part;
-    p.part_ml = part + slots * D;
+    p.part_ml = part + rows * D;
   }
-  constexpr int smem = decode_smem_bytes<D>();
-  RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   RIDGELINE_REQUIRE(s.batch <= 65535 && s.kv_heads * head_chunks <= 65535,
                     "decode attention: batch and KV heads must each stay below 65536");
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(s.kv_heads * head_chunks),
