@@ -112,9 +112,11 @@ TEST_P(TrainVsHost, GemmEveryTransposeWithAndWithoutAccumulate) {
 }
 
 TEST_P(TrainVsHost, NormBackward) {
-  // 72 columns take the vector path, 45 the scalar one; 150 rows span three row chunks.
-  for (int64_t cols : {72, 45})
-    for (int64_t rows : {19, 150})
+  // 72 and 8192 columns take the register-row kernel (a block per SM walking several rows once
+  // rows outnumber the SMs: 300), 8200 the two-kernel vector path (wider than 1024 x 8), 45 the
+  // scalar one; 150 rows span three row chunks of the two-kernel path.
+  for (int64_t cols : {72, 8192, 8200, 45})
+    for (int64_t rows : {19, 150, 300})
       for (bool accumulate : {false, true}) {
         const std::string what = " cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                                  (accumulate ? " accumulate" : "");
