@@ -276,95 +276,115 @@ __global__ void norm_backward_kernel(const T* x, int64_t ldx, const T* gamma, co
   }
 }
 
-// Backward of norm_kernel with the row held in registers, for rows of at most 1024 * 8 * K
-// elements in 16-byte vectors (K = 1 is what the register file allows at 1024 threads): each block walks rows blockIdx.x, + gridDim.x, ... and each
-// thread keeps its columns' x, dy and gamma in registers for the row's statistics, its two
-// sums and dx, so x and dy are read once; the thread also accumulates its columns' dgamma
-// (dy * xhat) and dbeta (dy) partials over the block's rows, written once per block for
-// norm_param_final_kernel. The two-kernel path below reads x four times and dy three times,
-// and its column pass loads 2 bytes per thread: it took 245 us where the forward took 65.
-template <typename T, int K, bool kLayer>
+/// Sums of two values over the block, every thread getting both (one pair of barriers).
+__device__ float2 block_sum2(float2 v, float2* shared) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads(); // `shared` may still be read by a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? shared[lane] : make_float2(0.0f, 0.0f);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  return v;
+}
+
+// Backward of norm_kernel for rows of at most 1024 x 8 elements in 16-byte vectors (every
+// preset's hidden size up to llama3-70b's): each block walks rows blockIdx.x, + gridDim.x, ...,
+// each thread owning 8 columns. x and dy of a row are read once, into registers, and the next
+// row's are loaded while this one is reduced; gamma, and the thread's dgamma (dy * xhat) and
+// dbeta (dy) partials over the block's rows, live in shared memory (registers hold the two
+// rows), the partials written once per block for norm_param_final_kernel. Two block reductions per row: (sum x,
+// sum dxhat), then (sum (x - mu)^2, sum dxhat * x), with sum dxhat * xhat = inv * (sum dxhat * x
+// - mu * sum dxhat). The two-kernel path below reads x four times and dy three times, and its
+// column pass loads 2 bytes per thread: it took 245 us where the forward took 65.
+template <typename T, bool kLayer>
 __global__ void __launch_bounds__(1024)
     norm_backward_rows_kernel(const T* x, int64_t ldx, const T* gamma, const T* dy, int64_t lddy,
                               T* dx, int64_t lddx, int64_t rows, int64_t cols, float eps,
                               float* part_g, float* part_b) {
   constexpr int V = 8;
-  __shared__ float shared[32];
+  __shared__ float2 shared[32];
+  extern __shared__ float acc[]; // [3][V][blockDim.x]: dgamma and dbeta partials, gamma
   const float n = static_cast<float>(cols);
-  int64_t col[K];
-  bool live[K];
-  float g[K][V], acc_g[K][V], acc_b[K][V];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    col[k] = (threadIdx.x + static_cast<int64_t>(k) * blockDim.x) * V;
-    live[k] = col[k] < cols;
+  const int64_t col = static_cast<int64_t>(threadIdx.x) * V;
+  const bool live = col < cols;
+  const int stride = blockDim.x;
+  float* g = acc + 2 * V * stride + threadIdx.x; // g[j * stride]: this thread's gamma
+  {
+    float gv[V];
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      g[k][j] = acc_g[k][j] = acc_b[k][j] = 0.0f;
-    if (live[k]) load<T, V>(gamma + col[k], g[k]);
-  }
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    float v[K][V], d[K][V];
-    float sum = 0.0f;
+      gv[j] = 0.0f;
+    if (live) load<T, V>(gamma + col, gv);
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        v[k][j] = d[k][j] = 0.0f;
-      if (live[k]) {
-        load<T, V>(x + r * ldx + col[k], v[k]);
-        load<T, V>(dy + r * lddy + col[k], d[k]);
-      }
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        sum += v[k][j];
+    for (int j = 0; j < V; ++j) {
+      acc[j * stride + threadIdx.x] = 0.0f;
+      acc[(V + j) * stride + threadIdx.x] = 0.0f;
+      g[j * stride] = gv[j];
     }
-    const float mu = kLayer ? block_sum(sum, shared) / n : 0.0f;
-    float sq = 0.0f;
+  }
+  // Rows stay as raw 16-byte vectors in registers (this one and the next), read element-wise.
+  auto fetch = [&](const T* base, int64_t ld, int64_t row) {
+    return live && row < rows ? *reinterpret_cast<const uint4*>(base + row * ld + col)
+                              : make_uint4(0, 0, 0, 0);
+  };
+  auto at = [](const uint4& raw, int j) { return to_float(reinterpret_cast<const T*>(&raw)[j]); };
+  int64_t r = blockIdx.x;
+  uint4 xr = fetch(x, ldx, r), dr = fetch(dy, lddy, r);
+  for (; r < rows; r += gridDim.x) {
+    const uint4 xn = fetch(x, ldx, r + gridDim.x), dn = fetch(dy, lddy, r + gridDim.x);
+    float2 s1 = make_float2(0.0f, 0.0f);
 #pragma unroll
-    for (int k = 0; k < K; ++k)
+    for (int j = 0; j < V; ++j) {
+      s1.x += at(xr, j);
+      s1.y += at(dr, j) * g[j * stride];
+    }
+    s1 = block_sum2(s1, shared);
+    const float mu = kLayer ? s1.x / n : 0.0f;
+    float2 s2 = make_float2(0.0f, 0.0f);
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        if (live[k]) sq += (v[k][j] - mu) * (v[k][j] - mu);
-    const float inv = rsqrtf(block_sum(sq, shared) / n + eps);
-    float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        v[k][j] = live[k] ? (v[k][j] - mu) * inv : 0.0f; // xhat from here on
-        const float dxhat = d[k][j] * g[k][j];
-        sum_g += dxhat;
-        sum_gx += dxhat * v[k][j];
-        acc_g[k][j] += d[k][j] * v[k][j];
-        acc_b[k][j] += d[k][j];
-      }
-    sum_g = block_sum(sum_g, shared);
-    sum_gx = block_sum(sum_gx, shared);
-    const float centre = kLayer ? sum_g / n : 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (!live[k]) continue;
+    for (int j = 0; j < V; ++j) {
+      const float c = live ? at(xr, j) - mu : 0.0f;
+      s2.x += c * c;
+      s2.y += at(dr, j) * g[j * stride] * at(xr, j);
+    }
+    s2 = block_sum2(s2, shared);
+    const float inv = rsqrtf(s2.x / n + eps);
+    const float sum_gx = inv * (s2.y - mu * s1.y); // sum of dxhat * xhat
+    const float centre = kLayer ? s1.y / n : 0.0f;
+    if (live) {
       float o[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        o[j] = inv * (d[k][j] * g[k][j] - centre - v[k][j] * sum_gx / n);
-      store<T, V>(dx + r * lddx + col[k], o);
+      for (int j = 0; j < V; ++j) {
+        const float xhat = (at(xr, j) - mu) * inv, dj = at(dr, j);
+        o[j] = inv * (dj * g[j * stride] - centre - xhat * sum_gx / n);
+        acc[j * stride + threadIdx.x] += dj * xhat;
+        acc[(V + j) * stride + threadIdx.x] += dj;
+      }
+      store<T, V>(dx + r * lddx + col, o);
     }
+    xr = xn;
+    dr = dn;
   }
+  if (!live) return;
+  float* pg = part_g + blockIdx.x * cols + col;
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    if (!live[k]) continue;
-    float* pg = part_g + blockIdx.x * cols + col[k];
+  for (int j = 0; j < V; ++j)
+    pg[j] = acc[j * stride + threadIdx.x];
+  if (part_b != nullptr) {
+    float* pb = part_b + blockIdx.x * cols + col;
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      pg[j] = acc_g[k][j];
-    if (part_b != nullptr) {
-      float* pb = part_b + blockIdx.x * cols + col[k];
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        pb[j] = acc_b[k][j];
-    }
+      pb[j] = acc[(V + j) * stride + threadIdx.x];
   }
 }
 
@@ -655,31 +675,31 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
   if (x.cols == 0) return;
   const bool vec = rows_vectorisable(x) && rows_vectorisable(dy) && rows_vectorisable(dx) &&
                    reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0;
-  // The register file holds five floats per element of a block's row (x, dy, gamma and two
-  // partials): rows up to 1024 threads x 8 elements, the hidden size of every preset up to
-  // llama3-70b's; wider rows take the two-kernel path.
+  // One thread per 8 columns: rows up to 1024 x 8 elements take the one-kernel path (a block
+  // per SM), wider or unaligned rows the two-kernel path.
   const int64_t vectors = x.cols / 8;
-  constexpr int k_rows = 1;
   if (vec && x.rows > 0 && vectors <= 1024) {
     int device = 0, sms = 0;
     RIDGELINE_CHECK(cudaGetDevice(&device));
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const int64_t blocks = std::min<int64_t>(x.rows, sms);
-    const int64_t want = (vectors + k_rows - 1) / k_rows;
-    const int threads = static_cast<int>(std::max<int64_t>(64, (want + 31) / 32 * 32));
+    const int threads = static_cast<int>(std::max<int64_t>(64, (vectors + 31) / 32 * 32));
     float* part_g = static_cast<float*>(scratch(static_cast<size_t>(2 * blocks * x.cols) * 4));
     float* part_b = dbeta != nullptr ? part_g + blocks * x.cols : nullptr;
     dispatch(dx.dtype, [&](auto tag) {
       using T = decltype(tag);
       auto launch = [&](auto kernel) {
-        kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(
+        const int smem = 3 * 8 * threads * static_cast<int>(sizeof(float));
+        RIDGELINE_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        kernel<<<static_cast<unsigned>(blocks), threads, smem, s>>>(
             static_cast<const T*>(x.data), x.ld, static_cast<const T*>(gamma.data),
             static_cast<const T*>(dy.data), dy.ld, static_cast<T*>(dx.data), dx.ld, x.rows,
             x.cols, eps, part_g, part_b);
         RIDGELINE_CHECK(cudaGetLastError());
       };
-      launch(dbeta != nullptr ? norm_backward_rows_kernel<T, k_rows, true>
-                              : norm_backward_rows_kernel<T, k_rows, false>);
+      launch(dbeta != nullptr ? norm_backward_rows_kernel<T, true>
+                              : norm_backward_rows_kernel<T, false>);
       norm_param_final_kernel<T>
           <<<static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(
               part_g, part_b, blocks, x.cols, static_cast<T*>(dgamma.data),
