@@ -409,22 +409,40 @@ __global__ void norm_param_partial_kernel(const T* x, int64_t ldx, const T* dy, 
   if (part_b != nullptr) part_b[blockIdx.y * cols + col] = sb;
 }
 
-// Second pass: the chunks' partials summed per column, added to the gradient or written.
+// Second pass: the chunks' partials summed per column, added to the gradient or written. A
+// block per 32 columns, its 8 warps taking every 8th chunk (a warp reads 128 contiguous bytes
+// of a chunk), then summed across the warps: one thread per column walking 132 or more chunks
+// in turn spent longer on load latency than the first pass took.
+constexpr int kFinalCols = 32, kFinalGroups = 8;
+
 template <typename T>
-__global__ void norm_param_final_kernel(const float* part_g, const float* part_b, int64_t chunks,
-                                        int64_t cols, T* dgamma, T* dbeta, bool accumulate) {
-  const int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (col >= cols) return;
-  float sg = accumulate ? to_float(dgamma[col]) : 0.0f;
-  for (int64_t c = 0; c < chunks; ++c)
-    sg += part_g[c * cols + col];
-  dgamma[col] = from_float<T>(sg);
-  if (dbeta != nullptr) {
-    float sb = accumulate ? to_float(dbeta[col]) : 0.0f;
-    for (int64_t c = 0; c < chunks; ++c)
-      sb += part_b[c * cols + col];
-    dbeta[col] = from_float<T>(sb);
+__global__ void __launch_bounds__(kFinalCols * kFinalGroups)
+    norm_param_final_kernel(const float* part_g, const float* part_b, int64_t chunks,
+                            int64_t cols, T* dgamma, T* dbeta, bool accumulate) {
+  __shared__ float sums[2][kFinalGroups][kFinalCols];
+  const int lane = threadIdx.x % kFinalCols, group = threadIdx.x / kFinalCols;
+  const int64_t col = blockIdx.x * static_cast<int64_t>(kFinalCols) + lane;
+  float sg = 0.0f, sb = 0.0f;
+  if (col < cols) {
+#pragma unroll 4
+    for (int64_t c = group; c < chunks; c += kFinalGroups) {
+      sg += part_g[c * cols + col];
+      if (part_b != nullptr) sb += part_b[c * cols + col];
+    }
   }
+  sums[0][group][lane] = sg;
+  sums[1][group][lane] = sb;
+  __syncthreads();
+  if (group != 0 || col >= cols) return;
+  sg = accumulate ? to_float(dgamma[col]) : 0.0f;
+  sb = accumulate && dbeta != nullptr ? to_float(dbeta[col]) : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kFinalGroups; ++k) {
+    sg += sums[0][k][lane];
+    sb += sums[1][k][lane];
+  }
+  dgamma[col] = from_float<T>(sg);
+  if (dbeta != nullptr) dbeta[col] = from_float<T>(sb);
 }
 
 // One thread per (row, rotation pair, chunk of kRotaryHeads heads); the angle is computed in
@@ -701,7 +719,8 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
       launch(dbeta != nullptr ? norm_backward_rows_kernel<T, true>
                               : norm_backward_rows_kernel<T, false>);
       norm_param_final_kernel<T>
-          <<<static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+          <<<static_cast<unsigned>((x.cols + kFinalCols - 1) / kFinalCols),
+             kFinalCols * kFinalGroups, 0, s>>>(
               part_g, part_b, blocks, x.cols, static_cast<T*>(dgamma.data),
               dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
       RIDGELINE_CHECK(cudaGetLastError());
@@ -744,7 +763,8 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
       RIDGELINE_CHECK(cudaGetLastError());
     }
     norm_param_final_kernel<T>
-        <<<static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        <<<static_cast<unsigned>((x.cols + kFinalCols - 1) / kFinalCols),
+           kFinalCols * kFinalGroups, 0, s>>>(
             part_g, part_b, chunks, x.cols, static_cast<T*>(dgamma.data),
             dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
     RIDGELINE_CHECK(cudaGetLastError());
