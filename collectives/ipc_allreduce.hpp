@@ -1,0 +1,51 @@
+// An all-reduce of the project's own for small messages between the GPUs of one node, without
+// NCCL: every rank's staging buffer is mapped into every other rank through CUDA IPC (handles
+// exchanged over MPI), and the ranks meet at barriers of flags written into each other's memory
+// (release stores and acquire loads at system scope). Two algorithms:
+//   - one-shot: every rank reads every peer's whole buffer and reduces it (one barrier before,
+//     one after);
+//   - two-shot: every rank reduces its 1/n slice from all peers into its own memory, then
+//     gathers every other rank's reduced slice (reduce-scatter then all-gather through peer
+//     loads: a third barrier between the two).
+// A call is a copy of the input into the staging buffer and one kernel, both stream-ordered
+// and capturable in a CUDA graph: each block keeps its barrier epoch in device memory and
+// advances it itself, so a replayed graph waits on fresh flags. No multicast objects are used.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/device.hpp"
+#include "core/dtype.hpp"
+
+namespace ridgeline {
+
+enum class IpcAlgo { oneshot, twoshot };
+const char* ipc_algo_name(IpcAlgo algo);
+
+/// The custom all-reduce over one group of ranks of one node, one GPU each (the current device
+/// of every rank when it is made). Sum only; f32, bf16 and fp16 (the 16-bit types summed in
+/// fp32 and rounded once). Every rank calls every method in the same order with the same
+/// arguments; ranks that share a GPU also work (the barrier then waits for the time slice of
+/// the other process, so only correctness means anything there).
+class IpcAllReduce {
+public:
+  virtual ~IpcAllReduce() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// The largest message (bytes) a call takes.
+  virtual size_t max_bytes() const = 0;
+  /// recv = sum over ranks of send (count elements), enqueued on `stream`. send and recv may be
+  /// the same buffer and may have any alignment of their element type.
+  virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype, IpcAlgo algo,
+                          Stream stream) = 0;
+};
+
+/// Every rank of `comm` calls; the group must lie on one node and hold at most 8 ranks. Throws
+/// UsageError without CUDA, and Error when the peers' memory cannot be mapped.
+std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_bytes);
+
+} // namespace ridgeline
