@@ -39,10 +39,23 @@ CollectiveBench::CollectiveBench(Device& device, Communicator& comm, MPI_Comm gr
       m_b(device.allocate_bytes(max_bytes)), m_staging(max_bytes) {}
 
 void CollectiveBench::wait_all(Stream stream, const SweepOptions& opts) {
-  if (m_stream_ordered)
+  if (m_stream_ordered) {
     nccl_wait_with_timeout(m_comm, stream, static_cast<int>(opts.timeout_s));
+    return;
+  }
+  m_comm.complete(stream);
+  // Another implementation may be stream-ordered on a device beside an MPI communicator (the
+  // custom all-reduce when no NCCL collective is swept): wait for the device too.
+  if (opts.issue) m_device.synchronize();
+}
+
+void CollectiveBench::issue(const CollectiveSpec& spec, const CallBuffers& buf,
+                            const CollectiveShape& shape, const SweepOptions& opts,
+                            Stream stream) {
+  if (opts.issue)
+    opts.issue(buf, shape, stream);
   else
-    m_comm.complete(stream);
+    issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
 }
 
 // The timed part of one size: eager iterations, or the graph's captured launches replayed whole.
@@ -51,9 +64,7 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
                                                const SweepOptions& opts) {
   Stream stream = m_device.stream(m_lane);
   Clock& clock = m_device.clock();
-  auto launch = [&] {
-    issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
-  };
+  auto launch = [&] { issue(spec, buf, shape, opts, stream); };
   for (int i = 0; i < opts.warmup; ++i)
     launch();
   // Every rank starts the timed launches together: otherwise the first sample of a size holds
@@ -91,7 +102,7 @@ int64_t CollectiveBench::check_size(const CollectiveSpec& spec, const CallBuffer
   RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));
   upload_inputs(m_device, spec, shape, buf, opts.dtype, opts.op, rank, ranks, m_staging);
   Stream stream = m_device.stream(m_lane);
-  issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
+  issue(spec, buf, shape, opts, stream);
   wait_all(stream, opts);
   const ResultChecker checker(spec, shape, opts.dtype, opts.op, opts.root, rank, ranks);
   return download_and_count_wrong(m_device, checker, buf, opts.dtype, m_staging);
@@ -105,6 +116,7 @@ CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts, Wat
   RIDGELINE_CHECK(MPI_Comm_size(m_group, &ranks));
   CollectiveResult result;
   result.spec = &spec;
+  result.name = opts.name.empty() ? std::string(spec.name) : opts.name;
   const InPlace layout = in_place_layout(spec, m_comm.backend());
   result.in_place = opts.in_place && layout != InPlace::unsupported;
   size_t previous_size = 0;
@@ -114,10 +126,10 @@ CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts, Wat
     previous_size = shape.size_bytes;
     RIDGELINE_REQUIRE(shape.size_bytes <= m_a.bytes(),
                       "CollectiveBench::sweep: a size is larger than the buffers");
-    watchdog.rearm(std::string(spec.name) + " of " + std::to_string(shape.size_bytes) +
+    watchdog.rearm(result.name + " of " + std::to_string(shape.size_bytes) +
                    " bytes (a rank or the interconnect is not answering)");
     const ranges::Scope range(
-        [&] { return std::string(spec.name) + " " + std::to_string(shape.size_bytes) + " B"; });
+        [&] { return result.name + " " + std::to_string(shape.size_bytes) + " B"; });
     const CallBuffers buf = call_buffers(layout, opts.in_place, shape, opts.dtype, rank, m_a, m_b);
     RIDGELINE_CHECK(MPI_Barrier(m_world));
     std::vector<double> samples = time_size(spec, buf, shape, opts);

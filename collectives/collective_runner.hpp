@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "collectives/collective_bench.hpp"
@@ -47,6 +48,10 @@ struct SweepOptions {
   int iters = 20;              ///< timed calls per size; with `graph`, calls captured per graph
   bool graph = false;          ///< time kGraphReplays replays of a CUDA graph of `iters` calls
   double timeout_s = 300;      ///< seconds one wait for NCCL work may take before it throws
+  /// When set, issues each call instead of the communicator (the custom all-reduce of
+  /// `collectives --allreduce`); `name` then names the implementation swept.
+  std::function<void(const CallBuffers&, const CollectiveShape&, Stream)> issue;
+  std::string name; ///< of the result and its messages ("": the collective's name)
 };
 
 /// One measured size of one collective (group 0's view, plus the max over all groups).
@@ -62,6 +67,7 @@ struct SizeRow {
 /// The sweep of one collective.
 struct CollectiveResult {
   const CollectiveSpec* spec = nullptr;
+  std::string name; ///< the spec's name, or SweepOptions::name
   bool in_place = false; ///< whether it ran in place (false where there is no in-place form)
   std::vector<SizeRow> rows;
   /// Whether the roofs below exist: two sizes or more, bytes between ranks, every
@@ -92,6 +98,9 @@ public:
 
 private:
   void wait_all(Stream stream, const SweepOptions& opts);
+  /// One call: SweepOptions::issue when set, else the communicator's collective.
+  void issue(const CollectiveSpec& spec, const CallBuffers& buf, const CollectiveShape& shape,
+             const SweepOptions& opts, Stream stream);
   std::vector<double> time_size(const CollectiveSpec& spec, const CallBuffers& buf,
                                 const CollectiveShape& shape, const SweepOptions& opts);
   int64_t check_size(const CollectiveSpec& spec, const CallBuffers& buf,

@@ -5,7 +5,8 @@
 #   - the `gpu` tests;
 #   - layers: prefill and decode of the h=8192 reference layer at TP = 1, 2, 4 (decode eager
 #     and with --graphs), each beside the PyTorch-eager reference measured in the same job;
-#   - collectives: nccl-tests-style sweeps on 2 and 4 GPUs, NVLink and host transports;
+#   - collectives: nccl-tests-style sweeps on 2 and 4 GPUs, NVLink and host transports, and the
+#     small all-reduces of NCCL beside the custom one-shot and two-shot;
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
@@ -160,6 +161,12 @@ section_collectives() {
         --max-bytes "$max" --warmup 5 --iters 20 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
       note "$name: rc=$? $(grep -E 'Avg bus bandwidth' "$out/logs/$name.log" | tr '\n' ' ')"
     done
+    # Small all-reduces: NCCL's beside the custom one-shot and two-shot (CUDA IPC), same job.
+    name="collectives_np${np}_custom_allreduce"
+    timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives --collectives all_reduce \
+      --allreduce nccl,oneshot,twoshot --min-bytes 8K --max-bytes 256K --warmup 20 --iters 100 \
+      --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+    note "$name: rc=$? $(grep -E '^#  +all_reduce' "$out/logs/$name.log" | tr -s ' ' | tr '\n' ';')"
     # The same collectives through PyTorch's NCCL, timed as nccl-tests times them.
     timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
       "$repo/scripts/reference/torch_collectives.py" --json "$out/ref/torch_collectives_np$np.json" \

@@ -20,6 +20,7 @@
 #include "collectives/collective_bench.hpp"
 #include "collectives/collective_runner.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "collectives/nccl_communicator.hpp"
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
@@ -32,6 +33,7 @@ namespace {
 /// Every option of the command, as given (strings parsed and checked in validate()).
 struct CollectivesConfig {
   std::string collectives = "all";
+  std::string allreduce = "nccl";
   std::string min_bytes = "8";
   std::string max_bytes; ///< empty: 1G on cuda, 4M on host
   double step_factor = 2.0;
@@ -62,9 +64,17 @@ std::string collective_item(const std::string& name, std::string& canonical) {
   return "unknown collective '" + name + "' (expected all or " + join(known, ", ") + ")";
 }
 
+// One item of --allreduce: an all-reduce implementation.
+std::string allreduce_item(const std::string& name, std::string&) {
+  if (name == "nccl" || name == "oneshot" || name == "twoshot") return "";
+  return "unknown all-reduce '" + name + "' (expected nccl, oneshot or twoshot)";
+}
+
 /// What validate() derived from the options.
 struct Resolved {
   std::vector<const CollectiveSpec*> collectives;
+  bool library_all_reduce = true;   ///< --allreduce lists nccl (the communicator's own)
+  std::vector<IpcAlgo> custom;      ///< the custom all-reduces --allreduce lists
   std::vector<size_t> sizes;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
@@ -119,6 +129,25 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
         if (!problem.empty()) p.push_back("--op/--dtype: " + problem + " (results not checkable)");
         break;
       }
+  const std::vector<std::string> impls = split_list(c.allreduce);
+  const std::string impl_problem = list_problem(impls, allreduce_item);
+  if (!impl_problem.empty()) {
+    p.push_back("--allreduce: " + impl_problem);
+  } else {
+    r.library_all_reduce = std::find(impls.begin(), impls.end(), "nccl") != impls.end();
+    for (const std::string& name : impls)
+      if (name != "nccl") r.custom.push_back(name == "oneshot" ? IpcAlgo::oneshot : IpcAlgo::twoshot);
+    const bool swept = std::find(r.collectives.begin(), r.collectives.end(),
+                                 find_collective("all_reduce")) != r.collectives.end();
+    if (!r.custom.empty()) {
+      const std::string what = "--allreduce " + c.allreduce + ": the custom all-reduce ";
+      if (!cuda) p.push_back(what + "runs on GPUs (needs the cuda backend)");
+      if (!swept) p.push_back(what + "is a form of all_reduce: --collectives must include it");
+      if (r.op != ReduceOp::sum) p.push_back(what + "sums only (--op sum)");
+      if (r.dtype == DType::i32) p.push_back(what + "takes bf16, fp16 or fp32");
+      if (c.group_size > 8) p.push_back(what + "takes groups of at most 8 ranks, on one node");
+    }
+  }
   if (c.warmup < 0) p.push_back("--warmup must be >= 0");
   if (c.iters < 1) p.push_back("--iters must be >= 1");
   if (!(c.timeout_s > 0)) p.push_back("--timeout must be positive");
@@ -165,6 +194,7 @@ Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::str
   for (const CollectiveSpec* spec : r.collectives)
     names.emplace_back(spec->name);
   return {{"collectives", join(names, ",")},
+          {"allreduce", c.allreduce},
           {"min_bytes", static_cast<int64_t>(r.sizes.front())},
           {"max_bytes", static_cast<int64_t>(r.sizes.back())},
           {"step_factor", c.step_factor},
@@ -222,11 +252,12 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
         sample_ns.push_back(row.samples_ns[k]);
       }
     }
-    const std::string path = std::string("/collectives/") + spec.name;
+    const std::string path = "/collectives/" + res.name;
     const Attrs attrs = {{"group_size", static_cast<int64_t>(n)},
                          {"groups", static_cast<int64_t>(groups)},
                          {"busbw_factor", spec.busbw_factor(n)},
-                         {"backend", comm_backend},
+                         // The custom all-reduce's own path, whatever the communicator.
+                         {"backend", res.name == spec.name ? comm_backend : std::string("cuda_ipc")},
                          {"transport", c.transport},
                          {"dtype", std::string(dtype_name(r.dtype))},
                          {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
@@ -254,7 +285,7 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
          {{"size_index", size_index}, {"iteration", iteration}, {"time_ns", sample_ns}},
          {}});
     if (res.fitted) {
-      roof_names.emplace_back(spec.name);
+      roof_names.push_back(res.name);
       roof_groups.push_back(n);
       roof_dtypes.emplace_back(dtype_name(r.dtype));
       roof_transports.push_back(c.transport);
@@ -297,7 +328,9 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   if (problems.empty()) {
     // Two buffers of the largest size, plus host staging (one more on the host backend, where
     // the "device" buffers are host memory too), against the smallest free memory of any rank.
-    const double need = static_cast<double>(r.sizes.back()) * (cuda ? 2.0 : 3.0);
+    // The custom all-reduce maps two more (its staging and result regions).
+    const double need = static_cast<double>(r.sizes.back()) *
+                        ((cuda ? 2.0 : 3.0) + (r.custom.empty() ? 0.0 : 2.0));
     int64_t free_bytes =
         cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
@@ -330,6 +363,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   // The communicator is declared first so that it is destroyed last: an NCCL communicator must
   // outlive the CUDA graphs (owned by the backend) that captured its collectives.
   std::unique_ptr<Communicator> comm;
+  // Likewise the custom all-reduce's mapped buffers, read by the kernels the graphs captured.
+  std::unique_ptr<IpcAllReduce> ipc;
   // The backend's own element type only matters for its kernels, not for collective buffers.
   std::unique_ptr<Backend> backend =
       cuda ? make_cuda_backend(device, r.dtype == DType::f16 ? DType::f16 : DType::bf16)
@@ -338,8 +373,20 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
-  comm = cuda ? make_nccl_communicator(group.get(), nccl) : make_mpi_communicator(group.get());
+  // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
+  // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
+  const bool nccl_swept =
+      r.library_all_reduce || std::any_of(r.collectives.begin(), r.collectives.end(),
+                                          [](const CollectiveSpec* spec) {
+                                            return spec->id != Collective::all_reduce;
+                                          });
+  comm = cuda && nccl_swept ? make_nccl_communicator(group.get(), nccl)
+                            : make_mpi_communicator(group.get());
   CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
+  if (!r.custom.empty()) {
+    watchdog.rearm("mapping the custom all-reduce's buffers between the ranks");
+    ipc = make_ipc_all_reduce(group.get(), r.sizes.back());
+  }
   const SweepOptions opts = sweep_options(cfg, r);
 
   // Everything but the results, up front (the topology is gathered from every rank): the file
@@ -401,10 +448,25 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   backend->synchronize();
   RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
   backend->clock().start_epoch();
+  // The sweeps: every collective listed, all_reduce once per --allreduce implementation.
+  std::vector<std::pair<const CollectiveSpec*, SweepOptions>> sweeps;
   for (const CollectiveSpec* spec : r.collectives) {
+    if (spec->id != Collective::all_reduce || r.library_all_reduce) sweeps.emplace_back(spec, opts);
+    if (spec->id != Collective::all_reduce) continue;
+    for (IpcAlgo algo : r.custom) {
+      SweepOptions custom = opts;
+      custom.name = std::string("all_reduce_") + ipc_algo_name(algo);
+      custom.issue = [&ipc, algo, dtype = r.dtype](const CallBuffers& buf,
+                                                   const CollectiveShape& shape, Stream stream) {
+        ipc->all_reduce(buf.send, buf.recv, shape.count, dtype, algo, stream);
+      };
+      sweeps.emplace_back(spec, std::move(custom));
+    }
+  }
+  for (const auto& [spec, sweep_opts] : sweeps) {
     // Each size's row is printed (and the file rewritten) as soon as it is measured, as
     // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
-    CollectiveResult res = bench.sweep(*spec, opts, watchdog, [&](const CollectiveResult& partial) {
+    CollectiveResult res = bench.sweep(*spec, sweep_opts, watchdog, [&](const CollectiveResult& partial) {
       if (mpi.rank() != 0) return;
       std::vector<CollectiveResult> so_far = results;
       so_far.push_back(partial);
@@ -417,7 +479,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     });
     results.push_back(std::move(res));
     if (mpi.rank() == 0) {
-      if (spec != r.collectives.back()) save(results, false);
+      if (results.size() < sweeps.size()) save(results, false);
       const std::vector<NamedTable> tables =
           result_tables(results, cfg, r, comm->backend(), groups);
       const NamedTable& table = tables[2 * (results.size() - 1)];
@@ -457,6 +519,17 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
             return problem;
           },
           "LIST", "collectives"))
+      ->capture_default_str();
+  cmd->add_option("--allreduce", c.allreduce,
+                  "All-reduce implementations swept as all_reduce, all_reduce_oneshot, "
+                  "all_reduce_twoshot: nccl (the communicator's own: NCCL, or MPI on the host), "
+                  "oneshot and twoshot (the custom all-reduce over CUDA-IPC peer buffers, GPUs "
+                  "of one node); a comma list")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return list_problem(split_list(text), allreduce_item);
+          },
+          "LIST", "allreduce"))
       ->capture_default_str();
   cmd->add_option("-b,--min-bytes", c.min_bytes, "Smallest size (8, 1K, 4M, 1G: powers of 1024)")
       ->check(byte_count())

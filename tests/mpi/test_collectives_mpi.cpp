@@ -1,6 +1,8 @@
 // The collective benchmark's call path on the host backend (MPI communicator) under mpiexec -n
 // 2 and 4: every collective, 8 B to 1 MiB, fp32 / bf16 / int32, in place and out of place, on
-// the whole world and on concurrent groups of 2: #wrong must be 0 everywhere.
+// the whole world and on concurrent groups of 2: #wrong must be 0 everywhere. And the sweep of
+// another implementation of a collective (SweepOptions::issue, as `collectives --allreduce`
+// sweeps the custom all-reduce): its calls, its name and its #wrong.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -8,7 +10,9 @@
 #include <vector>
 
 #include "collectives/collective_bench.hpp"
+#include "collectives/collective_runner.hpp"
 #include "collectives/communicator.hpp"
+#include "core/watchdog.hpp"
 #include "models/backend.hpp"
 
 namespace ridgeline {
@@ -108,6 +112,40 @@ TEST(CollectivesMpi, AFlippedElementIsCounted) {
   int64_t wrong = download_and_count_wrong(*backend, checker, buf, DType::f32, staging);
   MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(wrong, 1);
+}
+
+TEST(CollectivesMpi, SweepRunsAnotherImplementationUnderItsName) {
+  std::unique_ptr<Backend> backend = make_host_backend();
+  std::unique_ptr<Communicator> comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const CollectiveSpec& all_reduce = *find_collective("all_reduce");
+  CollectiveBench bench(*backend, *comm, MPI_COMM_WORLD, MPI_COMM_WORLD, 4096);
+  Watchdog watchdog(60, "test sweep");
+  SweepOptions opts;
+  opts.sizes = {64, 1024, 4096};
+  opts.warmup = 2;
+  opts.iters = 3;
+  opts.name = "all_reduce_by_hand";
+  int calls = 0;
+  // Another implementation: a correct one (the communicator's, called here), then a wrong one.
+  opts.issue = [&](const CallBuffers& buf, const CollectiveShape& shape, Stream stream) {
+    ++calls;
+    comm->all_reduce(buf.send, buf.recv, shape.count, opts.dtype, ReduceOp::sum, stream);
+  };
+  CollectiveResult res = bench.sweep(all_reduce, opts, watchdog);
+  EXPECT_EQ(res.name, "all_reduce_by_hand");
+  ASSERT_EQ(res.rows.size(), 3u);
+  EXPECT_EQ(calls, 3 * (2 + 3 + 1)) << "warm-up, timed and checked calls of every size";
+  for (const SizeRow& row : res.rows)
+    EXPECT_EQ(row.wrong, 0) << row.shape.size_bytes;
+
+  opts.issue = [&](const CallBuffers&, const CollectiveShape&, Stream) {}; // leaves the sentinel
+  res = bench.sweep(all_reduce, opts, watchdog);
+  for (const SizeRow& row : res.rows)
+    EXPECT_EQ(row.wrong, static_cast<int64_t>(row.shape.count) * world_size())
+        << row.shape.size_bytes;
+  opts.issue = nullptr;
+  opts.name.clear();
+  EXPECT_EQ(bench.sweep(all_reduce, opts, watchdog).name, "all_reduce");
 }
 
 } // namespace
