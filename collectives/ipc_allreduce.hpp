@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "collectives/communicator.hpp"
 #include "core/device.hpp"
 #include "core/dtype.hpp"
 
@@ -25,6 +26,8 @@ namespace ridgeline {
 
 enum class IpcAlgo { oneshot, twoshot };
 const char* ipc_algo_name(IpcAlgo algo);
+/// "oneshot" or "twoshot"; throws UsageError otherwise.
+IpcAlgo parse_ipc_algo(const std::string& name);
 
 /// The custom all-reduce over one group of ranks of one node, one GPU each (the current device
 /// of every rank when it is made). Sum only; f32, bf16 and fp16 (the 16-bit types summed in
@@ -47,5 +50,14 @@ public:
 /// Every rank of `comm` calls; the group must lie on one node and hold at most 8 ranks. Throws
 /// UsageError without CUDA, and Error when the peers' memory cannot be mapped.
 std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_bytes);
+
+/// `inner` with its sum all-reduces of f32, bf16 and fp16 of at most ipc's max_bytes() replaced
+/// by the custom all-reduce (`run --allreduce oneshot|twoshot`); every other call goes to
+/// `inner`. Stream-ordered. When `inner` is not (MPI: the tensor-parallel group of ranks that
+/// share a GPU, where NCCL refuses to run), only those all-reduces are possible and any other
+/// call throws UsageError.
+std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
+                                                   std::unique_ptr<IpcAllReduce> ipc,
+                                                   IpcAlgo algo);
 
 } // namespace ridgeline

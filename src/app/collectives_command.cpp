@@ -136,7 +136,7 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   } else {
     r.library_all_reduce = std::find(impls.begin(), impls.end(), "nccl") != impls.end();
     for (const std::string& name : impls)
-      if (name != "nccl") r.custom.push_back(name == "oneshot" ? IpcAlgo::oneshot : IpcAlgo::twoshot);
+      if (name != "nccl") r.custom.push_back(parse_ipc_algo(name));
     const bool swept = std::find(r.collectives.begin(), r.collectives.end(),
                                  find_collective("all_reduce")) != r.collectives.end();
     if (!r.custom.empty()) {

@@ -182,6 +182,11 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "among them, at the first call of each shape and keep the fastest)")
       ->capture_default_str()
       ->group(exec);
+  cmd.add_option("--allreduce", c.allreduce,
+                 "The tensor-parallel all-reduce: nccl | oneshot | twoshot (the custom "
+                 "all-reduce over CUDA-IPC peer buffers, GPUs of one node; cuda backend)")
+      ->capture_default_str()
+      ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
                "launch overhead, which often bounds decode; the timeline then has one op per step")
@@ -450,6 +455,16 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search"});
   if (c.gemm_algo == "search" && c.backend != "cuda")
     p.push_back("--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend");
+  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "twoshot"});
+  if (c.allreduce != "nccl") {
+    const std::string what = "--allreduce " + c.allreduce + ": the custom all-reduce ";
+    if (c.backend != "cuda") p.push_back(what + "runs on GPUs (needs the cuda backend)");
+    if (c.tp < 2) p.push_back(what + "replaces the tensor-parallel all-reduce: needs --tp 2 or more");
+    if (c.tp > 8) p.push_back(what + "takes tensor-parallel groups of at most 8 ranks");
+    if (c.allow_tp_across_nodes)
+      p.push_back(what + "maps GPU memory between the ranks of one node: not with "
+                         "--allow-tp-across-nodes");
+  }
   if (c.backend == "host" && c.dtype != "fp32")
     p.push_back("the host backend computes in fp32 (got --dtype " + c.dtype + ")");
   if (c.graphs && c.backend != "cuda") p.push_back("--graphs needs the cuda backend");
@@ -641,6 +656,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"dtype", c.dtype},
           {"attention", c.attention},
           {"gemm_algo", c.gemm_algo},
+          {"allreduce", c.allreduce},
           {"graphs", static_cast<int64_t>(c.graphs ? 1 : 0)},
           {"overlap", c.overlap},
           {"sequence_parallel", static_cast<int64_t>(c.sequence_parallel ? 1 : 0)},

@@ -10,6 +10,7 @@
 #include "app/command_support.hpp"
 #include "app/fingerprint.hpp"
 #include "app/host_memory.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
@@ -100,11 +101,27 @@ Backend& JobContext::backend(DType dtype, bool comm_priority) {
   return *slot;
 }
 
-GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl) {
-  GridComms& g = m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas}];
+GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
+                            const TpAllReduce& all_reduce) {
+  GridComms& g = m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, all_reduce.algo,
+                          all_reduce.algo == "nccl" ? 0 : all_reduce.max_bytes}];
   if (!g.grid) {
     g.grid = std::make_unique<ProcessGrid>(mpi().world(), tp, pp, dp);
-    if (tp > 1) g.tp = make_communicator(g.grid->tp_comm(), nccl);
+    if (tp > 1 && all_reduce.algo != "nccl") {
+      // NCCL refuses ranks that share a GPU: such a group all-reduces through the custom
+      // all-reduce alone, with MPI beside it for nothing else (see make_ipc_communicator).
+      int shared = m_binding.shared_by;
+      RIDGELINE_CHECK(
+          MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, g.grid->tp_comm()));
+      std::unique_ptr<Communicator> inner = shared > 1 && m_cuda
+                                                ? make_mpi_communicator(g.grid->tp_comm())
+                                                : make_communicator(g.grid->tp_comm(), nccl);
+      g.tp = make_ipc_communicator(std::move(inner),
+                                   make_ipc_all_reduce(g.grid->tp_comm(), all_reduce.max_bytes),
+                                   parse_ipc_algo(all_reduce.algo));
+    } else if (tp > 1) {
+      g.tp = make_communicator(g.grid->tp_comm(), nccl);
+    }
     if (pp > 1) g.pp = make_communicator(g.grid->pp_comm(), nccl);
     if (dp > 1) g.dp = make_communicator(g.grid->dp_comm(), nccl);
   }

@@ -19,6 +19,13 @@
 
 namespace ridgeline {
 
+/// How the tensor-parallel group all-reduces (`--allreduce`): "nccl", or the custom all-reduce
+/// ("oneshot", "twoshot") for messages up to `max_bytes`.
+struct TpAllReduce {
+  std::string algo = "nccl";
+  size_t max_bytes = 0;
+};
+
 /// A grid's communicators: TP and PP (null where the degree is 1).
 struct GridComms {
   std::unique_ptr<ProcessGrid> grid;
@@ -71,7 +78,8 @@ public:
   Backend& backend(DType dtype, bool comm_priority = true);
   /// The grid tp x pp x dp with its TP and PP communicators, created on first use (every rank
   /// asks for the same grids in the same order: creation is collective).
-  GridComms& grid(int tp, int pp, int dp, const NcclOptions& nccl);
+  GridComms& grid(int tp, int pp, int dp, const NcclOptions& nccl,
+                  const TpAllReduce& all_reduce = {});
   /// A communicator over `comm` (NCCL on GPUs, MPI on the host) with NCCL's defaults and the
   /// job's transport; every rank of `comm` calls.
   std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const NcclOptions& nccl);
@@ -103,7 +111,7 @@ private:
   std::vector<std::pair<std::string, std::string>> m_transport_env;
   // Declared before the backends so that they are destroyed after them: an NCCL communicator
   // must outlive the CUDA graphs (owned by a backend) that captured its collectives.
-  std::map<std::tuple<int, int, int, int, int>, GridComms> m_grids;
+  std::map<std::tuple<int, int, int, int, int, std::string, size_t>, GridComms> m_grids;
   std::map<std::pair<DType, bool>, std::unique_ptr<Backend>> m_backends;
 };
 

@@ -377,7 +377,15 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
-  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl);
+  // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
+  // tokens x hidden (the layer's outputs forward, its input gradients backward).
+  TpAllReduce all_reduce;
+  all_reduce.algo = cfg.allreduce;
+  const int64_t tokens =
+      cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
+  all_reduce.max_bytes = static_cast<size_t>(tokens * cfg.hidden) *
+                         dtype_size(parse_dtype(cfg.dtype));
+  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl, all_reduce);
   const GridCoords& gc = comms.grid->coords();
   result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
                    {"pp_rank", static_cast<int64_t>(gc.pp_rank)},

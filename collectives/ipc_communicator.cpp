@@ -1,0 +1,93 @@
+// The communicator of `run --allreduce oneshot|twoshot`: the custom all-reduce for the sum
+// all-reduces it takes, the wrapped communicator for everything else.
+#include <string>
+#include <utility>
+
+#include "collectives/ipc_allreduce.hpp"
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+class IpcCommunicator final : public Communicator {
+public:
+  IpcCommunicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
+                  IpcAlgo algo)
+      : m_inner(std::move(inner)), m_ipc(std::move(ipc)), m_algo(algo) {}
+
+  int rank() const override { return m_inner->rank(); }
+  int size() const override { return m_inner->size(); }
+  const char* backend() const override { return m_inner->backend(); }
+  bool stream_ordered() const override { return true; }
+
+  void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                  Stream stream) override {
+    if (op == ReduceOp::sum && dtype != DType::i32 &&
+        count * dtype_size(dtype) <= m_ipc->max_bytes()) {
+      m_ipc->all_reduce(send, recv, count, dtype, m_algo, stream);
+      return;
+    }
+    other("an all-reduce the custom one does not take").all_reduce(send, recv, count, dtype, op,
+                                                                   stream);
+  }
+  void all_gather(const void* send, void* recv, size_t send_count, DType dtype,
+                  Stream stream) override {
+    other("all_gather").all_gather(send, recv, send_count, dtype, stream);
+  }
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
+                      Stream stream) override {
+    other("reduce_scatter").reduce_scatter(send, recv, recv_count, dtype, op, stream);
+  }
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype,
+                  Stream stream) override {
+    other("all_to_all").all_to_all(send, recv, count, dtype, stream);
+  }
+  void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
+                 Stream stream) override {
+    other("broadcast").broadcast(send, recv, count, dtype, root, stream);
+  }
+  void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+              Stream stream) override {
+    other("reduce").reduce(send, recv, count, dtype, op, root, stream);
+  }
+  void send(const void* buf, size_t count, DType dtype, int peer, Stream stream) override {
+    other("send").send(buf, count, dtype, peer, stream);
+  }
+  void recv(void* buf, size_t count, DType dtype, int peer, Stream stream) override {
+    other("recv").recv(buf, count, dtype, peer, stream);
+  }
+  void group_start() override { m_inner->group_start(); }
+  void group_end() override { m_inner->group_end(); }
+  void complete(Stream stream) override { m_inner->complete(stream); }
+
+private:
+  // The wrapped communicator, for a call it can order on the stream.
+  Communicator& other(const char* what) {
+    if (!m_inner->stream_ordered())
+      throw UsageError(std::string("--allreduce ") + ipc_algo_name(m_algo) +
+                       " with ranks that share a GPU runs the tensor-parallel group without "
+                       "NCCL: it takes only the layer's all-reduces, not " + what +
+                       " (no --sequence-parallel)");
+    return *m_inner;
+  }
+
+  std::unique_ptr<Communicator> m_inner;
+  std::unique_ptr<IpcAllReduce> m_ipc;
+  IpcAlgo m_algo;
+};
+
+} // namespace
+
+IpcAlgo parse_ipc_algo(const std::string& name) {
+  if (name == "oneshot") return IpcAlgo::oneshot;
+  if (name == "twoshot") return IpcAlgo::twoshot;
+  throw UsageError("unknown custom all-reduce '" + name + "' (expected oneshot or twoshot)");
+}
+
+std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
+                                                   std::unique_ptr<IpcAllReduce> ipc,
+                                                   IpcAlgo algo) {
+  return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), algo);
+}
+
+} // namespace ridgeline
