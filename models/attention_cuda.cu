@@ -86,6 +86,40 @@ template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
+/// Online softmax over one key tile of a warp's 16-row MMA tile (this thread's rows g and g + 8
+/// as half 0 and 1): the new running max (reduced over the quad that shares a row), the running
+/// sum and the output accumulators rescaled, and the tile's scores (log2 units) exponentiated in
+/// place. A row with no visible key yet keeps max -inf and contributes nothing.
+template <int kNTiles, int kDTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float (&o_acc)[kDTiles][4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = row_max[half];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+      mx = fmaxf(mx, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    const float alpha = exp2f(row_max[half] - base);
+    row_max[half] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      s[nt][2 * half] = exp2f(s[nt][2 * half] - base);
+      s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - base);
+      sum += s[nt][2 * half] + s[nt][2 * half + 1];
+    }
+    row_sum[half] = row_sum[half] * alpha + sum;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      o_acc[dt][2 * half] *= alpha;
+      o_acc[dt][2 * half + 1] *= alpha;
+    }
+  }
+}
+
 struct FlashParams {
   const void* q;
   const void* k;
@@ -230,32 +264,7 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
       }
     }
 
-    // Online softmax: new running max, rescale what was accumulated, exponentiate this tile.
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = row_max[half];
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-        mx = fmaxf(mx, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx; // a row with nothing visible yet
-      const float alpha = exp2f(row_max[half] - base);
-      row_max[half] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        s[nt][2 * half] = exp2f(s[nt][2 * half] - base);
-        s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - base);
-        sum += s[nt][2 * half] + s[nt][2 * half + 1];
-      }
-      row_sum[half] = row_sum[half] * alpha + sum;
-#pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-        o_acc[dt][2 * half] *= alpha;
-        o_acc[dt][2 * half + 1] *= alpha;
-      }
-    }
+    online_softmax<kNTiles, kDTiles>(s, row_max, row_sum, o_acc);
 
     // O += P V: the S accumulators are exactly the A fragments of P once packed to 16 bits.
 #pragma unroll
@@ -796,28 +805,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
         const float x = s[nt][e] * p.scale_log2;
         s[nt][e] = tail && j0 + nt * 8 + 2 * t + (e & 1) >= end ? -INFINITY : x;
       }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = fmaxf(row_max[half], fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
-                                            fmaxf(s[1][2 * half], s[1][2 * half + 1])));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2)); // finite: the step has a key
-      const float alpha = exp2f(row_max[half] - mx);
-      row_max[half] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        s[nt][2 * half] = exp2f(s[nt][2 * half] - mx);
-        s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - mx);
-        sum += s[nt][2 * half] + s[nt][2 * half + 1];
-      }
-      row_sum[half] = row_sum[half] * alpha + sum;
-#pragma unroll
-      for (int dt = 0; dt < kDTiles; ++dt) {
-        o_acc[dt][2 * half] *= alpha;
-        o_acc[dt][2 * half + 1] *= alpha;
-      }
-    }
+    online_softmax<2, kDTiles>(s, row_max, row_sum, o_acc); // every step has a key
     uint32_t pa[4];
     pa[0] = pack2<T>(s[0][0], s[0][1]);
     pa[1] = pack2<T>(s[0][2], s[0][3]);

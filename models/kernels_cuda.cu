@@ -691,6 +691,16 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
                    const Tensor& dgamma, const Tensor* dbeta, float eps, bool accumulate,
                    const ScratchFn& scratch, cudaStream_t s) {
   if (x.cols == 0) return;
+  // The partials of `chunks` row chunks (or blocks) summed into dgamma and dbeta.
+  auto final_pass = [&](auto tag, int64_t chunks, const float* part_g, const float* part_b) {
+    using T = decltype(tag);
+    norm_param_final_kernel<T>
+        <<<static_cast<unsigned>((x.cols + kFinalCols - 1) / kFinalCols),
+           kFinalCols * kFinalGroups, 0, s>>>(
+            part_g, part_b, chunks, x.cols, static_cast<T*>(dgamma.data),
+            dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
+    RIDGELINE_CHECK(cudaGetLastError());
+  };
   const bool vec = rows_vectorisable(x) && rows_vectorisable(dy) && rows_vectorisable(dx) &&
                    reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0;
   // One thread per 8 columns: rows up to 1024 x 8 elements take the one-kernel path (a block
@@ -718,12 +728,7 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
       };
       launch(dbeta != nullptr ? norm_backward_rows_kernel<T, true>
                               : norm_backward_rows_kernel<T, false>);
-      norm_param_final_kernel<T>
-          <<<static_cast<unsigned>((x.cols + kFinalCols - 1) / kFinalCols),
-             kFinalCols * kFinalGroups, 0, s>>>(
-              part_g, part_b, blocks, x.cols, static_cast<T*>(dgamma.data),
-              dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
-      RIDGELINE_CHECK(cudaGetLastError());
+      final_pass(tag, blocks, part_g, part_b);
     });
     return;
   }
@@ -762,12 +767,7 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
                                                        x.cols, kChunkRows, part_g, part_b);
       RIDGELINE_CHECK(cudaGetLastError());
     }
-    norm_param_final_kernel<T>
-        <<<static_cast<unsigned>((x.cols + kFinalCols - 1) / kFinalCols),
-           kFinalCols * kFinalGroups, 0, s>>>(
-            part_g, part_b, chunks, x.cols, static_cast<T*>(dgamma.data),
-            dbeta != nullptr ? static_cast<T*>(dbeta->data) : nullptr, accumulate);
-    RIDGELINE_CHECK(cudaGetLastError());
+    final_pass(tag, chunks, part_g, part_b);
   });
 }
 
