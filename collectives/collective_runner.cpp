@@ -50,8 +50,7 @@ void CollectiveBench::wait_all(Stream stream, const SweepOptions& opts) {
 }
 
 void CollectiveBench::issue(const CollectiveSpec& spec, const CallBuffers& buf,
-                            const CollectiveShape& shape, const SweepOptions& opts,
-                            Stream stream) {
+                            const CollectiveShape& shape, const SweepOptions& opts, Stream stream) {
   if (opts.issue)
     opts.issue(buf, shape, stream);
   else

@@ -67,7 +67,7 @@ struct SizeRow {
 /// The sweep of one collective.
 struct CollectiveResult {
   const CollectiveSpec* spec = nullptr;
-  std::string name; ///< the spec's name, or SweepOptions::name
+  std::string name;      ///< the spec's name, or SweepOptions::name
   bool in_place = false; ///< whether it ran in place (false where there is no in-place form)
   std::vector<SizeRow> rows;
   /// Whether the roofs below exist: two sizes or more, bytes between ranks, every

@@ -75,15 +75,9 @@ __device__ void barrier(const Args& a, int phase, int epoch) {
 }
 
 template <typename T> struct Vec;
-template <> struct Vec<float> {
-  static constexpr int n = 4;
-};
-template <> struct Vec<__nv_bfloat16> {
-  static constexpr int n = 8;
-};
-template <> struct Vec<__half> {
-  static constexpr int n = 8;
-};
+template <> struct Vec<float> { static constexpr int n = 4; };
+template <> struct Vec<__nv_bfloat16> { static constexpr int n = 8; };
+template <> struct Vec<__half> { static constexpr int n = 8; };
 
 template <typename T> __device__ __forceinline__ float to_f(T v) {
   if constexpr (std::is_same_v<T, float>)
@@ -126,7 +120,8 @@ __device__ __forceinline__ uint4 sum_vector(const Args& a, size_t offset, size_t
   return out;
 }
 
-template <typename T> __device__ __forceinline__ void store_vector(const Args& a, size_t v, uint4 x) {
+template <typename T>
+__device__ __forceinline__ void store_vector(const Args& a, size_t v, uint4 x) {
   if (a.recv_aligned) {
     reinterpret_cast<uint4*>(a.recv)[v] = x;
   } else {
@@ -154,7 +149,8 @@ __device__ __forceinline__ int begin_call(const Args& a) {
   return reinterpret_cast<const int*>(a.peers.base[a.rank] + a.epochs_off)[blockIdx.x] + 1;
 }
 __device__ __forceinline__ void end_call(const Args& a, int epoch) {
-  if (threadIdx.x == 0) reinterpret_cast<int*>(a.peers.base[a.rank] + a.epochs_off)[blockIdx.x] = epoch;
+  if (threadIdx.x == 0)
+    reinterpret_cast<int*>(a.peers.base[a.rank] + a.epochs_off)[blockIdx.x] = epoch;
 }
 
 template <typename T> __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
@@ -188,8 +184,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads) twoshot_kernel
     for (int s = 0; s < a.ranks; ++s) {
       const size_t v = static_cast<size_t>(s) * per + i;
       if (v < a.vectors)
-        store_vector<T>(a, v,
-                        reinterpret_cast<const uint4*>(a.peers.base[s] + a.max_bytes)[v]);
+        store_vector<T>(a, v, reinterpret_cast<const uint4*>(a.peers.base[s] + a.max_bytes)[v]);
     }
   barrier(a, 2, epoch); // no rank's staging or result is overwritten while a peer reads it
   end_call(a, epoch);
@@ -211,20 +206,20 @@ public:
     cudaIpcMemHandle_t mine{};
     RIDGELINE_CHECK(cudaIpcGetMemHandle(&mine, m_own));
     std::vector<cudaIpcMemHandle_t> all(static_cast<size_t>(m_size));
-    RIDGELINE_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE,
-                                  comm));
+    RIDGELINE_CHECK(
+        MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));
     for (int r = 0; r < m_size; ++r) {
       if (r == m_rank) {
         m_peers.base[r] = static_cast<char*>(m_own);
         continue;
       }
       void* p = nullptr;
-      const cudaError_t status = cudaIpcOpenMemHandle(&p, all[static_cast<size_t>(r)],
-                                                      cudaIpcMemLazyEnablePeerAccess);
+      const cudaError_t status =
+          cudaIpcOpenMemHandle(&p, all[static_cast<size_t>(r)], cudaIpcMemLazyEnablePeerAccess);
       if (status != cudaSuccess) {
         release();
-        throw Error("custom all-reduce: rank " + std::to_string(m_rank) +
-                    " cannot map rank " + std::to_string(r) + "'s memory through CUDA IPC (" +
+        throw Error("custom all-reduce: rank " + std::to_string(m_rank) + " cannot map rank " +
+                    std::to_string(r) + "'s memory through CUDA IPC (" +
                     cudaGetErrorString(status) + "): the ranks must share a node");
       }
       m_peers.base[r] = static_cast<char*>(p);
@@ -260,8 +255,8 @@ public:
     a.recv_aligned = reinterpret_cast<uintptr_t>(recv) % 16 == 0;
     // The grid is a function of the message alone, the same on every rank (see the epochs).
     const size_t work = algo == IpcAlgo::oneshot ? a.vectors : (a.vectors + m_size - 1) / m_size;
-    const unsigned blocks = static_cast<unsigned>(
-        std::clamp<size_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+    const unsigned blocks =
+        static_cast<unsigned>(std::clamp<size_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
     auto launch = [&](auto kernel) {
       kernel<<<blocks, kThreads, 0, s>>>(a);
       RIDGELINE_CHECK(cudaGetLastError());

@@ -57,7 +57,7 @@ std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_byte
 /// share a GPU, where NCCL refuses to run), only those all-reduces are possible and any other
 /// call throws UsageError.
 std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
-                                                   std::unique_ptr<IpcAllReduce> ipc,
-                                                   IpcAlgo algo);
+                                                    std::unique_ptr<IpcAllReduce> ipc,
+                                                    IpcAlgo algo);
 
 } // namespace ridgeline

@@ -27,8 +27,8 @@ public:
       m_ipc->all_reduce(send, recv, count, dtype, m_algo, stream);
       return;
     }
-    other("an all-reduce the custom one does not take").all_reduce(send, recv, count, dtype, op,
-                                                                   stream);
+    other("an all-reduce the custom one does not take")
+        .all_reduce(send, recv, count, dtype, op, stream);
   }
   void all_gather(const void* send, void* recv, size_t send_count, DType dtype,
                   Stream stream) override {
@@ -38,8 +38,7 @@ public:
                       Stream stream) override {
     other("reduce_scatter").reduce_scatter(send, recv, recv_count, dtype, op, stream);
   }
-  void all_to_all(const void* send, void* recv, size_t count, DType dtype,
-                  Stream stream) override {
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype, Stream stream) override {
     other("all_to_all").all_to_all(send, recv, count, dtype, stream);
   }
   void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
@@ -66,8 +65,8 @@ private:
     if (!m_inner->stream_ordered())
       throw UsageError(std::string("--allreduce ") + ipc_algo_name(m_algo) +
                        " with ranks that share a GPU runs the tensor-parallel group without "
-                       "NCCL: it takes only the layer's all-reduces, not " + what +
-                       " (no --sequence-parallel)");
+                       "NCCL: it takes only the layer's all-reduces, not " +
+                       what + " (no --sequence-parallel)");
     return *m_inner;
   }
 
@@ -85,8 +84,8 @@ IpcAlgo parse_ipc_algo(const std::string& name) {
 }
 
 std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
-                                                   std::unique_ptr<IpcAllReduce> ipc,
-                                                   IpcAlgo algo) {
+                                                    std::unique_ptr<IpcAllReduce> ipc,
+                                                    IpcAlgo algo) {
   return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), algo);
 }
 

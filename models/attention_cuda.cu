@@ -671,9 +671,9 @@ __global__ void convert_rows_kernel(const float* in, T* out, int64_t ld, int64_t
 
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = 32 * kDecodeWarps;
-constexpr int kDecodeKeys = 16;  // keys per warp step
-constexpr int kDecodeStages = 3; // cp.async stages per warp
-constexpr int kDecodeRows = 16;  // query heads per CTA: the MMA's M
+constexpr int kDecodeKeys = 16;                         // keys per warp step
+constexpr int kDecodeStages = 3;                        // cp.async stages per warp
+constexpr int kDecodeRows = 16;                         // query heads per CTA: the MMA's M
 constexpr int kDecodeTile = kDecodeWarps * kDecodeKeys; // keys per round of the CTA's warps
 
 struct DecodeParams {
@@ -781,10 +781,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
     cp_async_wait<kDecodeStages - 2>();
     __syncwarp(); // step i is in for every lane; every lane is done with step i - 1's buffer
     load_step(i + kDecodeStages - 1);
-    const uint32_t k_addr = static_cast<uint32_t>(
-        __cvta_generic_to_shared(k_s + (i % kDecodeStages) * kStageElems));
-    const uint32_t v_addr = static_cast<uint32_t>(
-        __cvta_generic_to_shared(v_s + (i % kDecodeStages) * kStageElems));
+    const uint32_t k_addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(k_s + (i % kDecodeStages) * kStageElems));
+    const uint32_t v_addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(v_s + (i % kDecodeStages) * kStageElems));
 
     float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 #pragma unroll
@@ -843,9 +843,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
     }
   }
   __syncthreads();
-  auto warp_o = [&](int w) {
-    return reinterpret_cast<const float*>(smem_raw + w * kWarpBytes);
-  };
+  auto warp_o = [&](int w) { return reinterpret_cast<const float*>(smem_raw + w * kWarpBytes); };
   const int64_t slot0 = (static_cast<int64_t>(b) * p.heads + h0) * p.splits + split;
   for (int x = threadIdx.x; x < nh * D; x += kDecodeThreads) {
     const int row = x / D, d = x % D;
@@ -862,8 +860,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
       den += wgt * xo[kDecodeRows * D + kDecodeRows + row];
     }
     if (p.splits == 1) {
-      static_cast<T*>(p.out)[static_cast<int64_t>(b) * p.o_ld + static_cast<int64_t>(h0 + row) * D +
-                             d] = from_float<T>(num / den);
+      static_cast<T*>(
+          p.out)[static_cast<int64_t>(b) * p.o_ld + static_cast<int64_t>(h0 + row) * D + d] =
+          from_float<T>(num / den);
     } else {
       const int64_t slot = slot0 + static_cast<int64_t>(row) * p.splits;
       p.part_o[slot * D + d] = num;
@@ -954,8 +953,8 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
-  RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, decode_split_kernel<T, D>, kDecodeThreads, smem));
+  RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_kernel<T, D>,
+                                                                kDecodeThreads, smem));
   const int64_t slots = static_cast<int64_t>(sm_count) * (per_sm < 1 ? 1 : per_sm);
   // Split the context so that the grid fills whole waves of the resident CTAs: a grid of 1.2
   // waves takes as long as 2. Splits are whole 16-key steps, at least one round of the warps

@@ -73,8 +73,8 @@ std::string allreduce_item(const std::string& name, std::string&) {
 /// What validate() derived from the options.
 struct Resolved {
   std::vector<const CollectiveSpec*> collectives;
-  bool library_all_reduce = true;   ///< --allreduce lists nccl (the communicator's own)
-  std::vector<IpcAlgo> custom;      ///< the custom all-reduces --allreduce lists
+  bool library_all_reduce = true; ///< --allreduce lists nccl (the communicator's own)
+  std::vector<IpcAlgo> custom;    ///< the custom all-reduces --allreduce lists
   std::vector<size_t> sizes;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
@@ -253,17 +253,18 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
       }
     }
     const std::string path = "/collectives/" + res.name;
-    const Attrs attrs = {{"group_size", static_cast<int64_t>(n)},
-                         {"groups", static_cast<int64_t>(groups)},
-                         {"busbw_factor", spec.busbw_factor(n)},
-                         // The custom all-reduce's own path, whatever the communicator.
-                         {"backend", res.name == spec.name ? comm_backend : std::string("cuda_ipc")},
-                         {"transport", c.transport},
-                         {"dtype", std::string(dtype_name(r.dtype))},
-                         {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
-                         {"root", static_cast<int64_t>(spec.rooted ? c.root : -1)},
-                         {"in_place", static_cast<int64_t>(res.in_place)},
-                         {"timing", std::string(c.graph ? "graph_replay" : "per_iteration")}};
+    const Attrs attrs = {
+        {"group_size", static_cast<int64_t>(n)},
+        {"groups", static_cast<int64_t>(groups)},
+        {"busbw_factor", spec.busbw_factor(n)},
+        // The custom all-reduce's own path, whatever the communicator.
+        {"backend", res.name == spec.name ? comm_backend : std::string("cuda_ipc")},
+        {"transport", c.transport},
+        {"dtype", std::string(dtype_name(r.dtype))},
+        {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
+        {"root", static_cast<int64_t>(spec.rooted ? c.root : -1)},
+        {"in_place", static_cast<int64_t>(res.in_place)},
+        {"timing", std::string(c.graph ? "graph_replay" : "per_iteration")}};
     tables.push_back({path,
                       {{"size_bytes", size},
                        {"count", count},
@@ -329,8 +330,8 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     // Two buffers of the largest size, plus host staging (one more on the host backend, where
     // the "device" buffers are host memory too), against the smallest free memory of any rank.
     // The custom all-reduce maps two more (its staging and result regions).
-    const double need = static_cast<double>(r.sizes.back()) *
-                        ((cuda ? 2.0 : 3.0) + (r.custom.empty() ? 0.0 : 2.0));
+    const double need =
+        static_cast<double>(r.sizes.back()) * ((cuda ? 2.0 : 3.0) + (r.custom.empty() ? 0.0 : 2.0));
     int64_t free_bytes =
         cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
@@ -376,10 +377,9 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
   // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
   const bool nccl_swept =
-      r.library_all_reduce || std::any_of(r.collectives.begin(), r.collectives.end(),
-                                          [](const CollectiveSpec* spec) {
-                                            return spec->id != Collective::all_reduce;
-                                          });
+      r.library_all_reduce ||
+      std::any_of(r.collectives.begin(), r.collectives.end(),
+                  [](const CollectiveSpec* spec) { return spec->id != Collective::all_reduce; });
   comm = cuda && nccl_swept ? make_nccl_communicator(group.get(), nccl)
                             : make_mpi_communicator(group.get());
   CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
@@ -466,17 +466,19 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   for (const auto& [spec, sweep_opts] : sweeps) {
     // Each size's row is printed (and the file rewritten) as soon as it is measured, as
     // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
-    CollectiveResult res = bench.sweep(*spec, sweep_opts, watchdog, [&](const CollectiveResult& partial) {
-      if (mpi.rank() != 0) return;
-      std::vector<CollectiveResult> so_far = results;
-      so_far.push_back(partial);
-      const std::vector<NamedTable> tables = result_tables(so_far, cfg, r, comm->backend(), groups);
-      const NamedTable& table = tables[2 * results.size()];
-      if (partial.rows.size() == 1) print_collective_header(std::cout, table, data.config);
-      print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
-      std::cout.flush();
-      if (clock::now() >= next_write) save(so_far, false);
-    });
+    CollectiveResult res =
+        bench.sweep(*spec, sweep_opts, watchdog, [&](const CollectiveResult& partial) {
+          if (mpi.rank() != 0) return;
+          std::vector<CollectiveResult> so_far = results;
+          so_far.push_back(partial);
+          const std::vector<NamedTable> tables =
+              result_tables(so_far, cfg, r, comm->backend(), groups);
+          const NamedTable& table = tables[2 * results.size()];
+          if (partial.rows.size() == 1) print_collective_header(std::cout, table, data.config);
+          print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
+          std::cout.flush();
+          if (clock::now() >= next_write) save(so_far, false);
+        });
     results.push_back(std::move(res));
     if (mpi.rank() == 0) {
       if (results.size() < sweeps.size()) save(results, false);

@@ -459,7 +459,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   if (c.allreduce != "nccl") {
     const std::string what = "--allreduce " + c.allreduce + ": the custom all-reduce ";
     if (c.backend != "cuda") p.push_back(what + "runs on GPUs (needs the cuda backend)");
-    if (c.tp < 2) p.push_back(what + "replaces the tensor-parallel all-reduce: needs --tp 2 or more");
+    if (c.tp < 2)
+      p.push_back(what + "replaces the tensor-parallel all-reduce: needs --tp 2 or more");
     if (c.tp > 8) p.push_back(what + "takes tensor-parallel groups of at most 8 ranks");
     if (c.allow_tp_across_nodes)
       p.push_back(what + "maps GPU memory between the ranks of one node: not with "

@@ -111,8 +111,7 @@ GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
       // NCCL refuses ranks that share a GPU: such a group all-reduces through the custom
       // all-reduce alone, with MPI beside it for nothing else (see make_ipc_communicator).
       int shared = m_binding.shared_by;
-      RIDGELINE_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, g.grid->tp_comm()));
+      RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, g.grid->tp_comm()));
       std::unique_ptr<Communicator> inner = shared > 1 && m_cuda
                                                 ? make_mpi_communicator(g.grid->tp_comm())
                                                 : make_communicator(g.grid->tp_comm(), nccl);

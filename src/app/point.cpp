@@ -381,10 +381,9 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   // tokens x hidden (the layer's outputs forward, its input gradients backward).
   TpAllReduce all_reduce;
   all_reduce.algo = cfg.allreduce;
-  const int64_t tokens =
-      cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
-  all_reduce.max_bytes = static_cast<size_t>(tokens * cfg.hidden) *
-                         dtype_size(parse_dtype(cfg.dtype));
+  const int64_t tokens = cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
+  all_reduce.max_bytes =
+      static_cast<size_t>(tokens * cfg.hidden) * dtype_size(parse_dtype(cfg.dtype));
   GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl, all_reduce);
   const GridCoords& gc = comms.grid->coords();
   result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
