@@ -15,8 +15,10 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.hpp"
 #include "core/device.hpp"
@@ -51,13 +53,27 @@ public:
 /// UsageError without CUDA, and Error when the peers' memory cannot be mapped.
 std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_bytes);
 
-/// `inner` with its sum all-reduces of f32, bf16 and fp16 of at most ipc's max_bytes() replaced
-/// by the custom all-reduce (`run --allreduce oneshot|twoshot`); every other call goes to
-/// `inner`. Stream-ordered. When `inner` is not (MPI: the tensor-parallel group of ranks that
-/// share a GPU, where NCCL refuses to run), only those all-reduces are possible and any other
-/// call throws UsageError.
-std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
-                                                    std::unique_ptr<IpcAllReduce> ipc,
-                                                    IpcAlgo algo);
+/// One measured size of one all-reduce implementation ("nccl", "oneshot", "twoshot"), from a
+/// `ridgeline collectives --allreduce ...` file.
+struct AllReduceTiming {
+  std::string impl;
+  size_t bytes = 0;
+  double p50_ns = 0;
+};
+
+/// The implementation for a message of `bytes` (`run --allreduce auto`): the fastest median at
+/// the smallest measured size that holds the message, or at the largest size for a larger
+/// message. Throws UsageError on an empty table.
+std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t bytes);
+
+/// `inner` with its sum all-reduces of f32, bf16 and fp16 of at most ipc's max_bytes() sent
+/// where `choose(bytes)` says: "oneshot" or "twoshot" through the custom all-reduce, "nccl"
+/// through `inner` (`run --allreduce oneshot|twoshot|auto`); every other call goes to `inner`.
+/// Stream-ordered. When `inner` is not (MPI: the tensor-parallel group of ranks that share a
+/// GPU, where NCCL refuses to run), only the custom all-reduces are possible and any other call
+/// throws UsageError.
+std::unique_ptr<Communicator>
+make_ipc_communicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
+                      std::function<std::string(size_t bytes)> choose);
 
 } // namespace ridgeline

@@ -1,5 +1,6 @@
 // The communicator of `run --allreduce oneshot|twoshot`: the custom all-reduce for the sum
 // all-reduces it takes, the wrapped communicator for everything else.
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -12,8 +13,8 @@ namespace {
 class IpcCommunicator final : public Communicator {
 public:
   IpcCommunicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
-                  IpcAlgo algo)
-      : m_inner(std::move(inner)), m_ipc(std::move(ipc)), m_algo(algo) {}
+                  std::function<std::string(size_t)> choose)
+      : m_inner(std::move(inner)), m_ipc(std::move(ipc)), m_choose(std::move(choose)) {}
 
   int rank() const override { return m_inner->rank(); }
   int size() const override { return m_inner->size(); }
@@ -22,10 +23,13 @@ public:
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {
-    if (op == ReduceOp::sum && dtype != DType::i32 &&
-        count * dtype_size(dtype) <= m_ipc->max_bytes()) {
-      m_ipc->all_reduce(send, recv, count, dtype, m_algo, stream);
-      return;
+    const size_t bytes = count * dtype_size(dtype);
+    if (op == ReduceOp::sum && dtype != DType::i32 && bytes <= m_ipc->max_bytes()) {
+      const std::string impl = m_choose(bytes);
+      if (impl != "nccl") {
+        m_ipc->all_reduce(send, recv, count, dtype, parse_ipc_algo(impl), stream);
+        return;
+      }
     }
     other("an all-reduce the custom one does not take")
         .all_reduce(send, recv, count, dtype, op, stream);
@@ -63,16 +67,16 @@ private:
   // The wrapped communicator, for a call it can order on the stream.
   Communicator& other(const char* what) {
     if (!m_inner->stream_ordered())
-      throw UsageError(std::string("--allreduce ") + ipc_algo_name(m_algo) +
-                       " with ranks that share a GPU runs the tensor-parallel group without "
-                       "NCCL: it takes only the layer's all-reduces, not " +
-                       what + " (no --sequence-parallel)");
+      throw UsageError(std::string("--allreduce with ranks that share a GPU runs the "
+                                   "tensor-parallel group without NCCL: it takes only the custom "
+                                   "all-reduces, not ") +
+                       what + " (no --sequence-parallel, no nccl in the --allreduce-table)");
     return *m_inner;
   }
 
   std::unique_ptr<Communicator> m_inner;
   std::unique_ptr<IpcAllReduce> m_ipc;
-  IpcAlgo m_algo;
+  std::function<std::string(size_t)> m_choose;
 };
 
 } // namespace
@@ -83,10 +87,25 @@ IpcAlgo parse_ipc_algo(const std::string& name) {
   throw UsageError("unknown custom all-reduce '" + name + "' (expected oneshot or twoshot)");
 }
 
-std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
-                                                    std::unique_ptr<IpcAllReduce> ipc,
-                                                    IpcAlgo algo) {
-  return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), algo);
+std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t bytes) {
+  if (table.empty()) throw UsageError("an all-reduce table without rows");
+  // The smallest measured size that holds the message, else the largest measured.
+  size_t at = 0;
+  for (const AllReduceTiming& t : table)
+    if (t.bytes >= bytes && (at == 0 || t.bytes < at)) at = t.bytes;
+  if (at == 0)
+    for (const AllReduceTiming& t : table)
+      at = std::max(at, t.bytes);
+  const AllReduceTiming* best = nullptr;
+  for (const AllReduceTiming& t : table)
+    if (t.bytes == at && (best == nullptr || t.p50_ns < best->p50_ns)) best = &t;
+  return best->impl;
+}
+
+std::unique_ptr<Communicator>
+make_ipc_communicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
+                      std::function<std::string(size_t bytes)> choose) {
+  return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), std::move(choose));
 }
 
 } // namespace ridgeline

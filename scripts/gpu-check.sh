@@ -303,34 +303,50 @@ section_decode() {
     --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none --graphs
 }
 
-# allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). Two GPUs or
-# more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context 1024) with
-# nccl, oneshot and twoshot taking turns, twice. One GPU: two ranks share it (NCCL refuses that;
-# the custom all-reduce does not), so only correctness means anything: prefill, decode (graphs,
-# a growing cache) and train at TP2, each checked against TP1.
+# allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). First a
+# table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
+# Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context
+# 1024) with nccl, oneshot, twoshot and auto taking turns, twice. One GPU: two ranks share it
+# (NCCL refuses that; the custom all-reduce does not), so only correctness means anything:
+# prefill, decode (graphs, a growing cache) and train at TP2, each checked against TP1.
 section_allreduce() {
+  local table=$out/h5/allreduce_table.h5 impls=nccl,oneshot,twoshot shared=()
+  if [ "$ngpu" -lt 2 ]; then
+    impls=oneshot,twoshot
+    shared=(--allow-shared-gpu)
+  fi
+  timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" collectives --collectives all_reduce \
+    --allreduce "$impls" "${shared[@]}" --min-bytes 8K --max-bytes 4M --warmup 5 --iters 20 \
+    --out "$table" >"$out/logs/allreduce_table.log" 2>&1
+  note "allreduce_table ($impls): rc=$?"
   if [ "$ngpu" -ge 2 ]; then
     for turn in 1 2; do
-      for ar in nccl oneshot twoshot; do
+      for ar in nccl oneshot twoshot auto; do
+        local with_table=()
+        [ "$ar" = auto ] && with_table=(--allreduce-table "$table")
         run "allreduce_gpt_decode_${ar}_$turn" 2 --config "$repo/models/gpt-h8192.toml" --layers 1 \
-          --phase decode --batch 16 --context 1024 --tp 2 --graphs --allreduce "$ar" --warmup 10 --iters 100
-        run "allreduce_llama8b_decode_${ar}_$turn" 2 --config "$repo/models/llama3-8b.toml" --layers 1 \
-          --phase decode --batch 1 --context 1024 --tp 2 --graphs --allreduce "$ar" --warmup 10 --iters 100
+          --phase decode --batch 16 --context 1024 --tp 2 --graphs --allreduce "$ar" \
+          "${with_table[@]}" --warmup 10 --iters 100
+        run "allreduce_llama8b_decode_${ar}_$turn" 2 --config "$repo/models/llama3-8b.toml" \
+          --layers 1 --phase decode --batch 1 --context 1024 --tp 2 --graphs --allreduce "$ar" \
+          "${with_table[@]}" --warmup 10 --iters 100
       done
     done
     return
   fi
   local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
     --warmup 1 --iters 3 --roofs none)
-  for ar in oneshot twoshot; do
+  for ar in oneshot twoshot auto; do
     local i=0
     for phase in "prefill --seq 256 --batch 2" "decode --batch 4 --context 128 --graphs" \
       "decode --batch 4 --context 128 --decode-steps 3" "train --seq 256 --batch 2"; do
       i=$((i + 1))
-      local name="allreduce_shared_${ar}_$i"
+      local name="allreduce_shared_${ar}_$i" with_table=()
+      [ "$ar" = auto ] && with_table=(--allreduce-table "$table")
       # shellcheck disable=SC2086
       timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" run "${small[@]}" --allreduce "$ar" \
-        --phase $phase --timeout 120 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+        "${with_table[@]}" --phase $phase --timeout 120 --out "$out/h5/$name.h5" \
+        >"$out/logs/$name.log" 2>&1
       note "$name ($phase): rc=$? $(grep -E '^check:' "$out/logs/$name.log" | head -1)"
     done
   done

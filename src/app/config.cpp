@@ -184,8 +184,14 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->group(exec);
   cmd.add_option("--allreduce", c.allreduce,
                  "The tensor-parallel all-reduce: nccl | oneshot | twoshot (the custom "
-                 "all-reduce over CUDA-IPC peer buffers, GPUs of one node; cuda backend)")
+                 "all-reduce over CUDA-IPC peer buffers, GPUs of one node; cuda backend) | auto "
+                 "(per message size, the fastest in --allreduce-table)")
       ->capture_default_str()
+      ->group(exec);
+  cmd.add_option("--allreduce-table", c.allreduce_table,
+                 "With --allreduce auto: a file of `ridgeline collectives --collectives "
+                 "all_reduce --allreduce nccl,oneshot,twoshot` on this machine at this --tp and "
+                 "--dtype")
       ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
@@ -455,7 +461,19 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search"});
   if (c.gemm_algo == "search" && c.backend != "cuda")
     p.push_back("--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend");
-  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "twoshot"});
+  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "twoshot", "auto"});
+  if (c.allreduce == "auto") {
+    struct stat st {};
+    if (c.allreduce_table.empty())
+      p.push_back("--allreduce auto chooses from measured times: give --allreduce-table FILE "
+                  "(ridgeline collectives --collectives all_reduce --allreduce "
+                  "nccl,oneshot,twoshot)");
+    else if (stat(c.allreduce_table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      p.push_back("--allreduce-table: '" + c.allreduce_table + "' is not a readable file");
+  } else if (!c.allreduce_table.empty()) {
+    p.push_back("--allreduce-table is read by --allreduce auto (got --allreduce " + c.allreduce +
+                ")");
+  }
   if (c.allreduce != "nccl") {
     const std::string what = "--allreduce " + c.allreduce + ": the custom all-reduce ";
     if (c.backend != "cuda") p.push_back(what + "runs on GPUs (needs the cuda backend)");
@@ -658,6 +676,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"attention", c.attention},
           {"gemm_algo", c.gemm_algo},
           {"allreduce", c.allreduce},
+          {"allreduce_table", c.allreduce_table},
           {"graphs", static_cast<int64_t>(c.graphs ? 1 : 0)},
           {"overlap", c.overlap},
           {"sequence_parallel", static_cast<int64_t>(c.sequence_parallel ? 1 : 0)},

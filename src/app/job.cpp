@@ -103,8 +103,9 @@ Backend& JobContext::backend(DType dtype, bool comm_priority) {
 
 GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
                             const TpAllReduce& all_reduce) {
-  GridComms& g = m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, all_reduce.algo,
-                          all_reduce.algo == "nccl" ? 0 : all_reduce.max_bytes}];
+  GridComms& g =
+      m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, all_reduce.algo,
+               all_reduce.algo == "nccl" ? 0 : all_reduce.max_bytes, all_reduce.table_path}];
   if (!g.grid) {
     g.grid = std::make_unique<ProcessGrid>(mpi().world(), tp, pp, dp);
     if (tp > 1 && all_reduce.algo != "nccl") {
@@ -112,12 +113,26 @@ GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
       // all-reduce alone, with MPI beside it for nothing else (see make_ipc_communicator).
       int shared = m_binding.shared_by;
       RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, g.grid->tp_comm()));
-      std::unique_ptr<Communicator> inner = shared > 1 && m_cuda
+      const bool without_nccl = shared > 1 && m_cuda;
+      std::function<std::string(size_t)> choose;
+      if (all_reduce.algo == "auto") {
+        std::vector<AllReduceTiming> table;
+        for (const AllReduceTiming& t : all_reduce.table)
+          if (!without_nccl || t.impl != "nccl") table.push_back(t);
+        if (table.empty())
+          throw UsageError("--allreduce-table " + all_reduce.table_path +
+                           ": no custom all-reduce measured, and NCCL cannot run where ranks "
+                           "share a GPU");
+        choose = [table](size_t bytes) { return choose_all_reduce(table, bytes); };
+      } else {
+        choose = [algo = all_reduce.algo](size_t) { return algo; };
+      }
+      std::unique_ptr<Communicator> inner = without_nccl
                                                 ? make_mpi_communicator(g.grid->tp_comm())
                                                 : make_communicator(g.grid->tp_comm(), nccl);
       g.tp = make_ipc_communicator(std::move(inner),
                                    make_ipc_all_reduce(g.grid->tp_comm(), all_reduce.max_bytes),
-                                   parse_ipc_algo(all_reduce.algo));
+                                   std::move(choose));
     } else if (tp > 1) {
       g.tp = make_communicator(g.grid->tp_comm(), nccl);
     }

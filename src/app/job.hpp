@@ -12,6 +12,7 @@
 #include "app/commands.hpp"
 #include "app/run_data.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "collectives/nccl_communicator.hpp"
 #include "core/gpu_binding.hpp"
 #include "models/backend.hpp"
@@ -22,8 +23,10 @@ namespace ridgeline {
 /// How the tensor-parallel group all-reduces (`--allreduce`): "nccl", or the custom all-reduce
 /// ("oneshot", "twoshot") for messages up to `max_bytes`.
 struct TpAllReduce {
-  std::string algo = "nccl";
+  std::string algo = "nccl"; ///< nccl | oneshot | twoshot | auto
   size_t max_bytes = 0;
+  std::string table_path;             ///< with auto: where `table` came from
+  std::vector<AllReduceTiming> table; ///< with auto: the measured times it chooses from
 };
 
 /// A grid's communicators: TP and PP (null where the degree is 1).
@@ -111,7 +114,8 @@ private:
   std::vector<std::pair<std::string, std::string>> m_transport_env;
   // Declared before the backends so that they are destroyed after them: an NCCL communicator
   // must outlive the CUDA graphs (owned by a backend) that captured its collectives.
-  std::map<std::tuple<int, int, int, int, int, std::string, size_t>, GridComms> m_grids;
+  std::map<std::tuple<int, int, int, int, int, std::string, size_t, std::string>, GridComms>
+      m_grids;
   std::map<std::pair<DType, bool>, std::unique_ptr<Backend>> m_backends;
 };
 

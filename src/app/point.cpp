@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <memory>
 
 #include "app/attribution.hpp"
+#include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "app/train_point.hpp"
 #include "core/checksum.hpp"
@@ -372,6 +374,55 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
       {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
 }
 
+namespace {
+
+// The all-reduce times of a `ridgeline collectives --allreduce ...` file, for --allreduce auto:
+// every implementation's p50 by size, from the tables of the run's group size and dtype.
+std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int tp,
+                                                  const std::string& dtype) {
+  const RunData d = read_run_file(path, false);
+  const AttrValue* command = find_attr(d.root, "command");
+  if (command == nullptr || attr_to_string(*command) != "collectives")
+    throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
+  std::vector<AllReduceTiming> out;
+  const std::pair<const char*, const char*> impls[] = {
+      {"/collectives/all_reduce", "nccl"},
+      {"/collectives/all_reduce_oneshot", "oneshot"},
+      {"/collectives/all_reduce_twoshot", "twoshot"}};
+  for (const auto& [table_path, impl] : impls)
+    for (const NamedTable& t : d.tables) {
+      if (t.path != table_path) continue;
+      const AttrValue* group = find_attr(t.attrs, "group_size");
+      const AttrValue* type = find_attr(t.attrs, "dtype");
+      const AttrValue* backend = find_attr(t.attrs, "backend");
+      if (group == nullptr || attr_to_string(*group) != std::to_string(tp) || type == nullptr ||
+          attr_to_string(*type) != dtype)
+        continue;
+      // The communicator's own all-reduce counts only where it was NCCL's.
+      if (std::string(impl) == "nccl" && (backend == nullptr || attr_to_string(*backend) != "nccl"))
+        continue;
+      const std::vector<int64_t>* sizes = nullptr;
+      const std::vector<double>* p50 = nullptr;
+      for (const Column& c : t.table) {
+        if (c.name == "size_bytes") sizes = std::get_if<std::vector<int64_t>>(&c.values);
+        if (c.name == "time_p50_ns") p50 = std::get_if<std::vector<double>>(&c.values);
+      }
+      if (sizes == nullptr || p50 == nullptr || sizes->size() != p50->size())
+        throw UsageError("--allreduce-table " + path + ": " + t.path +
+                         " has no size_bytes and time_p50_ns columns");
+      for (size_t i = 0; i < sizes->size(); ++i)
+        out.push_back({impl, static_cast<size_t>((*sizes)[i]), (*p50)[i]});
+    }
+  if (out.empty())
+    throw UsageError("--allreduce-table " + path + ": no all-reduce measured at group size " +
+                     std::to_string(tp) + " in " + dtype +
+                     " (ridgeline collectives --collectives all_reduce --allreduce "
+                     "nccl,oneshot,twoshot with as many ranks as --tp)");
+  return out;
+}
+
+} // namespace
+
 GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result) {
   NcclOptions nccl;
   nccl.max_ctas = cfg.nccl_max_ctas;
@@ -384,6 +435,16 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   const int64_t tokens = cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
   all_reduce.max_bytes =
       static_cast<size_t>(tokens * cfg.hidden) * dtype_size(parse_dtype(cfg.dtype));
+  if (cfg.allreduce == "auto" && cfg.tp > 1) {
+    all_reduce.table_path = cfg.allreduce_table;
+    all_reduce.table =
+        read_allreduce_table(cfg.allreduce_table, cfg.tp, dtype_name(parse_dtype(cfg.dtype)));
+    if (job.mpi().rank() == 0)
+      std::cout << "ridgeline: --allreduce auto: " << all_reduce.max_bytes
+                << " B (the layer's all-reduce) -> "
+                << choose_all_reduce(all_reduce.table, all_reduce.max_bytes) << " (from "
+                << cfg.allreduce_table << ")\n";
+  }
   GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl, all_reduce);
   const GridCoords& gc = comms.grid->coords();
   result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},

@@ -8,6 +8,7 @@
 
 #include "collectives/collective_bench.hpp"
 #include "collectives/half_types.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -375,6 +376,21 @@ TEST(CollectiveBench, EnvelopeFitStaysUnderEveryPoint) {
   EXPECT_THROW(envelope_fit({8, 16}, {0, -1}, alpha, beta), Error);
   EXPECT_THROW(envelope_fit({}, {}, alpha, beta), Error);
   EXPECT_THROW(envelope_fit({8}, {1, 2}, alpha, beta), Error);
+}
+
+TEST(CollectiveBench, AutoAllReduceTakesTheFastestAtTheSizeThatHoldsTheMessage) {
+  // NCCL wins large messages, one-shot small ones, two-shot in between.
+  const std::vector<AllReduceTiming> table = {
+      {"nccl", 8192, 20000},    {"oneshot", 8192, 6000},     {"twoshot", 8192, 9000},
+      {"nccl", 65536, 22000},   {"oneshot", 65536, 15000},   {"twoshot", 65536, 12000},
+      {"nccl", 1048576, 40000}, {"oneshot", 1048576, 90000}, {"twoshot", 1048576, 45000}};
+  EXPECT_EQ(choose_all_reduce(table, 1), "oneshot");
+  EXPECT_EQ(choose_all_reduce(table, 8192), "oneshot");
+  EXPECT_EQ(choose_all_reduce(table, 8193), "twoshot") << "the next measured size holds it";
+  EXPECT_EQ(choose_all_reduce(table, 65536), "twoshot");
+  EXPECT_EQ(choose_all_reduce(table, 100000), "nccl");
+  EXPECT_EQ(choose_all_reduce(table, size_t{1} << 30), "nccl") << "beyond the table: the largest";
+  EXPECT_THROW(choose_all_reduce({}, 64), UsageError);
 }
 
 } // namespace
