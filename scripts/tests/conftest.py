@@ -2,6 +2,7 @@
 C++ binary under mpirun."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,18 @@ def ridgeline_binary() -> Path:
                     f"{binary} (cmake -S {REPO} -B {REPO / 'build'} && cmake --build "
                     f"{REPO / 'build'} --target ridgeline)")
     return binary
+
+
+def analysis_cli(*args: str) -> subprocess.CompletedProcess:
+    """python3 -m ridgeline_analysis ARGS, from scripts/ (where the package lives)."""
+    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args],
+                          cwd=REPO / "scripts", capture_output=True, text=True, timeout=120)
+
+
+def ridgeline_validate(path) -> subprocess.CompletedProcess:
+    """`ridgeline validate PATH` with the binary under test."""
+    return subprocess.run([str(ridgeline_binary()), "validate", str(path)], capture_output=True,
+                          text=True, timeout=120)
 
 
 def run_ridgeline(workdir: Path, *args: str) -> None:

@@ -1,18 +1,14 @@
 """Tests of the analysis package against a real run file (conftest.py) and hand-made data."""
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+from conftest import analysis_cli
 from ridgeline_analysis import SchemaError, analysis, export, load, plots
 from ridgeline_analysis.reader import TIMELINE_DTYPE
-
-SCRIPTS = Path(__file__).resolve().parents[1]
 
 
 # ---- reader ----
@@ -82,7 +78,7 @@ def test_sweep_points_are_exposed(run_path, tmp_path):
     assert sorted(run.timelines) == [0, 1]
     assert run.points[2].ops == run.ops and run.points[2].env == run.env
     assert sorted(run.points[0].timelines) == [0, 1]
-    lines = _cli("summary", str(sweep)).stdout.splitlines()
+    lines = analysis_cli("summary", str(sweep)).stdout.splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["sweep.h5-p0", "sweep.h5-p1", "sweep.h5-p2"]
     assert [line.split()[3] for line in lines[1:]] == ["1", "2", "11"]
 
@@ -129,7 +125,7 @@ def test_table_file_without_timelines(run_path, tmp_path):
     assert run.timelines == {} and run.summary is None
     table = run.tables["/collectives/all_reduce"]
     assert table["size_bytes"].tolist() == [1024] and table["busbw_gbps"][0] == 12.5
-    done = _cli("summary", str(path))
+    done = analysis_cli("summary", str(path))
     assert done.returncode != 0 and "no timelines" in done.stderr
 
 
@@ -305,7 +301,7 @@ def test_perfetto_tracks_of_chunks_and_parts(overlap_run, overlap_run_path, tmp_
     strategy = overlap_run.points[point].config["strategy"]
     assert strategy == ("chunked:2" if point == 0 else "split:2")
     out = tmp_path / "trace.json"
-    done = _cli("trace", str(overlap_run_path), "--point", str(point), "-o", str(out))
+    done = analysis_cli("trace", str(overlap_run_path), "--point", str(point), "-o", str(out))
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -343,7 +339,7 @@ def test_unit_index_by_hand():
 def test_exposure_is_the_stored_value(overlap_run, overlap_run_path):
     """Python reads the exposed communication C++ wrote, for every strategy of a run with
     overlap; the summary table shows the same numbers."""
-    rows = _cli("summary", str(overlap_run_path)).stdout.splitlines()
+    rows = analysis_cli("summary", str(overlap_run_path)).stdout.splitlines()
     header = rows[0].split()
     assert header[10:12] == ["exposed_comm_ms", "exposed_ic_ms"]
     for k, point in enumerate(overlap_run.points):
@@ -373,7 +369,7 @@ def test_exposure_recomputed_only_without_a_stored_value(overlap_run_path, tmp_p
     _, unhidden = analysis.unhidden_comm_ns(point.timelines)
     assert exposed.comm_source == "timelines"
     assert exposed.comm_ns == np.percentile(unhidden, 50)
-    lines = _cli("summary", str(path)).stdout.splitlines()
+    lines = analysis_cli("summary", str(path)).stdout.splitlines()
     cells = lines[2].split()
     assert cells[10].endswith("*") and cells[11].endswith("*")
     assert lines[1].split()[10][-1].isdigit()
@@ -390,20 +386,15 @@ def test_plots_write_png(run, tmp_path):
             assert f.read(8) == png_magic
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_cli(run_path, tmp_path):
-    done = _cli("summary", str(run_path))
+    done = analysis_cli("summary", str(run_path))
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()
     assert header.split()[:4] == ["run", "model", "phase", "tp"]
     assert row.split()[1:4] == ["tiny", "prefill", "2"]
-    assert _cli("plot", str(run_path), "-o", str(tmp_path)).returncode == 0
+    assert analysis_cli("plot", str(run_path), "-o", str(tmp_path)).returncode == 0
     assert (tmp_path / "tmp-timeline.png").is_file() and (tmp_path / "tmp-steps.png").is_file()
-    assert _cli("trace", str(run_path), "-o", str(tmp_path / "t.json")).returncode == 0
+    assert analysis_cli("trace", str(run_path), "-o", str(tmp_path / "t.json")).returncode == 0
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    missing = _cli("summary", str(tmp_path / "missing.h5"))
+    missing = analysis_cli("summary", str(tmp_path / "missing.h5"))
     assert missing.returncode == 2 and "no such file" in missing.stderr

@@ -2,14 +2,13 @@
 decode bandwidth table of scripts/decode_roof_table.py, on files the C++ side wrote."""
 import dataclasses
 import shutil
-import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
 import decode_roof_table
-from conftest import REPO, ridgeline_binary, run_ridgeline
+from conftest import REPO, ridgeline_validate, run_ridgeline
 from ridgeline_analysis import load, validate
 
 CONTEXT, STEPS = 30, 4
@@ -55,8 +54,7 @@ def test_validate_requires_decode_tables(steps_path, tmp_path):
     assert any("decode_bins: missing" in p for p in found), found
     assert any("decode_context: 7 entries but 8 timed iterations" in p for p in found), found
     # `ridgeline validate` finds the same problems.
-    done = subprocess.run([str(ridgeline_binary()), "validate", str(broken)], capture_output=True,
-                          text=True, timeout=60)
+    done = ridgeline_validate(broken)
     assert done.returncode != 0
     text = done.stdout + done.stderr
     assert "decode_bins: missing" in text and "7 entries but 8 timed iterations" in text, text

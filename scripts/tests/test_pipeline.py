@@ -4,34 +4,19 @@ backward op are refused by both with the same problems; the schedule picture dra
 input-gradient, weight-gradient and p2p ops in their colours with the microbatch numbers; the
 summary prints the per-stage table the file stores."""
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from conftest import ridgeline_binary
+from conftest import analysis_cli, ridgeline_validate
 from ridgeline_analysis import SchemaError, analysis, load, plots, validate
 from ridgeline_analysis.reader import TIMELINE_DTYPE
 
-SCRIPTS = Path(__file__).resolve().parents[1]
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
-                          capture_output=True, text=True, timeout=120)
-
-
-def _validate(path):
-    return subprocess.run([str(ridgeline_binary()), "validate", str(path)], capture_output=True,
-                          text=True, timeout=120)
-
 
 def test_train_file_is_valid_in_both_validators(train_run_path):
-    done = _validate(train_run_path)
+    done = ridgeline_validate(train_run_path)
     assert done.returncode == 0, done.stderr
     assert validate.problems(str(train_run_path)) == []
     run = load(str(train_run_path))
@@ -107,7 +92,7 @@ def test_damaged_train_file_is_refused_by_both(train_run_path, tmp_path, index):
     shutil.copy(train_run_path, path)
     with h5py.File(path, "r+") as f:
         damage(f)
-    done = _validate(path)
+    done = ridgeline_validate(path)
     assert done.returncode == 1, done.stderr
     found = validate.problems(str(path))
     assert found == [line.split(": ", 1)[1] for line in done.stderr.splitlines()]
@@ -184,17 +169,17 @@ def test_schedule_actions_by_hand():
 
 def test_schedule_command(train_run_path, tmp_path):
     out = tmp_path / "s.svg"
-    done = _cli("schedule", str(train_run_path), "--iteration", "2", "-o", str(out))
+    done = analysis_cli("schedule", str(train_run_path), "--iteration", "2", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert out.stat().st_size > 0 and b"<svg" in out.read_bytes()[:400]
-    done = _cli("schedule", str(train_run_path), "--iteration", "0", "-o", str(tmp_path / "w.png"))
+    done = analysis_cli("schedule", str(train_run_path), "--iteration", "0", "-o", str(tmp_path / "w.png"))
     assert done.returncode == 2 and "no timed iteration 0" in done.stderr
     assert not (tmp_path / "w.png").exists()
 
 
 def test_summary_prints_the_pipeline_table(train_run_path):
     run = load(str(train_run_path))
-    done = _cli("summary", str(train_run_path))
+    done = analysis_cli("summary", str(train_run_path))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("run") and "bubble" in line)
@@ -213,6 +198,6 @@ def test_summary_prints_the_pipeline_table(train_run_path):
 
 
 def test_summary_of_a_run_without_a_pipeline_has_no_table(run_path):
-    done = _cli("summary", str(run_path))
+    done = analysis_cli("summary", str(run_path))
     assert done.returncode == 0, done.stderr
     assert "peak_act_MiB" not in done.stdout and "bubble" not in done.stdout

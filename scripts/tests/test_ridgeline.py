@@ -2,8 +2,6 @@
 file and a real run file (conftest.py) and against hand-made tables."""
 import math
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -11,16 +9,11 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from conftest import analysis_cli
 from ridgeline_analysis import analysis, load
 from ridgeline_analysis.reader import ROOF_TABLE_DTYPES, Roofs, Sweep
 
-SCRIPTS = Path(__file__).resolve().parents[1]
 CLASSES = {"compute", "hbm", "interconnect", "launch"}
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
-                          capture_output=True, text=True, timeout=120)
 
 
 # ---- reader ----
@@ -253,7 +246,7 @@ def _check_picture(path: Path) -> None:
                                      ["scaling", "--axis", "batch"], ["bars"]])
 def test_sweep_pictures(sweep_path, tmp_path, command, suffix):
     out = tmp_path / f"picture{suffix}"
-    done = _cli(command[0], str(sweep_path), *command[1:], "-o", str(out))
+    done = analysis_cli(command[0], str(sweep_path), *command[1:], "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     _check_picture(out)
@@ -262,7 +255,7 @@ def test_sweep_pictures(sweep_path, tmp_path, command, suffix):
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_ridgeline_picture_of_a_run(run_path, tmp_path, suffix):
     out = tmp_path / f"plane{suffix}"
-    done = _cli("ridgeline", str(run_path), "-o", str(out))
+    done = analysis_cli("ridgeline", str(run_path), "-o", str(out))
     assert done.returncode == 0, done.stderr
     _check_picture(out)
 
@@ -273,7 +266,7 @@ def test_default_picture_names(sweep_path, tmp_path):
     for args, name in ((["ridgeline"], "grid-ridgeline.png"),
                        (["scaling", "--axis", "tp"], "grid-scaling-tp.png"),
                        (["bars"], "grid-bars.png")):
-        done = _cli(args[0], str(copy), *args[1:])
+        done = analysis_cli(args[0], str(copy), *args[1:])
         assert done.returncode == 0, done.stderr
         _check_picture(tmp_path / name)
 
@@ -297,9 +290,9 @@ def test_bars_with_a_failed_point(sweep_path, tmp_path):
     assert [g.rows["tp"].tolist() for g in analysis.scaling_series(run.sweep, "tp").groups] \
         == [[1, 2], [1]]
     out = tmp_path / "bars.png"
-    assert _cli("bars", str(path), "-o", str(out)).returncode == 0
+    assert analysis_cli("bars", str(path), "-o", str(out)).returncode == 0
     _check_picture(out)
-    lines = _cli("summary", str(path)).stdout.splitlines()
+    lines = analysis_cli("summary", str(path)).stdout.splitlines()
     assert lines[4].split()[3] == "failed" and "out of memory" in lines[-1]
 
 
@@ -314,20 +307,20 @@ def _refused(done, *words):
 
 
 def test_cli_refusals(sweep_path, run_path, tmp_path):
-    _refused(_cli("scaling", str(sweep_path), "--axis", "seq"), "seq", "tp, batch")
-    _refused(_cli("scaling", str(run_path), "--axis", "tp"), "not a sweep file")
-    _refused(_cli("bars", str(run_path)), "not a sweep file")
-    _refused(_cli("ridgeline", str(run_path), "-o", str(tmp_path / "plane.pdf")), ".png, .svg")
-    _refused(_cli("plot", str(sweep_path)), "no timelines")
+    _refused(analysis_cli("scaling", str(sweep_path), "--axis", "seq"), "seq", "tp, batch")
+    _refused(analysis_cli("scaling", str(run_path), "--axis", "tp"), "not a sweep file")
+    _refused(analysis_cli("bars", str(run_path)), "not a sweep file")
+    _refused(analysis_cli("ridgeline", str(run_path), "-o", str(tmp_path / "plane.pdf")), ".png, .svg")
+    _refused(analysis_cli("plot", str(sweep_path)), "no timelines")
     copy = tmp_path / "noroofs.h5"
     shutil.copy(run_path, copy)
     with h5py.File(copy, "r+") as f:
         del f["roofs"]
-    _refused(_cli("ridgeline", str(copy)), "no /roofs")
+    _refused(analysis_cli("ridgeline", str(copy)), "no /roofs")
 
 
 def test_cli_summary_of_a_sweep(sweep_path, sweep):
-    done = _cli("summary", str(sweep_path))
+    done = analysis_cli("summary", str(sweep_path))
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
     assert header.split()[:4] == ["run", "label", "status", "p50_ms"]
@@ -338,7 +331,7 @@ def test_cli_summary_of_a_sweep(sweep_path, sweep):
         assert " ".join(cells[1:3]) == point["label"] and cells[3] == "ok"
         assert float(cells[4]) == pytest.approx(point["step_p50_ns"] / 1e6, abs=1e-4)
         assert cells[6] == point["ceiling"]
-    one = _cli("summary", str(sweep_path), "--point", "2").stdout.splitlines()
+    one = analysis_cli("summary", str(sweep_path), "--point", "2").stdout.splitlines()
     assert len(one) == 2 and one[1].startswith("sweep.h5-p2")
 
 
@@ -507,23 +500,23 @@ def test_cli_pictures_of_a_join(batch_sweep_paths, tmp_path):
     for name, args in (("batch", ["scaling", a, b, "--axis", "batch"]),
                        ("tp", ["scaling", a, b, "--axis", "tp"]), ("bars", ["bars", a, b])):
         out = tmp_path / f"{name}.png"
-        done = _cli(*args, "-o", str(out))
+        done = analysis_cli(*args, "-o", str(out))
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == str(out)
         _check_picture(out)
     # Without -o: the stems joined by "+" beside the first file.
-    done = _cli("bars", a, b)
+    done = analysis_cli("bars", a, b)
     assert done.returncode == 0, done.stderr
     _check_picture(Path(a).parent / "decode_batch1+decode_batch4-bars.png")
     # summary of several sweep files: one row per point of each.
-    rows = _cli("summary", a, b).stdout.splitlines()[1:]
+    rows = analysis_cli("summary", a, b).stdout.splitlines()[1:]
     assert [r.split()[0] for r in rows] == ["decode_batch1.h5-p0", "decode_batch1.h5-p1",
                                            "decode_batch4.h5-p0", "decode_batch4.h5-p1"]
 
 
 def test_cli_join_refusals(batch_sweep_paths, run_path):
     a, b = (str(p) for p in batch_sweep_paths)
-    _refused(_cli("scaling", str(run_path), a, "--axis", "tp"), "not a sweep file")
-    _refused(_cli("bars", a, str(run_path)), "not a sweep file")
-    _refused(_cli("scaling", a, b, "--axis", "transport"), "'transport'", "tp, batch")
-    _refused(_cli("bars", a, a), "same value of every axis")
+    _refused(analysis_cli("scaling", str(run_path), a, "--axis", "tp"), "not a sweep file")
+    _refused(analysis_cli("bars", a, str(run_path)), "not a sweep file")
+    _refused(analysis_cli("scaling", a, b, "--axis", "transport"), "'transport'", "tp, batch")
+    _refused(analysis_cli("bars", a, a), "same value of every axis")

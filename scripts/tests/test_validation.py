@@ -3,28 +3,13 @@ written by the binary (conftest.py), damaged with h5py, read in-process and thro
 line; and selections that select nothing are refused before any output is written."""
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import ridgeline_binary
+from conftest import analysis_cli, ridgeline_validate
 from ridgeline_analysis import SchemaError, load, validate
-
-SCRIPTS = Path(__file__).resolve().parents[1]
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ridgeline_analysis", *args], cwd=SCRIPTS,
-                          capture_output=True, text=True, timeout=120)
-
-
-def _validate(path):
-    return subprocess.run([str(ridgeline_binary()), "validate", str(path)], capture_output=True,
-                          text=True, timeout=120)
 
 
 def _refused(done, *words):
@@ -190,7 +175,7 @@ def _check_rejected(path, words, command):
     """`ridgeline validate` rejects the file and the package finds the same problems; load()
     raises SchemaError naming the first on one line; the command exits 2 with one line and
     writes nothing."""
-    done = _validate(path)
+    done = ridgeline_validate(path)
     assert done.returncode != 0
     assert validate.problems(str(path)) == [line.split(": ", 1)[1]
                                             for line in done.stderr.splitlines()]
@@ -198,7 +183,7 @@ def _check_rejected(path, words, command):
         load(str(path))
     assert words in str(raised.value) and "\n" not in str(raised.value)
     out = path.parent / f"{path.stem}-out"
-    done = _cli(*command(str(path), str(out)))
+    done = analysis_cli(*command(str(path), str(out)))
     _refused(done, words)
     assert not out.exists() and not list(path.parent.glob(f"{path.stem}*.png"))
 
@@ -242,16 +227,16 @@ def test_valid_run_without_a_points_timelines_is_accepted(overlap_run_path, tmp_
     with h5py.File(path, "r+") as f:
         del f["points/1/ranks"]
         del f["points/1/ops"]
-    done = _validate(path)
+    done = ridgeline_validate(path)
     assert done.returncode == 0, done.stderr
     assert validate.problems(str(path)) == []
     run = load(str(path))
     assert run.points[1].timelines == {} and run.points[1].summary is not None
     assert sorted(run.points[0].timelines) == [0, 1]
-    summary = _cli("summary", str(path))
+    summary = analysis_cli("summary", str(path))
     assert summary.returncode == 0, summary.stderr
     assert [r.split()[0] for r in summary.stdout.splitlines()[1:]] == ["slim.h5-p0", "slim.h5-p1"]
-    _refused(_cli("trace", str(path), "--point", "1", "-o", str(tmp_path / "t.json")),
+    _refused(analysis_cli("trace", str(path), "--point", "1", "-o", str(tmp_path / "t.json")),
              "no timelines")
 
 
@@ -259,28 +244,28 @@ def test_valid_run_without_a_points_timelines_is_accepted(overlap_run_path, tmp_
 
 def test_plot_of_an_iteration_the_run_lacks_is_refused(run_path, tmp_path):
     out = tmp_path / "plots"
-    _refused(_cli("plot", str(run_path), "--iteration", "99999", "-o", str(out)),
+    _refused(analysis_cli("plot", str(run_path), "--iteration", "99999", "-o", str(out)),
              "no timed iteration 99999", "1..3")
     # A warm-up iteration is not plotted either: the Gantt chart shows timed iterations.
-    _refused(_cli("plot", str(run_path), "--iteration", "0", "-o", str(out)),
+    _refused(analysis_cli("plot", str(run_path), "--iteration", "0", "-o", str(out)),
              "no timed iteration 0")
     assert not out.exists()
-    done = _cli("plot", str(run_path), "--iteration", "2", "-o", str(out))
+    done = analysis_cli("plot", str(run_path), "--iteration", "2", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["tmp-steps.png", "tmp-timeline.png"]
 
 
 def test_rank_and_op_selections(run, run_path, tmp_path):
     out = tmp_path / "plots"
-    _refused(_cli("plot", str(run_path), "--rank", "5", "-o", str(out)), "no rank 5", "0, 1")
-    _refused(_cli("plot", str(run_path), "--op", "nosuch", "-o", str(out)), "no op 'nosuch'")
+    _refused(analysis_cli("plot", str(run_path), "--rank", "5", "-o", str(out)), "no rank 5", "0, 1")
+    _refused(analysis_cli("plot", str(run_path), "--op", "nosuch", "-o", str(out)), "no op 'nosuch'")
     assert not out.exists()
     trace = tmp_path / "t.json"
-    _refused(_cli("trace", str(run_path), "--iteration", "99999", "-o", str(trace)),
+    _refused(analysis_cli("trace", str(run_path), "--iteration", "99999", "-o", str(trace)),
              "no iteration 99999", "0..3")
     assert not trace.exists()
     gemm = next(op.name for op in run.ops if op.kind == "gemm")
-    done = _cli("trace", str(run_path), "--rank", "1", "--op", gemm, "-o", str(trace))
+    done = analysis_cli("trace", str(run_path), "--rank", "1", "--op", gemm, "-o", str(trace))
     assert done.returncode == 0, done.stderr
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     assert events and {(e["args"]["rank"], e["name"]) for e in events} == {(1, gemm)}
@@ -288,12 +273,12 @@ def test_rank_and_op_selections(run, run_path, tmp_path):
 
 def test_trace_of_several_points_asks_for_one(overlap_run_path, tmp_path):
     out = tmp_path / "t.json"
-    _refused(_cli("trace", str(overlap_run_path), "-o", str(out)), "choose one with --point K")
+    _refused(analysis_cli("trace", str(overlap_run_path), "-o", str(out)), "choose one with --point K")
     assert not out.exists()
 
 
 def test_ridgeline_of_a_dtype_without_roofs_is_refused(run_path, tmp_path):
     out = tmp_path / "plane.png"
-    _refused(_cli("ridgeline", str(run_path), "--dtype", "bf16", "-o", str(out)),
+    _refused(analysis_cli("ridgeline", str(run_path), "--dtype", "bf16", "-o", str(out)),
              "no GEMM roof of dtype 'bf16'", "fp32")
     assert not out.exists()
