@@ -80,6 +80,17 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float 
   return r;
 }
 
+/// The A fragment of a 16 x 16 product from two 16 x 8 fp32 accumulator tiles (columns 0-7
+/// and 8-15): an m16n8k16 accumulator holds exactly the elements its A fragment needs.
+template <typename T>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float (&lo)[4],
+                                       const float (&hi)[4]) {
+  a[0] = pack2<T>(lo[0], lo[1]);
+  a[1] = pack2<T>(lo[2], lo[3]);
+  a[2] = pack2<T>(hi[0], hi[1]);
+  a[3] = pack2<T>(hi[2], hi[3]);
+}
+
 // Shared-memory tiles are [rows][D] with 16-byte chunks XOR-swizzled by (row % 8): the 8 rows
 // an ldmatrix reads at one logical chunk land in 8 different bank groups.
 template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
@@ -270,10 +281,7 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
 #pragma unroll
     for (int kk = 0; kk < kFlashN / 16; ++kk) {
       uint32_t pa[4];
-      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      pack_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
       for (int dt = 0; dt < kDTiles; dt += 2) {
         uint32_t vb[4];
@@ -321,6 +329,26 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
 // then dS^T goes through shared memory so that each warp computes 16 query rows and half the
 // columns of dQ = dS K over all 128 keys and adds them to an fp32 scratch with 16-byte atomics.
 // delta = rowsum(dO * O) comes from a small kernel first; a last kernel rounds the fp32 dQ into dq.
+
+/// acc += A B^T for 16 rows of shared-memory tile A (from row a0) and kTiles * 8 rows of tile B
+/// (from row b0), both [rows][D] swizzled: one warp, D / 16 k-steps of m16n8k16.
+template <typename T, int D, int kTiles>
+__device__ __forceinline__ void rows_times_rows_t(float (&acc)[kTiles][4], uint32_t a_addr, int a0,
+                                                  uint32_t b_addr, int b0, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[4];
+    ldmatrix_x4(a, a_addr + 2 * swizzle<D>(a0 + (lane % 16), ks * 2 + lane / 16));
+#pragma unroll
+    for (int nt = 0; nt < kTiles; nt += 2) {
+      uint32_t b[4];
+      const int r = b0 + nt * 8 + (lane / 16) * 8 + (lane % 8);
+      ldmatrix_x4(b, b_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
+      mma_16816<T>(acc[nt], a, b[0], b[1]);
+      mma_16816<T>(acc[nt + 1], a, b[2], b[3]);
+    }
+  }
+}
 
 struct FlashBwdParams {
   const void* q;
@@ -419,7 +447,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
   if (steps > 0) issue(0, 0);
   cp_async_commit();
 
-  constexpr int kSteps = D / 16; // k-steps over the head dimension
   // Queries of S^T and dP^T held at a time: half the block at D = 128 (see below).
   constexpr int kQHalf = D > 64 ? kBwdM / 2 : kBwdM;
   constexpr int kQTiles = kQHalf / 8; // their 8-query tiles
@@ -463,32 +490,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           st[i][e] = dpt[i][e] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        uint32_t ka[4];
-        ldmatrix_x4(ka, k_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
-#pragma unroll
-        for (int nt = 0; nt < kQTiles; nt += 2) {
-          uint32_t qb[4];
-          const int r = q0 + nt * 8 + (lane / 16) * 8 + (lane % 8);
-          ldmatrix_x4(qb, q_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
-          mma_16816<T>(st[nt], ka, qb[0], qb[1]);
-          mma_16816<T>(st[nt + 1], ka, qb[2], qb[3]);
-        }
-      }
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        uint32_t va[4];
-        ldmatrix_x4(va, v_addr + 2 * swizzle<D>(warp * 16 + (lane % 16), ks * 2 + lane / 16));
-#pragma unroll
-        for (int nt = 0; nt < kQTiles; nt += 2) {
-          uint32_t ob[4];
-          const int r = q0 + nt * 8 + (lane / 16) * 8 + (lane % 8);
-          ldmatrix_x4(ob, do_addr + 2 * swizzle<D>(r, ks * 2 + (lane / 8) % 2));
-          mma_16816<T>(dpt[nt], va, ob[0], ob[1]);
-          mma_16816<T>(dpt[nt + 1], va, ob[2], ob[3]);
-        }
-      }
+      rows_times_rows_t<T, D>(st, k_addr, warp * 16, q_addr, q0, lane);
+      rows_times_rows_t<T, D>(dpt, v_addr, warp * 16, do_addr, q0, lane);
 
       // P^T from the saved log-sum-exp; dS^T = P^T (dP^T - delta) / sqrt(d). Masked: keys a
       // query does not see, queries past the sequence, keys past it.
@@ -514,14 +517,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
 #pragma unroll
       for (int kk = 0; kk < kQHalf / 16; ++kk) {
         uint32_t pa[4], da[4];
-        pa[0] = pack2<T>(st[2 * kk][0], st[2 * kk][1]);
-        pa[1] = pack2<T>(st[2 * kk][2], st[2 * kk][3]);
-        pa[2] = pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-        pa[3] = pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-        da[0] = pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]);
-        da[1] = pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]);
-        da[2] = pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-        da[3] = pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+        pack_a<T>(pa, st[2 * kk], st[2 * kk + 1]);
+        pack_a<T>(da, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
         for (int dt = 0; dt < kDTiles; dt += 2) {
           uint32_t ob[4], qb[4];
@@ -807,10 +804,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
       }
     online_softmax<2, kDTiles>(s, row_max, row_sum, o_acc); // every step has a key
     uint32_t pa[4];
-    pa[0] = pack2<T>(s[0][0], s[0][1]);
-    pa[1] = pack2<T>(s[0][2], s[0][3]);
-    pa[2] = pack2<T>(s[1][0], s[1][1]);
-    pa[3] = pack2<T>(s[1][2], s[1][3]);
+    pack_a<T>(pa, s[0], s[1]);
 #pragma unroll
     for (int dt = 0; dt < kDTiles; dt += 2) {
       uint32_t vb[4];

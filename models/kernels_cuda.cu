@@ -56,20 +56,28 @@ struct FillValue {
   __device__ float operator()(int64_t, int64_t) const { return value; }
 };
 
-template <typename T, int V, typename F>
-__global__ void fill_kernel(T* y, int64_t ld, int64_t rows, int64_t cols, F f) {
+/// body(r, c) for every V-element vector of a rows x cols tensor (row r, first column c; cols a
+/// multiple of V), spread over the grid with a grid-stride loop.
+template <int V, typename Body>
+__device__ __forceinline__ void for_each_vector(int64_t rows, int64_t cols, Body&& body) {
   const int64_t per_row = cols / V;
   const int64_t total = rows * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / per_row;
-    const int64_t c = (i - r * per_row) * V;
+    body(r, (i - r * per_row) * V);
+  }
+}
+
+template <typename T, int V, typename F>
+__global__ void fill_kernel(T* y, int64_t ld, int64_t rows, int64_t cols, F f) {
+  for_each_vector<V>(rows, cols, [&](int64_t r, int64_t c) {
     float v[V];
 #pragma unroll
     for (int j = 0; j < V; ++j)
       v[j] = f(r, c + j);
     store<T, V>(y + r * ld + c, v);
-  }
+  });
 }
 
 struct Gelu {
@@ -103,12 +111,7 @@ struct Axpy {
 template <typename T, int V, typename F>
 __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy,
                            int64_t rows, int64_t cols, F f) {
-  const int64_t per_row = cols / V;
-  const int64_t total = rows * per_row;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row;
-    const int64_t c = (i - r * per_row) * V;
+  for_each_vector<V>(rows, cols, [&](int64_t r, int64_t c) {
     float va[V], vb[V], vy[V];
     load<T, V>(a + r * lda + c, va);
     load<T, V>(b + r * ldb + c, vb);
@@ -116,7 +119,7 @@ __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* 
     for (int j = 0; j < V; ++j)
       vy[j] = f(va[j], vb[j]);
     store<T, V>(y + r * ldy + c, vy);
-  }
+  });
 }
 
 // d_gate = dy * up * sig * (1 + gate * (1 - sig)), d_up = dy * silu(gate).
@@ -124,12 +127,7 @@ template <typename T, int V>
 __global__ void swiglu_backward_kernel(const T* gate, const T* up, int64_t ld_in, const T* dy,
                                        int64_t ld_dy, T* d_gate, T* d_up, int64_t ld_out,
                                        int64_t rows, int64_t cols) {
-  const int64_t per_row = cols / V;
-  const int64_t total = rows * per_row;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row;
-    const int64_t c = (i - r * per_row) * V;
+  for_each_vector<V>(rows, cols, [&](int64_t r, int64_t c) {
     float g[V], u[V], d[V], dg[V], du[V];
     load<T, V>(gate + r * ld_in + c, g);
     load<T, V>(up + r * ld_in + c, u);
@@ -142,7 +140,7 @@ __global__ void swiglu_backward_kernel(const T* gate, const T* up, int64_t ld_in
     }
     store<T, V>(d_gate + r * ld_out + c, dg);
     store<T, V>(d_up + r * ld_out + c, du);
-  }
+  });
 }
 
 /// Sum over the block; every thread gets the result. `shared` holds 32 floats.
