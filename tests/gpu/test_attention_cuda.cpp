@@ -15,17 +15,13 @@
 #include "models/attention_cudnn.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace ridgeline {
 namespace {
 
 constexpr double kTolerance = 2e-2;
 constexpr double kGradTolerance = 5e-2;
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  return relative_l2(got, want);
-}
 
 struct Case {
   const char* name;
@@ -54,23 +50,10 @@ protected:
     m_gpu = make_cuda_backend(0, DType::bf16);
     m_host = make_host_backend();
   }
-  struct Pair {
-    Buffer gpu_buf, host_buf;
-    Tensor gpu, host;
-  };
+  using Pair = BackendPair;
   Pair make(int64_t rows, int64_t cols, uint64_t tensor, bool random = true) {
-    Pair p;
-    p.gpu_buf = m_gpu->allocate(rows, cols);
-    p.gpu = p.gpu_buf.view(rows, cols, DType::bf16);
-    p.host_buf = m_host->allocate(rows, cols);
-    p.host = p.host_buf.view(rows, cols, DType::f32);
-    if (random)
-      m_gpu->fill_random(p.gpu, GenKey{7, tensor, cols, 1.0f}, 0, 0);
-    else
-      m_gpu->fill_value(p.gpu, 0.0f);
-    const std::vector<float> v = m_gpu->to_host(p.gpu);
-    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
-    return p;
+    return make_backend_pair(*m_gpu, *m_host, DType::bf16, rows, cols,
+                             GenKey{7, tensor, cols, random ? 1.0f : 0.0f});
   }
   std::unique_ptr<Backend> m_gpu;
   std::unique_ptr<Backend> m_host;

@@ -15,6 +15,7 @@
 #include "core/stats.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace ridgeline {
 namespace {
@@ -25,11 +26,6 @@ constexpr double kTolerance = 2e-2;
   do {                                                                                             \
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";                        \
   } while (0)
-
-double relative_error(const std::vector<float>& gpu, const std::vector<float>& host) {
-  EXPECT_EQ(gpu.size(), host.size());
-  return ridgeline::relative_l2(gpu, host);
-}
 
 bool any_nan(const std::vector<float>& v) {
   for (float x : v)
@@ -46,38 +42,15 @@ protected:
     m_host = make_host_backend();
   }
 
-  struct Pair {
-    Buffer gpu_buf, host_buf;
-    Tensor gpu, host;
-  };
+  using Pair = BackendPair;
 
-  /// rows x cols on both backends (GPU rows padded to `ld`), filled from `key`; the host copy
-  /// holds the GPU's rounded values so that only the kernel's arithmetic is compared.
+  /// rows x cols on both backends (GPU rows padded to `ld`), random in [-scale, scale).
   Pair make(int64_t rows, int64_t cols, uint64_t tensor, float scale = 1.0f, int64_t ld = 0) {
-    Pair p;
-    if (ld == 0) ld = cols;
-    p.gpu_buf = m_gpu->allocate(rows, ld);
-    p.gpu = p.gpu_buf.view(rows, ld, DType::bf16).cols_slice(0, cols);
-    p.host_buf = m_host->allocate(rows, cols);
-    p.host = p.host_buf.view(rows, cols, DType::f32);
-    GenKey key{42, tensor, cols, scale};
-    m_gpu->fill_random(p.gpu, key, 0, 0);
-    sync_to_host(p);
-    return p;
+    return make_backend_pair(*m_gpu, *m_host, DType::bf16, rows, cols,
+                             GenKey{42, tensor, cols, scale}, ld);
   }
   Pair zeros(int64_t rows, int64_t cols) {
-    Pair p;
-    p.gpu_buf = m_gpu->allocate(rows, cols);
-    p.gpu = p.gpu_buf.view(rows, cols, DType::bf16);
-    p.host_buf = m_host->allocate(rows, cols);
-    p.host = p.host_buf.view(rows, cols, DType::f32);
-    m_gpu->fill_value(p.gpu, 0.0f);
-    m_host->fill_value(p.host, 0.0f);
-    return p;
-  }
-  void sync_to_host(Pair& p) {
-    const std::vector<float> v = m_gpu->to_host(p.gpu);
-    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
+    return make_backend_pair(*m_gpu, *m_host, DType::bf16, rows, cols, GenKey{42, 0, cols, 0.0f});
   }
   void expect_close(const Pair& p, const char* what, double tol = kTolerance) {
     const std::vector<float> g = m_gpu->to_host(p.gpu);

@@ -15,17 +15,13 @@
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
 #include "parallel/tp_layer.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace ridgeline {
 namespace {
 
 // bf16 storage: a few roundings of 2^-9 each (as test_cuda_backend).
 constexpr double kTolerance = 2e-2;
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  return relative_l2(got, want);
-}
 
 struct DecodeCase {
   int64_t context;
@@ -51,24 +47,13 @@ TEST_P(DecodeAttention, MatchesHost) {
   s.head_dim = 128;
   const int64_t q_cols = s.heads * s.head_dim, kv_cols = s.kv_heads * s.head_dim;
   const int64_t kv_rows = s.batch * s.capacity;
-  struct Pair {
-    Buffer gpu_buf, host_buf;
-    Tensor gpu, host;
-  };
   // Both backends hold the GPU's bf16-rounded values, so only the kernels' arithmetic differs.
   auto make = [&](int64_t rows, int64_t cols, uint64_t tensor) {
-    Pair p;
-    p.gpu_buf = gpu->allocate(rows, cols);
-    p.gpu = p.gpu_buf.view(rows, cols, DType::bf16);
-    p.host_buf = host->allocate(rows, cols);
-    p.host = p.host_buf.view(rows, cols, DType::f32);
-    gpu->fill_random(p.gpu, GenKey{7, tensor, cols, 1.0f}, 0, 0);
-    const std::vector<float> v = gpu->to_host(p.gpu);
-    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
-    return p;
+    return make_backend_pair(*gpu, *host, DType::bf16, rows, cols, GenKey{7, tensor, cols, 1.0f});
   };
-  Pair q = make(s.batch, q_cols, 1), k = make(kv_rows, kv_cols, 2), v = make(kv_rows, kv_cols, 3);
-  Pair out = make(s.batch, q_cols, 4);
+  BackendPair q = make(s.batch, q_cols, 1), k = make(kv_rows, kv_cols, 2),
+              v = make(kv_rows, kv_cols, 3);
+  BackendPair out = make(s.batch, q_cols, 4);
   // Rows past the context hold large values: reading them would show in the output.
   gpu->fill_value(k.gpu.strided_rows(c.context, s.batch, s.capacity), 30.f);
   host->fill_value(k.host.strided_rows(c.context, s.batch, s.capacity), 30.f);

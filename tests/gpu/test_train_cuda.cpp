@@ -18,17 +18,13 @@
 #include "models/attention_cudnn.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace ridgeline {
 namespace {
 
 constexpr double kTolerance = 2e-2;
 constexpr double kGradTolerance = 5e-2;
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  return relative_l2(got, want);
-}
 
 /// A CUDA backend of the parameter's dtype and a host backend, with tensors given to both.
 class TrainVsHost : public ::testing::TestWithParam<DType> {
@@ -40,27 +36,12 @@ protected:
     m_host = make_host_backend();
   }
 
-  struct Pair {
-    Buffer gpu_buf, host_buf;
-    Tensor gpu, host;
-  };
+  using Pair = BackendPair;
 
-  /// rows x cols on both backends (GPU rows padded to `ld`), random in [-scale, scale) or zero;
-  /// the host holds the GPU's rounded values.
+  /// rows x cols on both backends (GPU rows padded to `ld`), random in [-scale, scale) or zero.
   Pair make(int64_t rows, int64_t cols, uint64_t tensor, float scale = 1.0f, int64_t ld = 0) {
-    Pair p;
-    if (ld == 0) ld = cols;
-    p.gpu_buf = m_gpu->allocate(rows, ld);
-    p.gpu = p.gpu_buf.view(rows, ld, m_dtype).cols_slice(0, cols);
-    p.host_buf = m_host->allocate(rows, cols);
-    p.host = p.host_buf.view(rows, cols, DType::f32);
-    if (scale > 0)
-      m_gpu->fill_random(p.gpu, GenKey{11, tensor, cols, scale}, 0, 0);
-    else
-      m_gpu->fill_value(p.gpu, 0.0f);
-    const std::vector<float> v = m_gpu->to_host(p.gpu);
-    std::memcpy(p.host.data, v.data(), v.size() * sizeof(float));
-    return p;
+    return make_backend_pair(*m_gpu, *m_host, m_dtype, rows, cols, GenKey{11, tensor, cols, scale},
+                             ld);
   }
   /// A GPU output filled with a value that no correct kernel leaves behind.
   Pair output(int64_t rows, int64_t cols, int64_t ld = 0) {
