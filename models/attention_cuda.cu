@@ -922,6 +922,29 @@ void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   RIDGELINE_CHECK(cudaGetLastError());
 }
 
+// The split length (keys) of a decode launch: the context split so that the grid fills whole
+// waves of the `slots` resident CTAs (a grid of 1.2 waves takes as long as 2). Splits are whole
+// 16-key steps, at least one round of the warps each; among those whose wave use is within 5 %
+// of the best, the fewest splits, since each adds to the combine.
+int64_t decode_split_len(int64_t context, int64_t ctas_per_split, int64_t slots) {
+  const int64_t steps = (context + kDecodeKeys - 1) / kDecodeKeys;
+  const int64_t most = std::min<int64_t>((context + kDecodeTile - 1) / kDecodeTile, 1024);
+  auto split_len_for = [&](int64_t n) {
+    return std::max<int64_t>((steps + n - 1) / n * kDecodeKeys, kDecodeTile);
+  };
+  auto wave_use = [&](int64_t n) {
+    const int64_t ctas = (context + split_len_for(n) - 1) / split_len_for(n) * ctas_per_split;
+    return static_cast<double>(ctas) / static_cast<double>((ctas + slots - 1) / slots * slots);
+  };
+  double best = 0.0;
+  for (int64_t n = 1; n <= most; ++n)
+    best = std::max(best, wave_use(n));
+  int64_t chosen = 1;
+  while (wave_use(chosen) < best - 0.05)
+    ++chosen;
+  return split_len_for(chosen);
+}
+
 template <typename T, int D>
 void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t stream) {
@@ -946,31 +969,30 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   constexpr int smem = decode_smem_bytes<D>();
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int per_sm = 0;
-  RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_kernel<T, D>,
-                                                                kDecodeThreads, smem));
-  const int64_t slots = static_cast<int64_t>(sm_count) * (per_sm < 1 ? 1 : per_sm);
-  // Split the context so that the grid fills whole waves of the resident CTAs: a grid of 1.2
-  // waves takes as long as 2. Splits are whole 16-key steps, at least one round of the warps
-  // each; among those whose wave use is within 5 % of the best, the fewest splits, since each
-  // adds to the combine.
+  // The occupancy query and the split search cost a few microseconds of host time at long
+  // contexts, on every eager launch: the last shape's answer is kept per thread (a decode step
+  // repeats one shape layer after layer).
+  thread_local struct {
+    int device = -1, per_sm = 0;
+    int64_t context = -1, ctas_per_split = -1, slots = -1, split_len = 0;
+  } last;
+  int device = 0;
+  RIDGELINE_CHECK(cudaGetDevice(&device));
+  if (device != last.device) {
+    RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &last.per_sm, decode_split_kernel<T, D>, kDecodeThreads, smem));
+    last.device = device;
+    last.context = -1;
+  }
+  const int64_t slots = static_cast<int64_t>(sm_count) * (last.per_sm < 1 ? 1 : last.per_sm);
   const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
-  const int64_t steps = (s.context + kDecodeKeys - 1) / kDecodeKeys;
-  const int64_t most = std::min<int64_t>((s.context + kDecodeTile - 1) / kDecodeTile, 1024);
-  auto split_len_for = [&](int64_t n) {
-    return std::max<int64_t>((steps + n - 1) / n * kDecodeKeys, kDecodeTile);
-  };
-  auto wave_use = [&](int64_t n) {
-    const int64_t ctas = (s.context + split_len_for(n) - 1) / split_len_for(n) * ctas_per_split;
-    return static_cast<double>(ctas) / static_cast<double>((ctas + slots - 1) / slots * slots);
-  };
-  double best = 0.0;
-  for (int64_t n = 1; n <= most; ++n)
-    best = std::max(best, wave_use(n));
-  int64_t chosen = 1;
-  while (wave_use(chosen) < best - 0.05)
-    ++chosen;
-  const int64_t split_len = split_len_for(chosen);
+  if (s.context != last.context || ctas_per_split != last.ctas_per_split || slots != last.slots) {
+    last.split_len = decode_split_len(s.context, ctas_per_split, slots);
+    last.context = s.context;
+    last.ctas_per_split = ctas_per_split;
+    last.slots = slots;
+  }
+  const int64_t split_len = last.split_len;
   const int64_t splits = (s.context + split_len - 1) / split_len;
   p.splits = static_cast<int>(splits);
   p.split_len = static_cast<int>(split_len);
