@@ -7,13 +7,18 @@
 // is split across CTAs so that even batch * kv_heads = 1 fills every SM (see
 // decode_split_kernel). Backward (prefill): a FlashAttention-2 style tensor-core kernel per
 // 128-key block (see flash_backward_kernel).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <type_traits>
 
 #include "core/error.hpp"
 #include "models/cuda_common.cuh"
+#include "models/hopper.cuh"
 
 namespace ridgeline {
 namespace cuda {
@@ -99,11 +104,12 @@ template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
 
 /// Online softmax over one key tile of a warp's 16-row MMA tile (this thread's rows g and g + 8
 /// as half 0 and 1): the new running max (reduced over the quad that shares a row), the running
-/// sum and the output accumulators rescaled, and the tile's scores (log2 units) exponentiated in
-/// place. A row with no visible key yet keeps max -inf and contributes nothing.
-template <int kNTiles, int kDTiles>
-__device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&row_max)[2],
-                                               float (&row_sum)[2], float (&o_acc)[kDTiles][4]) {
+/// sum, and the tile's scores (log2 units) exponentiated in place; `alpha` is the factor the
+/// output accumulators must be rescaled by. A row with no visible key yet keeps max -inf and
+/// contributes nothing.
+template <int kNTiles>
+__device__ __forceinline__ void softmax_tile(float (&s)[kNTiles][4], float (&row_max)[2],
+                                             float (&row_sum)[2], float (&alpha)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float mx = row_max[half];
@@ -113,7 +119,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&r
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float base = mx == -INFINITY ? 0.0f : mx;
-    const float alpha = exp2f(row_max[half] - base);
+    alpha[half] = exp2f(row_max[half] - base);
     row_max[half] = mx;
     float sum = 0.0f;
 #pragma unroll
@@ -122,13 +128,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&r
       s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - base);
       sum += s[nt][2 * half] + s[nt][2 * half + 1];
     }
-    row_sum[half] = row_sum[half] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt) {
-      o_acc[dt][2 * half] *= alpha;
-      o_acc[dt][2 * half + 1] *= alpha;
-    }
+    row_sum[half] = row_sum[half] * alpha[half] + sum;
   }
+}
+
+/// Multiplies this thread's two output rows by their softmax rescale factors.
+template <int kDTiles>
+__device__ __forceinline__ void rescale_rows(float (&o_acc)[kDTiles][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < kDTiles; ++dt) {
+    o_acc[dt][0] *= alpha[0];
+    o_acc[dt][1] *= alpha[0];
+    o_acc[dt][2] *= alpha[1];
+    o_acc[dt][3] *= alpha[1];
+  }
+}
+
+/// softmax_tile() with the output rescaled at once (kernels with no MMA still reading O).
+template <int kNTiles, int kDTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float (&o_acc)[kDTiles][4]) {
+  float alpha[2];
+  softmax_tile<kNTiles>(s, row_max, row_sum, alpha);
+  rescale_rows<kDTiles>(o_acc, alpha);
 }
 
 struct FlashParams {
@@ -142,6 +164,57 @@ struct FlashParams {
   float scale_log2; ///< log2(e) / sqrt(head_dim): the softmax runs on exp2
   float* lse;       ///< [batch, heads, seq] natural log-sum-exp of the scaled scores, or null
 };
+
+/// Scales a warp's 16-row score tile (keys n0..) into log2 units and masks the keys a row may
+/// not see; only tiles that reach past the warp's first row's last visible key, or past the
+/// context, pay for the mask.
+template <int kNTiles>
+__device__ __forceinline__ void scale_and_mask(float (&s)[kNTiles][4], const FlashParams& p, int n0,
+                                               int warp_row0, int row_lo, int t) {
+  const bool needs_mask =
+      n0 + kNTiles * 8 - 1 > p.offset + warp_row0 || n0 + kNTiles * 8 > p.context;
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[nt][e] * p.scale_log2;
+      if (needs_mask) {
+        const int key = n0 + nt * 8 + 2 * t + (e & 1);
+        const int row = e < 2 ? row_lo : row_lo + 8;
+        if (key > p.offset + row || key >= p.context) x = -INFINITY;
+      }
+      s[nt][e] = x;
+    }
+  }
+}
+
+/// Finishes the row sums over the quad, normalises, and stores this thread's rows that exist
+/// (row_lo and row_lo + 8 of head h of sequence b), with their log-sum-exp when asked.
+template <typename T, int kDTiles>
+__device__ __forceinline__ void store_rows(const FlashParams& p, const float (&o_acc)[kDTiles][4],
+                                           const float (&row_max)[2], const float (&row_sum)[2],
+                                           int row_lo, int b, int h, int t) {
+  constexpr int D = kDTiles * 8;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.0f / sum;
+    const int row = row_lo + 8 * half;
+    if (row >= p.seq) continue;
+    if (p.lse != nullptr && t == 0) // row_max is in log2 units of the scaled scores
+      p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.seq + row] =
+          (row_max[half] + log2f(sum)) * 0.6931471805599453f;
+    T* out = static_cast<T*>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
+             static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<uint32_t*>(out + dt * 8 + 2 * t) =
+          pack2<T>(o_acc[dt][2 * half] * inv, o_acc[dt][2 * half + 1] * inv);
+    }
+  }
+}
 
 constexpr int kFlashWarps = 8;
 constexpr int kFlashM = 16 * kFlashWarps; // query rows per CTA, 16 per warp
@@ -213,7 +286,6 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
 
   const int g = lane / 4, t = lane % 4;
   const int row_lo = m0 + warp * 16 + g; // this thread's two query rows
-  const int row_hi = row_lo + 8;
 
   for (int n = 0; n < n_blocks; ++n) {
     cp_async_wait_all();
@@ -258,22 +330,7 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
       }
     }
 
-    // Mask only the tiles that reach past a row's last visible key or past the context.
-    const int n0 = n * kFlashN;
-    const bool needs_mask = n0 + kFlashN - 1 > offset + m0 || n0 + kFlashN > p.context;
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * p.scale_log2;
-        if (needs_mask) {
-          const int key = n0 + nt * 8 + 2 * t + (e & 1);
-          const int row = e < 2 ? row_lo : row_hi;
-          if (key > offset + row || key >= p.context) x = -INFINITY;
-        }
-        s[nt][e] = x;
-      }
-    }
+    scale_and_mask<kNTiles>(s, p, n * kFlashN, m0 + warp * 16, row_lo, t);
 
     online_softmax<kNTiles, kDTiles>(s, row_max, row_sum, o_acc);
 
@@ -294,26 +351,197 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
     }
   }
 
-  // Finish the row sums over the quad, normalise, and store rows that exist.
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = row_sum[half];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = 1.0f / sum;
-    const int row = half == 0 ? row_lo : row_hi;
-    if (row >= p.seq) continue;
-    if (p.lse != nullptr && t == 0) // row_max is in log2 units of the scaled scores
-      p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.seq + row] =
-          (row_max[half] + log2f(sum)) * 0.6931471805599453f;
-    T* out = static_cast<T*>(p.o) + (static_cast<int64_t>(b) * p.seq + row) * p.o_ld +
-             static_cast<int64_t>(h) * D;
-#pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt) {
-      *reinterpret_cast<uint32_t*>(out + dt * 8 + 2 * t) =
-          pack2<T>(o_acc[dt][2 * half] * inv, o_acc[dt][2 * half + 1] * inv);
+  store_rows<T, kDTiles>(p, o_acc, row_max, row_sum, row_lo, b, h, t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill on Hopper (sm_90a), FlashAttention-3 style. One CTA of three warpgroups per 128
+// query rows of one head:
+//   - a producer warpgroup, whose one thread loads Q once and streams 128-key K and V tiles
+//     through a two-stage ring by TMA (128-byte swizzled boxes of 64 columns, out-of-range rows
+//     zero-filled by the hardware), each stage with a "full" and an "empty" mbarrier;
+//   - two consumer warpgroups of 64 query rows each, which compute S = Q K^T from shared memory
+//     and O += P V with P in registers on warpgroup MMA (wgmma m64n128k16, fp32 accumulate).
+// A consumer overlaps its softmax with its tensor cores: it issues tile n's S = Q K^T and tile
+// n - 1's O += P V together, waits for S alone, and runs tile n's softmax while P V is still in
+// flight; O is rescaled once that product has landed. The producer gives its registers to the
+// consumers (setmaxnreg), which hold S, O and P (about 160 registers a thread). Tiles past a
+// causal CTA's diagonal are never loaded; only the tiles a row's diagonal or the context end cut
+// are masked.
+
+constexpr int kSm90M = 128;                         // query rows per CTA, 64 per consumer warpgroup
+constexpr int kSm90N = 128;                         // keys per K/V tile
+constexpr int kSm90D = 128;                         // head dimension (two 64-column swizzle atoms)
+constexpr int kSm90Threads = 3 * 128;               // producer + 2 consumer warpgroups
+constexpr int kSm90Stages = 2;                      // K/V ring depth
+constexpr int kSm90TileBytes = kSm90N * kSm90D * 2; // one Q, K or V tile: 32 KiB
+constexpr int kSm90HalfBytes = kSm90TileBytes / 2;  // its 64-column half, 128-byte rows
+constexpr int kSm90BarrierOffset = (1 + 2 * kSm90Stages) * kSm90TileBytes;
+constexpr int kSm90SmemBytes = kSm90BarrierOffset + 128 + 1024; // + barriers + alignment slack
+static_assert(kSm90M == kSm90N, "Q and K/V tiles share one box shape");
+
+struct Sm90Barriers {
+  uint64_t q_full;
+  uint64_t k_full[kSm90Stages], v_full[kSm90Stages];
+  uint64_t k_empty[kSm90Stages], v_empty[kSm90Stages];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kSm90Threads, 1)
+    flash_prefill_sm90_kernel(const __grid_constant__ CUtensorMap tq,
+                              const __grid_constant__ CUtensorMap tk,
+                              const __grid_constant__ CUtensorMap tv, FlashParams p) {
+#if RIDGELINE_SM90A_DEVICE
+  using namespace hopper;
+  constexpr int D = kSm90D;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // Swizzled tiles need 1024-byte alignment of the shared-memory address itself.
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t q_s = base;
+  auto k_s = [&](int stage) { return base + (1 + stage) * kSm90TileBytes; };
+  auto v_s = [&](int stage) { return base + (1 + kSm90Stages + stage) * kSm90TileBytes; };
+  auto* bars = reinterpret_cast<Sm90Barriers*>(smem_raw + (base - raw) + kSm90BarrierOffset);
+  auto bar = [](uint64_t& b) { return smem_addr(&b); };
+
+  const int m_blocks = (p.seq + kSm90M - 1) / kSm90M;
+  const int m_block = m_blocks - 1 - static_cast<int>(blockIdx.y); // longest tiles first
+  const int b = static_cast<int>(blockIdx.x) / p.heads;
+  const int h = static_cast<int>(blockIdx.x) % p.heads;
+  const int kvh = h / p.group;
+  const int m0 = m_block * kSm90M;
+  const int last_row = min(m0 + kSm90M, p.seq) - 1;
+  const int keys = min(p.context, p.offset + last_row + 1);
+  const int n_blocks = (keys + kSm90N - 1) / kSm90N;
+
+  if (threadIdx.x == 0) {
+    prefetch_tensor_map(&tq);
+    prefetch_tensor_map(&tk);
+    prefetch_tensor_map(&tv);
+    mbarrier_init(bar(bars->q_full), 1);
+    for (int s = 0; s < kSm90Stages; ++s) {
+      mbarrier_init(bar(bars->k_full[s]), 1);
+      mbarrier_init(bar(bars->v_full[s]), 1);
+      mbarrier_init(bar(bars->k_empty[s]), 2 * 128); // every consumer thread releases
+      mbarrier_init(bar(bars->v_empty[s]), 2 * 128);
     }
+    fence_barrier_init();
   }
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    warpgroup_registers_dec<24>();
+    if (threadIdx.x != 0) return;
+    mbarrier_arrive_expect_tx(bar(bars->q_full), kSm90TileBytes);
+    for (int half = 0; half < 2; ++half)
+      tma_load_3d(q_s + half * kSm90HalfBytes, &tq, bar(bars->q_full), h * D + half * 64, m0, b);
+    for (int n = 0; n < n_blocks; ++n) {
+      const int s = n % kSm90Stages;
+      const uint32_t empty_parity = ((n / kSm90Stages) & 1) ^ 1;
+      mbarrier_wait(bar(bars->k_empty[s]), empty_parity);
+      mbarrier_arrive_expect_tx(bar(bars->k_full[s]), kSm90TileBytes);
+      for (int half = 0; half < 2; ++half)
+        tma_load_3d(k_s(s) + half * kSm90HalfBytes, &tk, bar(bars->k_full[s]), kvh * D + half * 64,
+                    n * kSm90N, b);
+      mbarrier_wait(bar(bars->v_empty[s]), empty_parity);
+      mbarrier_arrive_expect_tx(bar(bars->v_full[s]), kSm90TileBytes);
+      for (int half = 0; half < 2; ++half)
+        tma_load_3d(v_s(s) + half * kSm90HalfBytes, &tv, bar(bars->v_full[s]), kvh * D + half * 64,
+                    n * kSm90N, b);
+    }
+    return;
+  }
+  warpgroup_registers_inc<240>();
+
+  const int consumer = warpgroup - 1;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int t = lane % 4;
+  const int warp_row0 = m0 + consumer * 64 + warp * 16;
+  const int row_lo = warp_row0 + lane / 4;
+  // This warpgroup's 64 Q rows: 64 x 128 bytes into each 64-column half.
+  const uint32_t q_rows = q_s + consumer * 64 * 128;
+
+  constexpr int kNTiles = kSm90N / 8; // S: 16 n8 tiles per warp
+  constexpr int kDTiles = D / 8;      // O: 16 n8 tiles per warp
+  float s_acc[kNTiles][4];
+  float o_acc[kDTiles][4];
+  uint32_t pa[kSm90N / 16][4]; // P as the A fragments of 8 k16 steps
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i)
+    o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};
+  float alpha[2];
+
+  // S = Q K^T: 8 k16 steps, 4 inside each 128-byte swizzle atom (32 bytes apart).
+  auto issue_qk = [&](int s) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t koff = (ks / 4) * kSm90HalfBytes + (ks % 4) * 32;
+      wgmma_m64n128k16_ss<T>(s_acc, smem_desc_sw128(q_rows + koff, 16, 1024),
+                             smem_desc_sw128(k_s(s) + koff, 16, 1024), ks > 0);
+    }
+  };
+  // O += P V: 8 k16 steps of 16 keys (2048 bytes of V rows each); V is MN-major, its two
+  // 64-column halves one lbo apart.
+  auto issue_pv = [&](int s) {
+#pragma unroll
+    for (int kk = 0; kk < kSm90N / 16; ++kk)
+      wgmma_m64n128k16_rs_mn<T>(o_acc, pa[kk],
+                                smem_desc_sw128(v_s(s) + kk * 16 * 128, kSm90HalfBytes, 1024));
+  };
+  auto pack_p = [&] {
+#pragma unroll
+    for (int kk = 0; kk < kSm90N / 16; ++kk)
+      pack_a<T>(pa[kk], s_acc[2 * kk], s_acc[2 * kk + 1]);
+  };
+
+  mbarrier_wait(bar(bars->q_full), 0);
+  mbarrier_wait(bar(bars->k_full[0]), 0);
+  wgmma_fence();
+  issue_qk(0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s_acc);
+  mbarrier_arrive(bar(bars->k_empty[0]));
+  scale_and_mask<kNTiles>(s_acc, p, 0, warp_row0, row_lo, t);
+  softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha);
+  pack_p();
+
+  for (int n = 1; n < n_blocks; ++n) {
+    const int s = n % kSm90Stages, sp = (n - 1) % kSm90Stages;
+    mbarrier_wait(bar(bars->k_full[s]), (n / kSm90Stages) & 1);
+    wgmma_fence();
+    issue_qk(s);
+    wgmma_commit();
+    mbarrier_wait(bar(bars->v_full[sp]), ((n - 1) / kSm90Stages) & 1);
+    issue_pv(sp);
+    wgmma_commit();
+    wgmma_wait<1>(); // S of tile n is in; P V of tile n - 1 may still run
+    fence_registers(s_acc);
+    mbarrier_arrive(bar(bars->k_empty[s]));
+    scale_and_mask<kNTiles>(s_acc, p, n * kSm90N, warp_row0, row_lo, t);
+    softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha);
+    wgmma_wait<0>();
+    fence_registers(o_acc);
+    fence_registers(pa);
+    mbarrier_arrive(bar(bars->v_empty[sp]));
+    rescale_rows<kDTiles>(o_acc, alpha);
+    pack_p();
+  }
+  const int s_last = (n_blocks - 1) % kSm90Stages;
+  mbarrier_wait(bar(bars->v_full[s_last]), ((n_blocks - 1) / kSm90Stages) & 1);
+  wgmma_fence();
+  issue_pv(s_last);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o_acc);
+
+  store_rows<T, kDTiles>(p, o_acc, row_max, row_sum, row_lo, b, h, t);
+#else
+  __trap(); // launched only where the sm_90a build of this kernel runs
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -891,6 +1119,78 @@ __global__ void decode_combine_kernel(const float* part_o, const float* part_ml,
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
+// The prefill kernel choice: by device unless set_fused_prefill_kernel() forced sm80.
+std::atomic<bool> g_force_sm80{false};
+
+#if defined(RIDGELINE_SM90A)
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    RIDGELINE_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                     cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw Error("the CUDA driver has no cuTensorMapEncodeTiled (TMA needs driver 525 or newer)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+/// A TMA map of one attention operand as [batch][rows][cols] with `batch_rows` rows between
+/// sequences: 64-column x 128-row boxes, 128-byte swizzle, rows from `rows` on read as zeros.
+template <typename T>
+CUtensorMap operand_map(const Tensor& t, int64_t rows, int64_t batch, int64_t batch_rows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(t.cols), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(t.ld) * sizeof(T),
+                                 static_cast<cuuint64_t>(batch_rows * t.ld) * sizeof(T)};
+  const cuuint32_t box[3] = {64, kSm90N, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r =
+      tensor_map_encoder()(&map,
+                           std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                           3, t.data, dims, strides, box, element_strides,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("fused attention: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) +
+                ")");
+  return map;
+}
+
+template <typename T>
+void launch_flash_sm90(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const FlashParams& p, cudaStream_t stream) {
+  RIDGELINE_CHECK(cudaFuncSetAttribute(
+      flash_prefill_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSm90SmemBytes));
+  const CUtensorMap tq = operand_map<T>(q, s.seq, s.batch, s.seq);
+  const CUtensorMap tk = operand_map<T>(k, s.context, s.batch, s.capacity);
+  const CUtensorMap tv = operand_map<T>(v, s.context, s.batch, s.capacity);
+  const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
+                  static_cast<unsigned>((s.seq + kSm90M - 1) / kSm90M));
+  flash_prefill_sm90_kernel<T><<<grid, kSm90Threads, kSm90SmemBytes, stream>>>(tq, tk, tv, p);
+  RIDGELINE_CHECK(cudaGetLastError());
+}
+#endif
+
+/// Whether a prefill of head dim D takes the Hopper kernel on the current device: built for
+/// sm_90a, a compute capability 9.0 device (sm_90a code runs there only), head dim 128.
+bool takes_sm90(int64_t head_dim, int device) {
+#if defined(RIDGELINE_SM90A)
+  if (head_dim != kSm90D || g_force_sm80.load()) return false;
+  int major = 0, minor = 0;
+  RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  RIDGELINE_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+#else
+  (void)head_dim;
+  (void)device;
+  return false;
+#endif
+}
+
 template <typename T, int D>
 void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& out, float* lse, cudaStream_t stream) {
@@ -916,6 +1216,14 @@ void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   p.offset = static_cast<int>(s.causal ? s.context - s.seq : s.context - 1);
   p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   p.lse = lse;
+#if defined(RIDGELINE_SM90A)
+  int device = 0;
+  RIDGELINE_CHECK(cudaGetDevice(&device));
+  if (takes_sm90(D, device)) {
+    launch_flash_sm90<T>(s, q, k, v, p, stream);
+    return;
+  }
+#endif
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.seq + kFlashM - 1) / kFlashM));
   flash_prefill_kernel<T, D><<<grid, kFlashThreads, smem, stream>>>(p);
@@ -1160,4 +1468,15 @@ void attention_delta(const AttentionShape& s, const Tensor& out, const Tensor& d
 }
 
 } // namespace cuda
+
+void set_fused_prefill_kernel(const std::string& choice) {
+  if (choice != "auto" && choice != "sm80")
+    throw UsageError("fused prefill kernel: expected auto or sm80, got '" + choice + "'");
+  cuda::g_force_sm80.store(choice == "sm80");
+}
+
+std::string fused_prefill_kernel(int device, int64_t head_dim) {
+  return cuda::takes_sm90(head_dim, device) ? "sm90" : "sm80";
+}
+
 } // namespace ridgeline

@@ -12,6 +12,15 @@ std::unique_ptr<Backend> make_cuda_backend(int, DType, bool) {
   throw UsageError("this ridgeline was built without CUDA");
 }
 
+void set_fused_prefill_kernel(const std::string& choice) {
+  if (choice != "auto" && choice != "sm80")
+    throw UsageError("fused prefill kernel: expected auto or sm80, got '" + choice + "'");
+}
+
+std::string fused_prefill_kernel(int, int64_t) {
+  return "sm80";
+}
+
 GpuInfo query_gpu(int device) {
   GpuInfo info;
   info.device = device;

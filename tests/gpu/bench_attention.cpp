@@ -15,6 +15,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda_check.hpp"
@@ -45,7 +46,7 @@ std::vector<std::string> word_list(const std::string& text) {
 }
 
 struct Row {
-  std::string impl, pass, status = "ok";
+  std::string impl, kernel, pass, status = "ok"; ///< kernel: the fused forward's, sm90 | sm80
   AttentionShape shape;
   double flops = 0, best_ms = 0, p50_ms = 0;
 };
@@ -89,7 +90,10 @@ int run(int argc, char** argv) {
   int64_t batch = 1, heads = 32, head_dim = 128;
   int warmup = 3, reps = 10;
   bool non_causal = false, no_backward = false;
-  app.add_option("--impl", impls, "Comma list: fused, naive, cudnn")->capture_default_str();
+  app.add_option("--impl", impls,
+                 "Comma list: fused, naive, cudnn, fused-sm80 (the fused forward forced onto its "
+                 "Ampere-style kernel, for an A/B run on Hopper)")
+      ->capture_default_str();
   app.add_option("--seq", seqs, "Comma list of sequence lengths (queries = keys)")
       ->capture_default_str();
   app.add_option("--kv-heads", kv_heads, "Comma list of key/value head counts")
@@ -108,10 +112,11 @@ int run(int argc, char** argv) {
     std::cerr << "bench_attention: --reps must be >= 1 and --warmup >= 0\n";
     return 2;
   }
-  std::vector<AttentionImpl> chosen;
+  std::vector<std::pair<std::string, AttentionImpl>> chosen;
   try {
     for (const std::string& name : word_list(impls))
-      chosen.push_back(parse_attention(name));
+      chosen.emplace_back(name,
+                          name == "fused-sm80" ? AttentionImpl::fused : parse_attention(name));
   } catch (const UsageError& e) {
     std::cerr << "bench_attention: --impl: " << e.what() << "\n";
     return 2;
@@ -141,12 +146,16 @@ int run(int argc, char** argv) {
       gpu->fill_random(q, GenKey{3, 1, qw, 1.0f}, 0, 0);
       gpu->fill_random(k, GenKey{3, 2, kw, 1.0f}, 0, 0);
       gpu->fill_random(v, GenKey{3, 3, kw, 1.0f}, 0, 0);
-      for (AttentionImpl impl : chosen) {
+      for (const auto& [name, impl] : chosen) {
+        const bool forced_sm80 = name == "fused-sm80";
         Row fwd;
-        fwd.impl = attention_name(impl);
+        fwd.impl = name;
+        if (impl == AttentionImpl::fused)
+          fwd.kernel = forced_sm80 ? "sm80" : fused_prefill_kernel(0, head_dim);
         fwd.pass = "fwd";
         fwd.shape = s;
         fwd.flops = forward_flops(s);
+        set_fused_prefill_kernel(forced_sm80 ? "sm80" : "auto");
         try {
           time_calls(
               stream, warmup, reps, [&] { gpu->attention(s, q, k, v, o, impl); }, fwd);
@@ -154,8 +163,10 @@ int run(int argc, char** argv) {
           fwd.status = std::string("failed: ") + e.what();
           cudaGetLastError(); // an allocation that failed leaves its error behind
         }
+        set_fused_prefill_kernel("auto");
         rows.push_back(fwd);
-        if (no_backward) continue;
+        // The backward does not depend on the forward kernel: fused-sm80 times its forward only.
+        if (no_backward || forced_sm80) continue;
         Row bwd = fwd;
         bwd.pass = "bwd";
         bwd.flops = 2.5 * fwd.flops;
@@ -181,15 +192,15 @@ int run(int argc, char** argv) {
     }
   gpu->synchronize();
 
-  std::printf("%-6s %-4s %5s %7s %5s %5s %5s %-7s %10s %10s  %s\n", "impl", "pass", "batch", "seq",
-              "heads", "kv", "d", "mask", "p50 ms", "TFLOP/s", "status");
+  std::printf("%-10s %-6s %-4s %5s %7s %5s %5s %5s %-7s %10s %10s  %s\n", "impl", "kernel", "pass",
+              "batch", "seq", "heads", "kv", "d", "mask", "p50 ms", "TFLOP/s", "status");
   for (const Row& r : rows)
-    std::printf("%-6s %-4s %5lld %7lld %5lld %5lld %5lld %-7s %10.4f %10.1f  %s\n", r.impl.c_str(),
-                r.pass.c_str(), static_cast<long long>(r.shape.batch),
-                static_cast<long long>(r.shape.seq), static_cast<long long>(r.shape.heads),
-                static_cast<long long>(r.shape.kv_heads), static_cast<long long>(r.shape.head_dim),
-                r.shape.causal ? "causal" : "full", r.p50_ms,
-                r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
+    std::printf("%-10s %-6s %-4s %5lld %7lld %5lld %5lld %5lld %-7s %10.4f %10.1f  %s\n",
+                r.impl.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str(), r.pass.c_str(),
+                static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.seq),
+                static_cast<long long>(r.shape.heads), static_cast<long long>(r.shape.kv_heads),
+                static_cast<long long>(r.shape.head_dim), r.shape.causal ? "causal" : "full",
+                r.p50_ms, r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
   std::printf("FLOPs: forward 4 * b * h * s * ctx * d, halved when causal; backward 2.5 x "
               "forward. TFLOP/s at the median call.\n");
   const std::vector<std::string> all = gpu->attention_plans();
@@ -204,10 +215,10 @@ int run(int argc, char** argv) {
       std::string status = r.status;
       for (char& c : status)
         if (c == '"' || c == '\\' || c == '\n') c = ' ';
-      f << (i ? ",\n" : "\n") << "{\"impl\": \"" << r.impl << "\", \"pass\": \"" << r.pass
-        << "\", \"batch\": " << r.shape.batch << ", \"seq\": " << r.shape.seq
-        << ", \"heads\": " << r.shape.heads << ", \"kv_heads\": " << r.shape.kv_heads
-        << ", \"head_dim\": " << r.shape.head_dim
+      f << (i ? ",\n" : "\n") << "{\"impl\": \"" << r.impl << "\", \"kernel\": \"" << r.kernel
+        << "\", \"pass\": \"" << r.pass << "\", \"batch\": " << r.shape.batch
+        << ", \"seq\": " << r.shape.seq << ", \"heads\": " << r.shape.heads
+        << ", \"kv_heads\": " << r.shape.kv_heads << ", \"head_dim\": " << r.shape.head_dim
         << ", \"causal\": " << (r.shape.causal ? "true" : "false") << ", \"dtype\": \"" << dtype
         << "\", \"flops\": " << r.flops << ", \"best_ms\": " << r.best_ms
         << ", \"p50_ms\": " << r.p50_ms << ", \"status\": \"" << status << "\"}";

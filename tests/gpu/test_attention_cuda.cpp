@@ -74,7 +74,15 @@ TEST_P(AttentionVsHost, EveryImplementationMatchesHost) {
     Pair out = make(c.batch * c.seq, c.heads * c.head_dim, 5, false);
     m_gpu->attention(s, q.gpu, k.gpu, v.gpu, out.gpu, impl);
     EXPECT_LT(relative_error(m_gpu->to_host(out.gpu), reference), kTolerance)
-        << attention_name(impl);
+        << attention_name(impl) << " (" << fused_prefill_kernel(0, c.head_dim) << ")";
+  }
+  // Where the device takes the Hopper prefill kernel, the Ampere-style one is checked too.
+  if (c.seq > 1 && fused_prefill_kernel(0, c.head_dim) == "sm90") {
+    set_fused_prefill_kernel("sm80");
+    Pair out = make(c.batch * c.seq, c.heads * c.head_dim, 5, false);
+    m_gpu->attention(s, q.gpu, k.gpu, v.gpu, out.gpu, AttentionImpl::fused);
+    set_fused_prefill_kernel("auto");
+    EXPECT_LT(relative_error(m_gpu->to_host(out.gpu), reference), kTolerance) << "fused (sm80)";
   }
   if (cudnn_compiled()) {
     const std::vector<std::string> plans = m_gpu->attention_plans();
@@ -114,6 +122,31 @@ std::vector<Case> decode_grid() {
   cases.push_back(Case{nullptr, 48, 1, 1000, 1000, 64, 8, 128, true});
   return cases;
 }
+
+// Prefill around the 128-row and 128-key tiles of both fused kernels: sequences one short of,
+// at and past a tile, causal and not, grouped-query groups 1 and 4, and chunked prefill (the
+// queries at the bottom right of a longer context in a still longer cache).
+std::vector<Case> prefill_grid() {
+  std::vector<Case> cases;
+  for (int64_t seq : {2, 63, 128, 129, 300, 1000})
+    for (int64_t group : {1, 4})
+      for (bool causal : {true, false})
+        cases.push_back(Case{nullptr, 2, seq, seq, seq, 2 * group, 2, 128, causal});
+  cases.push_back(Case{nullptr, 3, 50, 130, 160, 4, 4, 128, true});
+  cases.push_back(Case{nullptr, 2, 200, 333, 400, 8, 2, 128, true});
+  cases.push_back(Case{nullptr, 2, 200, 333, 400, 8, 2, 128, false});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Prefill, AttentionVsHost, ::testing::ValuesIn(prefill_grid()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) +
+                                  "_ctx" + std::to_string(c.context) + "_cap" +
+                                  std::to_string(c.capacity) + "_group" +
+                                  std::to_string(c.heads / c.kv_heads) +
+                                  (c.causal ? "_causal" : "_full");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Decode, AttentionVsHost, ::testing::ValuesIn(decode_grid()),
                          [](const ::testing::TestParamInfo<Case>& info) {
