@@ -103,29 +103,31 @@ template <int D> __device__ __forceinline__ int swizzle(int row, int chunk) {
 }
 
 /// Online softmax over one key tile of a warp's 16-row MMA tile (this thread's rows g and g + 8
-/// as half 0 and 1): the new running max (reduced over the quad that shares a row), the running
-/// sum, and the tile's scores (log2 units) exponentiated in place; `alpha` is the factor the
-/// output accumulators must be rescaled by. A row with no visible key yet keeps max -inf and
-/// contributes nothing.
+/// as half 0 and 1). `s` holds raw scores (-inf where masked); `scale` takes them to log2 units,
+/// fused into the exponent's FMA. Updates the running max (log2 units, reduced over the quad
+/// that shares a row) and the running sum, exponentiates the tile in place, and gives `alpha`,
+/// the factor the output accumulators must be rescaled by. A row with no visible key yet keeps
+/// max -inf and contributes nothing.
 template <int kNTiles>
 __device__ __forceinline__ void softmax_tile(float (&s)[kNTiles][4], float (&row_max)[2],
-                                             float (&row_sum)[2], float (&alpha)[2]) {
+                                             float (&row_sum)[2], float (&alpha)[2], float scale) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float mx = row_max[half];
+    float raw = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt)
-      mx = fmaxf(mx, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      raw = fmaxf(raw, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
+    raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
+    raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
+    const float mx = fmaxf(row_max[half], raw * scale); // scale > 0 keeps the order
     const float base = mx == -INFINITY ? 0.0f : mx;
     alpha[half] = exp2f(row_max[half] - base);
     row_max[half] = mx;
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
-      s[nt][2 * half] = exp2f(s[nt][2 * half] - base);
-      s[nt][2 * half + 1] = exp2f(s[nt][2 * half + 1] - base);
+      s[nt][2 * half] = exp2f(fmaf(s[nt][2 * half], scale, -base));
+      s[nt][2 * half + 1] = exp2f(fmaf(s[nt][2 * half + 1], scale, -base));
       sum += s[nt][2 * half] + s[nt][2 * half + 1];
     }
     row_sum[half] = row_sum[half] * alpha[half] + sum;
@@ -147,9 +149,10 @@ __device__ __forceinline__ void rescale_rows(float (&o_acc)[kDTiles][4], const f
 /// softmax_tile() with the output rescaled at once (kernels with no MMA still reading O).
 template <int kNTiles, int kDTiles>
 __device__ __forceinline__ void online_softmax(float (&s)[kNTiles][4], float (&row_max)[2],
-                                               float (&row_sum)[2], float (&o_acc)[kDTiles][4]) {
+                                               float (&row_sum)[2], float (&o_acc)[kDTiles][4],
+                                               float scale) {
   float alpha[2];
-  softmax_tile<kNTiles>(s, row_max, row_sum, alpha);
+  softmax_tile<kNTiles>(s, row_max, row_sum, alpha, scale);
   rescale_rows<kDTiles>(o_acc, alpha);
 }
 
@@ -165,25 +168,20 @@ struct FlashParams {
   float* lse;       ///< [batch, heads, seq] natural log-sum-exp of the scaled scores, or null
 };
 
-/// Scales a warp's 16-row score tile (keys n0..) into log2 units and masks the keys a row may
-/// not see; only tiles that reach past the warp's first row's last visible key, or past the
-/// context, pay for the mask.
+/// Masks the keys (n0..) of a warp's 16-row score tile that a row may not see: past the row's
+/// diagonal or past the context. Only tiles that reach past the warp's first row's last visible
+/// key, or past the context, pay for it.
 template <int kNTiles>
-__device__ __forceinline__ void scale_and_mask(float (&s)[kNTiles][4], const FlashParams& p, int n0,
-                                               int warp_row0, int row_lo, int t) {
-  const bool needs_mask =
-      n0 + kNTiles * 8 - 1 > p.offset + warp_row0 || n0 + kNTiles * 8 > p.context;
+__device__ __forceinline__ void mask_tile(float (&s)[kNTiles][4], const FlashParams& p, int n0,
+                                          int warp_row0, int row_lo, int t) {
+  if (n0 + kNTiles * 8 - 1 <= p.offset + warp_row0 && n0 + kNTiles * 8 <= p.context) return;
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = s[nt][e] * p.scale_log2;
-      if (needs_mask) {
-        const int key = n0 + nt * 8 + 2 * t + (e & 1);
-        const int row = e < 2 ? row_lo : row_lo + 8;
-        if (key > p.offset + row || key >= p.context) x = -INFINITY;
-      }
-      s[nt][e] = x;
+      const int key = n0 + nt * 8 + 2 * t + (e & 1);
+      const int row = e < 2 ? row_lo : row_lo + 8;
+      if (key > p.offset + row || key >= p.context) s[nt][e] = -INFINITY;
     }
   }
 }
@@ -330,9 +328,8 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
       }
     }
 
-    scale_and_mask<kNTiles>(s, p, n * kFlashN, m0 + warp * 16, row_lo, t);
-
-    online_softmax<kNTiles, kDTiles>(s, row_max, row_sum, o_acc);
+    mask_tile<kNTiles>(s, p, n * kFlashN, m0 + warp * 16, row_lo, t);
+    online_softmax<kNTiles, kDTiles>(s, row_max, row_sum, o_acc, p.scale_log2);
 
     // O += P V: the S accumulators are exactly the A fragments of P once packed to 16 bits.
 #pragma unroll
@@ -497,32 +494,47 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
       pack_a<T>(pa[kk], s_acc[2 * kk], s_acc[2 * kk + 1]);
   };
 
+  // The two consumers take turns on the tensor cores (named barriers 1 and 2: "consumer c may
+  // issue"), so that one's softmax runs while the other's products do. Consumer 0 goes first;
+  // every issue phase hands the turn over, but consumer 1's last (nothing would take it).
+  const int phases = n_blocks + 1; // Q K^T of tile 0, then n_blocks - 1 pairs, then the last P V
+  int phase = 0;
+  auto my_turn = [&] { named_barrier_sync(1 + consumer, 256); };
+  auto their_turn = [&] {
+    if (consumer == 0 || ++phase < phases) named_barrier_arrive(2 - consumer, 256);
+  };
+  if (consumer == 1) named_barrier_arrive(1, 256);
+
   mbarrier_wait(bar(bars->q_full), 0);
   mbarrier_wait(bar(bars->k_full[0]), 0);
+  my_turn();
   wgmma_fence();
   issue_qk(0);
   wgmma_commit();
+  their_turn();
   wgmma_wait<0>();
   fence_registers(s_acc);
   mbarrier_arrive(bar(bars->k_empty[0]));
-  scale_and_mask<kNTiles>(s_acc, p, 0, warp_row0, row_lo, t);
-  softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha);
+  mask_tile<kNTiles>(s_acc, p, 0, warp_row0, row_lo, t);
+  softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha, p.scale_log2);
   pack_p();
 
   for (int n = 1; n < n_blocks; ++n) {
     const int s = n % kSm90Stages, sp = (n - 1) % kSm90Stages;
     mbarrier_wait(bar(bars->k_full[s]), (n / kSm90Stages) & 1);
+    mbarrier_wait(bar(bars->v_full[sp]), ((n - 1) / kSm90Stages) & 1);
+    my_turn();
     wgmma_fence();
     issue_qk(s);
     wgmma_commit();
-    mbarrier_wait(bar(bars->v_full[sp]), ((n - 1) / kSm90Stages) & 1);
     issue_pv(sp);
     wgmma_commit();
+    their_turn();
     wgmma_wait<1>(); // S of tile n is in; P V of tile n - 1 may still run
     fence_registers(s_acc);
     mbarrier_arrive(bar(bars->k_empty[s]));
-    scale_and_mask<kNTiles>(s_acc, p, n * kSm90N, warp_row0, row_lo, t);
-    softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha);
+    mask_tile<kNTiles>(s_acc, p, n * kSm90N, warp_row0, row_lo, t);
+    softmax_tile<kNTiles>(s_acc, row_max, row_sum, alpha, p.scale_log2);
     wgmma_wait<0>();
     fence_registers(o_acc);
     fence_registers(pa);
@@ -532,9 +544,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
   }
   const int s_last = (n_blocks - 1) % kSm90Stages;
   mbarrier_wait(bar(bars->v_full[s_last]), ((n_blocks - 1) / kSm90Stages) & 1);
+  my_turn();
   wgmma_fence();
   issue_pv(s_last);
   wgmma_commit();
+  their_turn();
   wgmma_wait<0>();
   fence_registers(o_acc);
 
@@ -1027,10 +1041,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float x = s[nt][e] * p.scale_log2;
-        s[nt][e] = tail && j0 + nt * 8 + 2 * t + (e & 1) >= end ? -INFINITY : x;
+        if (tail && j0 + nt * 8 + 2 * t + (e & 1) >= end) s[nt][e] = -INFINITY;
       }
-    online_softmax<2, kDTiles>(s, row_max, row_sum, o_acc); // every step has a key
+    online_softmax<2, kDTiles>(s, row_max, row_sum, o_acc, p.scale_log2); // every step has a key
     uint32_t pa[4];
     pack_a<T>(pa, s[0], s[1]);
 #pragma unroll

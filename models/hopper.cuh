@@ -69,6 +69,18 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// --- named barriers -------------------------------------------------------------------------
+
+/// Waits at named barrier `id` (1-15; 0 is __syncthreads) until `threads` threads, this one
+/// included, have arrived or synced there.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/// Counts this thread at named barrier `id` without waiting.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // --- TMA -------------------------------------------------------------------------------------
 
 /// Loads the box at coordinates (c0, c1, c2) of a 3-D tensor map into shared memory at `dst`;

@@ -13,7 +13,7 @@
 #   - attention: each attention implementation alone (bench_attention: fused, naive, cudnn,
 #     forward and backward) taking turns with PyTorch's SDPA backends on the same shapes, the
 #     layer at s = 4k, 16k, 32k with every implementation side by side, and attention_bwd;
-#   - prefill: the attention GPU test, then the fused forward's sm90 and sm80 kernels beside
+#   - prefill: the attention and train GPU tests, then the fused forward's sm90 and sm80 kernels beside
 #     cuDNN, forward only (the quick A/B of the prefill kernels);
 #   - attention_bwd (also alone): the fused backward at s = 4k, d = 128, 32 heads, causal, b = 1
 #     beside PyTorch's flash backward, taking turns, with the TFLOP/s ratio;
@@ -426,14 +426,16 @@ section_attention() {
   section_attention_bwd
 }
 
-# prefill: the attention GPU test, then the fused forward alone under each of its kernels (sm90
+# prefill: the attention and train GPU tests, then the fused forward alone under each of its kernels (sm90
 # where the device takes it, and sm80 forced) beside cuDNN, forward only, taking turns over 2
 # rounds: the quick A/B of the prefill kernels.
 section_prefill() {
   local bench=$bin/bench_attention test=$bin/test_attention_cuda
   [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention test=$build/tests/gpu/test_attention_cuda
-  timeout "$step_timeout" "$test" >"$out/logs/test_attention_cuda.log" 2>&1
-  note "test_attention_cuda: rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/logs/test_attention_cuda.log" | head -1)"
+  for t in test_attention_cuda test_train_cuda; do
+    timeout "$step_timeout" "$(dirname "$test")/$t" >"$out/logs/$t.log" 2>&1
+    note "$t: rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/logs/$t.log" | head -1)"
+  done
   for turn in 1 2; do
     timeout "$step_timeout" "$bench" --seq 4096,16384,32768 --kv-heads 32,4 --heads 32 \
       --head-dim 128 --batch 1 --impl fused,fused-sm80,cudnn --no-backward \
