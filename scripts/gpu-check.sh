@@ -10,11 +10,11 @@
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
-#   - attention: each attention implementation alone (bench_attention: fused, naive, cudnn,
-#     forward and backward) taking turns with PyTorch's SDPA backends on the same shapes, the
+#   - attention: each attention implementation alone (bench_attention: fused, fused with its
+#     sm80 kernel forced, naive, cudnn, forward and backward) taking turns with PyTorch's SDPA backends on the same shapes, the
 #     layer at s = 4k, 16k, 32k with every implementation side by side, and attention_bwd;
-#   - prefill: the attention and train GPU tests, then the fused forward's sm90 and sm80 kernels beside
-#     cuDNN, forward only (the quick A/B of the prefill kernels);
+#   - prefill: the attention and train GPU tests, then the fused forward's sm90 and sm80
+#     kernels beside cuDNN, forward only (the quick A/B of the prefill kernels);
 #   - attention_bwd (also alone): the fused backward at s = 4k, d = 128, 32 heads, causal, b = 1
 #     beside PyTorch's flash backward, taking turns, with the TFLOP/s ratio;
 #   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
@@ -409,7 +409,7 @@ section_attention() {
   [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention
   local shapes=(--seq 4096,16384,32768 --kv-heads 32,4 --heads 32 --head-dim 128 --batch 1)
   for turn in 1 2; do
-    timeout "$step_timeout" "$bench" "${shapes[@]}" --impl fused,cudnn,naive \
+    timeout "$step_timeout" "$bench" "${shapes[@]}" --impl fused,fused-sm80,cudnn,naive \
       --json "$out/ref/ridgeline_attention_$turn.json" >>"$out/logs/bench_attention.log" 2>&1
     note "bench_attention turn $turn: rc=$?"
     timeout "$step_timeout" python3 "$repo/scripts/reference/torch_attention.py" "${shapes[@]}" \
@@ -426,9 +426,9 @@ section_attention() {
   section_attention_bwd
 }
 
-# prefill: the attention and train GPU tests, then the fused forward alone under each of its kernels (sm90
-# where the device takes it, and sm80 forced) beside cuDNN, forward only, taking turns over 2
-# rounds: the quick A/B of the prefill kernels.
+# prefill: the attention and train GPU tests, then the fused forward alone under each of its
+# kernels (sm90 where the device takes it, and sm80 forced) beside cuDNN, forward only, taking
+# turns over 2 rounds: the quick A/B of the prefill kernels.
 section_prefill() {
   local bench=$bin/bench_attention test=$bin/test_attention_cuda
   [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention test=$build/tests/gpu/test_attention_cuda
