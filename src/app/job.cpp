@@ -197,6 +197,11 @@ Attrs JobContext::root_attrs(const std::string& command) const {
 Attrs JobContext::stack() const {
   Attrs s = stack_attrs();
   s.emplace_back("clock", std::string(m_cuda ? "cuda_event" : "steady_clock"));
+  // The kernel a fused prefill takes depends on the device and the build (docs/ATTENTION.md).
+  if (m_cuda && m_binding.device >= 0)
+    s.emplace_back("fused_prefill_kernels",
+                   "d64=" + fused_prefill_kernel(m_binding.device, 64) +
+                       " d128=" + fused_prefill_kernel(m_binding.device, 128));
   if (const std::string links = link_matrix_text(); !links.empty())
     s.emplace_back("gpu_link_matrix", links);
   s.emplace_back("transport", transport());
