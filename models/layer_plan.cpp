@@ -56,7 +56,12 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   const double t = static_cast<double>(s.tokens());
   const double h = static_cast<double>(m.hidden);
 
+  const bool sp = s.sequence_parallel && s.tp > 1;
   std::vector<OpSpec> ops;
+  // Under sequence parallelism each collective of the backward moves what its mirror in the
+  // forward moved: the output gradient's all-gather what the forward's reduce-scatter did.
+  if (sp)
+    ops.push_back(like(op::allgather_mlp_bwd, op::allgather_mlp, Pass::backward_input, 1.0, 1.0));
   ops.push_back(dgrad(op::fc2_dgrad, op::fc2));
   ops.push_back(wgrad(op::fc2_wgrad, op::fc2));
   // Reads the forward's input and the gradient, writes the input gradient.
@@ -67,12 +72,17 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   ops.push_back(dgrad(op::fc1_dgrad, op::fc1));
   // The all-reduce of the column-parallel GEMM's input gradient moves what the forward's
   // all-reduce after the row-parallel one moved.
-  if (s.tp > 1)
+  if (sp)
+    ops.push_back(
+        like(op::reducescatter_mlp_bwd, op::reducescatter_mlp, Pass::backward_input, 1.0, 1.0));
+  else if (s.tp > 1)
     ops.push_back(like(op::allreduce_mlp_bwd, op::allreduce_mlp, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::fc1_wgrad, op::fc1));
   // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs.
   ops.push_back(like(op::norm2_bwd, op::norm2, Pass::backward_input, 2.0, 1.5));
   ops.push_back(like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
+  if (sp)
+    ops.push_back(like(op::allgather_attn_bwd, op::allgather_attn, Pass::backward_input, 1.0, 1.0));
   ops.push_back(dgrad(op::proj_dgrad, op::proj));
   ops.push_back(wgrad(op::proj_wgrad, op::proj));
   // Attention backward: five products (S, dP, dV, dQ, dK) for the forward's two; reads q, k, v,
@@ -82,7 +92,10 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   ops.push_back(ab);
   if (m.rotary) ops.push_back(like(op::rotary_bwd, op::rotary, Pass::backward_input, 1.0, 1.0));
   ops.push_back(dgrad(op::qkv_dgrad, op::qkv));
-  if (s.tp > 1)
+  if (sp)
+    ops.push_back(
+        like(op::reducescatter_attn_bwd, op::reducescatter_attn, Pass::backward_input, 1.0, 1.0));
+  else if (s.tp > 1)
     ops.push_back(like(op::allreduce_attn_bwd, op::allreduce_attn, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::qkv_wgrad, op::qkv));
   ops.push_back(like(op::norm1_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));

@@ -52,11 +52,21 @@ inline constexpr const char* attention_bwd = "attention_bwd";
 inline constexpr const char* rotary_bwd = "rotary_bwd";
 inline constexpr const char* qkv_dgrad = "qkv_dgrad";
 inline constexpr const char* allreduce_attn_bwd = "allreduce_attn_bwd";
+/// Sequence parallelism's backward collectives, mirroring the forward's: the output gradient
+/// all-gathered before a row-parallel GEMM's input gradient (the forward reduce-scattered
+/// there), the column-parallel GEMM's input gradient reduce-scattered (the forward gathered).
+inline constexpr const char* allgather_mlp_bwd = "allgather_mlp_bwd";
+inline constexpr const char* reducescatter_mlp_bwd = "reducescatter_mlp_bwd";
+inline constexpr const char* allgather_attn_bwd = "allgather_attn_bwd";
+inline constexpr const char* reducescatter_attn_bwd = "reducescatter_attn_bwd";
 inline constexpr const char* qkv_wgrad = "qkv_wgrad";
 inline constexpr const char* norm1_bwd = "norm1_bwd";
 inline constexpr const char* residual1_bwd = "residual1_bwd";
 /// Stage-level ops of the train phase and of scheduled pipelines.
 inline constexpr const char* grad_zero = "grad_zero";
+/// Sequence parallelism: a layer's norm gamma and beta gradients, each rank's from its own rows,
+/// all-reduced over the TP group once they are final.
+inline constexpr const char* allreduce_norm_grads = "allreduce_norm_grads";
 inline constexpr const char* dp_allreduce = "dp_allreduce";
 inline constexpr const char* dp_reducescatter = "dp_reducescatter";
 inline constexpr const char* sgd_update = "sgd_update";
@@ -68,7 +78,9 @@ inline constexpr const char* pp_flush = "pp_flush";
 /// pass backward_input, weight-gradient GEMMs backward_weight (zero-bubble schedules run them
 /// later). GEMMs cost what their forward costs; attention's backward 2.5 x its forward FLOPs
 /// (five matrix products for two). TP collectives: the all-reduce of the column-parallel
-/// GEMMs' input gradients (prefill-shaped layers; no sequence parallelism).
+/// GEMMs' input gradients; under sequence parallelism the output gradients all-gathered before
+/// the row-parallel GEMMs' input gradients and those of the column-parallel GEMMs
+/// reduce-scattered (prefill-shaped layers).
 std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);
 /// The train phase's layer plan: the forward ops (layer_ops) then the backward ops.
 std::vector<OpSpec> train_layer_plan(const ModelSpec& m, const LayerShape& s, AttentionImpl attn);

@@ -2,6 +2,8 @@
 #include "parallel/train_stage.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <functional>
 #include <string>
 
 #include "core/error.hpp"
@@ -41,18 +43,55 @@ enum TrainOp {
   t_qkv_wgrad,
   t_norm1_bwd,
   t_res1_bwd,
+  // Sequence parallelism's collectives, forward then backward.
+  t_ag_attn,
+  t_rs_attn,
+  t_ag_mlp,
+  t_rs_mlp,
+  t_ag_mlp_bwd,
+  t_rs_mlp_bwd,
+  t_ag_attn_bwd,
+  t_rs_attn_bwd,
   t_count
 };
-const char* const kTrainOpNames[t_count] = {op::norm1,      op::qkv,        op::rotary,
-                                            op::attention,  op::proj,       op::allreduce_attn,
-                                            op::residual1,  op::norm2,      op::fc1,
-                                            op::act,        op::fc2,        op::allreduce_mlp,
-                                            op::residual2,  op::fc2_dgrad,  op::fc2_wgrad,
-                                            op::act_bwd,    op::fc1_dgrad,  op::allreduce_mlp_bwd,
-                                            op::fc1_wgrad,  op::norm2_bwd,  op::residual2_bwd,
-                                            op::proj_dgrad, op::proj_wgrad, op::attention_bwd,
-                                            op::rotary_bwd, op::qkv_dgrad,  op::allreduce_attn_bwd,
-                                            op::qkv_wgrad,  op::norm1_bwd,  op::residual1_bwd};
+const char* const kTrainOpNames[t_count] = {op::norm1,
+                                            op::qkv,
+                                            op::rotary,
+                                            op::attention,
+                                            op::proj,
+                                            op::allreduce_attn,
+                                            op::residual1,
+                                            op::norm2,
+                                            op::fc1,
+                                            op::act,
+                                            op::fc2,
+                                            op::allreduce_mlp,
+                                            op::residual2,
+                                            op::fc2_dgrad,
+                                            op::fc2_wgrad,
+                                            op::act_bwd,
+                                            op::fc1_dgrad,
+                                            op::allreduce_mlp_bwd,
+                                            op::fc1_wgrad,
+                                            op::norm2_bwd,
+                                            op::residual2_bwd,
+                                            op::proj_dgrad,
+                                            op::proj_wgrad,
+                                            op::attention_bwd,
+                                            op::rotary_bwd,
+                                            op::qkv_dgrad,
+                                            op::allreduce_attn_bwd,
+                                            op::qkv_wgrad,
+                                            op::norm1_bwd,
+                                            op::residual1_bwd,
+                                            op::allgather_attn,
+                                            op::reducescatter_attn,
+                                            op::allgather_mlp,
+                                            op::reducescatter_mlp,
+                                            op::allgather_mlp_bwd,
+                                            op::reducescatter_mlp_bwd,
+                                            op::allgather_attn_bwd,
+                                            op::reducescatter_attn_bwd};
 
 // Gradient tensors start at multiples of this many elements (aligned for vector loads).
 constexpr int64_t kAlign = 64;
@@ -62,10 +101,12 @@ int64_t aligned(int64_t n) {
 } // namespace
 
 // What one layer's forward saved for its backward (recompute: only x), and, when the weight
-// gradients are deferred, the gradients they need.
+// gradients are deferred, the gradients they need. Under sequence parallelism x and y1 are this
+// rank's rows (stream_tokens) and ln1, ln2 the gathered norm outputs (every row, what the
+// GEMMs read); dy and dy1 are then the gathered gradients the weight-gradient GEMMs read.
 struct TrainStage::LayerActs {
   Buffer x_buf, ln1_buf, qkv_buf, attn_buf, lse_buf, y1_buf, ln2_buf, fc1_buf, act_buf;
-  Buffer dy_buf, dy1_buf, dfc1_buf, dqkv_buf;
+  Buffer dy_buf, dy1_buf, dfc1_buf, dqkv_buf, dyg_buf; ///< dyg: dy gathered (sequence parallel)
   Tensor x, ln1, qkv, attn, y1, ln2, fc1, act;
   void* lse = nullptr;
   Tensor dy, dy1, dfc1, dqkv; ///< gradients of the layer's output, y1, fc1 and qkv
@@ -83,6 +124,9 @@ struct TrainStage::Slot {
 // gradients (all of them when the weight gradients run at once), and the recomputed layer.
 struct TrainStage::Scratch {
   Buffer proj, fc2, dtmp, dact, dattn, dln, ping, pong;
+  // Sequence parallelism: a norm's output on this rank's rows before its all-gather, a
+  // reduce-scatter's output (this rank's rows), and the gathered output gradient.
+  Buffer ln_rows, rs_rows, dy_full;
   LayerActs acts; ///< the recomputed forward (recompute) or the backward's gradients
 };
 
@@ -90,12 +134,12 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
     : m_backend(backend), m_comm(tp_comm), m_spec(spec) {
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
-  RIDGELINE_REQUIRE(!s.sequence_parallel || s.tp == 1,
-                    "the train phase does not run sequence parallelism");
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
                     "tensor parallelism needs a communicator of tp ranks");
   RIDGELINE_REQUIRE(!spec.chunks.empty(), "a stage holds at least one chunk");
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
+  RIDGELINE_REQUIRE(m_geo.stream_tokens * s.tp == m_geo.tokens || !m_geo.sequence_parallel,
+                    "sequence parallelism needs the tokens of a microbatch to divide by tp");
   m_plan = train_layer_plan(spec.model, s, spec.attention);
   m_index.assign(t_count, -1);
   for (size_t i = 0; i < m_plan.size(); ++i) {
@@ -145,17 +189,22 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   m_free.resize(spec.chunks.size());
 
   // Shared buffers.
-  const int64_t t = m_geo.tokens;
+  const int64_t t = m_geo.tokens, ts = m_geo.stream_tokens;
   m_scratch = std::make_unique<Scratch>();
   Scratch& sc = *m_scratch;
   sc.proj = alloc(t, h);
   sc.fc2 = alloc(t, h);
-  sc.dtmp = alloc(t, h);
+  sc.dtmp = alloc(ts, h);
   sc.dact = alloc(t, m_geo.ffn);
   sc.dattn = alloc(t, m_geo.q_cols());
   sc.dln = alloc(t, h);
-  sc.ping = alloc(t, h);
-  sc.pong = alloc(t, h);
+  sc.ping = alloc(ts, h);
+  sc.pong = alloc(ts, h);
+  if (m_geo.sequence_parallel) {
+    sc.ln_rows = alloc(ts, h);
+    sc.rs_rows = alloc(ts, h);
+    sc.dy_full = alloc(t, h);
+  }
   sc.acts.dy1_buf = alloc(t, h);
   sc.acts.dfc1_buf = alloc(t, m_geo.fc1_cols());
   sc.acts.dqkv_buf = alloc(t, m_geo.qkv_cols());
@@ -193,20 +242,20 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
     const size_t before = m_allocated;
     live = std::make_unique<Slot>();
     const DType dt = m_backend.dtype();
-    const int64_t t = m_geo.tokens, h = m_geo.hidden;
+    const int64_t ts = m_geo.stream_tokens, h = m_geo.hidden;
     const int64_t count = m_spec.chunks[static_cast<size_t>(chunk)].second;
     live->layers.resize(static_cast<size_t>(count));
     for (LayerActs& a : live->layers) {
-      a.x_buf = alloc(t, h);
-      a.x = a.x_buf.view(t, h, dt);
+      a.x_buf = alloc(ts, h);
+      a.x = a.x_buf.view(ts, h, dt);
       if (!m_spec.recompute) allocate_saved(a);
     }
-    live->out_buf = alloc(t, h);
-    live->grad_in_buf = alloc(t, h);
-    live->grad_out_buf = alloc(t, h);
-    live->out = live->out_buf.view(t, h, dt);
-    live->grad_in = live->grad_in_buf.view(t, h, dt);
-    live->grad_out = live->grad_out_buf.view(t, h, dt);
+    live->out_buf = alloc(ts, h);
+    live->grad_in_buf = alloc(ts, h);
+    live->grad_out_buf = alloc(ts, h);
+    live->out = live->out_buf.view(ts, h, dt);
+    live->grad_in = live->grad_in_buf.view(ts, h, dt);
+    live->grad_out = live->grad_out_buf.view(ts, h, dt);
     live->bytes = m_allocated - before;
   }
   m_live_bytes += live->bytes;
@@ -235,14 +284,19 @@ Tensor TrainStage::gradient_out(int microbatch, int chunk) {
   return slot(microbatch, chunk).grad_out;
 }
 
+int64_t TrainStage::first_row(int64_t global_mb) const {
+  return global_mb * m_geo.tokens +
+         (m_geo.sequence_parallel ? m_spec.tp_rank * m_geo.stream_tokens : 0);
+}
+
 void TrainStage::fill_input(int microbatch, int chunk, int64_t global_mb) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_geo.hidden, 1.0f};
-  m_backend.fill_random(activation_in(microbatch, chunk), key, global_mb * m_geo.tokens, 0);
+  m_backend.fill_random(activation_in(microbatch, chunk), key, first_row(global_mb), 0);
 }
 
 void TrainStage::fill_grad_output(int microbatch, int chunk, int64_t global_mb) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_grad_output), m_geo.hidden, 1.0f};
-  m_backend.fill_random(gradient_in(microbatch, chunk), key, global_mb * m_geo.tokens, 0);
+  m_backend.fill_random(gradient_in(microbatch, chunk), key, first_row(global_mb), 0);
 }
 
 ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer) const {
@@ -253,22 +307,46 @@ ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer) const {
                   Lane::compute);
 }
 
-void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
+void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
+                               const std::function<void(Stream)>& issue) {
   if (m_spec.shape.tp == 1) return;
   const Lane queue = m_spec.async_comm ? Lane::comm : Lane::compute;
   if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
   const int i = m_index[static_cast<size_t>(op)];
+  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
   const OpSpec& o = m_plan[static_cast<size_t>(i)];
   const ranges::Scope range(o.name);
   const size_t handle = rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer),
                                   Lane::comm, o.cost, queue);
   const Stream stream = m_backend.stream(queue);
-  m_comm->all_reduce(t.data, t.data, static_cast<size_t>(t.elements()), t.dtype, ReduceOp::sum,
-                     stream);
+  issue(stream);
   if (m_comm->stream_ordered() || stream == nullptr)
     rec.end(handle);
   else
     m_open_comm.push_back(handle);
+}
+
+void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
+  tp_collective(rec, op, layer, [&](Stream stream) {
+    m_comm->all_reduce(t.data, t.data, static_cast<size_t>(t.elements()), t.dtype, ReduceOp::sum,
+                       stream);
+  });
+}
+
+void TrainStage::tp_all_gather(Recorder& rec, int op, int64_t layer, const Tensor& rows,
+                               Tensor full) {
+  tp_collective(rec, op, layer, [&](Stream stream) {
+    m_comm->all_gather(rows.data, full.data, static_cast<size_t>(rows.elements()), rows.dtype,
+                       stream);
+  });
+}
+
+void TrainStage::tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const Tensor& full,
+                                   Tensor rows) {
+  tp_collective(rec, op, layer, [&](Stream stream) {
+    m_comm->reduce_scatter(full.data, rows.data, static_cast<size_t>(rows.elements()), rows.dtype,
+                           ReduceOp::sum, stream);
+  });
 }
 
 void TrainStage::wait_tp(Recorder& rec) {
@@ -295,7 +373,18 @@ void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor
     else
       m_backend.rms_norm(in, gamma.view(1, h, dt), out, eps);
   };
-  norm(t_norm1, a.x, w.ln1_gamma, w.ln1_beta, a.ln1);
+  // Under sequence parallelism a norm runs on this rank's rows and its output is gathered for
+  // the column-parallel GEMM; the row-parallel GEMM's partial sums are reduce-scattered back
+  // onto this rank's rows instead of all-reduced.
+  const bool sp = m_geo.sequence_parallel;
+  const int64_t ts = m_geo.stream_tokens;
+  const Tensor ln_rows = sp ? m_scratch->ln_rows.view(ts, h, dt) : Tensor{};
+  const Tensor rs_rows = sp ? m_scratch->rs_rows.view(ts, h, dt) : Tensor{};
+  norm(t_norm1, a.x, w.ln1_gamma, w.ln1_beta, sp ? ln_rows : a.ln1);
+  if (sp) {
+    tp_all_gather(rec, t_ag_attn, layer, ln_rows, a.ln1);
+    wait_tp(rec);
+  }
   {
     const ScopedOp scope = op_scope(rec, t_qkv, layer);
     m_backend.gemm(a.ln1, w.wqkv.view(m_geo.qkv_cols(), h, dt), a.qkv);
@@ -323,13 +412,20 @@ void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor
     const ScopedOp scope = op_scope(rec, t_proj, layer);
     m_backend.gemm(a.attn, w.wo.view(h, m_geo.q_cols(), dt), proj);
   }
-  tp_all_reduce(rec, t_ar_attn, layer, proj);
+  if (sp)
+    tp_reduce_scatter(rec, t_rs_attn, layer, proj, rs_rows);
+  else
+    tp_all_reduce(rec, t_ar_attn, layer, proj);
   wait_tp(rec);
   {
     const ScopedOp scope = op_scope(rec, t_res1, layer);
-    m_backend.add(a.x, proj, a.y1);
+    m_backend.add(a.x, sp ? rs_rows : proj, a.y1);
   }
-  norm(t_norm2, a.y1, w.ln2_gamma, w.ln2_beta, a.ln2);
+  norm(t_norm2, a.y1, w.ln2_gamma, w.ln2_beta, sp ? ln_rows : a.ln2);
+  if (sp) {
+    tp_all_gather(rec, t_ag_mlp, layer, ln_rows, a.ln2);
+    wait_tp(rec);
+  }
   {
     const ScopedOp scope = op_scope(rec, t_fc1, layer);
     m_backend.gemm(a.ln2, w.w1.view(m_geo.fc1_cols(), h, dt), a.fc1);
@@ -346,10 +442,13 @@ void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor
     const ScopedOp scope = op_scope(rec, t_fc2, layer);
     m_backend.gemm(a.act, w.w2.view(h, m_geo.ffn, dt), fc2);
   }
-  tp_all_reduce(rec, t_ar_mlp, layer, fc2);
+  if (sp)
+    tp_reduce_scatter(rec, t_rs_mlp, layer, fc2, rs_rows);
+  else
+    tp_all_reduce(rec, t_ar_mlp, layer, fc2);
   wait_tp(rec);
   const ScopedOp scope = op_scope(rec, t_res2, layer);
-  m_backend.add(a.y1, fc2, y);
+  m_backend.add(a.y1, sp ? rs_rows : fc2, y);
 }
 
 // The input-gradient half of one layer's backward; with `saved` null the weight gradients run
@@ -367,11 +466,31 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   const float eps = static_cast<float>(m.norm_eps);
   const bool now = saved == nullptr;
   LayerActs& grads = now ? m_scratch->acts : *saved;
-  if (!now) grads.dy = dy;
+  // Under sequence parallelism dy, dx and the norms' gradients are this rank's rows; the
+  // output gradients are gathered for the row-parallel GEMMs (the forward reduce-scattered
+  // their outputs) and the column-parallel GEMMs' input gradients reduce-scattered.
+  const bool sp = m_geo.sequence_parallel;
+  const int64_t ts = m_geo.stream_tokens;
+  const Tensor dy_full =
+      !sp ? dy : (now ? m_scratch->dy_full.view(t, h, dt) : grads.dyg_buf.view(t, h, dt));
+  if (sp) {
+    tp_all_gather(rec, t_ag_mlp_bwd, layer, dy, dy_full);
+    wait_tp(rec);
+  }
+  if (!now) grads.dy = dy_full;
   const Tensor dact = m_scratch->dact.view(t, m_geo.ffn, dt);
-  const Tensor dln = m_scratch->dln.view(t, h, dt);
-  const Tensor dtmp = m_scratch->dtmp.view(t, h, dt);
+  const Tensor dln_full = m_scratch->dln.view(t, h, dt);
+  const Tensor dln = sp ? m_scratch->rs_rows.view(ts, h, dt) : dln_full;
+  const Tensor dy1 = sp ? m_scratch->ln_rows.view(ts, h, dt) : grads.dy1;
+  const Tensor dtmp = m_scratch->dtmp.view(ts, h, dt);
   const Tensor dattn = m_scratch->dattn.view(t, m_geo.q_cols(), dt);
+  // The input gradient of a column-parallel GEMM, summed over the TP ranks.
+  auto sum_tp = [&](int all_reduce, int reduce_scatter) {
+    if (sp)
+      tp_reduce_scatter(rec, reduce_scatter, layer, dln_full, dln);
+    else
+      tp_all_reduce(rec, all_reduce, layer, dln_full);
+  };
   auto wgrad = [&](int op, const Tensor& dout, const Tensor& in, Tensor dw) {
     const ScopedOp scope = op_scope(rec, op, layer);
     m_backend.gemm(dout, Trans::yes, in, Trans::no, dw, true, Lane::compute);
@@ -387,10 +506,10 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   // MLP: dact = dy W2; dfc1 through the activation; dln2 = dfc1 W1, summed over TP.
   {
     const ScopedOp scope = op_scope(rec, t_fc2_dgrad, layer);
-    m_backend.gemm(dy, Trans::no, w.w2.view(h, m_geo.ffn, dt), Trans::no, dact, false,
+    m_backend.gemm(dy_full, Trans::no, w.w2.view(h, m_geo.ffn, dt), Trans::no, dact, false,
                    Lane::compute);
   }
-  if (now) wgrad(t_fc2_wgrad, dy, a.act, g.w2);
+  if (now) wgrad(t_fc2_wgrad, dy_full, a.act, g.w2);
   {
     const ScopedOp scope = op_scope(rec, t_act_bwd, layer);
     if (m_geo.swiglu)
@@ -400,16 +519,20 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   }
   {
     const ScopedOp scope = op_scope(rec, t_fc1_dgrad, layer);
-    m_backend.gemm(grads.dfc1, Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt), Trans::no, dln, false,
-                   Lane::compute);
+    m_backend.gemm(grads.dfc1, Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt), Trans::no, dln_full,
+                   false, Lane::compute);
   }
-  tp_all_reduce(rec, t_ar_mlp_bwd, layer, dln);
+  sum_tp(t_ar_mlp_bwd, t_rs_mlp_bwd);
   if (now) wgrad(t_fc1_wgrad, grads.dfc1, a.ln2, g.w1);
   wait_tp(rec);
   norm_bwd(t_norm2_bwd, a.y1, w.ln2_gamma, g.ln2_gamma, g.ln2_beta);
   {
     const ScopedOp scope = op_scope(rec, t_res2_bwd, layer);
-    m_backend.add(dy, dtmp, grads.dy1);
+    m_backend.add(dy, dtmp, dy1);
+  }
+  if (sp) {
+    tp_all_gather(rec, t_ag_attn_bwd, layer, dy1, grads.dy1);
+    wait_tp(rec);
   }
 
   // Attention: dattn = dy1 Wo; attention backward into dqkv; rotary's inverse; dln1 = dqkv
@@ -442,15 +565,15 @@ void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a,
   }
   {
     const ScopedOp scope = op_scope(rec, t_qkv_dgrad, layer);
-    m_backend.gemm(grads.dqkv, Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt), Trans::no, dln,
+    m_backend.gemm(grads.dqkv, Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt), Trans::no, dln_full,
                    false, Lane::compute);
   }
-  tp_all_reduce(rec, t_ar_attn_bwd, layer, dln);
+  sum_tp(t_ar_attn_bwd, t_rs_attn_bwd);
   if (now) wgrad(t_qkv_wgrad, grads.dqkv, a.ln1, g.wqkv);
   wait_tp(rec);
   norm_bwd(t_norm1_bwd, a.x, w.ln1_gamma, g.ln1_gamma, g.ln1_beta);
   const ScopedOp scope = op_scope(rec, t_res1_bwd, layer);
-  m_backend.add(grads.dy1, dtmp, dx);
+  m_backend.add(dy1, dtmp, dx);
 }
 
 void TrainStage::backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a) {
@@ -475,7 +598,7 @@ void TrainStage::allocate_saved(LayerActs& a) {
   a.lse_buf = m_backend.allocate_bytes(
       static_cast<size_t>(m_spec.shape.batch * m_geo.heads * m_spec.shape.seq) * 4);
   m_allocated += a.lse_buf.bytes();
-  a.y1_buf = alloc(t, h);
+  a.y1_buf = alloc(m_geo.stream_tokens, h);
   a.ln2_buf = alloc(t, h);
   a.fc1_buf = alloc(t, m_geo.fc1_cols());
   a.act_buf = alloc(t, m_geo.ffn);
@@ -483,7 +606,7 @@ void TrainStage::allocate_saved(LayerActs& a) {
   a.qkv = a.qkv_buf.view(t, m_geo.qkv_cols(), dt);
   a.attn = a.attn_buf.view(t, m_geo.q_cols(), dt);
   a.lse = a.lse_buf.data();
-  a.y1 = a.y1_buf.view(t, h, dt);
+  a.y1 = a.y1_buf.view(m_geo.stream_tokens, h, dt);
   a.ln2 = a.ln2_buf.view(t, h, dt);
   a.fc1 = a.fc1_buf.view(t, m_geo.fc1_cols(), dt);
   a.act = a.act_buf.view(t, m_geo.ffn, dt);
@@ -493,7 +616,7 @@ TrainStage::LayerActs& TrainStage::recompute_acts() {
   LayerActs& r = m_scratch->acts;
   if (r.ln1_buf.data()) return r;
   allocate_saved(r);
-  r.x_buf = alloc(m_geo.tokens, m_geo.hidden); // the recomputed layer's output, never read
+  r.x_buf = alloc(m_geo.stream_tokens, m_geo.hidden); // the recomputed layer's output, unread
   return r;
 }
 
@@ -521,14 +644,16 @@ void TrainStage::backward_input(Recorder& rec, int microbatch, int chunk) {
   const size_t n = sl.layers.size();
   rec.set_microbatch(microbatch);
   const DType dt = m_backend.dtype();
-  const int64_t t = m_geo.tokens, h = m_geo.hidden;
+  const int64_t t = m_geo.tokens, ts = m_geo.stream_tokens, h = m_geo.hidden;
   // Deferred weight gradients keep each layer's output gradient: layer l's dx is written
-  // straight into layer l - 1's dy buffer.
+  // straight into layer l - 1's dy buffer (and, under sequence parallelism, gathered into its
+  // dyg buffer, which the weight gradient reads).
   for (size_t l = 0; l < n; ++l) {
     LayerActs& a = sl.layers[l];
     if (!a.dy1_buf.data()) {
       const size_t before = m_allocated;
-      if (l + 1 < n) a.dy_buf = alloc(t, h);
+      if (l + 1 < n) a.dy_buf = alloc(ts, h);
+      if (m_geo.sequence_parallel) a.dyg_buf = alloc(t, h);
       a.dy1_buf = alloc(t, h);
       a.dfc1_buf = alloc(t, m_geo.fc1_cols());
       a.dqkv_buf = alloc(t, m_geo.qkv_cols());
@@ -544,8 +669,8 @@ void TrainStage::backward_input(Recorder& rec, int microbatch, int chunk) {
   }
   for (size_t l = n; l-- > 0;) {
     LayerActs& a = sl.layers[l];
-    const Tensor dy = l + 1 == n ? sl.grad_in : a.dy_buf.view(t, h, dt);
-    const Tensor dx = l == 0 ? sl.grad_out : sl.layers[l - 1].dy_buf.view(t, h, dt);
+    const Tensor dy = l + 1 == n ? sl.grad_in : a.dy_buf.view(ts, h, dt);
+    const Tensor dx = l == 0 ? sl.grad_out : sl.layers[l - 1].dy_buf.view(ts, h, dt);
     backward_layer_input(rec, first + l, a, &a, dy, dx);
   }
 }
@@ -566,19 +691,19 @@ void TrainStage::backward(Recorder& rec, int microbatch, int chunk) {
   const size_t n = sl.layers.size();
   rec.set_microbatch(microbatch);
   const DType dt = m_backend.dtype();
-  const int64_t t = m_geo.tokens, h = m_geo.hidden;
+  const int64_t ts = m_geo.stream_tokens, h = m_geo.hidden;
   Tensor dy = sl.grad_in;
   for (size_t l = n; l-- > 0;) {
     // Gradients pass between layers through two alternating buffers.
     const Tensor dx =
         l == 0 ? sl.grad_out
-               : ((n - 1 - l) % 2 == 0 ? m_scratch->ping : m_scratch->pong).view(t, h, dt);
+               : ((n - 1 - l) % 2 == 0 ? m_scratch->ping : m_scratch->pong).view(ts, h, dt);
     LayerActs* a = &sl.layers[l];
     if (m_spec.recompute) {
       // The layer's forward again from its kept input, into the shared activations.
       LayerActs& r = recompute_acts();
       r.x = a->x;
-      forward_layer(rec, first + l, r, r.x_buf.view(t, h, dt));
+      forward_layer(rec, first + l, r, r.x_buf.view(ts, h, dt));
       a = &r;
     }
     backward_layer_input(rec, first + l, *a, nullptr, dy, dx);
@@ -611,6 +736,22 @@ void TrainStage::begin_iteration(Recorder& rec, int microbatches) {
 
 void TrainStage::layer_done(Recorder& rec, size_t local) {
   ++m_weight_passes[local];
+  if (m_geo.sequence_parallel && m_weight_passes[local] == m_microbatches) {
+    // Each rank's norm gradients cover its own rows: summed over the TP group once final, before
+    // a data-parallel bucket takes them. ln1_gamma .. ln2_beta are contiguous in the buffer.
+    const LayerGrads& g = m_grads[local];
+    const size_t count = static_cast<size_t>(
+        (static_cast<char*>(g.wqkv.data) - static_cast<char*>(g.ln1_gamma.data)) /
+        static_cast<std::ptrdiff_t>(dtype_size(g.wqkv.dtype)));
+    const int32_t id = rec.ops().intern(op::allreduce_norm_grads, OpKind::collective);
+    const double bytes = static_cast<double>(count * dtype_size(g.wqkv.dtype));
+    const ScopedOp scope(rec, id, static_cast<int32_t>(m_global[local]), Lane::comm,
+                         OpCost{bytes, 2.0 * bytes, bytes}, Lane::compute);
+    const Stream stream = m_backend.stream(Lane::compute);
+    m_comm->all_reduce(g.ln1_gamma.data, g.ln1_gamma.data, count, g.wqkv.dtype, ReduceOp::sum,
+                       stream);
+    m_comm->complete(stream);
+  }
   if (m_dp.overlap) issue_buckets(rec, false);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -65,6 +66,9 @@ public:
   Tensor gradient_in(int microbatch, int chunk);
   /// The gradient of the chunk's input after backward / backward_input.
   Tensor gradient_out(int microbatch, int chunk);
+  /// The first row of global microbatch `global_mb`'s stream (every microbatch's rows counted
+  /// in order) that this rank holds: its own block under sequence parallelism.
+  int64_t first_row(int64_t global_mb) const;
   /// Model input of global microbatch `global_mb` into activation_in(microbatch, chunk).
   void fill_input(int microbatch, int chunk, int64_t global_mb);
   /// The loss gradient of global microbatch `global_mb` (generated: the loss is the sum of the
@@ -114,7 +118,13 @@ private:
   void backward_layer_input(Recorder& rec, size_t local, LayerActs& a, LayerActs* saved,
                             const Tensor& dy, Tensor dx);
   void backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a);
+  // A TP collective of plan op `op`: on the comm lane under async_comm, recorded from its issue.
+  void tp_collective(Recorder& rec, int op, int64_t layer,
+                     const std::function<void(Stream)>& issue);
   void tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t);
+  void tp_all_gather(Recorder& rec, int op, int64_t layer, const Tensor& rows, Tensor full);
+  void tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const Tensor& full, Tensor rows);
+
   void wait_tp(Recorder& rec);
   void layer_done(Recorder& rec, size_t local);
   void issue_buckets(Recorder& rec, bool all);

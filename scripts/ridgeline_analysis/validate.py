@@ -679,7 +679,10 @@ def _pipeline(f: h5py.File, base: str, found: List[str]) -> None:
         required += TRAIN_OPS
         if text("rotary") == "on":
             required.append("rotary_bwd")
-        if integer("tp", 1) > 1:
+        if integer("tp", 1) > 1 and integer("sequence_parallel", 0) != 0:
+            required += ["allgather_mlp_bwd", "reducescatter_mlp_bwd", "allgather_attn_bwd",
+                         "reducescatter_attn_bwd", "allreduce_norm_grads"]
+        elif integer("tp", 1) > 1:
             required += ["allreduce_mlp_bwd", "allreduce_attn_bwd"]
         if integer("dp", 1) > 1:
             required.append("dp_reducescatter" if integer("dp_shard", 0) != 0

@@ -507,14 +507,13 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
   // The train phase and scheduled prefill run on the stage executor, which has neither the
-  // chunked and split strategies, nor sequence parallelism, nor graphs.
+  // chunked and split strategies nor graphs.
   if (train || (c.phase == "prefill" && !c.schedule.empty())) {
     const std::string what = train ? "the train phase" : "a scheduled prefill (--schedule)";
     for (const std::string& name : strategies)
       if (name != "none" && name != "async")
         p.push_back("--overlap " + name + ": " + what + " runs none or async" +
                     (train ? " (the backward's all-reduce beside the weight-gradient GEMM)" : ""));
-    if (c.sequence_parallel) p.push_back("--sequence-parallel is not run by " + what);
     if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
@@ -558,7 +557,14 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
                              c.pp, static_cast<int>(c.microbatches), c.layers, train))
         // Each names the schedule and the flags it concerns; the layer split is checked above.
         if (std::find(p.begin(), p.end(), problem) == p.end()) p.push_back(problem);
-    if (c.batch % c.microbatches == 0 && one_of(c.phase, {"prefill", "decode"}))
+    // The stage executor cuts each microbatch's stream into tp row blocks.
+    if (c.sequence_parallel && (train || !c.schedule.empty()) &&
+        c.batch % (c.microbatches * (train ? c.dp : 1)) == 0 && layer_shape(c).tokens() % c.tp != 0)
+      p.push_back("--sequence-parallel: the " + str(layer_shape(c).tokens()) +
+                  " tokens per microbatch do not divide into --tp " + str(c.tp) +
+                  " equal row blocks");
+    if (c.batch % c.microbatches == 0 && one_of(c.phase, {"prefill", "decode"}) &&
+        !(c.phase == "prefill" && !c.schedule.empty()))
       for (const std::string& name : strategies)
         for (const std::string& problem : stage_split_problems(layer_shape(c), parse_overlap(name)))
           p.push_back("--overlap " + problem);

@@ -1044,7 +1044,12 @@ void validate_pipeline(hid_t file, const std::string& base, std::vector<std::str
           op::qkv_wgrad, op::norm1_bwd, op::residual1_bwd, op::grad_zero})
       required.emplace_back(name);
     if (text("rotary") == "on") required.emplace_back(op::rotary_bwd);
-    if (integer("tp", 1) > 1) {
+    if (integer("tp", 1) > 1 && integer("sequence_parallel", 0) != 0) {
+      for (const char* name :
+           {op::allgather_mlp_bwd, op::reducescatter_mlp_bwd, op::allgather_attn_bwd,
+            op::reducescatter_attn_bwd, op::allreduce_norm_grads})
+        required.emplace_back(name);
+    } else if (integer("tp", 1) > 1) {
       required.emplace_back(op::allreduce_mlp_bwd);
       required.emplace_back(op::allreduce_attn_bwd);
     }

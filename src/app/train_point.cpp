@@ -101,21 +101,23 @@ public:
     m_flush_id = ops.intern(op::pp_flush, OpKind::collective);
     // The first virtual stage's inputs and the last one's loss gradients, one per microbatch,
     // generated once (copies into the activation sets are part of the step).
+    // Under sequence parallelism a rank holds, and the pipeline passes, its own rows of the
+    // stream only.
     const DType dt = backend.dtype();
-    const int64_t t = stage.geometry().tokens, h = stage.geometry().hidden;
+    const int64_t t = stage.geometry().stream_tokens, h = stage.geometry().hidden;
     m_act_bytes = static_cast<double>(t * h) * static_cast<double>(dtype_size(dt));
     for (int mb = 0; mb < m_mbs; ++mb) {
       const int64_t global = static_cast<int64_t>(gc.dp_rank) * m_mbs + mb;
+      const int64_t row = stage.first_row(global);
       if (gc.pp_rank == 0) {
         m_inputs.push_back(backend.allocate(t, h));
         backend.fill_random(m_inputs.back().view(t, h, dt),
-                            GenKey{spec.seed, tensor_id(-1, role_input), h, 1.0f}, global * t, 0);
+                            GenKey{spec.seed, tensor_id(-1, role_input), h, 1.0f}, row, 0);
       }
       if (train && gc.pp_rank == cfg.pp - 1) {
         m_grads.push_back(backend.allocate(t, h));
         backend.fill_random(m_grads.back().view(t, h, dt),
-                            GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f}, global * t,
-                            0);
+                            GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f}, row, 0);
       }
     }
     DataParallel dp;
@@ -151,10 +153,10 @@ public:
       switch (a.kind) {
       case ActionKind::forward:
         if (first_stage && a.chunk == 0)
-          m_backend.copy(m_inputs[static_cast<size_t>(a.microbatch)].view(m_stage.geometry().tokens,
-                                                                          m_stage.geometry().hidden,
-                                                                          m_backend.dtype()),
-                         m_stage.activation_in(a.microbatch, 0));
+          m_backend.copy(
+              m_inputs[static_cast<size_t>(a.microbatch)].view(
+                  m_stage.geometry().stream_tokens, m_stage.geometry().hidden, m_backend.dtype()),
+              m_stage.activation_in(a.microbatch, 0));
         m_stage.forward(rec, a.microbatch, a.chunk);
         if (!m_train) {
           if (last_stage && a.chunk == last_chunk && m_capture)
@@ -166,10 +168,10 @@ public:
       case ActionKind::backward:
       case ActionKind::backward_input:
         if (last_stage && a.chunk == last_chunk)
-          m_backend.copy(m_grads[static_cast<size_t>(a.microbatch)].view(m_stage.geometry().tokens,
-                                                                         m_stage.geometry().hidden,
-                                                                         m_backend.dtype()),
-                         m_stage.gradient_in(a.microbatch, a.chunk));
+          m_backend.copy(
+              m_grads[static_cast<size_t>(a.microbatch)].view(
+                  m_stage.geometry().stream_tokens, m_stage.geometry().hidden, m_backend.dtype()),
+              m_stage.gradient_in(a.microbatch, a.chunk));
         if (a.kind == ActionKind::backward)
           m_stage.backward(rec, a.microbatch, a.chunk);
         else
@@ -432,16 +434,25 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     double err = 0;
     std::string skipped;
     const int mbs = static_cast<int>(cfg.microbatches);
+    // This rank's rows of a reference tensor of the stream (all of them without sequence
+    // parallelism).
+    const LayerGeometry& geo = stage->geometry();
+    auto my_rows = [&](const std::vector<float>& full) {
+      const int64_t r0 = stage->first_row(0);
+      return block(full, geo.hidden, r0, geo.stream_tokens, 0, geo.hidden);
+    };
     if (!train && gc.pp_rank == cfg.pp - 1)
       for (int mb = 0; mb < mbs; ++mb)
-        err = std::max(err,
-                       relative_l2(workload.outputs()[static_cast<size_t>(mb)],
-                                   reference.outputs[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
+        err = std::max(
+            err,
+            relative_l2(workload.outputs()[static_cast<size_t>(mb)],
+                        my_rows(reference.outputs[static_cast<size_t>(gc.dp_rank * mbs + mb)])));
     if (train && gc.pp_rank == 0)
       for (int mb = 0; mb < mbs; ++mb)
         err = std::max(
-            err, relative_l2(workload.input_grads()[static_cast<size_t>(mb)],
-                             reference.input_grads[static_cast<size_t>(gc.dp_rank * mbs + mb)]));
+            err, relative_l2(
+                     workload.input_grads()[static_cast<size_t>(mb)],
+                     my_rows(reference.input_grads[static_cast<size_t>(gc.dp_rank * mbs + mb)])));
     if (train) {
       const LayerGeometry& g = stage->geometry();
       const ModelSpec& m = spec.model;

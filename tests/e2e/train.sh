@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The train phase on the host backend: the gradients of every layout and every schedule equal one
-# rank's (the run's check, which exits non-zero on a failure), the files validate, and the
+# The train phase on the host backend: the gradients of every layout and every schedule (with and
+# without sequence parallelism) equal one rank's (the run's check, which exits non-zero on a failure), the files validate, and the
 # measured bubble of gpipe and 1f1b (p = 2, m = 4, balanced stages) is within 5 points of theory.
 # Usage: train.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
@@ -29,12 +29,21 @@ for schedule in gpipe 1f1b interleaved:2 zb-h1; do
   run 2 "pp2_${schedule%%:*}" --pp 2 --microbatches 4 --schedule "$schedule"
 done
 run 4 tp2_pp2 --tp 2 --pp 2 --microbatches 2 --attention naive
+# Sequence parallelism: each rank's rows of the stream, the input gradient compared per rank.
+run 2 tp2_sp --tp 2 --microbatches 2 --overlap none,async --sequence-parallel
+run 4 tp2_pp2_sp --tp 2 --pp 2 --microbatches 2 --schedule zb-h1 --sequence-parallel
 # Forward only through a schedule: the outputs are checked instead.
 mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase prefill --pp 2 --microbatches 4 \
   --schedule interleaved:2 --out "$work/prefill.h5" >"$work/prefill.log"
 grep -q "^check: passed" "$work/prefill.log" && grep -q "^check_compares: outputs" "$work/prefill.log"
 "$bin" validate "$work/prefill.h5" >/dev/null
 echo "ok: prefill --schedule interleaved:2"
+mpiexec -n 4 --oversubscribe "$bin" run "${tiny[@]}" --phase prefill --tp 2 --pp 2 \
+  --microbatches 4 --schedule 1f1b --sequence-parallel --out "$work/prefill_sp.h5" \
+  >"$work/prefill_sp.log"
+grep -q "^check: passed" "$work/prefill_sp.log"
+"$bin" validate "$work/prefill_sp.h5" >/dev/null
+echo "ok: prefill --schedule 1f1b --sequence-parallel"
 
 # The bubble: stages of equal work whose compute dominates the transfers.
 bubble() { # SCHEDULE

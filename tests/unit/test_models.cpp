@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "models/backend.hpp"
 #include "models/generator.hpp"
+#include "models/layer_plan.hpp"
 #include "models/model_spec.hpp"
 #include "models/work_model.hpp"
 
@@ -95,6 +97,45 @@ TEST(WorkModel, GemmAndAttentionFlopsMatchHandCounts) {
   const double f_local = 4 * h / 4; // act [t, f/tp], W2 [h, f/tp], out [t, h]
   EXPECT_DOUBLE_EQ(find_op(ops, op::fc2).cost.hbm_bytes, (t * f_local + h * f_local + t * h) * 2);
   EXPECT_THROW(find_op(ops, op::rotary), Error); // no rotary in a GPT layer
+}
+
+// The train plan under sequence parallelism: the backward mirrors the forward's collectives (an
+// all-gather of the output gradient where the forward reduce-scattered, a reduce-scatter of the
+// input gradient where it gathered), in execution order, with no all-reduce; without it, the
+// two all-reduces of the column-parallel input gradients.
+TEST(LayerPlan, SequenceParallelBackwardMirrorsTheForward) {
+  const ModelSpec m = gpt(1024, 16, 4096);
+  LayerShape s;
+  s.seq = 512;
+  s.batch = 2;
+  s.tp = 4;
+  s.dtype = DType::bf16;
+  std::vector<std::string> collectives;
+  for (const OpSpec& o : train_layer_plan(m, s, AttentionImpl::fused))
+    if (o.kind == OpKind::collective) collectives.push_back(o.name);
+  EXPECT_EQ(collectives, (std::vector<std::string>{op::allreduce_attn, op::allreduce_mlp,
+                                                   op::allreduce_mlp_bwd, op::allreduce_attn_bwd}));
+  s.sequence_parallel = true;
+  const std::vector<OpSpec> plan = train_layer_plan(m, s, AttentionImpl::fused);
+  collectives.clear();
+  for (const OpSpec& o : plan)
+    if (o.kind == OpKind::collective) collectives.push_back(o.name);
+  EXPECT_EQ(collectives,
+            (std::vector<std::string>{op::allgather_attn, op::reducescatter_attn, op::allgather_mlp,
+                                      op::reducescatter_mlp, op::allgather_mlp_bwd,
+                                      op::reducescatter_mlp_bwd, op::allgather_attn_bwd,
+                                      op::reducescatter_attn_bwd}));
+  EXPECT_DOUBLE_EQ(find_op(plan, op::allgather_mlp_bwd).cost.comm_bytes,
+                   find_op(plan, op::allgather_mlp).cost.comm_bytes);
+  EXPECT_DOUBLE_EQ(find_op(plan, op::reducescatter_attn_bwd).cost.comm_bytes,
+                   find_op(plan, op::reducescatter_attn).cost.comm_bytes);
+  EXPECT_EQ(find_op(plan, op::allgather_attn_bwd).pass, Pass::backward_input);
+  // The norms' backward sees this rank's rows: a quarter of the tokens.
+  LayerShape whole = s;
+  whole.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(
+      find_op(plan, op::norm2_bwd).cost.flops * 4,
+      find_op(train_layer_plan(m, whole, AttentionImpl::fused), op::norm2_bwd).cost.flops);
 }
 
 TEST(WorkModel, NoCollectivesAtTp1AndDecodeShapes) {
