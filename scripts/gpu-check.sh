@@ -482,6 +482,10 @@ section_train() {
       --phase train --seq 4096 --batch 1 --tp "$tp" --warmup 3 --iters 10 --attention cudnn
   done
   [ "$ngpu" -ge 2 ] || return 0
+  # Sequence parallelism at TP2, checked against one rank's gradients (the rows of a 4096-token
+  # sequence split between the two GPUs), with each overlap the train phase runs.
+  run "train_tp2_sp" 2 "${gpt[@]}" --tp 2 --sequence-parallel --overlap none,async \
+    --attention cudnn --warmup 3 --iters 10
   for schedule in gpipe 1f1b interleaved:2 zb-h1; do
     for m in 4 8 16; do
       run "pipeline_${schedule%%:*}_m$m" 2 --config "$repo/models/gpt-h8192.toml" --layers 4 \
