@@ -95,6 +95,26 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint3
 #endif
 }
 
+/// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into
+/// shared memory at `dst`; completion is counted in bytes on `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+#if RIDGELINE_SM90A_DEVICE
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+               "[%3];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
+#endif
+}
+
+/// Orders this thread's ordinary shared-memory stores before later reads of that memory by the
+/// async proxy (wgmma operands, TMA stores).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if RIDGELINE_SM90A_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 /// Warms the tensor map's descriptor into the cache before its first use.
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 #if RIDGELINE_SM90A_DEVICE
@@ -217,6 +237,39 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&d)[16][4], const 
 #endif
 }
 
+#define RIDGELINE_WGMMA_D32                                                                        \
+  RIDGELINE_WGMMA_D4(0), RIDGELINE_WGMMA_D4(1), RIDGELINE_WGMMA_D4(2), RIDGELINE_WGMMA_D4(3),      \
+      RIDGELINE_WGMMA_D4(4), RIDGELINE_WGMMA_D4(5), RIDGELINE_WGMMA_D4(6), RIDGELINE_WGMMA_D4(7)
+#define RIDGELINE_WGMMA_REGS32                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+/// D (+)= A B on one warpgroup, m64n64k16, both operands from shared memory: A (64 x 16) K-major
+/// or, with kTransA, MN-major (its 64 rows contiguous per K row); B (16 x 64) K-major (stored as
+/// 64 rows of 16) or, with kTransB, MN-major. `accumulate` false overwrites D.
+template <typename T, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[8][4], uint64_t a_desc,
+                                                   uint64_t b_desc, bool accumulate) {
+#if RIDGELINE_SM90A_DEVICE
+  const int scale_d = accumulate ? 1 : 0;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+                 " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " RIDGELINE_WGMMA_REGS32
+                 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+                 : RIDGELINE_WGMMA_D32
+                 : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+  } else {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+                 " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " RIDGELINE_WGMMA_REGS32
+                 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+                 : RIDGELINE_WGMMA_D32
+                 : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+  }
+#endif
+}
+
+#undef RIDGELINE_WGMMA_D32
+#undef RIDGELINE_WGMMA_REGS32
 #undef RIDGELINE_WGMMA_D4
 #undef RIDGELINE_WGMMA_D64
 #undef RIDGELINE_WGMMA_REGS64

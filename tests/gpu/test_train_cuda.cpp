@@ -187,9 +187,19 @@ TEST_P(AttentionTrain, EveryImplementationMatchesHost) {
       {"s384_d128_mha_full", 1, 384, 4, 4, 128, false},
       {"s200_d128_gqa4_causal", 2, 200, 4, 1, 128, true},
       {"s77_d64_gqa4_full", 1, 77, 8, 2, 64, false},
+      // 64 keys past the last whole 128-key block; a group of 8 on one KV head.
+      {"s192_d128_mha_causal", 2, 192, 2, 2, 128, true},
+      {"s512_d128_gqa8_causal", 1, 512, 8, 1, 128, true},
   };
-  std::vector<AttentionImpl> impls = {AttentionImpl::fused, AttentionImpl::naive};
-  if (cudnn_compiled()) impls.push_back(AttentionImpl::cudnn);
+  // The fused kernels again with sm80 forced, where the device takes the sm90 ones (head dim
+  // 128; the sm90 backward takes sequences that are a multiple of 64).
+  struct Variant {
+    AttentionImpl impl;
+    bool sm80;
+  };
+  std::vector<Variant> variants = {{AttentionImpl::fused, false}, {AttentionImpl::naive, false}};
+  if (fused_prefill_kernel(0, 128) == "sm90") variants.push_back({AttentionImpl::fused, true});
+  if (cudnn_compiled()) variants.push_back({AttentionImpl::cudnn, false});
   for (const AttentionCase& c : cases) {
     AttentionShape s;
     s.batch = c.batch;
@@ -218,9 +228,10 @@ TEST_P(AttentionTrain, EveryImplementationMatchesHost) {
     const std::vector<float> want_dk = m_host->to_host(ref_dk.host);
     const std::vector<float> want_dv = m_host->to_host(ref_dv.host);
 
-    for (AttentionImpl impl : impls) {
-      const std::string what =
-          std::string(c.name) + " " + attention_name(impl) + " " + dtype_name(m_dtype);
+    for (const auto& [impl, sm80] : variants) {
+      set_fused_prefill_kernel(sm80 ? "sm80" : "auto");
+      const std::string what = std::string(c.name) + " " + attention_name(impl) +
+                               (sm80 ? " (sm80)" : "") + " " + dtype_name(m_dtype);
       Buffer lse = m_gpu->allocate_bytes(stats_n * sizeof(float));
       Pair out = output(rows, qw);
       m_gpu->attention_train(s, q.gpu, k.gpu, v.gpu, out.gpu, lse.data(), impl);
@@ -239,6 +250,7 @@ TEST_P(AttentionTrain, EveryImplementationMatchesHost) {
       EXPECT_LT(relative_error(m_gpu->to_host(dk.gpu), want_dk), kGradTolerance) << what << " dk";
       EXPECT_LT(relative_error(m_gpu->to_host(dv.gpu), want_dv), kGradTolerance) << what << " dv";
     }
+    set_fused_prefill_kernel("auto");
   }
 }
 
