@@ -21,11 +21,12 @@ int cuda_device_count();
 /// comm lane's stream gets the device's greatest priority unless `comm_priority` is false.
 std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, bool comm_priority = true);
 
-/// The kernels the fused attention runs for prefill: "sm90" (warpgroup MMA fed by TMA with
-/// warp-specialised producer and consumers; a Hopper GPU, a build for sm_90a, head dim 128) or
-/// "sm80" (mma.sync and cp.async; every other case). set_fused_prefill_kernel("sm80") makes every
-/// later prefill of this process take the sm80 kernel, for A/B runs; "auto" (the default)
-/// chooses by device. Anything else throws UsageError.
+/// The kernels the fused attention runs for prefill and its backward: "sm90" (warpgroup MMA fed
+/// by TMA with warp-specialised producer and consumers; a Hopper GPU, a build for sm_90a, head
+/// dim 128; the backward also needs a sequence that is a multiple of 64) or "sm80" (mma.sync and
+/// cp.async; every other case). set_fused_prefill_kernel("sm80") makes every later prefill and
+/// backward of this process take the sm80 kernels, for A/B runs; "auto" (the default) chooses by
+/// device. Anything else throws UsageError.
 void set_fused_prefill_kernel(const std::string& choice);
 /// The kernel a fused prefill of head dim `head_dim` takes on `device` now: "sm90" or "sm80".
 std::string fused_prefill_kernel(int device, int64_t head_dim);
