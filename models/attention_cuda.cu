@@ -392,13 +392,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
   using namespace hopper;
   constexpr int D = kSm90D;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // Swizzled tiles need 1024-byte alignment of the shared-memory address itself.
-  const uint32_t raw = smem_addr(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* const smem = align_1024(smem_raw);
+  const uint32_t base = smem_addr(smem);
   const uint32_t q_s = base;
   auto k_s = [&](int stage) { return base + (1 + stage) * kSm90TileBytes; };
   auto v_s = [&](int stage) { return base + (1 + kSm90Stages + stage) * kSm90TileBytes; };
-  auto* bars = reinterpret_cast<Sm90Barriers*>(smem_raw + (base - raw) + kSm90BarrierOffset);
+  auto* bars = reinterpret_cast<Sm90Barriers*>(smem + kSm90BarrierOffset);
   auto bar = [](uint64_t& b) { return smem_addr(&b); };
 
   const int m_blocks = (p.seq + kSm90M - 1) / kSm90M;
@@ -607,6 +606,31 @@ struct FlashBwdParams {
   float scale_log2; ///< log2(e) / sqrt(D)
   float scale;      ///< 1 / sqrt(D)
 };
+
+/// Stores this thread's rows of dK and dV (keys key_lo and key_lo + 8 of KV head kvh of sequence
+/// b, the m16n8 accumulator layout) as T, keys past the sequence left out.
+template <typename T, int kDTiles>
+__device__ __forceinline__ void
+store_dk_dv(const FlashBwdParams& p, const float (&dk_acc)[kDTiles][4],
+            const float (&dv_acc)[kDTiles][4], int key_lo, int b, int kvh, int t) {
+  constexpr int D = kDTiles * 8;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = key_lo + 8 * half;
+    if (key >= p.seq) continue;
+    T* dk = static_cast<T*>(p.dk) + (static_cast<int64_t>(b) * p.seq + key) * p.dk_ld +
+            static_cast<int64_t>(kvh) * D + 2 * t;
+    T* dv = static_cast<T*>(p.dv) + (static_cast<int64_t>(b) * p.seq + key) * p.dv_ld +
+            static_cast<int64_t>(kvh) * D + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<uint32_t*>(dk + dt * 8) =
+          pack2<T>(dk_acc[dt][2 * half], dk_acc[dt][2 * half + 1]);
+      *reinterpret_cast<uint32_t*>(dv + dt * 8) =
+          pack2<T>(dv_acc[dt][2 * half], dv_acc[dt][2 * half + 1]);
+    }
+  }
+}
 
 constexpr int kBwdWarps = 8;
 constexpr int kBwdN = 16 * kBwdWarps; // keys per CTA, 16 per warp
@@ -844,22 +868,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_backward_kernel(FlashBwd
   cp_async_wait_all(); // nothing may stay in flight at exit (the K, V loads when steps == 0)
 
   // This CTA's keys: dK and dV summed over the group's heads, stored once.
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int key = n0 + warp * 16 + g + 8 * half;
-    if (key >= p.seq) continue;
-    T* dk = static_cast<T*>(p.dk) + (static_cast<int64_t>(b) * p.seq + key) * p.dk_ld +
-            static_cast<int64_t>(kvh) * D + 2 * t;
-    T* dv = static_cast<T*>(p.dv) + (static_cast<int64_t>(b) * p.seq + key) * p.dv_ld +
-            static_cast<int64_t>(kvh) * D + 2 * t;
-#pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt) {
-      *reinterpret_cast<uint32_t*>(dk + dt * 8) =
-          pack2<T>(dk_acc[dt][2 * half], dk_acc[dt][2 * half + 1]);
-      *reinterpret_cast<uint32_t*>(dv + dt * 8) =
-          pack2<T>(dv_acc[dt][2 * half], dv_acc[dt][2 * half + 1]);
-    }
-  }
+  store_dk_dv<T, kDTiles>(p, dk_acc, dv_acc, n0 + warp * 16 + g, b, kvh, t);
 }
 
 // delta = rowsum(dO * O) per (row, head): one warp each, fp32.
@@ -910,9 +919,8 @@ __global__ void __launch_bounds__(kBwd90Threads, 1)
   using namespace hopper;
   constexpr int D = kBwd90D;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  unsigned char* const smem = smem_raw + (base - raw);
+  unsigned char* const smem = align_1024(smem_raw);
+  const uint32_t base = smem_addr(smem);
   const uint32_t k_s = base, v_s = base + kBwd90KvBytes;
   auto q_s = [&](int s) { return base + kBwd90QOffset + s * kBwd90QBytes; };
   auto do_s = [&](int s) { return base + kBwd90DoOffset + s * kBwd90QBytes; };
@@ -1112,22 +1120,7 @@ __global__ void __launch_bounds__(kBwd90Threads, 1)
   }
 
   // This warpgroup's 64 keys: dK and dV summed over the group's heads, stored once.
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int key = key_lo + 8 * half;
-    if (key >= p.seq) continue;
-    T* dk = static_cast<T*>(p.dk) + (static_cast<int64_t>(b) * p.seq + key) * p.dk_ld +
-            static_cast<int64_t>(kvh) * D + 2 * t;
-    T* dv = static_cast<T*>(p.dv) + (static_cast<int64_t>(b) * p.seq + key) * p.dv_ld +
-            static_cast<int64_t>(kvh) * D + 2 * t;
-#pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt) {
-      *reinterpret_cast<uint32_t*>(dk + dt * 8) =
-          pack2<T>(dk_acc[dt][2 * half], dk_acc[dt][2 * half + 1]);
-      *reinterpret_cast<uint32_t*>(dv + dt * 8) =
-          pack2<T>(dv_acc[dt][2 * half], dv_acc[dt][2 * half + 1]);
-    }
-  }
+  store_dk_dv<T, kDTiles>(p, dk_acc, dv_acc, key_lo, b, kvh, t);
 #else
   __trap(); // launched only where the sm_90a build of this kernel runs
 #endif

@@ -25,6 +25,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/// The first 1024-byte aligned shared-memory address at or after `p` (128-byte swizzled tiles
+/// need their 8-row atoms 1024-byte aligned); dynamic shared memory needs 1 KiB of slack for it.
+__device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {
+  const uint32_t a = smem_addr(p);
+  return p + (((a + 1023u) & ~1023u) - a);
+}
+
 // --- mbarriers -------------------------------------------------------------------------------
 
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
