@@ -605,6 +605,11 @@ struct FlashBwdParams {
   int seq, heads, kv_heads, group, offset;
   float scale_log2; ///< log2(e) / sqrt(D)
   float scale;      ///< 1 / sqrt(D)
+  /// sm90 kernel: the CTAs a KV head's query heads are split across (gridDim.z); above 1 each
+  /// adds its dK and dV into dk_acc and dv_acc ([batch * seq, kv_heads * D] fp32, zeroed).
+  int head_splits;
+  float* dk_acc;
+  float* dv_acc;
 };
 
 /// Stores this thread's rows of dK and dV (keys key_lo and key_lo + 8 of KV head kvh of sequence
@@ -939,8 +944,11 @@ __global__ void __launch_bounds__(kBwd90Threads, 1)
   const int m_blocks = p.seq / kBwd90M;
   const int m_first = max(0, n0 - p.offset) / kBwd90M;
   const int per_head = max(0, m_blocks - m_first);
-  const int steps = per_head * p.group;
-  auto step_head = [&](int step) { return kvh * p.group + step / per_head; };
+  // This CTA's share of the group's query heads (all of them unless the group is split).
+  const int split_heads = p.group / p.head_splits;
+  const int head0 = kvh * p.group + static_cast<int>(blockIdx.z) * split_heads;
+  const int steps = per_head * split_heads;
+  auto step_head = [&](int step) { return head0 + step / per_head; };
   auto step_row = [&](int step) { return (m_first + step % per_head) * kBwd90M; };
 
   if (threadIdx.x == 0) {
@@ -1119,8 +1127,26 @@ __global__ void __launch_bounds__(kBwd90Threads, 1)
     }
   }
 
-  // This warpgroup's 64 keys: dK and dV summed over the group's heads, stored once.
-  store_dk_dv<T, kDTiles>(p, dk_acc, dv_acc, key_lo, b, kvh, t);
+  // This warpgroup's 64 keys: dK and dV summed over the group's heads, stored once, or over
+  // this CTA's share of them and added to the fp32 sums.
+  if (p.head_splits == 1) {
+    store_dk_dv<T, kDTiles>(p, dk_acc, dv_acc, key_lo, b, kvh, t);
+  } else {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key = key_lo + 8 * half;
+      if (key >= p.seq) continue;
+      const int64_t at = (static_cast<int64_t>(b) * p.seq + key) * (p.kv_heads * D) +
+                         static_cast<int64_t>(kvh) * D + 2 * t;
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        atomicAdd(reinterpret_cast<float2*>(p.dk_acc + at + dt * 8),
+                  make_float2(dk_acc[dt][2 * half], dk_acc[dt][2 * half + 1]));
+        atomicAdd(reinterpret_cast<float2*>(p.dv_acc + at + dt * 8),
+                  make_float2(dv_acc[dt][2 * half], dv_acc[dt][2 * half + 1]));
+      }
+    }
+  }
 #else
   __trap(); // launched only where the sm_90a build of this kernel runs
 #endif
@@ -1633,10 +1659,30 @@ void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, 
   const int64_t rows = s.batch * s.seq;
   const size_t delta_n = static_cast<size_t>(s.batch * s.heads * s.seq);
   const size_t dq_n = static_cast<size_t>(rows * s.heads * D);
-  // dq_acc first: the kernel adds 16-byte vectors into it (dq_n is a multiple of 64).
-  float* dq_acc = static_cast<float*>(scratch((dq_n + delta_n) * sizeof(float)));
-  float* delta = dq_acc + dq_n;
-  RIDGELINE_CHECK(cudaMemsetAsync(dq_acc, 0, dq_n * sizeof(float), stream));
+  const size_t kv_n = static_cast<size_t>(rows * s.kv_heads * D);
+  int device = 0;
+  RIDGELINE_CHECK(cudaGetDevice(&device));
+  // The Hopper kernel takes whole 64-row query tiles and 16-byte aligned statistics rows. When
+  // one CTA per (KV head, 128 keys) leaves the GPU short of two CTAs per SM (grouped-query
+  // heads, few KV heads per rank), it splits each group's query heads across CTAs.
+  const bool sm90 =
+      takes_sm90(D, device) && s.seq % kBwd90M == 0 && reinterpret_cast<uintptr_t>(lse) % 16 == 0;
+  const int group = static_cast<int>(s.heads / s.kv_heads);
+  int head_splits = 1;
+  if (sm90) {
+    int sms = 0;
+    RIDGELINE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t ctas = s.batch * s.kv_heads * ((s.seq + kBwd90N - 1) / kBwd90N);
+    while (group % (2 * head_splits) == 0 && ctas * head_splits < 2 * static_cast<int64_t>(sms))
+      head_splits *= 2;
+  }
+  // dq_acc (and the split dK, dV sums) first: the kernels add 8- and 16-byte vectors into them
+  // (every count is a multiple of D).
+  const size_t split_n = head_splits > 1 ? 2 * kv_n : 0;
+  float* dq_acc = static_cast<float*>(scratch((dq_n + split_n + delta_n) * sizeof(float)));
+  float* dkv_acc = dq_acc + dq_n;
+  float* delta = dkv_acc + split_n;
+  RIDGELINE_CHECK(cudaMemsetAsync(dq_acc, 0, (dq_n + split_n) * sizeof(float), stream));
   attention_delta_kernel<T><<<grid_for(rows * s.heads * 32, 256), 256, 0, stream>>>(
       static_cast<const T*>(out.data), out.ld, static_cast<const T*>(dout.data), dout.ld, delta,
       rows, static_cast<int>(s.seq), static_cast<int>(s.heads), D);
@@ -1665,16 +1711,26 @@ void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, 
   p.offset = static_cast<int>(s.causal ? 0 : s.seq - 1);
   p.scale = 1.0f / std::sqrt(static_cast<float>(D));
   p.scale_log2 = 1.4426950408889634f * p.scale;
+  p.head_splits = head_splits;
+  p.dk_acc = dkv_acc;
+  p.dv_acc = dkv_acc + kv_n;
   RIDGELINE_REQUIRE((s.seq + kBwdN - 1) / kBwdN <= 65535,
                     "fused attention backward supports at most 65535 * 128 keys per sequence");
-  const dim3 grid(static_cast<unsigned>(s.batch * s.kv_heads),
-                  static_cast<unsigned>((s.seq + kBwdN - 1) / kBwdN));
   static_assert(kBwd90N == kBwdN, "both backward kernels take 128 keys per CTA");
-  int device = 0;
-  RIDGELINE_CHECK(cudaGetDevice(&device));
-  // The Hopper kernel takes whole 64-row query tiles and 16-byte aligned statistics rows.
-  if (takes_sm90(D, device) && s.seq % kBwd90M == 0 && reinterpret_cast<uintptr_t>(lse) % 16 == 0) {
+  const dim3 grid(static_cast<unsigned>(s.batch * s.kv_heads),
+                  static_cast<unsigned>((s.seq + kBwdN - 1) / kBwdN),
+                  static_cast<unsigned>(head_splits));
+  if (sm90) {
     launch_backward_sm90<T>(s, q, k, v, dout, p, grid, stream);
+    if (head_splits > 1) {
+      const int64_t kv_cols = s.kv_heads * D;
+      RIDGELINE_CHECK(cudaGetLastError());
+      convert_rows_kernel<T><<<grid_for(rows * kv_cols, 256), 256, 0, stream>>>(
+          p.dk_acc, static_cast<T*>(dk.data), dk.ld, rows, kv_cols);
+      RIDGELINE_CHECK(cudaGetLastError());
+      convert_rows_kernel<T><<<grid_for(rows * kv_cols, 256), 256, 0, stream>>>(
+          p.dv_acc, static_cast<T*>(dv.data), dv.ld, rows, kv_cols);
+    }
   } else {
     constexpr int smem = flash_bwd_smem_bytes<D>();
     RIDGELINE_CHECK(cudaFuncSetAttribute(flash_backward_kernel<T, D>,
