@@ -366,15 +366,18 @@ __global__ void __launch_bounds__(kFlashThreads, 1) flash_prefill_kernel(FlashPa
 // causal CTA's diagonal are never loaded; only the tiles a row's diagonal or the context end cut
 // are masked.
 
+// [[maybe_unused]]: a build without sm_90a code compiles the kernels' bodies out.
 constexpr int kSm90M = 128;                         // query rows per CTA, 64 per consumer warpgroup
 constexpr int kSm90N = 128;                         // keys per K/V tile
 constexpr int kSm90D = 128;                         // head dimension (two 64-column swizzle atoms)
 constexpr int kSm90Threads = 3 * 128;               // producer + 2 consumer warpgroups
 constexpr int kSm90Stages = 2;                      // K/V ring depth
 constexpr int kSm90TileBytes = kSm90N * kSm90D * 2; // one Q, K or V tile: 32 KiB
-constexpr int kSm90HalfBytes = kSm90TileBytes / 2;  // its 64-column half, 128-byte rows
+[[maybe_unused]] constexpr int kSm90HalfBytes =
+    kSm90TileBytes / 2; // its 64-column half, 128-byte rows
 constexpr int kSm90BarrierOffset = (1 + 2 * kSm90Stages) * kSm90TileBytes;
-constexpr int kSm90SmemBytes = kSm90BarrierOffset + 128 + 1024; // + barriers + alignment slack
+[[maybe_unused]] constexpr int kSm90SmemBytes =
+    kSm90BarrierOffset + 128 + 1024; // + barriers + alignment slack
 static_assert(kSm90M == kSm90N, "Q and K/V tiles share one box shape");
 
 struct Sm90Barriers {
@@ -897,17 +900,18 @@ constexpr int kBwd90M = 64;                          // query rows per step
 constexpr int kBwd90D = 128;                         // head dimension
 constexpr int kBwd90Threads = 384;                   // producer + 2 consumer warpgroups
 constexpr int kBwd90KvBytes = kBwd90N * kBwd90D * 2; // K or V: 32 KiB
-constexpr int kBwd90KvHalf = kBwd90KvBytes / 2;      // one 64-column half: 128 rows of 128 B
-constexpr int kBwd90QBytes = kBwd90M * kBwd90D * 2;  // a Q or dO tile: 16 KiB
-constexpr int kBwd90QHalf = kBwd90QBytes / 2;        // 64 rows of 128 B
-constexpr int kBwd90DsBytes = kBwd90N * kBwd90M * 2; // dS^T: 128 key rows of 64 queries
+[[maybe_unused]] constexpr int kBwd90KvHalf =
+    kBwd90KvBytes / 2;                              // one 64-column half: 128 rows of 128 B
+constexpr int kBwd90QBytes = kBwd90M * kBwd90D * 2; // a Q or dO tile: 16 KiB
+[[maybe_unused]] constexpr int kBwd90QHalf = kBwd90QBytes / 2; // 64 rows of 128 B
+constexpr int kBwd90DsBytes = kBwd90N * kBwd90M * 2;           // dS^T: 128 key rows of 64 queries
 // Layout: K, V, Q[2], dO[2], dS^T[2], lse[2], delta[2], barriers.
 constexpr int kBwd90QOffset = 2 * kBwd90KvBytes;
 constexpr int kBwd90DoOffset = kBwd90QOffset + 2 * kBwd90QBytes;
 constexpr int kBwd90DsOffset = kBwd90DoOffset + 2 * kBwd90QBytes;
 constexpr int kBwd90StatsOffset = kBwd90DsOffset + 2 * kBwd90DsBytes;
 constexpr int kBwd90BarOffset = kBwd90StatsOffset + 2 * 2 * kBwd90M * 4;
-constexpr int kBwd90SmemBytes = kBwd90BarOffset + 64 + 1024;
+[[maybe_unused]] constexpr int kBwd90SmemBytes = kBwd90BarOffset + 64 + 1024;
 
 struct Bwd90Barriers {
   uint64_t kv_full;
@@ -1492,6 +1496,12 @@ void launch_backward_sm90(const AttentionShape& s, const Tensor& q, const Tensor
       <<<grid, kBwd90Threads, kBwd90SmemBytes, stream>>>(tq, tk, tv, tdo, p);
 }
 #else
+// Never called: takes_sm90() is false without sm_90a code.
+template <typename T>
+void launch_flash_sm90(const AttentionShape&, const Tensor&, const Tensor&, const Tensor&,
+                       const FlashParams&, cudaStream_t) {
+  throw Error("the sm90 attention forward is not built (no sm_90a code)");
+}
 template <typename T>
 void launch_backward_sm90(const AttentionShape&, const Tensor&, const Tensor&, const Tensor&,
                           const Tensor&, const FlashBwdParams&, const dim3&, cudaStream_t) {
@@ -1518,11 +1528,6 @@ bool takes_sm90(int64_t head_dim, int device) {
 template <typename T, int D>
 void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& out, float* lse, cudaStream_t stream) {
-  constexpr int smem = flash_smem_bytes<D>();
-  // cudaFuncSetAttribute is per device and cheap; setting it every launch keeps multi-device
-  // processes correct without static state.
-  RIDGELINE_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<T, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   FlashParams p{};
   p.q = q.data;
   p.k = k.data;
@@ -1540,14 +1545,17 @@ void launch_flash(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   p.offset = static_cast<int>(s.causal ? s.context - s.seq : s.context - 1);
   p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   p.lse = lse;
-#if defined(RIDGELINE_SM90A)
   int device = 0;
   RIDGELINE_CHECK(cudaGetDevice(&device));
   if (takes_sm90(D, device)) {
     launch_flash_sm90<T>(s, q, k, v, p, stream);
     return;
   }
-#endif
+  constexpr int smem = flash_smem_bytes<D>();
+  // cudaFuncSetAttribute is per device and cheap; setting it every launch keeps multi-device
+  // processes correct without static state.
+  RIDGELINE_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.seq + kFlashM - 1) / kFlashM));
   flash_prefill_kernel<T, D><<<grid, kFlashThreads, smem, stream>>>(p);
