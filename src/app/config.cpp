@@ -212,7 +212,8 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->group(ovl);
   cmd.add_flag("--sequence-parallel", c.sequence_parallel,
                "All-gather before column-parallel and reduce-scatter after row-parallel GEMMs "
-               "instead of all-reduce; norms and residuals on tokens / tp rows")
+               "instead of all-reduce; norms and residuals on tokens / tp rows (train: the "
+               "backward mirrors each collective and sums the norms' gradients over TP)")
       ->group(ovl);
   cmd.add_option("--nccl-max-ctas", c.nccl_max_ctas,
                  "NCCL maxCTAs (channels) for the TP communicator")
