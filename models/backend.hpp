@@ -35,6 +35,13 @@ struct AttentionShape {
 /// Whether a GEMM operand is used as stored or transposed.
 enum class Trans { no, yes };
 
+/// How the CUDA backend chooses a GEMM's kernel. heuristic: cuBLASLt's first choice. search: for
+/// GEMMs of at most 256 rows (decode's), the fastest of every candidate cuBLASLt offers (split-K
+/// among them) and, where it applies (at most 16 rows, c = a * w^T), the project's skinny
+/// kernel, timed at the first call of each shape and cached. skinny: the project's skinny kernel
+/// wherever it applies, cuBLASLt's first choice elsewhere.
+enum class GemmAlgo { heuristic, search, skinny };
+
 /// Attention implementation: fused (the project's kernel: online softmax, no s x s matrix),
 /// naive (materialised scores) or cudnn (cuDNN's fused SDPA; CUDA backend with cuDNN only).
 enum class AttentionImpl { fused, naive, cudnn };
@@ -88,11 +95,9 @@ public:
   /// SMs that later gemm() calls ask the library to use (0 = every SM), so that a collective
   /// running beside them finds free SMs. The host backend ignores it.
   virtual void set_gemm_sm_limit(int sms) {}
-  /// Whether later gemm() calls of at most 256 rows (decode's skinny GEMMs) time the library's
-  /// candidate algorithms at the first call of each shape and keep the fastest, instead of
-  /// taking the heuristic's first choice. The host backend ignores it.
-  virtual void set_gemm_search(bool search) {}
-  /// The searched shapes and the algorithm each kept, one line each (empty without a search).
+  /// How later gemm() calls choose their kernel (see GemmAlgo). The host backend ignores it.
+  virtual void set_gemm_algo(GemmAlgo algo) {}
+  /// The shapes searched or given to the skinny kernel and what each kept, one line each.
   virtual std::vector<std::string> gemm_choices() const { return {}; }
   /// c = op(a) * op(b), fp32 accumulation, where op(x) is x or x^T: op(a) is [m, k], op(b) is
   /// [k, n], c is [m, n]. With `accumulate` the product is added to what c holds (gradients

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -259,7 +260,11 @@ public:
   void choose(size_t i) {
     m_algo = m_candidates[i].algo;
     m_workspace = m_candidates[i].workspaceSize;
+    m_skinny = false;
   }
+  /// The project's skinny kernel instead of any cuBLASLt candidate (the search found it faster).
+  void choose_skinny() { m_skinny = true; }
+  bool skinny() const { return m_skinny; }
   size_t workspace_of(size_t i) const { return m_candidates[i].workspaceSize; }
   /// Candidate `i` once; false when cuBLASLt refuses it (nothing was launched then).
   bool try_run(size_t i, cublasLtHandle_t handle, const void* a, const void* b, void* c,
@@ -322,6 +327,7 @@ private:
   cublasLtMatrixLayout_t m_a = nullptr, m_b = nullptr, m_c = nullptr;
   cublasLtMatmulAlgo_t m_algo{};
   size_t m_workspace = 0;
+  bool m_skinny = false;
   std::vector<cublasLtMatmulHeuristicResult_t> m_candidates;
 };
 
@@ -380,6 +386,9 @@ public:
     for (auto& e : m_fences)
       e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
+    int major = 0;
+    RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    m_programmatic_launch = major >= 9;
   }
 
   const char* name() const override { return "cuda"; }
@@ -521,11 +530,11 @@ public:
       return;
     }
     matmul(operand(a), ta, operand(b), tb, operand(c), accumulate, 1, lane,
-           m_gemm_search && m <= kSearchMaxRows);
+           m_gemm_algo == GemmAlgo::search && m <= kSearchMaxRows);
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
-  void set_gemm_search(bool search) override { m_gemm_search = search; }
+  void set_gemm_algo(GemmAlgo algo) override { m_gemm_algo = algo; }
   std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
 
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
@@ -825,10 +834,21 @@ private:
 
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane) {
+    const cuda::SkinnyGemm skinny = skinny_gemm_of(s, alpha, a, b, c);
+    if (m_gemm_algo == GemmAlgo::skinny && skinny.fits()) {
+      if (m_skinny_shapes.insert(s.key()).second)
+        m_gemm_choices.emplace_back(shape_words(s) + ": " + skinny.describe(m_sm_count));
+      cuda::skinny_gemm(skinny, m_sm_count, m_programmatic_launch, raw(lane));
+      return;
+    }
     auto it = m_plans.find(s.key());
     if (it == m_plans.end()) {
       it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
-      if (s.search) search_algorithm(*it->second, s, a, b, lane);
+      if (s.search) search_algorithm(*it->second, s, a, b, skinny, lane);
+    }
+    if (it->second->skinny() && skinny.fits()) {
+      cuda::skinny_gemm(skinny, m_sm_count, m_programmatic_launch, raw(lane));
+      return;
     }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
     if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
@@ -841,7 +861,7 @@ private:
   // capture sees it) and keeps the fastest; records the choice for the run file. At first use
   // only: the one host synchronisation of a shape.
   void search_algorithm(MatmulPlan& plan, const MatmulShape& s, const void* a, const void* b,
-                        Lane lane) {
+                        cuda::SkinnyGemm skinny, Lane lane) {
     constexpr int kWarmup = 2, kReps = 10;
     if (!m_capturing) RIDGELINE_CHECK(cudaStreamSynchronize(raw(lane)));
     if (!m_search_stream) m_search_stream = std::make_unique<Stream>(0);
@@ -873,14 +893,73 @@ private:
     for (size_t i = 0; i < us.size(); ++i)
       if (us[i] >= 0 && (us[best] < 0 || us[i] < us[best])) best = i;
     plan.choose(best);
-    char line[320];
-    std::snprintf(line, sizeof(line),
-                  "m=%lld n=%lld k=%lld %s: %s, %.2f us (heuristic's first: %.2f us; %zu "
-                  "candidates)",
-                  static_cast<long long>(s.n), static_cast<long long>(s.m),
-                  static_cast<long long>(s.k), s.ab_type == CUDA_R_16BF ? "bf16" : "fp16",
-                  plan.describe(best).c_str(), us[best], us[0], plan.candidates());
+    // The project's skinny kernel, timed the same way, where it takes the shape.
+    double skinny_us = -1.0;
+    if (skinny.fits()) {
+      skinny.c = c;
+      for (int r = 0; r < kWarmup; ++r)
+        cuda::skinny_gemm(skinny, m_sm_count, false, st);
+      RIDGELINE_CHECK(cudaEventRecord(start.get(), st));
+      for (int r = 0; r < kReps; ++r)
+        cuda::skinny_gemm(skinny, m_sm_count, false, st);
+      RIDGELINE_CHECK(cudaEventRecord(stop.get(), st));
+      RIDGELINE_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      RIDGELINE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      skinny_us = static_cast<double>(ms) * 1e3 / kReps;
+      if (us[best] < 0 || skinny_us < us[best]) plan.choose_skinny();
+    }
+    char line[480];
+    if (plan.skinny())
+      std::snprintf(line, sizeof(line),
+                    "%s: %s, %.2f us (cuBLASLt's best: %s, %.2f us; heuristic's first: %.2f us; "
+                    "%zu candidates)",
+                    shape_words(s).c_str(), skinny.describe(m_sm_count).c_str(), skinny_us,
+                    plan.describe(best).c_str(), us[best], us[0], plan.candidates());
+    else if (skinny_us >= 0)
+      std::snprintf(line, sizeof(line),
+                    "%s: %s, %.2f us (heuristic's first: %.2f us; %zu candidates; skinny kernel: "
+                    "%.2f us)",
+                    shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0],
+                    plan.candidates(), skinny_us);
+    else
+      std::snprintf(line, sizeof(line), "%s: %s, %.2f us (heuristic's first: %.2f us; %zu candidates)",
+                    shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0],
+                    plan.candidates());
     m_gemm_choices.emplace_back(line);
+  }
+
+  /// "m=.. n=.. k=.. dtype" in the row-major terms of gemm() (m: the activation rows).
+  static std::string shape_words(const MatmulShape& s) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "m=%lld n=%lld k=%lld %s", static_cast<long long>(s.n),
+                  static_cast<long long>(s.m), static_cast<long long>(s.k),
+                  s.ab_type == CUDA_R_16BF ? "bf16" : "fp16");
+    return text;
+  }
+
+  /// The skinny kernel's view of a cuBLASLt matmul: row-major c = a * w^T is column-major
+  /// D = op(A) B with A the weights, transposed, and B the activations. Its fits() is false for
+  /// every other matmul (a transposed activation, a batch, alpha or an accumulation, types that
+  /// differ, an SM limit it could not honour).
+  cuda::SkinnyGemm skinny_gemm_of(const MatmulShape& s, float alpha, const void* a, const void* b,
+                                  void* c) const {
+    cuda::SkinnyGemm p;
+    if (!s.trans_a || s.trans_b || s.batch != 1 || s.accumulate || alpha != 1.0f ||
+        s.ab_type != s.c_type || s.sms > 0)
+      return p; // m = 0: fits() is false
+    p.dtype = s.ab_type == CUDA_R_16BF ? DType::bf16 : DType::f16;
+    p.a = b;
+    p.lda = s.ldb;
+    p.w = a;
+    p.ldw = s.lda;
+    p.c = c;
+    p.ldc = s.ldc;
+    p.m = s.n;
+    p.n = s.m;
+    p.k = s.k;
+    if (s.ab_type != CUDA_R_16BF && s.ab_type != CUDA_R_16F) p.m = 0;
+    return p;
   }
 
   /// One head's columns of a rows-of-heads tensor, seen as row-major [per_seq, d] blocks (one
@@ -987,7 +1066,9 @@ private:
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
-  bool m_gemm_search = false;
+  GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
+  std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
+  bool m_programmatic_launch = false; ///< compute capability 9.0+: the skinny kernel overlaps
   std::vector<std::string> m_gemm_choices; ///< one line per searched shape, in search order
   std::unique_ptr<Stream> m_search_stream;
   DeviceBuffer m_search_ws, m_search_c;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/cuda_check.hpp"
 #include "models/backend.hpp"
@@ -149,6 +150,30 @@ void attention_fused_backward(const AttentionShape& shape, const Tensor& q, cons
 /// `sink` only when its XOR of the words hits one fixed pattern; the store keeps the loads alive.
 void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t bytes, uint4* sink,
                  cudaStream_t s);
+/// The skinny GEMM of decode (skinny_gemm_cuda.cu): c[m, n] = sum_k a[m, k] * w[n, k], the
+/// weights row-major [n, k] (Backend::gemm(a, w, c)), at most kMaxRows activation rows.
+struct SkinnyGemm {
+  static constexpr int64_t kMaxRows = 16;
+  DType dtype = DType::bf16; ///< of a, w and c
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  int64_t m = 0, n = 0, k = 0;
+  /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
+  /// 8 elements, a and w 16-byte aligned.
+  bool fits() const;
+  /// 8-column tiles per warp: the widest that still gives every SM two CTAs.
+  int tiles_per_warp(int sm_count) const;
+  /// The kernel configuration in words, for the record of GEMM choices.
+  std::string describe(int sm_count) const;
+};
+/// Launches the skinny GEMM (p.fits() must hold); `programmatic`: as a programmatic dependent
+/// launch (compute capability 9.0 and later), which lets it start while the kernel before ends.
+void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s);
+
 /// `count` launches of an empty <<<1, 1>>> kernel on `s` (the launch floor).
 void empty_kernels(int count, cudaStream_t s);
 

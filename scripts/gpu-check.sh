@@ -2,7 +2,7 @@
 # GPU checks and benchmarks on one GPU node, everything collected in OUTDIR:
 #   - build natively (MPI, HDF5, CLI11, GTest development files needed), or unpack a bundle
 #     made by scripts/bundle.sh (--bundle FILE) on nodes without them;
-#   - the `gpu` tests;
+#   - the `gpu` tests (GPU_CHECK_TESTS="test_a test_b" runs only those binaries);
 #   - layers: prefill and decode of the h=8192 reference layer at TP = 1, 2, 4 (decode eager
 #     and with --graphs), each beside the PyTorch-eager reference measured in the same job;
 #   - collectives: nccl-tests-style sweeps on 2 and 4 GPUs, NVLink and host transports, and the
@@ -24,9 +24,10 @@
 #   - train: forward + backward of one layer beside PyTorch-eager autograd, the pipeline
 #     schedules at PP2 and data parallelism at DP2 (two GPUs);
 #   - decode: the decode step of every preset layer at TP 1 with --graphs (batch 1-256, context
-#     1k-32k, cuBLASLt heuristic and searched GEMM algorithms), bytes per step against the copy
-#     roof (scripts/decode_roof_table.py), and a growing KV cache (--decode-steps);
-#     DECODE_ATTENTION=fused,cudnn runs each sweep with each implementation, taking turns;
+#     1k-32k, GEMMs by cuBLASLt's heuristic, by search and by the project's skinny kernel),
+#     bytes per step against the copy roof (scripts/decode_roof_table.py), and a growing KV
+#     cache (--decode-steps); DECODE_ATTENTION=fused,cudnn runs each sweep with each
+#     implementation, taking turns; DECODE_MODELS and DECODE_GEMM_ALGOS narrow them;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
@@ -106,10 +107,14 @@ timeout 60 "${mpirun[@]}" -np "$ngpu" "$ridgeline" env >"$out/logs/env.txt" 2>&1
 note "env: rc=$? ($ngpu GPUs, launcher $launcher)"
 
 section_tests() {
+  # GPU_CHECK_TESTS: a space-separated list of test binaries to run instead of all of them.
+  local only=${GPU_CHECK_TESTS:-}
   if [ -n "${build:-}" ]; then
-    (cd "$build" && ctest -L gpu --output-on-failure --timeout "$step_timeout") >"$out/logs/gpu-tests.log" 2>&1
+    (cd "$build" && ctest -L gpu ${only:+-R "^(${only// /|})\$"} --output-on-failure \
+      --timeout "$step_timeout") >"$out/logs/gpu-tests.log" 2>&1
   else
     for t in "$bin"/test_*; do
+      [ -z "$only" ] || [[ " $only " == *" $(basename "$t") "* ]] || continue
       case $(basename "$t") in
         test_cuda_backend | test_attention_cuda | test_train_cuda) timeout "$step_timeout" "$t" ;;
         *) timeout "$step_timeout" "${mpirun[@]}" -np 2 "$t" ;;
@@ -280,7 +285,7 @@ section_decode() {
   # The attention implementations take turns within each model, so that their sweeps of one
   # model run minutes apart, not a whole job apart.
   for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
-    for algo in ${DECODE_GEMM_ALGOS:-heuristic search}; do
+    for algo in ${DECODE_GEMM_ALGOS:-heuristic search skinny}; do
       for attention in ${DECODE_ATTENTION//,/ }; do
         local name=decode_sweep_${model}_$algo
         [ "$attention" = fused ] || name=${name}_$attention

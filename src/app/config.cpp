@@ -177,9 +177,12 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--gemm-algo", c.gemm_algo,
-                 "cuBLASLt algorithm of each GEMM: heuristic (its first choice) | search (GEMMs "
-                 "of at most 256 rows, decode's: time every candidate it offers, split-K ones "
-                 "among them, at the first call of each shape and keep the fastest)")
+                 "The kernel of each GEMM: heuristic (cuBLASLt's first choice) | search (GEMMs "
+                 "of at most 256 rows, decode's: time every candidate cuBLASLt offers, split-K "
+                 "ones among them, and the project's skinny kernel where it applies, at the "
+                 "first call of each shape, and keep the fastest) | skinny (the project's "
+                 "kernel for every GEMM of at most 16 rows against a weight matrix, cuBLASLt's "
+                 "first choice elsewhere)")
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--allreduce", c.allreduce,
@@ -459,9 +462,11 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
                   "nvidia-cudnn-cu13 and nvidia-cudnn-frontend, then build again)");
   }
   choice(c.check, "--check", {"auto", "on", "off"});
-  choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search"});
-  if (c.gemm_algo == "search" && c.backend != "cuda")
-    p.push_back("--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend");
+  choice(c.gemm_algo, "--gemm-algo", {"heuristic", "search", "skinny"});
+  if (c.gemm_algo != "heuristic" && c.backend != "cuda")
+    p.push_back("--gemm-algo " + c.gemm_algo +
+                " chooses among GPU kernels (cuBLASLt's and the project's): needs the cuda "
+                "backend");
   choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "twoshot", "auto"});
   if (c.allreduce == "auto") {
     struct stat st {};

@@ -455,7 +455,9 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
 
 Backend& point_backend(JobContext& job, const RunConfig& cfg) {
   Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
-  backend.set_gemm_search(cfg.gemm_algo == "search");
+  backend.set_gemm_algo(cfg.gemm_algo == "search"   ? GemmAlgo::search
+                        : cfg.gemm_algo == "skinny" ? GemmAlgo::skinny
+                                                    : GemmAlgo::heuristic);
   return backend;
 }
 
@@ -606,8 +608,9 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
         a.push_back(std::move(kv));
       // A growing cache: the check compared every decode step's output.
       if (cfg.decode_steps > 0) a.emplace_back("check_steps", workload.checked_steps());
-      // --gemm-algo search: every shape the job searched so far and the algorithm it kept.
-      if (cfg.gemm_algo == "search") {
+      // --gemm-algo search|skinny: every shape the job searched or gave to the skinny kernel so
+      // far and the kernel it kept.
+      if (cfg.gemm_algo != "heuristic") {
         std::string choices;
         for (const std::string& line : backend.gemm_choices())
           choices += (choices.empty() ? "" : "; ") + line;

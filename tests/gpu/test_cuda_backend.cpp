@@ -154,6 +154,72 @@ TEST_F(CudaVsHost, Gemm) {
   }
 }
 
+// --gemm-algo skinny: the project's kernel for at most 16 rows, at row counts on both sides of
+// its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks, padded
+// activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape it took is recorded once.
+TEST_F(CudaVsHost, SkinnyGemm) {
+  struct Case {
+    int64_t m, n, k, lda;
+    bool skinny;
+  };
+  m_gpu->set_gemm_algo(GemmAlgo::skinny);
+  size_t taken = 0;
+  for (const Case c : {Case{1, 96, 128, 0, true}, Case{5, 60, 40, 48, true},
+                       Case{8, 8, 8, 0, true}, Case{9, 131, 200, 0, true},
+                       Case{16, 4104, 4096, 4160, true}, Case{16, 1024, 14336, 0, true},
+                       Case{3, 10000, 264, 0, true}, Case{17, 64, 64, 0, false},
+                       Case{4, 64, 30, 0, false}}) {
+    Pair a = make(c.m, c.k, 1, 1.0f, c.lda);
+    Pair w = make(c.n, c.k, 2);
+    Pair out = zeros(c.m, c.n);
+    m_gpu->gemm(a.gpu, w.gpu, out.gpu);
+    m_gpu->gemm(a.gpu, w.gpu, out.gpu); // recorded once per shape
+    m_host->gemm(a.host, w.host, out.host);
+    const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                             " k=" + std::to_string(c.k);
+    expect_close(out, what.c_str());
+    taken += c.skinny ? 1 : 0;
+    ASSERT_EQ(m_gpu->gemm_choices().size(), taken) << what;
+    if (c.skinny) {
+      EXPECT_NE(m_gpu->gemm_choices().back().find(what + " bf16: skinny kernel"),
+                std::string::npos)
+          << m_gpu->gemm_choices().back();
+    }
+  }
+  m_gpu->set_gemm_algo(GemmAlgo::heuristic);
+}
+
+// The skinny kernel in fp16 against cuBLASLt's, and replayed from a graph (where it is a
+// programmatic dependent launch on compute capability 9.0) against its eager result.
+TEST(CudaBackend, SkinnyGemmHalfAndGraph) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_backend(0, DType::f16);
+  const int64_t m = 12, n = 3000, k = 2048;
+  Buffer a = gpu->allocate(m, k), w = gpu->allocate(n, k), c1 = gpu->allocate(m, n),
+         c2 = gpu->allocate(m, n), x = gpu->allocate(m, k);
+  const Tensor ta = a.view(m, k, DType::f16), tw = w.view(n, k, DType::f16),
+               tc1 = c1.view(m, n, DType::f16), tc2 = c2.view(m, n, DType::f16),
+               tx = x.view(m, k, DType::f16);
+  gpu->fill_random(ta, GenKey{5, 1, k, 1.0f}, 0, 0);
+  gpu->fill_random(tw, GenKey{5, 2, k, 0.05f}, 0, 0);
+  gpu->gemm(ta, tw, tc1);
+  gpu->set_gemm_algo(GemmAlgo::skinny);
+  gpu->gemm(ta, tw, tc2);
+  const std::vector<float> eager = gpu->to_host(tc2);
+  EXPECT_LT(relative_error(eager, gpu->to_host(tc1)), 1e-2);
+  // In the graph the GEMM follows a kernel that writes its input: it must wait for it.
+  gpu->fill_value(tx, 0.0f);
+  gpu->synchronize();
+  gpu->capture_begin(Lane::compute);
+  gpu->copy(ta, tx);
+  gpu->gemm(tx, tw, tc2);
+  const int graph = gpu->capture_end(Lane::compute);
+  gpu->fill_value(tc2, 0.0f);
+  for (int i = 0; i < 3; ++i)
+    gpu->replay(graph, Lane::compute);
+  EXPECT_EQ(gpu->to_host(tc2), eager);
+}
+
 TEST_F(CudaVsHost, ElementwiseAndNorms) {
   for (int64_t cols : {72, 45}) {
     const int64_t rows = 19;

@@ -139,7 +139,8 @@ TEST(DecodeSteps, GrowingCacheMatchesHostEagerAndGraphs) {
 }
 
 // --gemm-algo search: a skinny GEMM searched at first use (eagerly, and inside a capture)
-// computes what the heuristic's choice computes, and the choice is recorded once per shape.
+// computes what the heuristic's choice computes, and the choice is recorded once per shape. At
+// 16 rows the project's skinny kernel is one of the candidates; at 32 it is not.
 TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   auto gpu = make_cuda_backend(0, DType::bf16);
@@ -151,13 +152,21 @@ TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
   gpu->fill_random(tw, GenKey{3, 2, k, 0.05f}, 0, 0);
   gpu->gemm(ta, tw, c1.view(m, n, DType::bf16));
   const std::vector<float> heuristic = gpu->to_host(c1.view(m, n, DType::bf16));
-  gpu->set_gemm_search(true);
+  gpu->set_gemm_algo(GemmAlgo::search);
   gpu->gemm(ta, tw, c2.view(m, n, DType::bf16));
   gpu->gemm(ta, tw, c2.view(m, n, DType::bf16)); // cached: no second search
   EXPECT_LT(relative_error(gpu->to_host(c2.view(m, n, DType::bf16)), heuristic), 1e-2);
   ASSERT_EQ(gpu->gemm_choices().size(), 1u);
-  EXPECT_NE(gpu->gemm_choices()[0].find("m=16 n=3072 k=4096 bf16: algo "), std::string::npos)
-      << gpu->gemm_choices()[0];
+  // Either cuBLASLt's fastest candidate or, at 16 rows, the project's skinny kernel, each
+  // beside the other's time.
+  const std::string& choice = gpu->gemm_choices()[0];
+  EXPECT_TRUE(choice.rfind("m=16 n=3072 k=4096 bf16: algo ", 0) == 0 ||
+              choice.rfind("m=16 n=3072 k=4096 bf16: skinny kernel ", 0) == 0)
+      << choice;
+  EXPECT_NE(choice.find(choice.find(": algo ") != std::string::npos ? "skinny kernel: "
+                                                                     : "cuBLASLt's best: "),
+            std::string::npos)
+      << choice;
   // A shape first met inside a capture is searched beside it, then captured with its choice.
   const Tensor ta3 = a3.view(2 * m, k, DType::bf16), tc3 = c3.view(2 * m, n, DType::bf16);
   gpu->fill_random(ta3, GenKey{3, 3, k, 1.0f}, 0, 0);
@@ -168,12 +177,12 @@ TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
   gpu->fill_value(tc3, 0.0f);
   gpu->replay(graph, Lane::compute);
   const std::vector<float> replayed = gpu->to_host(tc3);
-  gpu->set_gemm_search(false);
+  gpu->set_gemm_algo(GemmAlgo::heuristic);
   gpu->gemm(ta3, tw, tc3);
   EXPECT_LT(relative_error(replayed, gpu->to_host(tc3)), 1e-2);
   EXPECT_EQ(gpu->gemm_choices().size(), 2u);
   // Wider than decode's 256 rows: the heuristic's choice, no search.
-  gpu->set_gemm_search(true);
+  gpu->set_gemm_algo(GemmAlgo::search);
   Buffer big_a = gpu->allocate(512, k), big_c = gpu->allocate(512, n);
   gpu->fill_value(big_a.view(512, k, DType::bf16), 0.5f);
   gpu->gemm(big_a.view(512, k, DType::bf16), tw, big_c.view(512, n, DType::bf16));

@@ -196,7 +196,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gemm_search_host",
                 {"--gemm-algo", "search"},
                 1,
-                "--gemm-algo search chooses among cuBLASLt's algorithms: needs the cuda backend"},
+                "--gemm-algo search chooses among GPU kernels (cuBLASLt's and the project's): "
+                "needs the cuda backend"},
+        BadCase{"gemm_skinny_host",
+                {"--gemm-algo", "skinny"},
+                1,
+                "--gemm-algo skinny chooses among GPU kernels (cuBLASLt's and the project's): "
+                "needs the cuda backend"},
         BadCase{"host_dtype", {"--dtype", "bf16"}, 1, "the host backend computes in fp32"},
         BadCase{"graphs_host", {"--graphs"}, 1, "--graphs needs the cuda backend"},
         BadCase{"cudnn_host",

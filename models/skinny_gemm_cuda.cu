@@ -1,0 +1,214 @@
+// The skinny GEMM of decode: c[m, n] = sum_k a[m, k] * w[n, k] for at most 16 activation rows
+// (a step's tokens) against a row-major weight matrix [n, k], at the HBM roof. The weights are
+// read once, in 16-byte streaming loads that skip L1; the activations (a few KiB) come from L2.
+//
+// Each warp computes 8 * NT output columns over a slice of k on tensor cores: one m16n8k16 MMA
+// takes the (at most 16) activation rows as its A tile and 8 weight rows as its B tile. A
+// thread's 16-byte load of a weight row holds 8 consecutive k; the reduction order over k is
+// free, so the k of a 32-wide chunk are permuted identically in A and B: a thread's 8 values
+// (k = 32 c + 8 t + 0..7) are the k pairs 2t and 2t + 8 of two MMAs, which is exactly where
+// the MMA's fragments want a thread's values. No shared memory or shuffles on the way in.
+// The 8 warps of a CTA take interleaved 32-wide chunks of k (one CTA reads 512 contiguous bytes
+// of each weight row per round) and add their partial sums through shared memory at the end.
+//
+// Launched as a programmatic dependent launch where the device has it: the CTAs start while the
+// kernel before them (a norm, the activation, the attention) finishes, pull their first weights
+// into L2, and wait for it only before reading the activations.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "models/cuda_common.cuh"
+#include "models/mma_sm80.cuh"
+
+namespace ridgeline {
+namespace cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kChunk = 32;   ///< k per round of a warp: two m16n8k16 MMAs
+constexpr int kInFlight = 8; ///< 16-byte weight loads a thread issues before it multiplies
+
+// The loads are volatile, like the MMAs, so that a round's loads all issue before its first
+// MMA: the compiler would otherwise move each next to its use and keep fewer bytes in flight.
+
+/// 16 bytes of streamed weights: read once, not kept in L1.
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+/// 16 bytes of activations, read by every CTA: kept in L1.
+__device__ __forceinline__ uint4 load_shared_input(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+/// Waits for the kernel this one was launched as a programmatic dependent of (a no-op
+/// otherwise): everything it wrote is visible after this.
+__device__ __forceinline__ void wait_for_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
+template <typename T, int NT, bool kTall>
+__global__ void __launch_bounds__(kWarps * 32)
+    skinny_gemm_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
+                       T* __restrict__ c, int64_t ldc, int m, int n, int k) {
+  constexpr int U = kInFlight / NT; // chunks per round of a warp
+  __shared__ float partial[kWarps][NT][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * NT * 8;
+  const int chunks = (k + kChunk - 1) / kChunk;
+
+  // Rows past n or m read the last row instead: their products land in columns or rows that
+  // are never stored, so the loads need no predicate. Only k past its end must read as zero.
+  const T* wrow[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    wrow[j] = w + static_cast<int64_t>(min(n0 + j * 8 + g, n - 1)) * ldw;
+  // The first round's weights do not depend on the kernel before: into L2 while it ends.
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int kk = (warp + u * kWarps) * kChunk + t * 8;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      if (kk < k) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wrow[j] + kk));
+  }
+  wait_for_primary();
+
+  const T* arow0 = a + static_cast<int64_t>(min(g, m - 1)) * lda;
+  const T* arow1 = a + static_cast<int64_t>(min(g + 8, m - 1)) * lda;
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  // One round: U chunks of this warp, all loads issued before the first MMA. `tail`: some of
+  // the round's k lie past the end (those read as zero).
+  auto round = [&](int c0, bool tail) {
+    uint4 wv[U][NT], av0[U], av1[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int kk = (c0 + u * kWarps) * kChunk + t * 8;
+      const bool in = !tail || kk < k;
+      const int at = in ? kk : 0;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        wv[u][j] = load_stream(wrow[j] + at);
+      av0[u] = load_shared_input(arow0 + at);
+      av1[u] = kTall ? load_shared_input(arow1 + at) : av0[u];
+      if (!in) av0[u] = av1[u] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t lo[4] = {av0[u].x, av1[u].x, av0[u].y, av1[u].y};
+      const uint32_t hi[4] = {av0[u].z, av1[u].z, av0[u].w, av1[u].w};
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_16816<T>(acc[j], lo, wv[u][j].x, wv[u][j].y);
+        mma_16816<T>(acc[j], hi, wv[u][j].z, wv[u][j].w);
+      }
+    }
+  };
+  // Rounds whose every chunk is whole, then at most one with a partial or missing chunk.
+  const int whole = k / kChunk;
+  int c0 = warp;
+  for (; c0 + (U - 1) * kWarps < whole; c0 += kWarps * U)
+    round(c0, false);
+  if (c0 < chunks) round(c0, true);
+
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      partial[warp][j][r][lane] = acc[j][r];
+  __syncthreads();
+  // Accumulator r of lane l: row l / 4 (+ 8 for r >= 2), column 2 (l % 4) + r % 2 of its tile.
+  for (int i = threadIdx.x; i < NT * 4 * 32; i += kWarps * 32) {
+    const int j = i / 128, r = (i / 32) % 4, l = i % 32;
+    const int row = (l >> 2) + (r >= 2 ? 8 : 0), col = n0 + j * 8 + 2 * (l & 3) + (r & 1);
+    if (row >= m || col >= n) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < kWarps; ++wp)
+      sum += partial[wp][j][r][l];
+    c[static_cast<int64_t>(row) * ldc + col] = from_float<T>(sum);
+  }
+}
+
+template <typename T, int NT, bool kTall>
+void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>((p.n + NT * 8 - 1) / (NT * 8)));
+  config.blockDim = dim3(kWarps * 32);
+  config.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic) {
+    config.attrs = &attr;
+    config.numAttrs = 1;
+  }
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, skinny_gemm_kernel<T, NT, kTall>,
+                                     static_cast<const T*>(p.a), p.lda,
+                                     static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
+                                     static_cast<int>(p.m), static_cast<int>(p.n),
+                                     static_cast<int>(p.k)));
+}
+
+template <typename T>
+void launch_tiles(const SkinnyGemm& p, int nt, bool programmatic, cudaStream_t s) {
+  const bool tall = p.m > 8;
+  if (nt == 4)
+    tall ? launch<T, 4, true>(p, programmatic, s) : launch<T, 4, false>(p, programmatic, s);
+  else if (nt == 2)
+    tall ? launch<T, 2, true>(p, programmatic, s) : launch<T, 2, false>(p, programmatic, s);
+  else
+    tall ? launch<T, 1, true>(p, programmatic, s) : launch<T, 1, false>(p, programmatic, s);
+}
+
+} // namespace
+
+bool SkinnyGemm::fits() const {
+  auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return (dtype == DType::bf16 || dtype == DType::f16) && m >= 1 && m <= kMaxRows && n >= 1 &&
+         k >= 1 && k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0 && ldc >= n && aligned16(a) &&
+         aligned16(w) && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30);
+}
+
+int SkinnyGemm::tiles_per_warp(int sm_count) const {
+  // The widest tiles (fewer activation reads per weight byte) that still give every SM two CTAs.
+  for (int nt : {4, 2})
+    if ((n + nt * 8 - 1) / (nt * 8) >= 2 * static_cast<int64_t>(sm_count)) return nt;
+  return 1;
+}
+
+std::string SkinnyGemm::describe(int sm_count) const {
+  const int nt = tiles_per_warp(sm_count);
+  char text[96];
+  std::snprintf(text, sizeof(text), "skinny kernel (%d columns per CTA, %lld CTAs)", nt * 8,
+                static_cast<long long>((n + nt * 8 - 1) / (nt * 8)));
+  return text;
+}
+
+void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s) {
+  RIDGELINE_REQUIRE(p.fits(), "skinny_gemm: shape, alignment or dtype it does not take");
+  const int nt = p.tiles_per_warp(sm_count);
+  if (p.dtype == DType::bf16)
+    launch_tiles<__nv_bfloat16>(p, nt, programmatic, s);
+  else
+    launch_tiles<__half>(p, nt, programmatic, s);
+}
+
+} // namespace cuda
+} // namespace ridgeline
