@@ -388,7 +388,9 @@ public:
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
     int major = 0;
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    m_programmatic_launch = major >= 9;
+    // RIDGELINE_SKINNY_PDL=0: the skinny GEMM as an ordinary launch (an A/B of the overlap).
+    const char* pdl = std::getenv("RIDGELINE_SKINNY_PDL");
+    m_programmatic_launch = major >= 9 && !(pdl != nullptr && std::string(pdl) == "0");
   }
 
   const char* name() const override { return "cuda"; }

@@ -310,6 +310,32 @@ section_decode() {
     --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none --graphs
 }
 
+# decode_gemm (also alone): the decode step of llama3-8b and llama3-70b at batch 1 and 16,
+# context 1024, --graphs, with each GEMM choice (heuristic, search, the skinny kernel as a
+# programmatic dependent launch and as an ordinary one), taking turns twice.
+section_decode_gemm() {
+  local roofs=$out/h5/roofs_decode.h5
+  if [ ! -f "$roofs" ]; then
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
+      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
+    note "roofs_decode: rc=$?"
+  fi
+  for turn in 1 2; do
+    for model in llama3-8b llama3-70b; do
+      for variant in heuristic search skinny skinny-nopdl; do
+        local name=decode_gemm_${model}_${variant}_$turn
+        RIDGELINE_SKINNY_PDL=$([ "$variant" = skinny-nopdl ] && echo 0 || echo 1) \
+          timeout "$step_timeout" "${mpirun[@]}" -np 1 -x RIDGELINE_SKINNY_PDL "$ridgeline" sweep \
+          --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
+          --phase decode --graphs --gemm-algo "${variant%-nopdl}" --tp 1 --batch 1,16 \
+          --context 1024 --warmup 5 --iters 50 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+        note "$name: rc=$? $(python3 "$repo/scripts/decode_roof_table.py" "$out/h5/$name.h5" |
+          awk '$3 ~ /^[0-9]+$/ {printf "b%s %s us %s; ", $3, $9, $12}')"
+      done
+    done
+  done
+}
+
 # allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). First a
 # table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
 # Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context

@@ -159,7 +159,7 @@ TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
   ASSERT_EQ(gpu->gemm_choices().size(), 1u);
   // Either cuBLASLt's fastest candidate or, at 16 rows, the project's skinny kernel, each
   // beside the other's time.
-  const std::string& choice = gpu->gemm_choices()[0];
+  const std::string choice = gpu->gemm_choices()[0];
   EXPECT_TRUE(choice.rfind("m=16 n=3072 k=4096 bf16: algo ", 0) == 0 ||
               choice.rfind("m=16 n=3072 k=4096 bf16: skinny kernel ", 0) == 0)
       << choice;
