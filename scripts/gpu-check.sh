@@ -312,7 +312,8 @@ section_decode() {
 
 # decode_gemm (also alone): the decode step of llama3-8b and llama3-70b at batch 1 and 16,
 # context 1024, --graphs, with each GEMM choice (heuristic, search, the skinny kernel as a
-# programmatic dependent launch and as an ordinary one), taking turns twice.
+# programmatic dependent launch and as an ordinary one), taking turns twice; and llama3-8b at
+# batch 1 eager with each choice, for the time of each op.
 section_decode_gemm() {
   local roofs=$out/h5/roofs_decode.h5
   if [ ! -f "$roofs" ]; then
@@ -332,6 +333,12 @@ section_decode_gemm() {
         note "$name: rc=$? $(python3 "$repo/scripts/decode_roof_table.py" "$out/h5/$name.h5" |
           awk '$3 ~ /^[0-9]+$/ {printf "b%s %s us %s; ", $3, $9, $12}')"
       done
+    done
+    # Eager, for each op's time (each carries its events' overhead, the same for every choice).
+    for variant in heuristic search skinny; do
+      run "decode_eager_llama3-8b_${variant}_$turn" 1 --config "$repo/models/llama3-8b.toml" \
+        --layers 1 --phase decode --batch 1 --context 1024 --gemm-algo "$variant" --warmup 5 \
+        --iters 50 --roofs "$roofs"
     done
   done
 }
