@@ -913,9 +913,11 @@ private:
   }
 
   // The median time in microseconds of `launch` (which returns false when it launched nothing:
-  // then -1) over a few runs after two warm-ups, each run after a write of twice the L2 cache
+  // then -1) over a few runs after two warm-ups, each run after a read of twice the L2 cache
   // outside its timed interval: a decode step reads each weight once, from HBM, and a GEMM
-  // timed back to back would find much of a small weight matrix still in L2.
+  // timed back to back would find much of a small weight matrix still in L2. A read, not a
+  // write: dirty lines left in L2 would be written back during the timed run, which a decode
+  // step's GEMMs (after other GEMMs' reads) do not pay.
   template <typename Launch> double time_cold(Launch&& launch, cudaStream_t st) {
     constexpr int kWarmup = 2, kReps = 9;
     for (int r = 0; r < kWarmup; ++r)
@@ -924,12 +926,14 @@ private:
       int l2 = 0;
       RIDGELINE_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, m_device));
       m_l2_flush = DeviceBuffer(2 * static_cast<size_t>(std::max(l2, 1 << 20)));
+      RIDGELINE_CHECK(cudaMemsetAsync(m_l2_flush.data(), 0, m_l2_flush.bytes(), st));
     }
     std::vector<Event> starts, stops;
     for (int r = 0; r < kReps; ++r) {
       starts.emplace_back(true);
       stops.emplace_back(true);
-      RIDGELINE_CHECK(cudaMemsetAsync(m_l2_flush.data(), r, m_l2_flush.bytes(), st));
+      cuda::memory_pass(MemoryPass::read, m_l2_flush.data(), nullptr, m_l2_flush.bytes(),
+                        static_cast<uint4*>(m_sink.data()), st);
       RIDGELINE_CHECK(cudaEventRecord(starts.back().get(), st));
       launch();
       RIDGELINE_CHECK(cudaEventRecord(stops.back().get(), st));
