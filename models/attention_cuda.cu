@@ -1217,6 +1217,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodeParams p) {
+  allow_dependents();
   constexpr int kChunks = D / 8;
   constexpr int kStageElems = kDecodeKeys * D; // one K (or V) step
   constexpr int kWarpBytes = decode_smem_bytes<D>() / kDecodeWarps;
@@ -1389,6 +1390,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
 template <typename T, int D>
 __global__ void decode_combine_kernel(const float* part_o, const float* part_ml, T* out,
                                       int64_t o_ld, int heads, int splits) {
+  allow_dependents();
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t slot0 = (static_cast<int64_t>(b) * heads + h) * splits;
   float mx = -INFINITY;

@@ -74,6 +74,17 @@ template <> __device__ __forceinline__ __half from_float(float v) {
   return __float2half_rn(v);
 }
 
+/// Lets a kernel launched after this one as a programmatic dependent (the skinny GEMM, see
+/// skinny_gemm()) start now, while this one runs: the dependent still waits for this kernel to
+/// complete before it reads anything this kernel wrote. A no-op before compute capability 9.0
+/// and where no dependent was launched that way. Called first by the kernels that precede
+/// decode's GEMMs (norms, element-wise maps, the decode attention).
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 /// Whether every row of `t` can be read in 16-byte vectors of 8 two-byte elements.
 inline bool rows_vectorisable(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0 && t.cols % 8 == 0;
@@ -165,7 +176,7 @@ struct SkinnyGemm {
   /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
   /// 8 elements, a and w 16-byte aligned.
   bool fits() const;
-  /// 8-column tiles per warp: the widest that still gives every SM two CTAs.
+  /// 8-column tiles per warp: one up to 8 rows, else two where that gives every SM two CTAs.
   int tiles_per_warp(int sm_count) const;
   /// The kernel configuration in words, for the record of GEMM choices.
   std::string describe(int sm_count) const;

@@ -111,6 +111,7 @@ struct Axpy {
 template <typename T, int V, typename F>
 __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy,
                            int64_t rows, int64_t cols, F f) {
+  allow_dependents();
   for_each_vector<V>(rows, cols, [&](int64_t r, int64_t c) {
     float va[V], vb[V], vy[V];
     load<T, V>(a + r * lda + c, va);
@@ -209,6 +210,7 @@ __device__ void row_statistics(const T* in, int64_t cols, float eps, float* shar
 template <typename T, int V, bool kLayer>
 __global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* beta, T* y,
                             int64_t ldy, int64_t cols, float eps) {
+  allow_dependents();
   __shared__ float shared[32];
   const T* in = x + blockIdx.x * ldx;
   T* out = y + blockIdx.x * ldy;
