@@ -176,7 +176,7 @@ struct SkinnyGemm {
   /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
   /// 8 elements, a and w 16-byte aligned.
   bool fits() const;
-  /// 8-column tiles per warp: one up to 8 rows, else two where that gives every SM two CTAs.
+  /// 8-column tiles per warp: the widest that still gives every SM two CTAs.
   int tiles_per_warp(int sm_count) const;
   /// The kernel configuration in words, for the record of GEMM choices.
   std::string describe(int sm_count) const;
