@@ -26,7 +26,8 @@ namespace cuda {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// PTX wrappers (sm_80+; the MMA is in mma_sm80.cuh): ldmatrix and asynchronous global -> shared copies.
+// PTX wrappers (sm_80+; the MMA is in mma_sm80.cuh): ldmatrix and asynchronous global -> shared
+// copies.
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -111,6 +111,11 @@ public:
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                           float eps) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& gamma, Tensor y, float eps) = 0;
+  /// The residual add fused with the norm after it: sum = x + r (the residual stream; may be
+  /// x), then y = norm(sum): layer norm with `beta`, RMS norm when beta.data is null. The
+  /// result equals add() then layer_norm() / rms_norm().
+  virtual void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
+                        const Tensor& beta, Tensor y, float eps) = 0;
   /// y = gelu(x) (tanh approximation).
   virtual void gelu(const Tensor& x, Tensor y) = 0;
   /// y = silu(gate) * up with gate = columns [0, f) and up = columns [f, 2f) of gate_up.

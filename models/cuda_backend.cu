@@ -552,6 +552,18 @@ public:
     cuda::norm(x, gamma, nullptr, y, eps, m_compute.get());
   }
 
+  void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
+                const Tensor& beta, Tensor y, float eps) override {
+    require_norm(x, gamma, y);
+    require_same(x, r);
+    require_same(x, sum);
+    if (beta.data != nullptr) {
+      require_dtype(beta);
+      RIDGELINE_REQUIRE(beta.elements() >= x.cols, "add_norm: beta shorter than a row");
+    }
+    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, m_compute.get(), &r, &sum);
+  }
+
   void gelu(const Tensor& x, Tensor y) override {
     require_same(x, y);
     cuda::map(cuda::MapOp::gelu, x, x, y, m_compute.get());
@@ -906,9 +918,9 @@ private:
                     shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0],
                     plan.candidates(), skinny_us);
     else
-      std::snprintf(line, sizeof(line), "%s: %s, %.2f us (heuristic's first: %.2f us, %zu candidates)",
-                    shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0],
-                    plan.candidates());
+      std::snprintf(
+          line, sizeof(line), "%s: %s, %.2f us (heuristic's first: %.2f us, %zu candidates)",
+          shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0], plan.candidates());
     m_gemm_choices.emplace_back(line);
   }
 
@@ -1088,7 +1100,7 @@ private:
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
-  bool m_programmatic_launch = false; ///< compute capability 9.0+: the skinny kernel overlaps
+  bool m_programmatic_launch = false;      ///< compute capability 9.0+: the skinny kernel overlaps
   std::vector<std::string> m_gemm_choices; ///< one line per searched shape, in search order
   std::unique_ptr<Stream> m_search_stream;
   DeviceBuffer m_search_ws, m_search_c, m_l2_flush;

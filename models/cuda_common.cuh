@@ -107,9 +107,11 @@ void fill_value(const Tensor& t, float value, cudaStream_t s);
 /// gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
 void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s,
          float alpha = 0.0f);
-/// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums.
+/// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With
+/// `residual` (and `sum`), the row normalised is x + residual, which is also stored in `sum`
+/// (may be x): the residual add fused with the norm after it.
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          cudaStream_t s);
+          cudaStream_t s, const Tensor* residual = nullptr, const Tensor* sum = nullptr);
 /// Layer norm backward when dbeta is non-null, RMS norm backward otherwise (see
 /// Backend::layer_norm_backward()): dx one block per row, dgamma/dbeta as fp32 partial column
 /// sums over chunks of rows in `scratch`, then summed per column into the dtype gradients.

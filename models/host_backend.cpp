@@ -194,6 +194,15 @@ public:
     }
   }
 
+  void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
+                const Tensor& beta, Tensor y, float eps) override {
+    add(x, r, sum, Lane::compute);
+    if (beta.data != nullptr)
+      layer_norm(sum, gamma, beta, y, eps);
+    else
+      rms_norm(sum, gamma, y, eps);
+  }
+
   void gelu(const Tensor& x, Tensor y) override {
     require_same_shape(x, y);
     constexpr float k = 0.7978845608028654f; // sqrt(2 / pi)

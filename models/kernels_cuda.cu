@@ -206,15 +206,33 @@ __device__ void row_statistics(const T* in, int64_t cols, float eps, float* shar
   inv = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
 }
 
-// One block per row: the row is read up to three times, the later passes from L1/L2.
-template <typename T, int V, bool kLayer>
-__global__ void norm_kernel(const T* x, int64_t ldx, const T* gamma, const T* beta, T* y,
-                            int64_t ldy, int64_t cols, float eps) {
+// One block per row: the row is read up to three times, the later passes from L1/L2. kAdd: the
+// row normalised is first x + r, stored rounded into `sum` (the residual stream) and read back
+// from there, so that the result is the unfused add's then norm's, bit for bit.
+template <typename T, int V, bool kLayer, bool kAdd>
+__global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T* sum, int64_t lds,
+                            const T* gamma, const T* beta, T* y, int64_t ldy, int64_t cols,
+                            float eps) {
   allow_dependents();
   __shared__ float shared[32];
   const T* in = x + blockIdx.x * ldx;
   T* out = y + blockIdx.x * ldy;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  if constexpr (kAdd) {
+    const T* add = r + blockIdx.x * ldr;
+    T* stream = sum + blockIdx.x * lds;
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float a[V], b[V];
+      load<T, V>(in + c, a);
+      load<T, V>(add + c, b);
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        a[j] += b[j];
+      store<T, V>(stream + c, a);
+    }
+    __syncthreads(); // the block's stores are visible to the block's loads below
+    in = stream;
+  }
   float mu = 0.0f, inv = 0.0f;
   row_statistics<T, V, kLayer>(in, cols, eps, shared, mu, inv);
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
@@ -612,13 +630,15 @@ void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream
 }
 
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          cudaStream_t s) {
+          cudaStream_t s, const Tensor* residual, const Tensor* sum) {
   if (x.rows == 0 || x.cols == 0) return;
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const bool vec = rows_vectorisable(x) && rows_vectorisable(y) &&
-                     reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0 &&
-                     (beta == nullptr || reinterpret_cast<uintptr_t>(beta->data) % 16 == 0);
+    const bool vec =
+        rows_vectorisable(x) && rows_vectorisable(y) &&
+        reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0 &&
+        (beta == nullptr || reinterpret_cast<uintptr_t>(beta->data) % 16 == 0) &&
+        (residual == nullptr || (rows_vectorisable(*residual) && rows_vectorisable(*sum)));
     // Enough threads to cover a row once with vectors, at most 1024.
     const int64_t want = (x.cols / (vec ? 8 : 1) + 31) / 32 * 32;
     const int threads = static_cast<int>(want < 64 ? 64 : (want > 1024 ? 1024 : want));
@@ -627,14 +647,21 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
     const T* pg = static_cast<const T*>(gamma.data);
     const T* pb = beta ? static_cast<const T*>(beta->data) : nullptr;
     T* py = static_cast<T*>(y.data);
-    if (beta != nullptr && vec)
-      norm_kernel<T, 8, true><<<grid, threads, 0, s>>>(px, x.ld, pg, pb, py, y.ld, x.cols, eps);
-    else if (beta != nullptr)
-      norm_kernel<T, 1, true><<<grid, threads, 0, s>>>(px, x.ld, pg, pb, py, y.ld, x.cols, eps);
-    else if (vec)
-      norm_kernel<T, 8, false><<<grid, threads, 0, s>>>(px, x.ld, pg, pb, py, y.ld, x.cols, eps);
+    const T* pr = residual ? static_cast<const T*>(residual->data) : nullptr;
+    T* ps = sum ? static_cast<T*>(sum->data) : nullptr;
+    const int64_t ldr = residual ? residual->ld : 0, lds = sum ? sum->ld : 0;
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, threads, 0, s>>>(px, x.ld, pr, ldr, ps, lds, pg, pb, py, y.ld, x.cols, eps);
+    };
+    const bool layer = beta != nullptr, add = residual != nullptr;
+    if (vec)
+      layer ? (add ? launch(norm_kernel<T, 8, true, true>) : launch(norm_kernel<T, 8, true, false>))
+            : (add ? launch(norm_kernel<T, 8, false, true>)
+                   : launch(norm_kernel<T, 8, false, false>));
     else
-      norm_kernel<T, 1, false><<<grid, threads, 0, s>>>(px, x.ld, pg, pb, py, y.ld, x.cols, eps);
+      layer ? (add ? launch(norm_kernel<T, 1, true, true>) : launch(norm_kernel<T, 1, true, false>))
+            : (add ? launch(norm_kernel<T, 1, false, true>)
+                   : launch(norm_kernel<T, 1, false, false>));
     RIDGELINE_CHECK(cudaGetLastError());
   });
 }

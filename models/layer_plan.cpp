@@ -78,8 +78,9 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   else if (s.tp > 1)
     ops.push_back(like(op::allreduce_mlp_bwd, op::allreduce_mlp, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::fc1_wgrad, op::fc1));
-  // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs.
-  ops.push_back(like(op::norm2_bwd, op::norm2, Pass::backward_input, 2.0, 1.5));
+  // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs. The second norm
+  // runs fused with the residual add in the forward; the first norm has its shape and cost.
+  ops.push_back(like(op::norm2_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
   ops.push_back(like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
   if (sp)
     ops.push_back(like(op::allgather_attn_bwd, op::allgather_attn, Pass::backward_input, 1.0, 1.0));
@@ -99,7 +100,8 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
     ops.push_back(like(op::allreduce_attn_bwd, op::allreduce_attn, Pass::backward_input, 1.0, 1.0));
   ops.push_back(wgrad(op::qkv_wgrad, op::qkv));
   ops.push_back(like(op::norm1_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
-  ops.push_back(like(op::residual1_bwd, op::residual1, Pass::backward_input, 1.0, 1.0));
+  // The first residual's add (fused into residual1_norm2 forward) costs what the second's does.
+  ops.push_back(like(op::residual1_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
   return ops;
 }
 

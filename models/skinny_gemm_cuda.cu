@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int j = 0; j < NT; ++j)
     wrow[j] = w + static_cast<int64_t>(min(n0 + j * 8 + g, n - 1)) * ldw;
-  // The first round's weights do not depend on the kernel before: into L2 while it ends.
+    // The first round's weights do not depend on the kernel before: into L2 while it ends.
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int kk = (warp + u * kWarps) * kChunk + t * 8;
@@ -160,10 +160,9 @@ void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
     config.numAttrs = 1;
   }
   RIDGELINE_CHECK(cudaLaunchKernelEx(&config, skinny_gemm_kernel<T, NT, kTall>,
-                                     static_cast<const T*>(p.a), p.lda,
-                                     static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
-                                     static_cast<int>(p.m), static_cast<int>(p.n),
-                                     static_cast<int>(p.k)));
+                                     static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w),
+                                     p.ldw, static_cast<T*>(p.c), p.ldc, static_cast<int>(p.m),
+                                     static_cast<int>(p.n), static_cast<int>(p.k)));
 }
 
 template <typename T>

@@ -108,9 +108,10 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   ops.push_back(gemm_op(op::proj, t, h, q_cols, e));
   if (tp_comm) ops.push_back(all_reduce(op::allreduce_attn));
   if (sp) ops.push_back(scatter(op::reducescatter_attn));
-  ops.push_back(
-      make(op::residual1, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
-  ops.push_back(make(op::norm2, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  // The residual add fused with the second norm: reads the stream and the branch, writes the
+  // new stream and the norm's output (the norm's re-reads of the new row hit L1/L2).
+  ops.push_back(make(op::residual1_norm2, OpKind::norm, Lane::compute, ts * h + norm_flops,
+                     4.0 * ts * h * e + 2.0 * h * e, 0));
   if (sp) ops.push_back(gather(op::allgather_mlp));
   const double fc1_cols = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
   ops.push_back(gemm_op(op::fc1, t, fc1_cols, h, e));

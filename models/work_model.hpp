@@ -39,6 +39,9 @@ inline constexpr const char* proj = "proj_gemm";
 inline constexpr const char* allreduce_attn = "allreduce_attn";
 inline constexpr const char* residual1 = "residual1";
 inline constexpr const char* norm2 = "norm2";
+/// The attention branch's residual add fused with the second norm (one kernel): what the
+/// forward runs in place of residual1 then norm2.
+inline constexpr const char* residual1_norm2 = "residual1_norm2";
 inline constexpr const char* fc1 = "fc1_gemm";
 inline constexpr const char* act = "activation";
 inline constexpr const char* fc2 = "fc2_gemm";

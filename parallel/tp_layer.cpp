@@ -20,8 +20,7 @@ enum Slot {
   s_proj,
   s_ar_attn,
   s_rs_attn,
-  s_res1,
-  s_norm2,
+  s_res1_norm2,
   s_ag_mlp,
   s_fc1,
   s_act,
@@ -40,8 +39,7 @@ const char* const kSlotNames[s_count] = {op::norm1,
                                          op::proj,
                                          op::allreduce_attn,
                                          op::reducescatter_attn,
-                                         op::residual1,
-                                         op::norm2,
+                                         op::residual1_norm2,
                                          op::allgather_mlp,
                                          op::fc1,
                                          op::act,
@@ -484,12 +482,15 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   wait_comm(rec, fence);
   const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
                               : part_rows(m_proj_buf.view(m_tokens, h, dt), part);
-  if (computing()) {
-    const ScopedOp op = compute_op(rec, s_res1, layer, share);
-    m_backend.add(part_stream(x, part), reduced, part_stream(y, part));
-  }
   const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
-  norm(rec, s_norm2, layer, part_stream(y, part), w.ln2_gamma, w.ln2_beta, part_stream(ln, part));
+  if (computing()) {
+    // y = x + the attention branch, and its norm, in one kernel.
+    const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
+    const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
+    m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
+                       w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
+                       static_cast<float>(m.norm_eps));
+  }
   const bool swiglu = m.mlp == MlpKind::swiglu;
   const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);

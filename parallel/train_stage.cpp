@@ -19,8 +19,7 @@ enum TrainOp {
   t_attention,
   t_proj,
   t_ar_attn,
-  t_res1,
-  t_norm2,
+  t_res1_norm2,
   t_fc1,
   t_act,
   t_fc2,
@@ -60,8 +59,7 @@ const char* const kTrainOpNames[t_count] = {op::norm1,
                                             op::attention,
                                             op::proj,
                                             op::allreduce_attn,
-                                            op::residual1,
-                                            op::norm2,
+                                            op::residual1_norm2,
                                             op::fc1,
                                             op::act,
                                             op::fc2,
@@ -418,10 +416,12 @@ void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor
     tp_all_reduce(rec, t_ar_attn, layer, proj);
   wait_tp(rec);
   {
-    const ScopedOp scope = op_scope(rec, t_res1, layer);
-    m_backend.add(a.x, sp ? rs_rows : proj, a.y1);
+    // y1 = x + the attention branch, and its norm, in one kernel.
+    const ScopedOp scope = op_scope(rec, t_res1_norm2, layer);
+    const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
+    m_backend.add_norm(a.x, sp ? rs_rows : proj, a.y1, w.ln2_gamma.view(1, h, dt), beta,
+                       sp ? ln_rows : a.ln2, eps);
   }
-  norm(t_norm2, a.y1, w.ln2_gamma, w.ln2_beta, sp ? ln_rows : a.ln2);
   if (sp) {
     tp_all_gather(rec, t_ag_mlp, layer, ln_rows, a.ln2);
     wait_tp(rec);

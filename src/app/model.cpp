@@ -285,13 +285,29 @@ void print_validation_point(std::ostream& out, const std::string& label, double 
                 "predicted us", "error", "ceiling", "efficiency");
   out << line;
   for (const OpPrediction& p : s.ops) {
-    double m = 0;
+    double m = -1;
     for (const OpAggregate& a : summary.ops)
       if (a.name == p.name) m = a.per_step_p50_ns;
     const double pred = p.time_ns * p.instances;
-    std::snprintf(line, sizeof(line), "  %-20s %12.2f %12.2f %+7.1f%%  %-12s %.3f\n",
-                  p.name.c_str(), m / 1e3, pred / 1e3, m > 0 ? 100.0 * (pred - m) / m : 0.0,
-                  ceiling_name(p.ceiling), p.efficiency);
+    // An op the file does not have (a file of another version's ops): no measured time.
+    if (m < 0)
+      std::snprintf(line, sizeof(line), "  %-20s %12s %12.2f %8s  %-12s %.3f\n", p.name.c_str(),
+                    "absent", pred / 1e3, "-", ceiling_name(p.ceiling), p.efficiency);
+    else
+      std::snprintf(line, sizeof(line), "  %-20s %12.2f %12.2f %+7.1f%%  %-12s %.3f\n",
+                    p.name.c_str(), m / 1e3, pred / 1e3, m > 0 ? 100.0 * (pred - m) / m : 0.0,
+                    ceiling_name(p.ceiling), p.efficiency);
+    out << line;
+  }
+  // Measured ops the model no longer predicts by that name (e.g. residual1 and norm2 of files
+  // from before the fused residual1_norm2): their time is in the step, not in any op row.
+  for (const OpAggregate& a : summary.ops) {
+    bool predicted = false;
+    for (const OpPrediction& p : s.ops)
+      predicted = predicted || p.name == a.name;
+    if (predicted || a.per_step_p50_ns <= 0) continue;
+    std::snprintf(line, sizeof(line), "  %-20s %12.2f %12s %8s  (not an op of this version)\n",
+                  a.name.c_str(), a.per_step_p50_ns / 1e3, "-", "-");
     out << line;
   }
 }

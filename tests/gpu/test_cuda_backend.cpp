@@ -164,25 +164,23 @@ TEST_F(CudaVsHost, SkinnyGemm) {
   };
   m_gpu->set_gemm_algo(GemmAlgo::skinny);
   size_t taken = 0;
-  for (const Case c : {Case{1, 96, 128, 0, true}, Case{5, 60, 40, 48, true},
-                       Case{8, 8, 8, 0, true}, Case{9, 131, 200, 0, true},
-                       Case{16, 4104, 4096, 4160, true}, Case{16, 1024, 14336, 0, true},
-                       Case{3, 10000, 264, 0, true}, Case{17, 64, 64, 0, false},
-                       Case{4, 64, 30, 0, false}}) {
+  for (const Case c : {Case{1, 96, 128, 0, true}, Case{5, 60, 40, 48, true}, Case{8, 8, 8, 0, true},
+                       Case{9, 131, 200, 0, true}, Case{16, 4104, 4096, 4160, true},
+                       Case{16, 1024, 14336, 0, true}, Case{3, 10000, 264, 0, true},
+                       Case{17, 64, 64, 0, false}, Case{4, 64, 30, 0, false}}) {
     Pair a = make(c.m, c.k, 1, 1.0f, c.lda);
     Pair w = make(c.n, c.k, 2);
     Pair out = zeros(c.m, c.n);
     m_gpu->gemm(a.gpu, w.gpu, out.gpu);
     m_gpu->gemm(a.gpu, w.gpu, out.gpu); // recorded once per shape
     m_host->gemm(a.host, w.host, out.host);
-    const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-                             " k=" + std::to_string(c.k);
+    const std::string what =
+        "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
     expect_close(out, what.c_str());
     taken += c.skinny ? 1 : 0;
     ASSERT_EQ(m_gpu->gemm_choices().size(), taken) << what;
     if (c.skinny) {
-      EXPECT_NE(m_gpu->gemm_choices().back().find(what + " bf16: skinny kernel"),
-                std::string::npos)
+      EXPECT_NE(m_gpu->gemm_choices().back().find(what + " bf16: skinny kernel"), std::string::npos)
           << m_gpu->gemm_choices().back();
     }
   }
@@ -218,6 +216,34 @@ TEST(CudaBackend, SkinnyGemmHalfAndGraph) {
   for (int i = 0; i < 3; ++i)
     gpu->replay(graph, Lane::compute);
   EXPECT_EQ(gpu->to_host(tc2), eager);
+}
+
+// The residual add fused with the norm: bit for bit the unfused add then norm on the GPU (both
+// norms, vectorised and scalar rows, the sum written in place over x), and close to the host's.
+TEST_F(CudaVsHost, AddNormIsAddThenNorm) {
+  for (int64_t cols : {72, 45})
+    for (bool layer : {true, false})
+      for (bool in_place : {false, true}) {
+        const int64_t rows = 7;
+        Pair x = make(rows, cols, 30, 2.0f), r = make(rows, cols, 31, 1.0f);
+        Pair gamma = make(1, cols, 32, 1.0f), beta = make(1, cols, 33, 0.5f);
+        Pair sum = zeros(rows, cols), y = zeros(rows, cols);
+        Pair sum2 = zeros(rows, cols), y2 = zeros(rows, cols);
+        const Tensor gb = layer ? beta.gpu : Tensor{}, hb = layer ? beta.host : Tensor{};
+        m_gpu->add(x.gpu, r.gpu, sum2.gpu);
+        if (layer)
+          m_gpu->layer_norm(sum2.gpu, gamma.gpu, beta.gpu, y2.gpu, 1e-5f);
+        else
+          m_gpu->rms_norm(sum2.gpu, gamma.gpu, y2.gpu, 1e-5f);
+        const Pair& s = in_place ? x : sum;
+        m_gpu->add_norm(x.gpu, r.gpu, s.gpu, gamma.gpu, gb, y.gpu, 1e-5f);
+        m_host->add_norm(x.host, r.host, s.host, gamma.host, hb, y.host, 1e-5f);
+        const std::string what = "cols " + std::to_string(cols) + (layer ? " layer" : " rms") +
+                                 (in_place ? " in place" : "");
+        EXPECT_EQ(m_gpu->to_host(s.gpu), m_gpu->to_host(sum2.gpu)) << what;
+        EXPECT_EQ(m_gpu->to_host(y.gpu), m_gpu->to_host(y2.gpu)) << what;
+        expect_close(y, what.c_str());
+      }
 }
 
 TEST_F(CudaVsHost, ElementwiseAndNorms) {

@@ -164,7 +164,7 @@ TEST(GemmSearch, MatchesTheHeuristicAndRecordsTheChoice) {
               choice.rfind("m=16 n=3072 k=4096 bf16: skinny kernel ", 0) == 0)
       << choice;
   EXPECT_NE(choice.find(choice.find(": algo ") != std::string::npos ? "skinny kernel: "
-                                                                     : "cuBLASLt's best: "),
+                                                                    : "cuBLASLt's best: "),
             std::string::npos)
       << choice;
   // A shape first met inside a capture is searched beside it, then captured with its choice.
