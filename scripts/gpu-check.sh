@@ -310,6 +310,24 @@ section_decode() {
     --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none --graphs
 }
 
+# pipeline (also alone; two GPUs): every schedule at PP2 on the small model, train and prefill,
+# each checked against one rank (--check on), under ridgeline's own --timeout so that a hang
+# ends with its message.
+section_pipeline() {
+  [ "$ngpu" -ge 2 ] || { note "pipeline: skipped (needs 2 GPUs, $ngpu here)"; return; }
+  for phase in train prefill; do
+    for schedule in gpipe 1f1b interleaved:2 zb-h1; do
+      [ "$phase" = prefill ] && [ "$schedule" = zb-h1 ] && continue
+      local name=pipeline_small_${phase}_${schedule%%:*}
+      timeout 45 "${mpirun[@]}" -np 2 "$ridgeline" run --config "$repo/models/tiny.toml" \
+        --layers 4 --seq 128 --batch 4 --microbatches 4 --pp 2 --schedule "$schedule" \
+        --phase "$phase" --check on --warmup 1 --iters 3 --roofs none --timeout 30 \
+        --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+      note "$name: rc=$? $(grep -E '^check:|timed out|timeout' "$out/logs/$name.log" | head -1)"
+    done
+  done
+}
+
 # decode_gemm (also alone): the decode step of llama3-8b and llama3-70b at batch 1 and 16,
 # context 1024, --graphs, with each GEMM choice (heuristic, search, the skinny kernel as a
 # programmatic dependent launch and as an ordinary one), taking turns twice; and llama3-8b at
