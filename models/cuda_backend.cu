@@ -1131,6 +1131,10 @@ int cuda_device_count() {
   return count;
 }
 
+void use_cuda_device(int device) {
+  RIDGELINE_CHECK(cudaSetDevice(device));
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int device, DType dtype, bool comm_priority) {
   if (dtype != DType::bf16 && dtype != DType::f16)
     throw UsageError(std::string("the cuda backend stores bf16 or fp16, not ") + dtype_name(dtype));

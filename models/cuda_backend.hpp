@@ -16,6 +16,10 @@ namespace ridgeline {
 /// Number of visible CUDA devices (0 without a CUDA build, a driver or a device).
 int cuda_device_count();
 
+/// Makes `device` the calling thread's current CUDA device (what NCCL binds a communicator to);
+/// throws without a CUDA build.
+void use_cuda_device(int device);
+
 /// Creates the CUDA backend on `device` (made current for the calling thread) storing
 /// activations and weights as `dtype` (bf16 or fp16; anything else throws UsageError). The
 /// comm lane's stream gets the device's greatest priority unless `comm_priority` is false.

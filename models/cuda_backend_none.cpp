@@ -8,6 +8,10 @@ int cuda_device_count() {
   return 0;
 }
 
+void use_cuda_device(int) {
+  throw UsageError("this ridgeline was built without CUDA");
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int, DType, bool) {
   throw UsageError("this ridgeline was built without CUDA");
 }
