@@ -310,7 +310,8 @@ section_decode() {
     --tp 2 --batch 16 --context 1000 --decode-steps 65 --warmup 2 --check on --roofs none --graphs
 }
 
-# pipeline (also alone; two GPUs): every schedule at PP2 on the small model, train and prefill,
+# pipeline (also alone; two GPUs): every schedule at PP2 on the small model (head dim 32: naive
+# attention), train and prefill,
 # each checked against one rank (--check on), under ridgeline's own --timeout so that a hang
 # ends with its message.
 section_pipeline() {
@@ -321,7 +322,7 @@ section_pipeline() {
       local name=pipeline_small_${phase}_${schedule%%:*}
       timeout 45 "${mpirun[@]}" -np 2 "$ridgeline" run --config "$repo/models/tiny.toml" \
         --layers 4 --seq 128 --batch 4 --microbatches 4 --pp 2 --schedule "$schedule" \
-        --phase "$phase" --check on --warmup 1 --iters 3 --roofs none --timeout 30 \
+        --phase "$phase" --attention naive --check on --warmup 1 --iters 3 --roofs none --timeout 30 \
         --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
       note "$name: rc=$? $(grep -E '^check:|timed out|timeout' "$out/logs/$name.log" | head -1)"
     done
