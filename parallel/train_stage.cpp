@@ -235,30 +235,44 @@ TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {
     live = std::move(pool.back());
     pool.pop_back();
   } else {
-    // A new activation set: the layers' saved tensors (only each layer's input under
-    // recompute) and the chunk's boundary tensors.
-    const size_t before = m_allocated;
-    live = std::make_unique<Slot>();
-    const DType dt = m_backend.dtype();
-    const int64_t ts = m_geo.stream_tokens, h = m_geo.hidden;
-    const int64_t count = m_spec.chunks[static_cast<size_t>(chunk)].second;
-    live->layers.resize(static_cast<size_t>(count));
-    for (LayerActs& a : live->layers) {
-      a.x_buf = alloc(ts, h);
-      a.x = a.x_buf.view(ts, h, dt);
-      if (!m_spec.recompute) allocate_saved(a);
-    }
-    live->out_buf = alloc(ts, h);
-    live->grad_in_buf = alloc(ts, h);
-    live->grad_out_buf = alloc(ts, h);
-    live->out = live->out_buf.view(ts, h, dt);
-    live->grad_in = live->grad_in_buf.view(ts, h, dt);
-    live->grad_out = live->grad_out_buf.view(ts, h, dt);
-    live->bytes = m_allocated - before;
+    live = new_slot(chunk);
   }
   m_live_bytes += live->bytes;
   m_peak_bytes = std::max(m_peak_bytes, m_live_bytes);
   return *live;
+}
+
+// A new activation set: the layers' saved tensors (only each layer's input under recompute) and
+// the chunk's boundary tensors.
+std::unique_ptr<TrainStage::Slot> TrainStage::new_slot(int chunk) {
+  const size_t before = m_allocated;
+  auto s = std::make_unique<Slot>();
+  const DType dt = m_backend.dtype();
+  const int64_t ts = m_geo.stream_tokens, h = m_geo.hidden;
+  const int64_t count = m_spec.chunks[static_cast<size_t>(chunk)].second;
+  s->layers.resize(static_cast<size_t>(count));
+  for (LayerActs& a : s->layers) {
+    a.x_buf = alloc(ts, h);
+    a.x = a.x_buf.view(ts, h, dt);
+    if (!m_spec.recompute) allocate_saved(a);
+  }
+  s->out_buf = alloc(ts, h);
+  s->grad_in_buf = alloc(ts, h);
+  s->grad_out_buf = alloc(ts, h);
+  s->out = s->out_buf.view(ts, h, dt);
+  s->grad_in = s->grad_in_buf.view(ts, h, dt);
+  s->grad_out = s->grad_out_buf.view(ts, h, dt);
+  s->bytes = m_allocated - before;
+  return s;
+}
+
+void TrainStage::reserve(int chunk, int sets) {
+  auto& pool = m_free[static_cast<size_t>(chunk)];
+  int held = static_cast<int>(pool.size());
+  for (const auto& kv : m_live)
+    held += kv.first.second == chunk ? 1 : 0;
+  for (; held < sets; ++held)
+    pool.push_back(new_slot(chunk));
 }
 
 void TrainStage::release(int microbatch, int chunk) {

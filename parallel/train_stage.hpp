@@ -92,6 +92,10 @@ public:
   /// Frees the activations of (microbatch, chunk) for a later microbatch, once its backward
   /// (or its backward_weight) ran and its gradient was sent.
   void release(int microbatch, int chunk);
+  /// Allocates activation sets of `chunk` until it holds `sets` (live and free): what a
+  /// schedule takes at once, allocated before the first iteration, since an allocation inside
+  /// one serialises the device behind the transfers in flight.
+  void reserve(int chunk, int sets);
   /// Switches the attention implementation and where TP collectives run (weights stay).
   void set_variant(AttentionImpl attention, bool async_comm);
   /// The most bytes of microbatch activation sets alive at once so far (with the gradients
@@ -110,6 +114,7 @@ private:
   struct Slot;
   struct Scratch;
   Slot& slot(int microbatch, int chunk);
+  std::unique_ptr<Slot> new_slot(int chunk);
   LayerActs& recompute_acts();
   // Allocates what a layer's forward saves for its backward (all but its input).
   void allocate_saved(LayerActs& a);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "app/attribution.hpp"
 #include "app/summary.hpp"
@@ -97,6 +98,13 @@ public:
     m_stage_index = gc.pp_rank;
     m_mbs = static_cast<int>(cfg.microbatches);
     m_program = stage_program(schedule, gc.pp_rank, cfg.pp, m_mbs, train);
+    // Every activation set the program holds at once, allocated now: a device allocation
+    // inside an iteration serialises the GPU behind the NCCL transfers in flight, and with
+    // transfers larger than NCCL's buffers (each waits for its peer) GPipe and zb-h1 stalled
+    // on two GPUs in their first iteration.
+    const std::vector<int> sets = sets_per_chunk(m_program, stage.chunks(), train);
+    for (int c = 0; c < stage.chunks(); ++c)
+      stage.reserve(c, sets[static_cast<size_t>(c)]);
     m_exchange_id = ops.intern(op::pp_exchange, OpKind::p2p);
     m_flush_id = ops.intern(op::pp_flush, OpKind::collective);
     // The first virtual stage's inputs and the last one's loss gradients, one per microbatch,
@@ -209,6 +217,37 @@ public:
   const std::vector<std::vector<float>>& input_grads() const { return m_input_grads; }
 
 private:
+  // The most activation sets of each chunk that step() holds at once with this program: a set
+  // is taken by the first transfer or action of its (microbatch, chunk) and given back after
+  // the exchange that follows its last action (forward in prefill, backward or backward_weight
+  // in training), as step() does.
+  static std::vector<int> sets_per_chunk(const std::vector<Step>& program, int chunks, bool train) {
+    std::vector<int> live(static_cast<size_t>(chunks), 0), peak(live);
+    std::set<std::pair<int, int>> held;
+    std::vector<std::pair<int, int>> finished;
+    auto take = [&](int mb, int chunk) {
+      if (!held.insert({mb, chunk}).second) return;
+      int& n = live[static_cast<size_t>(chunk)];
+      peak[static_cast<size_t>(chunk)] = std::max(peak[static_cast<size_t>(chunk)], ++n);
+    };
+    for (const Step& st : program) {
+      if (!st.exchange.empty()) {
+        for (const Transfer& x : st.exchange)
+          take(x.microbatch, x.chunk);
+        for (const auto& f : finished)
+          if (held.erase(f) > 0) --live[static_cast<size_t>(f.second)];
+        finished.clear();
+        continue;
+      }
+      const Action& a = *st.action;
+      take(a.microbatch, a.chunk);
+      if ((!train && a.kind == ActionKind::forward) || a.kind == ActionKind::backward ||
+          a.kind == ActionKind::backward_weight)
+        finished.emplace_back(a.microbatch, a.chunk);
+    }
+    return peak;
+  }
+
   // One exchange: its transfers posted together (a group), then completed; recorded as one p2p
   // op whose time is what the stage waited for its peers.
   void exchange(Recorder& rec, const std::vector<Transfer>& transfers) {
