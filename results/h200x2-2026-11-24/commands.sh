@@ -8,3 +8,5 @@ GPU_CHECK_STEP_TIMEOUT=150 \
   scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only tests,allreduce
 # train/ (the job was stopped at 575 s)
 GPU_CHECK_STEP_TIMEOUT=120 scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only train
+# pipeline/ (binary of commit 63d3211's tree; the section as of commit 9e040b6)
+scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only pipeline
