@@ -28,8 +28,12 @@
 #     bytes per step against the copy roof (scripts/decode_roof_table.py), and a growing KV
 #     cache (--decode-steps); DECODE_ATTENTION=fused,cudnn runs each sweep with each
 #     implementation, taking turns; DECODE_MODELS and DECODE_GEMM_ALGOS narrow them;
+#   - decode_gemm (also alone): decode steps with each GEMM choice (heuristic, search, the skinny
+#     kernel with and without its programmatic launch), taking turns, and eager per-op runs;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
+#   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
+#     small model, and the preset layer's GPipe and zb-h1 under --timeout;
 # and prints a summary table last. Sections run in the order of --only (default: all but graphs).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
