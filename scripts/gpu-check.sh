@@ -34,7 +34,8 @@
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
-# and prints a summary table last. Sections run in the order of --only (default: all but graphs).
+# and prints a summary table last. Sections run in the order of --only (default:
+# tests,layers,collectives,overlap,extras).
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
