@@ -978,7 +978,7 @@ private:
                                   void* c) const {
     cuda::SkinnyGemm p;
     if (!s.trans_a || s.trans_b || s.batch != 1 || s.accumulate || alpha != 1.0f ||
-        s.ab_type != s.c_type || s.sms > 0)
+        s.ab_type != s.c_type || (s.ab_type != CUDA_R_16BF && s.ab_type != CUDA_R_16F) || s.sms > 0)
       return p; // m = 0: fits() is false
     p.dtype = s.ab_type == CUDA_R_16BF ? DType::bf16 : DType::f16;
     p.a = b;
@@ -990,7 +990,6 @@ private:
     p.m = s.n;
     p.n = s.m;
     p.k = s.k;
-    if (s.ab_type != CUDA_R_16BF && s.ab_type != CUDA_R_16F) p.m = 0;
     return p;
   }
 

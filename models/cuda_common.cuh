@@ -85,6 +85,14 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+/// Waits for the kernel this one was launched as a programmatic dependent of (a no-op
+/// otherwise): everything it wrote is visible after this.
+__device__ __forceinline__ void wait_for_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 /// Whether every row of `t` can be read in 16-byte vectors of 8 two-byte elements.
 inline bool rows_vectorisable(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0 && t.cols % 8 == 0;

@@ -49,14 +49,6 @@ __device__ __forceinline__ uint4 load_shared_input(const void* p) {
   return v;
 }
 
-/// Waits for the kernel this one was launched as a programmatic dependent of (a no-op
-/// otherwise): everything it wrote is visible after this.
-__device__ __forceinline__ void wait_for_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 /// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
 template <typename T, int NT, bool kTall>
 __global__ void __launch_bounds__(kWarps * 32)

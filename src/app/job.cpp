@@ -64,6 +64,12 @@ JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool all
   GpuBindingResult bound = bind_gpu(mpi(), m_cuda, allow_shared_gpu);
   m_binding = bound.binding;
   m_placement_problems = std::move(bound.problems);
+  // The bound GPU is current from here on: NCCL binds a communicator, and the custom
+  // all-reduce its peer buffers, to the current device, and a job may create them before its
+  // backend (which would also make it current). Without this, a run whose roofs were not
+  // measured in the job (--roofs none or FILE) created its communicators on device 0 on every
+  // rank, which NCCL refuses on a node of several GPUs ("Duplicate GPU detected").
+  if (m_cuda && m_binding.device >= 0) use_cuda_device(m_binding.device);
 }
 
 JobContext::~JobContext() {
@@ -107,9 +113,6 @@ GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
       m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, all_reduce.algo,
                all_reduce.algo == "nccl" ? 0 : all_reduce.max_bytes, all_reduce.table_path}];
   if (!g.grid) {
-    // The custom all-reduce's peer buffers, like NCCL's communicators, live on the current
-    // device: this rank's GPU (see make_communicator()).
-    if (m_cuda && m_binding.device >= 0) use_cuda_device(m_binding.device);
     g.grid = std::make_unique<ProcessGrid>(mpi().world(), tp, pp, dp);
     if (tp > 1 && all_reduce.algo != "nccl") {
       // NCCL refuses ranks that share a GPU: such a group all-reduces through the custom
@@ -149,11 +152,6 @@ std::unique_ptr<Communicator> JobContext::make_communicator(MPI_Comm comm,
                                                             const NcclOptions& nccl) {
   if (!m_cuda) return make_mpi_communicator(comm);
   if (m_transport.empty()) use_transport("auto");
-  // NCCL binds a communicator to the current device: this rank's GPU, whether or not a backend
-  // (which makes it current) exists yet. Without this, a run whose roofs were not measured in
-  // the job (--roofs none or FILE) created its communicators on device 0 on every rank, which
-  // NCCL refuses on a node of several GPUs ("Duplicate GPU detected").
-  if (m_binding.device >= 0) use_cuda_device(m_binding.device);
   return make_nccl_communicator(comm, nccl);
 }
 
