@@ -175,6 +175,8 @@ void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t by
 /// weights row-major [n, k] (Backend::gemm(a, w, c)), at most kMaxRows activation rows.
 struct SkinnyGemm {
   static constexpr int64_t kMaxRows = 16;
+  /// At most this many rows take the CUDA-core kernel (a warp per weight row), more the MMA one.
+  static constexpr int64_t kGemvRows = 4;
   DType dtype = DType::bf16; ///< of a, w and c
   const void* a = nullptr;
   int64_t lda = 0;
@@ -186,7 +188,7 @@ struct SkinnyGemm {
   /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
   /// 8 elements, a and w 16-byte aligned.
   bool fits() const;
-  /// 8-column tiles per warp: the widest that still gives every SM two CTAs.
+  /// 8-column tiles per warp of the MMA kernel: the widest that still gives every SM two CTAs.
   int tiles_per_warp(int sm_count) const;
   /// The kernel configuration in words, for the record of GEMM choices.
   std::string describe(int sm_count) const;

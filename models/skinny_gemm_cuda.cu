@@ -14,6 +14,11 @@
 // Launched as a programmatic dependent launch where the device has it: the CTAs start while the
 // kernel before them (a norm, the activation, the attention) finishes, pull their first weights
 // into L2, and wait for it only before reading the activations.
+//
+// At most kGemvRows activation rows take a second kernel, on CUDA cores: a warp per weight row,
+// its lanes along k, so that each load instruction of a warp reads 512 contiguous bytes of the
+// row (the MMA kernel's warps read 64-byte pieces of eight rows). A few FMAs per loaded weight
+// are far below the SMs' rate; the weights' first round is loaded before the wait.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -47,6 +52,96 @@ __device__ __forceinline__ uint4 load_shared_input(const void* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+
+/// The 8 values of a 16-byte word of two-byte elements, as floats.
+template <typename T> __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]);
+template <> __device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& v, float (&f)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) { // a bf16 is the upper half of the float it rounds
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, float (&f)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 h;
+    memcpy(&h, &words[i], sizeof(h));
+    const float2 pair = __half22float2(h);
+    f[2 * i] = pair.x;
+    f[2 * i + 1] = pair.y;
+  }
+}
+
+constexpr int kGemvWarps = 8;
+constexpr int kGemvLoads = 8; ///< 16-byte weight loads a lane issues per round: 4 KiB of a row
+
+/// M activation rows (1 <= M <= kGemvRows): warp `blockIdx.x * kGemvWarps + warp` computes
+/// column `row` of c over the whole of k, lane l taking the 16-byte words l, l + 32, ...
+template <typename T, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
+                T* __restrict__ c, int64_t ldc, int n, int k) {
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (row >= n) {
+    wait_for_primary(); // nothing to do, but not before the kernel before has ended
+    return;
+  }
+  const T* wrow = w + static_cast<int64_t>(row) * ldw;
+  const int words = k / 8;
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+    acc[i] = 0.0f;
+  // Round r covers the words [r * 32 * kGemvLoads, (r + 1) * 32 * kGemvLoads); past `words`
+  // read as zero. The first round's weights are loaded before the wait: they do not depend on
+  // the kernel before.
+  bool waited = false;
+  for (int w0 = 0; w0 < words; w0 += 32 * kGemvLoads) {
+    const bool whole = w0 + 32 * kGemvLoads <= words;
+    uint4 wv[kGemvLoads];
+#pragma unroll
+    for (int u = 0; u < kGemvLoads; ++u) {
+      const int v = w0 + u * 32 + lane;
+      wv[u] = whole || v < words ? load_stream(wrow + static_cast<int64_t>(v) * 8)
+                                 : make_uint4(0, 0, 0, 0);
+    }
+    if (!waited) {
+      wait_for_primary();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvLoads; ++u) {
+      const int v = w0 + u * 32 + lane;
+      if (!whole && v >= words) break;
+      float wf[8];
+      unpack8<T>(wv[u], wf);
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        float af[8];
+        unpack8<T>(load_shared_input(a + i * lda + static_cast<int64_t>(v) * 8), af);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          acc[i] = fmaf(wf[j], af[j], acc[i]);
+      }
+    }
+  }
+  if (!waited) wait_for_primary(); // k = 0 does not reach here (fits()), but stay safe
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      c[i * ldc + row] = from_float<T>(acc[i]);
+  }
 }
 
 /// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
@@ -157,6 +252,38 @@ void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
                                      static_cast<int>(p.n), static_cast<int>(p.k)));
 }
 
+template <typename T, int M>
+void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>((p.n + kGemvWarps - 1) / kGemvWarps));
+  config.blockDim = dim3(kGemvWarps * 32);
+  config.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic) {
+    config.attrs = &attr;
+    config.numAttrs = 1;
+  }
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M>, static_cast<const T*>(p.a), p.lda,
+                                     static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
+                                     static_cast<int>(p.n), static_cast<int>(p.k)));
+}
+
+template <typename T> void launch_rows(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  static_assert(SkinnyGemm::kGemvRows == 4, "one instantiation per row count");
+  switch (p.m) {
+  case 1:
+    return launch_gemv<T, 1>(p, programmatic, s);
+  case 2:
+    return launch_gemv<T, 2>(p, programmatic, s);
+  case 3:
+    return launch_gemv<T, 3>(p, programmatic, s);
+  default:
+    return launch_gemv<T, 4>(p, programmatic, s);
+  }
+}
+
 template <typename T>
 void launch_tiles(const SkinnyGemm& p, int nt, bool programmatic, cudaStream_t s) {
   const bool tall = p.m > 8;
@@ -187,8 +314,13 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 }
 
 std::string SkinnyGemm::describe(int sm_count) const {
-  const int nt = tiles_per_warp(sm_count);
   char text[96];
+  if (m <= kGemvRows) {
+    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, a column per warp, %lld CTAs)",
+                  static_cast<long long>((n + kGemvWarps - 1) / kGemvWarps));
+    return text;
+  }
+  const int nt = tiles_per_warp(sm_count);
   std::snprintf(text, sizeof(text), "skinny kernel (%d columns per CTA, %lld CTAs)", nt * 8,
                 static_cast<long long>((n + nt * 8 - 1) / (nt * 8)));
   return text;
@@ -196,6 +328,13 @@ std::string SkinnyGemm::describe(int sm_count) const {
 
 void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s) {
   RIDGELINE_REQUIRE(p.fits(), "skinny_gemm: shape, alignment or dtype it does not take");
+  if (p.m <= SkinnyGemm::kGemvRows) {
+    if (p.dtype == DType::bf16)
+      launch_rows<__nv_bfloat16>(p, programmatic, s);
+    else
+      launch_rows<__half>(p, programmatic, s);
+    return;
+  }
   const int nt = p.tiles_per_warp(sm_count);
   if (p.dtype == DType::bf16)
     launch_tiles<__nv_bfloat16>(p, nt, programmatic, s);

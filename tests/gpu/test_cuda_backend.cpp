@@ -154,9 +154,10 @@ TEST_F(CudaVsHost, Gemm) {
   }
 }
 
-// --gemm-algo skinny: the project's kernel for at most 16 rows, at row counts on both sides of
-// its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks, padded
-// activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape it took is recorded once.
+// --gemm-algo skinny: the project's kernels for at most 16 rows: the CUDA-core one up to 4 rows
+// (k off its 4 KiB rounds, a round of one word), the MMA one at row counts on both sides of its
+// MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks, padded
+// activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is recorded once.
 TEST_F(CudaVsHost, SkinnyGemm) {
   struct Case {
     int64_t m, n, k, lda;
@@ -164,10 +165,12 @@ TEST_F(CudaVsHost, SkinnyGemm) {
   };
   m_gpu->set_gemm_algo(GemmAlgo::skinny);
   size_t taken = 0;
-  for (const Case c : {Case{1, 96, 128, 0, true}, Case{5, 60, 40, 48, true}, Case{8, 8, 8, 0, true},
-                       Case{9, 131, 200, 0, true}, Case{16, 4104, 4096, 4160, true},
-                       Case{16, 1024, 14336, 0, true}, Case{3, 10000, 264, 0, true},
-                       Case{17, 64, 64, 0, false}, Case{4, 64, 30, 0, false}}) {
+  for (const Case c :
+       {Case{1, 96, 128, 0, true}, Case{5, 60, 40, 48, true}, Case{8, 8, 8, 0, true},
+        Case{9, 131, 200, 0, true}, Case{16, 4104, 4096, 4160, true},
+        Case{16, 1024, 14336, 0, true}, Case{3, 10000, 264, 0, true},
+        Case{2, 300, 4104, 4112, true}, Case{4, 77, 8, 0, true}, Case{4, 1000, 2048, 0, true},
+        Case{17, 64, 64, 0, false}, Case{4, 64, 30, 0, false}}) {
     Pair a = make(c.m, c.k, 1, 1.0f, c.lda);
     Pair w = make(c.n, c.k, 2);
     Pair out = zeros(c.m, c.n);
@@ -187,12 +190,13 @@ TEST_F(CudaVsHost, SkinnyGemm) {
   m_gpu->set_gemm_algo(GemmAlgo::heuristic);
 }
 
-// The skinny kernel in fp16 against cuBLASLt's, and replayed from a graph (where it is a
-// programmatic dependent launch on compute capability 9.0) against its eager result.
-TEST(CudaBackend, SkinnyGemmHalfAndGraph) {
+// Both skinny kernels in fp16 against cuBLASLt's, and replayed from a graph (where they are
+// programmatic dependent launches on compute capability 9.0) against their eager results.
+class SkinnyHalf : public ::testing::TestWithParam<int64_t> {};
+TEST_P(SkinnyHalf, AndGraph) {
   REQUIRE_GPU();
   auto gpu = make_cuda_backend(0, DType::f16);
-  const int64_t m = 12, n = 3000, k = 2048;
+  const int64_t m = GetParam(), n = 3000, k = 2048;
   Buffer a = gpu->allocate(m, k), w = gpu->allocate(n, k), c1 = gpu->allocate(m, n),
          c2 = gpu->allocate(m, n), x = gpu->allocate(m, k);
   const Tensor ta = a.view(m, k, DType::f16), tw = w.view(n, k, DType::f16),
@@ -217,6 +221,7 @@ TEST(CudaBackend, SkinnyGemmHalfAndGraph) {
     gpu->replay(graph, Lane::compute);
   EXPECT_EQ(gpu->to_host(tc2), eager);
 }
+INSTANTIATE_TEST_SUITE_P(Rows, SkinnyHalf, ::testing::Values(12, 1, 3));
 
 // The residual add fused with the norm: bit for bit the unfused add then norm on the GPU (both
 // norms, vectorised and scalar rows, the sum written in place over x), and close to the host's.
