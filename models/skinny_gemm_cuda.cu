@@ -15,10 +15,12 @@
 // kernel before them (a norm, the activation, the attention) finishes, pull their first weights
 // into L2, and wait for it only before reading the activations.
 //
-// At most kGemvRows activation rows take a second kernel, on CUDA cores: a warp per weight row,
-// its lanes along k, so that each load instruction of a warp reads 512 contiguous bytes of the
-// row (the MMA kernel's warps read 64-byte pieces of eight rows). A few FMAs per loaded weight
-// are far below the SMs' rate; the weights' first round is loaded before the wait.
+// At most kGemvRows activation rows take a second kernel, on CUDA cores: one to eight warps per
+// weight row, each over a slice of k of at most 8 KiB, its lanes along k, so that each load
+// instruction of a warp reads 512 contiguous bytes of the row (the MMA kernel's warps read
+// 64-byte pieces of eight rows) and a warp has its whole slice in flight at once. A few FMAs per
+// loaded weight are far below the SMs' rate; the weights are loaded before the wait.
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -77,38 +79,48 @@ template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, floa
 }
 
 constexpr int kGemvWarps = 8;
-constexpr int kGemvLoads = 8; ///< 16-byte weight loads a lane issues per round: 4 KiB of a row
+constexpr int kGemvLoads = 16; ///< 16-byte weight loads a lane issues per round: 8 KiB of a row
 
-/// M activation rows (1 <= M <= kGemvRows): warp `blockIdx.x * kGemvWarps + warp` computes
-/// column `row` of c over the whole of k, lane l taking the 16-byte words l, l + 32, ...
-template <typename T, int M>
+/// Warps per weight row of the CUDA-core kernel: the fewest (1, 2, 4 or 8) whose slice of k is
+/// one round, so that every warp has all its loads in flight at once.
+int gemv_slices(int64_t k) {
+  const int64_t words = k / 8;
+  for (int slices : {1, 2, 4})
+    if ((words + slices - 1) / slices <= 32 * kGemvLoads) return slices;
+  return kGemvWarps;
+}
+
+/// M activation rows (1 <= M <= kGemvRows), S warps per weight row: a CTA computes R =
+/// kGemvWarps / S columns of c; warp `warp` takes column `warp % R` of its CTA's and slice
+/// `warp / R` of k, its lane l the 16-byte words l, l + 32, ... of the slice. The slices' sums
+/// meet in shared memory.
+template <typename T, int M, int S>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
                 T* __restrict__ c, int64_t ldc, int n, int k) {
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (row >= n) {
-    wait_for_primary(); // nothing to do, but not before the kernel before has ended
-    return;
-  }
-  const T* wrow = w + static_cast<int64_t>(row) * ldw;
-  const int words = k / 8;
+  constexpr int R = kGemvWarps / S;
+  __shared__ float partial[kGemvWarps][M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row = blockIdx.x * R + warp % R;
+  // A row past n reads the last one instead and is never stored: every warp reaches the barrier.
+  const T* wrow = w + static_cast<int64_t>(min(row, n - 1)) * ldw;
+  const int words = k / 8, per_slice = (words + S - 1) / S;
+  const int begin = (warp / R) * per_slice, end = min(words, begin + per_slice);
   float acc[M];
 #pragma unroll
   for (int i = 0; i < M; ++i)
     acc[i] = 0.0f;
-  // Round r covers the words [r * 32 * kGemvLoads, (r + 1) * 32 * kGemvLoads); past `words`
-  // read as zero. The first round's weights are loaded before the wait: they do not depend on
-  // the kernel before.
+  // The first round's weights are loaded before the wait: they do not depend on the kernel
+  // before. Words past the slice's end read as zero.
   bool waited = false;
-  for (int w0 = 0; w0 < words; w0 += 32 * kGemvLoads) {
-    const bool whole = w0 + 32 * kGemvLoads <= words;
+  for (int w0 = begin; w0 < end; w0 += 32 * kGemvLoads) {
+    const bool whole = w0 + 32 * kGemvLoads <= end;
     uint4 wv[kGemvLoads];
 #pragma unroll
     for (int u = 0; u < kGemvLoads; ++u) {
       const int v = w0 + u * 32 + lane;
-      wv[u] = whole || v < words ? load_stream(wrow + static_cast<int64_t>(v) * 8)
-                                 : make_uint4(0, 0, 0, 0);
+      wv[u] = whole || v < end ? load_stream(wrow + static_cast<int64_t>(v) * 8)
+                               : make_uint4(0, 0, 0, 0);
     }
     if (!waited) {
       wait_for_primary();
@@ -117,7 +129,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
     for (int u = 0; u < kGemvLoads; ++u) {
       const int v = w0 + u * 32 + lane;
-      if (!whole && v >= words) break;
+      if (!whole && v >= end) break;
       float wf[8];
       unpack8<T>(wv[u], wf);
 #pragma unroll
@@ -130,18 +142,33 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       }
     }
   }
-  if (!waited) wait_for_primary(); // k = 0 does not reach here (fits()), but stay safe
+  if (!waited) wait_for_primary(); // an empty slice: still not before the kernel before ends
 #pragma unroll
   for (int i = 0; i < M; ++i) {
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1)
       acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
   }
-  if (lane == 0) {
+  if (S > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        partial[warp][i] = acc[i];
+    __syncthreads();
+    if (warp < R && lane == 0)
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int sl = 0; sl < S; ++sl)
+          sum += partial[warp + sl * R][i];
+        acc[i] = sum;
+      }
+  }
+  if (warp < R && lane == 0 && row < n)
 #pragma unroll
     for (int i = 0; i < M; ++i)
       c[i * ldc + row] = from_float<T>(acc[i]);
-  }
 }
 
 /// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
@@ -252,10 +279,11 @@ void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
                                      static_cast<int>(p.n), static_cast<int>(p.k)));
 }
 
-template <typename T, int M>
+template <typename T, int M, int S>
 void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  constexpr int R = kGemvWarps / S;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((p.n + kGemvWarps - 1) / kGemvWarps));
+  config.gridDim = dim3(static_cast<unsigned>((p.n + R - 1) / R));
   config.blockDim = dim3(kGemvWarps * 32);
   config.stream = s;
   cudaLaunchAttribute attr{};
@@ -265,22 +293,36 @@ void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
     config.attrs = &attr;
     config.numAttrs = 1;
   }
-  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M>, static_cast<const T*>(p.a), p.lda,
-                                     static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
-                                     static_cast<int>(p.n), static_cast<int>(p.k)));
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M, S>, static_cast<const T*>(p.a),
+                                     p.lda, static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c),
+                                     p.ldc, static_cast<int>(p.n), static_cast<int>(p.k)));
+}
+
+template <typename T, int M>
+void launch_slices(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  switch (gemv_slices(p.k)) {
+  case 1:
+    return launch_gemv<T, M, 1>(p, programmatic, s);
+  case 2:
+    return launch_gemv<T, M, 2>(p, programmatic, s);
+  case 4:
+    return launch_gemv<T, M, 4>(p, programmatic, s);
+  default:
+    return launch_gemv<T, M, 8>(p, programmatic, s);
+  }
 }
 
 template <typename T> void launch_rows(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
   static_assert(SkinnyGemm::kGemvRows == 4, "one instantiation per row count");
   switch (p.m) {
   case 1:
-    return launch_gemv<T, 1>(p, programmatic, s);
+    return launch_slices<T, 1>(p, programmatic, s);
   case 2:
-    return launch_gemv<T, 2>(p, programmatic, s);
+    return launch_slices<T, 2>(p, programmatic, s);
   case 3:
-    return launch_gemv<T, 3>(p, programmatic, s);
+    return launch_slices<T, 3>(p, programmatic, s);
   default:
-    return launch_gemv<T, 4>(p, programmatic, s);
+    return launch_slices<T, 4>(p, programmatic, s);
   }
 }
 
@@ -316,8 +358,9 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 std::string SkinnyGemm::describe(int sm_count) const {
   char text[96];
   if (m <= kGemvRows) {
-    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, a column per warp, %lld CTAs)",
-                  static_cast<long long>((n + kGemvWarps - 1) / kGemvWarps));
+    const int slices = gemv_slices(k), rows = kGemvWarps / slices;
+    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, %d warps per column, %lld CTAs)",
+                  slices, static_cast<long long>((n + rows - 1) / rows));
     return text;
   }
   const int nt = tiles_per_warp(sm_count);
