@@ -15,11 +15,11 @@
 // kernel before them (a norm, the activation, the attention) finishes, pull their first weights
 // into L2, and wait for it only before reading the activations.
 //
-// At most kGemvRows activation rows take a second kernel, on CUDA cores: a warp per weight row,
-// its lanes along k, so that each load instruction of a warp reads 512 contiguous bytes of the
-// row (the MMA kernel's warps read 64-byte pieces of eight rows). Its CTAs are persistent and a
-// warp has its next 4 KiB in flight while it multiplies the current ones. A few FMAs per loaded
-// weight are far below the SMs' rate; the first weights are loaded before the wait.
+// At most kGemvRows activation rows take a second kernel, on CUDA cores: one to eight warps per
+// weight row, each over a slice of k of at most 8 KiB, its lanes along k, so that each load
+// instruction of a warp reads 512 contiguous bytes of the row (the MMA kernel's warps read
+// 64-byte pieces of eight rows) and a warp has its whole slice in flight at once. A few FMAs per
+// loaded weight are far below the SMs' rate; the weights are loaded before the wait.
 
 #include <algorithm>
 #include <cstdio>
@@ -79,61 +79,59 @@ template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, floa
 }
 
 constexpr int kGemvWarps = 8;
-constexpr int kGemvLoads = 8; ///< 16-byte weight loads of a lane per round: 4 KiB of a row a warp
+constexpr int kGemvLoads = 16; ///< 16-byte weight loads a lane issues per round: 8 KiB of a row
 
-/// M activation rows (1 <= M <= kGemvRows). Persistent: global warp g of G computes columns g,
-/// g + G, ... of c, each over the whole of k in rounds of 4 KiB, lane l taking the 16-byte words
-/// l, l + 32, ... of a round. A warp's next round (of its column or of its next one) is in flight
-/// while it multiplies the current one, so an SM streams weights without a gap between waves.
-template <typename T, int M>
+/// Warps per weight row of the CUDA-core kernel: the fewest (1, 2, 4 or 8) whose slice of k is
+/// one round, so that every warp has all its loads in flight at once.
+int gemv_slices(int64_t k) {
+  const int64_t words = k / 8;
+  for (int slices : {1, 2, 4})
+    if ((words + slices - 1) / slices <= 32 * kGemvLoads) return slices;
+  return kGemvWarps;
+}
+
+/// M activation rows (1 <= M <= kGemvRows), S warps per weight row: a CTA computes R =
+/// kGemvWarps / S columns of c; warp `warp` takes column `warp % R` of its CTA's and slice
+/// `warp / R` of k, its lane l the 16-byte words l, l + 32, ... of the slice. The slices' sums
+/// meet in shared memory.
+template <typename T, int M, int S>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
                 T* __restrict__ c, int64_t ldc, int n, int k) {
-  constexpr int kRound = 32 * kGemvLoads; // words (of 8 elements) per round
-  const int lane = threadIdx.x & 31;
-  const int warps = gridDim.x * kGemvWarps;
-  int row = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (row >= n) {
-    wait_for_primary(); // nothing to do, but not before the kernel before has ended
-    return;
-  }
-  const int words = k / 8, rounds = (words + kRound - 1) / kRound;
-  // Words past the row's end read as zero.
-  auto load = [&](uint4(&dst)[kGemvLoads], int r, int round) {
-    const T* wrow = w + static_cast<int64_t>(r) * ldw;
-    const int w0 = round * kRound;
-    const bool whole = w0 + kRound <= words;
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      const int v = w0 + u * 32 + lane;
-      dst[u] = whole || v < words ? load_stream(wrow + static_cast<int64_t>(v) * 8)
-                                  : make_uint4(0, 0, 0, 0);
-    }
-  };
-  uint4 cur[kGemvLoads], next[kGemvLoads];
-  // The first round's weights are loaded before the wait: they do not depend on the kernel
-  // before.
-  load(cur, row, 0);
-  wait_for_primary();
+  constexpr int R = kGemvWarps / S;
+  __shared__ float partial[kGemvWarps][M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row = blockIdx.x * R + warp % R;
+  // A row past n reads the last one instead and is never stored: every warp reaches the barrier.
+  const T* wrow = w + static_cast<int64_t>(min(row, n - 1)) * ldw;
+  const int words = k / 8, per_slice = (words + S - 1) / S;
+  const int begin = (warp / R) * per_slice, end = min(words, begin + per_slice);
   float acc[M];
 #pragma unroll
   for (int i = 0; i < M; ++i)
     acc[i] = 0.0f;
-  for (int round = 0;;) {
-    int next_row = row, next_round = round + 1;
-    if (next_round == rounds) {
-      next_row += warps;
-      next_round = 0;
-    }
-    const bool more = next_row < n;
-    if (more) load(next, next_row, next_round);
-    const int w0 = round * kRound;
+  // The first round's weights are loaded before the wait: they do not depend on the kernel
+  // before. Words past the slice's end read as zero.
+  bool waited = false;
+  for (int w0 = begin; w0 < end; w0 += 32 * kGemvLoads) {
+    const bool whole = w0 + 32 * kGemvLoads <= end;
+    uint4 wv[kGemvLoads];
 #pragma unroll
     for (int u = 0; u < kGemvLoads; ++u) {
       const int v = w0 + u * 32 + lane;
-      if (v >= words) break;
+      wv[u] = whole || v < end ? load_stream(wrow + static_cast<int64_t>(v) * 8)
+                               : make_uint4(0, 0, 0, 0);
+    }
+    if (!waited) {
+      wait_for_primary();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvLoads; ++u) {
+      const int v = w0 + u * 32 + lane;
+      if (!whole && v >= end) break;
       float wf[8];
-      unpack8<T>(cur[u], wf);
+      unpack8<T>(wv[u], wf);
 #pragma unroll
       for (int i = 0; i < M; ++i) {
         float af[8];
@@ -143,23 +141,34 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
           acc[i] = fmaf(wf[j], af[j], acc[i]);
       }
     }
-    if (next_round == 0) { // the column is done
+  }
+  if (!waited) wait_for_primary(); // an empty slice: still not before the kernel before ends
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
+  }
+  if (S > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        partial[warp][i] = acc[i];
+    __syncthreads();
+    if (warp < R && lane == 0)
 #pragma unroll
       for (int i = 0; i < M; ++i) {
+        float sum = 0.0f;
 #pragma unroll
-        for (int d = 16; d > 0; d >>= 1)
-          acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
-        if (lane == 0) c[i * ldc + row] = from_float<T>(acc[i]);
-        acc[i] = 0.0f;
+        for (int sl = 0; sl < S; ++sl)
+          sum += partial[warp + sl * R][i];
+        acc[i] = sum;
       }
-    }
-    if (!more) break;
-    row = next_row;
-    round = next_round;
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u)
-      cur[u] = next[u];
   }
+  if (warp < R && lane == 0 && row < n)
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      c[i * ldc + row] = from_float<T>(acc[i]);
 }
 
 /// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
@@ -270,20 +279,11 @@ void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
                                      static_cast<int>(p.n), static_cast<int>(p.k)));
 }
 
-template <typename T, int M>
-void launch_gemv(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s) {
-  // As many CTAs as fit on the GPU at once (or one per 8 columns, if fewer): each SM keeps its
-  // warps streaming instead of retiring a wave and starting the next.
-  static const int per_sm = [] {
-    int blocks = 0;
-    RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gemv_kernel<T, M>,
-                                                                  kGemvWarps * 32, 0));
-    return std::max(blocks, 1);
-  }();
-  const int64_t ctas = std::min<int64_t>((p.n + kGemvWarps - 1) / kGemvWarps,
-                                         static_cast<int64_t>(sm_count) * per_sm);
+template <typename T, int M, int S>
+void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  constexpr int R = kGemvWarps / S;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.gridDim = dim3(static_cast<unsigned>((p.n + R - 1) / R));
   config.blockDim = dim3(kGemvWarps * 32);
   config.stream = s;
   cudaLaunchAttribute attr{};
@@ -293,23 +293,36 @@ void launch_gemv(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStrea
     config.attrs = &attr;
     config.numAttrs = 1;
   }
-  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M>, static_cast<const T*>(p.a), p.lda,
-                                     static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
-                                     static_cast<int>(p.n), static_cast<int>(p.k)));
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M, S>, static_cast<const T*>(p.a),
+                                     p.lda, static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c),
+                                     p.ldc, static_cast<int>(p.n), static_cast<int>(p.k)));
 }
 
-template <typename T>
-void launch_rows(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s) {
+template <typename T, int M>
+void launch_slices(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  switch (gemv_slices(p.k)) {
+  case 1:
+    return launch_gemv<T, M, 1>(p, programmatic, s);
+  case 2:
+    return launch_gemv<T, M, 2>(p, programmatic, s);
+  case 4:
+    return launch_gemv<T, M, 4>(p, programmatic, s);
+  default:
+    return launch_gemv<T, M, 8>(p, programmatic, s);
+  }
+}
+
+template <typename T> void launch_rows(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
   static_assert(SkinnyGemm::kGemvRows == 4, "one instantiation per row count");
   switch (p.m) {
   case 1:
-    return launch_gemv<T, 1>(p, sm_count, programmatic, s);
+    return launch_slices<T, 1>(p, programmatic, s);
   case 2:
-    return launch_gemv<T, 2>(p, sm_count, programmatic, s);
+    return launch_slices<T, 2>(p, programmatic, s);
   case 3:
-    return launch_gemv<T, 3>(p, sm_count, programmatic, s);
+    return launch_slices<T, 3>(p, programmatic, s);
   default:
-    return launch_gemv<T, 4>(p, sm_count, programmatic, s);
+    return launch_slices<T, 4>(p, programmatic, s);
   }
 }
 
@@ -345,7 +358,9 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 std::string SkinnyGemm::describe(int sm_count) const {
   char text[96];
   if (m <= kGemvRows) {
-    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, a warp per column, persistent)");
+    const int slices = gemv_slices(k), rows = kGemvWarps / slices;
+    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, %d warps per column, %lld CTAs)",
+                  slices, static_cast<long long>((n + rows - 1) / rows));
     return text;
   }
   const int nt = tiles_per_warp(sm_count);
@@ -358,9 +373,9 @@ void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStrea
   RIDGELINE_REQUIRE(p.fits(), "skinny_gemm: shape, alignment or dtype it does not take");
   if (p.m <= SkinnyGemm::kGemvRows) {
     if (p.dtype == DType::bf16)
-      launch_rows<__nv_bfloat16>(p, sm_count, programmatic, s);
+      launch_rows<__nv_bfloat16>(p, programmatic, s);
     else
-      launch_rows<__half>(p, sm_count, programmatic, s);
+      launch_rows<__half>(p, programmatic, s);
     return;
   }
   const int nt = p.tiles_per_warp(sm_count);
