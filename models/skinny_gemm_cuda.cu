@@ -260,11 +260,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int NT, bool kTall>
-void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+/// Launches `kernel` on `ctas` CTAs of `threads` threads; `programmatic`: as a programmatic
+/// dependent launch (it may start while the kernel before it ends).
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), int64_t ctas, int threads, bool programmatic,
+                   cudaStream_t s, Args... args) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((p.n + NT * 8 - 1) / (NT * 8)));
-  config.blockDim = dim3(kWarps * 32);
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(threads);
   config.stream = s;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -273,29 +276,23 @@ void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
     config.attrs = &attr;
     config.numAttrs = 1;
   }
-  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, skinny_gemm_kernel<T, NT, kTall>,
-                                     static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w),
-                                     p.ldw, static_cast<T*>(p.c), p.ldc, static_cast<int>(p.m),
-                                     static_cast<int>(p.n), static_cast<int>(p.k)));
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
+template <typename T, int NT, bool kTall>
+void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+  launch_kernel(skinny_gemm_kernel<T, NT, kTall>, (p.n + NT * 8 - 1) / (NT * 8), kWarps * 32,
+                programmatic, s, static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w),
+                p.ldw, static_cast<T*>(p.c), p.ldc, static_cast<int>(p.m), static_cast<int>(p.n),
+                static_cast<int>(p.k));
 }
 
 template <typename T, int M, int S>
 void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
   constexpr int R = kGemvWarps / S;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((p.n + R - 1) / R));
-  config.blockDim = dim3(kGemvWarps * 32);
-  config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  if (programmatic) {
-    config.attrs = &attr;
-    config.numAttrs = 1;
-  }
-  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<T, M, S>, static_cast<const T*>(p.a),
-                                     p.lda, static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c),
-                                     p.ldc, static_cast<int>(p.n), static_cast<int>(p.k)));
+  launch_kernel(gemv_kernel<T, M, S>, (p.n + R - 1) / R, kGemvWarps * 32, programmatic, s,
+                static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w), p.ldw,
+                static_cast<T*>(p.c), p.ldc, static_cast<int>(p.n), static_cast<int>(p.k));
 }
 
 template <typename T, int M>
