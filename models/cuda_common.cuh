@@ -74,6 +74,14 @@ template <> __device__ __forceinline__ __half from_float(float v) {
   return __float2half_rn(v);
 }
 
+/// The 8 two-byte elements of a 16-byte word as floats (a vector load's conversion).
+template <typename T> __device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    v[i] = to_float(e[i]);
+}
+
 /// Lets a kernel launched after this one as a programmatic dependent (the skinny GEMM, see
 /// skinny_gemm()) start now, while this one runs: the dependent still waits for this kernel to
 /// complete before it reads anything this kernel wrote. A no-op before compute capability 9.0
@@ -175,7 +183,8 @@ void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t by
 /// weights row-major [n, k] (Backend::gemm(a, w, c)), at most kMaxRows activation rows.
 struct SkinnyGemm {
   static constexpr int64_t kMaxRows = 16;
-  /// At most this many rows take the CUDA-core kernel (a warp per weight row), more the MMA one.
+  /// At most this many rows take the CUDA-core kernel (one to eight warps per weight row), more
+  /// the MMA one.
   static constexpr int64_t kGemvRows = 4;
   DType dtype = DType::bf16; ///< of a, w and c
   const void* a = nullptr;

@@ -15,11 +15,7 @@ constexpr int kThreads = 256;
 
 template <typename T, int V> __device__ __forceinline__ void load(const T* p, float (&v)[V]) {
   if constexpr (V == 8) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = to_float(e[i]);
+    unpack8<T>(*reinterpret_cast<const uint4*>(p), v);
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i)

@@ -56,28 +56,6 @@ __device__ __forceinline__ uint4 load_shared_input(const void* p) {
   return v;
 }
 
-/// The 8 values of a 16-byte word of two-byte elements, as floats.
-template <typename T> __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]);
-template <> __device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& v, float (&f)[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) { // a bf16 is the upper half of the float it rounds
-    f[2 * i] = __uint_as_float(words[i] << 16);
-    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, float (&f)[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    __half2 h;
-    memcpy(&h, &words[i], sizeof(h));
-    const float2 pair = __half22float2(h);
-    f[2 * i] = pair.x;
-    f[2 * i + 1] = pair.y;
-  }
-}
-
 constexpr int kGemvWarps = 8;
 constexpr int kGemvLoads = 16; ///< 16-byte weight loads a lane issues per round: 8 KiB of a row
 

@@ -155,9 +155,9 @@ TEST_F(CudaVsHost, Gemm) {
 }
 
 // --gemm-algo skinny: the project's kernels for at most 16 rows: the CUDA-core one up to 4 rows
-// (k off its 4 KiB rounds, a round of one word), the MMA one at row counts on both sides of its
-// MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks, padded
-// activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is recorded once.
+// (a k whose row splits into two uneven slices, 257 and 256 words), the MMA one at row counts on
+// both sides of its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks,
+// padded activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is recorded once.
 TEST_F(CudaVsHost, SkinnyGemm) {
   struct Case {
     int64_t m, n, k, lda;
