@@ -911,16 +911,15 @@ private:
                     "%zu candidates)",
                     shape_words(s).c_str(), skinny.describe(m_sm_count).c_str(), skinny_us,
                     plan.describe(best).c_str(), us[best], us[0], plan.candidates());
-    else if (skinny_us >= 0)
+    else {
+      char skinny_time[48] = ""; // where the skinny kernel was timed too
+      if (skinny_us >= 0)
+        std::snprintf(skinny_time, sizeof(skinny_time), ", skinny kernel: %.2f us", skinny_us);
       std::snprintf(line, sizeof(line),
-                    "%s: %s, %.2f us (heuristic's first: %.2f us, %zu candidates, skinny kernel: "
-                    "%.2f us)",
+                    "%s: %s, %.2f us (heuristic's first: %.2f us, %zu candidates%s)",
                     shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0],
-                    plan.candidates(), skinny_us);
-    else
-      std::snprintf(
-          line, sizeof(line), "%s: %s, %.2f us (heuristic's first: %.2f us, %zu candidates)",
-          shape_words(s).c_str(), plan.describe(best).c_str(), us[best], us[0], plan.candidates());
+                    plan.candidates(), skinny_time);
+    }
     m_gemm_choices.emplace_back(line);
   }
 
