@@ -97,6 +97,10 @@ public:
   virtual void set_gemm_sm_limit(int sms) {}
   /// How later gemm() calls choose their kernel (see GemmAlgo). The host backend ignores it.
   virtual void set_gemm_algo(GemmAlgo algo) {}
+  /// While on, the ops issued are a forward step, which writes no weights: a GPU may then start
+  /// each kernel while the one before it ends (the skinny GEMM loads its weights before it waits
+  /// for its input). The host backend ignores it.
+  virtual void set_launch_chain(bool on) {}
   /// The shapes searched or given to the skinny kernel and what each kept, one line each.
   virtual std::vector<std::string> gemm_choices() const { return {}; }
   /// c = op(a) * op(b), fp32 accumulation, where op(x) is x or x^T: op(a) is [m, k], op(b) is

@@ -388,9 +388,11 @@ public:
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
     int major = 0;
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    // RIDGELINE_SKINNY_PDL=0: the skinny GEMM as an ordinary launch (an A/B of the overlap).
-    const char* pdl = std::getenv("RIDGELINE_SKINNY_PDL");
-    m_programmatic_launch = major >= 9 && !(pdl != nullptr && std::string(pdl) == "0");
+    // Programmatic dependent launches (sm90), for an A/B of the overlap they buy: RIDGELINE_PDL=0
+    // none, =gemm the skinny GEMM alone (it starts while the kernel before it ends), unset (or
+    // anything else) also the kernels of a forward step (see set_launch_chain()).
+    const std::string pdl = std::getenv("RIDGELINE_PDL") ? std::getenv("RIDGELINE_PDL") : "";
+    m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
   }
 
   const char* name() const override { return "cuda"; }
@@ -458,6 +460,13 @@ public:
     RIDGELINE_REQUIRE(src.rows == dst.rows && src.cols == dst.cols && src.dtype == dst.dtype,
                       "copy: tensor shapes or dtypes differ");
     if (src.rows == 0 || src.cols == 0) return;
+    // Inside a forward step a copy is a kernel in the chain (a memory copy would end it): the
+    // decode step's new keys and values into the cache.
+    const cuda::Launch where = chained(lane);
+    if (where.programmatic && (src.dtype == DType::bf16 || src.dtype == DType::f16)) {
+      cuda::map(cuda::MapOp::copy, src, src, dst, where);
+      return;
+    }
     const size_t es = dtype_size(src.dtype);
     RIDGELINE_CHECK(
         cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.ld) * es, src.data,
@@ -536,6 +545,7 @@ public:
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
+  void set_launch_chain(bool on) override { m_chain = on; }
   void set_gemm_algo(GemmAlgo algo) override { m_gemm_algo = algo; }
   std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
 
@@ -544,12 +554,12 @@ public:
     require_norm(x, gamma, y);
     require_dtype(beta);
     RIDGELINE_REQUIRE(beta.elements() >= x.cols, "layer_norm: beta shorter than a row");
-    cuda::norm(x, gamma, &beta, y, eps, m_compute.get());
+    cuda::norm(x, gamma, &beta, y, eps, chained(Lane::compute));
   }
 
   void rms_norm(const Tensor& x, const Tensor& gamma, Tensor y, float eps) override {
     require_norm(x, gamma, y);
-    cuda::norm(x, gamma, nullptr, y, eps, m_compute.get());
+    cuda::norm(x, gamma, nullptr, y, eps, chained(Lane::compute));
   }
 
   void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
@@ -561,12 +571,13 @@ public:
       require_dtype(beta);
       RIDGELINE_REQUIRE(beta.elements() >= x.cols, "add_norm: beta shorter than a row");
     }
-    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, m_compute.get(), &r, &sum);
+    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, chained(Lane::compute), &r,
+               &sum);
   }
 
   void gelu(const Tensor& x, Tensor y) override {
     require_same(x, y);
-    cuda::map(cuda::MapOp::gelu, x, x, y, m_compute.get());
+    cuda::map(cuda::MapOp::gelu, x, x, y, chained(Lane::compute));
   }
 
   void swiglu(const Tensor& gate_up, Tensor y) override {
@@ -575,13 +586,13 @@ public:
     require_dtype(gate_up);
     require_dtype(y);
     cuda::map(cuda::MapOp::swiglu, gate_up.cols_slice(0, y.cols),
-              gate_up.cols_slice(y.cols, y.cols), y, m_compute.get());
+              gate_up.cols_slice(y.cols, y.cols), y, chained(Lane::compute));
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor y, Lane lane) override {
     require_same(a, y);
     require_same(b, y);
-    cuda::map(cuda::MapOp::add, a, b, y, raw(lane));
+    cuda::map(cuda::MapOp::add, a, b, y, chained(lane));
   }
 
   void rotary(Tensor x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
@@ -589,7 +600,7 @@ public:
     RIDGELINE_REQUIRE(heads * head_dim <= x.cols && head_dim % 2 == 0 && seq_len > 0,
                       "rotary: bad head layout");
     require_dtype(x);
-    cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, false, m_compute.get());
+    cuda::rotary(x, heads, head_dim, seq_len, pos0, theta, false, chained(Lane::compute));
   }
 
   void attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -600,7 +611,8 @@ public:
     else if (impl == AttentionImpl::fused)
       cuda::attention_fused(
           s, q, k, v, out, m_sm_count,
-          [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, m_compute.get());
+          [this](size_t bytes) { return scratch(m_decode_scratch, bytes); },
+          chained(Lane::compute));
     else
       attention_naive(s, q, k, v, out, nullptr);
   }
@@ -746,6 +758,8 @@ private:
     return lane == Lane::compute ? m_compute.get() : m_comm.get();
   }
   static int lane_slot(Lane lane) { return lane == Lane::compute ? 0 : 1; }
+  /// A forward kernel's launch on `lane`: a programmatic dependent one inside a forward step.
+  cuda::Launch chained(Lane lane) const { return {raw(lane), m_pdl == Pdl::chain && m_chain}; }
 
   void require_dtype(const Tensor& t) const {
     if (t.dtype != m_dtype)
@@ -852,7 +866,7 @@ private:
     if (m_gemm_algo == GemmAlgo::skinny && skinny.fits()) {
       if (m_skinny_shapes.insert(s.key()).second)
         m_gemm_choices.emplace_back(shape_words(s) + ": " + skinny.describe(m_sm_count));
-      cuda::skinny_gemm(skinny, m_sm_count, m_programmatic_launch, raw(lane));
+      cuda::skinny_gemm(skinny, m_sm_count, {raw(lane), m_pdl != Pdl::off});
       return;
     }
     auto it = m_plans.find(s.key());
@@ -861,7 +875,7 @@ private:
       if (s.search) search_algorithm(*it->second, s, a, b, skinny, lane);
     }
     if (it->second->skinny() && skinny.fits()) {
-      cuda::skinny_gemm(skinny, m_sm_count, m_programmatic_launch, raw(lane));
+      cuda::skinny_gemm(skinny, m_sm_count, {raw(lane), m_pdl != Pdl::off});
       return;
     }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
@@ -898,7 +912,7 @@ private:
       skinny.c = c;
       skinny_us = time_cold(
           [&] {
-            cuda::skinny_gemm(skinny, m_sm_count, false, st);
+            cuda::skinny_gemm(skinny, m_sm_count, st);
             return true;
           },
           st);
@@ -1098,7 +1112,10 @@ private:
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
-  bool m_programmatic_launch = false;      ///< compute capability 9.0+: the skinny kernel overlaps
+  /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,
+  /// the skinny GEMM, or also the kernels of a forward step while set_launch_chain() holds.
+  enum class Pdl { off, gemm, chain } m_pdl = Pdl::off;
+  bool m_chain = false;                    ///< set_launch_chain(): a forward step is being issued
   std::vector<std::string> m_gemm_choices; ///< one line per searched shape, in search order
   std::unique_ptr<Stream> m_search_stream;
   DeviceBuffer m_search_ws, m_search_c, m_l2_flush;

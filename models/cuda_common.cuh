@@ -82,11 +82,13 @@ template <typename T> __device__ __forceinline__ void unpack8(const uint4& raw, 
     v[i] = to_float(e[i]);
 }
 
-/// Lets a kernel launched after this one as a programmatic dependent (the skinny GEMM, see
-/// skinny_gemm()) start now, while this one runs: the dependent still waits for this kernel to
-/// complete before it reads anything this kernel wrote. A no-op before compute capability 9.0
-/// and where no dependent was launched that way. Called first by the kernels that precede
-/// decode's GEMMs (norms, element-wise maps, the decode attention).
+/// Lets a kernel launched after this one as a programmatic dependent (see Launch) start now,
+/// while this one runs: the dependent still waits for this kernel to complete before it reads
+/// anything this kernel wrote. A no-op before compute capability 9.0 and where no dependent was
+/// launched that way. The dependent takes SM room as soon as it launches, so a kernel of a
+/// forward step calls it once its grid's work no longer needs that room: the small ones (norms,
+/// element-wise maps, the decode combine) first thing, the decode attention after its wait, the
+/// skinny GEMMs after their last weights are read.
 __device__ __forceinline__ void allow_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -101,6 +103,37 @@ __device__ __forceinline__ void wait_for_primary() {
 #endif
 }
 
+/// Where a kernel is launched: its stream, and whether as a programmatic dependent launch
+/// (compute capability 9.0 and later), which may start it while the kernel before it in the
+/// stream still runs (once every CTA of that one has called allow_dependents() or ended). Such a
+/// kernel calls wait_for_primary() before it touches memory that kernel or any before it may
+/// write: only the skinny GEMM reads before it, its weights, which nothing in a forward step
+/// writes. A stream converts to an ordinary launch.
+struct Launch {
+  Launch(cudaStream_t s, bool as_dependent = false) : stream(s), programmatic(as_dependent) {}
+  cudaStream_t stream;
+  bool programmatic;
+};
+
+/// Launches `kernel` as `where` says.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Launch where,
+                   Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = where.stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (where.programmatic) {
+    config.attrs = &attr;
+    config.numAttrs = 1;
+  }
+  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
 /// Whether every row of `t` can be read in 16-byte vectors of 8 two-byte elements.
 inline bool rows_vectorisable(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.ld % 8 == 0 && t.cols % 8 == 0;
@@ -113,21 +146,21 @@ inline unsigned grid_for(int64_t items, int threads) {
 }
 
 /// Element-wise ops on one or two inputs (see map()).
-enum class MapOp { gelu, swiglu, add, gelu_backward, axpy };
+enum class MapOp { gelu, swiglu, add, copy, gelu_backward, axpy };
 
 /// t(r, c) = round(generate(key, row0 + r, col0 + c)).
 void fill_random(const Tensor& t, const GenKey& key, int64_t row0, int64_t col0, cudaStream_t s);
 /// t(r, c) = round(value).
 void fill_value(const Tensor& t, float value, cudaStream_t s);
-/// gelu: y = gelu(a); add: y = a + b; swiglu: y = silu(a) * b (a, b: the two halves);
-/// gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
-void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s,
+/// gelu: y = gelu(a); add: y = a + b; swiglu: y = silu(a) * b (a, b: the two halves); copy:
+/// y = a; gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
+void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch where,
          float alpha = 0.0f);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With
 /// `residual` (and `sum`), the row normalised is x + residual, which is also stored in `sum`
 /// (may be x): the residual add fused with the norm after it.
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          cudaStream_t s, const Tensor* residual = nullptr, const Tensor* sum = nullptr);
+          Launch where, const Tensor* residual = nullptr, const Tensor* sum = nullptr);
 /// Layer norm backward when dbeta is non-null, RMS norm backward otherwise (see
 /// Backend::layer_norm_backward()): dx one block per row, dgamma/dbeta as fp32 partial column
 /// sums over chunks of rows in `scratch`, then summed per column into the dtype gradients.
@@ -139,7 +172,7 @@ void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& d_ga
                      cudaStream_t s);
 /// Rotate-half rotary embedding in place (see Backend::rotary()); `inverse` rotates back.
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, bool inverse, cudaStream_t s);
+            float theta, bool inverse, Launch where);
 /// probs(r, j) = softmax_j(scale * scores(r, j)) over the keys row r sees (causal: j <= context -
 /// seq + r % seq; otherwise all), zero beyond; `rows` rows of `context` fp32 scores in, `dtype`
 /// probabilities out (same layout). With `lse`, row r's natural log-sum-exp of the scaled scores
@@ -163,9 +196,10 @@ void attention_delta(const AttentionShape& shape, const Tensor& out, const Tenso
                      float* delta, cudaStream_t s);
 /// Fused attention: flash-style tiled kernel for seq > 1, split-context decode for seq == 1.
 /// With `lse` (fp32 [batch, heads, seq]) the flash kernel runs for every seq and also writes
-/// each query row's natural log-sum-exp of the scaled scores (attention_train).
+/// each query row's natural log-sum-exp of the scaled scores (attention_train). Only the decode
+/// split kernel takes a programmatic launch (`where`); the others launch as usual on its stream.
 void attention_fused(const AttentionShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const Tensor& out, int sm_count, const ScratchFn& scratch, cudaStream_t s,
+                     const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where,
                      float* lse = nullptr);
 /// Fused attention backward (prefill shapes): FlashAttention-2 style on tensor cores, one CTA per
 /// (sequence, KV head, 64-key block) looping over the group's query heads and query blocks,
@@ -202,9 +236,9 @@ struct SkinnyGemm {
   /// The kernel configuration in words, for the record of GEMM choices.
   std::string describe(int sm_count) const;
 };
-/// Launches the skinny GEMM (p.fits() must hold); `programmatic`: as a programmatic dependent
-/// launch (compute capability 9.0 and later), which lets it start while the kernel before ends.
-void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s);
+/// Launches the skinny GEMM (p.fits() must hold). As a programmatic dependent launch it loads
+/// its first weights before it waits for the kernel before it.
+void skinny_gemm(const SkinnyGemm& p, int sm_count, Launch where);
 
 /// `count` launches of an empty <<<1, 1>>> kernel on `s` (the launch floor).
 void empty_kernels(int count, cudaStream_t s);

@@ -90,6 +90,9 @@ struct Swiglu {
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
+struct Copy {
+  __device__ float operator()(float a, float) const { return a; }
+};
 // dy * gelu'(x), the derivative of the tanh approximation above.
 struct GeluBackward {
   __device__ float operator()(float x, float dy) const {
@@ -108,6 +111,7 @@ template <typename T, int V, typename F>
 __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy,
                            int64_t rows, int64_t cols, F f) {
   allow_dependents();
+  wait_for_primary();
   for_each_vector<V>(rows, cols, [&](int64_t r, int64_t c) {
     float va[V], vb[V], vy[V];
     load<T, V>(a + r * lda + c, va);
@@ -210,6 +214,7 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T*
                             const T* gamma, const T* beta, T* y, int64_t ldy, int64_t cols,
                             float eps) {
   allow_dependents();
+  wait_for_primary();
   __shared__ float shared[32];
   const T* in = x + blockIdx.x * ldx;
   T* out = y + blockIdx.x * ldy;
@@ -470,6 +475,8 @@ constexpr int kRotaryHeads = 8;
 template <typename T>
 __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
                               int64_t seq_len, int64_t pos0, float theta, float sign) {
+  allow_dependents();
+  wait_for_primary();
   const int64_t half = head_dim / 2;
   const int64_t chunks = (heads + kRotaryHeads - 1) / kRotaryHeads;
   const int64_t total = rows * chunks * half;
@@ -576,18 +583,17 @@ template <typename T, typename F> void launch_fill(const Tensor& t, F f, cudaStr
 }
 
 template <typename T, typename F>
-void launch_map(const Tensor& a, const Tensor& b, const Tensor& y, F f, cudaStream_t s) {
+void launch_map(const Tensor& a, const Tensor& b, const Tensor& y, F f, Launch where) {
   if (y.rows == 0 || y.cols == 0) return;
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   T* py = static_cast<T*>(y.data);
   if (rows_vectorisable(a) && rows_vectorisable(b) && rows_vectorisable(y))
-    map_kernel<T, 8><<<grid_for(y.elements() / 8, kThreads), kThreads, 0, s>>>(
-        pa, a.ld, pb, b.ld, py, y.ld, y.rows, y.cols, f);
+    launch_kernel(map_kernel<T, 8, F>, grid_for(y.elements() / 8, kThreads), kThreads, 0, where, pa,
+                  a.ld, pb, b.ld, py, y.ld, y.rows, y.cols, f);
   else
-    map_kernel<T, 1><<<grid_for(y.elements(), kThreads), kThreads, 0, s>>>(pa, a.ld, pb, b.ld, py,
-                                                                           y.ld, y.rows, y.cols, f);
-  RIDGELINE_CHECK(cudaGetLastError());
+    launch_kernel(map_kernel<T, 1, F>, grid_for(y.elements(), kThreads), kThreads, 0, where, pa,
+                  a.ld, pb, b.ld, py, y.ld, y.rows, y.cols, f);
 }
 
 } // namespace
@@ -602,31 +608,34 @@ void fill_value(const Tensor& t, float value, cudaStream_t s) {
   dispatch(t.dtype, [&](auto tag) { launch_fill<decltype(tag)>(t, FillValue{value}, s); });
 }
 
-void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s, float alpha) {
+void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch where, float alpha) {
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
     case MapOp::gelu:
-      launch_map<T>(a, a, y, Gelu{}, s);
+      launch_map<T>(a, a, y, Gelu{}, where);
       break;
     case MapOp::swiglu:
-      launch_map<T>(a, b, y, Swiglu{}, s);
+      launch_map<T>(a, b, y, Swiglu{}, where);
       break;
     case MapOp::add:
-      launch_map<T>(a, b, y, Add{}, s);
+      launch_map<T>(a, b, y, Add{}, where);
+      break;
+    case MapOp::copy:
+      launch_map<T>(a, a, y, Copy{}, where);
       break;
     case MapOp::gelu_backward:
-      launch_map<T>(a, b, y, GeluBackward{}, s);
+      launch_map<T>(a, b, y, GeluBackward{}, where);
       break;
     case MapOp::axpy:
-      launch_map<T>(a, b, y, Axpy{alpha}, s);
+      launch_map<T>(a, b, y, Axpy{alpha}, where);
       break;
     }
   });
 }
 
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          cudaStream_t s, const Tensor* residual, const Tensor* sum) {
+          Launch where, const Tensor* residual, const Tensor* sum) {
   if (x.rows == 0 || x.cols == 0) return;
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -647,7 +656,8 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
     T* ps = sum ? static_cast<T*>(sum->data) : nullptr;
     const int64_t ldr = residual ? residual->ld : 0, lds = sum ? sum->ld : 0;
     auto launch = [&](auto kernel) {
-      kernel<<<grid, threads, 0, s>>>(px, x.ld, pr, ldr, ps, lds, pg, pb, py, y.ld, x.cols, eps);
+      launch_kernel(kernel, grid, threads, 0, where, px, x.ld, pr, ldr, ps, lds, pg, pb, py, y.ld,
+                    x.cols, eps);
     };
     const bool layer = beta != nullptr, add = residual != nullptr;
     if (vec)
@@ -658,20 +668,18 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
       layer ? (add ? launch(norm_kernel<T, 1, true, true>) : launch(norm_kernel<T, 1, true, false>))
             : (add ? launch(norm_kernel<T, 1, false, true>)
                    : launch(norm_kernel<T, 1, false, false>));
-    RIDGELINE_CHECK(cudaGetLastError());
   });
 }
 
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, bool inverse, cudaStream_t s) {
+            float theta, bool inverse, Launch where) {
   if (x.rows == 0 || heads == 0) return;
   dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t chunks = (heads + kRotaryHeads - 1) / kRotaryHeads;
-    rotary_kernel<T><<<grid_for(x.rows * chunks * (head_dim / 2), kThreads), kThreads, 0, s>>>(
-        static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0, theta,
-        inverse ? -1.0f : 1.0f);
-    RIDGELINE_CHECK(cudaGetLastError());
+    launch_kernel(rotary_kernel<T>, grid_for(x.rows * chunks * (head_dim / 2), kThreads), kThreads,
+                  0, where, static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0,
+                  theta, inverse ? -1.0f : 1.0f);
   });
 }
 

@@ -13,7 +13,10 @@
 //
 // Launched as a programmatic dependent launch where the device has it: the CTAs start while the
 // kernel before them (a norm, the activation, the attention) finishes, pull their first weights
-// into L2, and wait for it only before reading the activations.
+// into L2, and wait for it only before reading the activations. Each CTA lets the kernel after
+// it start once its own weights are read (allow_dependents()), so that, inside a forward step
+// where the kernels between are launched the same way, the next GEMM's CTAs take the SMs this
+// one's last CTAs leave; not earlier, where waiting CTAs would hold SMs this grid still needs.
 //
 // At most kGemvRows activation rows take a second kernel, on CUDA cores: one to eight warps per
 // weight row, each over a slice of k of at most 8 KiB, its lanes along k, so that each load
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
   if (!waited) wait_for_primary(); // an empty slice: still not before the kernel before ends
+  allow_dependents();
 #pragma unroll
   for (int i = 0; i < M; ++i) {
 #pragma unroll
@@ -218,6 +222,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (; c0 + (U - 1) * kWarps < whole; c0 += kWarps * U)
     round(c0, false);
   if (c0 < chunks) round(c0, true);
+  allow_dependents();
 
 #pragma unroll
   for (int j = 0; j < NT; ++j)
@@ -238,78 +243,56 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-/// Launches `kernel` on `ctas` CTAs of `threads` threads; `programmatic`: as a programmatic
-/// dependent launch (it may start while the kernel before it ends).
-template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), int64_t ctas, int threads, bool programmatic,
-                   cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(threads);
-  config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  if (programmatic) {
-    config.attrs = &attr;
-    config.numAttrs = 1;
-  }
-  RIDGELINE_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
-
-template <typename T, int NT, bool kTall>
-void launch(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
-  launch_kernel(skinny_gemm_kernel<T, NT, kTall>, (p.n + NT * 8 - 1) / (NT * 8), kWarps * 32,
-                programmatic, s, static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w),
-                p.ldw, static_cast<T*>(p.c), p.ldc, static_cast<int>(p.m), static_cast<int>(p.n),
+template <typename T, int NT, bool kTall> void launch(const SkinnyGemm& p, Launch where) {
+  launch_kernel(skinny_gemm_kernel<T, NT, kTall>,
+                static_cast<unsigned>((p.n + NT * 8 - 1) / (NT * 8)), kWarps * 32, 0, where,
+                static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w), p.ldw,
+                static_cast<T*>(p.c), p.ldc, static_cast<int>(p.m), static_cast<int>(p.n),
                 static_cast<int>(p.k));
 }
 
-template <typename T, int M, int S>
-void launch_gemv(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch where) {
   constexpr int R = kGemvWarps / S;
-  launch_kernel(gemv_kernel<T, M, S>, (p.n + R - 1) / R, kGemvWarps * 32, programmatic, s,
-                static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w), p.ldw,
+  launch_kernel(gemv_kernel<T, M, S>, static_cast<unsigned>((p.n + R - 1) / R), kGemvWarps * 32, 0,
+                where, static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w), p.ldw,
                 static_cast<T*>(p.c), p.ldc, static_cast<int>(p.n), static_cast<int>(p.k));
 }
 
-template <typename T, int M>
-void launch_slices(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+template <typename T, int M> void launch_slices(const SkinnyGemm& p, Launch where) {
   switch (gemv_slices(p.k)) {
   case 1:
-    return launch_gemv<T, M, 1>(p, programmatic, s);
+    return launch_gemv<T, M, 1>(p, where);
   case 2:
-    return launch_gemv<T, M, 2>(p, programmatic, s);
+    return launch_gemv<T, M, 2>(p, where);
   case 4:
-    return launch_gemv<T, M, 4>(p, programmatic, s);
+    return launch_gemv<T, M, 4>(p, where);
   default:
-    return launch_gemv<T, M, 8>(p, programmatic, s);
+    return launch_gemv<T, M, 8>(p, where);
   }
 }
 
-template <typename T> void launch_rows(const SkinnyGemm& p, bool programmatic, cudaStream_t s) {
+template <typename T> void launch_rows(const SkinnyGemm& p, Launch where) {
   static_assert(SkinnyGemm::kGemvRows == 4, "one instantiation per row count");
   switch (p.m) {
   case 1:
-    return launch_slices<T, 1>(p, programmatic, s);
+    return launch_slices<T, 1>(p, where);
   case 2:
-    return launch_slices<T, 2>(p, programmatic, s);
+    return launch_slices<T, 2>(p, where);
   case 3:
-    return launch_slices<T, 3>(p, programmatic, s);
+    return launch_slices<T, 3>(p, where);
   default:
-    return launch_slices<T, 4>(p, programmatic, s);
+    return launch_slices<T, 4>(p, where);
   }
 }
 
-template <typename T>
-void launch_tiles(const SkinnyGemm& p, int nt, bool programmatic, cudaStream_t s) {
+template <typename T> void launch_tiles(const SkinnyGemm& p, int nt, Launch where) {
   const bool tall = p.m > 8;
   if (nt == 4)
-    tall ? launch<T, 4, true>(p, programmatic, s) : launch<T, 4, false>(p, programmatic, s);
+    tall ? launch<T, 4, true>(p, where) : launch<T, 4, false>(p, where);
   else if (nt == 2)
-    tall ? launch<T, 2, true>(p, programmatic, s) : launch<T, 2, false>(p, programmatic, s);
+    tall ? launch<T, 2, true>(p, where) : launch<T, 2, false>(p, where);
   else
-    tall ? launch<T, 1, true>(p, programmatic, s) : launch<T, 1, false>(p, programmatic, s);
+    tall ? launch<T, 1, true>(p, where) : launch<T, 1, false>(p, where);
 }
 
 } // namespace
@@ -344,20 +327,20 @@ std::string SkinnyGemm::describe(int sm_count) const {
   return text;
 }
 
-void skinny_gemm(const SkinnyGemm& p, int sm_count, bool programmatic, cudaStream_t s) {
+void skinny_gemm(const SkinnyGemm& p, int sm_count, Launch where) {
   RIDGELINE_REQUIRE(p.fits(), "skinny_gemm: shape, alignment or dtype it does not take");
   if (p.m <= SkinnyGemm::kGemvRows) {
     if (p.dtype == DType::bf16)
-      launch_rows<__nv_bfloat16>(p, programmatic, s);
+      launch_rows<__nv_bfloat16>(p, where);
     else
-      launch_rows<__half>(p, programmatic, s);
+      launch_rows<__half>(p, where);
     return;
   }
   const int nt = p.tiles_per_warp(sm_count);
   if (p.dtype == DType::bf16)
-    launch_tiles<__nv_bfloat16>(p, nt, programmatic, s);
+    launch_tiles<__nv_bfloat16>(p, nt, where);
   else
-    launch_tiles<__half>(p, nt, programmatic, s);
+    launch_tiles<__half>(p, nt, where);
 }
 
 } // namespace cuda

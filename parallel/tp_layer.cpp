@@ -520,6 +520,12 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
 }
 
 void TpStage::forward(Recorder& rec) {
+  // A forward stage writes no weights: its kernels may start while the one before them ends.
+  struct Chain {
+    Backend& backend;
+    explicit Chain(Backend& b) : backend(b) { backend.set_launch_chain(true); }
+    ~Chain() { backend.set_launch_chain(false); }
+  } chain(m_backend);
   const int64_t n = m_spec.num_layers;
   const int parts = m_spec.overlap.parts();
   const Tensor tmp = m_tmp_buf.view(m_stream_tokens, m_spec.model.hidden, m_backend.dtype());
