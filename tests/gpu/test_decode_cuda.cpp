@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -135,6 +136,57 @@ TEST(DecodeSteps, GrowingCacheMatchesHostEagerAndGraphs) {
   for (int64_t step = 0; step < kSteps; ++step) {
     gpu->replay(graphs[static_cast<size_t>(step)], Lane::compute);
     EXPECT_EQ(gpu->to_host(g.output()), eager[static_cast<size_t>(step)]) << "step " << step;
+  }
+}
+
+// The kernels of a forward step as programmatic dependent launches (each may start while the one
+// before it ends; the skinny GEMM loads its weights before it waits) compute the step bit for bit
+// as ordinary launches do, eager and replayed from graphs many times, with the skinny GEMM's
+// CUDA-core kernel (3 rows) and cuBLASLt's (the heuristic).
+TEST(DecodeSteps, ChainedLaunchesMatchOrdinaryOnes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  constexpr int64_t kSteps = 3;
+  constexpr int kReplays = 50;
+  for (const GemmAlgo algo : {GemmAlgo::skinny, GemmAlgo::heuristic}) {
+    std::vector<std::vector<float>> outputs[2]; // [ordinary, chained][step, eager then replays]
+    for (int chained = 0; chained < 2; ++chained) {
+      // Read when the backend is made.
+      if (chained)
+        unsetenv("RIDGELINE_PDL");
+      else
+        setenv("RIDGELINE_PDL", "0", 1);
+      auto gpu = make_cuda_backend(0, DType::bf16);
+      unsetenv("RIDGELINE_PDL");
+      gpu->set_gemm_algo(algo);
+      StageSpec spec = decode_stage(kSteps);
+      spec.shape.dtype = DType::bf16;
+      OpTable ops;
+      TpStage g(*gpu, nullptr, spec, ops);
+      g.fill_input(0);
+      Recorder rec(gpu->clock(), ops);
+      rec.set_enabled(false);
+      std::vector<int> graphs;
+      for (int64_t step = 0; step < kSteps; ++step) {
+        g.set_decode_step(step);
+        g.forward(rec);
+        outputs[chained].push_back(gpu->to_host(g.output()));
+        gpu->capture_begin(Lane::compute);
+        g.forward(rec);
+        graphs.push_back(gpu->capture_end(Lane::compute));
+      }
+      for (int r = 0; r < kReplays; ++r)
+        for (int64_t step = 0; step < kSteps; ++step) {
+          gpu->replay(graphs[static_cast<size_t>(step)], Lane::compute);
+          outputs[chained].push_back(gpu->to_host(g.output()));
+        }
+    }
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    for (size_t i = 0; i < outputs[0].size(); ++i)
+      ASSERT_EQ(outputs[1][i], outputs[0][i])
+          << (algo == GemmAlgo::skinny ? "skinny" : "heuristic") << ", output " << i;
+    // Each step's replays give its eager output.
+    for (size_t i = 0; i < outputs[1].size(); ++i)
+      ASSERT_EQ(outputs[1][i], outputs[1][i % kSteps]) << "output " << i;
   }
 }
 
