@@ -29,7 +29,8 @@
 #     cache (--decode-steps); DECODE_ATTENTION=fused,cudnn runs each sweep with each
 #     implementation, taking turns; DECODE_MODELS and DECODE_GEMM_ALGOS narrow them;
 #   - decode_gemm (also alone): decode steps with each GEMM choice (heuristic, search, the skinny
-#     kernel with and without its programmatic launch), taking turns, and eager per-op runs;
+#     kernel), each with its programmatic launches as built, with the skinny GEMM's alone
+#     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
@@ -345,10 +346,12 @@ section_pipeline() {
   done
 }
 
-# decode_gemm (also alone): the decode step of llama3-8b and llama3-70b at batch 1 and 16,
-# context 1024, --graphs, with each GEMM choice (heuristic, search, the skinny kernel as a
-# programmatic dependent launch and as an ordinary one), taking turns twice; and llama3-8b at
-# batch 1 eager with each choice, for the time of each op.
+# decode_gemm (also alone): the decode step of every preset layer at batch 1 and 16, context
+# 1024, --graphs, with each GEMM choice (heuristic, search, the skinny kernel), the heuristic and
+# the skinny kernel each also with only the skinny GEMM as a programmatic dependent launch
+# (-gemm: RIDGELINE_PDL=gemm, no chain of the step's kernels) and the skinny kernel with none
+# (-nopdl), taking turns twice; and llama3-8b at batch 1 eager with each choice, for the time of
+# each op. DECODE_GEMM_MODELS narrows the layers.
 section_decode_gemm() {
   local roofs=$out/h5/roofs_decode.h5
   if [ ! -f "$roofs" ]; then
@@ -357,19 +360,23 @@ section_decode_gemm() {
     note "roofs_decode: rc=$?"
   fi
   for turn in 1 2; do
-    for model in llama3-8b llama3-70b; do
-      for variant in heuristic search skinny skinny-nopdl; do
-        local name=decode_gemm_${model}_${variant}_$turn
-        RIDGELINE_SKINNY_PDL=$([ "$variant" = skinny-nopdl ] && echo 0 || echo 1) \
-          timeout "$step_timeout" "${mpirun[@]}" -np 1 -x RIDGELINE_SKINNY_PDL "$ridgeline" sweep \
-          --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
-          --phase decode --graphs --gemm-algo "${variant%-nopdl}" --tp 1 --batch 1,16 \
+    for model in ${DECODE_GEMM_MODELS:-llama3-8b llama3-70b gpt-h8192}; do
+      for variant in heuristic heuristic-gemm search skinny skinny-gemm skinny-nopdl; do
+        local name=decode_gemm_${model}_${variant}_$turn pdl=chain
+        case $variant in
+        *-gemm) pdl=gemm ;;
+        *-nopdl) pdl=0 ;;
+        esac
+        RIDGELINE_PDL=$pdl timeout "$step_timeout" "${mpirun[@]}" -np 1 -x RIDGELINE_PDL \
+          "$ridgeline" sweep --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" \
+          --layers 1 --phase decode --graphs --gemm-algo "${variant%-*}" --tp 1 --batch 1,16 \
           --context 1024 --warmup 5 --iters 50 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
         note "$name: rc=$? $(python3 "$repo/scripts/decode_roof_table.py" "$out/h5/$name.h5" |
           awk '$3 ~ /^[0-9]+$/ {printf "b%s %s us %s; ", $3, $9, $12}')"
       done
     done
-    # Eager, for each op's time (each carries its events' overhead, the same for every choice).
+    # Eager, for each op's time (each carries its events' overhead, the same for every choice;
+    # with the chain an op's kernel may start before the event that opens it).
     for variant in heuristic search skinny; do
       run "decode_eager_llama3-8b_${variant}_$turn" 1 --config "$repo/models/llama3-8b.toml" \
         --layers 1 --phase decode --batch 1 --context 1024 --gemm-algo "$variant" --warmup 5 \
