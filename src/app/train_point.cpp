@@ -166,12 +166,9 @@ public:
                   m_stage.geometry().stream_tokens, m_stage.geometry().hidden, m_backend.dtype()),
               m_stage.activation_in(a.microbatch, 0));
         m_stage.forward(rec, a.microbatch, a.chunk);
-        if (!m_train) {
-          if (last_stage && a.chunk == last_chunk && m_capture)
-            m_outputs[static_cast<size_t>(a.microbatch)] =
-                m_backend.to_host(m_stage.activation_out(a.microbatch, a.chunk));
-          finished.emplace_back(a.microbatch, a.chunk);
-        }
+        if (!m_train && last_stage && a.chunk == last_chunk && m_capture)
+          m_outputs[static_cast<size_t>(a.microbatch)] =
+              m_backend.to_host(m_stage.activation_out(a.microbatch, a.chunk));
         break;
       case ActionKind::backward:
       case ActionKind::backward_input:
@@ -187,13 +184,12 @@ public:
         if (m_capture && first_stage && a.chunk == 0)
           m_input_grads[static_cast<size_t>(a.microbatch)] =
               m_backend.to_host(m_stage.gradient_out(a.microbatch, 0));
-        if (a.kind == ActionKind::backward) finished.emplace_back(a.microbatch, a.chunk);
         break;
       case ActionKind::backward_weight:
         m_stage.backward_weight(rec, a.microbatch, a.chunk);
-        finished.emplace_back(a.microbatch, a.chunk);
         break;
       }
+      if (last_use(a, m_train)) finished.emplace_back(a.microbatch, a.chunk);
     }
     for (const auto& [mb, chunk] : finished)
       m_stage.release(mb, chunk);
@@ -217,10 +213,17 @@ public:
   const std::vector<std::vector<float>>& input_grads() const { return m_input_grads; }
 
 private:
+  /// Whether `a` is the last action on its (microbatch, chunk)'s activation set: the forward in
+  /// prefill, the backward or backward_weight in training. step() gives the set back after the
+  /// exchange that follows.
+  static bool last_use(const Action& a, bool train) {
+    return (!train && a.kind == ActionKind::forward) || a.kind == ActionKind::backward ||
+           a.kind == ActionKind::backward_weight;
+  }
+
   // The most activation sets of each chunk that step() holds at once with this program: a set
-  // is taken by the first transfer or action of its (microbatch, chunk) and given back after
-  // the exchange that follows its last action (forward in prefill, backward or backward_weight
-  // in training), as step() does.
+  // is taken by the first transfer or action of its (microbatch, chunk) and given back as
+  // step() gives it back (last_use()).
   static std::vector<int> sets_per_chunk(const std::vector<Step>& program, int chunks, bool train) {
     std::vector<int> live(static_cast<size_t>(chunks), 0), peak(live);
     std::set<std::pair<int, int>> held;
@@ -241,9 +244,7 @@ private:
       }
       const Action& a = *st.action;
       take(a.microbatch, a.chunk);
-      if ((!train && a.kind == ActionKind::forward) || a.kind == ActionKind::backward ||
-          a.kind == ActionKind::backward_weight)
-        finished.emplace_back(a.microbatch, a.chunk);
+      if (last_use(a, train)) finished.emplace_back(a.microbatch, a.chunk);
     }
     return peak;
   }
