@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The job that made this directory, on one H200 (NCCL_NVLS_ENABLE=0 in every process), from a
+# The first of the three jobs that made this directory, on one H200 (NCCL_NVLS_ENABLE=0 in every process), from a
 # bundle of the build of commit f7e3130 (the files record b84371248b45-dirty: the same code,
 # built before it was committed; scripts/bundle.sh build bundle.tar.xz).
 export NCCL_NVLS_ENABLE=0 GPU_CHECK_STEP_TIMEOUT=200
@@ -26,3 +26,5 @@ GPU_CHECK_TESTS="test_decode_cuda test_cuda_backend" \
 #   ridgeline run --config models/MODEL.toml --layers 1 --phase decode --graphs \
 #     --gemm-algo heuristic --tp 1 --batch B --context 32768 --warmup 5 --iters 30
 # printing the step p50 and the NVML line of the step loop.
+# logs/gpu-tests-all.log, a third job from a bundle of the GPU test binaries of the same build:
+#   GPU_CHECK_STEP_TIMEOUT=300 scripts/gpu-check.sh OUT --bundle tests.tar.xz --only tests
