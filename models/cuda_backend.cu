@@ -391,7 +391,8 @@ public:
     // Programmatic dependent launches (sm90), for an A/B of the overlap they buy: RIDGELINE_PDL=0
     // none, =gemm the skinny GEMM alone (it starts while the kernel before it ends), unset (or
     // anything else) also the kernels of a forward step (see set_launch_chain()).
-    const std::string pdl = std::getenv("RIDGELINE_PDL") ? std::getenv("RIDGELINE_PDL") : "";
+    const char* env = std::getenv("RIDGELINE_PDL");
+    const std::string pdl = env != nullptr ? env : "";
     m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
   }
 
@@ -760,6 +761,8 @@ private:
   static int lane_slot(Lane lane) { return lane == Lane::compute ? 0 : 1; }
   /// A forward kernel's launch on `lane`: a programmatic dependent one inside a forward step.
   cuda::Launch chained(Lane lane) const { return {raw(lane), m_pdl == Pdl::chain && m_chain}; }
+  /// The skinny GEMM's launch on `lane`: a programmatic dependent one unless RIDGELINE_PDL=0.
+  cuda::Launch skinny_launch(Lane lane) const { return {raw(lane), m_pdl != Pdl::off}; }
 
   void require_dtype(const Tensor& t) const {
     if (t.dtype != m_dtype)
@@ -866,7 +869,7 @@ private:
     if (m_gemm_algo == GemmAlgo::skinny && skinny.fits()) {
       if (m_skinny_shapes.insert(s.key()).second)
         m_gemm_choices.emplace_back(shape_words(s) + ": " + skinny.describe(m_sm_count));
-      cuda::skinny_gemm(skinny, m_sm_count, {raw(lane), m_pdl != Pdl::off});
+      cuda::skinny_gemm(skinny, m_sm_count, skinny_launch(lane));
       return;
     }
     auto it = m_plans.find(s.key());
@@ -875,7 +878,7 @@ private:
       if (s.search) search_algorithm(*it->second, s, a, b, skinny, lane);
     }
     if (it->second->skinny() && skinny.fits()) {
-      cuda::skinny_gemm(skinny, m_sm_count, {raw(lane), m_pdl != Pdl::off});
+      cuda::skinny_gemm(skinny, m_sm_count, skinny_launch(lane));
       return;
     }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
