@@ -1,9 +1,10 @@
 // Pipeline schedules: the order of each stage's actions, where its transfers are posted, the
-// chunk layout, the theory bubble and the rendezvous simulator (docs/ARCHITECTURE.md, "Pipeline
+// chunk layout, the theory bubble and the pipeline simulator (docs/ARCHITECTURE.md, "Pipeline
 // schedules").
 #include "parallel/schedule.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -18,6 +19,20 @@ const char* const accepted_forms =
 
 bool is_backward(ActionKind k) {
   return k == ActionKind::backward || k == ActionKind::backward_input;
+}
+
+double duration(const Action& a, const ActionCosts& c) {
+  switch (a.kind) {
+  case ActionKind::forward:
+    return c.forward;
+  case ActionKind::backward:
+    return c.backward;
+  case ActionKind::backward_input:
+    return c.backward_input;
+  case ActionKind::backward_weight:
+    return c.backward_weight;
+  }
+  return 0;
 }
 
 // Where a stage's data comes from and goes to. Virtual stage c * p + s; the next one of (s, c)
@@ -185,15 +200,76 @@ std::vector<Action> zb_h1_order(int stage, int stages, int microbatches) {
   return order;
 }
 
+// List scheduling of zb-h1 for given action times: each stage, whenever it is free, runs the
+// backward_input whose gradient has arrived (the previous stage waits for it), else the next
+// forward whose activation has arrived while it holds fewer than p microbatches (forward done,
+// weight gradient not: 1f1b's peak), else a deferred weight gradient, else waits. Forwards,
+// input gradients and weight gradients each go in microbatch order. With `lazy` a weight
+// gradient starts only where it ends before the next known arrival, or where nothing else can
+// run until one arrives (memory full or no arrival known).
+std::vector<std::vector<Action>> zb_h1_listed(int p, int m, const ActionCosts& c, bool lazy) {
+  constexpr double never = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> f_end(p, std::vector<double>(m, never)), b_end(f_end);
+  std::vector<std::vector<Action>> orders(p);
+  std::vector<int> nf(p, 0), nb(p, 0), nw(p, 0);
+  std::vector<double> free_at(p, 0);
+  auto done = [&](int s) { return nw[s] == m; };
+  for (;;) {
+    double t = never;
+    for (int s = 0; s < p; ++s)
+      if (!done(s)) t = std::min(t, free_at[s]);
+    if (t == never) break;
+    bool any = false;
+    double next = never;
+    for (int s = 0; s < p; ++s) {
+      if (done(s) || free_at[s] != t) continue;
+      const bool room = nf[s] - nw[s] < p;
+      const double f_ready =
+          nf[s] < m && room ? (s == 0 ? 0.0 : f_end[s - 1][nf[s]] + c.p2p) : never;
+      const double b_ready =
+          nb[s] < nf[s] ? (s == p - 1 ? f_end[s][nb[s]] : b_end[s + 1][nb[s]] + c.p2p) : never;
+      const double arrival = std::min(f_ready, b_ready);
+      std::optional<Action> run;
+      if (b_ready <= t) {
+        run = Action{ActionKind::backward_input, nb[s], 0};
+      } else if (f_ready <= t) {
+        run = Action{ActionKind::forward, nf[s], 0};
+      } else if (nw[s] < nb[s] && (!lazy || arrival == never || t + c.backward_weight <= arrival)) {
+        run = Action{ActionKind::backward_weight, nw[s], 0};
+      }
+      if (!run) {
+        next = std::min(next, arrival);
+        continue;
+      }
+      const double end = t + duration(*run, c);
+      if (run->kind == ActionKind::forward) f_end[s][nf[s]++] = end;
+      if (run->kind == ActionKind::backward_input) b_end[s][nb[s]++] = end;
+      if (run->kind == ActionKind::backward_weight) ++nw[s];
+      orders[s].push_back(*run);
+      free_at[s] = end;
+      any = true;
+    }
+    if (any) continue;
+    // Every stage free at t waits: until its next arrival or until another stage is free.
+    for (int s = 0; s < p; ++s)
+      if (!done(s) && free_at[s] > t) next = std::min(next, free_at[s]);
+    RIDGELINE_REQUIRE(next != never && next > t, "zb-h1 list schedule cannot progress");
+    for (int s = 0; s < p; ++s)
+      if (!done(s) && free_at[s] == t) free_at[s] = next;
+  }
+  return orders;
+}
+
 using DataKey = std::tuple<int, bool, int, int>; // stage, gradient, microbatch, chunk
 
-// Transfers placed by the unit-cost timeline: every action takes one unit and starts as soon as
-// its stage is free and its input exists. Each send follows its action; each receive is posted
-// at the last boundary of the receiving stage not later than the moment the data is produced.
-// Under rendezvous both sides then post at that moment, so the programs reproduce the timeline
-// exactly when the costs are equal (and never deadlock: that depends on the order alone).
+// Transfers placed by the timeline of `costs`: every action starts as soon as its stage is free
+// and its input exists. Each send follows its action; each receive is posted at the last
+// boundary of the receiving stage not later than the moment the data is produced, so that the
+// receiver's lane does not hold later transfers long. With equal costs the programs reproduce
+// the timeline exactly; whether they deadlock depends on the order alone, and the simulator
+// tells (zb_h1_programs() keeps only programs that complete).
 std::vector<std::vector<Step>> timeline_programs(const std::vector<std::vector<Action>>& orders,
-                                                 const Layout& l) {
+                                                 const Layout& l, const ActionCosts& costs) {
   const int p = l.stages;
   std::vector<std::vector<double>> start(p), end(p);
   std::map<DataKey, double> produced; // by the producing stage and its chunk
@@ -216,10 +292,10 @@ std::vector<std::vector<Step>> timeline_programs(const std::vector<std::vector<A
           ready = std::max(ready, it->second);
         }
         start[s].push_back(ready);
-        end[s].push_back(ready + 1);
-        free_at[s] = ready + 1;
+        end[s].push_back(ready + duration(a, costs));
+        free_at[s] = end[s].back();
         if (const auto out = output_of(a, s, l))
-          produced[DataKey{s, out->gradient, a.microbatch, a.chunk}] = ready + 1;
+          produced[DataKey{s, out->gradient, a.microbatch, a.chunk}] = end[s].back();
         progress = true;
       }
     }
@@ -257,6 +333,31 @@ std::vector<std::vector<Step>> timeline_programs(const std::vector<std::vector<A
     programs[s] = builder.take();
   }
   return programs;
+}
+
+// zb-h1's programs for `costs`: the fixed order and both list schedules, each with its
+// transfers placed by the unit timeline and by the costed one, simulated under `costs`; the
+// shortest iteration wins (the fixed order on ties, so equal costs give the textbook schedule).
+std::vector<std::vector<Step>> zb_h1_programs(int p, int m, const ActionCosts& costs) {
+  const Layout l{p, 1};
+  std::vector<std::vector<Action>> fixed;
+  for (int s = 0; s < p; ++s)
+    fixed.push_back(zb_h1_order(s, p, m));
+  const std::vector<std::vector<std::vector<Action>>> orders = {
+      fixed, zb_h1_listed(p, m, costs, false), zb_h1_listed(p, m, costs, true)};
+  std::vector<std::vector<Step>> best;
+  double best_makespan = std::numeric_limits<double>::infinity();
+  for (const auto& order : orders)
+    for (const ActionCosts& placement : {ActionCosts{1, 2, 1, 1, 0}, costs}) {
+      std::vector<std::vector<Step>> programs = timeline_programs(order, l, placement);
+      const Simulation sim = simulate_pipeline(programs, costs);
+      if (!sim.deadlocked && sim.makespan < best_makespan * (1 - 1e-12)) {
+        best_makespan = sim.makespan;
+        best = std::move(programs);
+      }
+    }
+  RIDGELINE_REQUIRE(!best.empty(), "no zb-h1 program completes");
+  return best;
 }
 
 std::string str(int64_t v) {
@@ -335,7 +436,7 @@ std::vector<std::string> schedule_problems(const Schedule& sc, int stages, int m
 }
 
 std::vector<Step> stage_program(const Schedule& sc, int stage, int stages, int microbatches,
-                                bool train) {
+                                bool train, const ActionCosts& costs) {
   const std::vector<std::string> problems = order_problems(sc, stages, microbatches, train);
   if (!problems.empty()) throw UsageError(problems.front());
   if (stage < 0 || stage >= stages)
@@ -361,12 +462,8 @@ std::vector<Step> stage_program(const Schedule& sc, int stage, int stages, int m
       order.push_back(interleaved_action(k, stages, sc.chunks, true));
     return merged_program(order, stage, l);
   }
-  case ScheduleKind::zb_h1: {
-    std::vector<std::vector<Action>> orders;
-    for (int s = 0; s < stages; ++s)
-      orders.push_back(zb_h1_order(s, stages, microbatches));
-    return timeline_programs(orders, l)[stage];
-  }
+  case ScheduleKind::zb_h1:
+    return zb_h1_programs(stages, microbatches, costs)[static_cast<size_t>(stage)];
   }
   throw Error("unknown pipeline schedule kind");
 }
@@ -404,108 +501,154 @@ double Simulation::bubble() const {
   return b + i > 0 ? i / (b + i) : 0.0;
 }
 
+std::vector<int> input_exchanges(const std::vector<Step>& program) {
+  std::vector<int> out(program.size(), -1);
+  std::map<std::tuple<bool, int, int>, int> received; // (gradient, microbatch, chunk) -> step
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Step& st = program[i];
+    for (const Transfer& t : st.exchange)
+      if (!t.send) received[{t.gradient, t.microbatch, t.chunk}] = static_cast<int>(i);
+    if (!st.action) continue;
+    const Action& a = *st.action;
+    const auto key = std::tuple{a.kind != ActionKind::forward, a.microbatch, a.chunk};
+    if (a.kind == ActionKind::backward_weight) continue; // its input came with backward_input
+    const auto it = received.find(key);
+    if (it != received.end()) {
+      out[i] = it->second;
+      received.erase(it);
+    }
+  }
+  return out;
+}
+
 namespace {
 
-// One posted transfer: when it was posted, what it carries (microbatch, virtual stage).
+// One stage's exchange on its p2p lane: where it sits in the program, when the compute posted
+// it, when the lane started it and when it finished (infinite: not yet known).
+struct LaneExchange {
+  size_t step = 0;
+  double posted = std::numeric_limits<double>::infinity();
+  double started = std::numeric_limits<double>::infinity();
+  double done = std::numeric_limits<double>::infinity();
+};
+
+// One transfer as matched by the simulator: the exchange holding it and what it carries.
 struct Posted {
-  double time;
+  int stage;
+  size_t exchange;
   int microbatch;
   int virtual_stage;
 };
 
-struct Channel {
-  std::vector<Posted> sends, receives;
-};
-
-double duration(const Action& a, const ActionCosts& c) {
-  switch (a.kind) {
-  case ActionKind::forward:
-    return c.forward;
-  case ActionKind::backward:
-    return c.backward;
-  case ActionKind::backward_input:
-    return c.backward_input;
-  case ActionKind::backward_weight:
-    return c.backward_weight;
-  }
-  return 0;
-}
+using ChannelKey = std::tuple<int, int, bool>; // from, to, gradient
 
 } // namespace
 
 Simulation simulate_pipeline(const std::vector<std::vector<Step>>& programs,
                              const ActionCosts& costs) {
+  constexpr double unknown = std::numeric_limits<double>::infinity();
   const int p = static_cast<int>(programs.size());
+  // Every exchange, the channel position of each of its transfers, and each action's input.
+  std::vector<std::vector<LaneExchange>> lanes(p);
+  std::vector<std::vector<int>> lane_of_step(p), input(p);
+  std::map<ChannelKey, std::pair<std::vector<Posted>, std::vector<Posted>>> channels;
+  std::vector<std::vector<std::vector<std::tuple<ChannelKey, bool, size_t>>>> slots(p);
+  for (int s = 0; s < p; ++s) {
+    input[s] = input_exchanges(programs[s]);
+    lane_of_step[s].assign(programs[s].size(), -1);
+    for (size_t i = 0; i < programs[s].size(); ++i) {
+      if (programs[s][i].exchange.empty()) continue;
+      lane_of_step[s][i] = static_cast<int>(lanes[s].size());
+      slots[s].emplace_back();
+      for (const Transfer& t : programs[s][i].exchange) {
+        RIDGELINE_REQUIRE(t.peer_stage >= 0 && t.peer_stage < p,
+                          "transfer of stage " + str(s) + " to stage " + str(t.peer_stage));
+        const ChannelKey key = t.send ? ChannelKey{s, t.peer_stage, t.gradient}
+                                      : ChannelKey{t.peer_stage, s, t.gradient};
+        auto& side = t.send ? channels[key].first : channels[key].second;
+        side.push_back({s, lanes[s].size(), t.microbatch, t.chunk * p + s});
+        slots[s].back().emplace_back(key, t.send, side.size() - 1);
+      }
+      lanes[s].push_back({i});
+    }
+  }
+  // A matched pair must carry the same microbatch from one virtual stage to the next.
+  for (const auto& [key, ch] : channels)
+    for (size_t k = 0; k < std::min(ch.first.size(), ch.second.size()); ++k) {
+      const Posted& sent = ch.first[k];
+      const Posted& received = ch.second[k];
+      const int step_by = std::get<2>(key) ? -1 : 1;
+      if (sent.microbatch != received.microbatch ||
+          received.virtual_stage != sent.virtual_stage + step_by)
+        throw Error("pipeline transfer " + str(std::get<0>(key)) + " -> " + str(std::get<1>(key)) +
+                    (std::get<2>(key) ? " (gradient)" : "") + " pairs microbatch " +
+                    str(sent.microbatch) + " of virtual stage " + str(sent.virtual_stage) +
+                    " with microbatch " + str(received.microbatch) + " of virtual stage " +
+                    str(received.virtual_stage));
+    }
+
   Simulation sim;
   sim.busy.assign(p, 0);
-  sim.finish.assign(p, 0);
-  // Channel (from, to, gradient): FIFO of posts on each side.
-  std::map<std::tuple<int, int, bool>, Channel> channels;
-  // The posts of each stage's current exchange: channel, side, index.
-  std::vector<std::vector<std::tuple<std::tuple<int, int, bool>, bool, size_t>>> posted(p);
-  std::vector<size_t> pc(p, 0);
-  std::vector<bool> posting(p, false);
+  std::vector<double> compute(p, 0);
+  std::vector<size_t> pc(p, 0), next_exchange(p, 0);
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s) {
+      // The compute: posts exchanges without waiting; an action waits for its input's exchange.
       while (pc[s] < programs[s].size()) {
-        const Step& step = programs[s][pc[s]];
-        if (step.action) {
-          const double d = duration(*step.action, costs);
-          sim.finish[s] += d;
-          sim.busy[s] += d;
-          ++pc[s];
-          progress = true;
-          continue;
-        }
-        if (!posting[s]) {
-          posted[s].clear();
-          for (const Transfer& t : step.exchange) {
-            RIDGELINE_REQUIRE(t.peer_stage >= 0 && t.peer_stage < p,
-                              "transfer of stage " + str(s) + " to stage " + str(t.peer_stage));
-            const auto key = t.send ? std::tuple{s, t.peer_stage, t.gradient}
-                                    : std::tuple{t.peer_stage, s, t.gradient};
-            Channel& ch = channels[key];
-            auto& side = t.send ? ch.sends : ch.receives;
-            side.push_back({sim.finish[s], t.microbatch, t.chunk * p + s});
-            posted[s].emplace_back(key, t.send, side.size() - 1);
+        const size_t i = pc[s];
+        if (const int e = lane_of_step[s][i]; e >= 0) {
+          lanes[s][static_cast<size_t>(e)].posted = compute[s];
+        } else {
+          double ready = compute[s];
+          if (const int j = input[s][i]; j >= 0) {
+            const double done = lanes[s][static_cast<size_t>(lane_of_step[s][j])].done;
+            if (done == unknown) break;
+            ready = std::max(ready, done);
           }
-          posting[s] = true;
-          progress = true;
+          const double d = duration(*programs[s][i].action, costs);
+          compute[s] = ready + d;
+          sim.busy[s] += d;
         }
-        double done = sim.finish[s];
+        ++pc[s];
+        progress = true;
+      }
+      // The lane: exchanges in program order, each started once posted and the previous one
+      // done, finished when the peer exchange of every transfer has started.
+      while (next_exchange[s] < lanes[s].size()) {
+        const size_t e = next_exchange[s];
+        LaneExchange& x = lanes[s][e];
+        if (x.posted == unknown) break;
+        x.started = std::max(x.posted, e > 0 ? lanes[s][e - 1].done : 0.0);
+        double done = x.started;
         bool matched = true;
-        for (const auto& [key, send, index] : posted[s]) {
-          const Channel& ch = channels[key];
-          const auto& other = send ? ch.receives : ch.sends;
-          if (other.size() <= index) {
+        for (const auto& [key, send, index] : slots[s][e]) {
+          const auto& ch = channels[key];
+          const auto& other = send ? ch.second : ch.first;
+          const double peer = other.size() > index
+                                  ? lanes[other[index].stage][other[index].exchange].started
+                                  : unknown;
+          if (peer == unknown) {
             matched = false;
             break;
           }
-          const Posted& mine = (send ? ch.sends : ch.receives)[index];
-          const Posted& peer = other[index];
-          const Posted& sent = send ? mine : peer;
-          const Posted& received = send ? peer : mine;
-          const int step_by = std::get<2>(key) ? -1 : 1;
-          if (sent.microbatch != received.microbatch ||
-              received.virtual_stage != sent.virtual_stage + step_by)
-            throw Error("pipeline transfer " + str(std::get<0>(key)) + " -> " +
-                        str(std::get<1>(key)) + (std::get<2>(key) ? " (gradient)" : "") +
-                        " pairs microbatch " + str(sent.microbatch) + " of virtual stage " +
-                        str(sent.virtual_stage) + " with microbatch " + str(received.microbatch) +
-                        " of virtual stage " + str(received.virtual_stage));
-          done = std::max(done, std::max(sent.time, received.time) + costs.p2p);
+          done = std::max(done, std::max(x.started, peer) + costs.p2p);
         }
         if (!matched) break;
-        sim.finish[s] = done;
-        posting[s] = false;
-        ++pc[s];
+        x.done = done;
+        ++next_exchange[s];
         progress = true;
       }
     }
   }
-  for (int s = 0; s < p; ++s)
-    sim.deadlocked = sim.deadlocked || pc[s] < programs[s].size();
+  sim.finish.assign(p, 0);
+  for (int s = 0; s < p; ++s) {
+    sim.deadlocked =
+        sim.deadlocked || pc[s] < programs[s].size() || next_exchange[s] < lanes[s].size();
+    sim.finish[s] = compute[s];
+    for (const LaneExchange& x : lanes[s])
+      if (x.done != unknown) sim.finish[s] = std::max(sim.finish[s], x.done);
+  }
   sim.makespan = p > 0 ? *std::max_element(sim.finish.begin(), sim.finish.end()) : 0.0;
   sim.idle.resize(p);
   for (int s = 0; s < p; ++s)
@@ -517,7 +660,7 @@ Simulation simulate_pipeline(const Schedule& sc, int stages, int microbatches, b
                              const ActionCosts& costs) {
   std::vector<std::vector<Step>> programs;
   for (int s = 0; s < stages; ++s)
-    programs.push_back(stage_program(sc, s, stages, microbatches, train));
+    programs.push_back(stage_program(sc, s, stages, microbatches, train, costs));
   return simulate_pipeline(programs, costs);
 }
 

@@ -1,7 +1,7 @@
 // Pipeline schedules as data: each stage's program of actions (forward, backward, or the backward
 // split into input and weight gradients) and exchange steps (point-to-point transfers posted
 // together), the layers of every model chunk, the theory bubble, and a simulator that runs the
-// programs under the executor's rendezvous semantics. Pure host code: no MPI, no device.
+// programs under the executor's semantics. Pure host code: no MPI, no device.
 #pragma once
 
 #include <cstdint>
@@ -59,18 +59,32 @@ struct Transfer {
   int chunk = 0;
 };
 
-/// One entry of a stage's program: an exchange (transfers the executor posts together and waits
-/// for, like an NCCL group of send/recv) or an action; exactly one of the two is non-empty.
+/// One entry of a stage's program: an exchange (transfers the executor posts together on the
+/// stage's p2p lane, like an NCCL group of send/recv) or an action; exactly one of the two is
+/// non-empty.
 struct Step {
   std::vector<Transfer> exchange;
   std::optional<Action> action;
 };
 
+/// Durations of one action of a stage, in any one unit (ns where measured), for the simulator
+/// and for zb-h1's order.
+/// `backward` is the fused backward; `p2p` is added to every transfer once both sides posted it.
+struct ActionCosts {
+  double forward = 1;
+  double backward = 2;
+  double backward_input = 1;
+  double backward_weight = 1;
+  double p2p = 0;
+};
+
 /// The whole program of `stage` (0..stages-1) for one iteration: forward only, or forward and
-/// backward (`train`). Throws UsageError when schedule_problems() (at any layer count that fits)
-/// is not empty.
+/// backward (`train`). zb-h1's order and the place of its transfers are chosen for `costs` (the
+/// stages' action times; docs/ARCHITECTURE.md, "Pipeline schedules"): every stage must pass the
+/// same. The other schedules do not depend on them. Throws UsageError when schedule_problems()
+/// (at any layer count that fits) is not empty.
 std::vector<Step> stage_program(const Schedule& schedule, int stage, int stages, int microbatches,
-                                bool train);
+                                bool train, const ActionCosts& costs = ActionCosts{});
 
 /// The global layers [first, first + count) of local chunk `chunk` on `stage`. Without
 /// interleaving stage s holds layers/stages consecutive layers; interleaved, chunk c of stage s
@@ -85,16 +99,6 @@ std::pair<int64_t, int64_t> chunk_layers(const Schedule& schedule, int stage, in
 /// backward time zero (zb-h1 has no forward-only form).
 double theory_bubble(const Schedule& schedule, int stages, int microbatches, bool train);
 
-/// Durations of the simulator, in any one unit (ns for the executor's "ideal" figures).
-/// `backward` is the fused backward; `p2p` is added to every transfer once both sides posted it.
-struct ActionCosts {
-  double forward = 1;
-  double backward = 2;
-  double backward_input = 1;
-  double backward_weight = 1;
-  double p2p = 0;
-};
-
 /// What simulate_pipeline() found. busy / idle / finish are per stage; idle = makespan - busy.
 /// When `deadlocked` the times are those reached when no stage could progress.
 struct Simulation {
@@ -107,13 +111,19 @@ struct Simulation {
   double bubble() const;
 };
 
-/// Runs every stage's program (programs[s] is stage s's) as the executor does: an action starts
-/// when the previous step finished; an exchange posts its transfers and finishes when each one
-/// is matched by the peer's opposite transfer and the peer has posted it (rendezvous, FIFO per
-/// pair of stages, direction and kind), plus `costs.p2p`. Throws Error when a matched pair
-/// disagrees on microbatch or virtual stage.
+/// Runs every stage's program (programs[s] is stage s's) as the executor does. The compute runs
+/// the actions in order and posts each exchange as it reaches it, without waiting; an action
+/// that needs a receive waits for the exchange carrying it (input_exchanges()). A stage's
+/// exchanges run in order on its p2p lane (a stream): each starts once posted and the previous
+/// one finished, and finishes when the peer exchange of each of its transfers (FIFO per pair of
+/// stages, direction and kind) has started, plus `costs.p2p`. A stage finishes with its compute
+/// and its lane. Deadlocked when a lane waits for a peer exchange that never starts. Throws
+/// Error when a matched pair disagrees on microbatch or virtual stage.
 Simulation simulate_pipeline(const std::vector<std::vector<Step>>& programs,
                              const ActionCosts& costs);
+/// For each step of `program`: the step of the exchange carrying the receive its action needs
+/// (the activation of a forward, the gradient of a backward or backward_input), or -1.
+std::vector<int> input_exchanges(const std::vector<Step>& program);
 /// Simulates stage_program() of every stage.
 Simulation simulate_pipeline(const Schedule& schedule, int stages, int microbatches, bool train,
                              const ActionCosts& costs);
