@@ -71,6 +71,11 @@ public:
   /// A fence must be waited on before 64 newer fences are made.
   virtual size_t fence(Lane lane) { return 0; }
   virtual void wait_fence(Lane waiter, size_t fence) {}
+  /// A fence like fence() from a pool that fence() does not reuse: it stays valid, however many
+  /// fences come after it, until release_fence() (for a wait an action or more later, such as a
+  /// pipeline receive). wait_fence() takes both kinds.
+  virtual size_t hold_fence(Lane lane) { return 0; }
+  virtual void release_fence(size_t fence) {}
 
   /// Allocates rows x cols elements of dtype() (contents undefined).
   virtual Buffer allocate(int64_t rows, int64_t cols) = 0;

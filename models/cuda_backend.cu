@@ -416,7 +416,23 @@ public:
   }
 
   void wait_fence(Lane waiter, size_t fence) override {
-    RIDGELINE_CHECK(cudaStreamWaitEvent(raw(waiter), m_fences.at(fence)->get(), 0));
+    const Event& e = fence < kFences ? *m_fences[fence] : *m_held.at(fence - kFences);
+    RIDGELINE_CHECK(cudaStreamWaitEvent(raw(waiter), e.get(), 0));
+  }
+
+  size_t hold_fence(Lane lane) override {
+    if (m_free_held.empty()) {
+      m_held.push_back(std::make_unique<Event>(false));
+      m_free_held.push_back(m_held.size() - 1);
+    }
+    const size_t i = m_free_held.back();
+    m_free_held.pop_back();
+    RIDGELINE_CHECK(cudaEventRecord(m_held[i]->get(), raw(lane)));
+    return kFences + i;
+  }
+
+  void release_fence(size_t fence) override {
+    if (fence >= kFences && fence - kFences < m_held.size()) m_free_held.push_back(fence - kFences);
   }
 
   void synchronize() override {
@@ -1110,6 +1126,9 @@ private:
   static constexpr size_t kFences = 64;
   std::array<std::unique_ptr<Event>, kFences> m_fences;
   size_t m_next_fence = 0;
+  // Events of hold_fence() (ids from kFences on) and those free for the next one.
+  std::vector<std::unique_ptr<Event>> m_held;
+  std::vector<size_t> m_free_held;
   CublasLtHandle m_lt;
   DeviceBuffer m_workspace[2];
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;

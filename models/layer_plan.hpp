@@ -72,6 +72,7 @@ inline constexpr const char* dp_reducescatter = "dp_reducescatter";
 inline constexpr const char* sgd_update = "sgd_update";
 inline constexpr const char* pp_exchange = "pp_exchange";
 inline constexpr const char* pp_flush = "pp_flush";
+inline constexpr const char* pp_wait = "pp_wait";
 } // namespace op
 
 /// The backward ops of one layer on one rank, in execution order: input-gradient ops have

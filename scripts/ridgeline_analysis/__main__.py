@@ -24,11 +24,12 @@ COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms"
 SWEEP_COLUMNS = ("run", "label", "status", "p50_ms", "p99_ms", "ceiling", "compute_ms", "hbm_ms",
                  "interconnect_ms", "launch_ms", "exposed_ic_ms", "check")
 #: Columns of the pipeline table: one row per stage of each train or scheduled run.
-PIPELINE_COLUMNS = ("run", "schedule", "mb", "recompute", "stage", "bubble", "theory",
+PIPELINE_COLUMNS = ("run", "schedule", "mb", "recompute", "stage", "bubble", "theory", "sim",
                     "p2p_exposed_ms", "dp_exposed_ms", "peak_act_MiB")
 PIPELINE_NOTE = ("bubble: share of the iteration (median of the timed ones) in which the stage "
                  "ran none of its own ops; theory: the schedule's bubble with free transfers; "
-                 "p2p_exposed: time the stage waited in pipeline exchanges; dp_exposed: "
+                 "sim: the same at the measured action times (train with a pipeline); "
+                 "p2p_exposed: time the stage's compute waited for pipeline receives; dp_exposed: "
                  "data-parallel reduction left after its last compute op; peak_act: peak "
                  "activation memory of the microbatches in flight\n")
 #: Marks a value the file does not store, recomputed (analysis.exposure()).
@@ -130,7 +131,9 @@ def pipeline_rows(label: str, run: Run) -> List[Tuple[str, ...]]:
         return []
     return [(label, str(attrs.get("schedule", "-")), str(attrs.get("microbatches", "-")),
              str(attrs.get("recompute", "-")), str(int(s["stage"])), f"{s['bubble']:.3f}",
-             f"{s['bubble_theory']:.3f}", f"{s['p2p_exposed_ns'] / 1e6:.4f}",
+             f"{s['bubble_theory']:.3f}",
+             "-" if np.isnan(s["bubble_simulated"]) else f"{s['bubble_simulated']:.3f}",
+             f"{s['p2p_exposed_ns'] / 1e6:.4f}",
              f"{s['dp_exposed_ns'] / 1e6:.4f}", f"{s['peak_activation_bytes'] / 2**20:.2f}")
             for s in stages]
 

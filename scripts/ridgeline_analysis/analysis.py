@@ -306,8 +306,8 @@ ACTION_DTYPE = np.dtype([
 
 
 def pipeline_role(name: str, kind: str) -> str:
-    """The role of op `name` of kind `kind`: p2p ops (`pp_exchange`, and the unscheduled
-    stage loop's `pp_send`/`pp_recv`), the stage's own ops, `*_wgrad` (backward_weight),
+    """The role of op `name` of kind `kind`: p2p ops (`pp_exchange`, `pp_wait`, and the
+    unscheduled stage loop's `pp_send`/`pp_recv`), the stage's own ops, `*_wgrad` (backward_weight),
     `*_dgrad` and `*_bwd` (backward_input: GEMM input gradients, the other backward ops and the
     all-reduces of input gradients), else forward."""
     if kind == "p2p":
@@ -367,14 +367,15 @@ def schedule_actions(timelines: Mapping[int, np.ndarray], roles: np.ndarray,
 #: Rows of pipeline_stages(): the figures of one stage (docs/SCHEMA.md, /summary).
 PIPELINE_DTYPE = np.dtype([
     ("stage", np.int64), ("bubble", np.float64), ("bubble_theory", np.float64),
-    ("p2p_exposed_ns", np.float64), ("dp_exposed_ns", np.float64),
+    ("bubble_simulated", np.float64), ("p2p_exposed_ns", np.float64), ("dp_exposed_ns", np.float64),
     ("peak_activation_bytes", np.float64),
 ])
 
 
 def pipeline_stages(attrs: Mapping[str, Any]) -> Optional[np.ndarray]:
     """The per-stage figures of a scheduled pipeline's summary attributes (stage<p>.* for
-    p = 0, 1, ... while present), each with the schedule's theory bubble; None for a summary
+    p = 0, 1, ... while present), each with the schedule's theory bubble and its simulated one
+    at the measured action times (NaN where the run has none); None for a summary
     without them (not a train or scheduled run, or a file written before them)."""
     if "bubble_theory" not in attrs or "stage0.bubble" not in attrs:
         return None
@@ -383,6 +384,7 @@ def pipeline_stages(attrs: Mapping[str, Any]) -> Optional[np.ndarray]:
     while f"stage{p}.bubble" in attrs:
         key = f"stage{p}."
         rows.append((p, float(attrs[key + "bubble"]), float(attrs["bubble_theory"]),
+                     float(attrs.get("bubble_simulated", np.nan)),
                      float(attrs[key + "p2p_exposed_ns"]), float(attrs[key + "dp_exposed_ns"]),
                      float(attrs[key + "peak_activation_bytes"])))
         p += 1

@@ -613,6 +613,13 @@ def _pipeline(f: h5py.File, base: str, found: List[str]) -> None:
         return
     keys = list(PIPELINE_ATTRS) + [f"stage{p}.{field}" for p in range(pp)
                                    for field in STAGE_FIELDS]
+    # Train with a pipeline: the measured action times and the simulated bubble.
+    action_keys = []
+    if train and pp > 1:
+        action_keys = ["action_forward_ns", "action_backward_ns"]
+        if attrs.get("schedule") == "zb-h1":
+            action_keys += ["action_backward_input_ns", "action_backward_weight_ns"]
+        keys += action_keys + ["bubble_simulated"]
     _require_attrs(attrs, group, keys, found)
 
     def string(key: str) -> Optional[str]:
@@ -665,6 +672,11 @@ def _pipeline(f: h5py.File, base: str, found: List[str]) -> None:
             found.append(f"{group}: {key} must be >= 0, found {_number(x)}")
 
     fraction("bubble_theory")
+    fraction("bubble_simulated")
+    for key in action_keys:
+        x = number(key)
+        if x is not None and not x > 0:
+            found.append(f"{group}: {key} must be > 0, found {_number(x)}")
     for p in range(pp):
         fraction(f"stage{p}.bubble")
         for field in STAGE_FIELDS[1:]:

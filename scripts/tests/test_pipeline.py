@@ -51,6 +51,14 @@ def _theory_negative(f):
     f["summary"].attrs["bubble_theory"] = -0.5
 
 
+def _drop_simulated(f):
+    del f["summary"].attrs["bubble_simulated"]
+
+
+def _forward_time_zero(f):
+    f["summary"].attrs["action_forward_ns"] = 0.0
+
+
 def _compares(f):
     f["summary"].attrs["check_compares"] = "weights"
 
@@ -75,6 +83,8 @@ DAMAGES = [
     (_drop_stage_peak, "/summary: missing attribute 'stage0.peak_activation_bytes'"),
     (_bubble_above_one, "/summary: stage0.bubble must be in [0, 1], found 1.25"),
     (_theory_negative, "/summary: bubble_theory must be in [0, 1], found -0.5"),
+    (_drop_simulated, "/summary: missing attribute 'bubble_simulated'"),
+    (_forward_time_zero, "/summary: action_forward_ns must be > 0, found 0"),
     (_compares, "/summary: check_compares is 'weights', expected gradients or outputs"),
     (_compares_outputs, "/summary: check_compares is 'outputs' but /config phase is train "
                         "(expected gradients)"),
@@ -184,13 +194,15 @@ def test_summary_prints_the_pipeline_table(train_run_path):
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("run") and "bubble" in line)
     assert lines[header].split() == ["run", "schedule", "mb", "recompute", "stage", "bubble",
-                                     "theory", "p2p_exposed_ms", "dp_exposed_ms", "peak_act_MiB"]
+                                     "theory", "sim", "p2p_exposed_ms", "dp_exposed_ms",
+                                     "peak_act_MiB"]
     attrs = run.summary.attrs
     for p in (0, 1):
         cells = lines[header + 1 + p].split()
         k = f"stage{p}."
         assert cells == ["train.h5", "1f1b", "4", "none", str(p),
                          f"{attrs[k + 'bubble']:.3f}", f"{attrs['bubble_theory']:.3f}",
+                         f"{attrs['bubble_simulated']:.3f}",
                          f"{attrs[k + 'p2p_exposed_ns'] / 1e6:.4f}",
                          f"{attrs[k + 'dp_exposed_ns'] / 1e6:.4f}",
                          f"{attrs[k + 'peak_activation_bytes'] / 2 ** 20:.2f}"]

@@ -151,8 +151,9 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
 void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& results,
                           int stages) {
   char line[256];
-  std::snprintf(line, sizeof(line), "%-16s %5s %10s %9s %9s %11s %11s %11s %s\n", "strategy",
-                "stage", "step ms", "bubble", "theory", "p2p ms", "dp ms", "act MiB", "check");
+  std::snprintf(line, sizeof(line), "%-16s %5s %10s %9s %9s %9s %11s %11s %11s %s\n", "strategy",
+                "stage", "step ms", "bubble", "theory", "sim", "p2p ms", "dp ms", "act MiB",
+                "check");
   out << "\n" << line;
   for (const StrategyResult& r : results) {
     const Attrs& a = r.summary.attrs;
@@ -162,9 +163,13 @@ void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& 
     };
     for (int p = 0; p < stages; ++p) {
       const std::string k = "stage" + std::to_string(p) + ".";
-      std::snprintf(line, sizeof(line), "%-16s %5d %10.4f %9.3f %9.3f %11.4f %11.4f %11.2f %s\n",
+      char sim[32] = "-";
+      if (find_attr(a, "bubble_simulated"))
+        std::snprintf(sim, sizeof(sim), "%.3f", num("bubble_simulated"));
+      std::snprintf(line, sizeof(line),
+                    "%-16s %5d %10.4f %9.3f %9.3f %9s %11.4f %11.4f %11.2f %s\n",
                     p == 0 ? r.name.c_str() : "", p, r.loops.plain_ns / 1e6, num(k + "bubble"),
-                    num("bubble_theory"), num(k + "p2p_exposed_ns") / 1e6,
+                    num("bubble_theory"), sim, num(k + "p2p_exposed_ns") / 1e6,
                     num(k + "dp_exposed_ns") / 1e6, num(k + "peak_activation_bytes") / 1048576.0,
                     p == 0 ? r.check.status.c_str() : "");
       out << line;
@@ -172,7 +177,8 @@ void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& 
   }
   out << "bubble: share of the iteration (median of the timed ones) in which the stage ran "
          "neither its compute nor its own collectives; theory: the schedule's bubble with free "
-         "transfers; p2p: time waited in pipeline exchanges; dp: data-parallel reduction left "
+         "transfers (sim: at the measured action times, train with a pipeline); p2p: time the "
+         "compute waited for pipeline receives; dp: data-parallel reduction left "
          "after the stage's last compute op; act: peak activation memory of the microbatches in "
          "flight\n";
 }

@@ -977,6 +977,18 @@ void validate_pipeline(hid_t file, const std::string& base, std::vector<std::str
   for (int64_t p = 0; p < *pp; ++p)
     for (const char* field : stage_fields)
       keys.push_back("stage" + std::to_string(p) + "." + field);
+  // Train with a pipeline: the measured action times and the simulated bubble.
+  const bool timed_actions = train && *pp > 1;
+  const AttrValue* schedule_value = find_attr(attrs, "schedule");
+  const bool split = schedule_value && std::holds_alternative<std::string>(*schedule_value) &&
+                     std::get<std::string>(*schedule_value) == "zb-h1";
+  std::vector<std::string> action_keys;
+  if (timed_actions) action_keys = {"action_forward_ns", "action_backward_ns"};
+  if (timed_actions && split)
+    action_keys.insert(action_keys.end(),
+                       {"action_backward_input_ns", "action_backward_weight_ns"});
+  keys.insert(keys.end(), action_keys.begin(), action_keys.end());
+  if (timed_actions) keys.emplace_back("bubble_simulated");
   require_attrs(attrs, group, keys, problems);
 
   auto string_attr = [&](const char* key) -> std::optional<std::string> {
@@ -1024,6 +1036,10 @@ void validate_pipeline(hid_t file, const std::string& base, std::vector<std::str
       problems.push_back(group + ": " + key + " must be >= 0, found " + number_text(*x));
   };
   fraction("bubble_theory");
+  fraction("bubble_simulated");
+  for (const std::string& key : action_keys)
+    if (const auto x = number(key); x && !(*x > 0))
+      problems.push_back(group + ": " + key + " must be > 0, found " + number_text(*x));
   for (int64_t p = 0; p < *pp; ++p) {
     const std::string stage = "stage" + std::to_string(p) + ".";
     fraction(stage + "bubble");

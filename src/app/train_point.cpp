@@ -87,25 +87,104 @@ Reference compute_reference(Backend& backend, const TrainSpec& spec, int64_t lay
   return out;
 }
 
+// Whether `a` is the last action on its (microbatch, chunk)'s activation set: the forward in
+// prefill, the backward or backward_weight in training.
+bool last_use(const Action& a, bool train) {
+  return (!train && a.kind == ActionKind::forward) || a.kind == ActionKind::backward ||
+         a.kind == ActionKind::backward_weight;
+}
+
+// How ScheduledWorkload::step() runs a program, read from the program alone. Exchanges are
+// posted on the p2p lane without the compute waiting; an action first waits for the exchange
+// carrying its receive. A stage's exchanges run in order on its lane, so a wait for one covers
+// every earlier one. An activation set (microbatch, chunk) is taken by its first transfer or
+// action and given back after the step where its last action has run (last_use()), all its
+// sends are posted, and the compute has waited for an exchange at or after its last send.
+struct ProgramPlan {
+  std::vector<int> wait_for; ///< per step: the exchange (step) its action waits for, or -1
+  std::vector<std::vector<std::pair<int, int>>> release_after; ///< per step
+  std::vector<std::pair<int, int>> release_at_end;             ///< after the last wait
+  std::set<int> waited;                                        ///< exchanges some action waits for
+  std::vector<int> sets; ///< per chunk: the most sets held at once
+};
+
+ProgramPlan plan_program(const std::vector<Step>& program, int chunks, bool train) {
+  using Set = std::pair<int, int>;
+  ProgramPlan plan;
+  plan.wait_for = input_exchanges(program);
+  plan.release_after.resize(program.size());
+  plan.sets.assign(static_cast<size_t>(chunks), 0);
+  for (int j : plan.wait_for)
+    if (j >= 0) plan.waited.insert(j);
+  std::map<Set, int> sends_left, last_send;
+  for (const Step& st : program)
+    for (const Transfer& x : st.exchange)
+      if (x.send) ++sends_left[{x.microbatch, x.chunk}];
+  std::vector<int> live(static_cast<size_t>(chunks), 0);
+  std::set<Set> held;
+  std::vector<Set> finished;
+  int covered = -1; // every exchange up to this step has finished
+  auto take = [&](const Set& set) {
+    if (!held.insert(set).second) return;
+    int& n = live[static_cast<size_t>(set.second)];
+    plan.sets[static_cast<size_t>(set.second)] =
+        std::max(plan.sets[static_cast<size_t>(set.second)], ++n);
+  };
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Step& st = program[i];
+    for (const Transfer& x : st.exchange) {
+      take({x.microbatch, x.chunk});
+      if (x.send) {
+        --sends_left[{x.microbatch, x.chunk}];
+        last_send[{x.microbatch, x.chunk}] = static_cast<int>(i);
+      }
+    }
+    if (st.action) {
+      const Action& a = *st.action;
+      covered = std::max(covered, plan.wait_for[i]);
+      take({a.microbatch, a.chunk});
+      if (last_use(a, train)) finished.emplace_back(a.microbatch, a.chunk);
+    }
+    for (auto it = finished.begin(); it != finished.end();) {
+      const auto sent = last_send.find(*it);
+      if (sends_left[*it] == 0 && (sent == last_send.end() || sent->second <= covered)) {
+        plan.release_after[i].push_back(*it);
+        held.erase(*it);
+        --live[static_cast<size_t>(it->second)];
+        it = finished.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  plan.release_at_end = finished;
+  return plan;
+}
+
 class ScheduledWorkload final : public Workload {
 public:
   ScheduledWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TrainStage& stage,
                     OpTable& ops, const std::vector<Variant>& variants, const Schedule& schedule,
-                    const TrainSpec& spec, bool train)
+                    const ActionCosts& costs, const TrainSpec& spec, bool train)
       : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
         m_variants(variants), m_train(train) {
     const GridCoords& gc = comms.grid->coords();
     m_stage_index = gc.pp_rank;
     m_mbs = static_cast<int>(cfg.microbatches);
-    m_program = stage_program(schedule, gc.pp_rank, cfg.pp, m_mbs, train);
+    m_program = stage_program(schedule, gc.pp_rank, cfg.pp, m_mbs, train, costs);
+    m_plan = plan_program(m_program, stage.chunks(), train);
+    m_has_exchanges = std::any_of(m_program.begin(), m_program.end(),
+                                  [](const Step& st) { return !st.exchange.empty(); });
+    m_exchange_tags.assign(m_program.size(), 0);
+    m_held_fences.assign(m_program.size(), SIZE_MAX);
     // Every activation set the program holds at once, allocated now: a device allocation
     // inside an iteration serialises the GPU behind the NCCL transfers in flight, and with
     // transfers larger than NCCL's buffers (each waits for its peer) GPipe and zb-h1 stalled
     // on two GPUs in their first iteration.
-    const std::vector<int> sets = sets_per_chunk(m_program, stage.chunks(), train);
     for (int c = 0; c < stage.chunks(); ++c)
-      stage.reserve(c, sets[static_cast<size_t>(c)]);
+      stage.reserve(c, m_plan.sets[static_cast<size_t>(c)]);
     m_exchange_id = ops.intern(op::pp_exchange, OpKind::p2p);
+    m_wait_id = ops.intern(op::pp_wait, OpKind::p2p);
     m_flush_id = ops.intern(op::pp_flush, OpKind::collective);
     // The first virtual stage's inputs and the last one's loss gradients, one per microbatch,
     // generated once (copies into the activation sets are part of the step).
@@ -148,50 +227,20 @@ public:
     if (m_train) m_stage.begin_iteration(rec, m_mbs);
     const int last_chunk = m_stage.chunks() - 1;
     const bool first_stage = m_stage_index == 0, last_stage = m_stage_index == m_cfg.pp - 1;
-    std::vector<std::pair<int, int>> finished; // activation sets to free after the next exchange
-    for (const Step& st : m_program) {
+    m_covered = -1;
+    for (size_t i = 0; i < m_program.size(); ++i) {
+      const Step& st = m_program[i];
       if (!st.exchange.empty()) {
-        exchange(rec, st.exchange);
-        for (const auto& [mb, chunk] : finished)
-          m_stage.release(mb, chunk);
-        finished.clear();
-        continue;
+        post(rec, i, st.exchange);
+      } else {
+        if (m_plan.wait_for[i] >= 0) wait(rec, m_plan.wait_for[i]);
+        run(rec, *st.action, first_stage, last_stage, last_chunk);
       }
-      const Action& a = *st.action;
-      switch (a.kind) {
-      case ActionKind::forward:
-        if (first_stage && a.chunk == 0)
-          m_backend.copy(
-              m_inputs[static_cast<size_t>(a.microbatch)].view(
-                  m_stage.geometry().stream_tokens, m_stage.geometry().hidden, m_backend.dtype()),
-              m_stage.activation_in(a.microbatch, 0));
-        m_stage.forward(rec, a.microbatch, a.chunk);
-        if (!m_train && last_stage && a.chunk == last_chunk && m_capture)
-          m_outputs[static_cast<size_t>(a.microbatch)] =
-              m_backend.to_host(m_stage.activation_out(a.microbatch, a.chunk));
-        break;
-      case ActionKind::backward:
-      case ActionKind::backward_input:
-        if (last_stage && a.chunk == last_chunk)
-          m_backend.copy(
-              m_grads[static_cast<size_t>(a.microbatch)].view(
-                  m_stage.geometry().stream_tokens, m_stage.geometry().hidden, m_backend.dtype()),
-              m_stage.gradient_in(a.microbatch, a.chunk));
-        if (a.kind == ActionKind::backward)
-          m_stage.backward(rec, a.microbatch, a.chunk);
-        else
-          m_stage.backward_input(rec, a.microbatch, a.chunk);
-        if (m_capture && first_stage && a.chunk == 0)
-          m_input_grads[static_cast<size_t>(a.microbatch)] =
-              m_backend.to_host(m_stage.gradient_out(a.microbatch, 0));
-        break;
-      case ActionKind::backward_weight:
-        m_stage.backward_weight(rec, a.microbatch, a.chunk);
-        break;
-      }
-      if (last_use(a, m_train)) finished.emplace_back(a.microbatch, a.chunk);
+      for (const auto& [mb, chunk] : m_plan.release_after[i])
+        m_stage.release(mb, chunk);
     }
-    for (const auto& [mb, chunk] : finished)
+    wait(rec, static_cast<int>(m_program.size()));
+    for (const auto& [mb, chunk] : m_plan.release_at_end)
       m_stage.release(mb, chunk);
     flush(rec);
     if (m_train)
@@ -213,52 +262,51 @@ public:
   const std::vector<std::vector<float>>& input_grads() const { return m_input_grads; }
 
 private:
-  /// Whether `a` is the last action on its (microbatch, chunk)'s activation set: the forward in
-  /// prefill, the backward or backward_weight in training. step() gives the set back after the
-  /// exchange that follows.
-  static bool last_use(const Action& a, bool train) {
-    return (!train && a.kind == ActionKind::forward) || a.kind == ActionKind::backward ||
-           a.kind == ActionKind::backward_weight;
-  }
-
-  // The most activation sets of each chunk that step() holds at once with this program: a set
-  // is taken by the first transfer or action of its (microbatch, chunk) and given back as
-  // step() gives it back (last_use()).
-  static std::vector<int> sets_per_chunk(const std::vector<Step>& program, int chunks, bool train) {
-    std::vector<int> live(static_cast<size_t>(chunks), 0), peak(live);
-    std::set<std::pair<int, int>> held;
-    std::vector<std::pair<int, int>> finished;
-    auto take = [&](int mb, int chunk) {
-      if (!held.insert({mb, chunk}).second) return;
-      int& n = live[static_cast<size_t>(chunk)];
-      peak[static_cast<size_t>(chunk)] = std::max(peak[static_cast<size_t>(chunk)], ++n);
-    };
-    for (const Step& st : program) {
-      if (!st.exchange.empty()) {
-        for (const Transfer& x : st.exchange)
-          take(x.microbatch, x.chunk);
-        for (const auto& f : finished)
-          if (held.erase(f) > 0) --live[static_cast<size_t>(f.second)];
-        finished.clear();
-        continue;
-      }
-      const Action& a = *st.action;
-      take(a.microbatch, a.chunk);
-      if (last_use(a, train)) finished.emplace_back(a.microbatch, a.chunk);
+  // One action of the program on the stage (with the model's input on the first virtual stage
+  // and the loss gradient on the last one copied in first).
+  void run(Recorder& rec, const Action& a, bool first_stage, bool last_stage, int last_chunk) {
+    const int64_t t = m_stage.geometry().stream_tokens, h = m_stage.geometry().hidden;
+    const DType dt = m_backend.dtype();
+    const size_t mb = static_cast<size_t>(a.microbatch);
+    switch (a.kind) {
+    case ActionKind::forward:
+      if (first_stage && a.chunk == 0)
+        m_backend.copy(m_inputs[mb].view(t, h, dt), m_stage.activation_in(a.microbatch, 0));
+      m_stage.forward(rec, a.microbatch, a.chunk);
+      if (!m_train && last_stage && a.chunk == last_chunk && m_capture)
+        m_outputs[mb] = m_backend.to_host(m_stage.activation_out(a.microbatch, a.chunk));
+      break;
+    case ActionKind::backward:
+    case ActionKind::backward_input:
+      if (last_stage && a.chunk == last_chunk)
+        m_backend.copy(m_grads[mb].view(t, h, dt), m_stage.gradient_in(a.microbatch, a.chunk));
+      if (a.kind == ActionKind::backward)
+        m_stage.backward(rec, a.microbatch, a.chunk);
+      else
+        m_stage.backward_input(rec, a.microbatch, a.chunk);
+      if (m_capture && first_stage && a.chunk == 0)
+        m_input_grads[mb] = m_backend.to_host(m_stage.gradient_out(a.microbatch, 0));
+      break;
+    case ActionKind::backward_weight:
+      m_stage.backward_weight(rec, a.microbatch, a.chunk);
+      break;
     }
-    return peak;
   }
 
-  // One exchange: its transfers posted together (a group), then completed; recorded as one p2p
-  // op whose time is what the stage waited for its peers.
-  void exchange(Recorder& rec, const std::vector<Transfer>& transfers) {
+  // Exchange `step`: its transfers posted together (a group) on the p2p lane once the compute
+  // reached it, recorded as one p2p op (on GPUs its time on the lane; on the host, MPI's
+  // non-blocking posts). The compute does not wait for it here (wait()).
+  void post(Recorder& rec, size_t step, const std::vector<Transfer>& transfers) {
     Communicator& pp = *m_comms.pp;
     m_backend.wait_fence(Lane::p2p, m_backend.fence(Lane::compute));
     const double bytes = m_act_bytes * static_cast<double>(transfers.size());
     const ranges::Scope range(op::pp_exchange);
     const size_t handle =
         rec.begin(m_exchange_id, -1, Lane::p2p, OpCost{0, bytes, bytes}, Lane::p2p);
-    const Stream stream = m_backend.stream(Lane::p2p);
+    // NCCL orders the exchanges on the p2p stream; MPI's requests of each exchange are kept
+    // apart (a tag per step) so that a wait completes this exchange and the earlier ones only.
+    const Stream stream =
+        pp.stream_ordered() ? m_backend.stream(Lane::p2p) : Stream{&m_exchange_tags[step]};
     pp.group_start();
     for (const Transfer& x : transfers) {
       const Tensor t = x.gradient ? (x.send ? m_stage.gradient_out(x.microbatch, x.chunk)
@@ -271,9 +319,32 @@ private:
         pp.recv(t.data, static_cast<size_t>(t.elements()), t.dtype, x.peer_stage, stream);
     }
     pp.group_end();
-    pp.complete(stream);
     rec.end(handle);
-    m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::p2p));
+    if (pp.stream_ordered() && m_plan.waited.count(static_cast<int>(step)))
+      m_held_fences[step] = m_backend.hold_fence(Lane::p2p);
+  }
+
+  // The compute waits until exchange `step` and every earlier one have finished (all of them
+  // when `step` is the program's size), recorded as a pp_wait op on the compute queue: its time
+  // is the time the stage's compute stood still for its peers.
+  void wait(Recorder& rec, int step) {
+    if (step <= m_covered || !m_has_exchanges) return;
+    Communicator& pp = *m_comms.pp;
+    const ScopedOp scope(rec, m_wait_id, -1, Lane::p2p, OpCost{}, Lane::compute);
+    const size_t last = std::min(static_cast<size_t>(step), m_program.size() - 1);
+    if (pp.stream_ordered()) {
+      const bool all = static_cast<size_t>(step) >= m_program.size();
+      m_backend.wait_fence(Lane::compute, all ? m_backend.fence(Lane::p2p) : m_held_fences[last]);
+    }
+    for (size_t i = static_cast<size_t>(m_covered + 1); i <= last; ++i) {
+      if (m_program[i].exchange.empty()) continue;
+      if (!pp.stream_ordered()) pp.complete(Stream{&m_exchange_tags[i]});
+      if (m_held_fences[i] != SIZE_MAX) {
+        m_backend.release_fence(m_held_fences[i]);
+        m_held_fences[i] = SIZE_MAX;
+      }
+    }
+    m_covered = step;
   }
 
   // The end of an iteration: every stage waits for every other (a one-element all-reduce over
@@ -298,7 +369,12 @@ private:
   int m_stage_index = 0;
   int m_mbs = 1;
   std::vector<Step> m_program;
-  int32_t m_exchange_id = -1, m_flush_id = -1;
+  ProgramPlan m_plan;
+  std::vector<char> m_exchange_tags; ///< one address per step: the MPI requests of an exchange
+  std::vector<size_t> m_held_fences; ///< per exchange some action waits for, on GPUs
+  int m_covered = -1;                ///< every exchange up to this step has finished
+  bool m_has_exchanges = false;
+  int32_t m_exchange_id = -1, m_wait_id = -1, m_flush_id = -1;
   std::vector<Buffer> m_inputs, m_grads;
   Buffer m_flush_buf;
   double m_act_bytes = 0;
@@ -307,8 +383,8 @@ private:
 };
 
 // Per iteration of this rank's timed rows: the share of the iteration its compute lane was
-// idle (the bubble), the time it waited in exchanges, and the data-parallel reduction left
-// after its last compute op; medians over the timed iterations.
+// idle (the bubble), the time its compute waited for exchanges (pp_wait), and the data-parallel
+// reduction left after its last compute op; medians over the timed iterations.
 struct StageTimes {
   double bubble = 0;
   double exchange_ns = 0;
@@ -319,6 +395,7 @@ StageTimes stage_times(const std::vector<TimelineRecord>& rows, const OpTable& o
   for (const TimelineRecord& r : rows)
     if (!r.warmup) by_iter[r.iteration].push_back(&r);
   const int32_t exchange = ops.find(op::pp_exchange), flush = ops.find(op::pp_flush);
+  const int32_t wait = ops.find(op::pp_wait);
   const int32_t dp_ar = ops.find(op::dp_allreduce), dp_rs = ops.find(op::dp_reducescatter);
   std::vector<double> bubbles, exchanges, dp_exposed;
   for (const auto& [it, list] : by_iter) {
@@ -328,9 +405,9 @@ StageTimes stage_times(const std::vector<TimelineRecord>& rows, const OpTable& o
     for (const TimelineRecord* r : list) {
       begin = std::min(begin, r->t_start_ns);
       end = std::max(end, r->t_end_ns);
-      if (r->op_id == exchange) waited += r->t_end_ns - r->t_start_ns;
+      if (r->op_id == wait) waited += r->t_end_ns - r->t_start_ns;
       if (r->op_id == dp_ar || r->op_id == dp_rs) last_dp = std::max(last_dp, r->t_end_ns);
-      if (r->op_id == exchange || r->op_id == flush) continue;
+      if (r->op_id == exchange || r->op_id == wait || r->op_id == flush) continue;
       work.emplace_back(r->t_start_ns, r->t_end_ns);
       if (r->lane == static_cast<uint8_t>(Lane::compute))
         last_compute = std::max(last_compute, r->t_end_ns);
@@ -409,6 +486,54 @@ bool scheduled_point(const RunConfig& cfg) {
   return cfg.phase == "train" || (cfg.phase == "prefill" && !cfg.schedule.empty());
 }
 
+namespace {
+
+// The stage's action times, for the schedule's order (zb-h1 is built for them) and its
+// simulated bubble: one microbatch through the stage's forward and its backward as the schedule
+// runs it (`split`: input gradients, then weight gradients; else both at once), each timed
+// alone with the device synchronised around it, median of three after one untimed round. Every
+// rank takes the largest of each over the job, so that all stages build the same programs.
+ActionCosts measure_action_costs(Backend& backend, TrainStage& stage, OpTable& ops, bool split,
+                                 MPI_Comm world) {
+  Recorder silent(backend.clock(), ops);
+  silent.set_enabled(false);
+  std::vector<double> times[3];
+  auto now = [&] {
+    backend.synchronize();
+    return std::chrono::steady_clock::now();
+  };
+  auto ns = [](auto a, auto b) { return std::chrono::duration<double, std::nano>(b - a).count(); };
+  for (int round = 0; round < 4; ++round) {
+    stage.begin_iteration(silent, 1);
+    stage.fill_input(0, 0, 0);
+    stage.fill_grad_output(0, 0, 0);
+    const auto t0 = now();
+    stage.forward(silent, 0, 0);
+    const auto t1 = now();
+    if (split)
+      stage.backward_input(silent, 0, 0);
+    else
+      stage.backward(silent, 0, 0);
+    const auto t2 = now();
+    if (split) stage.backward_weight(silent, 0, 0);
+    const auto t3 = now();
+    stage.release(0, 0);
+    stage.end_iteration(silent, 0.0f);
+    backend.synchronize();
+    if (round == 0) continue;
+    times[0].push_back(ns(t0, t1));
+    times[1].push_back(ns(t1, t2));
+    times[2].push_back(split ? ns(t2, t3) : 0.0);
+  }
+  double med[3];
+  for (int k = 0; k < 3; ++k)
+    med[k] = percentile(times[k], 50);
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, med, 3, MPI_DOUBLE, MPI_MAX, world));
+  return ActionCosts{med[0], med[1] + med[2], med[1], med[2], 0};
+}
+
+} // namespace
+
 PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                                 Watchdog& watchdog) {
   const auto started = std::chrono::steady_clock::now();
@@ -458,8 +583,22 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   }
   if (!all_built(job, failure, result)) return result;
 
-  ScheduledWorkload workload(cfg, backend, comms, *stage, result.ops, variants, schedule, spec,
-                             train);
+  // Train with a pipeline: the measured action times (zb-h1's order is built for them; every
+  // schedule's bubble is simulated with them beside the theory's).
+  const bool timed_actions = train && cfg.pp > 1;
+  ActionCosts costs;
+  if (timed_actions) {
+    watchdog.rearm("timing the stage's forward, input-gradient and weight-gradient passes");
+    costs = measure_action_costs(backend, *stage, result.ops, schedule.kind == ScheduleKind::zb_h1,
+                                 mpi.world());
+  }
+  ScheduledWorkload workload(cfg, backend, comms, *stage, result.ops, variants, schedule, costs,
+                             spec, train);
+  const double bubble_simulated =
+      timed_actions
+          ? simulate_pipeline(schedule, cfg.pp, static_cast<int>(cfg.microbatches), train, costs)
+                .bubble()
+          : 0.0;
   ProtocolResult measurement = measure_point(job, cfg, workload, backend, watchdog, result);
 
   // The check: one more iteration from the same weights, its gradients (or, forward only, its
@@ -580,6 +719,14 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
                 {"recompute", cfg.recompute},
                 {"bubble_theory",
                  theory_bubble(schedule, cfg.pp, static_cast<int>(cfg.microbatches), train)}});
+      if (timed_actions) {
+        a.insert(a.end(), {{"action_forward_ns", costs.forward},
+                           {"action_backward_ns", costs.backward},
+                           {"bubble_simulated", bubble_simulated}});
+        if (schedule.kind == ScheduleKind::zb_h1)
+          a.insert(a.end(), {{"action_backward_input_ns", costs.backward_input},
+                             {"action_backward_weight_ns", costs.backward_weight}});
+      }
       for (int p = 0; p < cfg.pp; ++p) {
         const std::string key = "stage" + std::to_string(p) + ".";
         const double* v = stages.data() + 4 * p;
