@@ -380,9 +380,10 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(int device, DType dtype, bool comm_priority)
       : m_device(device), m_dtype(dtype), m_compute(set_device(device, 0)),
-        m_comm(comm_priority ? greatest_priority() : 0), m_clock(lane_streams()) {
-    m_join[0] = std::make_unique<Event>(false);
-    m_join[1] = std::make_unique<Event>(false);
+        m_comm(comm_priority ? greatest_priority() : 0),
+        m_p2p(comm_priority ? greatest_priority() : 0), m_clock(lane_streams()) {
+    for (auto& e : m_join)
+      e = std::make_unique<Event>(false);
     for (auto& e : m_fences)
       e = std::make_unique<Event>(false);
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
@@ -403,8 +404,8 @@ public:
 
   void join(Lane waiter, Lane signal) override {
     cudaStream_t w = raw(waiter), s = raw(signal);
-    if (w == s) return; // p2p shares the comm stream
-    cudaEvent_t e = m_join[lane_slot(signal)]->get();
+    if (w == s) return;
+    cudaEvent_t e = m_join[static_cast<size_t>(signal)]->get();
     RIDGELINE_CHECK(cudaEventRecord(e, s));
     RIDGELINE_CHECK(cudaStreamWaitEvent(w, e, 0));
   }
@@ -438,6 +439,7 @@ public:
   void synchronize() override {
     RIDGELINE_CHECK(cudaStreamSynchronize(m_compute.get()));
     RIDGELINE_CHECK(cudaStreamSynchronize(m_comm.get()));
+    RIDGELINE_CHECK(cudaStreamSynchronize(m_p2p.get()));
   }
 
   Buffer allocate(int64_t rows, int64_t cols) override {
@@ -769,11 +771,14 @@ private:
   }
 
   std::array<cudaStream_t, kLaneCount> lane_streams() const {
-    return {m_compute.get(), m_comm.get(), m_comm.get()};
+    return {m_compute.get(), m_comm.get(), m_p2p.get()};
   }
   cudaStream_t raw(Lane lane) const {
-    return lane == Lane::compute ? m_compute.get() : m_comm.get();
+    return lane == Lane::compute ? m_compute.get()
+           : lane == Lane::comm  ? m_comm.get()
+                                 : m_p2p.get();
   }
+  // cuBLASLt workspace per lane: compute, or comm (no GEMM runs on the p2p lane).
   static int lane_slot(Lane lane) { return lane == Lane::compute ? 0 : 1; }
   /// A forward kernel's launch on `lane`: a programmatic dependent one inside a forward step.
   cuda::Launch chained(Lane lane) const { return {raw(lane), m_pdl == Pdl::chain && m_chain}; }
@@ -1119,8 +1124,11 @@ private:
   DType m_dtype;
   Stream m_compute;
   Stream m_comm;
+  // Pipeline transfers on their own stream: an exchange waiting for its peer holds neither the
+  // TP collectives nor the data-parallel buckets queued on the comm stream.
+  Stream m_p2p;
   CudaClock m_clock;
-  std::unique_ptr<Event> m_join[2];
+  std::unique_ptr<Event> m_join[kLaneCount];
   // Ring of sync-only events for fence(): a stream wait captures the event's state when it is
   // enqueued, so an event may be recorded again once its waits are enqueued.
   static constexpr size_t kFences = 64;

@@ -514,6 +514,32 @@ TEST_F(CudaVsHost, ClockStampsAreOrdered) {
   EXPECT_TRUE(clock.collect().empty());
 }
 
+// A held fence stays the point it marked however many ring fences come after it (a pipeline
+// receive is waited for an action or more after its exchange): the compute copies a flag that
+// the comm lane sets only after a long run of GEMMs, having waited on the held fence across
+// more than the ring's 64 fences; again after the fence went back to the pool and was reused.
+TEST_F(CudaVsHost, HeldFenceOutlivesTheRing) {
+  Pair a = make(2048, 2048, 51);
+  Pair out = zeros(2048, 2048);
+  Pair one = make(1, 16, 52, 0.0f);
+  m_gpu->fill_value(one.gpu, 1.0f);
+  for (int round = 0; round < 2; ++round) {
+    Pair flag = zeros(1, 16), seen = zeros(1, 16);
+    m_gpu->synchronize();
+    for (int i = 0; i < 40; ++i)
+      m_gpu->gemm(a.gpu, a.gpu, out.gpu, Lane::comm);
+    m_gpu->copy(one.gpu, flag.gpu, Lane::comm);
+    const size_t held = m_gpu->hold_fence(Lane::comm);
+    for (int i = 0; i < 200; ++i)
+      m_gpu->wait_fence(Lane::compute, m_gpu->fence(Lane::compute));
+    m_gpu->wait_fence(Lane::compute, held);
+    m_gpu->copy(flag.gpu, seen.gpu);
+    m_gpu->release_fence(held);
+    for (float v : m_gpu->to_host(seen.gpu))
+      EXPECT_EQ(v, 1.0f) << "round " << round;
+  }
+}
+
 // Not a pass/fail speed bar: prints the fused prefill rate (causal FLOPs = 2 * seq^2 * d * heads)
 // next to the naive path's, so that a GPU run shows what the fused kernel buys.
 TEST_F(CudaVsHost, FusedPrefillThroughput) {
