@@ -388,6 +388,12 @@ std::vector<std::string> order_problems(const Schedule& sc, int p, int m, bool t
   return out;
 }
 
+// Throws UsageError naming the first of order_problems(), if any.
+void require_order(const Schedule& sc, int p, int m, bool train) {
+  const std::vector<std::string> problems = order_problems(sc, p, m, train);
+  if (!problems.empty()) throw UsageError(problems.front());
+}
+
 } // namespace
 
 Schedule parse_schedule(const std::string& text) {
@@ -437,8 +443,7 @@ std::vector<std::string> schedule_problems(const Schedule& sc, int stages, int m
 
 std::vector<Step> stage_program(const Schedule& sc, int stage, int stages, int microbatches,
                                 bool train, const ActionCosts& costs) {
-  const std::vector<std::string> problems = order_problems(sc, stages, microbatches, train);
-  if (!problems.empty()) throw UsageError(problems.front());
+  require_order(sc, stages, microbatches, train);
   if (stage < 0 || stage >= stages)
     throw Error("pipeline stage " + str(stage) + " outside 0.." + str(stages - 1));
   const Layout l{stages, sc.chunks};
@@ -523,10 +528,9 @@ std::vector<int> input_exchanges(const std::vector<Step>& program) {
 
 namespace {
 
-// One stage's exchange on its p2p lane: where it sits in the program, when the compute posted
-// it, when the lane started it and when it finished (infinite: not yet known).
+// One stage's exchange on its p2p lane: when the compute posted it, when the lane started it and
+// when it finished (infinite: not yet known).
 struct LaneExchange {
-  size_t step = 0;
   double posted = std::numeric_limits<double>::infinity();
   double started = std::numeric_limits<double>::infinity();
   double done = std::numeric_limits<double>::infinity();
@@ -569,7 +573,7 @@ Simulation simulate_pipeline(const std::vector<std::vector<Step>>& programs,
         side.push_back({s, lanes[s].size(), t.microbatch, t.chunk * p + s});
         slots[s].back().emplace_back(key, t.send, side.size() - 1);
       }
-      lanes[s].push_back({i});
+      lanes[s].emplace_back();
     }
   }
   // A matched pair must carry the same microbatch from one virtual stage to the next.
@@ -658,6 +662,12 @@ Simulation simulate_pipeline(const std::vector<std::vector<Step>>& programs,
 
 Simulation simulate_pipeline(const Schedule& sc, int stages, int microbatches, bool train,
                              const ActionCosts& costs) {
+  // zb-h1 builds every stage's program at once (its order is chosen by simulating them all):
+  // once here, not once per stage.
+  if (sc.kind == ScheduleKind::zb_h1) {
+    require_order(sc, stages, microbatches, train);
+    return simulate_pipeline(zb_h1_programs(stages, microbatches, costs), costs);
+  }
   std::vector<std::vector<Step>> programs;
   for (int s = 0; s < stages; ++s)
     programs.push_back(stage_program(sc, s, stages, microbatches, train, costs));
