@@ -115,9 +115,11 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->group(work);
   cmd.add_option("--schedule", c.schedule,
                  "Pipeline schedule: gpipe | 1f1b | interleaved:V (V model chunks per stage) | "
-                 "zb-h1 (weight gradients deferred into the bubbles; train). Non-blocking "
-                 "transfers and a flush every iteration. Default: 1f1b for train; prefill without "
-                 "it runs the unscheduled stage loop")
+                 "zb-h1 (weight gradients deferred into the bubbles, the order built for the "
+                 "stage's forward and backward times measured before the run; train). "
+                 "Non-blocking transfers, waited for only by the action needing them, and a flush "
+                 "every iteration. Default: 1f1b for train; prefill without it runs the "
+                 "unscheduled stage loop")
       ->group(work);
   cmd.add_option("--recompute", c.recompute,
                  "Train: none | full (keep each layer's input only; recompute its forward before "
