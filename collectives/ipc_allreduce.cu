@@ -13,6 +13,7 @@
 // before a block barrier: data written by any thread of a block before it signals are visible
 // to a peer's block once that block has seen the flag.
 #include "collectives/ipc_allreduce.hpp"
+#include "collectives/ipc_memory.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -192,42 +193,19 @@ template <typename T> __global__ void __launch_bounds__(kThreads) twoshot_kernel
 
 class CudaIpcAllReduce final : public IpcAllReduce {
 public:
-  CudaIpcAllReduce(MPI_Comm comm, size_t max_bytes) {
-    RIDGELINE_CHECK(MPI_Comm_rank(comm, &m_rank));
-    RIDGELINE_CHECK(MPI_Comm_size(comm, &m_size));
+  CudaIpcAllReduce(MPI_Comm comm, size_t max_bytes)
+      : m_max_bytes((max_bytes + 255) / 256 * 256), m_flags_off(2 * m_max_bytes),
+        m_epochs_off(m_flags_off + sizeof(int) * kPhases * kMaxBlocks * kMaxRanks),
+        m_memory(comm, m_epochs_off + sizeof(int) * kMaxBlocks, "custom all-reduce") {
+    m_rank = m_memory.rank();
+    m_size = m_memory.size();
     RIDGELINE_REQUIRE(m_size <= kMaxRanks, "the custom all-reduce takes at most 8 ranks");
-    m_max_bytes = (max_bytes + 255) / 256 * 256;
-    m_flags_off = 2 * m_max_bytes;
-    m_epochs_off = m_flags_off + sizeof(int) * kPhases * kMaxBlocks * kMaxRanks;
-    const size_t bytes = m_epochs_off + sizeof(int) * kMaxBlocks;
-    RIDGELINE_CHECK(cudaMalloc(&m_own, bytes));
-    RIDGELINE_CHECK(cudaMemset(m_own, 0, bytes));
-    RIDGELINE_CHECK(cudaDeviceSynchronize());
-    cudaIpcMemHandle_t mine{};
-    RIDGELINE_CHECK(cudaIpcGetMemHandle(&mine, m_own));
-    std::vector<cudaIpcMemHandle_t> all(static_cast<size_t>(m_size));
-    RIDGELINE_CHECK(
-        MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));
-    for (int r = 0; r < m_size; ++r) {
-      if (r == m_rank) {
-        m_peers.base[r] = static_cast<char*>(m_own);
-        continue;
-      }
-      void* p = nullptr;
-      const cudaError_t status =
-          cudaIpcOpenMemHandle(&p, all[static_cast<size_t>(r)], cudaIpcMemLazyEnablePeerAccess);
-      if (status != cudaSuccess) {
-        release();
-        throw Error("custom all-reduce: rank " + std::to_string(m_rank) + " cannot map rank " +
-                    std::to_string(r) + "'s memory through CUDA IPC (" +
-                    cudaGetErrorString(status) + "): the ranks must share a node");
-      }
-      m_peers.base[r] = static_cast<char*>(p);
-    }
+    for (int r = 0; r < m_size; ++r)
+      m_peers.base[r] = m_memory.base(r);
+    m_own = m_memory.base(m_rank);
     // Nobody signals before every peer has mapped every buffer.
     RIDGELINE_CHECK(MPI_Barrier(comm));
   }
-  ~CudaIpcAllReduce() override { release(); }
 
   int rank() const override { return m_rank; }
   int size() const override { return m_size; }
@@ -279,18 +257,9 @@ public:
   }
 
 private:
-  void release() noexcept {
-    for (int r = 0; r < m_size; ++r)
-      if (r != m_rank && m_peers.base[r] != nullptr) {
-        RIDGELINE_CHECK_NOTHROW(cudaIpcCloseMemHandle(m_peers.base[r]));
-        m_peers.base[r] = nullptr;
-      }
-    if (m_own != nullptr) RIDGELINE_CHECK_NOTHROW(cudaFree(m_own));
-    m_own = nullptr;
-  }
-
-  int m_rank = 0, m_size = 1;
   size_t m_max_bytes = 0, m_flags_off = 0, m_epochs_off = 0;
+  IpcPeerMemory m_memory;
+  int m_rank = 0, m_size = 1;
   void* m_own = nullptr;
   Peers m_peers{};
 };
