@@ -51,6 +51,19 @@ const char* const kSlotNames[s_count] = {op::norm1,
 OpCost scaled(const OpCost& c, double share) {
   return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
 }
+
+// The exchange's windows: where the all-gathers land (sequence parallelism), the row-parallel
+// outputs of the projection and FC2 (the summed pieces land there without it), and where the
+// peers' partial pieces of each land for the reduce-scatter.
+enum Window { w_gather, w_proj_out, w_fc2_out, w_proj_reduce, w_fc2_reduce, w_count };
+
+// Kernels between the exchange's stream memory operations launch as ordinary launches: a
+// programmatic launch relaxes its wait on the kernel before it, not on a memory operation.
+struct NoLaunchChain {
+  Backend& backend;
+  explicit NoLaunchChain(Backend& b) : backend(b) { backend.set_launch_chain(false); }
+  ~NoLaunchChain() { backend.set_launch_chain(true); }
+};
 } // namespace
 
 std::string Overlap::name() const {
@@ -63,17 +76,20 @@ std::string Overlap::name() const {
     return "chunked:" + std::to_string(degree);
   case Kind::split:
     return "split:" + std::to_string(degree);
+  case Kind::ce_ring:
+    return "ce-ring";
   }
   return "?";
 }
 
 Overlap parse_overlap(const std::string& text) {
-  const std::string usage = "overlap strategy '" + text +
-                            "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2)";
+  const std::string usage =
+      "overlap strategy '" + text +
+      "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2), ce-ring";
   Overlap o;
   if (text == "none") return o;
-  if (text == "async") {
-    o.kind = Overlap::Kind::async;
+  if (text == "async" || text == "ce-ring") {
+    o.kind = text == "async" ? Overlap::Kind::async : Overlap::Kind::ce_ring;
     return o;
   }
   const size_t colon = text.find(':');
@@ -110,17 +126,34 @@ std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap
     p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " + std::to_string(t) +
                 " tokens per microbatch do not divide into " + std::to_string(divisor) +
                 " equal row blocks" + (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
+  if (o.kind == Overlap::Kind::ce_ring && !sp && s.tp > 1 && t % s.tp != 0)
+    p.push_back("ce-ring: the " + std::to_string(t) + " tokens per microbatch do not divide into " +
+                std::to_string(s.tp) + " pieces (one per tp rank)");
   return p;
 }
 
-TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops)
-    : m_backend(backend), m_comm(tp_comm), m_spec(spec) {
+std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype) {
+  const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
+  const size_t bytes = static_cast<size_t>(g.tokens * spec.model.hidden) * dtype_size(dtype);
+  return std::vector<size_t>(w_count, bytes);
+}
+
+TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
+                 PeerExchange* exchange)
+    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
                     "tensor parallelism needs a communicator of tp ranks");
   const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
   if (!problems.empty()) throw UsageError(problems.front());
+  if (exchange) {
+    const std::vector<size_t> need = exchange_windows(spec, backend.dtype());
+    RIDGELINE_REQUIRE(exchange->size() == s.tp && exchange->rank() == spec.tp_rank,
+                      "the peer exchange must span the stage's tensor-parallel group");
+    for (size_t w = 0; w < need.size(); ++w)
+      RIDGELINE_REQUIRE(exchange->window_bytes(w) >= need[w], "peer exchange windows too small");
+  }
   m_sp = s.sequence_parallel && s.tp > 1;
   m_ops = layer_ops(m, s, spec.attention);
   m_op_ids.assign(s_count, -1);
@@ -142,6 +175,8 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_tokens = g.tokens;
   m_stream_tokens = g.stream_tokens;
   m_units = spec.overlap.parts() * spec.overlap.chunks();
+  if (ring() && exchange == nullptr)
+    throw UsageError("ce-ring needs the stage built with a peer exchange");
 
   const int64_t h = m.hidden;
   const int64_t qkv_cols = (m_hl + 2 * m_kvl) * m_d;
@@ -152,12 +187,23 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_ln_buf = alloc(m_stream_tokens, h);
   m_qkv_buf = alloc(m_tokens, qkv_cols);
   m_attn_buf = alloc(m_tokens, m_hl * m_d);
-  m_proj_buf = alloc(m_tokens, h);
   m_fc1_buf = alloc(m_tokens, fc1_cols);
   m_act_buf = alloc(m_tokens, m_fl);
-  m_fc2_buf = alloc(m_tokens, h);
+  if (exchange) {
+    m_ln_full = exchange->window(w_gather);
+    m_proj_full = exchange->window(w_proj_out);
+    m_fc2_full = exchange->window(w_fc2_out);
+  } else {
+    m_proj_buf = alloc(m_tokens, h);
+    m_fc2_buf = alloc(m_tokens, h);
+    m_proj_full = m_proj_buf.data();
+    m_fc2_full = m_fc2_buf.data();
+    if (m_sp) {
+      m_ln_full_buf = alloc(m_tokens, h);
+      m_ln_full = m_ln_full_buf.data();
+    }
+  }
   if (m_sp) {
-    m_ln_full_buf = alloc(m_tokens, h);
     m_proj_shard_buf = alloc(m_stream_tokens, h);
     m_fc2_shard_buf = alloc(m_stream_tokens, h);
   }
@@ -180,6 +226,8 @@ void TpStage::set_decode_step(int64_t step) {
 void TpStage::set_overlap(const Overlap& overlap) {
   const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
   if (!problems.empty()) throw UsageError(problems.front());
+  if (overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
+    throw UsageError("ce-ring needs the stage built with a peer exchange");
   m_spec.overlap = overlap;
   m_units = overlap.parts() * overlap.chunks();
 }
@@ -190,6 +238,10 @@ void TpStage::set_attention(AttentionImpl impl) {
   for (const OpSpec& o : layer_ops(m_spec.model, m_spec.shape, impl))
     for (OpSpec& mine : m_ops)
       if (mine.name == o.name) mine.cost = o.cost;
+}
+
+Tensor TpStage::full_view(void* data) const {
+  return Tensor{data, m_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -309,7 +361,8 @@ void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, I
 }
 
 void TpStage::wait_comm(Recorder& rec, size_t fence) {
-  if (!communicating() || comm_queue() == Lane::compute) return;
+  // ce-ring leaves nothing in flight past its GEMMs.
+  if (!communicating() || comm_queue() == Lane::compute || ring()) return;
   m_comm->complete(m_backend.stream(Lane::comm));
   for (size_t handle : m_open_comm)
     rec.end(handle);
@@ -354,7 +407,11 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     gemm(part_rows(ln, part), w, part_rows(out, part), split());
     return;
   }
-  const Tensor full = m_ln_full_buf.view(m_tokens, m_spec.model.hidden, dt);
+  if (ring()) {
+    ring_column_gemm(rec, gemm_slot, gather_slot, layer, w, out);
+    return;
+  }
+  const Tensor full = full_view(m_ln_full);
   const int k = m_spec.overlap.chunks(), first = part * k;
   gather_unit(rec, gather_slot, layer, ln, full, first);
   for (int u = first; u < first + k; ++u) {
@@ -389,6 +446,124 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
     });
   }
   return comm_queue() == Lane::comm ? m_backend.fence(Lane::comm) : 0;
+}
+
+void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
+                               const Tensor& w, Tensor out) {
+  const NoLaunchChain plain(m_backend);
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
+  const int64_t n = m_stream_tokens;
+  const Tensor shard = m_ln_buf.view(n, m_spec.model.hidden, m_backend.dtype());
+  const Tensor full = full_view(m_ln_full);
+  const size_t bytes = shard.bytes();
+  const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
+  const auto slot = static_cast<size_t>(gather_slot);
+  size_t handle = 0;
+  if (communicating()) {
+    // This rank's rows into every peer, beside the GEMM on them.
+    m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
+    const ranges::Scope range(m_slot_specs[slot]->name);
+    handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
+                       m_slot_specs[slot]->cost, Lane::comm);
+    for (int i = 1; i < tp; ++i)
+      m_exchange->put((r + i) % tp, w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes,
+                      comm);
+  }
+  if (computing()) {
+    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+    gemm(shard, w, out.rows_slice(r * n, n), communicating());
+  }
+  // Each peer's rows as they land, nearest peer first.
+  for (int i = 1; i < tp; ++i) {
+    const int j = (r + tp - i) % tp;
+    if (communicating())
+      m_exchange->wait(j, w_gather, static_cast<size_t>(j) * bytes, bytes, compute);
+    if (computing()) {
+      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+      gemm(full.rows_slice(j * n, n), w, out.rows_slice(j * n, n), false);
+    }
+    if (communicating()) m_exchange->release(j, w_gather, compute);
+  }
+  if (communicating()) {
+    m_exchange->complete();
+    rec.end(handle);
+    // The next norm rewrites the rows the puts read.
+    m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+  }
+}
+
+void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
+                            const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
+                            size_t reduce_window, size_t out_window) {
+  const NoLaunchChain plain(m_backend);
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
+  const int64_t n = m_tokens / tp;
+  const Tensor own = m_sp ? out_shard : out_full.rows_slice(r * n, n);
+  const size_t bytes = own.bytes();
+  const Tensor landed = full_view(m_exchange->window(reduce_window));
+  const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
+  const auto slot = static_cast<size_t>(reduce_slot);
+  size_t handle = 0;
+  bool begun = false;
+  auto on_comm_lane = [&] {
+    m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
+    if (begun) return;
+    begun = true;
+    handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
+                       m_slot_specs[slot]->cost, Lane::comm);
+  };
+  const ranges::Scope range(m_slot_specs[slot]->name);
+  // The pieces the peers own first, farthest first, each put to its owner while the next
+  // computes; this rank's own piece last.
+  for (int i = 1; i < tp; ++i) {
+    const int d = (r + i) % tp;
+    const Tensor piece = out_full.rows_slice(d * n, n);
+    if (computing()) {
+      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+      gemm(in.rows_slice(d * n, n), w, piece, true);
+    }
+    if (communicating()) {
+      on_comm_lane();
+      m_exchange->put(d, reduce_window, static_cast<size_t>(r) * bytes, piece.data, bytes, comm);
+    }
+  }
+  if (computing()) {
+    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+    gemm(in.rows_slice(r * n, n), w, own, communicating());
+  }
+  if (!communicating()) return;
+  for (int i = 1; i < tp; ++i) {
+    const int j = (r + tp - i) % tp;
+    m_exchange->wait(j, reduce_window, static_cast<size_t>(j) * bytes, bytes, compute);
+  }
+  {
+    // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
+    // bytes are counted once, by the puts' record.
+    const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
+                      Lane::compute);
+    for (int j = 0; j < tp; ++j)
+      if (j != r) m_backend.add(own, landed.rows_slice(j * n, n), own);
+  }
+  for (int j = 0; j < tp; ++j)
+    if (j != r) m_exchange->release(j, reduce_window, compute);
+  if (!m_sp) {
+    // The all-gather of the summed pieces into every peer's output rows. Released as soon as
+    // they land: a peer puts into them again only after this rank's next partial piece for it,
+    // which this rank computes after it has consumed them.
+    on_comm_lane();
+    for (int i = 1; i < tp; ++i)
+      m_exchange->put((r + i) % tp, out_window, static_cast<size_t>(r) * bytes, own.data, bytes,
+                      comm);
+    for (int i = 1; i < tp; ++i) {
+      const int j = (r + tp - i) % tp;
+      m_exchange->wait(j, out_window, static_cast<size_t>(j) * bytes, bytes, compute);
+      m_exchange->release(j, out_window, compute);
+    }
+  }
+  m_exchange->complete();
+  rec.end(handle);
+  // The next GEMMs rewrite the pieces the puts read.
+  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
 }
 
 size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,
@@ -467,8 +642,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
     }
   }
-  const Tensor proj = m_proj_buf.view(m_tokens, h, dt);
+  const Tensor proj = full_view(m_proj_full);
   const Tensor proj_shard = m_sp ? m_proj_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  if (ring()) {
+    ring_row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
+                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out);
+    return 0;
+  }
   return row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, part);
 }
@@ -481,7 +661,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const double share = 1.0 / m_spec.overlap.parts();
   wait_comm(rec, fence);
   const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
-                              : part_rows(m_proj_buf.view(m_tokens, h, dt), part);
+                              : part_rows(full_view(m_proj_full), part);
   const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
   if (computing()) {
     // y = x + the attention branch, and its norm, in one kernel.
@@ -502,8 +682,13 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     else
       m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
   }
-  const Tensor fc2 = m_fc2_buf.view(m_tokens, h, dt);
+  const Tensor fc2 = full_view(m_fc2_full);
   const Tensor fc2_shard = m_sp ? m_fc2_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  if (ring()) {
+    ring_row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
+                  fc2_shard, w_fc2_reduce, w_fc2_out);
+    return 0;
+  }
   return row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
                   fc2_shard, part);
 }
@@ -514,7 +699,7 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   wait_comm(rec, fence);
   if (!computing()) return;
   const Tensor reduced = m_sp ? part_stream(m_fc2_shard_buf.view(m_stream_tokens, h, dt), part)
-                              : part_rows(m_fc2_buf.view(m_tokens, h, dt), part);
+                              : part_rows(full_view(m_fc2_full), part);
   const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
   m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/peer_exchange.hpp"
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
@@ -28,14 +29,21 @@ namespace ridgeline {
 ///   split:N    the batch is cut into N parts whose layers interleave, so one part's collective
 ///              runs under another part's compute; a single prefill sequence is cut into N
 ///              token ranges instead, each attending causally to every earlier token
+///   ce-ring    the tokens are cut into tp pieces and the collectives become puts into the peers'
+///              memory (a PeerExchange: the copy engines on GPUs, MPI messages on the host):
+///              under sequence parallelism each rank puts its rows into every peer while its
+///              GEMM runs on them, then computes each peer's piece as it lands; a row-parallel
+///              GEMM computes the piece each peer owns first and puts it there while it computes
+///              its own, then adds what the peers put (reduce-scatter); without sequence
+///              parallelism the summed pieces are then put into every peer (all-gather)
 struct Overlap {
-  enum class Kind { none, async, chunked, split };
+  enum class Kind { none, async, chunked, split, ce_ring };
   Kind kind = Kind::none;
   int degree = 1; ///< K for chunked, N for split
 
   int parts() const { return kind == Kind::split ? degree : 1; }
   int chunks() const { return kind == Kind::chunked ? degree : 1; }
-  /// "none", "async", "chunked:K" or "split:N" (parse_overlap's inverse).
+  /// "none", "async", "chunked:K", "split:N" or "ce-ring" (parse_overlap's inverse).
   std::string name() const;
 };
 /// Parses one strategy; throws UsageError naming the accepted forms.
@@ -68,8 +76,14 @@ enum class StageMode { full, compute_only, comm_only };
 class TpStage {
 public:
   /// Allocates and generates this rank's shard of every weight (and KV cache for decode).
-  /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops`.
-  TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops);
+  /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops`. `exchange`,
+  /// over the same ranks with windows of exchange_windows() bytes, is what ce-ring puts through
+  /// (needed for it when tp > 1); its windows then also hold the buffers the collectives of the
+  /// other strategies gather into.
+  TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
+          PeerExchange* exchange = nullptr);
+  /// The windows a PeerExchange for this stage needs (bytes each, in the stage's dtype).
+  static std::vector<size_t> exchange_windows(const StageSpec& spec, DType dtype);
 
   /// Input activations of this stage: [tokens, hidden], or this rank's [tokens / tp, hidden]
   /// rows under sequence parallelism (filled by fill_input() or a pipeline receive).
@@ -139,6 +153,16 @@ private:
                   const Tensor& w, Tensor out_full, Tensor out_shard, int part);
   void gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,
                    int unit);
+  // ce-ring: the column-parallel GEMM beside the puts of this rank's rows (sequence
+  // parallelism), and the row-parallel GEMM piece by piece with its reduce-scatter (and, without
+  // sequence parallelism, the all-gather of the summed pieces) as puts.
+  bool ring() const { return m_spec.overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1; }
+  void ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
+                        const Tensor& w, Tensor out);
+  void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
+                     const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
+                     size_t out_window);
+  Tensor full_view(void* data) const;
   // Collective plumbing: queue, recording, completion.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
@@ -157,6 +181,7 @@ private:
 
   Backend& m_backend;
   Communicator* m_comm;
+  PeerExchange* m_exchange;
   StageSpec m_spec;
   StageMode m_mode = StageMode::full;
   bool m_sp = false;
@@ -171,6 +196,11 @@ private:
   std::vector<LayerWeights> m_layers;
   Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,
       m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
+  // The [tokens, hidden] buffers the collectives gather into: the exchange's windows when the
+  // stage has one (ce-ring puts into them), else the buffers above.
+  void* m_ln_full = nullptr;
+  void* m_proj_full = nullptr;
+  void* m_fc2_full = nullptr;
   Tensor m_input, m_output;
 };
 

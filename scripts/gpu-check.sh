@@ -33,6 +33,8 @@
 #     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
+#   - ce_ring (also alone): the copy-engine ring beside the SM collectives at TP2 prefill, or on
+#     one GPU two ranks sharing it, checked against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
 # and prints a summary table last. Sections run in the order of --only (default:
@@ -219,6 +221,38 @@ section_overlap() {
     [ "$tp" -le "$ngpu" ] || continue
     run "overlap_prefill_b4_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 \
       --batch 4 --tp "$tp" --warmup 2 --iters 8 --overlap none,async,chunked:2,chunked:4,split:2
+  done
+}
+
+# ce_ring: the copy-engine ring (--overlap ce-ring) beside the SM collectives. Two GPUs or more:
+# prefill of the gpt-h8192 layer at s4096, b1 and b4, with and without sequence parallelism,
+# the strategies taking turns, twice. One GPU: two ranks share it (no NCCL; the TP group's other
+# all-reduces through the custom one), so only correctness means anything: prefill and decode at
+# TP2 checked against TP1.
+section_ce_ring() {
+  if [ "$ngpu" -ge 2 ]; then
+    for turn in 1 2; do
+      for b in 1 4; do
+        for sp in off on; do
+          local spflag=()
+          [ "$sp" = on ] && spflag=(--sequence-parallel)
+          run "ce_ring_prefill_b${b}_sp${sp}_$turn" 2 --config "$repo/models/gpt-h8192.toml" \
+            --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
+            --overlap none,async,chunked:2,chunked:4,ce-ring
+        done
+      done
+    done
+    return
+  fi
+  local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
+    --allreduce oneshot --overlap none,ce-ring --warmup 1 --iters 3 --roofs none)
+  local i=0
+  for phase in "prefill --seq 256 --batch 2" "decode --batch 4 --context 128"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" run "${small[@]}" --phase $phase \
+      --timeout 120 --out "$out/h5/ce_ring_shared_$i.h5" >"$out/logs/ce_ring_shared_$i.log" 2>&1
+    note "ce_ring_shared_$i ($phase): rc=$? $(grep -c '^check: passed' "$out/logs/ce_ring_shared_$i.log") of 2 checks passed"
   done
 }
 

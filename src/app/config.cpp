@@ -211,7 +211,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--overlap", c.overlap,
                  "Comma list of strategies run back to back: none (serialized), async (own "
                  "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
-                 "(N interleaved parts of the batch; of the tokens for one prefill sequence)")
+                 "(N interleaved parts of the batch; of the tokens for one prefill sequence), "
+                 "ce-ring (tp pieces; the collectives as puts into the peers' memory on the copy "
+                 "engines, each beside the GEMM of another piece; MPI messages on the host)")
       ->check(comma_list(overlap_item))
       ->capture_default_str()
       ->group(ovl);
@@ -526,6 +528,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
+  if (c.graphs && std::find(strategies.begin(), strategies.end(), "ce-ring") != strategies.end())
+    p.push_back("--overlap ce-ring numbers its puts on the host, which a captured graph would "
+                "replay unchanged: not with --graphs");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
     p.push_back("the cuda backend computes in bf16 or fp16 (got --dtype " + c.dtype + ")");
 

@@ -358,9 +358,11 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
 
 Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
   const LoopTimes& t = r.loops;
-  double compute_in_step_ns = 0;
-  for (const OpAggregate& a : r.summary.ops)
+  double compute_in_step_ns = 0, comm_in_step_ns = 0;
+  for (const OpAggregate& a : r.summary.ops) {
     if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
+    if (a.lane == "comm") comm_in_step_ns += a.per_step_p50_ns;
+  }
   const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
   return {
       {"overlap", r.overlap},
@@ -371,6 +373,7 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
       {"serialized_ns", serialized_ns},
       {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
       {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
+      {"comm_interference", t.comm_only_ns > 0 ? comm_in_step_ns / t.comm_only_ns : 0.0},
       {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
 }
 
@@ -532,15 +535,33 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                            std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
                      : "tp=1 and pp=1: the run is itself the reference";
 
+  // ce-ring puts through windows every rank of the TP group maps (the copy engines between
+  // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
+  std::unique_ptr<PeerExchange> exchange;
+  std::string failure;
+  if (cfg.tp > 1 && std::any_of(strategies.begin(), strategies.end(), [](const Variant& v) {
+        return parse_overlap(v.overlap).kind == Overlap::Kind::ce_ring;
+      })) {
+    watchdog.rearm("mapping the peers' memory for ce-ring");
+    try {
+      const std::vector<size_t> windows = TpStage::exchange_windows(spec, backend.dtype());
+      exchange = backend.name() == std::string("cuda")
+                     ? make_ipc_exchange(comms.grid->tp_comm(), windows)
+                     : make_mpi_exchange(comms.grid->tp_comm(), windows);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    if (!all_built(job, failure, result)) return result;
+  }
+
   // Allocation may fail on one rank only (another process took the memory): agree first.
   std::vector<std::vector<float>> reference;
   std::unique_ptr<TpStage> stage;
-  std::string failure;
   try {
     watchdog.rearm("computing the TP=1 reference output");
     if (check.enabled)
       reference = reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
-    stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops);
+    stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops, exchange.get());
     backend.synchronize();
   } catch (const Error& e) {
     failure = e.what();

@@ -7,6 +7,7 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/half_types.hpp"
+#include "collectives/peer_exchange.hpp"
 #include "core/stats.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/tp_layer.hpp"
@@ -252,6 +253,7 @@ struct OverlapCase {
   Phase phase;
   int64_t batch = 4;
   bool rotary = false;
+  bool exchange = false; ///< the stage built with a peer exchange (its windows hold the buffers)
 };
 
 class OverlapMatchesTp1 : public ::testing::TestWithParam<OverlapCase> {};
@@ -284,8 +286,11 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
     GTEST_SKIP() << "tokens do not split";
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  std::unique_ptr<PeerExchange> exchange;
+  if (c.exchange && tp > 1)
+    exchange = make_mpi_exchange(MPI_COMM_WORLD, TpStage::exchange_windows(spec, DType::f32));
   OpTable ops;
-  TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops, exchange.get());
   stage.fill_input(0);
   Recorder rec(backend->clock(), ops);
   backend->clock().start_epoch();
@@ -321,27 +326,39 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Strategies, OverlapMatchesTp1,
-    ::testing::Values(OverlapCase{"none", "none", false, Phase::prefill},
-                      OverlapCase{"async", "async", false, Phase::prefill},
-                      OverlapCase{"chunked4", "chunked:4", false, Phase::prefill},
-                      OverlapCase{"split2", "split:2", false, Phase::prefill},
-                      OverlapCase{"sp_none", "none", true, Phase::prefill},
-                      OverlapCase{"sp_chunked2", "chunked:2", true, Phase::prefill},
-                      OverlapCase{"sp_split2", "split:2", true, Phase::prefill},
-                      OverlapCase{"decode_split2", "split:2", false, Phase::decode},
-                      // One sequence split by tokens: later parts attend to earlier parts' keys,
-                      // and rotary positions continue across parts.
-                      OverlapCase{"tokens_split2", "split:2", false, Phase::prefill, 1, true},
-                      OverlapCase{"tokens_split4", "split:4", false, Phase::prefill, 1, true},
-                      OverlapCase{"tokens_sp_split2", "split:2", true, Phase::prefill, 1, true},
-                      OverlapCase{"decode_sp_chunked2", "chunked:2", true, Phase::decode}),
+    ::testing::Values(
+        OverlapCase{"none", "none", false, Phase::prefill},
+        OverlapCase{"async", "async", false, Phase::prefill},
+        OverlapCase{"chunked4", "chunked:4", false, Phase::prefill},
+        OverlapCase{"split2", "split:2", false, Phase::prefill},
+        OverlapCase{"sp_none", "none", true, Phase::prefill},
+        OverlapCase{"sp_chunked2", "chunked:2", true, Phase::prefill},
+        OverlapCase{"sp_split2", "split:2", true, Phase::prefill},
+        OverlapCase{"decode_split2", "split:2", false, Phase::decode},
+        // One sequence split by tokens: later parts attend to earlier parts' keys,
+        // and rotary positions continue across parts.
+        OverlapCase{"tokens_split2", "split:2", false, Phase::prefill, 1, true},
+        OverlapCase{"tokens_split4", "split:4", false, Phase::prefill, 1, true},
+        OverlapCase{"tokens_sp_split2", "split:2", true, Phase::prefill, 1, true},
+        OverlapCase{"decode_sp_chunked2", "chunked:2", true, Phase::decode},
+        // The copy-engine ring's schedule over MPI messages, and the other
+        // strategies gathering into the exchange's windows.
+        OverlapCase{"ce_ring", "ce-ring", false, Phase::prefill, 4, false, true},
+        OverlapCase{"sp_ce_ring", "ce-ring", true, Phase::prefill, 4, true, true},
+        OverlapCase{"decode_ce_ring", "ce-ring", false, Phase::decode, 4, false, true},
+        OverlapCase{"decode_sp_ce_ring", "ce-ring", true, Phase::decode, 4, false, true},
+        OverlapCase{"sp_chunked2_windows", "chunked:2", true, Phase::prefill, 4, false, true},
+        OverlapCase{"async_windows", "async", false, Phase::prefill, 4, false, true}),
     [](const ::testing::TestParamInfo<OverlapCase>& i) { return std::string(i.param.name); });
 
 TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(parse_overlap("chunked:4").chunks(), 4);
   EXPECT_EQ(parse_overlap("split:2").parts(), 2);
   EXPECT_EQ(parse_overlap("async").name(), "async");
-  for (const char* bad : {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", ""})
+  EXPECT_EQ(parse_overlap("ce-ring").name(), "ce-ring");
+  EXPECT_EQ(parse_overlap("ce-ring").chunks() * parse_overlap("ce-ring").parts(), 1);
+  for (const char* bad :
+       {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", "", "ce-ring:2", "ce_ring"})
     EXPECT_THROW(parse_overlap(bad), UsageError) << bad;
   LayerShape s;
   s.batch = 1;
@@ -360,6 +377,13 @@ TEST(Overlap, ParsesAndRejects) {
   s.seq = 16;
   s.batch = 2;
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("chunked:2")).empty());
+  // ce-ring cuts the tokens into tp pieces, with or without sequence parallelism.
+  s.phase = Phase::decode;
+  s.batch = 6;
+  s.sequence_parallel = false;
+  EXPECT_EQ(stage_split_problems(s, parse_overlap("ce-ring")).size(), 1u);
+  s.batch = 8;
+  EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring")).empty());
 }
 
 } // namespace
