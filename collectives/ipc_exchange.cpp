@@ -65,7 +65,8 @@ public:
         m_off(offsets_of(window_bytes)),
         m_memory(comm, m_off.back() + 2 * flag_count() * sizeof(cuuint32_t),
                  "copy-engine exchange") {
-    RIDGELINE_REQUIRE(m_memory.size() <= kMaxRanks, "the copy-engine exchange takes at most 8 ranks");
+    RIDGELINE_REQUIRE(m_memory.size() <= kMaxRanks,
+                      "the copy-engine exchange takes at most 8 ranks");
     const size_t counters = flag_count();
     m_puts.assign(counters, 0);
     m_waits.assign(counters, 0);

@@ -18,10 +18,11 @@
 #include "collectives/half_types.hpp"
 #include "collectives/peer_exchange.hpp"
 #include "core/dtype.hpp"
-#include "models/backend.hpp"
 #include "core/stats.hpp"
+#include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
 #include "parallel/tp_layer.hpp"
+#include "tests/support/tp1_reference.hpp"
 
 namespace ridgeline {
 namespace {
@@ -175,26 +176,14 @@ TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
     rec.flush();
     const std::vector<float> got = m_backend->to_host(stage.output());
 
-    StageSpec ref_spec = spec;
-    ref_spec.shape.tp = 1;
-    ref_spec.shape.sequence_parallel = false;
-    ref_spec.overlap = Overlap{};
-    ref_spec.tp_rank = 0;
-    OpTable ref_ops;
-    TpStage ref(*m_backend, nullptr, ref_spec, ref_ops);
-    ref.fill_input(0);
-    Recorder silent(m_backend->clock(), ref_ops);
-    silent.set_enabled(false);
-    ref.forward(silent);
-    std::vector<float> want = m_backend->to_host(ref.output());
+    std::vector<float> want = tp1_stage_output(*m_backend, spec);
     if (sp) { // this rank's rows of the sequence-parallel layout
       const size_t rows = want.size() / static_cast<size_t>(m_size);
       want = std::vector<float>(want.begin() + static_cast<std::ptrdiff_t>(rows) * m_rank,
                                 want.begin() + static_cast<std::ptrdiff_t>(rows) * (m_rank + 1));
     }
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_LT(relative_l2(got, want), 2e-2) << (sp ? "with" : "without")
-                                            << " sequence parallelism";
+    EXPECT_LT(relative_l2(got, want), 2e-2) << (sp ? "with" : "without") << " sequence parallelism";
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }

@@ -34,8 +34,7 @@ TEST(PeerExchangeMpi, EveryPeersBytesEveryRound) {
     for (size_t i = 0; i < piece; ++i)
       mine[i] = byte_of(i, rank, round);
     for (int i = 1; i < size; ++i)
-      ex->put((rank + i) % size, 0, static_cast<size_t>(rank) * piece, mine.data(), piece,
-              nullptr);
+      ex->put((rank + i) % size, 0, static_cast<size_t>(rank) * piece, mine.data(), piece, nullptr);
     int64_t wrong = 0;
     for (int i = 1; i < size; ++i) {
       const int from = (rank + size - i) % size;
