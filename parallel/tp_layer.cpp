@@ -512,7 +512,8 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
                        m_slot_specs[slot]->cost, Lane::comm);
   };
-  const ranges::Scope range(m_slot_specs[slot]->name);
+  // The collective's profiler ranges cover its own calls only, not the GEMMs between them.
+  const std::string& name = m_slot_specs[slot]->name;
   // The pieces the peers own first, farthest first, each put to its owner while the next
   // computes; this rank's own piece last.
   for (int i = 1; i < tp; ++i) {
@@ -523,6 +524,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
       gemm(in.rows_slice(d * n, n), w, piece, true);
     }
     if (communicating()) {
+      const ranges::Scope range(name);
       on_comm_lane();
       m_exchange->put(d, reduce_window, static_cast<size_t>(r) * bytes, piece.data, bytes, comm);
     }
@@ -532,6 +534,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     gemm(in.rows_slice(r * n, n), w, own, communicating());
   }
   if (!communicating()) return;
+  const ranges::Scope range(name);
   for (int i = 1; i < tp; ++i) {
     const int j = (r + tp - i) % tp;
     m_exchange->wait(j, reduce_window, static_cast<size_t>(j) * bytes, bytes, compute);
