@@ -196,19 +196,16 @@ public:
   CudaIpcAllReduce(MPI_Comm comm, size_t max_bytes)
       : m_max_bytes((max_bytes + 255) / 256 * 256), m_flags_off(2 * m_max_bytes),
         m_epochs_off(m_flags_off + sizeof(int) * kPhases * kMaxBlocks * kMaxRanks),
-        m_memory(comm, m_epochs_off + sizeof(int) * kMaxBlocks, "custom all-reduce") {
-    m_rank = m_memory.rank();
-    m_size = m_memory.size();
-    RIDGELINE_REQUIRE(m_size <= kMaxRanks, "the custom all-reduce takes at most 8 ranks");
-    for (int r = 0; r < m_size; ++r)
+        m_memory(comm, m_epochs_off + sizeof(int) * kMaxBlocks, "the custom all-reduce",
+                 kMaxRanks) {
+    for (int r = 0; r < size(); ++r)
       m_peers.base[r] = m_memory.base(r);
-    m_own = m_memory.base(m_rank);
     // Nobody signals before every peer has mapped every buffer.
     RIDGELINE_CHECK(MPI_Barrier(comm));
   }
 
-  int rank() const override { return m_rank; }
-  int size() const override { return m_size; }
+  int rank() const override { return m_memory.rank(); }
+  int size() const override { return m_memory.size(); }
   size_t max_bytes() const override { return m_max_bytes; }
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, IpcAlgo algo,
@@ -218,12 +215,13 @@ public:
     RIDGELINE_REQUIRE(bytes <= m_max_bytes, "custom all-reduce: message larger than its buffers");
     if (count == 0) return;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (send != m_own)
-      RIDGELINE_CHECK(cudaMemcpyAsync(m_own, send, bytes, cudaMemcpyDeviceToDevice, s));
+    char* own = m_memory.base(rank());
+    if (send != own)
+      RIDGELINE_CHECK(cudaMemcpyAsync(own, send, bytes, cudaMemcpyDeviceToDevice, s));
     Args a{};
     a.peers = m_peers;
-    a.rank = m_rank;
-    a.ranks = m_size;
+    a.rank = rank();
+    a.ranks = size();
     a.max_bytes = m_max_bytes;
     a.flags_off = m_flags_off;
     a.epochs_off = m_epochs_off;
@@ -232,7 +230,7 @@ public:
     a.recv = recv;
     a.recv_aligned = reinterpret_cast<uintptr_t>(recv) % 16 == 0;
     // The grid is a function of the message alone, the same on every rank (see the epochs).
-    const size_t work = algo == IpcAlgo::oneshot ? a.vectors : (a.vectors + m_size - 1) / m_size;
+    const size_t work = algo == IpcAlgo::oneshot ? a.vectors : (a.vectors + size() - 1) / size();
     const unsigned blocks =
         static_cast<unsigned>(std::clamp<size_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
     auto launch = [&](auto kernel) {
@@ -259,8 +257,6 @@ public:
 private:
   size_t m_max_bytes = 0, m_flags_off = 0, m_epochs_off = 0;
   IpcPeerMemory m_memory;
-  int m_rank = 0, m_size = 1;
-  void* m_own = nullptr;
   Peers m_peers{};
 };
 

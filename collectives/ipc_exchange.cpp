@@ -64,9 +64,7 @@ public:
         m_write(driver_entry<WriteValueFn>("cuStreamWriteValue32")), m_bytes(window_bytes),
         m_off(offsets_of(window_bytes)),
         m_memory(comm, m_off.back() + 2 * flag_count() * sizeof(cuuint32_t),
-                 "copy-engine exchange") {
-    RIDGELINE_REQUIRE(m_memory.size() <= kMaxRanks,
-                      "the copy-engine exchange takes at most 8 ranks");
+                 "the copy-engine exchange", kMaxRanks) {
     const size_t counters = flag_count();
     m_puts.assign(counters, 0);
     m_waits.assign(counters, 0);

@@ -11,24 +11,26 @@
 
 namespace ridgeline {
 
-IpcPeerMemory::IpcPeerMemory(MPI_Comm comm, size_t bytes, const char* what) {
+IpcPeerMemory::IpcPeerMemory(MPI_Comm comm, size_t bytes, const char* what, int max_ranks) {
   RIDGELINE_CHECK(MPI_Comm_rank(comm, &m_rank));
   RIDGELINE_CHECK(MPI_Comm_size(comm, &m_size));
+  if (m_size > max_ranks)
+    throw Error(std::string(what) + " takes at most " + std::to_string(max_ranks) + " ranks");
   m_base.assign(static_cast<size_t>(m_size), nullptr);
   // Every step that may fail on one rank is agreed on before the next collective, so that a
   // failure throws on every rank instead of leaving the others waiting.
   void* own = nullptr;
+  cudaIpcMemHandle_t mine{};
   cudaError_t status = cudaMalloc(&own, bytes);
   if (status == cudaSuccess) {
     m_base[static_cast<size_t>(m_rank)] = static_cast<char*>(own);
     status = cudaMemset(own, 0, bytes);
     if (status == cudaSuccess) status = cudaDeviceSynchronize();
+    if (status == cudaSuccess) status = cudaIpcGetMemHandle(&mine, own);
   }
   agree(comm, status == cudaSuccess,
-        std::string(what) + ": " + std::to_string(bytes) + " bytes of device memory (" +
+        std::string(what) + ": " + std::to_string(bytes) + " bytes of shareable device memory (" +
             cudaGetErrorString(status) + ")");
-  cudaIpcMemHandle_t mine{};
-  RIDGELINE_CHECK(cudaIpcGetMemHandle(&mine, own));
   std::vector<cudaIpcMemHandle_t> all(static_cast<size_t>(m_size));
   RIDGELINE_CHECK(
       MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));

@@ -14,9 +14,9 @@ namespace ridgeline {
 class IpcPeerMemory {
 public:
   /// Every rank of `comm` calls with the same `bytes`, on the GPU it uses. `what` names the user
-  /// in errors. Throws Error on every rank when any rank cannot allocate or map a peer's memory
-  /// (ranks on different nodes).
-  IpcPeerMemory(MPI_Comm comm, size_t bytes, const char* what);
+  /// in errors. Throws Error on every rank when the group has more than `max_ranks` ranks or any
+  /// rank cannot allocate or map a peer's memory (ranks on different nodes).
+  IpcPeerMemory(MPI_Comm comm, size_t bytes, const char* what, int max_ranks);
   ~IpcPeerMemory();
   IpcPeerMemory(const IpcPeerMemory&) = delete;
   IpcPeerMemory& operator=(const IpcPeerMemory&) = delete;
