@@ -456,7 +456,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   const Tensor shard = m_ln_buf.view(n, m_spec.model.hidden, m_backend.dtype());
   const Tensor full = full_view(m_ln_full);
   const size_t bytes = shard.bytes();
-  const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
+  const Stream compute = m_backend.stream(Lane::compute);
   const auto slot = static_cast<size_t>(gather_slot);
   size_t handle = 0;
   if (communicating()) {
@@ -465,9 +465,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
     const ranges::Scope range(m_slot_specs[slot]->name);
     handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
                        m_slot_specs[slot]->cost, Lane::comm);
-    for (int i = 1; i < tp; ++i)
-      m_exchange->put((r + i) % tp, w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes,
-                      comm);
+    put_to_peers(w_gather, shard.data, bytes);
   }
   if (computing()) {
     const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
@@ -492,6 +490,13 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   }
 }
 
+void TpStage::put_to_peers(size_t w, const void* src, size_t bytes) {
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
+  for (int i = 1; i < tp; ++i)
+    m_exchange->put((r + i) % tp, w, static_cast<size_t>(r) * bytes, src, bytes,
+                    m_backend.stream(Lane::comm));
+}
+
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                             const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                             size_t reduce_window, size_t out_window) {
@@ -514,8 +519,8 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   };
   // The collective's profiler ranges cover its own calls only, not the GEMMs between them.
   const std::string& name = m_slot_specs[slot]->name;
-  // The pieces the peers own first, farthest first, each put to its owner while the next
-  // computes; this rank's own piece last.
+  // The pieces the peers own first, the next rank's first, each put to its owner while the next
+  // piece computes; this rank's own piece last.
   for (int i = 1; i < tp; ++i) {
     const int d = (r + i) % tp;
     const Tensor piece = out_full.rows_slice(d * n, n);
@@ -554,9 +559,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     // they land: a peer puts into them again only after this rank's next partial piece for it,
     // which this rank computes after it has consumed them.
     on_comm_lane();
-    for (int i = 1; i < tp; ++i)
-      m_exchange->put((r + i) % tp, out_window, static_cast<size_t>(r) * bytes, own.data, bytes,
-                      comm);
+    put_to_peers(out_window, own.data, bytes);
     for (int i = 1; i < tp; ++i) {
       const int j = (r + tp - i) % tp;
       m_exchange->wait(j, out_window, static_cast<size_t>(j) * bytes, bytes, compute);

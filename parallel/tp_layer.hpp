@@ -163,6 +163,9 @@ private:
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window);
   Tensor full_view(void* data) const;
+  // ce-ring's all-gather half: this rank's `bytes` from `src` into every peer's window `w` at
+  // this rank's piece, on the comm lane.
+  void put_to_peers(size_t w, const void* src, size_t bytes);
   // Collective plumbing: queue, recording, completion.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
