@@ -155,6 +155,11 @@ std::unique_ptr<Communicator> JobContext::make_communicator(MPI_Comm comm,
   return make_nccl_communicator(comm, nccl);
 }
 
+std::unique_ptr<PeerExchange>
+JobContext::make_exchange(MPI_Comm comm, const std::vector<size_t>& window_bytes) const {
+  return m_cuda ? make_ipc_exchange(comm, window_bytes) : make_mpi_exchange(comm, window_bytes);
+}
+
 void JobContext::release() {
   m_backends.clear();
   m_grids.clear();

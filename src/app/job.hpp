@@ -14,6 +14,7 @@
 #include "collectives/communicator.hpp"
 #include "collectives/ipc_allreduce.hpp"
 #include "collectives/nccl_communicator.hpp"
+#include "collectives/peer_exchange.hpp"
 #include "core/gpu_binding.hpp"
 #include "models/backend.hpp"
 #include "parallel/grid.hpp"
@@ -86,6 +87,10 @@ public:
   /// A communicator over `comm` (NCCL on GPUs, MPI on the host) with NCCL's defaults and the
   /// job's transport; every rank of `comm` calls.
   std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const NcclOptions& nccl);
+  /// A PeerExchange over `comm` with windows of these sizes (CUDA IPC and the copy engines on
+  /// GPUs, MPI messages on the host); every rank of `comm` calls.
+  std::unique_ptr<PeerExchange> make_exchange(MPI_Comm comm,
+                                              const std::vector<size_t>& window_bytes) const;
   /// Frees every grid and backend (e.g. before a point that needs the memory); collective.
   void release();
 

@@ -544,10 +544,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
       })) {
     watchdog.rearm("mapping the peers' memory for ce-ring");
     try {
-      const std::vector<size_t> windows = TpStage::exchange_windows(spec, backend.dtype());
-      exchange = backend.name() == std::string("cuda")
-                     ? make_ipc_exchange(comms.grid->tp_comm(), windows)
-                     : make_mpi_exchange(comms.grid->tp_comm(), windows);
+      exchange = job.make_exchange(comms.grid->tp_comm(),
+                                   TpStage::exchange_windows(spec, backend.dtype()));
     } catch (const Error& e) {
       failure = e.what();
     }
