@@ -33,10 +33,18 @@ GroupComm::~GroupComm() {
 
 CollectiveBench::CollectiveBench(Device& device, Communicator& comm, MPI_Comm group, MPI_Comm world,
                                  size_t max_bytes)
+    : CollectiveBench(device, comm, group, world, max_bytes, device.allocate_bytes(max_bytes),
+                      device.allocate_bytes(max_bytes)) {}
+
+CollectiveBench::CollectiveBench(Device& device, Communicator& comm, MPI_Comm group, MPI_Comm world,
+                                 size_t max_bytes, Buffer a, Buffer b)
     : m_device(device), m_comm(comm), m_group(group), m_world(world),
       m_stream_ordered(comm.stream_ordered()),
-      m_lane(m_stream_ordered ? Lane::comm : Lane::compute), m_a(device.allocate_bytes(max_bytes)),
-      m_b(device.allocate_bytes(max_bytes)), m_staging(max_bytes) {}
+      m_lane(m_stream_ordered ? Lane::comm : Lane::compute), m_a(std::move(a)), m_b(std::move(b)),
+      m_staging(max_bytes) {
+  RIDGELINE_REQUIRE(m_a.bytes() >= max_bytes && m_b.bytes() >= max_bytes,
+                    "collective buffers smaller than the largest size");
+}
 
 void CollectiveBench::wait_all(Stream stream, const SweepOptions& opts) {
   if (m_stream_ordered) {

@@ -86,6 +86,9 @@ public:
   /// of the groups of consecutive ranks of `world` (all of it when there is one group).
   CollectiveBench(Device& device, Communicator& comm, MPI_Comm group, MPI_Comm world,
                   size_t max_bytes);
+  /// The same over two buffers of at least `max_bytes` the caller placed (symmetric memory).
+  CollectiveBench(Device& device, Communicator& comm, MPI_Comm group, MPI_Comm world,
+                  size_t max_bytes, Buffer a, Buffer b);
 
   /// Sweeps `spec` over opts.sizes (sizes that round to nothing or to the previous size are
   /// skipped): per size a barrier over `world`, the warm-up, a barrier, the timed calls (or graph

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "core/device.hpp"
 #include "core/dtype.hpp"
@@ -15,6 +16,19 @@ namespace ridgeline {
 enum class ReduceOp { sum, prod, max, min, avg };
 const char* reduce_op_name(ReduceOp op);
 ReduceOp parse_reduce_op(const std::string& name);
+
+/// Memory a communicator registered for its symmetric collectives (Communicator::
+/// symmetric_memory): every rank of the group holds one such block of the same size, and a
+/// collective whose buffers lie at the same offset in every rank's block may take the
+/// communicator's symmetric path. Freed (collectively) when the last rank destroys it.
+class SymmetricMemory {
+public:
+  virtual ~SymmetricMemory() = default;
+  virtual void* data() const = 0;
+  virtual size_t bytes() const = 0;
+  /// How it was allocated and registered, for the output file.
+  virtual std::string describe() const = 0;
+};
 
 /// One communicator over a group of ranks. Every member calls each collective in the same
 /// order. Calls are asynchronous: on NCCL they are enqueued on `stream`; on MPI they start a
@@ -55,6 +69,18 @@ public:
   virtual void group_end() = 0;
   /// Host-side completion of everything started on `stream` (see class comment).
   virtual void complete(Stream stream) = 0;
+
+  /// Every rank of the group calls with the same `bytes` (collective). A block registered as
+  /// one symmetric window over the group (NCCL >= 2.27: ncclMemAlloc + ncclCommWindowRegister
+  /// with NCCL_WIN_COLL_SYMMETRIC, which lets NCCL run its symmetric kernels, or under
+  /// NCCL_CTA_POLICY_ZERO its copy-engine collectives, on buffers inside it). Null where the
+  /// communicator has no such path (MPI, an NCCL built without windows); `why` then says why.
+  /// Throws Error on every rank when any rank cannot allocate.
+  virtual std::unique_ptr<SymmetricMemory> symmetric_memory(size_t bytes, std::string& why) {
+    (void)bytes;
+    why = std::string(backend()) + " collectives have no symmetric memory";
+    return nullptr;
+  }
 };
 
 /// MPI implementation over a duplicate of `comm` (every rank of `comm` calls).

@@ -62,6 +62,9 @@ public:
   void group_start() override { m_inner->group_start(); }
   void group_end() override { m_inner->group_end(); }
   void complete(Stream stream) override { m_inner->complete(stream); }
+  std::unique_ptr<SymmetricMemory> symmetric_memory(size_t bytes, std::string& why) override {
+    return m_inner->symmetric_memory(bytes, why);
+  }
 
 private:
   // The wrapped communicator, for a call it can order on the stream.

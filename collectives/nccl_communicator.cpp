@@ -5,9 +5,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -85,9 +87,73 @@ private:
   ncclComm_t m_comm = nullptr;
 };
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define RIDGELINE_NCCL_WINDOWS 1
+#else
+#define RIDGELINE_NCCL_WINDOWS 0
+#endif
+
+std::string nccl_version_string() {
+  int v = 0;
+  RIDGELINE_CHECK(ncclGetVersion(&v));
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+// ncclConfig_t::CTAPolicy for NcclOptions::cta_policy (-1: leave NCCL's).
+int cta_policy_value(const std::string& name) {
+  if (name.empty()) return -1;
+#if RIDGELINE_NCCL_WINDOWS
+  if (name == "default") return NCCL_CTA_POLICY_DEFAULT;
+  if (name == "efficiency") return NCCL_CTA_POLICY_EFFICIENCY;
+#ifdef NCCL_CTA_POLICY_ZERO
+  if (name == "zero") return NCCL_CTA_POLICY_ZERO;
+#endif
+#endif
+  throw UsageError("NCCL CTA policy '" + name + "' is not in the NCCL this ridgeline was built " +
+                   "against (" + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
+                   "; efficiency needs 2.27, zero 2.28)");
+}
+
+#if RIDGELINE_NCCL_WINDOWS
+// ncclMemAlloc'd memory registered as one symmetric window of `comm`; deregistered (collective)
+// and freed on destruction, unless the communicator was aborted first.
+class NcclSymmetricMemory final : public SymmetricMemory {
+public:
+  NcclSymmetricMemory(const NcclComm& comm, size_t bytes, std::string describe)
+      : m_comm(comm), m_bytes(bytes), m_describe(std::move(describe)) {}
+  ~NcclSymmetricMemory() override {
+    if (m_window != nullptr && m_comm.get() != nullptr)
+      RIDGELINE_CHECK_NOTHROW(ncclCommWindowDeregister(m_comm.get(), m_window));
+    if (m_data != nullptr) RIDGELINE_CHECK_NOTHROW(ncclMemFree(m_data));
+  }
+  NcclSymmetricMemory(const NcclSymmetricMemory&) = delete;
+  NcclSymmetricMemory& operator=(const NcclSymmetricMemory&) = delete;
+
+  void* data() const override { return m_data; }
+  size_t bytes() const override { return m_bytes; }
+  std::string describe() const override { return m_describe; }
+
+  // Allocates; returns the error instead of throwing so that the group can agree first.
+  ncclResult_t allocate() { return ncclMemAlloc(&m_data, m_bytes); }
+  void register_window() {
+    RIDGELINE_CHECK(
+        ncclCommWindowRegister(m_comm.get(), m_data, m_bytes, &m_window, NCCL_WIN_COLL_SYMMETRIC));
+  }
+
+private:
+  const NcclComm& m_comm;
+  size_t m_bytes = 0;
+  std::string m_describe;
+  void* m_data = nullptr;
+  ncclWindow_t m_window = nullptr;
+};
+#endif
+
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(MPI_Comm comm, const NcclOptions& opts) : m_timeout_s(opts.timeout_s) {
+  NcclCommunicator(MPI_Comm comm, const NcclOptions& opts)
+      : m_timeout_s(opts.timeout_s), m_cta_policy(opts.cta_policy) {
     RIDGELINE_CHECK(MPI_Comm_rank(comm, &m_rank));
     RIDGELINE_CHECK(MPI_Comm_size(comm, &m_size));
     ncclUniqueId id{};
@@ -97,15 +163,38 @@ public:
     config.blocking = 1;
     if (opts.max_ctas >= 0) config.maxCTAs = opts.max_ctas;
     if (opts.min_ctas >= 0) config.minCTAs = opts.min_ctas;
+#if RIDGELINE_NCCL_WINDOWS
+    if (const int policy = cta_policy_value(opts.cta_policy); policy >= 0)
+      config.CTAPolicy = policy;
+#else
+    cta_policy_value(opts.cta_policy);
+#endif
     ncclComm_t raw = nullptr;
     RIDGELINE_CHECK(ncclCommInitRankConfig(&raw, m_size, id, m_rank, &config));
     m_comm = NcclComm(raw);
+    // Symmetric memory agrees on allocation failures over MPI before NCCL's collective register.
+    RIDGELINE_CHECK(MPI_Comm_dup(comm, &m_mpi));
   }
+  ~NcclCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && m_mpi != MPI_COMM_NULL) MPI_Comm_free(&m_mpi);
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return m_rank; }
-  int size() const override { return m_size; }
-  const char* backend() const override { return "nccl"; }
-  bool stream_ordered() const override { return true; }
+  int rank() const override {
+    return m_rank;
+  }
+  int size() const override {
+    return m_size;
+  }
+  const char* backend() const override {
+    return "nccl";
+  }
+  bool stream_ordered() const override {
+    return true;
+  }
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {
@@ -150,9 +239,44 @@ public:
   void recv(void* buf, size_t count, DType dtype, int peer, Stream stream) override {
     RIDGELINE_CHECK(ncclRecv(buf, count, nccl_type(dtype), peer, comm(), cuda_stream(stream)));
   }
-  void group_start() override { RIDGELINE_CHECK(ncclGroupStart()); }
-  void group_end() override { RIDGELINE_CHECK(ncclGroupEnd()); }
+  void group_start() override {
+    RIDGELINE_CHECK(ncclGroupStart());
+  }
+  void group_end() override {
+    RIDGELINE_CHECK(ncclGroupEnd());
+  }
   void complete(Stream) override {}
+
+  std::unique_ptr<SymmetricMemory> symmetric_memory(size_t bytes, std::string& why) override {
+#if RIDGELINE_NCCL_WINDOWS
+    // NCCL wants windows of a multiple of its alignment.
+    const size_t align = NCCL_WIN_REQUIRED_ALIGNMENT;
+    const size_t size = std::max<size_t>(align, (bytes + align - 1) / align * align);
+    auto mem = std::make_unique<NcclSymmetricMemory>(
+        m_comm, size,
+        "ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), NCCL " +
+            nccl_version_string() + ", CTA policy " +
+            (m_cta_policy.empty() ? std::string("NCCL's (NCCL_CTA_POLICY or default)")
+                                  : m_cta_policy));
+    const ncclResult_t got = mem->allocate();
+    // The first rank that could not allocate (+1; 0 = every rank could), before anyone
+    // enters the collective registration.
+    int failed = got == ncclSuccess ? 0 : m_rank + 1;
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, m_mpi));
+    if (failed != 0)
+      fail("ncclMemAlloc of " + std::to_string(size) + " bytes of symmetric memory failed on " +
+           "communicator rank " + std::to_string(failed - 1) +
+           (got != ncclSuccess ? std::string(": ") + ncclGetErrorString(got) : std::string()));
+    mem->register_window();
+    why.clear();
+    return mem;
+#else
+    (void)bytes;
+    why = "NCCL " + nccl_version_string() + " (built against " + std::to_string(NCCL_MAJOR) + "." +
+          std::to_string(NCCL_MINOR) + ") has no symmetric windows (2.27 or later)";
+    return nullptr;
+#endif
+  }
 
   /// See nccl_wait_with_timeout().
   void wait_with_timeout(Stream stream, int timeout_s) {
@@ -194,9 +318,11 @@ private:
   }
 
   NcclComm m_comm;
+  MPI_Comm m_mpi = MPI_COMM_NULL;
   int m_rank = 0;
   int m_size = 1;
   int m_timeout_s = 300;
+  std::string m_cta_policy;
 };
 
 } // namespace

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "collectives/communicator.hpp"
 
@@ -12,8 +13,12 @@ namespace ridgeline {
 
 /// NCCL communicator settings; a negative value keeps NCCL's default.
 struct NcclOptions {
-  int max_ctas = -1;   ///< ncclConfig_t::maxCTAs (channels NCCL may use)
-  int min_ctas = -1;   ///< ncclConfig_t::minCTAs
+  int max_ctas = -1; ///< ncclConfig_t::maxCTAs (channels NCCL may use)
+  int min_ctas = -1; ///< ncclConfig_t::minCTAs
+  /// ncclConfig_t::CTAPolicy: "default", "efficiency" (the fewest CTAs that keep the bandwidth)
+  /// or "zero" (no CTA where NCCL can: copy-engine collectives on symmetric windows, NCCL >=
+  /// 2.28); empty leaves NCCL's (its NCCL_CTA_POLICY environment variable, else default).
+  std::string cta_policy;
   int timeout_s = 300; ///< default bound of nccl_wait_with_timeout() when it is given <= 0
 };
 

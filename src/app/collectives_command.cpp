@@ -50,6 +50,8 @@ struct CollectivesConfig {
   bool allow_shared_gpu = false;
   int nccl_max_ctas = -1;
   int nccl_min_ctas = -1;
+  std::string nccl_cta_policy; ///< "" = NCCL's
+  std::string buffers = "ordinary";
   std::string out;
   double timeout_s = 300;
 };
@@ -70,9 +72,17 @@ std::string allreduce_item(const std::string& name, std::string&) {
   return "unknown all-reduce '" + name + "' (expected nccl, oneshot or twoshot)";
 }
 
+// One item of --buffers.
+std::string buffers_item(const std::string& name, std::string&) {
+  if (name == "ordinary" || name == "symmetric") return "";
+  return "unknown buffers '" + name + "' (expected ordinary or symmetric)";
+}
+
 /// What validate() derived from the options.
 struct Resolved {
   std::vector<const CollectiveSpec*> collectives;
+  bool ordinary = true;           ///< --buffers lists ordinary
+  bool symmetric = false;         ///< --buffers lists symmetric (NCCL windows)
   bool library_all_reduce = true; ///< --allreduce lists nccl (the communicator's own)
   std::vector<IpcAlgo> custom;    ///< the custom all-reduces --allreduce lists
   std::vector<size_t> sizes;
@@ -163,6 +173,25 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
     p.emplace_back("--nccl-max-ctas/--nccl-min-ctas must be >= 1 (or -1 for NCCL's default)");
   if (c.nccl_max_ctas > 0 && c.nccl_min_ctas > c.nccl_max_ctas)
     p.emplace_back("--nccl-min-ctas is larger than --nccl-max-ctas");
+  if (!cuda && !c.nccl_cta_policy.empty())
+    p.emplace_back("--nccl-cta-policy needs the cuda backend (NCCL)");
+  const std::vector<std::string> kinds = split_list(c.buffers);
+  const std::string buffers_problem = list_problem(kinds, buffers_item);
+  if (!buffers_problem.empty()) {
+    p.push_back("--buffers: " + buffers_problem);
+  } else {
+    r.ordinary = std::find(kinds.begin(), kinds.end(), "ordinary") != kinds.end();
+    r.symmetric = std::find(kinds.begin(), kinds.end(), "symmetric") != kinds.end();
+    const bool nccl_swept =
+        r.library_all_reduce ||
+        std::any_of(r.collectives.begin(), r.collectives.end(),
+                    [](const CollectiveSpec* spec) { return spec->id != Collective::all_reduce; });
+    if (r.symmetric && !cuda)
+      p.emplace_back("--buffers symmetric registers NCCL windows: needs the cuda backend");
+    else if (r.symmetric && !nccl_swept)
+      p.emplace_back("--buffers symmetric: no NCCL collective is swept (the custom all-reduce has "
+                     "buffers of its own)");
+  }
   return p;
 }
 
@@ -212,13 +241,17 @@ Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::str
           {"allow_shared_gpu", static_cast<int64_t>(c.allow_shared_gpu ? 1 : 0)},
           {"nccl_max_ctas", static_cast<int64_t>(c.nccl_max_ctas)},
           {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
+          {"nccl_cta_policy", c.nccl_cta_policy},
+          {"buffers", c.buffers},
           {"out", c.out},
           {"timeout_s", c.timeout_s}};
 }
 
+// `symmetric`: how the _symm sweeps' window was allocated (SymmetricMemory::describe()).
 std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& results,
                                       const CollectivesConfig& c, const Resolved& r,
-                                      const std::string& comm_backend, int groups) {
+                                      const std::string& comm_backend, int groups,
+                                      const std::string& symmetric) {
   std::vector<NamedTable> tables;
   const int n = c.group_size;
   std::vector<std::string> roof_names, roof_dtypes, roof_transports;
@@ -258,7 +291,10 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
         {"groups", static_cast<int64_t>(groups)},
         {"busbw_factor", spec.busbw_factor(n)},
         // The custom all-reduce's own path, whatever the communicator.
-        {"backend", res.name == spec.name ? comm_backend : std::string("cuda_ipc")},
+        {"backend", res.name == spec.name || res.name == std::string(spec.name) + "_symm"
+                        ? comm_backend
+                        : std::string("cuda_ipc")},
+        {"buffers", res.name == std::string(spec.name) + "_symm" ? symmetric : "ordinary"},
         {"transport", c.transport},
         {"dtype", std::string(dtype_name(r.dtype))},
         {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
@@ -373,6 +409,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   NcclOptions nccl;
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.cta_policy = cfg.nccl_cta_policy;
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
   // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
   // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
@@ -383,6 +420,27 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   comm = cuda && nccl_swept ? make_nccl_communicator(group.get(), nccl)
                             : make_mpi_communicator(group.get());
   CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
+  // --buffers symmetric: a second bench whose two buffers lie in one symmetric window
+  // (collective; every rank gets the same layout, so the same offsets).
+  std::unique_ptr<SymmetricMemory> symmetric;
+  std::unique_ptr<CollectiveBench> symmetric_bench;
+  std::string symmetric_path;
+  if (r.symmetric) {
+    watchdog.rearm("registering the symmetric window");
+    const size_t half = (r.sizes.back() + 4095) / 4096 * 4096;
+    std::string why;
+    symmetric = comm->symmetric_memory(2 * half, why);
+    if (!symmetric) {
+      if (mpi.rank() == 0) std::cerr << "ridgeline: --buffers symmetric: " << why << "\n";
+      return 2;
+    }
+    auto keep = [](void*) {};
+    char* base = static_cast<char*>(symmetric->data());
+    symmetric_bench = std::make_unique<CollectiveBench>(*backend, *comm, group.get(), mpi.world(),
+                                                        r.sizes.back(), Buffer(base, half, keep),
+                                                        Buffer(base + half, half, keep));
+    symmetric_path = symmetric->describe();
+  }
   if (!r.custom.empty()) {
     watchdog.rearm("mapping the custom all-reduce's buffers between the ranks");
     ipc = make_ipc_all_reduce(group.get(), r.sizes.back());
@@ -437,7 +495,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
       if (key == "check") value = std::string(wrong == 0 ? "passed" : "failed");
       if (key == "complete") value = static_cast<int64_t>(complete);
     }
-    data.tables = result_tables(so_far, cfg, r, comm->backend(), groups);
+    data.tables = result_tables(so_far, cfg, r, comm->backend(), groups, symmetric_path);
     h5.write([&](const std::string& path) { write_run_file(path, data); });
     const clock::time_point now = clock::now();
     next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
@@ -448,10 +506,22 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   backend->synchronize();
   RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
   backend->clock().start_epoch();
-  // The sweeps: every collective listed, all_reduce once per --allreduce implementation.
-  std::vector<std::pair<const CollectiveSpec*, SweepOptions>> sweeps;
+  // The sweeps: every collective listed once per --buffers kind, all_reduce also once per
+  // custom implementation of --allreduce.
+  struct Sweep {
+    const CollectiveSpec* spec;
+    SweepOptions opts;
+    CollectiveBench* bench;
+  };
+  std::vector<Sweep> sweeps;
   for (const CollectiveSpec* spec : r.collectives) {
-    if (spec->id != Collective::all_reduce || r.library_all_reduce) sweeps.emplace_back(spec, opts);
+    const bool library = spec->id != Collective::all_reduce || r.library_all_reduce;
+    if (library && r.ordinary) sweeps.push_back({spec, opts, &bench});
+    if (library && r.symmetric) {
+      SweepOptions symm = opts;
+      symm.name = std::string(spec->name) + "_symm";
+      sweeps.push_back({spec, std::move(symm), symmetric_bench.get()});
+    }
     if (spec->id != Collective::all_reduce) continue;
     for (IpcAlgo algo : r.custom) {
       SweepOptions custom = opts;
@@ -460,19 +530,19 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                                                    const CollectiveShape& shape, Stream stream) {
         ipc->all_reduce(buf.send, buf.recv, shape.count, dtype, algo, stream);
       };
-      sweeps.emplace_back(spec, std::move(custom));
+      sweeps.push_back({spec, std::move(custom), &bench});
     }
   }
-  for (const auto& [spec, sweep_opts] : sweeps) {
+  for (const Sweep& sweep : sweeps) {
     // Each size's row is printed (and the file rewritten) as soon as it is measured, as
     // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
     CollectiveResult res =
-        bench.sweep(*spec, sweep_opts, watchdog, [&](const CollectiveResult& partial) {
+        sweep.bench->sweep(*sweep.spec, sweep.opts, watchdog, [&](const CollectiveResult& partial) {
           if (mpi.rank() != 0) return;
           std::vector<CollectiveResult> so_far = results;
           so_far.push_back(partial);
           const std::vector<NamedTable> tables =
-              result_tables(so_far, cfg, r, comm->backend(), groups);
+              result_tables(so_far, cfg, r, comm->backend(), groups, symmetric_path);
           const NamedTable& table = tables[2 * results.size()];
           if (partial.rows.size() == 1) print_collective_header(std::cout, table, data.config);
           print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
@@ -483,7 +553,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
     if (mpi.rank() == 0) {
       if (results.size() < sweeps.size()) save(results, false);
       const std::vector<NamedTable> tables =
-          result_tables(results, cfg, r, comm->backend(), groups);
+          result_tables(results, cfg, r, comm->backend(), groups, symmetric_path);
       const NamedTable& table = tables[2 * (results.size() - 1)];
       if (results.back().rows.empty()) print_collective_header(std::cout, table, data.config);
       print_collective_footer(std::cout, table);
@@ -571,6 +641,20 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str();
   cmd->add_option("--nccl-min-ctas", c.nccl_min_ctas, "ncclConfig_t::minCTAs (-1: NCCL's default)")
       ->check(nccl_ctas())
+      ->capture_default_str();
+  cmd->add_option("--nccl-cta-policy", c.nccl_cta_policy,
+                  "ncclConfig_t::CTAPolicy: default, efficiency or zero (no CTA where NCCL can: "
+                  "copy-engine collectives on symmetric buffers, NCCL >= 2.28); unset: NCCL's")
+      ->check(nccl_cta_policy());
+  cmd->add_option("--buffers", c.buffers,
+                  "Where the swept buffers live: ordinary (cudaMalloc), symmetric (one NCCL "
+                  "window: ncclMemAlloc + ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC, "
+                  "swept as <collective>_symm), or both as a comma list")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return list_problem(split_list(text), buffers_item);
+          },
+          "LIST", "buffers"))
       ->capture_default_str();
   cmd->add_option("--out", c.out, "Output file (default: results/ridgeline-collectives-<UTC>.h5)");
   cmd->add_option("--timeout", c.timeout_s, "Seconds one size may take before the job is aborted")

@@ -129,6 +129,15 @@ CLI::Validator nccl_ctas() {
       "", "ctas");
 }
 
+CLI::Validator nccl_cta_policy() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text == "default" || text == "efficiency" || text == "zero") return "";
+        return "expected default, efficiency or zero, got " + in_quotes(text);
+      },
+      "", "policy");
+}
+
 CLI::Validator byte_count() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -39,6 +39,8 @@ CLI::Validator number_above(double bound, bool inclusive = false);
 CLI::Validator byte_count();
 /// -1 (NCCL's default) or a positive integer: --nccl-max-ctas, --nccl-min-ctas.
 CLI::Validator nccl_ctas();
+/// default, efficiency or zero: --nccl-cta-policy.
+CLI::Validator nccl_cta_policy();
 /// Checks one item of a list: returns the problem ("" if none) and sets `canonical` to the
 /// item's canonical form (two items with the same canonical form are the same item).
 using ItemCheck = std::function<std::string(const std::string& item, std::string& canonical)>;

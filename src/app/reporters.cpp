@@ -294,7 +294,11 @@ void print_collective_header(std::ostream& os, const NamedTable& t, const Attrs&
   const bool graph = int_of(config, "graph", 0) != 0;
   os << "#\n# " << collective_name(t) << ": group size " << int_of(a, "group_size", 0) << " x "
      << groups << " group(s), backend " << text_of(a, "backend") << ", transport "
-     << text_of(a, "transport") << ", " << (in_place ? "in-place" : "out-of-place")
+     << text_of(a, "transport")
+     << (find_attr(a, "buffers") != nullptr && text_of(a, "buffers") != "ordinary"
+             ? ", symmetric window"
+             : "")
+     << ", " << (in_place ? "in-place" : "out-of-place")
      << (int_of(config, "in_place", 0) != 0 && !in_place ? " (no in-place form)" : "")
      << (graph ? ", CUDA graph of " + std::to_string(int_of(config, "iters", 0)) + " launches" : "")
      << ", busbw factor " << fixed(std::get<double>(*find_attr(a, "busbw_factor")), 4) << "\n";

@@ -1180,10 +1180,22 @@ void validate_collectives(hid_t file, std::vector<std::string>& problems) {
   for (const std::string& name : children)
     check_section(problems, [&] {
       const std::string path = "/collectives/" + name;
-      if (ends_with(name, kSamplesSuffix))
+      if (ends_with(name, kSamplesSuffix)) {
         validate_samples_table(file, path, problems);
-      else
-        validate_result_table(file, path, problems);
+        return;
+      }
+      validate_result_table(file, path, problems);
+      // A sweep on symmetric buffers names the window it ran in.
+      if (ends_with(name, "_symm")) {
+        h5::Handle table(H5Oopen(file, path.c_str(), H5P_DEFAULT), "H5Oopen", path);
+        const Attrs attrs = h5::read_attrs(table.id());
+        const AttrValue* buffers = find_attr(attrs, "buffers");
+        if (buffers == nullptr || !std::holds_alternative<std::string>(*buffers) ||
+            std::get<std::string>(*buffers).empty() ||
+            std::get<std::string>(*buffers) == "ordinary")
+          problems.push_back(path + ": a _symm sweep needs the attribute buffers naming its " +
+                             "symmetric window");
+      }
     });
 }
 

@@ -87,6 +87,8 @@ check "--nccl-max-ctas: expected -1" collectives "${coll[@]}" --nccl-max-ctas -5
 check "--timeout: expected a number > 0" collectives "${coll[@]}" --timeout 0
 check "unknown all-reduce 'ring' (expected nccl, oneshot or twoshot)" collectives "${coll[@]}" --allreduce nccl,ring
 check "--allreduce oneshot: the custom all-reduce runs on GPUs (needs the cuda backend)" collectives "${coll[@]}" --allreduce oneshot
+check "--buffers symmetric registers NCCL windows: needs the cuda backend" collectives "${coll[@]}" --buffers ordinary,symmetric
+check "--nccl-cta-policy needs the cuda backend (NCCL)" collectives "${coll[@]}" --nccl-cta-policy efficiency
 check "--dtypes: 'fp32' given twice" roofs --dtypes fp32,fp32 --quick --out "$work/x.h5"
 check "--warmup: expected an integer from 0" collectives "${coll[@]}" --warmup -1
 check "--fail-above: expected a number > 0, got '-1'" compare a.h5 b.h5 --fail-above -1

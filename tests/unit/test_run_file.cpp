@@ -745,6 +745,20 @@ TEST_F(RunFileTest, CollectivesFileRoundTripsAndValidates) {
   std::get<std::vector<double>>(bad.tables[0].table[4].values)[1] = 100;
   write_run_file(file("bad2.h5"), bad);
   EXPECT_TRUE(contains(validate_run_file(file("bad2.h5")), "/collectives/all_reduce: row 1"));
+
+  // A sweep on symmetric buffers names its window; without the attribute it is refused.
+  RunData symm = data;
+  symm.tables.insert(symm.tables.begin() + 1, symm.tables[0]);
+  symm.tables[1].path = "/collectives/all_reduce_symm";
+  symm.tables[1].attrs.emplace_back("buffers",
+                                    std::string("ncclMemAlloc + ncclCommWindowRegister"));
+  write_run_file(file("symm.h5"), symm);
+  EXPECT_TRUE(validate_run_file(file("symm.h5")).empty())
+      << joined(validate_run_file(file("symm.h5")));
+  symm.tables[1].attrs.back().second = std::string("ordinary");
+  write_run_file(file("symm_bad.h5"), symm);
+  EXPECT_TRUE(contains(validate_run_file(file("symm_bad.h5")),
+                       "/collectives/all_reduce_symm: a _symm sweep needs the attribute buffers"));
   bad.tables.clear();
   EXPECT_THROW(write_run_file(file("bad3.h5"), bad), Error);
 }
