@@ -67,6 +67,11 @@ struct NoLaunchChain {
 } // namespace
 
 std::string Overlap::name() const {
+  if (symmetric) {
+    Overlap plain = *this;
+    plain.symmetric = false;
+    return "symm:" + plain.name();
+  }
   switch (kind) {
   case Kind::none:
     return "none";
@@ -83,9 +88,18 @@ std::string Overlap::name() const {
 }
 
 Overlap parse_overlap(const std::string& text) {
-  const std::string usage =
-      "overlap strategy '" + text +
-      "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2), ce-ring";
+  const std::string usage = "overlap strategy '" + text +
+                            "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2), "
+                            "ce-ring, symm:none, symm:async, symm:chunked:K";
+  const std::string symm = "symm:";
+  if (text.compare(0, symm.size(), symm) == 0) {
+    Overlap o = parse_overlap(text.substr(symm.size()));
+    if (o.symmetric || (o.kind != Overlap::Kind::none && o.kind != Overlap::Kind::async &&
+                        o.kind != Overlap::Kind::chunked))
+      throw UsageError(usage);
+    o.symmetric = true;
+    return o;
+  }
   Overlap o;
   if (text == "none") return o;
   if (text == "async" || text == "ce-ring") {
@@ -185,28 +199,33 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_out_buf = alloc(m_stream_tokens, h);
   m_tmp_buf = alloc(m_stream_tokens, h);
   m_ln_buf = alloc(m_stream_tokens, h);
+  m_plain.ln = m_ln_buf.data();
   m_qkv_buf = alloc(m_tokens, qkv_cols);
   m_attn_buf = alloc(m_tokens, m_hl * m_d);
   m_fc1_buf = alloc(m_tokens, fc1_cols);
   m_act_buf = alloc(m_tokens, m_fl);
   if (exchange) {
-    m_ln_full = exchange->window(w_gather);
-    m_proj_full = exchange->window(w_proj_out);
-    m_fc2_full = exchange->window(w_fc2_out);
+    m_plain.ln_full = exchange->window(w_gather);
+    m_plain.proj_full = exchange->window(w_proj_out);
+    m_plain.fc2_full = exchange->window(w_fc2_out);
   } else {
     m_proj_buf = alloc(m_tokens, h);
     m_fc2_buf = alloc(m_tokens, h);
-    m_proj_full = m_proj_buf.data();
-    m_fc2_full = m_fc2_buf.data();
+    m_plain.proj_full = m_proj_buf.data();
+    m_plain.fc2_full = m_fc2_buf.data();
     if (m_sp) {
       m_ln_full_buf = alloc(m_tokens, h);
-      m_ln_full = m_ln_full_buf.data();
+      m_plain.ln_full = m_ln_full_buf.data();
     }
   }
   if (m_sp) {
     m_proj_shard_buf = alloc(m_stream_tokens, h);
     m_fc2_shard_buf = alloc(m_stream_tokens, h);
+    m_plain.proj_shard = m_proj_shard_buf.data();
+    m_plain.fc2_shard = m_fc2_shard_buf.data();
   }
+  m_symm = m_plain;
+  if (spec.symmetric_buffers) place_symmetric_buffers();
   const DType dt = backend.dtype();
   m_input = m_in_buf.view(m_stream_tokens, h, dt);
   m_output = m_out_buf.view(m_stream_tokens, h, dt);
@@ -242,6 +261,46 @@ void TpStage::set_attention(AttentionImpl impl) {
 
 Tensor TpStage::full_view(void* data) const {
   return Tensor{data, m_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
+}
+
+Tensor TpStage::stream_view(void* data) const {
+  return Tensor{data, m_stream_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
+}
+
+void TpStage::place_symmetric_buffers() {
+  if (m_spec.shape.tp == 1) {
+    m_symmetric_path = "none: at tp 1 the stage has no collective";
+    return;
+  }
+  // Every collective buffer once, each at a 4 KiB boundary: the same sizes in the same order
+  // on every rank, hence the same offsets (what NCCL_WIN_COLL_SYMMETRIC asks of the caller).
+  const size_t row = static_cast<size_t>(m_spec.model.hidden) * dtype_size(m_backend.dtype());
+  const size_t stream = static_cast<size_t>(m_stream_tokens) * row;
+  const size_t full = static_cast<size_t>(m_tokens) * row;
+  std::vector<std::pair<void**, size_t>> slices = {
+      {&m_symm.ln, stream}, {&m_symm.proj_full, full}, {&m_symm.fc2_full, full}};
+  if (m_sp) {
+    slices.emplace_back(&m_symm.ln_full, full);
+    slices.emplace_back(&m_symm.proj_shard, stream);
+    slices.emplace_back(&m_symm.fc2_shard, stream);
+  }
+  constexpr size_t kAlign = 4096;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const auto& slice : slices) {
+    offsets.push_back(total);
+    total += (slice.second + kAlign - 1) / kAlign * kAlign;
+  }
+  std::string why;
+  m_symmetric = m_comm->symmetric_memory(total, why);
+  if (!m_symmetric) {
+    m_symmetric_path = "none: " + why + "; the symm: strategies run on ordinary buffers";
+    return;
+  }
+  m_allocated += m_symmetric->bytes();
+  for (size_t i = 0; i < slices.size(); ++i)
+    *slices[i].first = static_cast<char*>(m_symmetric->data()) + offsets[i];
+  m_symmetric_path = m_symmetric->describe();
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -399,8 +458,7 @@ void TpStage::gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& 
 
 void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
                           const Tensor& w, Tensor out, int part) {
-  const DType dt = m_backend.dtype();
-  const Tensor ln = m_ln_buf.view(m_stream_tokens, m_spec.model.hidden, dt);
+  const Tensor ln = stream_view(bufs().ln);
   if (!m_sp) {
     if (!computing()) return;
     const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
@@ -411,7 +469,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     ring_column_gemm(rec, gemm_slot, gather_slot, layer, w, out);
     return;
   }
-  const Tensor full = full_view(m_ln_full);
+  const Tensor full = full_view(bufs().ln_full);
   const int k = m_spec.overlap.chunks(), first = part * k;
   gather_unit(rec, gather_slot, layer, ln, full, first);
   for (int u = first; u < first + k; ++u) {
@@ -453,8 +511,8 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
   const int64_t n = m_stream_tokens;
-  const Tensor shard = m_ln_buf.view(n, m_spec.model.hidden, m_backend.dtype());
-  const Tensor full = full_view(m_ln_full);
+  const Tensor shard = stream_view(bufs().ln);
+  const Tensor full = full_view(bufs().ln_full);
   const size_t bytes = shard.bytes();
   const Stream compute = m_backend.stream(Lane::compute);
   const auto slot = static_cast<size_t>(gather_slot);
@@ -580,7 +638,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const int64_t h = m.hidden;
   const int parts = m_spec.overlap.parts();
   const double share = 1.0 / parts;
-  const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
+  const Tensor ln = stream_view(bufs().ln);
   const Tensor qkv = m_qkv_buf.view(m_tokens, (m_hl + 2 * m_kvl) * m_d, dt);
   const Tensor attn = m_attn_buf.view(m_tokens, m_hl * m_d, dt);
 
@@ -648,8 +706,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
     }
   }
-  const Tensor proj = full_view(m_proj_full);
-  const Tensor proj_shard = m_sp ? m_proj_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  const Tensor proj = full_view(bufs().proj_full);
+  const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out);
@@ -666,9 +724,9 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const int64_t h = m.hidden;
   const double share = 1.0 / m_spec.overlap.parts();
   wait_comm(rec, fence);
-  const Tensor reduced = m_sp ? part_stream(m_proj_shard_buf.view(m_stream_tokens, h, dt), part)
-                              : part_rows(full_view(m_proj_full), part);
-  const Tensor ln = m_ln_buf.view(m_stream_tokens, h, dt);
+  const Tensor reduced = m_sp ? part_stream(stream_view(bufs().proj_shard), part)
+                              : part_rows(full_view(bufs().proj_full), part);
+  const Tensor ln = stream_view(bufs().ln);
   if (computing()) {
     // y = x + the attention branch, and its norm, in one kernel.
     const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
@@ -688,8 +746,8 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     else
       m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
   }
-  const Tensor fc2 = full_view(m_fc2_full);
-  const Tensor fc2_shard = m_sp ? m_fc2_shard_buf.view(m_stream_tokens, h, dt) : Tensor{};
+  const Tensor fc2 = full_view(bufs().fc2_full);
+  const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
                   fc2_shard, w_fc2_reduce, w_fc2_out);
@@ -700,12 +758,10 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
 }
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
-  const DType dt = m_backend.dtype();
-  const int64_t h = m_spec.model.hidden;
   wait_comm(rec, fence);
   if (!computing()) return;
-  const Tensor reduced = m_sp ? part_stream(m_fc2_shard_buf.view(m_stream_tokens, h, dt), part)
-                              : part_rows(full_view(m_fc2_full), part);
+  const Tensor reduced = m_sp ? part_stream(stream_view(bufs().fc2_shard), part)
+                              : part_rows(full_view(bufs().fc2_full), part);
   const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
   m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,14 +37,21 @@ namespace ridgeline {
 ///              GEMM computes the piece each peer owns first and puts it there while it computes
 ///              its own, then adds what the peers put (reduce-scatter); without sequence
 ///              parallelism the summed pieces are then put into every peer (all-gather)
+///   symm:S     S (none, async or chunked:K) with every buffer its collectives read or write in
+///              the communicator's symmetric memory (NCCL: one window registered with
+///              NCCL_WIN_COLL_SYMMETRIC, at the same offsets on every rank), so that NCCL may
+///              run its symmetric kernels, or under CTA policy zero its copy-engine collectives;
+///              where the communicator has none (MPI on the host) S on ordinary buffers
 struct Overlap {
   enum class Kind { none, async, chunked, split, ce_ring };
   Kind kind = Kind::none;
-  int degree = 1; ///< K for chunked, N for split
+  int degree = 1;         ///< K for chunked, N for split
+  bool symmetric = false; ///< symm: the collectives' buffers in symmetric memory
 
   int parts() const { return kind == Kind::split ? degree : 1; }
   int chunks() const { return kind == Kind::chunked ? degree : 1; }
-  /// "none", "async", "chunked:K", "split:N" or "ce-ring" (parse_overlap's inverse).
+  /// "none", "async", "chunked:K", "split:N", "ce-ring" or "symm:" and one of the first three
+  /// (parse_overlap's inverse).
   std::string name() const;
 };
 /// Parses one strategy; throws UsageError naming the accepted forms.
@@ -56,6 +64,10 @@ struct StageSpec {
   AttentionImpl attention = AttentionImpl::fused;
   Overlap overlap;
   int overlap_gemm_sms = 0; ///< SM target of GEMMs beside a collective (0 = every SM)
+  /// Whether the symm: strategies may run: the stage then asks its communicator for symmetric
+  /// memory at construction (collective over the TP group) and keeps a second set of the
+  /// collectives' buffers in it.
+  bool symmetric_buffers = false;
   int tp_rank = 0;
   int64_t first_layer = 0; ///< global index of this stage's first layer
   int64_t num_layers = 1;
@@ -110,6 +122,10 @@ public:
   std::vector<float> gather_output();
   /// Bytes of weights, caches and activations this stage allocated.
   size_t allocated_bytes() const { return m_allocated; }
+  /// Where the symm: strategies' collective buffers live (StageSpec::symmetric_buffers): the
+  /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
+  /// Empty without symmetric_buffers.
+  const std::string& symmetric_path() const { return m_symmetric_path; }
   const std::vector<OpSpec>& op_specs() const { return m_ops; }
 
   /// One GEMM of the layer timed alone: `reps` back-to-back calls of the same shape on fresh
@@ -162,7 +178,8 @@ private:
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window);
-  Tensor full_view(void* data) const;
+  Tensor full_view(void* data) const;   // [tokens, hidden]
+  Tensor stream_view(void* data) const; // [stream tokens, hidden]
   // ce-ring's all-gather half: this rank's `bytes` from `src` into every peer's window `w` at
   // this rank's piece, on the comm lane.
   void put_to_peers(size_t w, const void* src, size_t bytes);
@@ -199,11 +216,25 @@ private:
   std::vector<LayerWeights> m_layers;
   Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,
       m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
-  // The [tokens, hidden] buffers the collectives gather into: the exchange's windows when the
-  // stage has one (ce-ring puts into them), else the buffers above.
-  void* m_ln_full = nullptr;
-  void* m_proj_full = nullptr;
-  void* m_fc2_full = nullptr;
+  // The buffers the collectives read or write: the norms' outputs ([stream tokens, hidden]:
+  // the all-gathers' sources under sequence parallelism), the [tokens, hidden] buffers the
+  // all-gathers land in and the row-parallel GEMMs write, and the reduce-scatters' outputs.
+  struct CommBuffers {
+    void* ln = nullptr;
+    void* ln_full = nullptr;
+    void* proj_full = nullptr;
+    void* fc2_full = nullptr;
+    void* proj_shard = nullptr;
+    void* fc2_shard = nullptr;
+  };
+  // m_plain: the buffers above, or for the [tokens, hidden] ones the exchange's windows when the
+  // stage has one (ce-ring puts into them). m_symm: the same in the communicator's symmetric
+  // memory (the symm: strategies), else equal to m_plain.
+  CommBuffers m_plain, m_symm;
+  std::unique_ptr<SymmetricMemory> m_symmetric;
+  std::string m_symmetric_path;
+  const CommBuffers& bufs() const { return m_spec.overlap.symmetric ? m_symm : m_plain; }
+  void place_symmetric_buffers();
   Tensor m_input, m_output;
 };
 

@@ -33,8 +33,10 @@
 #     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
-#   - ce_ring (also alone): the copy-engine ring beside the SM collectives at TP2 prefill, or on
-#     one GPU two ranks sharing it, checked against TP1;
+#   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
+#     memory, under each CTA policy) beside the SM collectives at TP2 prefill, and the
+#     collectives on ordinary and symmetric buffers; or on one GPU two ranks sharing it, checked
+#     against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
 # and prints a summary table last. Sections run in the order of --only (default:
@@ -224,11 +226,13 @@ section_overlap() {
   done
 }
 
-# ce_ring: the copy-engine ring (--overlap ce-ring) beside the SM collectives. Two GPUs or more:
-# prefill of the gpt-h8192 layer at s4096, b1 and b4, with and without sequence parallelism,
-# the strategies taking turns, twice. One GPU: two ranks share it (no NCCL; the TP group's other
-# all-reduces through the custom one), so only correctness means anything: prefill and decode at
-# TP2 checked against TP1.
+# ce_ring: the copy-engine ring (--overlap ce-ring) and NCCL's symmetric memory (symm:) beside
+# the SM collectives. Two GPUs or more: prefill of the gpt-h8192 layer at s4096, b1 and b4, with
+# and without sequence parallelism, the strategies taking turns, twice; the symm: strategies
+# again under NCCL's efficiency and zero CTA policies; the collectives of the layer's sizes on
+# ordinary and symmetric buffers under each policy. One GPU: two ranks share it (no NCCL; the
+# TP group's other all-reduces through the custom one), so only correctness means anything:
+# prefill and decode at TP2 checked against TP1.
 section_ce_ring() {
   if [ "$ngpu" -ge 2 ]; then
     for turn in 1 2; do
@@ -238,9 +242,23 @@ section_ce_ring() {
           [ "$sp" = on ] && spflag=(--sequence-parallel)
           run "ce_ring_prefill_b${b}_sp${sp}_$turn" 2 --config "$repo/models/gpt-h8192.toml" \
             --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
-            --overlap none,async,chunked:2,chunked:4,ce-ring
+            --overlap none,async,chunked:2,chunked:4,ce-ring,symm:none,symm:chunked:2,symm:chunked:4
+          [ "$turn" = 1 ] || continue
+          for policy in efficiency zero; do
+            run "symm_${policy}_prefill_b${b}_sp${sp}" 2 --config "$repo/models/gpt-h8192.toml" \
+              --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
+              --nccl-cta-policy "$policy" --overlap none,chunked:4,symm:none,symm:chunked:2,symm:chunked:4
+          done
         done
       done
+    done
+    for policy in default efficiency zero; do
+      name="collectives_np2_symm_$policy"
+      timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" collectives \
+        --collectives all_gather,reduce_scatter,all_reduce --buffers ordinary,symmetric \
+        --nccl-cta-policy "$policy" --min-bytes 1M --max-bytes 512M --warmup 5 --iters 20 \
+        --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+      note "$name: rc=$?"
     done
     return
   fi
@@ -253,6 +271,16 @@ section_ce_ring() {
     timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" run "${small[@]}" --phase $phase \
       --timeout 120 --out "$out/h5/ce_ring_shared_$i.h5" >"$out/logs/ce_ring_shared_$i.log" 2>&1
     note "ce_ring_shared_$i ($phase): rc=$? $(grep -c '^check: passed' "$out/logs/ce_ring_shared_$i.log") of 2 checks passed"
+  done
+  # Symmetric windows through the real binary: one rank (its collectives move nothing between
+  # GPUs, so no figure here means anything), each CTA policy, #wrong checked.
+  for policy in default efficiency zero; do
+    name="collectives_np1_symm_$policy"
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" collectives \
+      --collectives all_gather,reduce_scatter,all_reduce --buffers ordinary,symmetric \
+      --nccl-cta-policy "$policy" --min-bytes 1K --max-bytes 64M --warmup 2 --iters 10 \
+      --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+    note "$name: rc=$? ($(grep -c '_symm' "$out/logs/$name.log") lines name a _symm sweep)"
   done
 }
 

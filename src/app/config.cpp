@@ -213,7 +213,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
                  "(N interleaved parts of the batch; of the tokens for one prefill sequence), "
                  "ce-ring (tp pieces; the collectives as puts into the peers' memory on the copy "
-                 "engines, each beside the GEMM of another piece; MPI messages on the host)")
+                 "engines, each beside the GEMM of another piece; MPI messages on the host), "
+                 "symm:none, symm:async, symm:chunked:K (those with the collectives' buffers in "
+                 "one NCCL symmetric window; ordinary buffers on the host)")
       ->check(comma_list(overlap_item))
       ->capture_default_str()
       ->group(ovl);
@@ -228,6 +230,13 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->group(ovl);
   cmd.add_option("--nccl-min-ctas", c.nccl_min_ctas, "NCCL minCTAs for the TP communicator")
       ->check(nccl_ctas())
+      ->group(ovl);
+  cmd.add_option("--nccl-cta-policy", c.nccl_cta_policy,
+                 "NCCL CTA policy of the communicators: default | efficiency (the fewest CTAs "
+                 "that keep the bandwidth) | zero (no CTA where NCCL can: copy-engine "
+                 "collectives on the symm: strategies' windows, NCCL >= 2.28); unset: NCCL's "
+                 "(NCCL_CTA_POLICY or default)")
+      ->check(nccl_cta_policy())
       ->group(ovl);
   cmd.add_option("--overlap-gemm-sms", c.overlap_gemm_sms,
                  "SMs that a GEMM running beside a collective (chunked:K, split:N) asks "
@@ -506,6 +515,8 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back("--nccl-max-ctas/--nccl-min-ctas need the cuda backend (NCCL)");
   if (c.nccl_max_ctas == 0 || c.nccl_min_ctas == 0 || c.nccl_max_ctas < -1 || c.nccl_min_ctas < -1)
     p.push_back("--nccl-max-ctas/--nccl-min-ctas must be positive");
+  if (c.backend != "cuda" && !c.nccl_cta_policy.empty())
+    p.push_back("--nccl-cta-policy needs the cuda backend (NCCL)");
   if (c.overlap_gemm_sms < 0) p.push_back("--overlap-gemm-sms must be >= 0 (0: every SM)");
   if (c.overlap_gemm_sms > 0 && c.backend != "cuda")
     p.push_back("--overlap-gemm-sms needs the cuda backend (cuBLASLt)");
@@ -701,6 +712,7 @@ Attrs config_attrs(const RunConfig& c) {
           {"sequence_parallel", static_cast<int64_t>(c.sequence_parallel ? 1 : 0)},
           {"nccl_max_ctas", static_cast<int64_t>(c.nccl_max_ctas)},
           {"nccl_min_ctas", static_cast<int64_t>(c.nccl_min_ctas)},
+          {"nccl_cta_policy", c.nccl_cta_policy},
           {"comm_priority", c.comm_priority},
           {"overlap_gemm_sms", static_cast<int64_t>(c.overlap_gemm_sms)},
           {"transport", c.transport},

@@ -61,6 +61,8 @@ struct RunConfig {
   bool sequence_parallel = false;
   int nccl_max_ctas = -1; ///< ncclConfig_t::maxCTAs; -1 = NCCL's default
   int nccl_min_ctas = -1;
+  std::string
+      nccl_cta_policy; ///< ncclConfig_t::CTAPolicy: default | efficiency | zero; "" = NCCL's
   std::string comm_priority = "high"; ///< high | normal: the comm stream's priority
   int overlap_gemm_sms = 0;           ///< SMs a GEMM beside a collective targets; 0 = every SM
   std::string transport = "auto";     ///< NCCL transport preset (auto | nvlink | host | net)

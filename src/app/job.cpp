@@ -110,7 +110,7 @@ Backend& JobContext::backend(DType dtype, bool comm_priority) {
 GridComms& JobContext::grid(int tp, int pp, int dp, const NcclOptions& nccl,
                             const TpAllReduce& all_reduce) {
   GridComms& g =
-      m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, all_reduce.algo,
+      m_grids[{tp, pp, dp, nccl.max_ctas, nccl.min_ctas, nccl.cta_policy, all_reduce.algo,
                all_reduce.algo == "nccl" ? 0 : all_reduce.max_bytes, all_reduce.table_path}];
   if (!g.grid) {
     g.grid = std::make_unique<ProcessGrid>(mpi().world(), tp, pp, dp);

@@ -119,7 +119,8 @@ private:
   std::vector<std::pair<std::string, std::string>> m_transport_env;
   // Declared before the backends so that they are destroyed after them: an NCCL communicator
   // must outlive the CUDA graphs (owned by a backend) that captured its collectives.
-  std::map<std::tuple<int, int, int, int, int, std::string, size_t, std::string>, GridComms>
+  std::map<std::tuple<int, int, int, int, int, std::string, std::string, size_t, std::string>,
+           GridComms>
       m_grids;
   std::map<std::pair<DType, bool>, std::unique_ptr<Backend>> m_backends;
 };

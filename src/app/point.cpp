@@ -430,6 +430,7 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   NcclOptions nccl;
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.cta_policy = cfg.nccl_cta_policy;
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
   // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
   // tokens x hidden (the layer's outputs forward, its input gradients backward).
@@ -528,6 +529,9 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   spec.seed = cfg.seed;
   spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
   spec.overlap = parse_overlap(strategies.front().overlap);
+  spec.symmetric_buffers = std::any_of(strategies.begin(), strategies.end(), [](const Variant& v) {
+    return parse_overlap(v.overlap).symmetric;
+  });
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
   const std::string why_not =
@@ -649,6 +653,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
             a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
       }
       a.emplace_back("attention", r.attention);
+      if (parse_overlap(r.overlap).symmetric)
+        a.emplace_back("symmetric_memory", stage->symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).
       attribution.specs = layer_ops(model, spec.shape, strategies[si].attention);
       if (!roofs.empty()) attribute(r.summary, attribution, roofs);

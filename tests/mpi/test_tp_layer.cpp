@@ -280,6 +280,7 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
   spec.shape.tp = tp;
   spec.shape.sequence_parallel = c.sequence_parallel;
   spec.overlap = parse_overlap(c.overlap);
+  spec.symmetric_buffers = spec.overlap.symmetric;
   spec.tp_rank = world_rank();
   spec.num_layers = 2;
   spec.seed = 5;
@@ -300,6 +301,13 @@ TEST_P(OverlapMatchesTp1, OnEveryRank) {
   const std::vector<float> got = stage.gather_output();
 
   EXPECT_LT(relative_l2(got, tp1_stage_output(*backend, spec)), 1e-5) << c.name << " tp=" << tp;
+  // MPI has no symmetric memory: the symm: strategies keep their schedule on ordinary buffers,
+  // and say so.
+  if (spec.symmetric_buffers)
+    EXPECT_EQ(stage.symmetric_path().rfind(tp > 1 ? "none: mpi" : "none: at tp 1", 0), 0u)
+        << stage.symmetric_path();
+  else
+    EXPECT_TRUE(stage.symmetric_path().empty());
 
   for (StageMode mode : {StageMode::compute_only, StageMode::comm_only}) {
     Recorder lane_rec(backend->clock(), ops);
@@ -338,7 +346,13 @@ INSTANTIATE_TEST_SUITE_P(
         OverlapCase{"decode_ce_ring", "ce-ring", false, Phase::decode, 4, false, true},
         OverlapCase{"decode_sp_ce_ring", "ce-ring", true, Phase::decode, 4, false, true},
         OverlapCase{"sp_chunked2_windows", "chunked:2", true, Phase::prefill, 4, false, true},
-        OverlapCase{"async_windows", "async", false, Phase::prefill, 4, false, true}),
+        OverlapCase{"async_windows", "async", false, Phase::prefill, 4, false, true},
+        // symm: on the host: the same schedules on ordinary buffers.
+        OverlapCase{"symm_none", "symm:none", false, Phase::prefill},
+        OverlapCase{"symm_chunked2", "symm:chunked:2", false, Phase::prefill},
+        OverlapCase{"sp_symm_async", "symm:async", true, Phase::prefill},
+        OverlapCase{"sp_symm_chunked2", "symm:chunked:2", true, Phase::prefill},
+        OverlapCase{"decode_sp_symm_chunked2", "symm:chunked:2", true, Phase::decode}),
     [](const ::testing::TestParamInfo<OverlapCase>& i) { return std::string(i.param.name); });
 
 TEST(Overlap, ParsesAndRejects) {
@@ -347,8 +361,16 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(parse_overlap("async").name(), "async");
   EXPECT_EQ(parse_overlap("ce-ring").name(), "ce-ring");
   EXPECT_EQ(parse_overlap("ce-ring").chunks() * parse_overlap("ce-ring").parts(), 1);
+  const Overlap symm = parse_overlap("symm:chunked:4");
+  EXPECT_TRUE(symm.symmetric);
+  EXPECT_EQ(symm.chunks(), 4);
+  EXPECT_EQ(symm.name(), "symm:chunked:4");
+  EXPECT_EQ(parse_overlap("symm:none").name(), "symm:none");
+  EXPECT_EQ(parse_overlap("symm:async").kind, Overlap::Kind::async);
+  EXPECT_FALSE(parse_overlap("chunked:4").symmetric);
   for (const char* bad :
-       {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", "", "ce-ring:2", "ce_ring"})
+       {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", "", "ce-ring:2", "ce_ring", "symm",
+        "symm:", "symm:split:2", "symm:ce-ring", "symm:symm:none", "symm:chunked:1"})
     EXPECT_THROW(parse_overlap(bad), UsageError) << bad;
   LayerShape s;
   s.batch = 1;
