@@ -252,14 +252,16 @@ section_ce_ring() {
         done
       done
     done
-    for policy in default efficiency zero; do
-      name="collectives_np2_symm_$policy"
-      timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" collectives \
-        --collectives all_gather,reduce_scatter,all_reduce --buffers ordinary,symmetric \
-        --nccl-cta-policy "$policy" --min-bytes 1M --max-bytes 512M --warmup 5 --iters 20 \
-        --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
-      note "$name: rc=$?"
+    # PyTorch's async tensor parallelism on the same layer's pairs (fused symmetric-memory ops
+    # beside NCCL + matmul), in the same job.
+    for b in 1 4; do
+      timeout "$step_timeout" torchrun --standalone --nproc-per-node 2 \
+        "$repo/scripts/reference/torch_async_tp.py" --hidden 8192 --heads 64 --ffn 32768 \
+        --seq 4096 --batch "$b" --json "$out/ref/torch_async_tp_b$b.json" \
+        >"$out/logs/torch_async_tp_b$b.log" 2>&1
+      note "torch_async_tp_b$b: rc=$? $(grep -E '^(qkv|proj|fc1|fc2)' "$out/logs/torch_async_tp_b$b.log" | tr -s ' ' | tr '\n' ';')"
     done
+    symm_collectives 2 1M 512M 20
     return
   fi
   local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
@@ -274,12 +276,19 @@ section_ce_ring() {
   done
   # Symmetric windows through the real binary: one rank (its collectives move nothing between
   # GPUs, so no figure here means anything), each CTA policy, #wrong checked.
+  symm_collectives 1 1K 64M 10
+}
+
+# symm_collectives NP MIN MAX ITERS: the TP collectives on ordinary and symmetric buffers under
+# each NCCL CTA policy, one job per policy.
+symm_collectives() {
+  local np=$1 min=$2 max=$3 iters=$4
   for policy in default efficiency zero; do
-    name="collectives_np1_symm_$policy"
-    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" collectives \
+    local name="collectives_np${np}_symm_$policy"
+    timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives \
       --collectives all_gather,reduce_scatter,all_reduce --buffers ordinary,symmetric \
-      --nccl-cta-policy "$policy" --min-bytes 1K --max-bytes 64M --warmup 2 --iters 10 \
-      --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+      --nccl-cta-policy "$policy" --min-bytes "$min" --max-bytes "$max" --warmup 5 \
+      --iters "$iters" --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
     note "$name: rc=$? ($(grep -c '_symm' "$out/logs/$name.log") lines name a _symm sweep)"
   done
 }
@@ -464,6 +473,13 @@ section_allreduce() {
     --out "$table" >"$out/logs/allreduce_table.log" 2>&1
   note "allreduce_table ($impls): rc=$?"
   if [ "$ngpu" -ge 2 ]; then
+    # PyTorch's symmetric-memory one-shot all-reduce and its NCCL one on the same sizes, timed
+    # as nccl-tests times them, right after the table above.
+    timeout "$step_timeout" torchrun --standalone --nproc-per-node 2 \
+      "$repo/scripts/reference/torch_collectives.py" --collectives all_reduce,all_reduce_symm_oneshot \
+      --sizes 8K,16K,32K,64K,128K,256K,512K,1M,2M,4M --warmup 5 --iters 20 \
+      --json "$out/ref/torch_allreduce_symm.json" >"$out/logs/torch_allreduce_symm.log" 2>&1
+    note "torch_allreduce_symm: rc=$?"
     for turn in 1 2; do
       for ar in nccl oneshot twoshot auto; do
         local with_table=()

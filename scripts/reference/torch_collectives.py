@@ -30,7 +30,8 @@ def size_bytes(text):
 
 
 def busbw_factor(name, n):
-    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n,
+    return {"all_reduce": 2 * (n - 1) / n, "all_reduce_symm_oneshot": 2 * (n - 1) / n,
+            "all_gather": (n - 1) / n,
             "reduce_scatter": (n - 1) / n, "sendrecv": 1.0}[name]
 
 
@@ -40,6 +41,16 @@ def launcher(name, size, n, rank, device):
     if name == "all_reduce":
         buf = torch.ones(elems, dtype=torch.bfloat16, device=device)
         return lambda: dist.all_reduce(buf)
+    if name == "all_reduce_symm_oneshot":
+        # PyTorch's symmetric-memory one-shot all-reduce: every rank reads each peer's buffer
+        # through NVLink and sums (the buffer allocated and exchanged once, outside the timing).
+        import torch.distributed._symmetric_memory as symm_mem
+        group = dist.group.WORLD.group_name
+        if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            symm_mem.enable_symm_mem_for_group(group)
+        buf = symm_mem.empty(elems, dtype=torch.bfloat16, device=device).fill_(1)
+        symm_mem.rendezvous(buf, group)
+        return lambda: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group)
     if name == "all_gather":
         out = torch.empty(elems - elems % n, dtype=torch.bfloat16, device=device)
         inp = torch.ones(out.numel() // n, dtype=torch.bfloat16, device=device)
@@ -59,11 +70,31 @@ def launcher(name, size, n, rank, device):
     return ring
 
 
+def time_launches_ms(call, warmup, iters, device):
+    """nccl-tests' timing of `call`: after `warmup` calls and a barrier, `iters` back-to-back
+    calls between two CUDA events; ms per call, the largest over the ranks (a collective's time)."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        call()
+    end.record()
+    end.synchronize()
+    t = torch.tensor([start.elapsed_time(end) / iters], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="8,1K,64K,128K,64M,256M,1G,2G",
                    help="comma list of nccl-tests sizes (bytes, K/M/G suffixes)")
-    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter,sendrecv")
+    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter,sendrecv",
+                   help="comma list; also all_reduce_symm_oneshot (PyTorch's symmetric-memory "
+                   "one-shot all-reduce, for small messages)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
@@ -78,19 +109,7 @@ def main():
         for text in a.sizes.split(","):
             size = size_bytes(text)
             call = launcher(name, size, n, rank, device)
-            for _ in range(a.warmup):
-                call()
-            torch.cuda.synchronize()
-            dist.barrier()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(a.iters):
-                call()
-            end.record()
-            end.synchronize()
-            t = torch.tensor([start.elapsed_time(end) * 1e3 / a.iters], device=device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a collective's time: max over ranks
-            time_us = t.item()
+            time_us = time_launches_ms(call, a.warmup, a.iters, device) * 1e3
             algbw = size / (time_us * 1e3)
             rows.append({"collective": name, "size_bytes": size, "time_us": time_us,
                          "algbw_gbps": algbw, "busbw_gbps": algbw * busbw_factor(name, n)})

@@ -171,22 +171,8 @@ TEST_F(NcclSymmetricCuda, SymmetricStrategiesMatchTp1) {
   auto comm = communicator();
   for (bool sp : {false, true})
     for (const char* overlap : {"symm:none", "symm:async", "symm:chunked:2"}) {
-      StageSpec spec;
-      spec.model.hidden = 256;
-      spec.model.heads = 4;
-      spec.model.kv_heads = 2;
-      spec.model.ffn_hidden = 512;
-      spec.model.layers = 2;
-      spec.shape.phase = Phase::prefill;
-      spec.shape.batch = 2;
-      spec.shape.seq = 64;
-      spec.shape.tp = m_size;
-      spec.shape.sequence_parallel = sp;
-      spec.overlap = parse_overlap(overlap);
+      StageSpec spec = small_prefill_stage(m_size, m_rank, sp, overlap);
       spec.symmetric_buffers = true;
-      spec.tp_rank = m_rank;
-      spec.num_layers = 2;
-      spec.seed = 9;
       OpTable ops;
       TpStage stage(*m_backend, comm.get(), spec, ops);
       EXPECT_NE(stage.symmetric_path().find("ncclCommWindowRegister"), std::string::npos)
@@ -199,12 +185,7 @@ TEST_F(NcclSymmetricCuda, SymmetricStrategiesMatchTp1) {
       rec.flush();
       const std::vector<float> got = m_backend->to_host(stage.output());
 
-      std::vector<float> want = tp1_stage_output(*m_backend, spec);
-      if (sp) { // this rank's rows of the sequence-parallel layout
-        const size_t rows = want.size() / static_cast<size_t>(m_size);
-        want = std::vector<float>(want.begin() + static_cast<std::ptrdiff_t>(rows) * m_rank,
-                                  want.begin() + static_cast<std::ptrdiff_t>(rows) * (m_rank + 1));
-      }
+      const std::vector<float> want = tp1_rank_output(*m_backend, spec);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_LT(relative_l2(got, want), 2e-2)
           << overlap << (sp ? " with" : " without") << " sequence parallelism";

@@ -148,21 +148,7 @@ TEST_F(PeerExchangeCuda, RefusesTransfersOutsideItsWindows) {
 // not call it.
 TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
   for (bool sp : {false, true}) {
-    StageSpec spec;
-    spec.model.hidden = 256;
-    spec.model.heads = 4;
-    spec.model.kv_heads = 2;
-    spec.model.ffn_hidden = 512;
-    spec.model.layers = 2;
-    spec.shape.phase = Phase::prefill;
-    spec.shape.batch = 2;
-    spec.shape.seq = 64;
-    spec.shape.tp = m_size;
-    spec.shape.sequence_parallel = sp;
-    spec.overlap = parse_overlap("ce-ring");
-    spec.tp_rank = m_rank;
-    spec.num_layers = 2;
-    spec.seed = 9;
+    const StageSpec spec = small_prefill_stage(m_size, m_rank, sp, "ce-ring");
     auto comm = make_mpi_communicator(MPI_COMM_WORLD);
     auto ex = make_ipc_exchange(MPI_COMM_WORLD, TpStage::exchange_windows(spec, DType::bf16));
     OpTable ops;
@@ -176,12 +162,7 @@ TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
     rec.flush();
     const std::vector<float> got = m_backend->to_host(stage.output());
 
-    std::vector<float> want = tp1_stage_output(*m_backend, spec);
-    if (sp) { // this rank's rows of the sequence-parallel layout
-      const size_t rows = want.size() / static_cast<size_t>(m_size);
-      want = std::vector<float>(want.begin() + static_cast<std::ptrdiff_t>(rows) * m_rank,
-                                want.begin() + static_cast<std::ptrdiff_t>(rows) * (m_rank + 1));
-    }
+    const std::vector<float> want = tp1_rank_output(*m_backend, spec);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LT(relative_l2(got, want), 2e-2) << (sp ? "with" : "without") << " sequence parallelism";
     MPI_Barrier(MPI_COMM_WORLD);

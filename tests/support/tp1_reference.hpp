@@ -2,6 +2,8 @@
 // layers run on one rank without overlap (tp 1, no sequence parallelism).
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "parallel/tp_layer.hpp"
@@ -21,6 +23,37 @@ inline std::vector<float> tp1_stage_output(Backend& backend, const StageSpec& sp
   silent.set_enabled(false);
   ref.forward(silent);
   return backend.to_host(ref.output());
+}
+
+/// The small two-layer prefill stage the GPU stage tests run, on rank `rank` of `tp`.
+inline StageSpec small_prefill_stage(int tp, int rank, bool sequence_parallel,
+                                     const std::string& overlap) {
+  StageSpec spec;
+  spec.model.hidden = 256;
+  spec.model.heads = 4;
+  spec.model.kv_heads = 2;
+  spec.model.ffn_hidden = 512;
+  spec.model.layers = 2;
+  spec.shape.phase = Phase::prefill;
+  spec.shape.batch = 2;
+  spec.shape.seq = 64;
+  spec.shape.tp = tp;
+  spec.shape.sequence_parallel = sequence_parallel;
+  spec.overlap = parse_overlap(overlap);
+  spec.tp_rank = rank;
+  spec.num_layers = 2;
+  spec.seed = 9;
+  return spec;
+}
+
+/// The TP1 output as `spec`'s rank holds it: every row, or under sequence parallelism its
+/// 1/tp share of the rows.
+inline std::vector<float> tp1_rank_output(Backend& backend, const StageSpec& spec) {
+  std::vector<float> want = tp1_stage_output(backend, spec);
+  if (!spec.shape.sequence_parallel) return want;
+  const auto rows = static_cast<std::ptrdiff_t>(want.size()) / spec.shape.tp;
+  return std::vector<float>(want.begin() + rows * spec.tp_rank,
+                            want.begin() + rows * (spec.tp_rank + 1));
 }
 
 } // namespace ridgeline
