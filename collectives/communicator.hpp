@@ -20,7 +20,8 @@ ReduceOp parse_reduce_op(const std::string& name);
 /// Memory a communicator registered for its symmetric collectives (Communicator::
 /// symmetric_memory): every rank of the group holds one such block of the same size, and a
 /// collective whose buffers lie at the same offset in every rank's block may take the
-/// communicator's symmetric path. Freed (collectively) when the last rank destroys it.
+/// communicator's symmetric path. Every rank destroys it (deregistration is collective), before
+/// the communicator that made it.
 class SymmetricMemory {
 public:
   virtual ~SymmetricMemory() = default;

@@ -14,6 +14,7 @@
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
+#include "core/version.hpp"
 
 namespace ridgeline {
 namespace {
@@ -96,19 +97,25 @@ private:
 std::string nccl_version_string() {
   int v = 0;
   RIDGELINE_CHECK(ncclGetVersion(&v));
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-         std::to_string(v % 100);
+  return dotted_version(v);
 }
 
-// ncclConfig_t::CTAPolicy for NcclOptions::cta_policy (-1: leave NCCL's).
-int cta_policy_value(const std::string& name) {
-  if (name.empty()) return -1;
+// ncclConfig_t::CTAPolicy from NcclOptions::cta_policy (empty: NCCL's own choice stays).
+void set_cta_policy(ncclConfig_t& config, const std::string& name) {
+  if (name.empty()) return;
 #if RIDGELINE_NCCL_WINDOWS
-  if (name == "default") return NCCL_CTA_POLICY_DEFAULT;
-  if (name == "efficiency") return NCCL_CTA_POLICY_EFFICIENCY;
+  int policy = -1;
+  if (name == "default") policy = NCCL_CTA_POLICY_DEFAULT;
+  if (name == "efficiency") policy = NCCL_CTA_POLICY_EFFICIENCY;
 #ifdef NCCL_CTA_POLICY_ZERO
-  if (name == "zero") return NCCL_CTA_POLICY_ZERO;
+  if (name == "zero") policy = NCCL_CTA_POLICY_ZERO;
 #endif
+  if (policy >= 0) {
+    config.CTAPolicy = policy;
+    return;
+  }
+#else
+  (void)config;
 #endif
   throw UsageError("NCCL CTA policy '" + name + "' is not in the NCCL this ridgeline was built " +
                    "against (" + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
@@ -163,12 +170,7 @@ public:
     config.blocking = 1;
     if (opts.max_ctas >= 0) config.maxCTAs = opts.max_ctas;
     if (opts.min_ctas >= 0) config.minCTAs = opts.min_ctas;
-#if RIDGELINE_NCCL_WINDOWS
-    if (const int policy = cta_policy_value(opts.cta_policy); policy >= 0)
-      config.CTAPolicy = policy;
-#else
-    cta_policy_value(opts.cta_policy);
-#endif
+    set_cta_policy(config, opts.cta_policy);
     ncclComm_t raw = nullptr;
     RIDGELINE_CHECK(ncclCommInitRankConfig(&raw, m_size, id, m_rank, &config));
     m_comm = NcclComm(raw);
@@ -183,18 +185,10 @@ public:
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override {
-    return m_rank;
-  }
-  int size() const override {
-    return m_size;
-  }
-  const char* backend() const override {
-    return "nccl";
-  }
-  bool stream_ordered() const override {
-    return true;
-  }
+  int rank() const override { return m_rank; }
+  int size() const override { return m_size; }
+  const char* backend() const override { return "nccl"; }
+  bool stream_ordered() const override { return true; }
 
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {
@@ -239,12 +233,8 @@ public:
   void recv(void* buf, size_t count, DType dtype, int peer, Stream stream) override {
     RIDGELINE_CHECK(ncclRecv(buf, count, nccl_type(dtype), peer, comm(), cuda_stream(stream)));
   }
-  void group_start() override {
-    RIDGELINE_CHECK(ncclGroupStart());
-  }
-  void group_end() override {
-    RIDGELINE_CHECK(ncclGroupEnd());
-  }
+  void group_start() override { RIDGELINE_CHECK(ncclGroupStart()); }
+  void group_end() override { RIDGELINE_CHECK(ncclGroupEnd()); }
   void complete(Stream) override {}
 
   std::unique_ptr<SymmetricMemory> symmetric_memory(size_t bytes, std::string& why) override {

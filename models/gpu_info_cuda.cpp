@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/cuda_check.hpp"
+#include "core/version.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
@@ -271,11 +272,6 @@ std::string bus_id(int device) {
   return bus;
 }
 
-std::string dotted(size_t v) { // major * 10000 + minor * 100 + patch
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
-         std::to_string(v % 100);
-}
-
 } // namespace
 
 GpuInfo query_gpu(int device) {
@@ -332,10 +328,9 @@ std::vector<std::pair<std::string, std::string>> cuda_stack_versions() {
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
     out.emplace_back("cuda_runtime", cuda_version(runtime));
   cudaGetLastError();
-  out.emplace_back("cublaslt", dotted(cublasLtGetVersion()));
+  out.emplace_back("cublaslt", dotted_version(static_cast<long>(cublasLtGetVersion())));
   int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess)
-    out.emplace_back("nccl", dotted(static_cast<size_t>(nccl)));
+  if (ncclGetVersion(&nccl) == ncclSuccess) out.emplace_back("nccl", dotted_version(nccl));
   return out;
 }
 

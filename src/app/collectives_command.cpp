@@ -72,6 +72,9 @@ std::string allreduce_item(const std::string& name, std::string&) {
   return "unknown all-reduce '" + name + "' (expected nccl, oneshot or twoshot)";
 }
 
+// The name suffix of a sweep on symmetric buffers (--buffers symmetric).
+constexpr const char* kSymmetricSuffix = "_symm";
+
 // One item of --buffers.
 std::string buffers_item(const std::string& name, std::string&) {
   if (name == "ordinary" || name == "symmetric") return "";
@@ -84,7 +87,13 @@ struct Resolved {
   bool ordinary = true;           ///< --buffers lists ordinary
   bool symmetric = false;         ///< --buffers lists symmetric (NCCL windows)
   bool library_all_reduce = true; ///< --allreduce lists nccl (the communicator's own)
-  std::vector<IpcAlgo> custom;    ///< the custom all-reduces --allreduce lists
+  /// Some sweep calls the communicator's own collectives (NCCL on GPUs): anything but the
+  /// custom all-reduce alone.
+  bool nccl_swept = true;
+  /// Whether a sweep runs on ordinary buffers: --buffers ordinary, or the custom all-reduce
+  /// (which copies from and to them).
+  bool ordinary_buffers() const { return ordinary || !custom.empty(); }
+  std::vector<IpcAlgo> custom; ///< the custom all-reduces --allreduce lists
   std::vector<size_t> sizes;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
@@ -175,6 +184,10 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
     p.emplace_back("--nccl-min-ctas is larger than --nccl-max-ctas");
   if (!cuda && !c.nccl_cta_policy.empty())
     p.emplace_back("--nccl-cta-policy needs the cuda backend (NCCL)");
+  r.nccl_swept = r.library_all_reduce || std::any_of(r.collectives.begin(), r.collectives.end(),
+                                                     [](const CollectiveSpec* spec) {
+                                                       return spec->id != Collective::all_reduce;
+                                                     });
   const std::vector<std::string> kinds = split_list(c.buffers);
   const std::string buffers_problem = list_problem(kinds, buffers_item);
   if (!buffers_problem.empty()) {
@@ -182,13 +195,9 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   } else {
     r.ordinary = std::find(kinds.begin(), kinds.end(), "ordinary") != kinds.end();
     r.symmetric = std::find(kinds.begin(), kinds.end(), "symmetric") != kinds.end();
-    const bool nccl_swept =
-        r.library_all_reduce ||
-        std::any_of(r.collectives.begin(), r.collectives.end(),
-                    [](const CollectiveSpec* spec) { return spec->id != Collective::all_reduce; });
     if (r.symmetric && !cuda)
       p.emplace_back("--buffers symmetric registers NCCL windows: needs the cuda backend");
-    else if (r.symmetric && !nccl_swept)
+    else if (r.symmetric && !r.nccl_swept)
       p.emplace_back("--buffers symmetric: no NCCL collective is swept (the custom all-reduce has "
                      "buffers of its own)");
   }
@@ -286,15 +295,14 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
       }
     }
     const std::string path = "/collectives/" + res.name;
+    const bool on_symmetric = res.name == std::string(spec.name) + kSymmetricSuffix;
     const Attrs attrs = {
         {"group_size", static_cast<int64_t>(n)},
         {"groups", static_cast<int64_t>(groups)},
         {"busbw_factor", spec.busbw_factor(n)},
         // The custom all-reduce's own path, whatever the communicator.
-        {"backend", res.name == spec.name || res.name == std::string(spec.name) + "_symm"
-                        ? comm_backend
-                        : std::string("cuda_ipc")},
-        {"buffers", res.name == std::string(spec.name) + "_symm" ? symmetric : "ordinary"},
+        {"backend", res.name == spec.name || on_symmetric ? comm_backend : std::string("cuda_ipc")},
+        {"buffers", on_symmetric ? symmetric : std::string("ordinary")},
         {"transport", c.transport},
         {"dtype", std::string(dtype_name(r.dtype))},
         {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
@@ -363,11 +371,13 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   Resolved r;
   std::vector<std::string> problems = validate(cfg, cuda, gpus, mpi.size(), r);
   if (problems.empty()) {
-    // Two buffers of the largest size, plus host staging (one more on the host backend, where
-    // the "device" buffers are host memory too), against the smallest free memory of any rank.
-    // The custom all-reduce maps two more (its staging and result regions).
-    const double need =
-        static_cast<double>(r.sizes.back()) * ((cuda ? 2.0 : 3.0) + (r.custom.empty() ? 0.0 : 2.0));
+    // Two buffers of the largest size (ordinary, symmetric, or both: two each), plus host
+    // staging (one more on the host backend, where the "device" buffers are host memory too),
+    // against the smallest free memory of any rank. The custom all-reduce maps two more (its
+    // staging and result regions).
+    const double buffers = (r.ordinary_buffers() ? 2.0 : 0.0) + (r.symmetric ? 2.0 : 0.0) +
+                           (cuda ? 0.0 : 1.0) + (r.custom.empty() ? 0.0 : 2.0);
+    const double need = static_cast<double>(r.sizes.back()) * buffers;
     int64_t free_bytes =
         cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
@@ -413,14 +423,13 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
   // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
   // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
-  const bool nccl_swept =
-      r.library_all_reduce ||
-      std::any_of(r.collectives.begin(), r.collectives.end(),
-                  [](const CollectiveSpec* spec) { return spec->id != Collective::all_reduce; });
-  comm = cuda && nccl_swept ? make_nccl_communicator(group.get(), nccl)
-                            : make_mpi_communicator(group.get());
-  CollectiveBench bench(*backend, *comm, group.get(), mpi.world(), r.sizes.back());
-  // --buffers symmetric: a second bench whose two buffers lie in one symmetric window
+  comm = cuda && r.nccl_swept ? make_nccl_communicator(group.get(), nccl)
+                              : make_mpi_communicator(group.get());
+  std::unique_ptr<CollectiveBench> bench;
+  if (r.ordinary_buffers())
+    bench = std::make_unique<CollectiveBench>(*backend, *comm, group.get(), mpi.world(),
+                                              r.sizes.back());
+  // --buffers symmetric: a bench whose two buffers lie in one symmetric window
   // (collective; every rank gets the same layout, so the same offsets).
   std::unique_ptr<SymmetricMemory> symmetric;
   std::unique_ptr<CollectiveBench> symmetric_bench;
@@ -516,10 +525,10 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   std::vector<Sweep> sweeps;
   for (const CollectiveSpec* spec : r.collectives) {
     const bool library = spec->id != Collective::all_reduce || r.library_all_reduce;
-    if (library && r.ordinary) sweeps.push_back({spec, opts, &bench});
+    if (library && r.ordinary) sweeps.push_back({spec, opts, bench.get()});
     if (library && r.symmetric) {
       SweepOptions symm = opts;
-      symm.name = std::string(spec->name) + "_symm";
+      symm.name = std::string(spec->name) + kSymmetricSuffix;
       sweeps.push_back({spec, std::move(symm), symmetric_bench.get()});
     }
     if (spec->id != Collective::all_reduce) continue;
@@ -530,7 +539,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                                                    const CollectiveShape& shape, Stream stream) {
         ipc->all_reduce(buf.send, buf.recv, shape.count, dtype, algo, stream);
       };
-      sweeps.push_back({spec, std::move(custom), &bench});
+      sweeps.push_back({spec, std::move(custom), bench.get()});
     }
   }
   for (const Sweep& sweep : sweeps) {

@@ -529,9 +529,12 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   spec.seed = cfg.seed;
   spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
   spec.overlap = parse_overlap(strategies.front().overlap);
-  spec.symmetric_buffers = std::any_of(strategies.begin(), strategies.end(), [](const Variant& v) {
-    return parse_overlap(v.overlap).symmetric;
-  });
+  // Whether any strategy of the point is of a kind: what the stage must be built with.
+  const auto any_overlap = [&](auto is_kind) {
+    return std::any_of(strategies.begin(), strategies.end(),
+                       [&](const Variant& v) { return is_kind(parse_overlap(v.overlap)); });
+  };
+  spec.symmetric_buffers = any_overlap([](const Overlap& o) { return o.symmetric; });
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
   const std::string why_not =
@@ -543,9 +546,8 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
   std::string failure;
-  if (cfg.tp > 1 && std::any_of(strategies.begin(), strategies.end(), [](const Variant& v) {
-        return parse_overlap(v.overlap).kind == Overlap::Kind::ce_ring;
-      })) {
+  if (cfg.tp > 1 &&
+      any_overlap([](const Overlap& o) { return o.kind == Overlap::Kind::ce_ring; })) {
     watchdog.rearm("mapping the peers' memory for ce-ring");
     try {
       exchange = job.make_exchange(comms.grid->tp_comm(),
