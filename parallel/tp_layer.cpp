@@ -152,6 +152,42 @@ std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype
   return std::vector<size_t>(w_count, bytes);
 }
 
+namespace {
+// The symmetric block's alignment of each buffer.
+constexpr size_t kSymmetricAlign = 4096;
+size_t symmetric_aligned(size_t bytes) {
+  return (bytes + kSymmetricAlign - 1) / kSymmetricAlign * kSymmetricAlign;
+}
+} // namespace
+
+std::vector<size_t> TpStage::collective_buffers(const StageSpec& spec, DType dtype) {
+  if (spec.shape.tp == 1) return {};
+  const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
+  const size_t row = static_cast<size_t>(spec.model.hidden) * dtype_size(dtype);
+  const size_t stream = static_cast<size_t>(g.stream_tokens) * row;
+  const size_t full = static_cast<size_t>(g.tokens) * row;
+  // ln, proj_full, fc2_full; under sequence parallelism also ln_full, proj_shard, fc2_shard.
+  if (!g.sequence_parallel) return {stream, full, full};
+  return {stream, full, full, full, stream, stream};
+}
+
+double TpStage::overlap_memory_bytes(const StageSpec& spec, DType dtype, bool exchange) {
+  double bytes = 0;
+  const std::vector<size_t> buffers = collective_buffers(spec, dtype);
+  if (exchange && spec.shape.tp > 1) {
+    for (size_t w : exchange_windows(spec, dtype))
+      bytes += static_cast<double>(w);
+    // The windows hold proj_full, fc2_full and (under sequence parallelism) ln_full: the
+    // full-sized buffers after the first.
+    for (size_t i = 1; i < buffers.size() && i < 4; ++i)
+      bytes -= static_cast<double>(buffers[i]);
+  }
+  if (spec.symmetric_buffers)
+    for (size_t b : buffers)
+      bytes += static_cast<double>(symmetric_aligned(b));
+  return bytes;
+}
+
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
                  PeerExchange* exchange)
     : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec) {
@@ -274,22 +310,14 @@ void TpStage::place_symmetric_buffers() {
   }
   // Every collective buffer once, each at a 4 KiB boundary: the same sizes in the same order
   // on every rank, hence the same offsets (what NCCL_WIN_COLL_SYMMETRIC asks of the caller).
-  const size_t row = static_cast<size_t>(m_spec.model.hidden) * dtype_size(m_backend.dtype());
-  const size_t stream = static_cast<size_t>(m_stream_tokens) * row;
-  const size_t full = static_cast<size_t>(m_tokens) * row;
-  std::vector<std::pair<void**, size_t>> slices = {
-      {&m_symm.ln, stream}, {&m_symm.proj_full, full}, {&m_symm.fc2_full, full}};
-  if (m_sp) {
-    slices.emplace_back(&m_symm.ln_full, full);
-    slices.emplace_back(&m_symm.proj_shard, stream);
-    slices.emplace_back(&m_symm.fc2_shard, stream);
-  }
-  constexpr size_t kAlign = 4096;
+  const std::vector<size_t> sizes = collective_buffers(m_spec, m_backend.dtype());
+  void** const slots[] = {&m_symm.ln,      &m_symm.proj_full,  &m_symm.fc2_full,
+                          &m_symm.ln_full, &m_symm.proj_shard, &m_symm.fc2_shard};
   std::vector<size_t> offsets;
   size_t total = 0;
-  for (const auto& slice : slices) {
+  for (size_t size : sizes) {
     offsets.push_back(total);
-    total += (slice.second + kAlign - 1) / kAlign * kAlign;
+    total += symmetric_aligned(size);
   }
   std::string why;
   m_symmetric = m_comm->symmetric_memory(total, why);
@@ -298,8 +326,8 @@ void TpStage::place_symmetric_buffers() {
     return;
   }
   m_allocated += m_symmetric->bytes();
-  for (size_t i = 0; i < slices.size(); ++i)
-    *slices[i].first = static_cast<char*>(m_symmetric->data()) + offsets[i];
+  for (size_t i = 0; i < sizes.size(); ++i)
+    *slots[i] = static_cast<char*>(m_symmetric->data()) + offsets[i];
   m_symmetric_path = m_symmetric->describe();
 }
 

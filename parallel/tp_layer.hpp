@@ -96,6 +96,15 @@ public:
           PeerExchange* exchange = nullptr);
   /// The windows a PeerExchange for this stage needs (bytes each, in the stage's dtype).
   static std::vector<size_t> exchange_windows(const StageSpec& spec, DType dtype);
+  /// The buffers every collective of the stage reads or writes (norm output, gathered norm
+  /// output, the row-parallel GEMMs' outputs and their shards), bytes each, in the order the
+  /// symm: strategies' symmetric block holds them; none at tp 1.
+  static std::vector<size_t> collective_buffers(const StageSpec& spec, DType dtype);
+  /// What a stage built for these strategies allocates beyond stage_memory_bytes() (the
+  /// estimate checked before anything is allocated): with an `exchange` (ce-ring at tp > 1) its
+  /// windows less the buffers they stand in for, and with spec.symmetric_buffers the
+  /// symmetric block (collective_buffers() at 4 KiB boundaries).
+  static double overlap_memory_bytes(const StageSpec& spec, DType dtype, bool exchange);
 
   /// Input activations of this stage: [tokens, hidden], or this rank's [tokens / tp, hidden]
   /// rows under sequence parallelism (filled by fill_input() or a pipeline receive).

@@ -313,6 +313,22 @@ std::vector<Variant> point_variants(const RunConfig& cfg) {
   return out;
 }
 
+double overlap_memory_bytes(const RunConfig& cfg) {
+  if (cfg.tp == 1) return 0;
+  bool symmetric = false, ring = false;
+  for (const std::string& o : overlap_list(cfg)) {
+    const Overlap overlap = parse_overlap(o);
+    symmetric = symmetric || overlap.symmetric;
+    ring = ring || overlap.kind == Overlap::Kind::ce_ring;
+  }
+  StageSpec spec;
+  spec.model = model_spec(cfg);
+  spec.shape = layer_shape(cfg);
+  spec.symmetric_buffers = symmetric;
+  // Every layer of a stage shares the stage's buffers: counted once.
+  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, ring);
+}
+
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name());
   std::vector<std::string> problems = validate(cfg, job.mpi().size());
@@ -340,16 +356,18 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
   const CheckPlan check = plan_check(cfg, job.cuda(), free_bytes);
+  const double overlap = overlap_memory_bytes(cfg);
   const double need = (scheduled_point(cfg) ? scheduled_memory_bytes(cfg)
                                             : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
                                                                  cfg.layers / cfg.pp)) +
-                      (check.enabled ? check.ref_bytes : 0.0);
+                      overlap + (check.enabled ? check.ref_bytes : 0.0);
   if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
-    char msg[256];
+    char msg[320];
     std::snprintf(msg, sizeof(msg),
                   "does not fit in memory: needs about %.2f GiB per rank (weights, caches, "
-                  "activations%s) but the smallest free memory of any rank is %.2f GiB",
-                  need / 1073741824.0, check.enabled ? ", TP=1 check" : "",
+                  "activations%s%s) but the smallest free memory of any rank is %.2f GiB",
+                  need / 1073741824.0, overlap > 0 ? ", overlap buffers" : "",
+                  check.enabled ? ", TP=1 check" : "",
                   static_cast<double>(free_bytes) / 1073741824.0);
     problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }

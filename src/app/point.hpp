@@ -75,6 +75,10 @@ struct Variant {
 /// overlap (one attention), the attention (one overlap) or "overlap+attention".
 std::vector<Variant> point_variants(const RunConfig& cfg);
 
+/// What a point's stage allocates for its overlap strategies beyond its stage estimate: ce-ring's
+/// exchange windows, the symm: strategies' symmetric block (TpStage::overlap_memory_bytes());
+/// part of the memory check of resolve_point().
+double overlap_memory_bytes(const RunConfig& cfg);
 /// Applies the defaults of the job's backend to `cfg` and returns every problem with it for
 /// `world_size` ranks, memory included (collective: every rank gets the same list).
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);

@@ -290,6 +290,29 @@ TEST(RunConfig, DecodeStepsSetTheIterationsAndTheCache) {
   EXPECT_TRUE(validate(explicit_iters, 1).empty());
 }
 
+TEST(RunConfig, MemoryCheckCountsTheOverlapBuffers) {
+  // tiny on the host (fp32): 128 tokens of hidden 256, so a full buffer is 128 KiB and, under
+  // sequence parallelism at tp 2, a rank's stream 64 KiB.
+  const std::string tiny = kModels + "/tiny.toml";
+  auto bytes = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", tiny});
+    return overlap_memory_bytes(host_defaults(args));
+  };
+  const double full = 128.0 * 1024, stream = 64.0 * 1024;
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "none,chunked:2"}), 0.0);
+  EXPECT_EQ(bytes({"--overlap", "ce-ring,symm:chunked:2"}), 0.0); // tp 1: no collective
+  // ce-ring: five windows of a full buffer, two of which hold proj_full and fc2_full (and,
+  // under sequence parallelism, a third the gathered norm output).
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "none,ce-ring"}), 3 * full);
+  EXPECT_EQ(bytes({"--tp", "2", "--sequence-parallel", "--overlap", "ce-ring"}), 2 * full);
+  // symm: every collective buffer a second time, in the symmetric block.
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "symm:none"}), 3 * full);
+  EXPECT_EQ(bytes({"--tp", "2", "--sequence-parallel", "--overlap", "symm:async"}),
+            3 * full + 3 * stream);
+  EXPECT_EQ(bytes({"--tp", "2", "--sequence-parallel", "--overlap", "ce-ring,symm:chunked:2"}),
+            2 * full + 3 * full + 3 * stream);
+}
+
 TEST(RunConfig, EveryProblemIsReportedAtOnce) {
   const std::vector<std::string> problems =
       validate(host_defaults({"--tp", "3", "--hidden", "1000", "--heads", "16", "--rotary", "maybe",

@@ -1,0 +1,121 @@
+"""A TP layer's GEMM + collective pairs under each of ridgeline's overlap strategies beside
+PyTorch's fused async-TP ops on the same shapes: scripts/reference/torch_async_tp.py's JSON
+(torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter, and NCCL + matmul)
+against a `ridgeline run` of the same layer with --sequence-parallel and several --overlap
+strategies, on the same GPUs.
+
+    python3 scripts/async_tp_table.py [--markdown OUT.md] RUN.h5 TORCH.json
+
+ridgeline's time of a pair is analysis.pair_times_ns(): per layer and iteration, the span from
+the first start to the last end of the GEMM's and the collective's rows (all their chunks), the
+largest over the ranks; its median over the timed iterations of the instrumented run. PyTorch's
+is the median over rounds of back-to-back calls between two events, the largest over the ranks.
+Prints one row per pair, the best strategy's time over PyTorch's fused op, and how many pairs
+ridgeline's best strategy runs faster than the fused op. Exits 2 when the files do not describe
+the same layer on the same number of ranks.
+"""
+import argparse
+import json
+import sys
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ridgeline_analysis import analysis, reader
+
+
+def strategies(run: reader.Run) -> List[reader.Run]:
+    """The run's strategies: its points, or the run itself when it holds one."""
+    return run.points or [run]
+
+
+def strategy_name(point: reader.Run) -> str:
+    return str(point.config.get("strategy", point.config.get("overlap", "none")))
+
+
+def check_same_layer(run: reader.Run, ref: Dict) -> Optional[str]:
+    """Why the two files do not describe the same layer, or None."""
+    args = ref.get("args", {})
+    config = run.config
+    if not int(config.get("sequence_parallel", 0)):
+        return "the run has no sequence parallelism: PyTorch's fused ops are its pairs"
+    pairs = [("ranks", int(config.get("tp", 1)), int(ref.get("world_size", 0))),
+             ("seq", int(config.get("seq", 0)), int(args.get("seq", -1))),
+             ("batch", int(config.get("batch", 0)), int(args.get("batch", -1))),
+             ("hidden", int(config.get("hidden", 0)), int(args.get("hidden", -1)))]
+    for what, ours, theirs in pairs:
+        if ours != theirs:
+            return f"{what} differs: {ours} in the run, {theirs} in the reference"
+    return None
+
+
+def table(run: reader.Run, ref: Dict) -> List[Dict]:
+    """One row per pair of the reference: its times (ms) and ridgeline's per strategy."""
+    times = {strategy_name(p): {pair: float(np.median(t)) / 1e6
+                                for pair, t in analysis.pair_times_ns(p).items()}
+             for p in strategies(run) if p.status == "ok"}
+    rows = []
+    for r in ref["pairs"]:
+        ours = {s: t[r["pair"]] for s, t in times.items() if r["pair"] in t}
+        best = min(ours, key=ours.get) if ours else None
+        rows.append({"pair": r["pair"], "op": r["op"], "fused_ms": r["fused_ms"],
+                     "unfused_ms": r["unfused_ms"], "strategies": ours, "best": best,
+                     "best_ms": ours[best] if best else float("nan")})
+    return rows
+
+
+def format_rows(rows: List[Dict], markdown: bool) -> str:
+    names = sorted({s for r in rows for s in r["strategies"]})
+    head = ["pair", "PyTorch op", "fused ms", "NCCL + matmul ms", *[f"{s} ms" for s in names],
+            "best", "best / fused"]
+    body = []
+    for r in rows:
+        ratio = r["best_ms"] / r["fused_ms"] if r["best"] else float("nan")
+        body.append([r["pair"], r["op"], f"{r['fused_ms']:.3f}", f"{r['unfused_ms']:.3f}",
+                     *[f"{r['strategies'][s]:.3f}" if s in r["strategies"] else "" for s in names],
+                     r["best"] or "none ran", f"{ratio:.3f}"])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(b) + " |" for b in body]) + "\n"
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(head)] + [line(b) for b in body]) + "\n"
+
+
+def verdict(rows: List[Dict]) -> str:
+    faster = [r["pair"] for r in rows if r["best"] and r["best_ms"] < r["fused_ms"]]
+    return (f"{len(faster)} of {len(rows)} pairs faster than PyTorch's fused op with ridgeline's "
+            f"best strategy" + (f" ({', '.join(faster)})" if faster else ""))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", help="ridgeline run file (--sequence-parallel, --overlap ...)")
+    ap.add_argument("reference", help="JSON of scripts/reference/torch_async_tp.py")
+    ap.add_argument("--markdown", help="also write the table as markdown to this file")
+    args = ap.parse_args(argv)
+    try:
+        run = reader.load(args.run)
+        with open(args.reference) as f:
+            ref = json.load(f)
+    except (reader.SchemaError, OSError, ValueError) as e:
+        print(f"async_tp_table: {e}", file=sys.stderr)
+        return 2
+    why = check_same_layer(run, ref)
+    if why is not None:
+        print(f"async_tp_table: {args.run} and {args.reference} are not the same layer: {why}",
+              file=sys.stderr)
+        return 2
+    rows = table(run, ref)
+    print(format_rows(rows, markdown=False), end="")
+    print(verdict(rows))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(format_rows(rows, markdown=True) + "\n" + verdict(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
