@@ -34,7 +34,8 @@
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
-#     memory, under each CTA policy) beside the SM collectives at TP2 prefill, and the
+#     memory, under each CTA policy) beside the SM collectives at TP2 prefill, each GEMM +
+#     collective pair beside PyTorch's fused async-TP op (scripts/async_tp_table.py), and the
 #     collectives on ordinary and symmetric buffers; or on one GPU two ranks sharing it, checked
 #     against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
@@ -260,6 +261,13 @@ section_ce_ring() {
         --seq 4096 --batch "$b" --json "$out/ref/torch_async_tp_b$b.json" \
         >"$out/logs/torch_async_tp_b$b.log" 2>&1
       note "torch_async_tp_b$b: rc=$? $(grep -E '^(qkv|proj|fc1|fc2)' "$out/logs/torch_async_tp_b$b.log" | tr -s ' ' | tr '\n' ';')"
+      # Each pair under every strategy of the sequence-parallel runs beside PyTorch's fused op.
+      for turn in 1 2; do
+        local pairs=$out/logs/async_tp_b${b}_$turn
+        python3 "$repo/scripts/async_tp_table.py" "$out/h5/ce_ring_prefill_b${b}_spon_$turn.h5" \
+          "$out/ref/torch_async_tp_b$b.json" --markdown "$pairs.md" >"$pairs.txt" 2>&1
+        note "async_tp_b${b} turn $turn: rc=$? $(tail -1 "$pairs.txt")"
+      done
     done
     symm_collectives 2 1M 512M 20
     return

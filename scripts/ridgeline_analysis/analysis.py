@@ -190,6 +190,54 @@ def unhidden_comm_ns(timelines: Mapping[int, np.ndarray],
     return iterations, np.nanmax(by_rank, axis=0) if by_rank.size else np.empty(0)
 
 
+#: A TP layer's GEMMs and the collective each is paired with (pair, GEMM op, collective ops):
+#: under sequence parallelism an all-gather feeds each column-parallel GEMM (qkv, fc1) and a
+#: reduce-scatter follows each row-parallel one (proj, fc2); without it only the row-parallel
+#: ones pair, with an all-reduce. The pairs of PyTorch's fused async-TP ops.
+TP_PAIRS = (
+    ("qkv", "qkv_gemm", ("allgather_attn",)),
+    ("proj", "proj_gemm", ("reducescatter_attn", "allreduce_attn")),
+    ("fc1", "fc1_gemm", ("allgather_mlp",)),
+    ("fc2", "fc2_gemm", ("reducescatter_mlp", "allreduce_mlp")),
+)
+
+
+def pair_times_ns(run: Run) -> Dict[str, np.ndarray]:
+    """Each GEMM + collective pair of TP_PAIRS that ran with its collective: one time per
+    instance (layer, microbatch, iteration), the span on a rank from the first start to the
+    last end of the pair's rows (every chunk of the GEMM and of the collective, on either lane,
+    the reduction of a copy-engine reduce-scatter among them), the largest over the ranks, as
+    a collective lasts until its slowest rank is done. Timed iterations of the instrumented run
+    (each op between its own events). Instances without a collective row are left out."""
+    ids = {op.name: op.id for op in run.ops}
+    out: Dict[str, np.ndarray] = {}
+    for pair, gemm, collectives in TP_PAIRS:
+        comm_ids = [ids[c] for c in collectives if c in ids]
+        if gemm not in ids or not comm_ids:
+            continue
+        spans: Dict[Tuple[int, ...], float] = {}
+        for timeline in run.timelines.values():
+            rows = timed_rows(timeline)
+            rows = rows[np.isin(rows["op_id"], [ids[gemm], *comm_ids])]
+            if rows.size == 0:
+                continue
+            key = np.stack([rows["layer"], rows["microbatch"], rows["iteration"]], axis=1)
+            uniq, inverse = np.unique(key.astype(np.int64), axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            first = np.full(len(uniq), np.inf)
+            last = np.full(len(uniq), -np.inf)
+            paired = np.zeros(len(uniq), dtype=bool)
+            np.minimum.at(first, inverse, rows["t_start_ns"].astype(np.float64))
+            np.maximum.at(last, inverse, rows["t_end_ns"].astype(np.float64))
+            np.logical_or.at(paired, inverse, np.isin(rows["op_id"], comm_ids))
+            for k, span, ok in zip(map(tuple, uniq.tolist()), (last - first).tolist(), paired):
+                if ok:
+                    spans[k] = max(spans.get(k, 0.0), span)
+        if spans:
+            out[pair] = np.array([spans[k] for k in sorted(spans)], dtype=np.float64)
+    return out
+
+
 class Exposure(NamedTuple):
     """A run's (or point's) exposed communication, as the C++ side defined and stored it.
 
