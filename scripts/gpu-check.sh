@@ -31,6 +31,8 @@
 #   - decode_gemm (also alone): decode steps with each GEMM choice (heuristic, search, the skinny
 #     kernel), each with its programmatic launches as built, with the skinny GEMM's alone
 #     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
+#   - decode_kernels (alone; needs Nsight Compute): each kernel of llama3-8b's decode step at
+#     batch 1 and 16 timed alone by ncu from the captured graph, beside the step's p50;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
@@ -468,6 +470,31 @@ section_decode_gemm() {
 # table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
 # Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context
 # 1024) with nccl, oneshot, twoshot and auto taking turns, twice. One GPU: two ranks share it
+# decode_kernels (alone): llama3-8b's decode step (one layer, context 1024, --graphs) at batch
+# 1 (the skinny GEMMs) and 16 (cuBLASLt's heuristic): its p50 from a plain run, then every
+# kernel of the captured step timed alone by Nsight Compute (--graph-profiling node; clocks and
+# caches left alone), so that the step's time outside its kernels shows (ncu_step_kernels.py).
+section_decode_kernels() {
+  command -v ncu >/dev/null || { note "decode_kernels: skipped (no ncu on PATH)"; return; }
+  for cfg in 1:skinny 16:heuristic; do
+    local b=${cfg%%:*} algo=${cfg#*:} name=decode_kernels_llama3-8b_b${cfg%%:*}
+    local args=(run --config "$repo/models/llama3-8b.toml" --layers 1 --phase decode --batch "$b"
+      --context 1024 --graphs --gemm-algo "$algo" --roofs none --timeout 120)
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" "${args[@]}" --warmup 5 --iters 50 \
+      --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+    local rc=$? p50
+    p50=$(awk '/^step time/ {print $5 * 1000; exit}' "$out/logs/$name.log")
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 ncu --clock-control none --cache-control none \
+      --graph-profiling node --metrics gpu__time_duration.sum --csv \
+      --log-file "$out/logs/${name}_ncu.csv" "$ridgeline" "${args[@]}" --warmup 2 --iters 3 \
+      --out "$out/h5/${name}_ncu.h5" >"$out/logs/${name}_ncu.log" 2>&1
+    local rc_ncu=$?
+    python3 "$repo/scripts/ncu_step_kernels.py" "$out/logs/${name}_ncu.csv" ${p50:+--step-us "$p50"} \
+      >"$out/logs/$name.txt" 2>&1
+    note "$name: rc=$rc/$rc_ncu $(tail -1 "$out/logs/$name.txt")"
+  done
+}
+
 # (NCCL refuses that; the custom all-reduce does not), so only correctness means anything:
 # prefill, decode (graphs, a growing cache) and train at TP2, each checked against TP1.
 section_allreduce() {
