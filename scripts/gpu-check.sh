@@ -33,6 +33,8 @@
 #     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
 #   - decode_kernels (alone; needs Nsight Compute): each kernel of llama3-8b's decode step at
 #     batch 1 and 16 timed alone by ncu from the captured graph, beside the step's p50;
+#   - dp (also alone; two GPUs): data-parallel replicas with and without overlapped buckets;
+#   - decode_tp2 (also alone; two GPUs): the decode sweeps at TP2 against the copy roof;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
@@ -43,7 +45,10 @@
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
 # and prints a summary table last. Sections run in the order of --only (default:
-# tests,layers,collectives,overlap,extras).
+# tests,layers,collectives,overlap,extras). GPU_CHECK_TURNS (default "1 2") narrows the turns of
+# the sections that take turns; CE_RING_POLICIES, TRAIN_MICROBATCHES and SYMM_MAX_BYTES narrow
+# ce_ring's CTA policies, train's pipeline microbatch counts and the symmetric collectives'
+# largest size.
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -238,7 +243,7 @@ section_overlap() {
 # prefill and decode at TP2 checked against TP1.
 section_ce_ring() {
   if [ "$ngpu" -ge 2 ]; then
-    for turn in 1 2; do
+    for turn in ${GPU_CHECK_TURNS:-1 2}; do
       for b in 1 4; do
         for sp in off on; do
           local spflag=()
@@ -247,7 +252,7 @@ section_ce_ring() {
             --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
             --overlap none,async,chunked:2,chunked:4,ce-ring,symm:none,symm:chunked:2,symm:chunked:4
           [ "$turn" = 1 ] || continue
-          for policy in efficiency zero; do
+          for policy in ${CE_RING_POLICIES:-efficiency zero}; do
             run "symm_${policy}_prefill_b${b}_sp${sp}" 2 --config "$repo/models/gpt-h8192.toml" \
               --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
               --nccl-cta-policy "$policy" --overlap none,chunked:4,symm:none,symm:chunked:2,symm:chunked:4
@@ -264,14 +269,14 @@ section_ce_ring() {
         >"$out/logs/torch_async_tp_b$b.log" 2>&1
       note "torch_async_tp_b$b: rc=$? $(grep -E '^(qkv|proj|fc1|fc2)' "$out/logs/torch_async_tp_b$b.log" | tr -s ' ' | tr '\n' ';')"
       # Each pair under every strategy of the sequence-parallel runs beside PyTorch's fused op.
-      for turn in 1 2; do
+      for turn in ${GPU_CHECK_TURNS:-1 2}; do
         local pairs=$out/logs/async_tp_b${b}_$turn
         python3 "$repo/scripts/async_tp_table.py" "$out/h5/ce_ring_prefill_b${b}_spon_$turn.h5" \
           "$out/ref/torch_async_tp_b$b.json" --markdown "$pairs.md" >"$pairs.txt" 2>&1
         note "async_tp_b${b} turn $turn: rc=$? $(tail -1 "$pairs.txt")"
       done
     done
-    symm_collectives 2 1M 512M 20
+    symm_collectives 2 1M "${SYMM_MAX_BYTES:-512M}" 20
     return
   fi
   local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
@@ -440,7 +445,7 @@ section_decode_gemm() {
       --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
     note "roofs_decode: rc=$?"
   fi
-  for turn in 1 2; do
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
     for model in ${DECODE_GEMM_MODELS:-llama3-8b llama3-70b gpt-h8192}; do
       for variant in heuristic heuristic-gemm search skinny skinny-gemm skinny-nopdl; do
         local name=decode_gemm_${model}_${variant}_$turn pdl=chain
@@ -515,7 +520,7 @@ section_allreduce() {
       --sizes 8K,16K,32K,64K,128K,256K,512K,1M,2M,4M --warmup 5 --iters 20 \
       --json "$out/ref/torch_allreduce_symm.json" >"$out/logs/torch_allreduce_symm.log" 2>&1
     note "torch_allreduce_symm: rc=$?"
-    for turn in 1 2; do
+    for turn in ${GPU_CHECK_TURNS:-1 2}; do
       for ar in nccl oneshot twoshot auto; do
         local with_table=()
         [ "$ar" = auto ] && with_table=(--allreduce-table "$table")
@@ -575,7 +580,7 @@ section_compare() {
   local torch_lib
   torch_lib=$(torch_cublas_dir)
   echo "PyTorch wheel cuBLASLt: ${torch_lib:-none found}" >"$out/logs/compare_stack.txt"
-  for turn in 1 2; do
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
     run "cmp_base_$turn" 1 "${prefill[@]}"
     [ -z "$torch_lib" ] || LD_LIBRARY_PATH="$torch_lib:$LD_LIBRARY_PATH" run "cmp_cublas_torch_$turn" 1 "${prefill[@]}"
     run "cmp_naive_$turn" 1 "${prefill[@]}" --attention naive
@@ -601,7 +606,7 @@ section_attention() {
   local bench=$bin/bench_attention
   [ -n "${build:-}" ] && bench=$build/tests/gpu/bench_attention
   local shapes=(--seq 4096,16384,32768 --kv-heads 32,4 --heads 32 --head-dim 128 --batch 1)
-  for turn in 1 2; do
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
     timeout "$step_timeout" "$bench" "${shapes[@]}" --impl fused,fused-sm80,cudnn,naive \
       --json "$out/ref/ridgeline_attention_$turn.json" >>"$out/logs/bench_attention.log" 2>&1
     note "bench_attention turn $turn: rc=$?"
@@ -629,7 +634,7 @@ section_prefill() {
     timeout "$step_timeout" "$(dirname "$test")/$t" >"$out/logs/$t.log" 2>&1
     note "$t: rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/logs/$t.log" | head -1)"
   done
-  for turn in 1 2; do
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
     timeout "$step_timeout" "$bench" --seq 4096,16384,32768 --kv-heads 32,4 --heads 32 \
       --head-dim 128 --batch 1 --impl fused,fused-sm80,cudnn --no-backward \
       --json "$out/ref/prefill_$turn.json" >>"$out/logs/prefill.log" 2>&1
@@ -665,7 +670,7 @@ section_train() {
   local gpt=(--config "$repo/models/gpt-h8192.toml" --layers 1 --phase train --seq 4096 --batch 1)
   for tp in 1 2; do
     [ "$tp" -le "$ngpu" ] || continue
-    for turn in 1 2; do
+    for turn in ${GPU_CHECK_TURNS:-1 2}; do
       run "train_tp$tp" "$tp" "${gpt[@]}" --tp "$tp" --warmup 3 --iters 10
       run "train_cudnn_tp$tp" "$tp" "${gpt[@]}" --tp "$tp" --warmup 3 --iters 10 --attention cudnn
       torch_ref "torch_train_tp$tp" "$tp" --phase train --hidden 8192 --heads 64 --seq 4096 \
@@ -680,16 +685,49 @@ section_train() {
   run "train_tp2_sp" 2 "${gpt[@]}" --tp 2 --sequence-parallel --overlap none,async \
     --attention cudnn --warmup 3 --iters 10
   for schedule in gpipe 1f1b interleaved:2 zb-h1; do
-    for m in 4 8 16; do
+    for m in ${TRAIN_MICROBATCHES:-4 8 16}; do
       run "pipeline_${schedule%%:*}_m$m" 2 --config "$repo/models/gpt-h8192.toml" --layers 4 \
         --phase train --seq 4096 --batch "$m" --microbatches "$m" --pp 2 --schedule "$schedule" \
         --attention cudnn --warmup 2 --iters 5 --check off
     done
   done
+  section_dp
+}
+
+# dp (also alone; two GPUs): two data-parallel replicas of a two-layer gpt-h8192 train step,
+# with the gradient buckets' all-reduce beside the backward and after it.
+section_dp() {
+  [ "$ngpu" -ge 2 ] || { note "dp: skipped (needs 2 GPUs, $ngpu here)"; return; }
   for overlap in on off; do
-    run "dp2_overlap_$overlap" 2 "${gpt[@]}" --layers 2 --batch 2 --microbatches 1 --dp 2 \
-      --dp-overlap "$overlap" --attention cudnn --warmup 3 --iters 10
+    run "dp2_overlap_$overlap" 2 --config "$repo/models/gpt-h8192.toml" --layers 2 --phase train \
+      --seq 4096 --batch 2 --microbatches 1 --dp 2 --dp-overlap "$overlap" --attention cudnn \
+      --warmup 3 --iters 10
   done
+}
+
+# decode_tp2 (also alone; two GPUs): the decode sweeps of every preset layer at TP2 (the
+# all-reduces in the step), --graphs, against the copy roof (target 0.80), with the GEMM choice
+# DECODE_TP2_ALGO (default heuristic).
+section_decode_tp2() {
+  [ "$ngpu" -ge 2 ] || { note "decode_tp2: skipped (needs 2 GPUs, $ngpu here)"; return; }
+  local roofs=$out/h5/roofs_decode.h5 algo=${DECODE_TP2_ALGO:-heuristic}
+  if [ ! -f "$roofs" ]; then
+    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
+      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
+    note "roofs_decode: rc=$?"
+  fi
+  for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
+    local name=decode_tp2_${model}_$algo
+    timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 2 "$ridgeline" sweep \
+      --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
+      --phase decode --graphs --gemm-algo "$algo" --tp 2 --batch 1,16,64,256 \
+      --context 1024,8192,32768 --warmup 5 --iters 20 --out "$out/h5/$name.h5" \
+      >"$out/logs/$name.log" 2>&1
+    note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows"
+  done
+  python3 "$repo/scripts/decode_roof_table.py" --target 0.80 --markdown "$out/decode_tp2_table.md" \
+    "$out"/h5/decode_tp2_*.h5 | tee "$out/logs/decode_tp2_table.txt"
+  note "decode tp2 table: $(tail -1 "$out/logs/decode_tp2_table.txt")"
 }
 
 # Sections run in the order --only lists them.
