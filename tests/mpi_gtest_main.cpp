@@ -1,16 +1,41 @@
-// gtest main for every ridgeline test: initialises MPI, silences gtest's output on ranks > 0,
-// and makes every rank exit with the same status (any rank failing fails all).
+// gtest main for every ridgeline test: initialises MPI, keeps gtest's full output on rank 0 and
+// only the failures (prefixed with the rank) on the others, and makes every rank exit with the
+// same status (any rank failing fails all). Output is line-buffered and failures go to stderr
+// as they happen, so that a test killed by a timeout (a rank that failed an assertion and left
+// a collective its peers still wait in) still shows which rank failed where.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
+namespace {
+
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+  explicit FailurePrinter(int rank) : m_rank(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", m_rank,
+                 r.file_name() != nullptr ? r.file_name() : "(unknown file)", r.line_number(),
+                 r.summary());
+  }
+
+private:
+  int m_rank;
+};
+
+} // namespace
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(rank));
   }
   int local = RUN_ALL_TESTS();
   int global = 0;
