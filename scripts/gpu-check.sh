@@ -33,6 +33,7 @@
 #     (RIDGELINE_PDL=gemm) and without any (RIDGELINE_PDL=0), taking turns, and eager per-op runs;
 #   - decode_kernels (alone; needs Nsight Compute): each kernel of llama3-8b's decode step at
 #     batch 1 and 16 timed alone by ncu from the captured graph, beside the step's p50;
+#   - schedules (also alone; two GPUs): the pipeline schedules on the preset layer at PP2;
 #   - dp (also alone; two GPUs): data-parallel replicas with and without overlapped buckets;
 #   - decode_tp2 (also alone; two GPUs): the decode sweeps at TP2 against the copy roof;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
@@ -684,6 +685,14 @@ section_train() {
   # sequence split between the two GPUs), with each overlap the train phase runs.
   run "train_tp2_sp" 2 "${gpt[@]}" --tp 2 --sequence-parallel --overlap none,async \
     --attention cudnn --warmup 3 --iters 10
+  section_schedules
+  section_dp
+}
+
+# schedules (also alone; two GPUs): every pipeline schedule at PP2 on four gpt-h8192 layers,
+# s 4096, for each microbatch count of TRAIN_MICROBATCHES (default 4 8 16).
+section_schedules() {
+  [ "$ngpu" -ge 2 ] || { note "schedules: skipped (needs 2 GPUs, $ngpu here)"; return; }
   for schedule in gpipe 1f1b interleaved:2 zb-h1; do
     for m in ${TRAIN_MICROBATCHES:-4 8 16}; do
       run "pipeline_${schedule%%:*}_m$m" 2 --config "$repo/models/gpt-h8192.toml" --layers 4 \
@@ -691,7 +700,6 @@ section_train() {
         --attention cudnn --warmup 2 --iters 5 --check off
     done
   done
-  section_dp
 }
 
 # dp (also alone; two GPUs): two data-parallel replicas of a two-layer gpt-h8192 train step,
