@@ -22,4 +22,5 @@ GPU_CHECK_TURNS=2 SYMM_MAX_BYTES=16M scripts/gpu-check.sh OUT --bundle bundle.ta
 # and per CTA policy (default, efficiency, zero): mpirun -np 2 ridgeline collectives \
 #   --collectives all_gather,reduce_scatter,all_reduce --buffers ordinary,symmetric \
 #   --nccl-cta-policy P --min-bytes 1M --max-bytes 256M (16M in job 2) --warmup 5 --iters 20
-# hidden_share.txt: python3 hidden_share.py logs/ce_ring_prefill_*.log turn2/logs/ce_ring_prefill_*.log logs/symm_*.log
+# hidden_share.txt and clocks_power.md: python3 hidden_share.py [--clocks] logs/ce_ring_prefill_*.log \
+#   turn2/logs/ce_ring_prefill_*.log logs/symm_*.log
