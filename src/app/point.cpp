@@ -313,20 +313,31 @@ std::vector<Variant> point_variants(const RunConfig& cfg) {
   return out;
 }
 
+namespace {
+
+// Whether any --overlap strategy of the point is of a kind: what its stage must be built with.
+template <class IsKind> bool any_overlap(const RunConfig& cfg, IsKind is_kind) {
+  const std::vector<std::string> overlaps = overlap_list(cfg);
+  return std::any_of(overlaps.begin(), overlaps.end(),
+                     [&](const std::string& o) { return is_kind(parse_overlap(o)); });
+}
+bool symmetric_kind(const Overlap& o) {
+  return o.symmetric;
+}
+bool ce_ring_kind(const Overlap& o) {
+  return o.kind == Overlap::Kind::ce_ring;
+}
+
+} // namespace
+
 double overlap_memory_bytes(const RunConfig& cfg) {
   if (cfg.tp == 1) return 0;
-  bool symmetric = false, ring = false;
-  for (const std::string& o : overlap_list(cfg)) {
-    const Overlap overlap = parse_overlap(o);
-    symmetric = symmetric || overlap.symmetric;
-    ring = ring || overlap.kind == Overlap::Kind::ce_ring;
-  }
   StageSpec spec;
   spec.model = model_spec(cfg);
   spec.shape = layer_shape(cfg);
-  spec.symmetric_buffers = symmetric;
+  spec.symmetric_buffers = any_overlap(cfg, symmetric_kind);
   // Every layer of a stage shares the stage's buffers: counted once.
-  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, ring);
+  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, any_overlap(cfg, ce_ring_kind));
 }
 
 std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
@@ -547,12 +558,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   spec.seed = cfg.seed;
   spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
   spec.overlap = parse_overlap(strategies.front().overlap);
-  // Whether any strategy of the point is of a kind: what the stage must be built with.
-  const auto any_overlap = [&](auto is_kind) {
-    return std::any_of(strategies.begin(), strategies.end(),
-                       [&](const Variant& v) { return is_kind(parse_overlap(v.overlap)); });
-  };
-  spec.symmetric_buffers = any_overlap([](const Overlap& o) { return o.symmetric; });
+  spec.symmetric_buffers = any_overlap(cfg, symmetric_kind);
   const bool last_stage = gc.pp_rank == cfg.pp - 1;
   const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
   const std::string why_not =
@@ -564,8 +570,7 @@ PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
   std::string failure;
-  if (cfg.tp > 1 &&
-      any_overlap([](const Overlap& o) { return o.kind == Overlap::Kind::ce_ring; })) {
+  if (cfg.tp > 1 && any_overlap(cfg, ce_ring_kind)) {
     watchdog.rearm("mapping the peers' memory for ce-ring");
     try {
       exchange = job.make_exchange(comms.grid->tp_comm(),
