@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ridgeline_analysis import analysis, reader
+from ridgeline_analysis.tables import format_columns
 
 
 def strategies(run: reader.Run) -> List[reader.Run]:
@@ -74,14 +75,7 @@ def format_rows(rows: List[Dict], markdown: bool) -> str:
         body.append([r["pair"], r["op"], f"{r['fused_ms']:.3f}", f"{r['unfused_ms']:.3f}",
                      *[f"{r['strategies'][s]:.3f}" if s in r["strategies"] else "" for s in names],
                      r["best"] or "none ran", f"{ratio:.3f}"])
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        return "\n".join(lines + ["| " + " | ".join(b) + " |" for b in body]) + "\n"
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(head)] + [line(b) for b in body]) + "\n"
+    return format_columns(head, body, left=2, markdown=markdown)
 
 
 def verdict(rows: List[Dict]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ridgeline_analysis import reader
+from ridgeline_analysis.tables import format_columns
 
 
 @dataclass
@@ -89,15 +90,7 @@ def format_table(rows: List[Row], target: float, markdown: bool = False) -> str:
                      "yes" if r.graphs else "no", r.gemm_algo, r.attention,
                      f"{r.step_bytes / 1e9:.4f}", f"{r.step_p50_ns / 1e3:.1f}", f"{r.gbps:.0f}",
                      roof, fraction, meets])
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines) + "\n"
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w)
-                                  for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([fmt(head)] + [fmt(cells) for cells in body]) + "\n"
+    return format_columns(head, body, left=1, markdown=markdown)
 
 
 def summary_line(rows: List[Row], target: float) -> str:

@@ -363,18 +363,22 @@ section_sweeps() {
     "$out"/h5/attributed_*.h5 "$out"/h5/sweep_*.h5 | tee "$out/logs/roofs_check.txt"
 }
 
+# decode_roofs: the one-GPU roofs file the decode sections hold their steps to
+# (h5/roofs_decode.h5), measured once per job.
+decode_roofs() {
+  [ -f "$out/h5/roofs_decode.h5" ] && return
+  timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
+    --memory-max-bytes 4G --out "$out/h5/roofs_decode.h5" >"$out/logs/roofs_decode.log" 2>&1
+  note "roofs_decode: rc=$?"
+}
+
 # decode: one sweep per preset layer on one GPU (TP 1) under --graphs, per GEMM algorithm choice,
 # against the roofs file of `roofs` when it ran (else a one-GPU roofs measurement); the table of
 # bytes per step over step time against the copy roof; and a growing cache of 256 tokens.
 # DECODE_MODELS and DECODE_GEMM_ALGOS narrow them.
 section_decode() {
   local roofs=$out/h5/roofs_nvlink.h5 DECODE_ATTENTION=${DECODE_ATTENTION:-fused}
-  if [ ! -f "$roofs" ]; then
-    roofs=$out/h5/roofs_decode.h5
-    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
-      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
-    note "roofs_decode: rc=$?"
-  fi
+  [ -f "$roofs" ] || { roofs=$out/h5/roofs_decode.h5; decode_roofs; }
   # The attention implementations take turns within each model, so that their sweeps of one
   # model run minutes apart, not a whole job apart.
   for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
@@ -441,11 +445,7 @@ section_pipeline() {
 # each op. DECODE_GEMM_MODELS narrows the layers.
 section_decode_gemm() {
   local roofs=$out/h5/roofs_decode.h5
-  if [ ! -f "$roofs" ]; then
-    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
-      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
-    note "roofs_decode: rc=$?"
-  fi
+  decode_roofs
   for turn in ${GPU_CHECK_TURNS:-1 2}; do
     for model in ${DECODE_GEMM_MODELS:-llama3-8b llama3-70b gpt-h8192}; do
       for variant in heuristic heuristic-gemm search skinny skinny-gemm skinny-nopdl; do
@@ -719,11 +719,7 @@ section_dp() {
 section_decode_tp2() {
   [ "$ngpu" -ge 2 ] || { note "decode_tp2: skipped (needs 2 GPUs, $ngpu here)"; return; }
   local roofs=$out/h5/roofs_decode.h5 algo=${DECODE_TP2_ALGO:-heuristic}
-  if [ ! -f "$roofs" ]; then
-    timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 \
-      --memory-max-bytes 4G --out "$roofs" >"$out/logs/roofs_decode.log" 2>&1
-    note "roofs_decode: rc=$?"
-  fi
+  decode_roofs
   for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
     local name=decode_tp2_${model}_$algo
     timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 2 "$ridgeline" sweep \

@@ -26,7 +26,7 @@ import statistics
 import torch
 import torch.distributed as dist
 
-from torch_collectives import time_launches_ms
+from torch_collectives import start_ranks, time_launches_ms
 
 
 def pairs(a, n):
@@ -85,10 +85,7 @@ def main():
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
     a = p.parse_args()
 
-    dist.init_process_group("nccl")
-    rank, n = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    torch.cuda.set_device(device)
+    rank, n, device = start_ranks()
     group = dist.group.WORLD
     import torch.distributed._symmetric_memory as symm_mem
     if hasattr(symm_mem, "enable_symm_mem_for_group"):

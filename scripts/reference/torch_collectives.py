@@ -23,6 +23,15 @@ import torch.distributed as dist
 SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
+def start_ranks():
+    """NCCL process group of torchrun's ranks, each on the GPU of its LOCAL_RANK: (rank, world
+    size, device)."""
+    dist.init_process_group("nccl")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    return dist.get_rank(), dist.get_world_size(), device
+
+
 def size_bytes(text):
     text = text.upper().rstrip("B")
     unit = text[-1] if text and text[-1] in SUFFIX else ""
@@ -100,10 +109,7 @@ def main():
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
     a = p.parse_args()
 
-    dist.init_process_group("nccl")
-    rank, n = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    torch.cuda.set_device(device)
+    rank, n, device = start_ranks()
     rows = []
     for name in a.collectives.split(","):
         for text in a.sizes.split(","):
