@@ -2,16 +2,26 @@
 // in peer memory, one-shot and two-shot kernels.
 //
 // Memory of every rank, one allocation mapped by every peer:
-//   [staging: max_bytes][result: max_bytes][flags: kPhases x kMaxBlocks x kMaxRanks int]
-//   [epochs: kMaxBlocks int]
+//   [staging 0][staging 1][result 0][result 1]: max_bytes each
+//   [flags: kPhases x kMaxBlocks x kMaxRanks int][epochs: kMaxBlocks int][call, arrived: int]
+// A call copies its input into staging and, for two-shot, its reduced slice into result, of
+// the pair the call's parity picks: call c uses buffers c % 2. The call counter is this rank's
+// own (every rank runs the same calls, so it is the same on every rank); the last block of a
+// call to finish advances it, so the next kernel, stream-ordered after it, reads the new value,
+// and a replayed graph alternates like eager calls do.
 // Block b of rank r signals phase p of a call by storing the call's epoch into
 // flags[p][b][r] of every rank, then waits until its own flags[p][b][s] hold that epoch for every
 // rank s. The epoch is the block's own counter (epochs[b], read and advanced only by block b
 // of this rank), the same on every rank because every rank runs the same calls with the same
-// grid: so a replayed graph, whose kernel arguments never change, still waits on new flags.
-// Stores are st.release.sys after a block barrier and a system fence, loads ld.acquire.sys
-// before a block barrier: data written by any thread of a block before it signals are visible
-// to a peer's block once that block has seen the flag.
+// grid. Stores are st.release.sys after a block barrier, loads ld.acquire.sys before a block
+// barrier: what any thread of a block wrote before it signals is visible to a peer's block once
+// that block has seen the flag.
+//
+// Why no barrier at the end of a call: a rank writes buffer pair c % 2 again only in call c + 2,
+// after its blocks passed phase 0 of call c + 1, which every peer's blocks signal only from
+// call c + 1's kernel, stream-ordered after its call c kernel and so after every read that
+// call made of this rank's pair. Block b of every rank copies and reads the same vectors, so the
+// barrier of block b covers exactly what block b reads.
 #include "collectives/ipc_allreduce.hpp"
 #include "collectives/ipc_memory.hpp"
 
@@ -32,7 +42,7 @@ namespace {
 constexpr int kMaxRanks = 8;
 constexpr int kMaxBlocks = 32;
 constexpr int kThreads = 512;
-constexpr int kPhases = 3; // start, between the two shots, end
+constexpr int kPhases = 2; // start, between the two shots
 
 struct Peers {
   char* base[kMaxRanks]; ///< every rank's allocation, this rank's own included
@@ -41,12 +51,15 @@ struct Peers {
 struct Args {
   Peers peers;
   int rank, ranks;
-  size_t max_bytes;  ///< offset of the result region
+  size_t max_bytes;  ///< size of each staging and result buffer
   size_t flags_off;  ///< offset of the flags
   size_t epochs_off; ///< offset of this rank's block epochs
+  size_t calls_off;  ///< offset of this rank's call counter and arrival count
   size_t vectors;    ///< whole 16-byte vectors of the message
   size_t elements;   ///< elements of the message (the tail past the vectors is scalar)
+  const void* send;
   void* recv;
+  bool send_aligned; ///< send is 16-byte aligned: vector loads
   bool recv_aligned; ///< recv is 16-byte aligned: vector stores
 };
 
@@ -67,7 +80,6 @@ __device__ void barrier(const Args& a, int phase, int epoch) {
     int* theirs = reinterpret_cast<int*>(a.peers.base[threadIdx.x] + a.flags_off) + slot + a.rank;
     const int* mine =
         reinterpret_cast<const int*>(a.peers.base[a.rank] + a.flags_off) + slot + threadIdx.x;
-    __threadfence_system();
     store_release(theirs, epoch);
     while (load_acquire(mine) < epoch) {
     }
@@ -121,6 +133,7 @@ __device__ __forceinline__ uint4 sum_vector(const Args& a, size_t offset, size_t
   return out;
 }
 
+/// Vector v of recv = x (element by element where recv is not 16-byte aligned).
 template <typename T>
 __device__ __forceinline__ void store_vector(const Args& a, size_t v, uint4 x) {
   if (a.recv_aligned) {
@@ -134,70 +147,115 @@ __device__ __forceinline__ void store_vector(const Args& a, size_t v, uint4 x) {
   }
 }
 
-/// Elements past the last whole vector: block 0 sums them element by element.
-template <typename T> __device__ void tail(const Args& a) {
+/// Vector v of send (element by element where send is not 16-byte aligned).
+template <typename T> __device__ __forceinline__ uint4 load_send(const Args& a, size_t v) {
+  if (a.send_aligned) return reinterpret_cast<const uint4*>(a.send)[v];
+  uint4 x;
+  T* e = reinterpret_cast<T*>(&x);
+  const T* in = static_cast<const T*>(a.send) + v * Vec<T>::n;
+#pragma unroll
+  for (int j = 0; j < Vec<T>::n; ++j)
+    e[j] = in[j];
+  return x;
+}
+
+/// The elements past the last whole vector belong to block 0.
+template <typename T> __device__ void copy_tail(const Args& a, size_t staging) {
+  if (blockIdx.x != 0) return;
+  T* own = reinterpret_cast<T*>(a.peers.base[a.rank] + staging);
+  for (size_t i = a.vectors * Vec<T>::n + threadIdx.x; i < a.elements; i += blockDim.x)
+    own[i] = static_cast<const T*>(a.send)[i];
+}
+template <typename T> __device__ void reduce_tail(const Args& a, size_t staging) {
   if (blockIdx.x != 0) return;
   for (size_t i = a.vectors * Vec<T>::n + threadIdx.x; i < a.elements; i += blockDim.x) {
     float acc = 0.0f;
     for (int r = 0; r < a.ranks; ++r)
-      acc += to_f(reinterpret_cast<const T*>(a.peers.base[r])[i]);
+      acc += to_f(reinterpret_cast<const T*>(a.peers.base[r] + staging)[i]);
     static_cast<T*>(a.recv)[i] = from_f<T>(acc);
   }
 }
 
-__device__ __forceinline__ int begin_call(const Args& a) {
-  // Read by every thread before the first barrier, written by thread 0 after the last one.
-  return reinterpret_cast<const int*>(a.peers.base[a.rank] + a.epochs_off)[blockIdx.x] + 1;
+/// The state a call starts from: this block's epoch, and the call's buffer pair (0 or 1).
+struct Call {
+  int epoch;
+  int pair;
+};
+__device__ __forceinline__ Call begin_call(const Args& a) {
+  // Read by every thread before the first barrier; advanced by end_call.
+  const char* own = a.peers.base[a.rank];
+  const int* calls = reinterpret_cast<const int*>(own + a.calls_off);
+  return {reinterpret_cast<const int*>(own + a.epochs_off)[blockIdx.x] + 1, calls[0] & 1};
 }
 __device__ __forceinline__ void end_call(const Args& a, int epoch) {
-  if (threadIdx.x == 0)
-    reinterpret_cast<int*>(a.peers.base[a.rank] + a.epochs_off)[blockIdx.x] = epoch;
+  __syncthreads(); // every thread of the block has read the call counter
+  if (threadIdx.x != 0) return;
+  char* own = a.peers.base[a.rank];
+  reinterpret_cast<int*>(own + a.epochs_off)[blockIdx.x] = epoch;
+  int* calls = reinterpret_cast<int*>(own + a.calls_off);
+  // The last block of the grid to get here advances the call counter: every block has read it.
+  if (atomicAdd(&calls[1], 1) == static_cast<int>(gridDim.x) - 1) {
+    calls[1] = 0;
+    calls[0] += 1;
+  }
 }
 
 template <typename T> __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
-  const int epoch = begin_call(a);
-  barrier(a, 0, epoch); // every rank's input is in its staging buffer
+  const Call c = begin_call(a);
+  const size_t staging = static_cast<size_t>(c.pair) * a.max_bytes;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t v = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; v < a.vectors;
-       v += stride)
-    store_vector<T>(a, v, sum_vector<T>(a, 0, v));
-  tail<T>(a);
-  barrier(a, 2, epoch); // no rank's staging is overwritten while a peer still reads it
-  end_call(a, epoch);
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  uint4* own = reinterpret_cast<uint4*>(a.peers.base[a.rank] + staging);
+  for (size_t v = first; v < a.vectors; v += stride)
+    own[v] = load_send<T>(a, v);
+  copy_tail<T>(a, staging);
+  barrier(a, 0, c.epoch); // every rank's block has its share of the input in staging
+  for (size_t v = first; v < a.vectors; v += stride)
+    store_vector<T>(a, v, sum_vector<T>(a, staging, v));
+  reduce_tail<T>(a, staging);
+  end_call(a, c.epoch);
 }
 
 template <typename T> __global__ void __launch_bounds__(kThreads) twoshot_kernel(Args a) {
-  const int epoch = begin_call(a);
-  barrier(a, 0, epoch);
+  const Call c = begin_call(a);
+  const size_t staging = static_cast<size_t>(c.pair) * a.max_bytes;
+  const size_t result = static_cast<size_t>(2 + c.pair) * a.max_bytes;
   // Slice s: vectors [s * per, min((s + 1) * per, vectors)). Index i of every slice belongs to
   // the same (block, thread) on every rank, so a block's barrier covers what it reads next.
   const size_t per = (a.vectors + a.ranks - 1) / a.ranks;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  uint4* own = reinterpret_cast<uint4*>(a.peers.base[a.rank] + staging);
+  for (size_t i = first; i < per; i += stride)
+    for (int s = 0; s < a.ranks; ++s) {
+      const size_t v = static_cast<size_t>(s) * per + i;
+      if (v < a.vectors) own[v] = load_send<T>(a, v);
+    }
+  copy_tail<T>(a, staging);
+  barrier(a, 0, c.epoch);
   for (size_t i = first; i < per; i += stride) {
     const size_t v = static_cast<size_t>(a.rank) * per + i;
     if (v < a.vectors)
-      reinterpret_cast<uint4*>(a.peers.base[a.rank] + a.max_bytes)[v] = sum_vector<T>(a, 0, v);
+      reinterpret_cast<uint4*>(a.peers.base[a.rank] + result)[v] = sum_vector<T>(a, staging, v);
   }
-  tail<T>(a);
-  barrier(a, 1, epoch); // every rank's reduced slice is in its result region
+  reduce_tail<T>(a, staging);
+  barrier(a, 1, c.epoch); // every rank's reduced slice is in its result buffer
   for (size_t i = first; i < per; i += stride)
     for (int s = 0; s < a.ranks; ++s) {
       const size_t v = static_cast<size_t>(s) * per + i;
       if (v < a.vectors)
-        store_vector<T>(a, v, reinterpret_cast<const uint4*>(a.peers.base[s] + a.max_bytes)[v]);
+        store_vector<T>(a, v, reinterpret_cast<const uint4*>(a.peers.base[s] + result)[v]);
     }
-  barrier(a, 2, epoch); // no rank's staging or result is overwritten while a peer reads it
-  end_call(a, epoch);
+  end_call(a, c.epoch);
 }
 
 class CudaIpcAllReduce final : public IpcAllReduce {
 public:
   CudaIpcAllReduce(MPI_Comm comm, size_t max_bytes)
-      : m_max_bytes((max_bytes + 255) / 256 * 256), m_flags_off(2 * m_max_bytes),
+      : m_max_bytes((max_bytes + 255) / 256 * 256), m_flags_off(4 * m_max_bytes),
         m_epochs_off(m_flags_off + sizeof(int) * kPhases * kMaxBlocks * kMaxRanks),
-        m_memory(comm, m_epochs_off + sizeof(int) * kMaxBlocks, "the custom all-reduce",
-                 kMaxRanks) {
+        m_calls_off(m_epochs_off + sizeof(int) * kMaxBlocks),
+        m_memory(comm, m_calls_off + 2 * sizeof(int), "the custom all-reduce", kMaxRanks) {
     for (int r = 0; r < size(); ++r)
       m_peers.base[r] = m_memory.base(r);
     // Nobody signals before every peer has mapped every buffer.
@@ -215,9 +273,6 @@ public:
     RIDGELINE_REQUIRE(bytes <= m_max_bytes, "custom all-reduce: message larger than its buffers");
     if (count == 0) return;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    char* own = m_memory.base(rank());
-    if (send != own)
-      RIDGELINE_CHECK(cudaMemcpyAsync(own, send, bytes, cudaMemcpyDeviceToDevice, s));
     Args a{};
     a.peers = m_peers;
     a.rank = rank();
@@ -225,9 +280,12 @@ public:
     a.max_bytes = m_max_bytes;
     a.flags_off = m_flags_off;
     a.epochs_off = m_epochs_off;
+    a.calls_off = m_calls_off;
     a.vectors = bytes / 16;
     a.elements = count;
+    a.send = send;
     a.recv = recv;
+    a.send_aligned = reinterpret_cast<uintptr_t>(send) % 16 == 0;
     a.recv_aligned = reinterpret_cast<uintptr_t>(recv) % 16 == 0;
     // The grid is a function of the message alone, the same on every rank (see the epochs).
     const size_t work = algo == IpcAlgo::oneshot ? a.vectors : (a.vectors + size() - 1) / size();
@@ -255,7 +313,7 @@ public:
   }
 
 private:
-  size_t m_max_bytes = 0, m_flags_off = 0, m_epochs_off = 0;
+  size_t m_max_bytes = 0, m_flags_off = 0, m_epochs_off = 0, m_calls_off = 0;
   IpcPeerMemory m_memory;
   Peers m_peers{};
 };

@@ -1,15 +1,16 @@
 // An all-reduce of the project's own for small messages between the GPUs of one node, without
-// NCCL: every rank's staging buffer is mapped into every other rank through CUDA IPC (handles
+// NCCL: every rank's staging buffers are mapped into every other rank through CUDA IPC (handles
 // exchanged over MPI), and the ranks meet at barriers of flags written into each other's memory
 // (release stores and acquire loads at system scope). Two algorithms:
-//   - one-shot: every rank reads every peer's whole buffer and reduces it (one barrier before,
-//     one after);
+//   - one-shot: every rank reads every peer's whole buffer and reduces it (one barrier);
 //   - two-shot: every rank reduces its 1/n slice from all peers into its own memory, then
 //     gathers every other rank's reduced slice (reduce-scatter then all-gather through peer
-//     loads: a third barrier between the two).
-// A call is a copy of the input into the staging buffer and one kernel, both stream-ordered
-// and capturable in a CUDA graph: each block keeps its barrier epoch in device memory and
-// advances it itself, so a replayed graph waits on fresh flags. No multicast objects are used.
+//     loads: a second barrier between the two).
+// A call is one kernel, which copies the input into staging itself; calls alternate between
+// two sets of buffers, so no barrier is needed at a call's end. Stream-ordered and capturable
+// in a CUDA graph: each block keeps its barrier epoch, and the rank its call counter, in device
+// memory and advances them itself, so a replayed graph waits on fresh flags. No multicast
+// objects are used.
 #pragma once
 
 #include <mpi.h>

@@ -1,6 +1,8 @@
 // The custom all-reduce (CUDA IPC, one-shot and two-shot) under mpiexec -n 2: exact sums at odd
 // counts and element offsets in f32, bf16 and fp16, in place and out of place; inside a CUDA
-// graph replayed on changed inputs; 1000 calls in a row without a hang. Ranks may share one GPU
+// graph replayed on changed inputs; calls in a row, each on its own inputs, of changing sizes and
+// with the ranks put out of step, eager and from a graph of one call; 1000 calls in a row
+// without a hang. Ranks may share one GPU
 // (the flag barriers then wait for the other process's time slice: slow, still exact). Skips
 // with fewer than two ranks or without a device.
 #include <gtest/gtest.h>
@@ -149,6 +151,65 @@ TEST_F(IpcAllReduceCuda, CapturedCallsReplayOnNewInputs) {
     std::vector<unsigned char> got(bytes);
     m_backend->download(got.data(), out.data(), bytes);
     EXPECT_EQ(wrong(got, dtype, want), 0) << "replay with salt " << salt;
+  }
+}
+
+// The calls reuse their staging and result buffers every other call, with no barrier at a
+// call's end: here every call has inputs of its own, the sizes change (and with them the grid),
+// and before each call one rank is held back by a 64 MiB copy, so that the other runs ahead
+// into the next call while it still reads. A graph of one call is replayed between eager
+// calls, so the buffer pair alternates across graph and eager calls alike.
+TEST_F(IpcAllReduceCuda, CallsInARowOnTheirOwnInputs) {
+  const DType dtype = DType::bf16;
+  const size_t elt = dtype_size(dtype);
+  const size_t counts[] = {4096, 70001, 300000, 5000};
+  const int calls = 24;
+  Stream s = m_backend->stream(Lane::comm);
+  const size_t delay_bytes = 64u << 20;
+  Buffer delay_src = m_backend->allocate_bytes(delay_bytes);
+  Buffer delay_dst = m_backend->allocate_bytes(delay_bytes);
+
+  // The graph: one one-shot of `g_send` into `g_out` (5000 elements, 10000 bytes).
+  const size_t g_count = 5000, g_bytes = g_count * elt;
+  Buffer g_send = m_backend->allocate_bytes(g_bytes);
+  Buffer g_out = m_backend->allocate_bytes(g_bytes);
+  m_backend->capture_begin(Lane::comm);
+  m_ar->all_reduce(g_send.data(), g_out.data(), g_count, dtype, IpcAlgo::oneshot, s);
+  const int graph = m_backend->capture_end(Lane::comm);
+
+  std::vector<Buffer> sends, recvs, g_inputs, g_results;
+  for (int i = 0; i < calls; ++i) {
+    const size_t count = counts[i % 4];
+    sends.push_back(m_backend->allocate_bytes(count * elt));
+    recvs.push_back(m_backend->allocate_bytes(count * elt));
+    const std::vector<unsigned char> raw = encode(count, dtype, i);
+    m_backend->upload(sends.back().data(), raw.data(), raw.size());
+    g_inputs.push_back(m_backend->allocate_bytes(g_bytes));
+    g_results.push_back(m_backend->allocate_bytes(g_bytes));
+    const std::vector<unsigned char> g_raw = encode(g_count, dtype, 100 + i);
+    m_backend->upload(g_inputs.back().data(), g_raw.data(), g_raw.size());
+  }
+  sync();
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < calls; ++i) {
+    if (i % m_size == m_rank)
+      m_backend->memory_pass(Backend::MemoryPass::copy, delay_src, delay_dst, delay_bytes,
+                             Lane::comm);
+    m_ar->all_reduce(sends[i].data(), recvs[i].data(), counts[i % 4], dtype,
+                     i % 3 == 0 ? IpcAlgo::twoshot : IpcAlgo::oneshot, s);
+    m_backend->memory_pass(Backend::MemoryPass::copy, g_inputs[i], g_send, g_bytes, Lane::comm);
+    m_backend->replay(graph, Lane::comm);
+    m_backend->memory_pass(Backend::MemoryPass::copy, g_out, g_results[i], g_bytes, Lane::comm);
+  }
+  sync();
+  for (int i = 0; i < calls; ++i) {
+    const size_t count = counts[i % 4];
+    std::vector<unsigned char> got(count * elt);
+    m_backend->download(got.data(), recvs[i].data(), got.size());
+    EXPECT_EQ(wrong(got, dtype, expected(count, i)), 0) << "eager call " << i;
+    std::vector<unsigned char> g_got(g_bytes);
+    m_backend->download(g_got.data(), g_results[i].data(), g_bytes);
+    EXPECT_EQ(wrong(g_got, dtype, expected(g_count, 100 + i)), 0) << "graph replay " << i;
   }
 }
 
