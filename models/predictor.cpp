@@ -78,13 +78,26 @@ double gemm_rate_tflops(const Roofs& roofs, DType dtype, int64_t m, int64_t n, i
   auto lr = [](int64_t a, int64_t b) {
     return std::fabs(std::log(static_cast<double>(a) / static_cast<double>(b)));
   };
+  // A shape whose FLOPs per byte fall below the ridge (peak rate over HBM bandwidth) was bound
+  // by memory where it was measured: its rate is no compute ceiling, for itself or any other
+  // shape (a decode GEMM of one row measured at 2 TFLOP/s would make the same GEMM of 16 rows
+  // take 16 times as long). Its time comes from the memory roof instead.
+  const double hbm = roofs.hbm_gbps();
+  const double ridge = hbm > 0 ? 1e3 * roofs.peak_tflops(dtype) / hbm : 0.0;
+  const double e = static_cast<double>(dtype_size(dtype));
+  auto intensity = [e](const GemmRoof& g) {
+    const double gm = static_cast<double>(g.m), gn = static_cast<double>(g.n),
+                 gk = static_cast<double>(g.k);
+    return 2.0 * gm * gn * gk / (e * (gm * gk + gn * gk + gm * gn));
+  };
   for (const GemmRoof& g : roofs.gemm) {
     if (g.dtype != name || g.tflops <= 0) continue;
+    if (g.m > 0 && intensity(g) < ridge) continue;
     // A description's row has no shape: it stands for every shape.
     const double d = g.m > 0 ? lr(m, g.m) + lr(n, g.n) + lr(k, g.k) : 0.0;
     if (d < best) best = d, nearest = &g;
   }
-  return nearest != nullptr ? nearest->tflops : 0;
+  return nearest != nullptr ? nearest->tflops : roofs.peak_tflops(dtype);
 }
 
 double link_collective_ns(const LinkPreset& link, double comm_bytes, double busbw_factor) {

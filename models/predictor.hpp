@@ -47,7 +47,10 @@ Roofs roofs_from_hardware(const HardwareSpec& hw);
 double memory_time_ns(const Roofs& roofs, double bytes);
 
 /// The GEMM rate (TFLOP/s) for c[m, n] = a[m, k] w[n, k]^T of `dtype`: the measured row nearest
-/// in shape (sum of |log| ratios of m, n and k); the dtype's peak when m, n or k is 0.
+/// in shape (sum of |log| ratios of m, n and k) among the rows measured at or above the ridge
+/// (FLOPs per byte of at least the peak rate over the HBM roof: rows below it were bound by
+/// memory, and the memory roof times those shapes); the dtype's peak when m, n or k is 0 or no
+/// row qualifies.
 double gemm_rate_tflops(const Roofs& roofs, DType dtype, int64_t m, int64_t n, int64_t k);
 
 /// A collective over `link`: latency + comm_bytes x busbw_factor / (bandwidth x achievable), ns.

@@ -44,6 +44,29 @@ TEST(Predictor, GemmTakesTheRateOfTheNearestMeasuredShape) {
   EXPECT_DOUBLE_EQ(gemm_rate_tflops(r, DType::bf16, 1000, 1000, 1000), 50.0);
 }
 
+TEST(Predictor, ShapesMeasuredBelowTheRidgeAreNoComputeRate) {
+  Roofs r = sample_roofs();
+  // A copy roof of 1000 GB/s: the ridge is 1e3 * 100 / 1000 = 100 FLOPs per byte.
+  r.memory.push_back({"copy", int64_t{1} << 30, 5, 1.0e6, 0, 1000.0, -1});
+  // A decode GEMM of one row, measured at 2 TFLOP/s: about 1 FLOP per byte, bound by memory.
+  r.gemm.push_back({"bf16", "fc1_gemm", 1, 14336, 4096, 10, 0, 0, 2.0, -1});
+  // Neither its own shape nor the same GEMM at 16 rows takes its rate: both get the nearest
+  // square row's (8192^3 at 100 TFLOP/s), and their time comes from the memory roof.
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(r, DType::bf16, 1, 14336, 4096), 100.0);
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(r, DType::bf16, 16, 14336, 4096), 100.0);
+  const OpPrediction p = predict_op(gemm(16, 14336, 4096), r, {});
+  EXPECT_EQ(p.ceiling, Ceiling::hbm);
+  EXPECT_LT(p.compute_ns, p.hbm_ns);
+  // A shape above the ridge still counts: 2048^3 at 80 TFLOP/s is nearest to 2000^3.
+  r.gemm.push_back({"bf16", "square", 2048, 2048, 2048, 10, 0, 0, 80.0, -1});
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(r, DType::bf16, 2000, 2000, 2000), 80.0);
+  // Without any row above the ridge: the peak.
+  Roofs only_skinny;
+  only_skinny.memory = r.memory;
+  only_skinny.gemm.push_back({"bf16", "fc1_gemm", 1, 14336, 4096, 10, 0, 0, 2.0, -1});
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(only_skinny, DType::bf16, 16, 14336, 4096), 2.0);
+}
+
 TEST(Predictor, MemoryTimeInterpolatesTheMeasuredCurve) {
   const Roofs r = sample_roofs();
   const double mid =
