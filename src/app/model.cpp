@@ -20,6 +20,7 @@
 #include "app/run_file.hpp"
 #include "app/sweep.hpp"
 #include "core/error.hpp"
+#include "models/layer_plan.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -170,7 +171,10 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
   po.gradient_bytes = layer_weight_bytes(spec, cfg.tp, dtype) * static_cast<double>(layers);
   if (const auto e = eff.find(cfg.phase); e != eff.end()) po.efficiency = e->second;
   const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
-  for (const OpSpec& s : layer_ops(spec, shape, attn)) {
+  // The train phase runs the layer plan's backward after its forward.
+  const std::vector<OpSpec> plan = cfg.phase == "train" ? train_layer_plan(spec, shape, attn)
+                                                        : layer_ops(spec, shape, attn);
+  for (const OpSpec& s : plan) {
     PredictOp op;
     op.name = s.name;
     op.work = op_work(s, s.cost, cfg.tp, dtype);

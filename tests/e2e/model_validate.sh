@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end on the host backend: a small sweep with its roofs -> `model --validate` on it (exit
-# 0, per-op and per-step table, a valid predicted file); `model` over a grid from a hardware
+# 0, per-op and per-step table, a valid predicted file); a train run -> `model --validate`
+# predicting its backward ops too; `model` over a grid from a hardware
 # description; bad input (unknown link preset, a hardware file with an unknown key) exits 2.
 # Usage: model_validate.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
@@ -56,6 +57,16 @@ found = validate.problems(sys.argv[1])
 assert "/points/1: a point of a predicted file lacks predicted = 1" in found, found
 assert "/points/2: a predicted point holds a measured summary" in found, found
 PY
+
+# The train phase: the forward and the backward of the layer plan are predicted, each op beside
+# its measured time.
+mpiexec -n 2 --oversubscribe "$bin" run --config "$repo/models/tiny.toml" --phase train --tp 2 \
+  --warmup 1 --iters 2 --roofs "$work/roofs.h5" --out "$work/train.h5" >/dev/null
+"$bin" model --validate "$work/train.h5" | tee "$work/train_model.log"
+for op in qkv_gemm fc2_dgrad fc1_wgrad attention_bwd allreduce_attn_bwd; do
+  grep -Eq "^  $op +[0-9.]+ +[0-9.]+ " "$work/train_model.log" ||
+    { echo "model --validate: no prediction of $op in the train run" >&2; exit 1; }
+done
 
 # A grid from a hardware description: tp 4 and 8 on one node, 16 over two.
 "$bin" model --config "$repo/models/llama3-70b.toml" --layers 1 --phase decode --batch 64 \
