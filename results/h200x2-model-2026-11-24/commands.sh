@@ -12,3 +12,13 @@ for m in gpt-h8192 llama3-8b llama3-70b; do
     --roofs "$roofs" --markdown results/h200x2-model-2026-11-24/logs/validate_decode_tp2_$m.md \
     >results/h200x2-model-2026-11-24/logs/validate_decode_tp2_$m.txt 2>&1
 done
+# The train runs of results/h200x2-train-2026-11-24 (one gpt-h8192 or llama3-70b layer, s 4096,
+# TP2, eager), each from its own roofs, then calibrated on the one-GPU train run of
+# results/h200x1-train-2026-11-24 (another machine of the same kind).
+for f in train_tp2 train_llama3_70b_tp2 train_tp2_sp; do
+  build/src/ridgeline model --validate results/h200x2-train-2026-11-24/h5/$f.h5 \
+    >results/h200x2-model-2026-11-24/logs/validate_$f.txt 2>&1
+  build/src/ridgeline model --validate results/h200x2-train-2026-11-24/h5/$f.h5 \
+    --calibrate results/h200x1-train-2026-11-24/h5/train_tp1.h5 \
+    >results/h200x2-model-2026-11-24/logs/validate_${f}_calibrated_tp1.txt 2>&1
+done
