@@ -172,8 +172,8 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
   if (const auto e = eff.find(cfg.phase); e != eff.end()) po.efficiency = e->second;
   const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
   // The train phase runs the layer plan's backward after its forward.
-  const std::vector<OpSpec> plan = cfg.phase == "train" ? train_layer_plan(spec, shape, attn)
-                                                        : layer_ops(spec, shape, attn);
+  const std::vector<OpSpec> plan =
+      cfg.phase == "train" ? train_layer_plan(spec, shape, attn) : layer_ops(spec, shape, attn);
   for (const OpSpec& s : plan) {
     PredictOp op;
     op.name = s.name;
