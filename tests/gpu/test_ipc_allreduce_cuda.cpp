@@ -2,9 +2,8 @@
 // counts and element offsets in f32, bf16 and fp16, in place and out of place; inside a CUDA
 // graph replayed on changed inputs; calls in a row, each on its own inputs, of changing sizes and
 // with the ranks put out of step, eager and from a graph of one call; 1000 calls in a row
-// without a hang. Ranks may share one GPU
-// (the flag barriers then wait for the other process's time slice: slow, still exact). Skips
-// with fewer than two ranks or without a device.
+// without a hang. Ranks may share one GPU (the flag barriers then wait for the other process's
+// time slice: slow, still exact). Skips with fewer than two ranks or without a device.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
