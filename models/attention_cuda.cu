@@ -1218,10 +1218,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodeParams p) {
-  // The kernel after this one may launch once every CTA here is past its wait (not at once:
-  // its waiting CTAs would hold SMs this grid's later CTAs need).
-  wait_for_primary();
-  allow_dependents();
   constexpr int kChunks = D / 8;
   constexpr int kStageElems = kDecodeKeys * D; // one K (or V) step
   constexpr int kWarpBytes = decode_smem_bytes<D>() / kDecodeWarps;
@@ -1266,9 +1262,22 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
     }
     cp_async_commit(); // empty groups keep the wait counts uniform
   };
-#pragma unroll
-  for (int i = 0; i < kDecodeStages - 1; ++i)
-    load_step(i);
+  // The first steps' keys and values load before the wait, all but the newest key's: that one
+  // the kernels just before this one write (the copy of the step's keys and values into the
+  // cache), like the queries. The older rows were written before this step's QKV GEMM, which
+  // is an ordinary launch or a skinny GEMM that lets the kernels after it launch only after its
+  // own wait: either way they are complete once this grid runs. The kernel after this one may
+  // launch once every CTA here is past its wait (not at once: its waiting CTAs would hold SMs this
+  // grid's later CTAs need).
+  int loaded = 0;
+  for (; loaded < kDecodeStages - 1; ++loaded) {
+    if (loaded < steps && first + loaded * kStride + kDecodeKeys >= p.context) break;
+    load_step(loaded);
+  }
+  wait_for_primary();
+  allow_dependents();
+  for (; loaded < kDecodeStages - 1; ++loaded)
+    load_step(loaded);
 
   // Q as A fragments straight from global memory: rows past the group are zero.
   constexpr int kSteps = D / 16;
@@ -1391,25 +1400,76 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   }
 }
 
+// One CTA per (head, sequence) merges that head's splits. Its warps take turns over the splits
+// and each lane owns D / 32 of the head's dims, so every load of a warp's splits can be in
+// flight at once: a thread walking all splits in turn waits one L2 round trip per split (4.5-6.3
+// us for 16-33 splits on an H200), this takes a few.
+constexpr int kCombineWarps = 4;
+
 template <typename T, int D>
-__global__ void decode_combine_kernel(const float* part_o, const float* part_ml, T* out,
-                                      int64_t o_ld, int heads, int splits) {
+__global__ void __launch_bounds__(32 * kCombineWarps)
+    decode_combine_kernel(const float* part_o, const float* part_ml, T* out, int64_t o_ld,
+                          int heads, int splits) {
   allow_dependents();
   wait_for_primary();
+  static_assert(D % 64 == 0, "two or four dims per lane");
+  constexpr int kPer = D / 32;
+  __shared__ float x_o[kCombineWarps][D];
+  __shared__ float x_f[kCombineWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t slot0 = (static_cast<int64_t>(b) * heads + h) * splits;
+  const float2* ml = reinterpret_cast<const float2*>(part_ml) + slot0; // (max, sum) per split
+
   float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s)
-    mx = fmaxf(mx, part_ml[(slot0 + s) * 2]);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = exp2f(part_ml[(slot0 + s) * 2] - mx);
-      num += w * part_o[(slot0 + s) * D + d];
-      den += w * part_ml[(slot0 + s) * 2 + 1];
+  for (int s = threadIdx.x; s < splits; s += 32 * kCombineWarps)
+    mx = fmaxf(mx, ml[s].x);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2)
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (lane == 0) x_f[warp] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w)
+    mx = fmaxf(mx, x_f[w]); // every split has a key: finite
+  __syncthreads();          // x_f is reused below
+
+  float num[kPer] = {};
+  float den = 0.0f;
+#pragma unroll 4
+  for (int s = warp; s < splits; s += kCombineWarps) {
+    const float2 st = ml[s];
+    const float wgt = exp2f(st.x - mx);
+    const float* o = part_o + (slot0 + s) * D + lane * kPer;
+    if constexpr (kPer == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(o);
+      num[0] += wgt * v.x;
+      num[1] += wgt * v.y;
+      num[2] += wgt * v.z;
+      num[3] += wgt * v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(o);
+      num[0] += wgt * v.x;
+      num[1] += wgt * v.y;
     }
+    den += wgt * st.y;
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+    x_o[warp][lane * kPer + i] = num[i];
+  if (lane == 0) x_f[warp] = den;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w)
+    total += x_f[w];
+  for (int d = threadIdx.x; d < D; d += 32 * kCombineWarps) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w)
+      sum += x_o[w][d];
     out[static_cast<int64_t>(b) * o_ld + static_cast<int64_t>(h) * D + d] =
-        from_float<T>(num / den);
+        from_float<T>(sum / total);
   }
 }
 
@@ -1641,11 +1701,13 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   if (splits == 1) return;
   // The combine as an ordinary launch: as a dependent it would start the kernel after it (the
   // output projection, which loads its weights before it waits) beside the split kernel, which
-  // slowed the llama3-70b and gpt-h8192 decode steps by about 4 % on an H200.
+  // slowed the llama3-70b and gpt-h8192 decode steps by about 4 % on an H200; as a dependent
+  // that lets the projection launch only after its own wait, the llama3-8b step at batch 1 took
+  // 2.1-2.6 us longer.
   launch_kernel(decode_combine_kernel<T, D>,
-                dim3(static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch)), D, 0,
-                where.stream, p.part_o, p.part_ml, static_cast<T*>(out.data), out.ld, p.heads,
-                p.splits);
+                dim3(static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch)),
+                32 * kCombineWarps, 0, where.stream, p.part_o, p.part_ml, static_cast<T*>(out.data),
+                out.ld, p.heads, p.splits);
 }
 
 bool aligned_16(const Tensor& t) {
