@@ -19,10 +19,11 @@
 // one's last CTAs leave; not earlier, where waiting CTAs would hold SMs this grid still needs.
 //
 // At most kGemvRows activation rows take a second kernel, on CUDA cores: one to eight warps per
-// weight row, each over a slice of k of at most 8 KiB, its lanes along k, so that each load
-// instruction of a warp reads 512 contiguous bytes of the row (the MMA kernel's warps read
-// 64-byte pieces of eight rows) and a warp has its whole slice in flight at once. A few FMAs per
-// loaded weight are far below the SMs' rate; the weights are loaded before the wait.
+// weight row, each over a slice of k of at most 2 KiB (one activation row) or 4 KiB (two to
+// four), its lanes along k, so that each load instruction of a warp reads 512 contiguous bytes
+// of the row (the MMA kernel's warps read 64-byte pieces of eight rows) and a warp has its whole
+// slice in flight at once (a longer k is taken in several such rounds). A few FMAs per loaded
+// weight are far below the SMs' rate; the first round's weights are loaded before the wait.
 
 #include <algorithm>
 #include <cstdio>
@@ -60,15 +61,29 @@ __device__ __forceinline__ uint4 load_shared_input(const void* p) {
 }
 
 constexpr int kGemvWarps = 8;
-constexpr int kGemvLoads = 16; ///< 16-byte weight loads a lane issues per round: 8 KiB of a row
+
+/// 16-byte weight loads a lane issues per round for M activation rows: 2 KiB of a row a warp
+/// for one row, 4 KiB for more. A round's loads then hold fewer registers, and a row splits over
+/// more warps, so a GEMM has more, smaller CTAs. Measured on an H200 inside decode steps
+/// (results/h200x1-decode-gemv-loads-2026-11-25): at one row, 4 loads took llama3-8b's step
+/// from 136.0 to 124.3 us against 16 (2, 3, 6, 8, 10 and 12 were all slower there; 2 was 2 us
+/// faster for gpt-h8192); at two to four rows 8 did best or as well as 16.
+template <int M> constexpr int gemv_loads() {
+  return M == 1 ? 4 : 8;
+}
 
 /// Warps per weight row of the CUDA-core kernel: the fewest (1, 2, 4 or 8) whose slice of k is
-/// one round, so that every warp has all its loads in flight at once.
-int gemv_slices(int64_t k) {
+/// one round of `loads` 16-byte loads a lane, so that every warp has all its loads in flight at
+/// once; eight when none is (each warp then takes its slice in several rounds).
+int gemv_slices(int64_t k, int loads) {
   const int64_t words = k / 8;
   for (int slices : {1, 2, 4})
-    if ((words + slices - 1) / slices <= 32 * kGemvLoads) return slices;
+    if ((words + slices - 1) / slices <= 32 * loads) return slices;
   return kGemvWarps;
+}
+
+int gemv_loads_for(int64_t m) {
+  return m == 1 ? gemv_loads<1>() : gemv_loads<2>();
 }
 
 /// M activation rows (1 <= M <= kGemvRows), S warps per weight row: a CTA computes R =
@@ -80,6 +95,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
                 T* __restrict__ c, int64_t ldc, int n, int k) {
   constexpr int R = kGemvWarps / S;
+  constexpr int kLoads = gemv_loads<M>();
   __shared__ float partial[kGemvWarps][M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row = blockIdx.x * R + warp % R;
@@ -94,11 +110,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   // The first round's weights are loaded before the wait: they do not depend on the kernel
   // before. Words past the slice's end read as zero.
   bool waited = false;
-  for (int w0 = begin; w0 < end; w0 += 32 * kGemvLoads) {
-    const bool whole = w0 + 32 * kGemvLoads <= end;
-    uint4 wv[kGemvLoads];
+  for (int w0 = begin; w0 < end; w0 += 32 * kLoads) {
+    const bool whole = w0 + 32 * kLoads <= end;
+    uint4 wv[kLoads];
 #pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       const int v = w0 + u * 32 + lane;
       wv[u] = whole || v < end ? load_stream(wrow + static_cast<int64_t>(v) * 8)
                                : make_uint4(0, 0, 0, 0);
@@ -108,7 +124,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       waited = true;
     }
 #pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       const int v = w0 + u * 32 + lane;
       if (!whole && v >= end) break;
       float wf[8];
@@ -259,7 +275,7 @@ template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch
 }
 
 template <typename T, int M> void launch_slices(const SkinnyGemm& p, Launch where) {
-  switch (gemv_slices(p.k)) {
+  switch (gemv_slices(p.k, gemv_loads<M>())) {
   case 1:
     return launch_gemv<T, M, 1>(p, where);
   case 2:
@@ -316,7 +332,7 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 std::string SkinnyGemm::describe(int sm_count) const {
   char text[96];
   if (m <= kGemvRows) {
-    const int slices = gemv_slices(k), rows = kGemvWarps / slices;
+    const int slices = gemv_slices(k, gemv_loads_for(m)), rows = kGemvWarps / slices;
     std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, %d warps per column, %lld CTAs)",
                   slices, static_cast<long long>((n + rows - 1) / rows));
     return text;

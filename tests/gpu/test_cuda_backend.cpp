@@ -155,9 +155,11 @@ TEST_F(CudaVsHost, Gemm) {
 }
 
 // --gemm-algo skinny: the project's kernels for at most 16 rows: the CUDA-core one up to 4 rows
-// (a k whose row splits into two uneven slices, 257 and 256 words), the MMA one at row counts on
-// both sides of its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide chunks,
-// padded activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is recorded once.
+// (k whose rows split into uneven slices, and one row whose warps take their slices in several
+// rounds, the last partial: 2049 words in 8 slices of 257, 128 a round), the MMA one at row counts
+// on both sides of its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide
+// chunks, padded activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is
+// recorded once.
 TEST_F(CudaVsHost, SkinnyGemm) {
   struct Case {
     int64_t m, n, k, lda;
@@ -170,7 +172,8 @@ TEST_F(CudaVsHost, SkinnyGemm) {
         Case{9, 131, 200, 0, true}, Case{16, 4104, 4096, 4160, true},
         Case{16, 1024, 14336, 0, true}, Case{3, 10000, 264, 0, true},
         Case{2, 300, 4104, 4112, true}, Case{4, 77, 8, 0, true}, Case{4, 1000, 2048, 0, true},
-        Case{17, 64, 64, 0, false}, Case{4, 64, 30, 0, false}}) {
+        Case{1, 50, 16392, 0, true}, Case{1, 33, 4104, 0, true}, Case{17, 64, 64, 0, false},
+        Case{4, 64, 30, 0, false}}) {
     Pair a = make(c.m, c.k, 1, 1.0f, c.lda);
     Pair w = make(c.n, c.k, 2);
     Pair out = zeros(c.m, c.n);
