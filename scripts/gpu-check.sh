@@ -472,10 +472,6 @@ section_decode_gemm() {
   done
 }
 
-# allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). First a
-# table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
-# Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context
-# 1024) with nccl, oneshot, twoshot and auto taking turns, twice. One GPU: two ranks share it
 # decode_kernels (alone): llama3-8b's decode step (one layer, context 1024, --graphs) at batch
 # 1 (the skinny GEMMs) and 16 (cuBLASLt's heuristic): its p50 from a plain run, then every
 # kernel of the captured step timed alone by Nsight Compute (--graph-profiling node; clocks and
@@ -501,6 +497,10 @@ section_decode_kernels() {
   done
 }
 
+# allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). First a
+# table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
+# Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context
+# 1024) with nccl, oneshot, twoshot and auto taking turns, twice. One GPU: two ranks share it
 # (NCCL refuses that; the custom all-reduce does not), so only correctness means anything:
 # prefill, decode (graphs, a growing cache) and train at TP2, each checked against TP1.
 section_allreduce() {
