@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "models/work_model.hpp"
+
 namespace ridgeline {
 
 const LinkPreset* HardwareSpec::link(const std::string& wanted) const {
@@ -86,9 +88,9 @@ double gemm_rate_tflops(const Roofs& roofs, DType dtype, int64_t m, int64_t n, i
   const double ridge = hbm > 0 ? 1e3 * roofs.peak_tflops(dtype) / hbm : 0.0;
   const double e = static_cast<double>(dtype_size(dtype));
   auto intensity = [e](const GemmRoof& g) {
-    const double gm = static_cast<double>(g.m), gn = static_cast<double>(g.n),
-                 gk = static_cast<double>(g.k);
-    return 2.0 * gm * gn * gk / (e * (gm * gk + gn * gk + gm * gn));
+    const OpCost c =
+        gemm_cost(static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k), e);
+    return c.flops / c.hbm_bytes;
   };
   for (const GemmRoof& g : roofs.gemm) {
     if (g.dtype != name || g.tflops <= 0) continue;

@@ -18,14 +18,18 @@ OpSpec make(const char* name, OpKind kind, Lane lane, double flops, double bytes
 }
 
 OpSpec gemm_op(const char* name, double m, double n, double k, double e) {
-  OpSpec o =
-      make(name, OpKind::gemm, Lane::compute, 2.0 * m * n * k, (m * k + n * k + m * n) * e, 0);
+  const OpCost c = gemm_cost(m, n, k, e);
+  OpSpec o = make(name, OpKind::gemm, Lane::compute, c.flops, c.hbm_bytes, 0);
   o.m = static_cast<int64_t>(m);
   o.n = static_cast<int64_t>(n);
   o.k = static_cast<int64_t>(k);
   return o;
 }
 } // namespace
+
+OpCost gemm_cost(double m, double n, double k, double elem_bytes) {
+  return OpCost{2.0 * m * n * k, (m * k + n * k + m * n) * elem_bytes, 0};
+}
 
 double attention_flops(const ModelSpec& m, const LayerShape& s) {
   const double hl = static_cast<double>(local_heads(m, s.tp));

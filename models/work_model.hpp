@@ -63,6 +63,9 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
 /// The entry of `ops` named `name` (throws if absent).
 const OpSpec& find_op(const std::vector<OpSpec>& ops, const std::string& name);
 
+/// c[m, n] = a[m, k] w[n, k]^T with `elem_bytes`-byte elements: 2mnk FLOPs, and each operand
+/// read or written once from HBM. The cost of every GEMM op of the layer.
+OpCost gemm_cost(double m, double n, double k, double elem_bytes);
 /// FLOPs of a causal attention forward on one rank (QK^T and PV, 2 FLOPs per MAC).
 double attention_flops(const ModelSpec& m, const LayerShape& s);
 /// Weight bytes of one layer on one rank.
