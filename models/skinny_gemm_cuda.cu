@@ -38,10 +38,14 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kChunk = 32;   ///< k per round of a warp: two m16n8k16 MMAs
-constexpr int kInFlight = 8; ///< 16-byte weight loads a thread issues before it multiplies
+constexpr int kInFlight = 8; ///< 16-byte weight loads of a thread per round (all its tiles)
 
-// The loads are volatile, like the MMAs, so that a round's loads all issue before its first
-// MMA: the compiler would otherwise move each next to its use and keep fewer bytes in flight.
+// The loads are volatile asm, like the MMAs, which keeps their order in the PTX. ptxas still
+// schedules the MMA kernel chunk by chunk: its SASS (sm_90a, nvcc 13.0) issues one chunk's
+// weight and activation loads, then that chunk's MMAs, then the next chunk's loads, so a warp
+// has one chunk in flight, not a round. Rounds whose loads all issue first were measured slower
+// inside decode steps at 16 rows (results/h200x1-decode-skinny16-2026-11-25). The CUDA-core
+// kernel's rounds do issue all their weight loads before the first FMA.
 
 /// 16 bytes of streamed weights: read once, not kept in L1.
 __device__ __forceinline__ uint4 load_stream(const void* p) {
@@ -205,7 +209,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int j = 0; j < NT; ++j)
     acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  // One round: U chunks of this warp, all loads issued before the first MMA. `tail`: some of
+  // One round: U chunks of this warp (scheduled chunk by chunk, see above). `tail`: some of
   // the round's k lie past the end (those read as zero).
   auto round = [&](int c0, bool tail) {
     uint4 wv[U][NT], av0[U], av1[U];
