@@ -107,9 +107,9 @@ __device__ __forceinline__ void wait_for_primary() {
 /// (compute capability 9.0 and later), which may start it while the kernel before it in the
 /// stream still runs (once every CTA of that one has called allow_dependents() or ended). Such a
 /// kernel calls wait_for_primary() before it touches memory that kernel or any before it may
-/// write. Two read before it: the skinny GEMM its weights, which nothing in a forward step
-/// writes, and the decode attention the cache rows written before the step's QKV GEMM (see
-/// decode_split_kernel). A stream converts to an ordinary launch.
+/// write. Three read before it: the skinny GEMM its weights and the norms their parameters,
+/// which nothing in a forward step writes, and the decode attention the cache rows written
+/// before the step's QKV GEMM (see decode_split_kernel). A stream converts to an ordinary launch.
 struct Launch {
   Launch(cudaStream_t s, bool as_dependent = false) : stream(s), programmatic(as_dependent) {}
   cudaStream_t stream;

@@ -214,11 +214,20 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T*
                             const T* gamma, const T* beta, T* y, int64_t ldy, int64_t cols,
                             float eps) {
   allow_dependents();
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  // The norm's parameters: a thread's first vector (most rows take one a thread) is loaded
+  // before the wait, beside the kernel before. Only a forward step launches this kernel as a
+  // programmatic dependent, and a forward step writes no weights.
+  const int64_t c0 = threadIdx.x * V;
+  float g0[V], b0[V];
+  if (c0 < cols) {
+    load<T, V>(gamma + c0, g0);
+    if constexpr (kLayer) load<T, V>(beta + c0, b0);
+  }
   wait_for_primary();
   __shared__ float shared[32];
   const T* in = x + blockIdx.x * ldx;
   T* out = y + blockIdx.x * ldy;
-  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   if constexpr (kAdd) {
     const T* add = r + blockIdx.x * ldr;
     T* stream = sum + blockIdx.x * lds;
@@ -236,11 +245,19 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T*
   }
   float mu = 0.0f, inv = 0.0f;
   row_statistics<T, V, kLayer>(in, cols, eps, shared, mu, inv);
-  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+  for (int64_t c = c0; c < cols; c += step) {
     float v[V], g[V], b[V], o[V];
     load<T, V>(in + c, v);
-    load<T, V>(gamma + c, g);
-    if constexpr (kLayer) load<T, V>(beta + c, b);
+    if (c == c0) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        g[j] = g0[j];
+        b[j] = kLayer ? b0[j] : 0.0f;
+      }
+    } else {
+      load<T, V>(gamma + c, g);
+      if constexpr (kLayer) load<T, V>(beta + c, b);
+    }
 #pragma unroll
     for (int j = 0; j < V; ++j)
       o[j] = (v[j] - mu) * inv * g[j] + (kLayer ? b[j] : 0.0f);
