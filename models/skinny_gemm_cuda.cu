@@ -72,8 +72,8 @@ constexpr int kGemvWarps = 8;
 /// (results/h200x1-decode-gemv-loads-2026-11-25): at one row, 4 loads took llama3-8b's step
 /// from 136.0 to 124.3 us against 16 (2, 3, 6, 8, 10 and 12 were all slower there; 2 was 2 us
 /// faster for gpt-h8192); at two to four rows 8 did best or as well as 16.
-template <int M> constexpr int gemv_loads() {
-  return M == 1 ? 4 : 8;
+constexpr int gemv_loads(int64_t m) {
+  return m == 1 ? 4 : 8;
 }
 
 /// Warps per weight row of the CUDA-core kernel: the fewest (1, 2, 4 or 8) whose slice of k is
@@ -86,10 +86,6 @@ int gemv_slices(int64_t k, int loads) {
   return kGemvWarps;
 }
 
-int gemv_loads_for(int64_t m) {
-  return m == 1 ? gemv_loads<1>() : gemv_loads<2>();
-}
-
 /// M activation rows (1 <= M <= kGemvRows), S warps per weight row: a CTA computes R =
 /// kGemvWarps / S columns of c; warp `warp` takes column `warp % R` of its CTA's and slice
 /// `warp / R` of k, its lane l the 16-byte words l, l + 32, ... of the slice. The slices' sums
@@ -99,7 +95,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
                 T* __restrict__ c, int64_t ldc, int n, int k) {
   constexpr int R = kGemvWarps / S;
-  constexpr int kLoads = gemv_loads<M>();
+  constexpr int kLoads = gemv_loads(M);
   __shared__ float partial[kGemvWarps][M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row = blockIdx.x * R + warp % R;
@@ -279,7 +275,7 @@ template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch
 }
 
 template <typename T, int M> void launch_slices(const SkinnyGemm& p, Launch where) {
-  switch (gemv_slices(p.k, gemv_loads<M>())) {
+  switch (gemv_slices(p.k, gemv_loads(M))) {
   case 1:
     return launch_gemv<T, M, 1>(p, where);
   case 2:
@@ -336,7 +332,7 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 std::string SkinnyGemm::describe(int sm_count) const {
   char text[96];
   if (m <= kGemvRows) {
-    const int slices = gemv_slices(k, gemv_loads_for(m)), rows = kGemvWarps / slices;
+    const int slices = gemv_slices(k, gemv_loads(m)), rows = kGemvWarps / slices;
     std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, %d warps per column, %lld CTAs)",
                   slices, static_cast<long long>((n + rows - 1) / rows));
     return text;
