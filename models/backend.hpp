@@ -60,6 +60,27 @@ inline AttentionImpl parse_attention(const std::string& name) {
 
 /// A compute backend. Kernels are enqueued on the compute lane unless a lane is given, and are
 /// asynchronous on GPUs; every method is called by one rank on its own device.
+/// An op that follows a forward GEMM c = a * w^T and may run inside its kernel
+/// (Backend::gemm_epilogue()).
+struct GemmEpilogue {
+  enum class Kind {
+    gelu,          ///< out = gelu(c)
+    swiglu,        ///< out = silu(c's first half of columns) * c's second half
+    residual,      ///< out += c (out: the residual stream)
+    rotary_append, ///< rotary on c, then c's key and value columns into the cache
+  };
+  Kind kind = Kind::gelu;
+  Tensor out; ///< gelu, swiglu and residual
+  /// rotary_append: the first `rotated_heads` heads of c (head_dim columns each) rotate at
+  /// position `pos` (Backend::rotary(), seq_len 1) with base `theta`; then c's columns from
+  /// `cache_col0` on go to `cache` rows pos, pos + cache_seq_rows, ... (row i of c is sequence
+  /// i, whose slots start at row i * cache_seq_rows of `cache`).
+  int64_t head_dim = 0, rotated_heads = 0, pos = 0;
+  float theta = 0.0f;
+  Tensor cache;
+  int64_t cache_seq_rows = 0, cache_col0 = 0;
+};
+
 class Backend : public Device {
 public:
   /// Element type of activations and weights.
@@ -117,6 +138,15 @@ public:
   void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) {
     gemm(a, Trans::no, w, Trans::yes, c, false, lane);
   }
+  /// Whether gemm_epilogue() runs an op of `kind` inside the GEMM's own kernel for `rows`
+  /// activation rows (the CUDA backend under GemmAlgo::skinny at a decode step's few rows). The
+  /// host backend, and every other case, runs the GEMM and the op in turn.
+  virtual bool fuses_epilogue(int64_t rows, GemmEpilogue::Kind kind) const { return false; }
+  /// The forward GEMM c = a * w^T (c as gemm() takes it) and then `e`, the op after it: one
+  /// kernel where fuses_epilogue(a.rows, e.kind), else gemm() and the op's own call. Fused, c is
+  /// written only by rotary_append (gelu, swiglu and residual store their result alone), and every
+  /// sum is rounded to the element type once, where the op stores it.
+  virtual void gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e);
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                           float eps) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& gamma, Tensor y, float eps) = 0;

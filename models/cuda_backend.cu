@@ -395,6 +395,18 @@ public:
     const char* env = std::getenv("RIDGELINE_PDL");
     const std::string pdl = env != nullptr ? env : "";
     m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
+    // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
+    // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
+    // rotary, act and residual (comma-separated) folds only those; unset folds rotary and act.
+    // The residual add is not folded unless asked: its read of the stream at the end of every
+    // CTA made decode steps 0.5-3.4 us longer on an H200, not shorter
+    // (results/h200x1-decode-epilogues-2026-11-25).
+    if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
+      const std::string list = std::string(",") + env + ",";
+      m_fold_rotary = list.find(",rotary,") != std::string::npos;
+      m_fold_act = list.find(",act,") != std::string::npos;
+      m_fold_residual = list.find(",residual,") != std::string::npos;
+    }
   }
 
   const char* name() const override { return "cuda"; }
@@ -567,6 +579,83 @@ public:
   void set_launch_chain(bool on) override { m_chain = on; }
   void set_gemm_algo(GemmAlgo algo) override { m_gemm_algo = algo; }
   std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
+
+  /// Rows up to which fuses_epilogue() holds: the kernel takes epilogues up to
+  /// SkinnyGemm::kGemvRows (4), but at 3 and 4 rows its paired kernel needs more registers than
+  /// the plain one, which cost an SM one of its three CTAs (llama3-8b's step at 4 rows took 195.8
+  /// against 181.1 us on an H200, with every epilogue folded).
+  static constexpr int64_t kEpilogueRows = 2;
+
+  bool fuses_epilogue(int64_t rows, GemmEpilogue::Kind kind) const override {
+    using Kind = GemmEpilogue::Kind;
+    const bool fold = kind == Kind::rotary_append ? m_fold_rotary
+                      : kind == Kind::residual    ? m_fold_residual
+                                                  : m_fold_act;
+    return fold && m_gemm_algo == GemmAlgo::skinny && m_gemm_sms == 0 && rows >= 1 &&
+           rows <= kEpilogueRows && (m_dtype == DType::bf16 || m_dtype == DType::f16);
+  }
+
+  void gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) override {
+    using Kind = GemmEpilogue::Kind;
+    RIDGELINE_REQUIRE(a.cols == w.cols && c.rows == a.rows && c.cols == w.rows,
+                      "gemm_epilogue: shapes do not match c[m,n] = a[m,k] * w[n,k]^T");
+    require_dtype(a);
+    require_dtype(w);
+    require_dtype(c);
+    cuda::SkinnyGemm p;
+    if (fuses_epilogue(a.rows, e.kind) && w.rows > 0) {
+      p.dtype = m_dtype;
+      p.a = a.data;
+      p.lda = a.ld;
+      p.w = w.data;
+      p.ldw = w.ld;
+      p.m = a.rows;
+      p.n = w.rows;
+      p.k = a.cols;
+      cuda::GemvEpilogue& g = p.epilogue;
+      const Tensor& out = e.kind == Kind::rotary_append ? c : e.out;
+      require_dtype(out);
+      p.c = out.data;
+      p.ldc = out.ld;
+      switch (e.kind) {
+      case Kind::gelu:
+        g.kind = cuda::GemvEpilogue::Kind::gelu;
+        require_same(c, out);
+        break;
+      case Kind::swiglu:
+        g.kind = cuda::GemvEpilogue::Kind::swiglu;
+        RIDGELINE_REQUIRE(out.rows == c.rows && 2 * out.cols == c.cols,
+                          "gemm_epilogue: swiglu output must be [m, n / 2]");
+        break;
+      case Kind::residual:
+        g.kind = cuda::GemvEpilogue::Kind::residual;
+        require_same(c, out);
+        break;
+      case Kind::rotary_append:
+        require_dtype(e.cache);
+        RIDGELINE_REQUIRE(e.cache.rows >= c.rows * e.cache_seq_rows &&
+                              e.cache.cols >= c.cols - e.cache_col0,
+                          "gemm_epilogue: the cache is smaller than the rows it appends to");
+        g.kind = cuda::GemvEpilogue::Kind::rotary_append;
+        g.head_dim = e.head_dim;
+        g.rotated_heads = e.rotated_heads;
+        g.pos = e.pos;
+        g.log2_theta = std::log2(static_cast<double>(e.theta));
+        g.cache = e.cache.data;
+        g.cache_ld = e.cache.ld;
+        g.cache_seq_rows = e.cache_seq_rows;
+        g.cache_col0 = e.cache_col0;
+        break;
+      }
+    }
+    if (!p.fits()) { // not fused here, or a layout the kernel does not take
+      Backend::gemm_epilogue(a, w, c, e);
+      return;
+    }
+    const std::string choice = gemm_words(p.m, p.n, p.k) + ": " + p.describe(m_sm_count);
+    if (m_fused_shapes.insert(choice).second) m_gemm_choices.push_back(choice);
+    cuda::skinny_gemm(p, m_sm_count, skinny_launch(Lane::compute));
+  }
 
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y,
                   float eps) override {
@@ -1000,10 +1089,15 @@ private:
 
   /// "m=.. n=.. k=.. dtype" in the row-major terms of gemm() (m: the activation rows).
   static std::string shape_words(const MatmulShape& s) {
+    return words_of(s.n, s.m, s.k, s.ab_type == CUDA_R_16BF);
+  }
+  std::string gemm_words(int64_t m, int64_t n, int64_t k) const {
+    return words_of(m, n, k, m_dtype == DType::bf16);
+  }
+  static std::string words_of(int64_t m, int64_t n, int64_t k, bool bf16) {
     char text[96];
-    std::snprintf(text, sizeof(text), "m=%lld n=%lld k=%lld %s", static_cast<long long>(s.n),
-                  static_cast<long long>(s.m), static_cast<long long>(s.k),
-                  s.ab_type == CUDA_R_16BF ? "bf16" : "fp16");
+    std::snprintf(text, sizeof(text), "m=%lld n=%lld k=%lld %s", static_cast<long long>(m),
+                  static_cast<long long>(n), static_cast<long long>(k), bf16 ? "bf16" : "fp16");
     return text;
   }
 
@@ -1141,7 +1235,10 @@ private:
   DeviceBuffer m_workspace[2];
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
+  /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
+  bool m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
+  std::set<std::string> m_fused_shapes; ///< gemm_epilogue() launches recorded in m_gemm_choices
   /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,
   /// the skinny GEMM, or also the kernels of a forward step while set_launch_chain() holds.
   enum class Pdl { off, gemm, chain } m_pdl = Pdl::off;

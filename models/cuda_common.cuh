@@ -216,6 +216,33 @@ void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t by
                  cudaStream_t s);
 /// The skinny GEMM of decode (skinny_gemm_cuda.cu): c[m, n] = sum_k a[m, k] * w[n, k], the
 /// weights row-major [n, k] (Backend::gemm(a, w, c)), at most kMaxRows activation rows.
+/// What the CUDA-core skinny kernel (at most kGemvRows rows) does with its sums instead of
+/// storing them: decode's small op after a GEMM, folded into the GEMM's kernel. Sums are fp32;
+/// each is rounded to the element type once, where the op's result is stored.
+struct GemvEpilogue {
+  enum class Kind : uint8_t {
+    store,         ///< c[i, j] = sum
+    gelu,          ///< c[i, j] = gelu(sum) (the tanh approximation)
+    residual,      ///< c[i, j] += sum (c is the residual stream)
+    swiglu,        ///< c[i, j] = silu(sum_j) * sum_{j + n/2}: n/2 columns (gate rows, then up rows)
+    rotary_append, ///< heads of head_dim columns; see below
+  };
+  Kind kind = Kind::store;
+  /// rotary_append: the first `rotated_heads` heads rotate (NeoX halves, as Backend::rotary) at
+  /// position `pos` (base 2^log2_theta); every column goes to c, and column j >= `cache_col0` also
+  /// to cache[(i * cache_seq_rows + pos) * cache_ld + j - cache_col0] (row i's sequence's slot).
+  int64_t head_dim = 0, rotated_heads = 0, pos = 0;
+  double log2_theta = 0.0; ///< log2 of the rotary base
+  void* cache = nullptr;
+  int64_t cache_ld = 0, cache_seq_rows = 0, cache_col0 = 0;
+  /// Pairs of columns meet in one thread: (j, j + n/2) for swiglu, a head's (i, i + d/2) for
+  /// rotary_append.
+  __host__ __device__ bool paired() const {
+    return kind == Kind::swiglu || kind == Kind::rotary_append;
+  }
+  const char* name() const;
+};
+
 struct SkinnyGemm {
   static constexpr int64_t kMaxRows = 16;
   /// At most this many rows take the CUDA-core kernel (one to eight warps per weight row), more
@@ -229,8 +256,10 @@ struct SkinnyGemm {
   void* c = nullptr;
   int64_t ldc = 0;
   int64_t m = 0, n = 0, k = 0;
+  GemvEpilogue epilogue; ///< anything but store: at most kGemvRows rows
   /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
-  /// 8 elements, a and w 16-byte aligned.
+  /// 8 elements, a and w 16-byte aligned; an epilogue other than store at most kGemvRows rows,
+  /// swiglu an even n, rotary_append whole heads of an even head_dim.
   bool fits() const;
   /// 8-column tiles per warp of the MMA kernel: the widest that still gives every SM two CTAs.
   int tiles_per_warp(int sm_count) const;

@@ -86,19 +86,94 @@ int gemv_slices(int64_t k, int loads) {
   return kGemvWarps;
 }
 
+/// Columns of c per CTA of the CUDA-core kernel with S warps per weight row: kGemvWarps / S, or
+/// for an epilogue that pairs columns at least one pair (the CTA then has 2 S warps).
+constexpr int gemv_columns(int slices, bool paired) {
+  return paired && kGemvWarps / slices < 2 ? 2 : kGemvWarps / slices;
+}
+
+/// The weight row (column of c) that CTA-local column q of CTA `block` computes, for R columns a
+/// CTA. Paired epilogues put the two columns of a pair side by side (q even, q + 1).
+template <bool Paired, int R>
+__device__ __forceinline__ int gemv_row(const GemvEpilogue& e, int n, int block, int q) {
+  if (!Paired) return block * R + q;
+  const int pair = block * (R / 2) + q / 2, second = q % 2;
+  if (e.kind == GemvEpilogue::Kind::swiglu) return pair + second * (n / 2);
+  const int half = static_cast<int>(e.head_dim / 2);
+  return (pair / half) * 2 * half + pair % half + second * half;
+}
+
+__device__ __forceinline__ float gelu_of(float x) {
+  constexpr float k = 0.7978845608028654f; // sqrt(2 / pi), as the element-wise kernel
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+/// Stores one unpaired sum of row i, column `col` through the epilogue.
+template <typename T>
+__device__ __forceinline__ void gemv_store(const GemvEpilogue& e, T* c, int64_t ldc, int i, int col,
+                                           float sum) {
+  T* at = c + i * ldc + col;
+  if (e.kind == GemvEpilogue::Kind::gelu)
+    sum = gelu_of(sum);
+  else if (e.kind == GemvEpilogue::Kind::residual)
+    sum += to_float(*at);
+  *at = from_float<T>(sum);
+}
+
+/// The rotation of column pair (col, col + head_dim / 2) at the epilogue's position: the angle
+/// pos * theta^(-2 (col % head_dim) / head_dim) in double, as the rotary kernel and the host
+/// reference (positions reach tens of thousands of radians), with theta^x as 2^(x log2 theta)
+/// (log2 theta from the host); reduced to [-pi, pi] in double, then its sine and cosine by the
+/// fast intrinsic (a few 1e-7 there, far below a bf16 or fp16 rounding).
+__device__ __forceinline__ void rotary_angle(const GemvEpilogue& e, int col, float& cs, float& sn) {
+  const double d = static_cast<double>(e.head_dim);
+  const double freq = exp2(-2.0 * (col % e.head_dim) / d * e.log2_theta);
+  double x = static_cast<double>(e.pos) * freq;
+  const double turns = rint(x * 0.15915494309189535); // 1 / (2 pi)
+  x = fma(-turns, 6.283185307179586, x);              // 2 pi in two parts
+  x = fma(-turns, 2.4492935982947064e-16, x);
+  __sincosf(static_cast<float>(x), &sn, &cs);
+}
+
+/// Stores one pair of row i: columns col and col + gap (gap n / 2 for swiglu, head_dim / 2).
+template <typename T>
+__device__ __forceinline__ void gemv_store_pair(const GemvEpilogue& e, T* c, int64_t ldc, int i,
+                                                int col, int gap, float x1, float x2) {
+  if (e.kind == GemvEpilogue::Kind::swiglu) { // silu(gate) * up, as the element-wise kernel
+    c[i * ldc + col] = from_float<T>(__fdividef(x1, 1.0f + __expf(-x1)) * x2);
+    return;
+  }
+  if (col / e.head_dim < e.rotated_heads) {
+    float cs, sn;
+    rotary_angle(e, col, cs, sn);
+    const float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+    x1 = y1;
+    x2 = y2;
+  }
+  const T v1 = from_float<T>(x1), v2 = from_float<T>(x2);
+  c[i * ldc + col] = v1;
+  c[i * ldc + col + gap] = v2;
+  if (col >= e.cache_col0) {
+    T* row = static_cast<T*>(e.cache) + (i * e.cache_seq_rows + e.pos) * e.cache_ld - e.cache_col0;
+    row[col] = v1;
+    row[col + gap] = v2;
+  }
+}
+
 /// M activation rows (1 <= M <= kGemvRows), S warps per weight row: a CTA computes R =
-/// kGemvWarps / S columns of c; warp `warp` takes column `warp % R` of its CTA's and slice
+/// gemv_columns(S, Paired) columns of c; warp `warp` takes CTA column `warp % R` and slice
 /// `warp / R` of k, its lane l the 16-byte words l, l + 32, ... of the slice. The slices' sums
-/// meet in shared memory.
-template <typename T, int M, int S>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
-                T* __restrict__ c, int64_t ldc, int n, int k) {
-  constexpr int R = kGemvWarps / S;
+/// meet in shared memory, and the epilogue stores them (a paired one once both sums of a pair
+/// are there).
+template <typename T, int M, int S, bool Paired>
+__global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32)
+    gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw, T* c,
+                int64_t ldc, int n, int k, GemvEpilogue e) {
+  constexpr int R = gemv_columns(S, Paired), W = S * R;
   constexpr int kLoads = gemv_loads(M);
-  __shared__ float partial[kGemvWarps][M];
+  __shared__ float partial[W][M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int row = blockIdx.x * R + warp % R;
+  const int row = gemv_row<Paired, R>(e, n, blockIdx.x, warp % R);
   // A row past n reads the last one instead and is never stored: every warp reaches the barrier.
   const T* wrow = w + static_cast<int64_t>(min(row, n - 1)) * ldw;
   const int words = k / 8, per_slice = (words + S - 1) / S;
@@ -147,6 +222,34 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     for (int d = 16; d > 0; d >>= 1)
       acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
   }
+  if constexpr (Paired) {
+    // Every column's sum into shared memory, then one thread per (pair, row) stores the pair.
+    __shared__ float sums[R][M];
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        partial[warp][i] = acc[i];
+    __syncthreads();
+    if (threadIdx.x < R * M) {
+      const int q = threadIdx.x / M, i = threadIdx.x % M;
+      float sum = 0.0f;
+#pragma unroll
+      for (int sl = 0; sl < S; ++sl)
+        sum += partial[q + sl * R][i];
+      sums[q][i] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.x < (R / 2) * M) {
+      const int p = threadIdx.x / M, i = threadIdx.x % M;
+      const int col = gemv_row<Paired, R>(e, n, blockIdx.x, 2 * p);
+      if (blockIdx.x * (R / 2) + p < n / 2) {
+        const int gap =
+            e.kind == GemvEpilogue::Kind::swiglu ? n / 2 : static_cast<int>(e.head_dim / 2);
+        gemv_store_pair<T>(e, c, ldc, i, col, gap, sums[2 * p][i], sums[2 * p + 1][i]);
+      }
+    }
+    return;
+  }
   if (S > 1) {
     if (lane == 0)
 #pragma unroll
@@ -166,7 +269,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   if (warp < R && lane == 0 && row < n)
 #pragma unroll
     for (int i = 0; i < M; ++i)
-      c[i * ldc + row] = from_float<T>(acc[i]);
+      gemv_store<T>(e, c, ldc, i, row, acc[i]);
 }
 
 /// NT: 8-column tiles per warp; kTall: more than 8 activation rows (the MMA's rows 8-15 used).
@@ -267,11 +370,27 @@ template <typename T, int NT, bool kTall> void launch(const SkinnyGemm& p, Launc
                 static_cast<int>(p.k));
 }
 
+/// CTAs of the CUDA-core kernel: one per R columns, or per R / 2 pairs.
+int64_t gemv_ctas(const SkinnyGemm& p, int slices) {
+  const bool paired = p.epilogue.paired();
+  const int64_t r = gemv_columns(slices, paired), units = paired ? p.n / 2 : p.n;
+  const int64_t per = paired ? r / 2 : r;
+  return (units + per - 1) / per;
+}
+
+template <typename T, int M, int S, bool Paired>
+void launch_gemv(const SkinnyGemm& p, Launch where) {
+  launch_kernel(gemv_kernel<T, M, S, Paired>, static_cast<unsigned>(gemv_ctas(p, S)),
+                S * gemv_columns(S, Paired) * 32, 0, where, static_cast<const T*>(p.a), p.lda,
+                static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
+                static_cast<int>(p.n), static_cast<int>(p.k), p.epilogue);
+}
+
 template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch where) {
-  constexpr int R = kGemvWarps / S;
-  launch_kernel(gemv_kernel<T, M, S>, static_cast<unsigned>((p.n + R - 1) / R), kGemvWarps * 32, 0,
-                where, static_cast<const T*>(p.a), p.lda, static_cast<const T*>(p.w), p.ldw,
-                static_cast<T*>(p.c), p.ldc, static_cast<int>(p.n), static_cast<int>(p.k));
+  if (p.epilogue.paired())
+    launch_gemv<T, M, S, true>(p, where);
+  else
+    launch_gemv<T, M, S, false>(p, where);
 }
 
 template <typename T, int M> void launch_slices(const SkinnyGemm& p, Launch where) {
@@ -315,9 +434,35 @@ template <typename T> void launch_tiles(const SkinnyGemm& p, int nt, Launch wher
 
 bool SkinnyGemm::fits() const {
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  using Kind = GemvEpilogue::Kind;
+  const GemvEpilogue& e = epilogue;
+  const bool epilogue_fits =
+      e.kind == Kind::store ||
+      (m <= kGemvRows &&
+       (e.kind == Kind::gelu || e.kind == Kind::residual ||
+        (e.kind == Kind::swiglu && n % 2 == 0) ||
+        (e.kind == Kind::rotary_append && e.head_dim >= 2 && e.head_dim % 2 == 0 &&
+         n % e.head_dim == 0 && e.cache != nullptr && e.cache_col0 % e.head_dim == 0 &&
+         e.cache_ld >= n - e.cache_col0 && e.cache_seq_rows > e.pos && e.pos >= 0)));
+  const int64_t cols = e.kind == Kind::swiglu ? n / 2 : n;
   return (dtype == DType::bf16 || dtype == DType::f16) && m >= 1 && m <= kMaxRows && n >= 1 &&
-         k >= 1 && k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0 && ldc >= n && aligned16(a) &&
-         aligned16(w) && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30);
+         k >= 1 && k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0 && ldc >= cols && aligned16(a) &&
+         aligned16(w) && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30) && epilogue_fits;
+}
+
+const char* GemvEpilogue::name() const {
+  switch (kind) {
+  case Kind::gelu:
+    return "gelu";
+  case Kind::residual:
+    return "residual add";
+  case Kind::swiglu:
+    return "swiglu";
+  case Kind::rotary_append:
+    return "rotary and cache append";
+  default:
+    return "store";
+  }
 }
 
 int SkinnyGemm::tiles_per_warp(int sm_count) const {
@@ -330,11 +475,14 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 }
 
 std::string SkinnyGemm::describe(int sm_count) const {
-  char text[96];
+  char text[128];
   if (m <= kGemvRows) {
-    const int slices = gemv_slices(k, gemv_loads(m)), rows = kGemvWarps / slices;
-    std::snprintf(text, sizeof(text), "skinny kernel (CUDA cores, %d warps per column, %lld CTAs)",
-                  slices, static_cast<long long>((n + rows - 1) / rows));
+    const int slices = gemv_slices(k, gemv_loads(m));
+    std::snprintf(text, sizeof(text),
+                  "skinny kernel (CUDA cores, %d warps per column, %lld CTAs%s%s)", slices,
+                  static_cast<long long>(gemv_ctas(*this, slices)),
+                  epilogue.kind == GemvEpilogue::Kind::store ? "" : ", epilogue: ",
+                  epilogue.kind == GemvEpilogue::Kind::store ? "" : epilogue.name());
     return text;
   }
   const int nt = tiles_per_warp(sm_count);

@@ -425,6 +425,29 @@ ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double shar
                   scaled(m_slot_specs[i]->cost, share), Lane::compute);
 }
 
+ScopedOp TpStage::fused_op(Recorder& rec, int slot, std::initializer_list<int> folded,
+                           int64_t layer) const {
+  const auto i = static_cast<size_t>(slot);
+  OpCost cost = m_slot_specs[i]->cost;
+  for (int f : folded) {
+    const OpSpec* spec = m_slot_specs[static_cast<size_t>(f)];
+    if (spec == nullptr) continue; // not in this layer (rotary of a layer without it)
+    const OpCost& c = spec->cost;
+    cost.flops += c.flops;
+    cost.hbm_bytes += c.hbm_bytes;
+    cost.comm_bytes += c.comm_bytes;
+  }
+  return ScopedOp(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::compute, cost,
+                  Lane::compute);
+}
+
+bool TpStage::fused(GemmEpilogue::Kind kind) const {
+  return m_spec.shape.phase == Phase::decode && computing() && !m_sp && !ring() && !split() &&
+         m_spec.overlap.parts() == 1 && m_spec.overlap.chunks() == 1 &&
+         (kind != GemmEpilogue::Kind::residual || m_spec.shape.tp == 1) &&
+         m_backend.fuses_epilogue(m_tokens, kind);
+}
+
 template <class Issue>
 void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue) {
   if (!communicating()) return;
@@ -671,9 +694,30 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor attn = m_attn_buf.view(m_tokens, m_hl * m_d, dt);
 
   norm(rec, s_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta, part_stream(ln, part));
-  column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
-
   const bool decode = s.phase == Phase::decode;
+  const bool fold_rotary = fused(GemmEpilogue::Kind::rotary_append);
+  // Decode: step i appends at position context + i of each sequence's slots in the cache.
+  const int64_t cap = decode ? s.cache_rows() : 0;
+  const int64_t pos = s.context + m_decode_step;
+  if (fold_rotary) {
+    // One kernel: QKV, rotary on the query and key heads, and the step's keys and values into
+    // the cache.
+    const ScopedOp op = fused_op(rec, s_qkv, {s_rotary, s_kv_append}, layer);
+    GemmEpilogue e;
+    e.kind = GemmEpilogue::Kind::rotary_append;
+    e.head_dim = m_d;
+    e.rotated_heads = m.rotary ? m_hl + m_kvl : 0;
+    e.pos = pos;
+    e.theta = static_cast<float>(m.rope_theta);
+    e.cache = w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt);
+    e.cache_seq_rows = cap;
+    e.cache_col0 = m_hl * m_d;
+    m_backend.set_gemm_sm_limit(0);
+    m_backend.gemm_epilogue(ln, w.wqkv.view(qkv.cols, h, dt), qkv, e);
+  } else {
+    column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
+  }
+
   // A single prefill sequence split into parts: part p holds the queries of tokens
   // [p * n, (p + 1) * n) and attends causally to every earlier token's keys.
   const bool by_tokens = splits_tokens(s, m_spec.overlap);
@@ -681,7 +725,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const int64_t nb = by_tokens ? 1 : s.batch / parts, b0 = by_tokens ? 0 : part * nb;
   const Tensor pq = part_rows(qkv, part);
   if (computing()) {
-    if (m.rotary) {
+    if (m.rotary && !fold_rotary) {
       const ScopedOp op = compute_op(rec, s_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
@@ -698,14 +742,12 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     shape.kv_heads = m_kvl;
     shape.head_dim = m_d;
     if (decode) {
-      // Step i appends at position context + i and attends to the context + i + 1 keys.
-      const int64_t cap = s.cache_rows();
-      const int64_t pos = s.context + m_decode_step;
+      // The step appends at `pos` and attends to the pos + 1 keys.
       const Tensor cache =
           w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
       const Tensor k_cache = cache.cols_slice(0, m_kvl * m_d);
       const Tensor v_cache = cache.cols_slice(m_kvl * m_d, m_kvl * m_d);
-      {
+      if (!fold_rotary) {
         const ScopedOp op = compute_op(rec, s_kv_append, layer, share);
         m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
       }
@@ -766,15 +808,36 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const bool swiglu = m.mlp == MlpKind::swiglu;
   const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
-  column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
-  if (computing()) {
-    const ScopedOp op = compute_op(rec, s_act, layer, share);
-    if (swiglu)
-      m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
-    else
-      m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
+  const GemmEpilogue::Kind act_kind =
+      swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
+  if (fused(act_kind)) {
+    // One kernel: FC1 and the activation (FC1's own output is never written).
+    const ScopedOp op = fused_op(rec, s_fc1, {s_act}, layer);
+    GemmEpilogue e;
+    e.kind = act_kind;
+    e.out = act;
+    m_backend.set_gemm_sm_limit(0);
+    m_backend.gemm_epilogue(ln, w.w1.view(fc1.cols, h, dt), fc1, e);
+  } else {
+    column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
+    if (computing()) {
+      const ScopedOp op = compute_op(rec, s_act, layer, share);
+      if (swiglu)
+        m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
+      else
+        m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
+    }
   }
   const Tensor fc2 = full_view(bufs().fc2_full);
+  if (fused(GemmEpilogue::Kind::residual)) {
+    // One kernel: FC2 added to the residual stream (no all-reduce between them at TP1).
+    const ScopedOp op = fused_op(rec, s_fc2, {s_res2}, layer);
+    GemmEpilogue e;
+    e.kind = GemmEpilogue::Kind::residual;
+    e.out = y;
+    m_backend.gemm_epilogue(act, w.w2.view(h, m_fl, dt), fc2, e);
+    return 0;
+  }
   const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
@@ -787,7 +850,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
   wait_comm(rec, fence);
-  if (!computing()) return;
+  if (!computing() || fused(GemmEpilogue::Kind::residual)) return; // fused: FC2 added it
   const Tensor reduced = m_sp ? part_stream(stream_view(bufs().fc2_shard), part)
                               : part_rows(full_view(bufs().fc2_full), part);
   const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -199,6 +200,15 @@ private:
   // One compute op of a layer slot: its profiler range and its timeline row, opened now and
   // closed when the returned scope ends (in pairs, also when the op throws).
   ScopedOp compute_op(Recorder& rec, int slot, int64_t layer, double share) const;
+  // A GEMM with the ops after it folded into its kernel (Backend::gemm_epilogue()): the GEMM's
+  // op, costing what it and the folded ops cost together; the folded ops record nothing.
+  ScopedOp fused_op(Recorder& rec, int slot, std::initializer_list<int> folded,
+                    int64_t layer) const;
+  // Whether this forward folds a decode op of `kind` into the GEMM before it: rotary and the
+  // cache append into QKV, the activation into FC1 and, at TP1, the last residual add into FC2.
+  // Where the backend fuses it at this step's rows and the GEMM runs whole (one part, one chunk,
+  // no sequence parallelism).
+  bool fused(GemmEpilogue::Kind kind) const;
   template <class Issue>
   void collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue);
   void wait_comm(Recorder& rec, size_t fence);

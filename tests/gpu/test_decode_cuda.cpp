@@ -139,6 +139,65 @@ TEST(DecodeSteps, GrowingCacheMatchesHostEagerAndGraphs) {
   }
 }
 
+// --gemm-algo skinny at one and two rows folds decode's small ops into the GEMMs before them
+// (rotary and the cache append into QKV, the activation into FC1; asked for, the last residual
+// add into FC2): each step of a growing cache still matches the host's, for a grouped-query
+// SwiGLU layer with rotary and RMS norm and for a GELU layer with layer norm and no rotary; the
+// step records its fused launches; at three rows nothing is folded.
+TEST(DecodeSteps, FusedEpiloguesMatchHost) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  constexpr int64_t kSteps = 3;
+  for (const bool llama : {true, false})
+    for (const int64_t batch : {1, 2, 3}) {
+      // The llama layer also folds the residual add (not folded unless asked).
+      if (llama) setenv("RIDGELINE_EPILOGUES", "rotary,act,residual", 1);
+      auto gpu = make_cuda_backend(0, DType::bf16);
+      unsetenv("RIDGELINE_EPILOGUES");
+      auto host = make_host_backend();
+      gpu->set_gemm_algo(GemmAlgo::skinny);
+      EXPECT_EQ(gpu->fuses_epilogue(batch, GemmEpilogue::Kind::rotary_append), batch <= 2);
+      StageSpec gspec = decode_stage(kSteps);
+      if (!llama) {
+        gspec.model.mlp = MlpKind::gelu;
+        gspec.model.norm = NormKind::layernorm;
+        gspec.model.rotary = false;
+        gspec.model.kv_heads = gspec.model.heads;
+      }
+      gspec.shape.batch = batch;
+      StageSpec hspec = gspec;
+      gspec.shape.dtype = DType::bf16;
+      hspec.shape.dtype = DType::f32;
+      OpTable gops, hops;
+      TpStage g(*gpu, nullptr, gspec, gops), h(*host, nullptr, hspec, hops);
+      g.fill_input(0);
+      h.fill_input(0);
+      Recorder grec(gpu->clock(), gops), hrec(host->clock(), hops);
+      grec.set_enabled(false);
+      hrec.set_enabled(false);
+      const std::string what =
+          std::string(llama ? "swiglu" : "gelu") + ", batch " + std::to_string(batch);
+      for (int64_t step = 0; step < kSteps; ++step) {
+        g.set_decode_step(step);
+        h.set_decode_step(step);
+        g.forward(grec);
+        h.forward(hrec);
+        EXPECT_LT(relative_error(gpu->to_host(g.output()), host->to_host(h.output())), 5e-2)
+            << what << ", step " << step;
+      }
+      std::string fused;
+      for (const std::string& line : gpu->gemm_choices())
+        if (line.find(", epilogue: ") != std::string::npos) fused += line + "\n";
+      if (batch > 2) {
+        EXPECT_EQ(fused, "") << what;
+        continue;
+      }
+      for (const char* name :
+           {"epilogue: rotary and cache append)", llama ? "epilogue: swiglu)" : "epilogue: gelu)"})
+        EXPECT_NE(fused.find(name), std::string::npos) << what << ": " << fused;
+      EXPECT_EQ(fused.find("epilogue: residual add)") != std::string::npos, llama) << fused;
+    }
+}
+
 // The kernels of a forward step as programmatic dependent launches (each may start while the one
 // before it ends; the skinny GEMM loads its weights before it waits) compute the step bit for bit
 // as ordinary launches do, eager and replayed from graphs many times, with the skinny GEMM's

@@ -346,6 +346,72 @@ TEST_F(HostKernels, StridedViewsCopyCacheSlots) {
   EXPECT_THROW(cache.strided_rows(2, 4, 4), Error);
 }
 
+// A GEMM and the op after it (Backend::gemm_epilogue()): the host runs them in turn, and the
+// result is each op's own, computed by hand from the GEMM's output.
+TEST_F(HostKernels, GemmEpiloguesRunTheGemmThenTheOp) {
+  using Kind = GemmEpilogue::Kind;
+  EXPECT_FALSE(be->fuses_epilogue(1, Kind::rotary_append));
+  const Tensor a = make(2, 6, 1), w = make(8, 6, 2);
+  const Tensor plain = make(2, 8, 3);
+  be->gemm(a, w, plain);
+  const auto p = be->to_host(plain);
+  auto run = [&](Kind kind, const Tensor& out) {
+    GemmEpilogue e;
+    e.kind = kind;
+    e.out = out;
+    const Tensor c = make(2, 8, 9);
+    be->gemm_epilogue(a, w, c, e);
+    EXPECT_EQ(be->to_host(c), p);
+  };
+  const Tensor g = make(2, 8, 4);
+  run(Kind::gelu, g);
+  const auto gv = be->to_host(g);
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(gv[i], 0.5 * p[i] * (1 + std::erf(p[i] / std::sqrt(2.0))), 1e-3);
+  const Tensor sw = make(2, 4, 5);
+  run(Kind::swiglu, sw);
+  const auto sv = be->to_host(sw);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 4; ++j) {
+      const float gate = p[r * 8 + j], up = p[r * 8 + 4 + j];
+      EXPECT_NEAR(sv[r * 4 + j], gate / (1 + std::exp(-gate)) * up, 1e-5);
+    }
+  const Tensor y = make(2, 8, 6);
+  const auto before = be->to_host(y);
+  run(Kind::residual, y);
+  const auto yv = be->to_host(y);
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(yv[i], before[i] + p[i], 1e-5);
+
+  // Two heads of 4 columns, the first rotated at position 1, the second (columns 4-7) appended
+  // to slot 1 of each of two sequences of 3 slots.
+  GemmEpilogue e;
+  e.kind = Kind::rotary_append;
+  e.head_dim = 4;
+  e.rotated_heads = 1;
+  e.pos = 1;
+  e.theta = 10000.0f;
+  e.cache = make(2 * 3, 4, 7);
+  be->fill_value(e.cache, 0.0f);
+  e.cache_seq_rows = 3;
+  e.cache_col0 = 4;
+  const Tensor c = make(2, 8, 8);
+  be->gemm_epilogue(a, w, c, e);
+  const auto cv = be->to_host(c), kv = be->to_host(e.cache);
+  for (int r = 0; r < 2; ++r) {
+    const float* in = &p[r * 8];
+    EXPECT_NEAR(cv[r * 8 + 0], in[0] * std::cos(1.0) - in[2] * std::sin(1.0), 1e-5);
+    EXPECT_NEAR(cv[r * 8 + 2], in[2] * std::cos(1.0) + in[0] * std::sin(1.0), 1e-5);
+    const double f = std::pow(10000.0, -0.5); // the second pair's frequency
+    EXPECT_NEAR(cv[r * 8 + 1], in[1] * std::cos(f) - in[3] * std::sin(f), 1e-5);
+    for (int j = 4; j < 8; ++j) {
+      EXPECT_EQ(cv[r * 8 + j], in[j]);
+      for (int slot = 0; slot < 3; ++slot)
+        EXPECT_EQ(kv[(r * 3 + slot) * 4 + j - 4], slot == 1 ? in[j] : 0.0f);
+    }
+  }
+}
+
 TEST_F(HostKernels, MemoryPassesMoveTheRightBytes) {
   constexpr size_t kBytes = 4096 + 48;
   Buffer src = be->allocate_bytes(kBytes), dst = be->allocate_bytes(kBytes);

@@ -1,0 +1,29 @@
+// The backend interface's one composed op: a forward GEMM and the op after it, in turn.
+#include "models/backend.hpp"
+
+namespace ridgeline {
+
+void Backend::gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) {
+  gemm(a, w, c);
+  switch (e.kind) {
+  case GemmEpilogue::Kind::gelu:
+    gelu(c, e.out);
+    return;
+  case GemmEpilogue::Kind::swiglu:
+    swiglu(c, e.out);
+    return;
+  case GemmEpilogue::Kind::residual:
+    add(e.out, c, e.out);
+    return;
+  case GemmEpilogue::Kind::rotary_append: {
+    if (e.rotated_heads > 0)
+      rotary(c.cols_slice(0, e.rotated_heads * e.head_dim), e.rotated_heads, e.head_dim, 1, e.pos,
+             e.theta);
+    const Tensor kv = c.cols_slice(e.cache_col0, c.cols - e.cache_col0);
+    copy(kv, e.cache.strided_rows(e.pos, c.rows, e.cache_seq_rows).cols_slice(0, kv.cols));
+    return;
+  }
+  }
+}
+
+} // namespace ridgeline
