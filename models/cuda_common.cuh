@@ -82,6 +82,20 @@ template <typename T> __device__ __forceinline__ void unpack8(const uint4& raw, 
     v[i] = to_float(e[i]);
 }
 
+/// gelu(x), the tanh approximation (as the host backend): the element-wise kernel's and the
+/// skinny GEMM's epilogue's.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float k = 0.7978845608028654f; // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+/// silu(gate) * up with the fast exponential and division (a few ulp, far below the bf16 or fp16
+/// rounding of the result): the full-precision pair sat on the critical path of a small decode
+/// step (0.7 us of llama3-8b's at batch 1 on an H200) and 2 us at batch 256. The element-wise
+/// kernel's and the skinny GEMM's epilogue's.
+__device__ __forceinline__ float swiglu_of(float gate, float up) {
+  return __fdividef(gate, 1.0f + __expf(-gate)) * up;
+}
+
 /// Lets a kernel launched after this one as a programmatic dependent (see Launch) start now,
 /// while this one runs: the dependent still waits for this kernel to complete before it reads
 /// anything this kernel wrote. A no-op before compute capability 9.0 and where no dependent was

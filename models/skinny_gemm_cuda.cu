@@ -103,18 +103,13 @@ __device__ __forceinline__ int gemv_row(const GemvEpilogue& e, int n, int block,
   return (pair / half) * 2 * half + pair % half + second * half;
 }
 
-__device__ __forceinline__ float gelu_of(float x) {
-  constexpr float k = 0.7978845608028654f; // sqrt(2 / pi), as the element-wise kernel
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
 /// Stores one unpaired sum of row i, column `col` through the epilogue.
 template <typename T>
 __device__ __forceinline__ void gemv_store(const GemvEpilogue& e, T* c, int64_t ldc, int i, int col,
                                            float sum) {
   T* at = c + i * ldc + col;
   if (e.kind == GemvEpilogue::Kind::gelu)
-    sum = gelu_of(sum);
+    sum = gelu_tanh(sum);
   else if (e.kind == GemvEpilogue::Kind::residual)
     sum += to_float(*at);
   *at = from_float<T>(sum);
@@ -139,8 +134,8 @@ __device__ __forceinline__ void rotary_angle(const GemvEpilogue& e, int col, flo
 template <typename T>
 __device__ __forceinline__ void gemv_store_pair(const GemvEpilogue& e, T* c, int64_t ldc, int i,
                                                 int col, int gap, float x1, float x2) {
-  if (e.kind == GemvEpilogue::Kind::swiglu) { // silu(gate) * up, as the element-wise kernel
-    c[i * ldc + col] = from_float<T>(__fdividef(x1, 1.0f + __expf(-x1)) * x2);
+  if (e.kind == GemvEpilogue::Kind::swiglu) {
+    c[i * ldc + col] = from_float<T>(swiglu_of(x1, x2));
     return;
   }
   if (col / e.head_dim < e.rotated_heads) {
