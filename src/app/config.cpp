@@ -184,7 +184,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "ones among them, and the project's skinny kernel where it applies, at the "
                  "first call of each shape, and keep the fastest) | skinny (the project's "
                  "kernel for every GEMM of at most 16 rows against a weight matrix, cuBLASLt's "
-                 "first choice elsewhere)")
+                 "first choice elsewhere; at a decode step of one or two sequences rotary with "
+                 "the cache append and the activation then run inside the QKV and FC1 kernels, "
+                 "RIDGELINE_EPILOGUES=0 in the environment keeps them apart)")
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--allreduce", c.allreduce,
