@@ -201,12 +201,23 @@ TEST(DecodeSteps, FusedEpiloguesMatchHost) {
 // The kernels of a forward step as programmatic dependent launches (each may start while the one
 // before it ends; the skinny GEMM loads its weights before it waits) compute the step bit for bit
 // as ordinary launches do, eager and replayed from graphs many times, with the skinny GEMM's
-// CUDA-core kernel (3 rows) and cuBLASLt's (the heuristic).
+// CUDA-core kernel at one and two rows (where decode's small ops fold into it: every fold at one
+// row, the default ones at two) and at three (nothing folded), and with cuBLASLt's (the
+// heuristic).
 TEST(DecodeSteps, ChainedLaunchesMatchOrdinaryOnes) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   constexpr int64_t kSteps = 3;
   constexpr int kReplays = 50;
-  for (const GemmAlgo algo : {GemmAlgo::skinny, GemmAlgo::heuristic}) {
+  struct Case {
+    GemmAlgo algo;
+    int64_t batch;
+    const char* epilogues; ///< RIDGELINE_EPILOGUES, or nullptr for the default
+  };
+  for (const Case c :
+       {Case{GemmAlgo::skinny, 1, "rotary,act,residual"}, Case{GemmAlgo::skinny, 2, nullptr},
+        Case{GemmAlgo::skinny, 3, nullptr}, Case{GemmAlgo::heuristic, 3, nullptr}}) {
+    const std::string what = std::string(c.algo == GemmAlgo::skinny ? "skinny" : "heuristic") +
+                             ", batch " + std::to_string(c.batch);
     std::vector<std::vector<float>> outputs[2]; // [ordinary, chained][step, eager then replays]
     for (int chained = 0; chained < 2; ++chained) {
       // Read when the backend is made.
@@ -214,11 +225,14 @@ TEST(DecodeSteps, ChainedLaunchesMatchOrdinaryOnes) {
         unsetenv("RIDGELINE_PDL");
       else
         setenv("RIDGELINE_PDL", "0", 1);
+      if (c.epilogues) setenv("RIDGELINE_EPILOGUES", c.epilogues, 1);
       auto gpu = make_cuda_backend(0, DType::bf16);
       unsetenv("RIDGELINE_PDL");
-      gpu->set_gemm_algo(algo);
+      unsetenv("RIDGELINE_EPILOGUES");
+      gpu->set_gemm_algo(c.algo);
       StageSpec spec = decode_stage(kSteps);
       spec.shape.dtype = DType::bf16;
+      spec.shape.batch = c.batch;
       OpTable ops;
       TpStage g(*gpu, nullptr, spec, ops);
       g.fill_input(0);
@@ -238,14 +252,18 @@ TEST(DecodeSteps, ChainedLaunchesMatchOrdinaryOnes) {
           gpu->replay(graphs[static_cast<size_t>(step)], Lane::compute);
           outputs[chained].push_back(gpu->to_host(g.output()));
         }
+      // The fused path is the one under test at one and two rows.
+      bool folded = false;
+      for (const std::string& line : gpu->gemm_choices())
+        folded = folded || line.find(", epilogue: ") != std::string::npos;
+      EXPECT_EQ(folded, c.algo == GemmAlgo::skinny && c.batch <= 2) << what;
     }
     ASSERT_EQ(outputs[0].size(), outputs[1].size());
     for (size_t i = 0; i < outputs[0].size(); ++i)
-      ASSERT_EQ(outputs[1][i], outputs[0][i])
-          << (algo == GemmAlgo::skinny ? "skinny" : "heuristic") << ", output " << i;
+      ASSERT_EQ(outputs[1][i], outputs[0][i]) << what << ", output " << i;
     // Each step's replays give its eager output.
     for (size_t i = 0; i < outputs[1].size(); ++i)
-      ASSERT_EQ(outputs[1][i], outputs[1][i % kSteps]) << "output " << i;
+      ASSERT_EQ(outputs[1][i], outputs[1][i % kSteps]) << what << ", output " << i;
   }
 }
 
