@@ -1,10 +1,16 @@
-// The backend interface's one composed op: a forward GEMM and the op after it, in turn.
+// The backend interface's one composed op: a forward GEMM and the op after it (and the RMS norm
+// before it, when asked), in turn.
 #include "models/backend.hpp"
 
 namespace ridgeline {
 
 void Backend::gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) {
-  gemm(a, w, c);
+  if (e.norm_gamma.data != nullptr) {
+    rms_norm(a, e.norm_gamma, e.norm_out, e.norm_eps);
+    gemm(e.norm_out, w, c);
+  } else {
+    gemm(a, w, c);
+  }
   switch (e.kind) {
   case GemmEpilogue::Kind::gelu:
     gelu(c, e.out);

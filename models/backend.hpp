@@ -79,6 +79,12 @@ struct GemmEpilogue {
   float theta = 0.0f;
   Tensor cache;
   int64_t cache_seq_rows = 0, cache_col0 = 0;
+  /// The RMS norm before the GEMM, when `norm_gamma` is set: the GEMM multiplies
+  /// rms_norm(a, norm_gamma, norm_eps) instead of a. Folded into the GEMM's kernel where
+  /// fuses_rms_norm(a.rows) (a's rows are normalized inside it, nothing is written); otherwise
+  /// Backend::rms_norm() writes the norm to `norm_out` first and the GEMM reads that.
+  Tensor norm_gamma, norm_out;
+  float norm_eps = 0.0f;
 };
 
 class Backend : public Device {
@@ -142,6 +148,9 @@ public:
   /// activation rows (the CUDA backend under GemmAlgo::skinny at a decode step's few rows). The
   /// host backend, and every other case, runs the GEMM and the op in turn.
   virtual bool fuses_epilogue(int64_t rows, GemmEpilogue::Kind kind) const { return false; }
+  /// Whether gemm_epilogue() also folds the RMS norm of its input (GemmEpilogue::norm_gamma)
+  /// into the kernel for `rows` rows when it folds the epilogue.
+  virtual bool fuses_rms_norm(int64_t rows) const { return false; }
   /// The forward GEMM c = a * w^T (c as gemm() takes it) and then `e`, the op after it: one
   /// kernel where fuses_epilogue(a.rows, e.kind), else gemm() and the op's own call. Fused, c is
   /// written only by rotary_append (gelu, swiglu and residual store their result alone), and every

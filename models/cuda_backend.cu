@@ -397,12 +397,14 @@ public:
     m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
     // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
     // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
-    // rotary, act and residual (comma-separated) folds only those; unset folds rotary and act.
+    // norm, rotary, act and residual (comma-separated) folds only those; unset folds norm (the
+    // RMS norm in front of QKV), rotary and act.
     // The residual add is not folded unless asked: its read of the stream at the end of every
     // CTA made decode steps 0.5-3.4 us longer on an H200, not shorter
     // (results/h200x1-decode-epilogues-2026-11-25).
     if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
       const std::string list = std::string(",") + env + ",";
+      m_fold_norm = list.find(",norm,") != std::string::npos;
       m_fold_rotary = list.find(",rotary,") != std::string::npos;
       m_fold_act = list.find(",act,") != std::string::npos;
       m_fold_residual = list.find(",residual,") != std::string::npos;
@@ -586,13 +588,23 @@ public:
   /// against 181.1 us on an H200, with every epilogue folded).
   static constexpr int64_t kEpilogueRows = 2;
 
+  /// Whether a GEMM of `rows` rows can fold anything into its kernel.
+  bool folds_at(int64_t rows) const {
+    return m_gemm_algo == GemmAlgo::skinny && m_gemm_sms == 0 && rows >= 1 &&
+           rows <= kEpilogueRows && (m_dtype == DType::bf16 || m_dtype == DType::f16);
+  }
+
   bool fuses_epilogue(int64_t rows, GemmEpilogue::Kind kind) const override {
     using Kind = GemmEpilogue::Kind;
     const bool fold = kind == Kind::rotary_append ? m_fold_rotary
                       : kind == Kind::residual    ? m_fold_residual
                                                   : m_fold_act;
-    return fold && m_gemm_algo == GemmAlgo::skinny && m_gemm_sms == 0 && rows >= 1 &&
-           rows <= kEpilogueRows && (m_dtype == DType::bf16 || m_dtype == DType::f16);
+    return fold && folds_at(rows);
+  }
+
+  bool fuses_rms_norm(int64_t rows) const override {
+    static_assert(kEpilogueRows <= cuda::SkinnyGemm::kNormRows, "the kernel takes the norm there");
+    return m_fold_norm && folds_at(rows);
   }
 
   void gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) override {
@@ -602,8 +614,17 @@ public:
     require_dtype(a);
     require_dtype(w);
     require_dtype(c);
+    const bool fold = fuses_epilogue(a.rows, e.kind) && w.rows > 0;
+    if (e.norm_gamma.data != nullptr && !(fold && fuses_rms_norm(a.rows))) {
+      // The norm as its own kernel, then the GEMM with what is left.
+      rms_norm(a, e.norm_gamma, e.norm_out, e.norm_eps);
+      GemmEpilogue rest = e;
+      rest.norm_gamma = Tensor{};
+      gemm_epilogue(e.norm_out, w, c, rest);
+      return;
+    }
     cuda::SkinnyGemm p;
-    if (fuses_epilogue(a.rows, e.kind) && w.rows > 0) {
+    if (fold) {
       p.dtype = m_dtype;
       p.a = a.data;
       p.lda = a.ld;
@@ -613,6 +634,13 @@ public:
       p.n = w.rows;
       p.k = a.cols;
       cuda::GemvEpilogue& g = p.epilogue;
+      if (e.norm_gamma.data != nullptr) {
+        require_dtype(e.norm_gamma);
+        RIDGELINE_REQUIRE(e.norm_gamma.rows == 1 && e.norm_gamma.cols == a.cols,
+                          "gemm_epilogue: the norm's gamma must be [1, k]");
+        g.norm_gamma = e.norm_gamma.data;
+        g.norm_eps = e.norm_eps;
+      }
       const Tensor& out = e.kind == Kind::rotary_append ? c : e.out;
       require_dtype(out);
       p.c = out.data;
@@ -1236,7 +1264,7 @@ private:
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
-  bool m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
+  bool m_fold_norm = true, m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
   std::set<std::string> m_fused_shapes; ///< gemm_epilogue() launches recorded in m_gemm_choices
   /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,

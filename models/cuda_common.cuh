@@ -249,6 +249,11 @@ struct GemvEpilogue {
   double log2_theta = 0.0; ///< log2 of the rotary base
   void* cache = nullptr;
   int64_t cache_ld = 0, cache_seq_rows = 0, cache_col0 = 0;
+  /// The RMS norm of the input folded in front (any kind above, at most SkinnyGemm::kNormRows
+  /// rows), when set: the kernel multiplies w by a * norm_gamma and scales each sum by its row's
+  /// 1 / sqrt(mean(a^2) + norm_eps), so the norm of a is never written.
+  const void* norm_gamma = nullptr;
+  float norm_eps = 0.0f;
   /// Pairs of columns meet in one thread: (j, j + n/2) for swiglu, a head's (i, i + d/2) for
   /// rotary_append.
   __host__ __device__ bool paired() const {
@@ -262,6 +267,8 @@ struct SkinnyGemm {
   /// At most this many rows take the CUDA-core kernel (one to eight warps per weight row), more
   /// the MMA one.
   static constexpr int64_t kGemvRows = 4;
+  /// At most this many rows take an RMS norm folded in front (GemvEpilogue::norm_gamma).
+  static constexpr int64_t kNormRows = 2;
   DType dtype = DType::bf16; ///< of a, w and c
   const void* a = nullptr;
   int64_t lda = 0;
@@ -273,7 +280,8 @@ struct SkinnyGemm {
   GemvEpilogue epilogue; ///< anything but store: at most kGemvRows rows
   /// Whether the kernel takes it: bf16/fp16, 1 <= m <= 16, k and both input strides multiples of
   /// 8 elements, a and w 16-byte aligned; an epilogue other than store at most kGemvRows rows,
-  /// swiglu an even n, rotary_append whole heads of an even head_dim.
+  /// swiglu an even n, rotary_append whole heads of an even head_dim; a norm folded in front at
+  /// most kNormRows rows, its gamma 16-byte aligned.
   bool fits() const;
   /// 8-column tiles per warp of the MMA kernel: the widest that still gives every SM two CTAs.
   int tiles_per_warp(int sm_count) const;

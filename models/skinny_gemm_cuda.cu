@@ -159,23 +159,27 @@ __device__ __forceinline__ void gemv_store_pair(const GemvEpilogue& e, T* c, int
 /// gemv_columns(S, Paired) columns of c; warp `warp` takes CTA column `warp % R` and slice
 /// `warp / R` of k, its lane l the 16-byte words l, l + 32, ... of the slice. The slices' sums
 /// meet in shared memory, and the epilogue stores them (a paired one once both sums of a pair
-/// are there).
-template <typename T, int M, int S, bool Paired>
+/// are there). Norm: the RMS norm of a folded in front (GemvEpilogue::norm_gamma): each warp
+/// also sums the squares of its slice of every row, those sums meet as the products' do, and
+/// each row's products, taken against a * gamma, are scaled by that row's 1 / rms.
+template <typename T, int M, int S, bool Paired, bool Norm>
 __global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32)
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw, T* c,
                 int64_t ldc, int n, int k, GemvEpilogue e) {
   constexpr int R = gemv_columns(S, Paired), W = S * R;
   constexpr int kLoads = gemv_loads(M);
-  __shared__ float partial[W][M];
+  constexpr int kSums = Norm ? 2 * M : M; // the products, then the squares
+  __shared__ float partial[W][kSums];
+  const T* gamma = static_cast<const T*>(e.norm_gamma);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row = gemv_row<Paired, R>(e, n, blockIdx.x, warp % R);
   // A row past n reads the last one instead and is never stored: every warp reaches the barrier.
   const T* wrow = w + static_cast<int64_t>(min(row, n - 1)) * ldw;
   const int words = k / 8, per_slice = (words + S - 1) / S;
   const int begin = (warp / R) * per_slice, end = min(words, begin + per_slice);
-  float acc[M];
+  float acc[kSums];
 #pragma unroll
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < kSums; ++i)
     acc[i] = 0.0f;
   // The first round's weights are loaded before the wait: they do not depend on the kernel
   // before. Words past the slice's end read as zero.
@@ -197,41 +201,55 @@ __global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32)
     for (int u = 0; u < kLoads; ++u) {
       const int v = w0 + u * 32 + lane;
       if (!whole && v >= end) break;
-      float wf[8];
+      float wf[8], gf[8];
       unpack8<T>(wv[u], wf);
+      if constexpr (Norm) {
+        unpack8<T>(load_shared_input(gamma + static_cast<int64_t>(v) * 8), gf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          wf[j] *= gf[j];
+      }
 #pragma unroll
       for (int i = 0; i < M; ++i) {
         float af[8];
         unpack8<T>(load_shared_input(a + i * lda + static_cast<int64_t>(v) * 8), af);
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j) {
           acc[i] = fmaf(wf[j], af[j], acc[i]);
+          if constexpr (Norm) acc[M + i] = fmaf(af[j], af[j], acc[M + i]);
+        }
       }
     }
   }
   if (!waited) wait_for_primary(); // an empty slice: still not before the kernel before ends
   allow_dependents();
 #pragma unroll
-  for (int i = 0; i < M; ++i) {
+  for (int i = 0; i < kSums; ++i) {
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1)
       acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
   }
+  // Row i's sum of CTA column q over the S slices (partial[][] filled), times 1 / rms.
+  auto slice_sum = [&](int q, int i) {
+    float sum = 0.0f, squares = 0.0f;
+#pragma unroll
+    for (int sl = 0; sl < S; ++sl) {
+      sum += partial[q + sl * R][i];
+      if constexpr (Norm) squares += partial[q + sl * R][M + i];
+    }
+    return Norm ? sum * rsqrtf(squares / static_cast<float>(k) + e.norm_eps) : sum;
+  };
   if constexpr (Paired) {
     // Every column's sum into shared memory, then one thread per (pair, row) stores the pair.
     __shared__ float sums[R][M];
     if (lane == 0)
 #pragma unroll
-      for (int i = 0; i < M; ++i)
+      for (int i = 0; i < kSums; ++i)
         partial[warp][i] = acc[i];
     __syncthreads();
     if (threadIdx.x < R * M) {
       const int q = threadIdx.x / M, i = threadIdx.x % M;
-      float sum = 0.0f;
-#pragma unroll
-      for (int sl = 0; sl < S; ++sl)
-        sum += partial[q + sl * R][i];
-      sums[q][i] = sum;
+      sums[q][i] = slice_sum(q, i);
     }
     __syncthreads();
     if (threadIdx.x < (R / 2) * M) {
@@ -248,18 +266,17 @@ __global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32)
   if (S > 1) {
     if (lane == 0)
 #pragma unroll
-      for (int i = 0; i < M; ++i)
+      for (int i = 0; i < kSums; ++i)
         partial[warp][i] = acc[i];
     __syncthreads();
     if (warp < R && lane == 0)
 #pragma unroll
-      for (int i = 0; i < M; ++i) {
-        float sum = 0.0f;
+      for (int i = 0; i < M; ++i)
+        acc[i] = slice_sum(warp, i);
+  } else if constexpr (Norm) {
 #pragma unroll
-        for (int sl = 0; sl < S; ++sl)
-          sum += partial[warp + sl * R][i];
-        acc[i] = sum;
-      }
+    for (int i = 0; i < M; ++i)
+      acc[i] *= rsqrtf(acc[M + i] / static_cast<float>(k) + e.norm_eps);
   }
   if (warp < R && lane == 0 && row < n)
 #pragma unroll
@@ -373,19 +390,28 @@ int64_t gemv_ctas(const SkinnyGemm& p, int slices) {
   return (units + per - 1) / per;
 }
 
-template <typename T, int M, int S, bool Paired>
+template <typename T, int M, int S, bool Paired, bool Norm>
 void launch_gemv(const SkinnyGemm& p, Launch where) {
-  launch_kernel(gemv_kernel<T, M, S, Paired>, static_cast<unsigned>(gemv_ctas(p, S)),
+  launch_kernel(gemv_kernel<T, M, S, Paired, Norm>, static_cast<unsigned>(gemv_ctas(p, S)),
                 S * gemv_columns(S, Paired) * 32, 0, where, static_cast<const T*>(p.a), p.lda,
                 static_cast<const T*>(p.w), p.ldw, static_cast<T*>(p.c), p.ldc,
                 static_cast<int>(p.n), static_cast<int>(p.k), p.epilogue);
 }
 
-template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch where) {
+template <typename T, int M, int S, bool Norm>
+void launch_paired(const SkinnyGemm& p, Launch where) {
   if (p.epilogue.paired())
-    launch_gemv<T, M, S, true>(p, where);
+    launch_gemv<T, M, S, true, Norm>(p, where);
   else
-    launch_gemv<T, M, S, false>(p, where);
+    launch_gemv<T, M, S, false, Norm>(p, where);
+}
+
+template <typename T, int M, int S> void launch_gemv(const SkinnyGemm& p, Launch where) {
+  // The norm is compiled only for the rows that take it (fits()).
+  if constexpr (M <= SkinnyGemm::kNormRows) {
+    if (p.epilogue.norm_gamma != nullptr) return launch_paired<T, M, S, true>(p, where);
+  }
+  launch_paired<T, M, S, false>(p, where);
 }
 
 template <typename T, int M> void launch_slices(const SkinnyGemm& p, Launch where) {
@@ -439,10 +465,12 @@ bool SkinnyGemm::fits() const {
         (e.kind == Kind::rotary_append && e.head_dim >= 2 && e.head_dim % 2 == 0 &&
          n % e.head_dim == 0 && e.cache != nullptr && e.cache_col0 % e.head_dim == 0 &&
          e.cache_ld >= n - e.cache_col0 && e.cache_seq_rows > e.pos && e.pos >= 0)));
+  const bool norm_fits = e.norm_gamma == nullptr || (m <= kNormRows && aligned16(e.norm_gamma));
   const int64_t cols = e.kind == Kind::swiglu ? n / 2 : n;
   return (dtype == DType::bf16 || dtype == DType::f16) && m >= 1 && m <= kMaxRows && n >= 1 &&
          k >= 1 && k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0 && ldc >= cols && aligned16(a) &&
-         aligned16(w) && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30) && epilogue_fits;
+         aligned16(w) && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30) && epilogue_fits &&
+         norm_fits;
 }
 
 const char* GemvEpilogue::name() const {
@@ -470,12 +498,13 @@ int SkinnyGemm::tiles_per_warp(int sm_count) const {
 }
 
 std::string SkinnyGemm::describe(int sm_count) const {
-  char text[128];
+  char text[192];
   if (m <= kGemvRows) {
     const int slices = gemv_slices(k, gemv_loads(m));
     std::snprintf(text, sizeof(text),
-                  "skinny kernel (CUDA cores, %d warps per column, %lld CTAs%s%s)", slices,
+                  "skinny kernel (CUDA cores, %d warps per column, %lld CTAs%s%s%s)", slices,
                   static_cast<long long>(gemv_ctas(*this, slices)),
+                  epilogue.norm_gamma == nullptr ? "" : ", prologue: rms norm",
                   epilogue.kind == GemvEpilogue::Kind::store ? "" : ", epilogue: ",
                   epilogue.kind == GemvEpilogue::Kind::store ? "" : epilogue.name());
     return text;

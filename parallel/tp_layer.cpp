@@ -693,16 +693,21 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor qkv = m_qkv_buf.view(m_tokens, (m_hl + 2 * m_kvl) * m_d, dt);
   const Tensor attn = m_attn_buf.view(m_tokens, m_hl * m_d, dt);
 
-  norm(rec, s_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta, part_stream(ln, part));
   const bool decode = s.phase == Phase::decode;
   const bool fold_rotary = fused(GemmEpilogue::Kind::rotary_append);
+  // The RMS norm folds in front of that kernel too (where the backend takes it).
+  const bool fold_norm =
+      fold_rotary && m.norm == NormKind::rmsnorm && m_backend.fuses_rms_norm(m_tokens);
+  if (!fold_norm)
+    norm(rec, s_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta, part_stream(ln, part));
   // Decode: step i appends at position context + i of each sequence's slots in the cache.
   const int64_t cap = decode ? s.cache_rows() : 0;
   const int64_t pos = s.context + m_decode_step;
   if (fold_rotary) {
-    // One kernel: QKV, rotary on the query and key heads, and the step's keys and values into
-    // the cache.
-    const ScopedOp op = fused_op(rec, s_qkv, {s_rotary, s_kv_append}, layer);
+    // One kernel: (the norm,) QKV, rotary on the query and key heads, and the step's keys and
+    // values into the cache.
+    const ScopedOp op = fold_norm ? fused_op(rec, s_qkv, {s_norm1, s_rotary, s_kv_append}, layer)
+                                  : fused_op(rec, s_qkv, {s_rotary, s_kv_append}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::rotary_append;
     e.head_dim = m_d;
@@ -712,8 +717,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     e.cache = w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt);
     e.cache_seq_rows = cap;
     e.cache_col0 = m_hl * m_d;
+    if (fold_norm) {
+      e.norm_gamma = w.ln1_gamma.view(1, h, dt);
+      e.norm_out = ln;
+      e.norm_eps = static_cast<float>(m.norm_eps);
+    }
     m_backend.set_gemm_sm_limit(0);
-    m_backend.gemm_epilogue(ln, w.wqkv.view(qkv.cols, h, dt), qkv, e);
+    m_backend.gemm_epilogue(fold_norm ? x : ln, w.wqkv.view(qkv.cols, h, dt), qkv, e);
   } else {
     column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
   }

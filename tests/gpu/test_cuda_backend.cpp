@@ -198,10 +198,11 @@ TEST_F(CudaVsHost, SkinnyGemm) {
 // against the host's GEMM then op: one and two rows (three and four take the GEMM and the op in
 // turn); one, two, four and eight warps per column (at eight, the paired epilogues' CTAs hold
 // one pair in 16 warps); heads of 64 and 128 columns, rotated or not, appended to the middle of
-// a cache whose sequences hold 7 slots.
+// a cache whose sequences hold 7 slots; each without and with the RMS norm of the input folded in
+// front (at three and four rows the norm's own kernel runs first).
 TEST_F(CudaVsHost, GemmEpilogues) {
   using Kind = GemmEpilogue::Kind;
-  setenv("RIDGELINE_EPILOGUES", "rotary,act,residual", 1); // the residual add only when asked
+  setenv("RIDGELINE_EPILOGUES", "norm,rotary,act,residual", 1); // the residual only when asked
   m_gpu = make_cuda_backend(0, DType::bf16);
   unsetenv("RIDGELINE_EPILOGUES");
   m_gpu->set_gemm_algo(GemmAlgo::skinny);
@@ -211,62 +212,81 @@ TEST_F(CudaVsHost, GemmEpilogues) {
         ASSERT_EQ(m_gpu->fuses_epilogue(m, kind), m <= 2);
         EXPECT_FALSE(m_host->fuses_epilogue(m, kind));
       }
-      const std::string at = "m=" + std::to_string(m) + " k=" + std::to_string(k);
-      Pair a = make(m, k, 1);
-      // gelu and the residual add: 1000 columns; swiglu: 2 x 500.
-      for (const Kind kind : {Kind::gelu, Kind::residual, Kind::swiglu}) {
-        const int64_t n = 1000, cols = kind == Kind::swiglu ? n / 2 : n;
-        Pair w = make(n, k, 2, 0.05f);
-        Pair c = zeros(m, n);
-        Pair out = kind == Kind::residual ? make(m, cols, 3) : zeros(m, cols);
-        GemmEpilogue eg, eh;
-        eg.kind = eh.kind = kind;
-        eg.out = out.gpu;
-        eh.out = out.host;
-        m_gpu->gemm_epilogue(a.gpu, w.gpu, c.gpu, eg);
-        m_host->gemm_epilogue(a.host, w.host, c.host, eh);
-        expect_close(out, (at + (kind == Kind::gelu       ? " gelu"
-                                 : kind == Kind::residual ? " residual"
-                                                          : " swiglu"))
-                              .c_str());
-      }
-      for (const int64_t d : {64, 128})
-        for (const int64_t rotated : {0, 6}) {
-          // 4 query heads, then 2 key and 2 value heads; the first `rotated` heads rotate.
-          const int64_t n = 8 * d, col0 = 4 * d, slots = 7, pos = 5;
-          Pair w = make(n, k, 4, 0.05f);
+      ASSERT_EQ(m_gpu->fuses_rms_norm(m), m <= 2);
+      EXPECT_FALSE(m_host->fuses_rms_norm(m));
+      Pair a = make(m, k, 1), gamma = make(1, k, 5), normed = zeros(m, k);
+      for (const bool norm : {false, true}) {
+        const std::string at =
+            "m=" + std::to_string(m) + " k=" + std::to_string(k) + (norm ? " norm" : "");
+        // The norm in front, when asked, on both sides.
+        auto norm_in_front = [&](GemmEpilogue& eg, GemmEpilogue& eh) {
+          if (!norm) return;
+          eg.norm_gamma = gamma.gpu;
+          eh.norm_gamma = gamma.host;
+          eg.norm_out = normed.gpu;
+          eh.norm_out = normed.host;
+          eg.norm_eps = eh.norm_eps = 1e-5f;
+        };
+        // gelu and the residual add: 1000 columns; swiglu: 2 x 500.
+        for (const Kind kind : {Kind::gelu, Kind::residual, Kind::swiglu}) {
+          const int64_t n = 1000, cols = kind == Kind::swiglu ? n / 2 : n;
+          Pair w = make(n, k, 2, 0.05f);
           Pair c = zeros(m, n);
-          Pair cache = zeros(m * slots, n - col0);
+          Pair out = kind == Kind::residual ? make(m, cols, 3) : zeros(m, cols);
           GemmEpilogue eg, eh;
-          eg.kind = eh.kind = Kind::rotary_append;
-          eg.head_dim = eh.head_dim = d;
-          eg.rotated_heads = eh.rotated_heads = rotated;
-          eg.pos = eh.pos = pos;
-          eg.theta = eh.theta = 10000.0f;
-          eg.cache = cache.gpu;
-          eh.cache = cache.host;
-          eg.cache_seq_rows = eh.cache_seq_rows = slots;
-          eg.cache_col0 = eh.cache_col0 = col0;
+          eg.kind = eh.kind = kind;
+          eg.out = out.gpu;
+          eh.out = out.host;
+          norm_in_front(eg, eh);
           m_gpu->gemm_epilogue(a.gpu, w.gpu, c.gpu, eg);
           m_host->gemm_epilogue(a.host, w.host, c.host, eh);
-          const std::string what =
-              at + " d=" + std::to_string(d) + " rotated=" + std::to_string(rotated);
-          expect_close(c, (what + " rows").c_str());
-          expect_close(cache, (what + " cache").c_str());
-          // Only the appended slots hold anything.
-          const std::vector<float> g = m_gpu->to_host(cache.gpu);
-          int64_t stray = 0;
-          for (int64_t r = 0; r < m * slots; ++r)
-            for (int64_t j = 0; j < n - col0; ++j)
-              stray += r % slots != pos && g[static_cast<size_t>(r * (n - col0) + j)] != 0.0f;
-          EXPECT_EQ(stray, 0) << what;
+          expect_close(out, (at + (kind == Kind::gelu       ? " gelu"
+                                   : kind == Kind::residual ? " residual"
+                                                            : " swiglu"))
+                                .c_str());
         }
+        for (const int64_t d : {64, 128})
+          for (const int64_t rotated : {0, 6}) {
+            // 4 query heads, then 2 key and 2 value heads; the first `rotated` heads rotate.
+            const int64_t n = 8 * d, col0 = 4 * d, slots = 7, pos = 5;
+            Pair w = make(n, k, 4, 0.05f);
+            Pair c = zeros(m, n);
+            Pair cache = zeros(m * slots, n - col0);
+            GemmEpilogue eg, eh;
+            eg.kind = eh.kind = Kind::rotary_append;
+            eg.head_dim = eh.head_dim = d;
+            eg.rotated_heads = eh.rotated_heads = rotated;
+            eg.pos = eh.pos = pos;
+            eg.theta = eh.theta = 10000.0f;
+            eg.cache = cache.gpu;
+            eh.cache = cache.host;
+            eg.cache_seq_rows = eh.cache_seq_rows = slots;
+            eg.cache_col0 = eh.cache_col0 = col0;
+            norm_in_front(eg, eh);
+            m_gpu->gemm_epilogue(a.gpu, w.gpu, c.gpu, eg);
+            m_host->gemm_epilogue(a.host, w.host, c.host, eh);
+            const std::string what =
+                at + " d=" + std::to_string(d) + " rotated=" + std::to_string(rotated);
+            expect_close(c, (what + " rows").c_str());
+            expect_close(cache, (what + " cache").c_str());
+            // Only the appended slots hold anything.
+            const std::vector<float> g = m_gpu->to_host(cache.gpu);
+            int64_t stray = 0;
+            for (int64_t r = 0; r < m * slots; ++r)
+              for (int64_t j = 0; j < n - col0; ++j)
+                stray += r % slots != pos && g[static_cast<size_t>(r * (n - col0) + j)] != 0.0f;
+            EXPECT_EQ(stray, 0) << what;
+          }
+      }
     }
-  // Each fused launch is recorded once, with its epilogue.
-  int recorded = 0;
-  for (const std::string& line : m_gpu->gemm_choices())
+  // Each fused launch is recorded once, with its epilogue (and its norm).
+  int recorded = 0, normed_lines = 0;
+  for (const std::string& line : m_gpu->gemm_choices()) {
     recorded += line.find(", epilogue: ") != std::string::npos;
-  EXPECT_EQ(recorded, 2 * 3 * (3 + 2)) << "one line per shape and epilogue";
+    normed_lines += line.find(", prologue: rms norm, epilogue: ") != std::string::npos;
+  }
+  EXPECT_EQ(recorded, 2 * 3 * (3 + 2) * 2) << "one line per shape, epilogue and norm";
+  EXPECT_EQ(normed_lines, 2 * 3 * (3 + 2)) << "one line per shape and epilogue";
   m_gpu->set_gemm_algo(GemmAlgo::heuristic);
   EXPECT_FALSE(m_gpu->fuses_epilogue(1, Kind::swiglu));
   // By default the residual add is not folded; rotary and the activation are.
@@ -275,6 +295,7 @@ TEST_F(CudaVsHost, GemmEpilogues) {
   EXPECT_FALSE(plain->fuses_epilogue(1, Kind::residual));
   EXPECT_TRUE(plain->fuses_epilogue(1, Kind::rotary_append));
   EXPECT_TRUE(plain->fuses_epilogue(1, Kind::swiglu));
+  EXPECT_TRUE(plain->fuses_rms_norm(1));
 }
 
 // Both skinny kernels in fp16 against cuBLASLt's, and replayed from a graph (where they are

@@ -410,6 +410,32 @@ TEST_F(HostKernels, GemmEpiloguesRunTheGemmThenTheOp) {
         EXPECT_EQ(kv[(r * 3 + slot) * 4 + j - 4], slot == 1 ? in[j] : 0.0f);
     }
   }
+
+  // The RMS norm in front: written to norm_out, and the GEMM (then GELU) taken over it.
+  EXPECT_FALSE(be->fuses_rms_norm(1));
+  GemmEpilogue n;
+  n.kind = Kind::gelu;
+  n.out = make(2, 8, 10);
+  n.norm_gamma = make(1, 6, 11);
+  n.norm_out = make(2, 6, 12);
+  n.norm_eps = 1e-5f;
+  be->gemm_epilogue(a, w, make(2, 8, 13), n);
+  const auto av = be->to_host(a), wv = be->to_host(w), gam = be->to_host(n.norm_gamma);
+  const auto nv = be->to_host(n.norm_out), ov = be->to_host(n.out);
+  for (int r = 0; r < 2; ++r) {
+    double squares = 0.0;
+    for (int k = 0; k < 6; ++k)
+      squares += av[r * 6 + k] * av[r * 6 + k];
+    const double inv = 1.0 / std::sqrt(squares / 6 + 1e-5);
+    for (int k = 0; k < 6; ++k)
+      EXPECT_NEAR(nv[r * 6 + k], av[r * 6 + k] * inv * gam[k], 1e-5);
+    for (int j = 0; j < 8; ++j) {
+      double sum = 0.0;
+      for (int k = 0; k < 6; ++k)
+        sum += av[r * 6 + k] * inv * gam[k] * wv[j * 6 + k];
+      EXPECT_NEAR(ov[r * 8 + j], 0.5 * sum * (1 + std::erf(sum / std::sqrt(2.0))), 1e-3);
+    }
+  }
 }
 
 TEST_F(HostKernels, MemoryPassesMoveTheRightBytes) {
