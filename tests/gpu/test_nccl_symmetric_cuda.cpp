@@ -59,6 +59,9 @@ protected:
 
   int m_rank = 0, m_size = 1, m_device = 0;
   bool m_group = false; ///< one communicator over every rank (one GPU each)
+  /// Declared before the backend, so destroyed after it: ncclCommDestroy waits until every CUDA
+  /// graph that captured the communicator's collectives is gone, and the backend owns them.
+  std::vector<std::unique_ptr<Communicator>> m_comms;
   std::unique_ptr<Backend> m_backend;
 };
 
@@ -69,7 +72,8 @@ float value(int rank, size_t i) {
 
 TEST_F(NcclSymmetricCuda, CollectivesExactInsideTheWindowUnderEachPolicy) {
   for (const std::string policy : {"", "default", "efficiency", "zero"}) {
-    auto comm = communicator(policy);
+    // Kept past this iteration: its collectives are captured in a graph the backend holds.
+    Communicator* comm = m_comms.emplace_back(communicator(policy)).get();
     const int n = comm->size(), me = comm->rank();
     const size_t count = 100003; // odd: no channel split divides it
     const size_t bytes = count * static_cast<size_t>(n) * sizeof(uint16_t);
