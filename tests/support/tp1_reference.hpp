@@ -46,14 +46,21 @@ inline StageSpec small_prefill_stage(int tp, int rank, bool sequence_parallel,
   return spec;
 }
 
-/// The TP1 output as `spec`'s rank holds it: every row, or under sequence parallelism its
-/// 1/tp share of the rows.
+/// The TP1 output as `spec`'s rank holds it: every row, or under sequence parallelism its 1/tp
+/// share of every unit of rows (a chunk of a part), units in order: the layout TpStage keeps so
+/// that each chunk's all-gather lands its rows in token order (TpStage::unit_piece).
 inline std::vector<float> tp1_rank_output(Backend& backend, const StageSpec& spec) {
   std::vector<float> want = tp1_stage_output(backend, spec);
-  if (!spec.shape.sequence_parallel) return want;
-  const auto rows = static_cast<std::ptrdiff_t>(want.size()) / spec.shape.tp;
-  return std::vector<float>(want.begin() + rows * spec.tp_rank,
-                            want.begin() + rows * (spec.tp_rank + 1));
+  if (!spec.shape.sequence_parallel || spec.shape.tp == 1) return want;
+  const auto units = static_cast<std::ptrdiff_t>(spec.overlap.parts() * spec.overlap.chunks());
+  const auto unit = static_cast<std::ptrdiff_t>(want.size()) / units;
+  const auto piece = unit / spec.shape.tp;
+  std::vector<float> mine;
+  for (std::ptrdiff_t u = 0; u < units; ++u) {
+    const auto first = want.begin() + u * unit + piece * spec.tp_rank;
+    mine.insert(mine.end(), first, first + piece);
+  }
+  return mine;
 }
 
 } // namespace ridgeline
