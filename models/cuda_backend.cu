@@ -397,11 +397,12 @@ public:
     m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
     // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
     // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
-    // norm, rotary, act and residual (comma-separated) folds only those; unset folds norm (the
-    // RMS norm in front of QKV), rotary and act.
-    // The residual add is not folded unless asked: its read of the stream at the end of every
-    // CTA made decode steps 0.5-3.4 us longer on an H200, not shorter
-    // (results/h200x1-decode-epilogues-2026-11-25).
+    // norm, rotary, act and residual (comma-separated) folds only those; unset folds rotary and
+    // act. The residual add and the RMS norm in front of QKV are not folded unless asked: the
+    // residual's read of the stream at the end of every CTA made decode steps 0.5-3.4 us longer
+    // on an H200 (results/h200x1-decode-epilogues-2026-11-25), and the norm's squares summed
+    // beside the products made llama3-8b's step 1.8-9.7 us and llama3-70b's 6.8-21.7 us longer
+    // on an H100 (results/h100x4-2026-11-26).
     if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
       const std::string list = std::string(",") + env + ",";
       m_fold_norm = list.find(",norm,") != std::string::npos;
@@ -1264,7 +1265,7 @@ private:
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
-  bool m_fold_norm = true, m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
+  bool m_fold_norm = false, m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
   std::set<std::string> m_fused_shapes; ///< gemm_epilogue() launches recorded in m_gemm_choices
   /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,

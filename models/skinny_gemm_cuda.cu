@@ -162,8 +162,15 @@ __device__ __forceinline__ void gemv_store_pair(const GemvEpilogue& e, T* c, int
 /// are there). Norm: the RMS norm of a folded in front (GemvEpilogue::norm_gamma): each warp
 /// also sums the squares of its slice of every row, those sums meet as the products' do, and
 /// each row's products, taken against a * gamma, are scaled by that row's 1 / rms.
+/// CTAs an SM holds of the kernel without the norm (40 registers a thread at one row, 64 at
+/// two): the norm's kernel is held to as many, or 0 (no bound) without the norm.
+constexpr int gemv_min_ctas(int m, int threads, bool norm) {
+  return norm ? 65536 / ((m == 1 ? 40 : 64) * threads) : 0;
+}
+
 template <typename T, int M, int S, bool Paired, bool Norm>
-__global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32)
+__global__ void __launch_bounds__(S* gemv_columns(S, Paired) * 32,
+                                  gemv_min_ctas(M, S* gemv_columns(S, Paired) * 32, Norm))
     gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw, T* c,
                 int64_t ldc, int n, int k, GemvEpilogue e) {
   constexpr int R = gemv_columns(S, Paired), W = S * R;

@@ -214,7 +214,7 @@ TEST(DecodeSteps, ChainedLaunchesMatchOrdinaryOnes) {
     const char* epilogues; ///< RIDGELINE_EPILOGUES, or nullptr for the default
   };
   for (const Case c :
-       {Case{GemmAlgo::skinny, 1, "rotary,act,residual"}, Case{GemmAlgo::skinny, 2, nullptr},
+       {Case{GemmAlgo::skinny, 1, "norm,rotary,act,residual"}, Case{GemmAlgo::skinny, 2, nullptr},
         Case{GemmAlgo::skinny, 3, nullptr}, Case{GemmAlgo::heuristic, 3, nullptr}}) {
     const std::string what = std::string(c.algo == GemmAlgo::skinny ? "skinny" : "heuristic") +
                              ", batch " + std::to_string(c.batch);
