@@ -18,7 +18,8 @@
 #   - attention_bwd (also alone): the fused backward at s = 4k, d = 128, 32 heads, causal, b = 1
 #     beside PyTorch's flash backward, taking turns, with the TFLOP/s ratio;
 #   - roofs: `ridgeline roofs` per transport beside PyTorch's matmul and copy, attributed layers;
-#   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs);
+#   - sweeps: decode and prefill sweeps of the reference layers per transport (after roofs), at
+#     TP 1, 2, 4, 8 as far as the node's GPUs go;
 #   - compare: layers under stack changes (PyTorch's cuBLASLt, a cuBLASLt workspace limit, naive
 #     attention), each compared with its baseline by `ridgeline compare`;
 #   - train: forward + backward of one layer beside PyTorch-eager autograd, the pipeline
@@ -34,22 +35,27 @@
 #   - decode_kernels (alone; needs Nsight Compute): each kernel of llama3-8b's decode step at
 #     batch 1 and 16 timed alone by ncu from the captured graph, beside the step's p50;
 #   - schedules (also alone; two GPUs): the pipeline schedules on the preset layer at PP2;
+#   - schedules4 (alone; four GPUs): the same at PP4 and at TP2 x PP2;
 #   - dp (also alone; two GPUs): data-parallel replicas with and without overlapped buckets;
 #   - decode_tp2 (also alone; two GPUs): the decode sweeps at TP2 against the copy roof;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
-#     memory, under each CTA policy) beside the SM collectives at TP2 prefill, each GEMM +
+#     memory, under each CTA policy) beside the SM collectives at TP2 (CE_RING_TP) prefill, each GEMM +
 #     collective pair beside PyTorch's fused async-TP op (scripts/async_tp_table.py), and the
 #     collectives on ordinary and symmetric buffers; or on one GPU two ranks sharing it, checked
 #     against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
+#   - epilogues (alone): decode with the small ops folded into the skinny GEMM beside other
+#     RIDGELINE_EPILOGUES lists, taking turns;
 # and prints a summary table last. Sections run in the order of --only (default:
 # tests,layers,collectives,overlap,extras). GPU_CHECK_TURNS (default "1 2") narrows the turns of
 # the sections that take turns; CE_RING_POLICIES, TRAIN_MICROBATCHES and SYMM_MAX_BYTES narrow
 # ce_ring's CTA policies, train's pipeline microbatch counts and the symmetric collectives'
-# largest size.
+# largest size; LAYER_TPS, COLLECTIVE_NPS and ROOFS_TURNS narrow the layers' TP degrees, the
+# collectives' rank counts and the PyTorch roofs turns; TRAIN_MICROBATCHES_4 and EPILOGUE_VARIANTS
+# those of schedules4 and epilogues.
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -165,7 +171,7 @@ torch_ref() {
 }
 
 section_layers() {
-  for tp in 1 2 4; do
+  for tp in ${LAYER_TPS:-1 2 4}; do
     [ "$tp" -le "$ngpu" ] || continue
     run "prefill_tp$tp" "$tp" --config "$repo/models/gpt-h8192.toml" --seq 4096 --batch 1 \
       --tp "$tp" --warmup 5 --iters 20
@@ -179,7 +185,7 @@ section_layers() {
 }
 
 section_collectives() {
-  for np in 2 4; do
+  for np in ${COLLECTIVE_NPS:-2 4}; do
     [ "$np" -le "$ngpu" ] || continue
     for transport in nvlink host; do
       name="collectives_np${np}_$transport"
@@ -237,25 +243,31 @@ section_overlap() {
 
 # ce_ring: the copy-engine ring (--overlap ce-ring) and NCCL's symmetric memory (symm:) beside
 # the SM collectives. Two GPUs or more: prefill of the gpt-h8192 layer at s4096, b1 and b4, with
-# and without sequence parallelism, the strategies taking turns, twice; the symm: strategies
-# again under NCCL's efficiency and zero CTA policies; the collectives of the layer's sizes on
-# ordinary and symmetric buffers under each policy. One GPU: two ranks share it (no NCCL; the
-# TP group's other all-reduces through the custom one), so only correctness means anything:
-# prefill and decode at TP2 checked against TP1.
+# and without sequence parallelism, at TP CE_RING_TP (default 2; files of another TP carry
+# _tpN), every strategy (split:2 too where the tokens allow it) taking turns, twice; the symm:
+# strategies again under NCCL's efficiency and zero CTA policies; the collectives of the layer's
+# sizes on ordinary and symmetric buffers under each policy. One GPU: two ranks share it (no
+# NCCL; the TP group's other all-reduces through the custom one), so only correctness means
+# anything: prefill and decode at TP2 checked against TP1.
 section_ce_ring() {
+  local tp=${CE_RING_TP:-2}
   if [ "$ngpu" -ge 2 ]; then
+    [ "$tp" -le "$ngpu" ] || { note "ce_ring: skipped (TP $tp needs $tp GPUs, $ngpu here)"; return; }
+    local tag=""
+    [ "$tp" = 2 ] || tag=_tp$tp
     for turn in ${GPU_CHECK_TURNS:-1 2}; do
       for b in 1 4; do
         for sp in off on; do
-          local spflag=()
+          local spflag=() split=""
           [ "$sp" = on ] && spflag=(--sequence-parallel)
-          run "ce_ring_prefill_b${b}_sp${sp}_$turn" 2 --config "$repo/models/gpt-h8192.toml" \
-            --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
-            --overlap none,async,chunked:2,chunked:4,ce-ring,symm:none,symm:chunked:2,symm:chunked:4
+          [ "$b" = 4 ] && [ "$sp" = off ] && split=,split:2
+          run "ce_ring${tag}_prefill_b${b}_sp${sp}_$turn" "$tp" --config "$repo/models/gpt-h8192.toml" \
+            --seq 4096 --batch "$b" --tp "$tp" "${spflag[@]}" --warmup 3 --iters 15 \
+            --overlap none,async,chunked:2,chunked:4$split,ce-ring,symm:none,symm:chunked:2,symm:chunked:4
           [ "$turn" = 1 ] || continue
           for policy in ${CE_RING_POLICIES:-efficiency zero}; do
-            run "symm_${policy}_prefill_b${b}_sp${sp}" 2 --config "$repo/models/gpt-h8192.toml" \
-              --seq 4096 --batch "$b" --tp 2 "${spflag[@]}" --warmup 3 --iters 15 \
+            run "symm${tag}_${policy}_prefill_b${b}_sp${sp}" "$tp" --config "$repo/models/gpt-h8192.toml" \
+              --seq 4096 --batch "$b" --tp "$tp" "${spflag[@]}" --warmup 3 --iters 15 \
               --nccl-cta-policy "$policy" --overlap none,chunked:4,symm:none,symm:chunked:2,symm:chunked:4
           done
         done
@@ -264,20 +276,20 @@ section_ce_ring() {
     # PyTorch's async tensor parallelism on the same layer's pairs (fused symmetric-memory ops
     # beside NCCL + matmul), in the same job.
     for b in 1 4; do
-      timeout "$step_timeout" torchrun --standalone --nproc-per-node 2 \
+      local ref=torch_async_tp${tag}_b$b
+      timeout "$step_timeout" torchrun --standalone --nproc-per-node "$tp" \
         "$repo/scripts/reference/torch_async_tp.py" --hidden 8192 --heads 64 --ffn 32768 \
-        --seq 4096 --batch "$b" --json "$out/ref/torch_async_tp_b$b.json" \
-        >"$out/logs/torch_async_tp_b$b.log" 2>&1
-      note "torch_async_tp_b$b: rc=$? $(grep -E '^(qkv|proj|fc1|fc2)' "$out/logs/torch_async_tp_b$b.log" | tr -s ' ' | tr '\n' ';')"
+        --seq 4096 --batch "$b" --json "$out/ref/$ref.json" >"$out/logs/$ref.log" 2>&1
+      note "$ref: rc=$? $(grep -E '^(qkv|proj|fc1|fc2)' "$out/logs/$ref.log" | tr -s ' ' | tr '\n' ';')"
       # Each pair under every strategy of the sequence-parallel runs beside PyTorch's fused op.
       for turn in ${GPU_CHECK_TURNS:-1 2}; do
-        local pairs=$out/logs/async_tp_b${b}_$turn
-        python3 "$repo/scripts/async_tp_table.py" "$out/h5/ce_ring_prefill_b${b}_spon_$turn.h5" \
-          "$out/ref/torch_async_tp_b$b.json" --markdown "$pairs.md" >"$pairs.txt" 2>&1
-        note "async_tp_b${b} turn $turn: rc=$? $(tail -1 "$pairs.txt")"
+        local pairs=$out/logs/async_tp${tag}_b${b}_$turn
+        python3 "$repo/scripts/async_tp_table.py" "$out/h5/ce_ring${tag}_prefill_b${b}_spon_$turn.h5" \
+          "$out/ref/$ref.json" --markdown "$pairs.md" >"$pairs.txt" 2>&1
+        note "async_tp${tag}_b${b} turn $turn: rc=$? $(tail -1 "$pairs.txt")"
       done
     done
-    symm_collectives 2 1M "${SYMM_MAX_BYTES:-512M}" 20
+    symm_collectives "$tp" 1M "${SYMM_MAX_BYTES:-512M}" 20
     return
   fi
   local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
@@ -321,7 +333,7 @@ section_roofs() {
   done
   # The GEMM and copy roofs beside PyTorch's matmul and copy, taking turns over 3 rounds: the
   # clocks drift under the power cap, and a comparison holds only within turns.
-  for turn in 1 2 3; do
+  for turn in ${ROOFS_TURNS-1 2 3}; do
     timeout "$step_timeout" python3 "$repo/scripts/reference/torch_roofs.py" --sizes 4096,8192,16384 \
       --json "$out/ref/torch_roofs_$turn.json" >>"$out/logs/torch_roofs.log" 2>&1
     timeout "$step_timeout" "${mpirun[@]}" -np 1 "$ridgeline" roofs --dtypes bf16 --gemm-sizes 4096,8192,16384 \
@@ -347,8 +359,9 @@ sweep() {
 # sweeps: decode and prefill of the reference layers over TP, batch, context and sequence, one
 # job per transport (NCCL reads its environment once). SWEEP_MODELS and SWEEP_TRANSPORTS narrow them.
 section_sweeps() {
-  local tps=1
-  [ "$ngpu" -ge 2 ] && tps=1,2
+  # TP 1, 2, 4, 8: every power of two the node's GPUs hold.
+  local tps=1 t=2
+  while [ "$t" -le "$ngpu" ]; do tps=$tps,$t; t=$((t * 2)); done
   for transport in ${SWEEP_TRANSPORTS:-nvlink host}; do
     for model in ${SWEEP_MODELS:-gpt-h8192 llama3-70b}; do
       sweep "sweep_${model}_decode_$transport" "$transport" --config "$repo/models/$model.toml" --layers 1 \
@@ -357,10 +370,12 @@ section_sweeps() {
         --phase prefill --tp "$tps" --batch 1 --seq 512,2048,8192,16384 --warmup 2 --iters 5
     done
   done
-  python3 "$repo/scripts/roofs_check.py" --turn "$out/h5/roofs_turn_1.h5" "$out/ref/torch_roofs_1.json" \
-    --turn "$out/h5/roofs_turn_2.h5" "$out/ref/torch_roofs_2.json" \
-    --turn "$out/h5/roofs_turn_3.h5" "$out/ref/torch_roofs_3.json" \
-    "$out"/h5/attributed_*.h5 "$out"/h5/sweep_*.h5 | tee "$out/logs/roofs_check.txt"
+  local turns=() turn
+  for turn in ${ROOFS_TURNS-1 2 3}; do
+    turns+=(--turn "$out/h5/roofs_turn_$turn.h5" "$out/ref/torch_roofs_$turn.json")
+  done
+  python3 "$repo/scripts/roofs_check.py" "${turns[@]}" "$out"/h5/attributed_*.h5 "$out"/h5/sweep_*.h5 |
+    tee "$out/logs/roofs_check.txt"
 }
 
 # decode_roofs: the one-GPU roofs file the decode sections hold their steps to
@@ -468,6 +483,29 @@ section_decode_gemm() {
       run "decode_eager_llama3-8b_${variant}_$turn" 1 --config "$repo/models/llama3-8b.toml" \
         --layers 1 --phase decode --batch 1 --context 1024 --gemm-algo "$variant" --warmup 5 \
         --iters 50 --roofs "$roofs"
+    done
+  done
+}
+
+# epilogues (alone): the decode ops folded into the skinny GEMM at one and two rows
+# (RIDGELINE_EPILOGUES) against each other on one GPU: the build's default (unset) beside each
+# list of EPILOGUE_VARIANTS (default "rotary,act 0"), every preset layer at batch 1 and 2,
+# context 1024 and 8192, --graphs, the variants taking turns (GPU_CHECK_TURNS).
+section_epilogues() {
+  local roofs=$out/h5/roofs_decode.h5
+  decode_roofs
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
+    for model in ${DECODE_MODELS:-llama3-8b llama3-70b gpt-h8192}; do
+      for variant in default ${EPILOGUE_VARIANTS:-rotary,act 0}; do
+        local name=epilogues_${model}_${variant//,/+}_$turn env=(env -u RIDGELINE_EPILOGUES) x=()
+        [ "$variant" = default ] || { env=(env RIDGELINE_EPILOGUES="$variant"); x=(-x RIDGELINE_EPILOGUES); }
+        "${env[@]}" timeout "$step_timeout" "${mpirun[@]}" -np 1 "${x[@]}" \
+          "$ridgeline" sweep --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" \
+          --layers 1 --phase decode --graphs --gemm-algo skinny --tp 1 --batch 1,2 \
+          --context 1024,8192 --warmup 5 --iters 50 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+        note "$name: rc=$? $(python3 "$repo/scripts/decode_roof_table.py" "$out/h5/$name.h5" |
+          awk '$3 ~ /^[0-9]+$/ {printf "b%s c%s %s us %s; ", $3, $4, $9, $12}')"
+      done
     done
   done
 }
@@ -698,6 +736,25 @@ section_schedules() {
       run "pipeline_${schedule%%:*}_m$m" 2 --config "$repo/models/gpt-h8192.toml" --layers 4 \
         --phase train --seq 4096 --batch "$m" --microbatches "$m" --pp 2 --schedule "$schedule" \
         --attention cudnn --warmup 2 --iters 5 --check off
+    done
+  done
+}
+
+# schedules4 (alone; four GPUs): every pipeline schedule on the gpt-h8192 layer, s 4096, train,
+# at PP4 (eight layers, two a stage) and at TP2 x PP2 (four layers), for each microbatch count
+# of TRAIN_MICROBATCHES_4 (default 8): the bubble of each stage beside the theory.
+section_schedules4() {
+  [ "$ngpu" -ge 4 ] || { note "schedules4: skipped (needs 4 GPUs, $ngpu here)"; return; }
+  for layout in "pp4:8:--pp 4" "tp2pp2:4:--tp 2 --pp 2"; do
+    local tag=${layout%%:*} rest=${layout#*:}
+    local layers=${rest%%:*} grid=${rest#*:}
+    for schedule in gpipe 1f1b interleaved:2 zb-h1; do
+      for m in ${TRAIN_MICROBATCHES_4:-8}; do
+        # shellcheck disable=SC2086
+        run "pipeline_${tag}_${schedule%%:*}_m$m" 4 --config "$repo/models/gpt-h8192.toml" \
+          --layers "$layers" $grid --phase train --seq 4096 --batch "$m" --microbatches "$m" \
+          --schedule "$schedule" --attention cudnn --warmup 2 --iters 5 --check off
+      done
     done
   done
 }
