@@ -17,6 +17,7 @@
 #include "app/config_file.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
+#include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "app/sweep.hpp"
 #include "core/error.hpp"
@@ -356,7 +357,8 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       problems.emplace_back(e.what());
     }
   }
-  for (std::string& p : check_outputs(ctx, {{o.base.out, "--out"}}))
+  for (std::string& p : check_outputs(
+           ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
     problems.push_back(std::move(p));
   if (reject_if_any(ctx, "invalid model", problems)) return 2;
 
@@ -421,6 +423,9 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   std::vector<SweepRow> rows;
   std::vector<double> errors;
   std::ostringstream detail;
+  // --validate: each measured point's step beside its prediction (for --json and --markdown).
+  std::vector<std::string> checked_labels;
+  std::vector<double> measured_ms, predicted_ms, error_pct;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
     if (cfg.phase == "prefill") cfg.context = 0;
@@ -471,6 +476,10 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
       const double m = p50 != nullptr ? std::get<double>(*p50) : sum.step.p50;
       errors.push_back((s.step_ns - m) / m);
+      checked_labels.push_back(row.label);
+      measured_ms.push_back(m / 1e6);
+      predicted_ms.push_back(s.step_ns / 1e6);
+      error_pct.push_back(100 * errors.back());
       print_validation_point(detail, row.label, m, s, sum);
       point.attrs.emplace_back("measured_step_p50_ns", m);
       point.attrs.emplace_back("step_error", errors.back());
@@ -515,12 +524,37 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     }
     print_sweep(std::cout, rows, axes, crossovers);
     std::cout << "every point is predicted (analytic model), none measured\n";
+    // The same points (and, with --validate, each measured step beside its prediction) as the
+    // HDF5 file of sweep's layout, JSON and markdown, each where asked for.
+    const std::vector<std::pair<std::string, Attrs>> attrs = {{"model", data.root},
+                                                              {"config", data.config}};
+    std::vector<std::pair<std::string, Table>> tables = {
+        {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
+    if (!o.validate.empty())
+      tables.push_back({"validation",
+                        {{"point", checked_labels},
+                         {"measured_step_ms", measured_ms},
+                         {"predicted_step_ms", predicted_ms},
+                         {"error_pct", error_pct}}});
+    OutputFile h5(o.base.out, "--out"), json(o.base.json, "--json"),
+        markdown(o.base.markdown, "--markdown");
+    std::vector<const OutputFile*> files;
     if (!o.base.out.empty()) {
-      OutputFile h5(o.base.out, "--out");
       h5.write([&](const std::string& path) { write_run_file(path, data); });
-      if (!h5.lost()) std::cout << "wrote " << h5.path() << "\n";
-      status = output_status({&h5});
+      files.push_back(&h5);
     }
+    if (!o.base.json.empty()) {
+      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
+      files.push_back(&json);
+    }
+    if (!o.base.markdown.empty()) {
+      markdown.write(
+          [&](const std::string& path) { write_markdown(path, "ridgeline model", attrs, tables); });
+      files.push_back(&markdown);
+    }
+    for (const OutputFile* f : files)
+      if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
+    status = output_status(files);
   }
   RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
   return status;

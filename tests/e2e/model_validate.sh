@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end on the host backend: a small sweep with its roofs -> `model --validate` on it (exit
-# 0, per-op and per-step table, a valid predicted file); a train run -> `model --validate`
+# 0, per-op and per-step table, a valid predicted file, the same steps in its JSON and markdown);
+# a train run -> `model --validate`
 # predicting its backward ops too; `model` over a grid from a hardware
 # description; bad input (unknown link preset, a hardware file with an unknown key) exits 2.
 # Usage: model_validate.sh RIDGELINE_BIN REPO_DIR
@@ -13,7 +14,8 @@ mpiexec -n 2 --oversubscribe "$bin" roofs --quick --out "$work/roofs.h5" >/dev/n
 mpiexec -n 2 --oversubscribe "$bin" sweep --config "$repo/models/tiny.toml" --phase decode \
   --tp 1,2 --batch 1,4 --warmup 1 --iters 3 --roofs "$work/roofs.h5" --out "$work/sweep.h5" \
   --quiet >/dev/null
-"$bin" model --validate "$work/sweep.h5" --out "$work/model.h5" | tee "$work/model.log"
+"$bin" model --validate "$work/sweep.h5" --out "$work/model.h5" --json "$work/model.json" \
+  --markdown "$work/model.md" | tee "$work/model.log"
 grep -Eq "^tp=1 batch=1: step measured [0-9.]+ ms, predicted [0-9.]+ ms, error [-+][0-9.]+ %" \
   "$work/model.log"
 grep -Eq "^  qkv_gemm +[0-9.]+ +[0-9.]+ " "$work/model.log"
@@ -21,6 +23,24 @@ grep -Eq "^step-time error over 4 measured point\(s\): max [0-9.]+ %, median [0-
   "$work/model.log"
 grep -q "every point is predicted" "$work/model.log"
 "$bin" validate "$work/model.h5"
+# --json and --markdown: every measured step beside its prediction, as the log prints them.
+python3 - "$work" <<'PY'
+import json, re, sys
+work = sys.argv[1]
+rows = json.load(open(f"{work}/model.json"))["validation"]
+log = open(f"{work}/model.log").read()
+printed = re.findall(r"^(.*): step measured ([0-9.]+) ms, predicted ([0-9.]+) ms, error ([-+][0-9.]+) %$",
+                     log, re.M)
+assert len(rows) == len(printed) == 4, (rows, printed)
+for row, (label, measured, predicted, error) in zip(rows, printed):
+    assert row["point"] == label, (row, label)
+    assert abs(row["measured_step_ms"] - float(measured)) < 1e-4 * max(1.0, float(measured)), row
+    assert abs(row["predicted_step_ms"] - float(predicted)) < 1e-4 * max(1.0, float(predicted)), row
+    assert abs(row["error_pct"] - float(error)) < 0.06, row
+md = open(f"{work}/model.md").read()
+assert "| point | measured_step_ms | predicted_step_ms | error_pct |" in md, md
+assert all(r["point"] in md for r in rows)
+PY
 python3 - "$work" <<'PY'
 import sys
 import h5py
