@@ -536,22 +536,14 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                          {"measured_step_ms", measured_ms},
                          {"predicted_step_ms", predicted_ms},
                          {"error_pct", error_pct}}});
-    OutputFile h5(o.base.out, "--out"), json(o.base.json, "--json"),
-        markdown(o.base.markdown, "--markdown");
+    OutputFile h5(o.base.out, "--out");
+    SummaryFiles summaries(o.base.json, o.base.markdown);
     std::vector<const OutputFile*> files;
     if (!o.base.out.empty()) {
       h5.write([&](const std::string& path) { write_run_file(path, data); });
       files.push_back(&h5);
     }
-    if (!o.base.json.empty()) {
-      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
-      files.push_back(&json);
-    }
-    if (!o.base.markdown.empty()) {
-      markdown.write(
-          [&](const std::string& path) { write_markdown(path, "ridgeline model", attrs, tables); });
-      files.push_back(&markdown);
-    }
+    summaries.write("ridgeline model", attrs, tables, files);
     for (const OutputFile* f : files)
       if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
     status = output_status(files);

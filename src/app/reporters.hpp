@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/command_support.hpp"
 #include "app/point.hpp"
 #include "app/run_data.hpp"
 
@@ -50,5 +51,21 @@ void write_json(const std::string& path, const std::vector<std::pair<std::string
 void write_markdown(const std::string& path, const std::string& title,
                     const std::vector<std::pair<std::string, Attrs>>& attrs,
                     const std::vector<std::pair<std::string, Table>>& tables);
+
+/// A command's --json and --markdown summaries of the same attribute groups and tables, each
+/// written where its path was given; `title` heads the markdown. Rank 0 alone.
+class SummaryFiles {
+public:
+  SummaryFiles(const std::string& json, const std::string& markdown);
+  /// Writes them and appends those it wrote to `files` (for the "wrote" lines and
+  /// output_status()): `files` then points into this object.
+  void write(const std::string& title, const std::vector<std::pair<std::string, Attrs>>& attrs,
+             const std::vector<std::pair<std::string, Table>>& tables,
+             std::vector<const OutputFile*>& files);
+
+private:
+  bool m_want_json, m_want_markdown;
+  OutputFile m_json, m_markdown;
+};
 
 } // namespace ridgeline

@@ -132,18 +132,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
   });
   if (mpi.rank() == 0) {
-    OutputFile json(cfg.json, "--json"), markdown(cfg.markdown, "--markdown");
+    SummaryFiles summaries(cfg.json, cfg.markdown);
     std::vector<const OutputFile*> files = {&h5};
-    if (!cfg.json.empty()) {
-      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
-      files.push_back(&json);
-    }
-    if (!cfg.markdown.empty()) {
-      markdown.write([&](const std::string& path) {
-        write_markdown(path, "ridgeline run: " + cfg.model, attrs, tables);
-      });
-      files.push_back(&markdown);
-    }
+    summaries.write("ridgeline run: " + cfg.model, attrs, tables, files);
     for (const OutputFile* f : files) {
       if (f->lost()) continue;
       std::cout << "wrote " << f->path();

@@ -650,17 +650,9 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
                                                               {"config", data.config}};
     const std::vector<std::pair<std::string, Table>> tables = {
         {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
-    OutputFile json(o.base.json, "--json"), markdown(o.base.markdown, "--markdown");
+    SummaryFiles summaries(o.base.json, o.base.markdown);
     std::vector<const OutputFile*> files = {&h5};
-    if (!o.base.json.empty()) {
-      json.write([&](const std::string& path) { write_json(path, attrs, tables); });
-      files.push_back(&json);
-    }
-    if (!o.base.markdown.empty()) {
-      markdown.write(
-          [&](const std::string& path) { write_markdown(path, "ridgeline sweep", attrs, tables); });
-      files.push_back(&markdown);
-    }
+    summaries.write("ridgeline sweep", attrs, tables, files);
     for (const OutputFile* f : files)
       if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
     status = output_status(files);
