@@ -41,8 +41,8 @@
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
-#     memory, under each CTA policy) beside the SM collectives at TP2 (CE_RING_TP) prefill, each GEMM +
-#     collective pair beside PyTorch's fused async-TP op (scripts/async_tp_table.py), and the
+#     memory, under each CTA policy) beside the SM collectives at TP2 (CE_RING_TP) prefill,
+#     each GEMM + collective pair beside PyTorch's fused async-TP op (scripts/async_tp_table.py), and the
 #     collectives on ordinary and symmetric buffers; or on one GPU two ranks sharing it, checked
 #     against TP1;
 #   - pipeline (also alone; two GPUs): every schedule at PP2 checked against one rank on the

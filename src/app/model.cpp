@@ -425,7 +425,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   std::ostringstream detail;
   // --validate: each measured point's step beside its prediction (for --json and --markdown).
   std::vector<std::string> checked_labels;
-  std::vector<double> measured_ms, predicted_ms, error_pct;
+  std::vector<double> measured_ms, predicted_ms;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
     if (cfg.phase == "prefill") cfg.context = 0;
@@ -479,7 +479,6 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       checked_labels.push_back(row.label);
       measured_ms.push_back(m / 1e6);
       predicted_ms.push_back(s.step_ns / 1e6);
-      error_pct.push_back(100 * errors.back());
       print_validation_point(detail, row.label, m, s, sum);
       point.attrs.emplace_back("measured_step_p50_ns", m);
       point.attrs.emplace_back("step_error", errors.back());
@@ -530,6 +529,9 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                                                               {"config", data.config}};
     std::vector<std::pair<std::string, Table>> tables = {
         {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
+    std::vector<double> error_pct;
+    for (double e : errors)
+      error_pct.push_back(100 * e);
     if (!o.validate.empty())
       tables.push_back({"validation",
                         {{"point", checked_labels},

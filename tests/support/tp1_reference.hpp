@@ -46,21 +46,26 @@ inline StageSpec small_prefill_stage(int tp, int rank, bool sequence_parallel,
   return spec;
 }
 
-/// The TP1 output as `spec`'s rank holds it: every row, or under sequence parallelism its 1/tp
-/// share of every unit of rows (a chunk of a part), units in order: the layout TpStage keeps so
-/// that each chunk's all-gather lands its rows in token order (TpStage::unit_piece).
-inline std::vector<float> tp1_rank_output(Backend& backend, const StageSpec& spec) {
-  std::vector<float> want = tp1_stage_output(backend, spec);
-  if (!spec.shape.sequence_parallel || spec.shape.tp == 1) return want;
+/// The rows of a TP1 output `full` that `spec`'s rank holds: every row, or under sequence
+/// parallelism its 1/tp share of every unit of rows (a chunk of a part), units in order: the
+/// layout TpStage keeps so that each chunk's all-gather lands its rows in token order
+/// (TpStage::unit_piece).
+inline std::vector<float> rank_rows(std::vector<float> full, const StageSpec& spec) {
+  if (!spec.shape.sequence_parallel || spec.shape.tp == 1) return full;
   const auto units = static_cast<std::ptrdiff_t>(spec.overlap.parts() * spec.overlap.chunks());
-  const auto unit = static_cast<std::ptrdiff_t>(want.size()) / units;
+  const auto unit = static_cast<std::ptrdiff_t>(full.size()) / units;
   const auto piece = unit / spec.shape.tp;
   std::vector<float> mine;
   for (std::ptrdiff_t u = 0; u < units; ++u) {
-    const auto first = want.begin() + u * unit + piece * spec.tp_rank;
+    const auto first = full.begin() + u * unit + piece * spec.tp_rank;
     mine.insert(mine.end(), first, first + piece);
   }
   return mine;
+}
+
+/// The TP1 output as `spec`'s rank holds it (rank_rows of tp1_stage_output).
+inline std::vector<float> tp1_rank_output(Backend& backend, const StageSpec& spec) {
+  return rank_rows(tp1_stage_output(backend, spec), spec);
 }
 
 } // namespace ridgeline
