@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch/NCCL reference for `ridgeline collectives`: the same collectives, sizes and timing
 rule as nccl-tests (warm-up, then `iters` back-to-back launches between two CUDA events, time =
-elapsed / iters, busbw = algbw * factor), so ratios come from one job on one machine.
+elapsed / iters, busbw = algbw * factor), so ratios come from one job on one machine. With
+--graph, as nccl-tests -G and `ridgeline collectives --graph` time them: the `iters` launches are
+captured in one CUDA graph, and the time is the median over replays of replay time / iters.
 
   torchrun --standalone --nproc-per-node N scripts/reference/torch_collectives.py [ARGS]
 
@@ -97,6 +99,38 @@ def time_launches_ms(call, warmup, iters, device):
     return t.item()
 
 
+def time_graph_ms(call, warmup, iters, replays, device):
+    """`iters` calls captured in one CUDA graph (after `warmup` eager calls on the capture
+    stream); ms per call: the median over `replays` timed replays of replay time / iters, the
+    largest over the ranks."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            call()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(iters):
+            call()
+    graph.replay()  # untimed: the first launch uploads the graph
+    torch.cuda.synchronize()
+    dist.barrier()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / iters)
+    times.sort()
+    t = torch.tensor([times[len(times) // 2]], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="8,1K,64K,128K,64M,256M,1G,2G",
@@ -106,6 +140,9 @@ def main():
                    "one-shot all-reduce, for small messages)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--graph", action="store_true",
+                   help="capture --iters launches in one CUDA graph and time its replays")
+    p.add_argument("--replays", type=int, default=10, help="--graph: timed replays per size")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
     a = p.parse_args()
 
@@ -115,21 +152,28 @@ def main():
         for text in a.sizes.split(","):
             size = size_bytes(text)
             call = launcher(name, size, n, rank, device)
-            time_us = time_launches_ms(call, a.warmup, a.iters, device) * 1e3
+            if a.graph:
+                time_us = time_graph_ms(call, a.warmup, a.iters, a.replays, device) * 1e3
+            else:
+                time_us = time_launches_ms(call, a.warmup, a.iters, device) * 1e3
             algbw = size / (time_us * 1e3)
             rows.append({"collective": name, "size_bytes": size, "time_us": time_us,
                          "algbw_gbps": algbw, "busbw_gbps": algbw * busbw_factor(name, n)})
     if rank == 0:
         nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+        timing = (f"{a.iters} launches in one CUDA graph, median of {a.replays} replays"
+                  if a.graph else f"{a.iters} timed launches")
         print(f"torch {torch.__version__}, NCCL {nccl}, {n} ranks, bf16, "
-              f"{a.warmup} warm-up + {a.iters} timed launches per size")
+              f"{a.warmup} warm-up + {timing} per size")
         print(f"{'collective':<16}{'size(B)':>12}{'time(us)':>11}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}")
         for r in rows:
             print(f"{r['collective']:<16}{r['size_bytes']:>12}{r['time_us']:>11.2f}"
                   f"{r['algbw_gbps']:>13.3f}{r['busbw_gbps']:>13.3f}")
         if a.json:
             with open(a.json, "w") as f:
-                json.dump({"torch": torch.__version__, "nccl": nccl, "ranks": n, "rows": rows}, f, indent=1)
+                json.dump({"torch": torch.__version__, "nccl": nccl, "ranks": n,
+                           "timing": "graph_replay" if a.graph else "per_launch_mean",
+                           "rows": rows}, f, indent=1)
     dist.destroy_process_group()
 
 
