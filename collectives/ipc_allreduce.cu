@@ -1,27 +1,32 @@
-// The custom all-reduce (see ipc_allreduce.hpp): CUDA-IPC-mapped staging buffers, flag barriers
-// in peer memory, one-shot and two-shot kernels.
+// The custom all-reduce (see ipc_allreduce.hpp): CUDA-IPC-mapped buffers, flag barriers in
+// peer memory, one-shot, push, push-ll and two-shot kernels.
 //
-// Memory of every rank, one allocation mapped by every peer:
-//   [staging 0][staging 1][result 0][result 1]: max_bytes each
+// Memory of every rank, one allocation mapped by every peer, n ranks:
+//   pair 0: [slot 0] ... [slot n - 1][result]   pair 1: the same   (max_bytes each)
+//   low-latency pair 0: [slot 0] ... [slot n - 1]   pair 1: the same   (max_bytes each)
 //   [flags: kPhases x kMaxBlocks x kMaxRanks int][epochs: kMaxBlocks int][call, arrived: int]
-// A call copies its input into staging and, for two-shot, its reduced slice into result, of
-// the pair the call's parity picks: call c uses buffers c % 2. The call counter is this rank's
-// own (every rank runs the same calls, so it is the same on every rank); the last block of a
-// call to finish advances it, so the next kernel, stream-ordered after it, reads the new value,
-// and a replayed graph alternates like eager calls do.
-// Block b of rank r signals phase p of a call by storing the call's epoch into
-// flags[p][b][r] of every rank, then waits until its own flags[p][b][s] hold that epoch for every
-// rank s. The epoch is the block's own counter (epochs[b], read and advanced only by block b
-// of this rank), the same on every rank because every rank runs the same calls with the same
-// grid. Stores are st.release.sys after a block barrier, loads ld.acquire.sys before a block
-// barrier: what any thread of a block wrote before it signals is visible to a peer's block once
-// that block has seen the flag.
+// Call c uses pair c % 2 only. Slot s of rank r holds rank s's input: one-shot and two-shot copy
+// their input into their own slot (s = r) and read the peers' own slots; push writes its input
+// into slot r of every rank and then reads only its own memory. Two-shot puts its reduced slice
+// into its result. push-ll uses the low-latency slots instead, where an element whose bits are
+// all set is empty: the data is its own flag (as in NCCL's LL protocol), so there is no barrier;
+// each rank empties its slots again as it reads them. The call counter is this rank's own (every
+// rank runs the same calls, so it is the same on every rank); the last block of a call to finish
+// advances it, so the next kernel, stream-ordered after it, reads the new value, and a replayed
+// graph alternates like eager calls do. Block b of rank r signals phase p of a call by storing the
+// call's epoch into flags[p][b][r] of every rank, then waits until its own flags[p][b][s] hold that
+// epoch for every rank s. The epoch is the block's own counter (epochs[b], read and advanced only
+// by block b of this rank), the same on every rank because every rank runs the same calls with the
+// same grid. Stores are st.release.sys after a block barrier, loads ld.acquire.sys before a block
+// barrier: what any thread of a block wrote before it signals (in its own memory or a peer's)
+// is visible to a peer's block once that block has seen the flag.
 //
-// Why no barrier at the end of a call: a rank writes buffer pair c % 2 again only in call c + 2,
-// after its blocks passed phase 0 of call c + 1, which every peer's blocks signal only from
-// call c + 1's kernel, stream-ordered after its call c kernel and so after every read that
-// call made of this rank's pair. Block b of every rank copies and reads the same vectors, so the
-// barrier of block b covers exactly what block b reads.
+// Why no barrier at the end of a call: a rank writes pair c % 2 (its own or a peer's) again
+// only in call c + 2, after it finished call c + 1, which needs every peer to have started call
+// c + 1 (its phase 0 signal, or its push-ll data), stream-ordered after its call c kernel and so
+// after every read, and every emptying of a low-latency slot, that call made of pair c % 2.
+// Block b of every rank copies and reads the same vectors, so the barrier of block b covers
+// exactly what block b reads.
 #include "collectives/ipc_allreduce.hpp"
 #include "collectives/ipc_memory.hpp"
 
@@ -31,6 +36,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda_check.hpp"
@@ -109,28 +116,64 @@ template <typename T> __device__ __forceinline__ T from_f(float v) {
     return __float2half_rn(v);
 }
 
-/// The sum over ranks (in rank order, the same on every rank) of 16-byte vector `v` of the
-/// region at `offset` of every rank.
-template <typename T>
-__device__ __forceinline__ uint4 sum_vector(const Args& a, size_t offset, size_t v) {
-  constexpr int n = Vec<T>::n;
-  float acc[n];
+/// acc += the elements of 16-byte vector `raw`.
+template <typename T> __device__ __forceinline__ void add_vector(float* acc, const uint4& raw) {
+  const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-  for (int j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  for (int r = 0; r < a.ranks; ++r) {
-    const uint4 raw = reinterpret_cast<const uint4*>(a.peers.base[r] + offset)[v];
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int j = 0; j < n; ++j)
-      acc[j] += to_f(e[j]);
-  }
+  for (int j = 0; j < Vec<T>::n; ++j)
+    acc[j] += to_f(e[j]);
+}
+/// The sums in `acc` as a vector of T, each rounded once.
+template <typename T> __device__ __forceinline__ uint4 pack_vector(const float* acc) {
   uint4 out;
   T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
-  for (int j = 0; j < n; ++j)
+  for (int j = 0; j < Vec<T>::n; ++j)
     o[j] = from_f<T>(acc[j]);
   return out;
+}
+
+/// The sum over ranks s (in rank order, the same on every rank and in every algorithm) of
+/// 16-byte vector `v` of the region `src(s)`.
+template <typename T, typename Src>
+__device__ __forceinline__ uint4 sum_vector(const Args& a, Src src, size_t v) {
+  float acc[Vec<T>::n] = {};
+  for (int s = 0; s < a.ranks; ++s)
+    add_vector<T>(acc, reinterpret_cast<const uint4*>(src(s))[v]);
+  return pack_vector<T>(acc);
+}
+
+// The low-latency slots: an element whose bits are all set is empty (a NaN in f32, bf16 and
+// fp16); an input element with that pattern is sent as another NaN (sign bit clear), so a sum
+// with it is still NaN.
+template <typename T> using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+template <typename T> __device__ __forceinline__ Bits<T> ll_encode(Bits<T> x) {
+  constexpr Bits<T> empty = static_cast<Bits<T>>(~Bits<T>{0});
+  return x == empty ? static_cast<Bits<T>>(empty >> 1) : x;
+}
+template <typename T> __device__ __forceinline__ uint4 ll_encode_vector(uint4 x) {
+  Bits<T>* e = reinterpret_cast<Bits<T>*>(&x);
+#pragma unroll
+  for (size_t j = 0; j < sizeof(uint4) / sizeof(Bits<T>); ++j)
+    e[j] = ll_encode<T>(e[j]);
+  return x;
+}
+template <typename T> __device__ __forceinline__ bool ll_empty_vector(const uint4& x) {
+  const Bits<T>* e = reinterpret_cast<const Bits<T>*>(&x);
+  bool empty = false;
+#pragma unroll
+  for (size_t j = 0; j < sizeof(uint4) / sizeof(Bits<T>); ++j)
+    empty |= e[j] == static_cast<Bits<T>>(~Bits<T>{0});
+  return empty;
+}
+/// A load that goes to memory every time (the peers' stores arrive while this thread polls).
+__device__ __forceinline__ uint4 load_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
 }
 
 /// Vector v of recv = x (element by element where recv is not 16-byte aligned).
@@ -159,21 +202,35 @@ template <typename T> __device__ __forceinline__ uint4 load_send(const Args& a, 
   return x;
 }
 
-/// The elements past the last whole vector belong to block 0.
-template <typename T> __device__ void copy_tail(const Args& a, size_t staging) {
+/// The elements past the last whole vector belong to block 0: into the regions dst(d), d < n.
+template <typename T, typename Dst> __device__ void copy_tail(const Args& a, Dst dst, int n) {
   if (blockIdx.x != 0) return;
-  T* own = reinterpret_cast<T*>(a.peers.base[a.rank] + staging);
-  for (size_t i = a.vectors * Vec<T>::n + threadIdx.x; i < a.elements; i += blockDim.x)
-    own[i] = static_cast<const T*>(a.send)[i];
+  for (size_t i = a.vectors * Vec<T>::n + threadIdx.x; i < a.elements; i += blockDim.x) {
+    const T x = static_cast<const T*>(a.send)[i];
+    for (int d = 0; d < n; ++d)
+      reinterpret_cast<T*>(dst(d))[i] = x;
+  }
 }
-template <typename T> __device__ void reduce_tail(const Args& a, size_t staging) {
+template <typename T, typename Src> __device__ void reduce_tail(const Args& a, Src src) {
   if (blockIdx.x != 0) return;
   for (size_t i = a.vectors * Vec<T>::n + threadIdx.x; i < a.elements; i += blockDim.x) {
     float acc = 0.0f;
-    for (int r = 0; r < a.ranks; ++r)
-      acc += to_f(reinterpret_cast<const T*>(a.peers.base[r] + staging)[i]);
+    for (int s = 0; s < a.ranks; ++s)
+      acc += to_f(reinterpret_cast<const T*>(src(s))[i]);
     static_cast<T*>(a.recv)[i] = from_f<T>(acc);
   }
+}
+
+/// Vectors [first, vectors) of send, stride apart, into the regions dst(d), d < n.
+template <typename T, typename Dst>
+__device__ __forceinline__ void copy_in(const Args& a, Dst dst, int n, size_t first,
+                                        size_t stride) {
+  for (size_t v = first; v < a.vectors; v += stride) {
+    const uint4 x = load_send<T>(a, v);
+    for (int d = 0; d < n; ++d)
+      reinterpret_cast<uint4*>(dst(d))[v] = x;
+  }
+  copy_tail<T>(a, dst, n);
 }
 
 /// The state a call starts from: this block's epoch, and the call's buffer pair (0 or 1).
@@ -181,6 +238,15 @@ struct Call {
   int epoch;
   int pair;
 };
+/// Offset of slot s (s == ranks: the result) of buffer pair `pair`.
+__device__ __forceinline__ size_t slot(const Args& a, int pair, int s) {
+  return (static_cast<size_t>(pair) * (a.ranks + 1) + s) * a.max_bytes;
+}
+/// Offset of low-latency slot s of pair `pair` (after both pairs of slots and results).
+__device__ __forceinline__ size_t ll_slot(const Args& a, int pair, int s) {
+  return (2 * static_cast<size_t>(a.ranks + 1) + static_cast<size_t>(pair) * a.ranks + s) *
+         a.max_bytes;
+}
 __device__ __forceinline__ Call begin_call(const Args& a) {
   // Read by every thread before the first barrier; advanced by end_call.
   const char* own = a.peers.base[a.rank];
@@ -200,45 +266,105 @@ __device__ __forceinline__ void end_call(const Args& a, int epoch) {
   }
 }
 
-template <typename T> __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
+// One-shot (Push false) and push (Push true). One-shot copies the input into this rank's own
+// slot and, after the barrier, reads the peers' slots across the link. Push stores the input
+// into this rank's slot of every rank, so the data crosses the link once, as stores, before the
+// barrier, and the sum reads only this rank's memory.
+template <typename T, bool Push>
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
   const Call c = begin_call(a);
-  const size_t staging = static_cast<size_t>(c.pair) * a.max_bytes;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  uint4* own = reinterpret_cast<uint4*>(a.peers.base[a.rank] + staging);
+  auto into = [&](int r) { return a.peers.base[Push ? r : a.rank] + slot(a, c.pair, a.rank); };
+  auto from = [&](int s) { return a.peers.base[Push ? a.rank : s] + slot(a, c.pair, s); };
+  copy_in<T>(a, into, Push ? a.ranks : 1, first, stride);
+  barrier(a, 0, c.epoch); // every rank's block has put its share of the input in place
   for (size_t v = first; v < a.vectors; v += stride)
-    own[v] = load_send<T>(a, v);
-  copy_tail<T>(a, staging);
-  barrier(a, 0, c.epoch); // every rank's block has its share of the input in staging
-  for (size_t v = first; v < a.vectors; v += stride)
-    store_vector<T>(a, v, sum_vector<T>(a, staging, v));
-  reduce_tail<T>(a, staging);
+    store_vector<T>(a, v, sum_vector<T>(a, from, v));
+  reduce_tail<T>(a, from);
+  end_call(a, c.epoch);
+}
+
+// push with the data as its own flag: every element is stored into this rank's low-latency slot
+// of every rank, and each rank polls its own slots until no element is empty, sums, and empties
+// them for the call after next that uses this pair. No barrier: the message crosses the link
+// once, and nothing waits for a separate flag to follow it.
+template <typename T> __global__ void __launch_bounds__(kThreads) push_ll_kernel(Args a) {
+  const Call c = begin_call(a);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  char* const own = a.peers.base[a.rank];
+  const uint4 empty = make_uint4(~0u, ~0u, ~0u, ~0u);
+  for (size_t v = first; v < a.vectors; v += stride) {
+    const uint4 x = ll_encode_vector<T>(load_send<T>(a, v));
+    for (int r = 0; r < a.ranks; ++r)
+      reinterpret_cast<uint4*>(a.peers.base[r] + ll_slot(a, c.pair, a.rank))[v] = x;
+  }
+  const size_t tail = a.vectors * Vec<T>::n;
+  if (blockIdx.x == 0)
+    for (size_t i = tail + threadIdx.x; i < a.elements; i += blockDim.x) {
+      Bits<T> x;
+      memcpy(&x, static_cast<const T*>(a.send) + i, sizeof(x));
+      x = ll_encode<T>(x);
+      for (int r = 0; r < a.ranks; ++r)
+        reinterpret_cast<Bits<T>*>(a.peers.base[r] + ll_slot(a, c.pair, a.rank))[i] = x;
+    }
+  for (size_t v = first; v < a.vectors; v += stride) {
+    float acc[Vec<T>::n] = {};
+    for (int s = 0; s < a.ranks; ++s) {
+      uint4* p = reinterpret_cast<uint4*>(own + ll_slot(a, c.pair, s)) + v;
+      uint4 y;
+      do
+        y = load_volatile(p);
+      while (ll_empty_vector<T>(y));
+      *p = empty;
+      add_vector<T>(acc, y);
+    }
+    store_vector<T>(a, v, pack_vector<T>(acc));
+  }
+  if (blockIdx.x == 0)
+    for (size_t i = tail + threadIdx.x; i < a.elements; i += blockDim.x) {
+      float acc = 0.0f;
+      for (int s = 0; s < a.ranks; ++s) {
+        volatile Bits<T>* p = reinterpret_cast<Bits<T>*>(own + ll_slot(a, c.pair, s)) + i;
+        Bits<T> y;
+        do
+          y = *p;
+        while (y == static_cast<Bits<T>>(~Bits<T>{0}));
+        *p = static_cast<Bits<T>>(~Bits<T>{0});
+        T e;
+        memcpy(&e, &y, sizeof(e));
+        acc += to_f(e);
+      }
+      static_cast<T*>(a.recv)[i] = from_f<T>(acc);
+    }
   end_call(a, c.epoch);
 }
 
 template <typename T> __global__ void __launch_bounds__(kThreads) twoshot_kernel(Args a) {
   const Call c = begin_call(a);
-  const size_t staging = static_cast<size_t>(c.pair) * a.max_bytes;
-  const size_t result = static_cast<size_t>(2 + c.pair) * a.max_bytes;
+  char* const own_base = a.peers.base[a.rank];
+  const size_t result = slot(a, c.pair, a.ranks);
   // Slice s: vectors [s * per, min((s + 1) * per, vectors)). Index i of every slice belongs to
   // the same (block, thread) on every rank, so a block's barrier covers what it reads next.
   const size_t per = (a.vectors + a.ranks - 1) / a.ranks;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  uint4* own = reinterpret_cast<uint4*>(a.peers.base[a.rank] + staging);
+  auto own = [&](int) { return own_base + slot(a, c.pair, a.rank); };
+  auto theirs = [&](int s) { return a.peers.base[s] + slot(a, c.pair, s); };
+  uint4* staging = reinterpret_cast<uint4*>(own(0));
   for (size_t i = first; i < per; i += stride)
     for (int s = 0; s < a.ranks; ++s) {
       const size_t v = static_cast<size_t>(s) * per + i;
-      if (v < a.vectors) own[v] = load_send<T>(a, v);
+      if (v < a.vectors) staging[v] = load_send<T>(a, v);
     }
-  copy_tail<T>(a, staging);
+  copy_tail<T>(a, own, 1);
   barrier(a, 0, c.epoch);
   for (size_t i = first; i < per; i += stride) {
     const size_t v = static_cast<size_t>(a.rank) * per + i;
-    if (v < a.vectors)
-      reinterpret_cast<uint4*>(a.peers.base[a.rank] + result)[v] = sum_vector<T>(a, staging, v);
+    if (v < a.vectors) reinterpret_cast<uint4*>(own_base + result)[v] = sum_vector<T>(a, theirs, v);
   }
-  reduce_tail<T>(a, staging);
+  reduce_tail<T>(a, theirs);
   barrier(a, 1, c.epoch); // every rank's reduced slice is in its result buffer
   for (size_t i = first; i < per; i += stride)
     for (int s = 0; s < a.ranks; ++s) {
@@ -252,13 +378,18 @@ template <typename T> __global__ void __launch_bounds__(kThreads) twoshot_kernel
 class CudaIpcAllReduce final : public IpcAllReduce {
 public:
   CudaIpcAllReduce(MPI_Comm comm, size_t max_bytes)
-      : m_max_bytes((max_bytes + 255) / 256 * 256), m_flags_off(4 * m_max_bytes),
+      : m_max_bytes((max_bytes + 255) / 256 * 256),
+        m_flags_off(2 * (2 * std::min<size_t>(group_size(comm), kMaxRanks) + 1) * m_max_bytes),
         m_epochs_off(m_flags_off + sizeof(int) * kPhases * kMaxBlocks * kMaxRanks),
         m_calls_off(m_epochs_off + sizeof(int) * kMaxBlocks),
         m_memory(comm, m_calls_off + 2 * sizeof(int), "the custom all-reduce", kMaxRanks) {
     for (int r = 0; r < size(); ++r)
       m_peers.base[r] = m_memory.base(r);
-    // Nobody signals before every peer has mapped every buffer.
+    // Every low-latency slot starts empty (all bits set).
+    const size_t ll = 2 * static_cast<size_t>(size() + 1) * m_max_bytes;
+    RIDGELINE_CHECK(cudaMemset(m_memory.base(rank()) + ll, 0xff, m_flags_off - ll));
+    RIDGELINE_CHECK(cudaDeviceSynchronize());
+    // Nobody signals, or pushes, before every peer has mapped and prepared every buffer.
     RIDGELINE_CHECK(MPI_Barrier(comm));
   }
 
@@ -288,23 +419,36 @@ public:
     a.send_aligned = reinterpret_cast<uintptr_t>(send) % 16 == 0;
     a.recv_aligned = reinterpret_cast<uintptr_t>(recv) % 16 == 0;
     // The grid is a function of the message alone, the same on every rank (see the epochs).
-    const size_t work = algo == IpcAlgo::oneshot ? a.vectors : (a.vectors + size() - 1) / size();
+    const size_t work = algo == IpcAlgo::twoshot ? (a.vectors + size() - 1) / size() : a.vectors;
     const unsigned blocks =
         static_cast<unsigned>(std::clamp<size_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
     auto launch = [&](auto kernel) {
       kernel<<<blocks, kThreads, 0, s>>>(a);
       RIDGELINE_CHECK(cudaGetLastError());
     };
-    const bool one = algo == IpcAlgo::oneshot;
+    // The kernel of `algo` for element type T (a null T picks the type).
+    auto run = [&](auto* type) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      switch (algo) {
+      case IpcAlgo::oneshot:
+        return launch(oneshot_kernel<T, false>);
+      case IpcAlgo::push:
+        return launch(oneshot_kernel<T, true>);
+      case IpcAlgo::push_ll:
+        return launch(push_ll_kernel<T>);
+      case IpcAlgo::twoshot:
+        return launch(twoshot_kernel<T>);
+      }
+    };
     switch (dtype) {
     case DType::f32:
-      launch(one ? oneshot_kernel<float> : twoshot_kernel<float>);
+      run(static_cast<float*>(nullptr));
       break;
     case DType::bf16:
-      launch(one ? oneshot_kernel<__nv_bfloat16> : twoshot_kernel<__nv_bfloat16>);
+      run(static_cast<__nv_bfloat16*>(nullptr));
       break;
     case DType::f16:
-      launch(one ? oneshot_kernel<__half> : twoshot_kernel<__half>);
+      run(static_cast<__half*>(nullptr));
       break;
     default:
       throw UsageError(std::string("the custom all-reduce sums f32, bf16 and fp16, not ") +
@@ -313,16 +457,18 @@ public:
   }
 
 private:
+  static size_t group_size(MPI_Comm comm) {
+    int n = 1;
+    RIDGELINE_CHECK(MPI_Comm_size(comm, &n));
+    return static_cast<size_t>(n);
+  }
+
   size_t m_max_bytes = 0, m_flags_off = 0, m_epochs_off = 0, m_calls_off = 0;
   IpcPeerMemory m_memory;
   Peers m_peers{};
 };
 
 } // namespace
-
-const char* ipc_algo_name(IpcAlgo algo) {
-  return algo == IpcAlgo::oneshot ? "oneshot" : "twoshot";
-}
 
 std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_bytes) {
   return std::make_unique<CudaIpcAllReduce>(comm, max_bytes);

@@ -1,16 +1,23 @@
 // An all-reduce of the project's own for small messages between the GPUs of one node, without
-// NCCL: every rank's staging buffers are mapped into every other rank through CUDA IPC (handles
+// NCCL: every rank's buffers are mapped into every other rank through CUDA IPC (handles
 // exchanged over MPI), and the ranks meet at barriers of flags written into each other's memory
-// (release stores and acquire loads at system scope). Two algorithms:
-//   - one-shot: every rank reads every peer's whole buffer and reduces it (one barrier);
+// (release stores and acquire loads at system scope), or poll the data itself. Four algorithms:
+//   - one-shot: every rank copies its input into its own buffer and, after one barrier, reads
+//     every peer's whole buffer and reduces it;
+//   - push: one-shot with the data moved the other way: every rank writes its input into a slot
+//     of every peer's memory and, after one barrier, reduces what it holds. The message crosses
+//     the link once, as stores, before the barrier, instead of as loads after it;
+//   - push-ll: push without the barrier: slots hold an "empty" bit pattern until the data
+//     arrives, so the data is its own flag (as in NCCL's LL protocol) and each rank polls its own
+//     slots, sums, and empties them again;
 //   - two-shot: every rank reduces its 1/n slice from all peers into its own memory, then
 //     gathers every other rank's reduced slice (reduce-scatter then all-gather through peer
 //     loads: a second barrier between the two).
-// A call is one kernel, which copies the input into staging itself; calls alternate between
-// two sets of buffers, so no barrier is needed at a call's end. Stream-ordered and capturable
-// in a CUDA graph: each block keeps its barrier epoch, and the rank its call counter, in device
-// memory and advances them itself, so a replayed graph waits on fresh flags. No multicast
-// objects are used.
+// A call is one kernel, which copies the input itself; calls alternate between two sets of
+// buffers, so no barrier is needed at a call's end. Stream-ordered and capturable in a CUDA
+// graph: each block keeps its barrier epoch, and the rank its call counter, in device memory
+// and advances them itself, so a replayed graph waits on fresh flags. No multicast objects are
+// used.
 #pragma once
 
 #include <mpi.h>
@@ -27,10 +34,12 @@
 
 namespace ridgeline {
 
-enum class IpcAlgo { oneshot, twoshot };
+enum class IpcAlgo { oneshot, push, push_ll, twoshot };
 const char* ipc_algo_name(IpcAlgo algo);
-/// "oneshot" or "twoshot"; throws UsageError otherwise.
+/// "oneshot", "push", "push-ll" or "twoshot"; throws UsageError otherwise.
 IpcAlgo parse_ipc_algo(const std::string& name);
+/// Every algorithm's name, in the order of the enum.
+const std::vector<std::string>& ipc_algo_names();
 
 /// The custom all-reduce over one group of ranks of one node, one GPU each (the current device
 /// of every rank when it is made). Sum only; f32, bf16 and fp16 (the 16-bit types summed in
@@ -54,7 +63,7 @@ public:
 /// UsageError without CUDA, and Error when the peers' memory cannot be mapped.
 std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm comm, size_t max_bytes);
 
-/// One measured size of one all-reduce implementation ("nccl", "oneshot", "twoshot"), from a
+/// One measured size of one all-reduce implementation ("nccl" or a custom one), from a
 /// `ridgeline collectives --allreduce ...` file.
 struct AllReduceTiming {
   std::string impl;
@@ -68,8 +77,9 @@ struct AllReduceTiming {
 std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t bytes);
 
 /// `inner` with its sum all-reduces of f32, bf16 and fp16 of at most ipc's max_bytes() sent
-/// where `choose(bytes)` says: "oneshot" or "twoshot" through the custom all-reduce, "nccl"
-/// through `inner` (`run --allreduce oneshot|twoshot|auto`); every other call goes to `inner`.
+/// where `choose(bytes)` says: a custom algorithm's name through the custom all-reduce, "nccl"
+/// through `inner` (`run --allreduce oneshot|push|push-ll|twoshot|auto`); every other call goes to
+/// `inner`.
 /// Stream-ordered. When `inner` is not (MPI: the tensor-parallel group of ranks that share a
 /// GPU, where NCCL refuses to run), only the custom all-reduces are possible and any other call
 /// throws UsageError.

@@ -4,10 +4,6 @@
 
 namespace ridgeline {
 
-const char* ipc_algo_name(IpcAlgo algo) {
-  return algo == IpcAlgo::oneshot ? "oneshot" : "twoshot";
-}
-
 std::unique_ptr<IpcAllReduce> make_ipc_all_reduce(MPI_Comm, size_t) {
   throw UsageError("the custom all-reduce needs a ridgeline built with CUDA");
 }

@@ -1,5 +1,5 @@
-// The communicator of `run --allreduce oneshot|twoshot`: the custom all-reduce for the sum
-// all-reduces it takes, the wrapped communicator for everything else.
+// The communicator of `run --allreduce oneshot|push|push-ll|twoshot|auto`: the custom all-reduce
+// for the sum all-reduces it takes, the wrapped communicator for everything else.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -84,10 +84,23 @@ private:
 
 } // namespace
 
+const std::vector<std::string>& ipc_algo_names() {
+  static const std::vector<std::string> names = {"oneshot", "push", "push-ll", "twoshot"};
+  return names;
+}
+
+const char* ipc_algo_name(IpcAlgo algo) {
+  return ipc_algo_names()[static_cast<size_t>(algo)].c_str();
+}
+
 IpcAlgo parse_ipc_algo(const std::string& name) {
-  if (name == "oneshot") return IpcAlgo::oneshot;
-  if (name == "twoshot") return IpcAlgo::twoshot;
-  throw UsageError("unknown custom all-reduce '" + name + "' (expected oneshot or twoshot)");
+  const std::vector<std::string>& names = ipc_algo_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<IpcAlgo>(i);
+  std::string known;
+  for (const std::string& n : names)
+    known += (known.empty() ? "" : ", ") + n;
+  throw UsageError("unknown custom all-reduce '" + name + "' (expected " + known + ")");
 }
 
 std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t bytes) {

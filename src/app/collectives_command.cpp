@@ -68,8 +68,9 @@ std::string collective_item(const std::string& name, std::string& canonical) {
 
 // One item of --allreduce: an all-reduce implementation.
 std::string allreduce_item(const std::string& name, std::string&) {
-  if (name == "nccl" || name == "oneshot" || name == "twoshot") return "";
-  return "unknown all-reduce '" + name + "' (expected nccl, oneshot or twoshot)";
+  const std::vector<std::string>& custom = ipc_algo_names();
+  if (name == "nccl" || std::find(custom.begin(), custom.end(), name) != custom.end()) return "";
+  return "unknown all-reduce '" + name + "' (expected nccl, " + join(custom, ", ") + ")";
 }
 
 // The name suffix of a sweep on symmetric buffers (--buffers symmetric).
@@ -602,10 +603,10 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
           "LIST", "collectives"))
       ->capture_default_str();
   cmd->add_option("--allreduce", c.allreduce,
-                  "All-reduce implementations swept as all_reduce, all_reduce_oneshot, "
-                  "all_reduce_twoshot: nccl (the communicator's own: NCCL, or MPI on the host), "
-                  "oneshot and twoshot (the custom all-reduce over CUDA-IPC peer buffers, GPUs "
-                  "of one node); a comma list")
+                  "All-reduce implementations, each swept as all_reduce_NAME: nccl (the "
+                  "communicator's own: NCCL, or MPI on the host; swept as all_reduce), oneshot, "
+                  "push, push-ll and twoshot (the custom all-reduce over CUDA-IPC peer buffers, "
+                  "GPUs of one node); a comma list")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             return list_problem(split_list(text), allreduce_item);

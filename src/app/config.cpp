@@ -189,16 +189,18 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "RIDGELINE_EPILOGUES=0 in the environment keeps them apart)")
       ->capture_default_str()
       ->group(exec);
-  cmd.add_option("--allreduce", c.allreduce,
-                 "The tensor-parallel all-reduce: nccl | oneshot | twoshot (the custom "
-                 "all-reduce over CUDA-IPC peer buffers, GPUs of one node; cuda backend) | auto "
-                 "(per message size, the fastest in --allreduce-table)")
+  cmd.add_option(
+         "--allreduce", c.allreduce,
+         "The tensor-parallel all-reduce: nccl | oneshot | push | push-ll | twoshot (the custom "
+         "all-reduce over CUDA-IPC peer buffers, GPUs of one node; cuda backend) | auto "
+         "(per message size, the fastest in --allreduce-table)")
       ->capture_default_str()
       ->group(exec);
-  cmd.add_option("--allreduce-table", c.allreduce_table,
-                 "With --allreduce auto: a file of `ridgeline collectives --collectives "
-                 "all_reduce --allreduce nccl,oneshot,twoshot` on this machine at this --tp and "
-                 "--dtype")
+  cmd.add_option(
+         "--allreduce-table", c.allreduce_table,
+         "With --allreduce auto: a file of `ridgeline collectives --collectives "
+         "all_reduce --allreduce nccl,oneshot,push,push-ll,twoshot` on this machine at this --tp "
+         "and --dtype (timed with --graph for a run with --graphs)")
       ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
@@ -482,13 +484,13 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back("--gemm-algo " + c.gemm_algo +
                 " chooses among GPU kernels (cuBLASLt's and the project's): needs the cuda "
                 "backend");
-  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "twoshot", "auto"});
+  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "push", "push-ll", "twoshot", "auto"});
   if (c.allreduce == "auto") {
     struct stat st {};
     if (c.allreduce_table.empty())
       p.push_back("--allreduce auto chooses from measured times: give --allreduce-table FILE "
                   "(ridgeline collectives --collectives all_reduce --allreduce "
-                  "nccl,oneshot,twoshot)");
+                  "nccl,oneshot,push,push-ll,twoshot)");
     else if (stat(c.allreduce_table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       p.push_back("--allreduce-table: '" + c.allreduce_table + "' is not a readable file");
   } else if (!c.allreduce_table.empty()) {

@@ -54,8 +54,9 @@ struct RunConfig {
   std::string dtype = "auto";          ///< auto | fp32 | bf16 | fp16
   std::string attention = "fused";     ///< comma list of implementations, run back to back
   std::string gemm_algo = "heuristic"; ///< heuristic | search | skinny (see GemmAlgo)
-  std::string allreduce = "nccl";      ///< the TP all-reduce: nccl | oneshot | twoshot | auto
-  std::string allreduce_table;         ///< with auto: a `collectives --allreduce ...` file
+  std::string allreduce =
+      "nccl"; ///< the TP all-reduce: nccl | oneshot | push | push-ll | twoshot | auto
+  std::string allreduce_table;  ///< with auto: a `collectives --allreduce ...` file
   bool graphs = false;          ///< capture one step as a CUDA graph and replay it (cuda backend)
   std::string overlap = "none"; ///< comma list of strategies, run back to back
   bool sequence_parallel = false;

@@ -22,9 +22,9 @@
 namespace ridgeline {
 
 /// How the tensor-parallel group all-reduces (`--allreduce`): "nccl", or the custom all-reduce
-/// ("oneshot", "twoshot") for messages up to `max_bytes`.
+/// ("oneshot", "push", "push-ll", "twoshot") for messages up to `max_bytes`.
 struct TpAllReduce {
-  std::string algo = "nccl"; ///< nccl | oneshot | twoshot | auto
+  std::string algo = "nccl"; ///< nccl | oneshot | push | push-ll | twoshot | auto
   size_t max_bytes = 0;
   std::string table_path;             ///< with auto: where `table` came from
   std::vector<AllReduceTiming> table; ///< with auto: the measured times it chooses from

@@ -420,6 +420,8 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
   const std::pair<const char*, const char*> impls[] = {
       {"/collectives/all_reduce", "nccl"},
       {"/collectives/all_reduce_oneshot", "oneshot"},
+      {"/collectives/all_reduce_push", "push"},
+      {"/collectives/all_reduce_push-ll", "push-ll"},
       {"/collectives/all_reduce_twoshot", "twoshot"}};
   for (const auto& [table_path, impl] : impls)
     for (const NamedTable& t : d.tables) {
@@ -449,7 +451,7 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
     throw UsageError("--allreduce-table " + path + ": no all-reduce measured at group size " +
                      std::to_string(tp) + " in " + dtype +
                      " (ridgeline collectives --collectives all_reduce --allreduce "
-                     "nccl,oneshot,twoshot with as many ranks as --tp)");
+                     "nccl,oneshot,push,push-ll,twoshot with as many ranks as --tp)");
   return out;
 }
 

@@ -85,7 +85,7 @@ check "--group-size: expected an integer from 1" collectives "${coll[@]}" --grou
 check "--collectives: empty item" collectives "${coll[@]}" --collectives all_reduce,
 check "--nccl-max-ctas: expected -1" collectives "${coll[@]}" --nccl-max-ctas -5
 check "--timeout: expected a number > 0" collectives "${coll[@]}" --timeout 0
-check "unknown all-reduce 'ring' (expected nccl, oneshot or twoshot)" collectives "${coll[@]}" --allreduce nccl,ring
+check "unknown all-reduce 'ring' (expected nccl, oneshot, push, push-ll, twoshot)" collectives "${coll[@]}" --allreduce nccl,ring
 check "--allreduce oneshot: the custom all-reduce runs on GPUs (needs the cuda backend)" collectives "${coll[@]}" --allreduce oneshot
 check "--buffers symmetric registers NCCL windows: needs the cuda backend" collectives "${coll[@]}" --buffers ordinary,symmetric
 check "--nccl-cta-policy needs the cuda backend (NCCL)" collectives "${coll[@]}" --nccl-cta-policy efficiency

@@ -1,12 +1,13 @@
-// The custom all-reduce (CUDA IPC, one-shot and two-shot) under mpiexec -n 2: exact sums at odd
-// counts and element offsets in f32, bf16 and fp16, in place and out of place; inside a CUDA
-// graph replayed on changed inputs; calls in a row, each on its own inputs, of changing sizes and
-// with the ranks put out of step, eager and from a graph of one call; 1000 calls in a row
-// without a hang. Ranks may share one GPU (the flag barriers then wait for the other process's
-// time slice: slow, still exact). Skips with fewer than two ranks or without a device.
+// The custom all-reduce (CUDA IPC, one-shot, push, push-ll and two-shot) under mpiexec -n 2 (or
+// more): exact sums at odd counts and element offsets in f32, bf16 and fp16, in place and out of
+// place; inside a CUDA graph replayed on changed inputs; calls in a row, each on its own inputs, of
+// changing sizes and with the ranks put out of step, eager and from a graph of one call; 1000 calls
+// in a row without a hang. Ranks may share one GPU (the flag barriers then wait for the other
+// process's time slice: slow, still exact). Skips with fewer than two ranks or without a device.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -102,7 +103,7 @@ protected:
 };
 
 TEST_F(IpcAllReduceCuda, ExactAtOddCountsAndOffsets) {
-  for (IpcAlgo algo : {IpcAlgo::oneshot, IpcAlgo::twoshot})
+  for (IpcAlgo algo : {IpcAlgo::oneshot, IpcAlgo::push, IpcAlgo::push_ll, IpcAlgo::twoshot})
     for (DType dtype : {DType::f32, DType::bf16, DType::f16})
       for (size_t count : {size_t{1}, size_t{7}, size_t{8}, size_t{4099}, size_t{1000003}})
         for (size_t offset : {size_t{0}, size_t{1}, size_t{3}})
@@ -133,11 +134,16 @@ TEST_F(IpcAllReduceCuda, CapturedCallsReplayOnNewInputs) {
   Buffer send = m_backend->allocate_bytes(bytes);
   Buffer mid = m_backend->allocate_bytes(bytes);
   Buffer out = m_backend->allocate_bytes(bytes);
-  // One graph: a one-shot into `mid`, then a two-shot of `mid` into `out` (2 * the sum).
+  Buffer last = m_backend->allocate_bytes(bytes);
+  // One graph of every algorithm in a chain: a one-shot into `mid` (the sum), a two-shot of
+  // `mid` into `out` (n * the sum), a push of `out` into `mid` (n^2 * the sum), then a push-ll
+  // of `mid` into `last` (n^3 * the sum). Small integers times powers of two: exact in bf16.
   m_backend->capture_begin(Lane::comm);
   Stream s = m_backend->stream(Lane::comm);
   m_ar->all_reduce(send.data(), mid.data(), count, dtype, IpcAlgo::oneshot, s);
   m_ar->all_reduce(mid.data(), out.data(), count, dtype, IpcAlgo::twoshot, s);
+  m_ar->all_reduce(out.data(), mid.data(), count, dtype, IpcAlgo::push, s);
+  m_ar->all_reduce(mid.data(), last.data(), count, dtype, IpcAlgo::push_ll, s);
   const int graph = m_backend->capture_end(Lane::comm);
   for (int salt : {0, 5, 11}) {
     const std::vector<unsigned char> raw = encode(count, dtype, salt);
@@ -145,11 +151,58 @@ TEST_F(IpcAllReduceCuda, CapturedCallsReplayOnNewInputs) {
     m_backend->replay(graph, Lane::comm);
     sync();
     std::vector<float> want = expected(count, salt);
+    const float n = static_cast<float>(m_size);
     for (float& w : want)
-      w *= static_cast<float>(m_size);
+      w *= n * n;
     std::vector<unsigned char> got(bytes);
-    m_backend->download(got.data(), out.data(), bytes);
-    EXPECT_EQ(wrong(got, dtype, want), 0) << "replay with salt " << salt;
+    m_backend->download(got.data(), mid.data(), bytes);
+    EXPECT_EQ(wrong(got, dtype, want), 0) << "one-shot, two-shot, push; salt " << salt;
+    for (float& w : want)
+      w *= n;
+    m_backend->download(got.data(), last.data(), bytes);
+    EXPECT_EQ(wrong(got, dtype, want), 0) << "then push-ll; salt " << salt;
+  }
+}
+
+// push-ll's slots are empty while every bit of an element is set; an input element with that
+// pattern (a NaN) must arrive as a NaN, not be waited for, and leave the slots empty for the
+// next call.
+TEST_F(IpcAllReduceCuda, PushLlSendsTheEmptyPatternAsNaN) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const size_t count = 4103; // whole vectors and a tail
+    const size_t elt = dtype_size(dtype);
+    Buffer send = m_backend->allocate_bytes(count * elt);
+    Buffer recv = m_backend->allocate_bytes(count * elt);
+    std::vector<unsigned char> raw = encode(count, dtype, 1);
+    // Rank 0 sends the empty pattern at the first element, one inside a vector and the last.
+    const size_t marked[] = {0, 13, count - 1};
+    if (m_rank == 0)
+      for (size_t i : marked)
+        std::memset(raw.data() + i * elt, 0xff, elt);
+    m_backend->upload(send.data(), raw.data(), raw.size());
+    Stream s = m_backend->stream(Lane::comm);
+    m_ar->all_reduce(send.data(), recv.data(), count, dtype, IpcAlgo::push_ll, s);
+    sync();
+    std::vector<unsigned char> got(count * elt);
+    m_backend->download(got.data(), recv.data(), got.size());
+    std::vector<float> v(count);
+    decode_values(got.data(), count, dtype, v.data());
+    const std::vector<float> want = expected(count, 1);
+    int64_t bad = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const bool nan = std::find(std::begin(marked), std::end(marked), i) != std::end(marked);
+      bad += nan ? !std::isnan(v[i]) : v[i] != want[i];
+    }
+    EXPECT_EQ(bad, 0) << dtype_name(dtype);
+    // The slots were emptied: the next calls (both buffer pairs) are exact.
+    const std::vector<unsigned char> clean = encode(count, dtype, 2);
+    m_backend->upload(send.data(), clean.data(), clean.size());
+    for (int call = 0; call < 2; ++call) {
+      m_ar->all_reduce(send.data(), recv.data(), count, dtype, IpcAlgo::push_ll, s);
+      sync();
+      m_backend->download(got.data(), recv.data(), got.size());
+      EXPECT_EQ(wrong(got, dtype, expected(count, 2)), 0) << dtype_name(dtype) << " call " << call;
+    }
   }
 }
 
@@ -195,7 +248,7 @@ TEST_F(IpcAllReduceCuda, CallsInARowOnTheirOwnInputs) {
       m_backend->memory_pass(Backend::MemoryPass::copy, delay_src, delay_dst, delay_bytes,
                              Lane::comm);
     m_ar->all_reduce(sends[i].data(), recvs[i].data(), counts[i % 4], dtype,
-                     i % 3 == 0 ? IpcAlgo::twoshot : IpcAlgo::oneshot, s);
+                     static_cast<IpcAlgo>(i % 4), s);
     m_backend->memory_pass(Backend::MemoryPass::copy, g_inputs[i], g_send, g_bytes, Lane::comm);
     m_backend->replay(graph, Lane::comm);
     m_backend->memory_pass(Backend::MemoryPass::copy, g_out, g_results[i], g_bytes, Lane::comm);
@@ -222,8 +275,7 @@ TEST_F(IpcAllReduceCuda, ThousandCallsWithoutAHang) {
   m_backend->upload(a.data(), raw.data(), raw.size());
   Stream s = m_backend->stream(Lane::comm);
   for (int i = 0; i < 1000; ++i)
-    m_ar->all_reduce(a.data(), b.data(), count, dtype,
-                     i % 2 == 0 ? IpcAlgo::oneshot : IpcAlgo::twoshot, s);
+    m_ar->all_reduce(a.data(), b.data(), count, dtype, static_cast<IpcAlgo>(i % 4), s);
   sync();
   std::vector<unsigned char> got(bytes);
   m_backend->download(got.data(), b.data(), bytes);

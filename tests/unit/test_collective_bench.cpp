@@ -393,5 +393,14 @@ TEST(CollectiveBench, AutoAllReduceTakesTheFastestAtTheSizeThatHoldsTheMessage) 
   EXPECT_THROW(choose_all_reduce({}, 64), UsageError);
 }
 
+TEST(CollectiveBench, CustomAllReduceNamesRoundTrip) {
+  for (IpcAlgo algo : {IpcAlgo::oneshot, IpcAlgo::push, IpcAlgo::push_ll, IpcAlgo::twoshot})
+    EXPECT_EQ(parse_ipc_algo(ipc_algo_name(algo)), algo) << ipc_algo_name(algo);
+  EXPECT_STREQ(ipc_algo_name(IpcAlgo::push_ll), "push-ll");
+  EXPECT_EQ(ipc_algo_names().size(), 4u);
+  EXPECT_THROW(parse_ipc_algo("nccl"), UsageError) << "nccl is not a custom all-reduce";
+  EXPECT_THROW(parse_ipc_algo("ring"), UsageError);
+}
+
 } // namespace
 } // namespace ridgeline
