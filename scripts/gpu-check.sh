@@ -6,7 +6,7 @@
 #   - layers: prefill and decode of the h=8192 reference layer at TP = 1, 2, 4 (decode eager
 #     and with --graphs), each beside the PyTorch-eager reference measured in the same job;
 #   - collectives: nccl-tests-style sweeps on 2 and 4 GPUs, NVLink and host transports, and the
-#     small all-reduces of NCCL beside the custom one-shot and two-shot;
+#     small all-reduces of NCCL beside the custom ones;
 #   - overlap: the overlap strategies side by side;
 #   - extras: naive attention and a Llama 3 70B decode slice;
 #   - graphs: the decode layer captured as CUDA graphs at TP = 2, 4 (part of layers);
@@ -40,6 +40,13 @@
 #   - decode_tp2 (also alone; two GPUs): the decode sweeps at TP2 against the copy roof;
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
+#   - custom_allreduce (also alone; two GPUs): NCCL's small all-reduces beside the custom
+#     one-shot, push, push-ll and two-shot at every rank count of COLLECTIVE_NPS, timed per launch and
+#     inside CUDA graphs, each beside PyTorch's NCCL and symmetric-memory one-shot timed the same
+#     way, taking turns (scripts/allreduce_table.py);
+#   - decode_graphs (also alone): the TP layer's decode step with --graphs at the node's largest
+#     TP (up to 4; DECODE_GRAPHS_TP) under every all-reduce and GEMM choice, beside PyTorch
+#     eager, taking turns;
 #   - ce_ring (also alone): the copy-engine ring and the symm: strategies (NCCL symmetric
 #     memory, under each CTA policy) beside the SM collectives at TP2 (CE_RING_TP) prefill,
 #     each GEMM + collective pair beside PyTorch's fused async-TP op (scripts/async_tp_table.py), and the
@@ -118,6 +125,8 @@ else
   launcher=mpirun
 fi
 mpirun=("$launcher" --bind-to none --map-by slot)
+# The custom all-reduces (collectives --allreduce, run --allreduce).
+custom_ars=oneshot,push,push-ll,twoshot
 # Every step is bounded so that one hang cannot take the whole job's time.
 step_timeout=${GPU_CHECK_STEP_TIMEOUT:-150}
 start_s=$(date +%s)
@@ -132,7 +141,9 @@ timeout 60 "${mpirun[@]}" -np "$ngpu" "$ridgeline" env >"$out/logs/env.txt" 2>&1
 note "env: rc=$? ($ngpu GPUs, launcher $launcher)"
 
 section_tests() {
-  # GPU_CHECK_TESTS: a space-separated list of test binaries to run instead of all of them.
+  # GPU_CHECK_TESTS: a space-separated list of test binaries to run instead of all of them;
+  # GPU_CHECK_TEST_NPS: from a bundle, the rank counts of the MPI tests (default 2; more where
+  # the GPUs are).
   local only=${GPU_CHECK_TESTS:-}
   if [ -n "${build:-}" ]; then
     (cd "$build" && ctest -L gpu ${only:+-R "^(${only// /|})\$"} --output-on-failure \
@@ -142,7 +153,12 @@ section_tests() {
       [ -z "$only" ] || [[ " $only " == *" $(basename "$t") "* ]] || continue
       case $(basename "$t") in
         test_cuda_backend | test_attention_cuda | test_train_cuda) timeout "$step_timeout" "$t" ;;
-        *) timeout "$step_timeout" "${mpirun[@]}" -np 2 "$t" ;;
+        *)
+          for np in ${GPU_CHECK_TEST_NPS:-2}; do
+            [ "$np" -le "$ngpu" ] || [ "$np" -eq 2 ] || continue
+            echo "== $(basename "$t") on $np ranks"
+            timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$t"
+          done ;;
       esac
     done >"$out/logs/gpu-tests.log" 2>&1
   fi
@@ -195,10 +211,10 @@ section_collectives() {
         --max-bytes "$max" --warmup 5 --iters 20 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
       note "$name: rc=$? $(grep -E 'Avg bus bandwidth' "$out/logs/$name.log" | tr '\n' ' ')"
     done
-    # Small all-reduces: NCCL's beside the custom one-shot and two-shot (CUDA IPC), same job.
+    # Small all-reduces: NCCL's beside the custom ones (CUDA IPC).
     name="collectives_np${np}_custom_allreduce"
     timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives --collectives all_reduce \
-      --allreduce nccl,oneshot,twoshot --min-bytes 8K --max-bytes 256K --warmup 20 --iters 100 \
+      --allreduce nccl,$custom_ars --min-bytes 8K --max-bytes 256K --warmup 20 --iters 100 \
       --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
     note "$name: rc=$? $(grep -E '^#  +all_reduce' "$out/logs/$name.log" | tr -s ' ' | tr '\n' ';')"
     # The same collectives through PyTorch's NCCL, timed as nccl-tests times them.
@@ -536,19 +552,20 @@ section_decode_kernels() {
 }
 
 # allreduce: the tensor-parallel layer with the custom all-reduce (run --allreduce). First a
-# table of the all-reduces of this machine (collectives --allreduce, 8K-4M) for --allreduce auto.
+# table of the all-reduces of this machine (collectives --allreduce, 8K-4M, timed inside CUDA
+# graphs as the decode steps below run them) for --allreduce auto.
 # Two GPUs or more: TP2 decode under --graphs (gpt-h8192 batch 16 and llama3-8b batch 1, context
-# 1024) with nccl, oneshot, twoshot and auto taking turns, twice. One GPU: two ranks share it
+# 1024) with nccl, every custom all-reduce and auto taking turns, twice. One GPU: two ranks share it
 # (NCCL refuses that; the custom all-reduce does not), so only correctness means anything:
 # prefill, decode (graphs, a growing cache) and train at TP2, each checked against TP1.
 section_allreduce() {
-  local table=$out/h5/allreduce_table.h5 impls=nccl,oneshot,twoshot shared=()
+  local table=$out/h5/allreduce_table.h5 impls=nccl,$custom_ars extra=(--graph)
   if [ "$ngpu" -lt 2 ]; then
-    impls=oneshot,twoshot
-    shared=(--allow-shared-gpu)
+    impls=$custom_ars
+    extra=(--allow-shared-gpu)
   fi
   timeout "$step_timeout" "${mpirun[@]}" -np 2 "$ridgeline" collectives --collectives all_reduce \
-    --allreduce "$impls" "${shared[@]}" --min-bytes 8K --max-bytes 4M --warmup 5 --iters 20 \
+    --allreduce "$impls" "${extra[@]}" --min-bytes 8K --max-bytes 4M --warmup 5 --iters 20 \
     --out "$table" >"$out/logs/allreduce_table.log" 2>&1
   note "allreduce_table ($impls): rc=$?"
   if [ "$ngpu" -ge 2 ]; then
@@ -560,7 +577,7 @@ section_allreduce() {
       --json "$out/ref/torch_allreduce_symm.json" >"$out/logs/torch_allreduce_symm.log" 2>&1
     note "torch_allreduce_symm: rc=$?"
     for turn in ${GPU_CHECK_TURNS:-1 2}; do
-      for ar in nccl oneshot twoshot auto; do
+      for ar in nccl ${custom_ars//,/ } auto; do
         local with_table=()
         [ "$ar" = auto ] && with_table=(--allreduce-table "$table")
         run "allreduce_gpt_decode_${ar}_$turn" 2 --config "$repo/models/gpt-h8192.toml" --layers 1 \
@@ -575,7 +592,7 @@ section_allreduce() {
   fi
   local small=(--config "$repo/models/llama3-8b.toml" --layers 2 --tp 2 --allow-shared-gpu --check on
     --warmup 1 --iters 3 --roofs none)
-  for ar in oneshot twoshot auto; do
+  for ar in ${custom_ars//,/ } auto; do
     local i=0
     for phase in "prefill --seq 256 --batch 2" "decode --batch 4 --context 128 --graphs" \
       "decode --batch 4 --context 128 --decode-steps 3" "train --seq 256 --batch 2"; do
@@ -587,6 +604,63 @@ section_allreduce() {
         "${with_table[@]}" --phase $phase --timeout 120 --out "$out/h5/$name.h5" \
         >"$out/logs/$name.log" 2>&1
       note "$name ($phase): rc=$? $(grep -E '^check:' "$out/logs/$name.log" | head -1)"
+    done
+  done
+}
+
+# custom_allreduce (also alone; two GPUs or more): NCCL's all-reduce beside the custom one-shot,
+# push, push-ll and two-shot, 8 KiB-4 MiB, at every rank count of COLLECTIVE_NPS: timed per launch and
+# inside one CUDA graph of --iters launches (as nccl-tests -G), each right after PyTorch's NCCL
+# all-reduce and symmetric-memory one-shot timed the same way; GPU_CHECK_TURNS turns.
+section_custom_allreduce() {
+  [ "$ngpu" -ge 2 ] || { note "custom_allreduce: skipped (needs 2 GPUs, $ngpu here)"; return; }
+  local sizes=8K,16K,32K,64K,128K,256K,512K,1M,2M,4M
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
+    for np in ${COLLECTIVE_NPS:-2 4}; do
+      [ "$np" -le "$ngpu" ] || continue
+      for mode in eager graph; do
+        local name=custom_allreduce_np${np}_${mode}_$turn graph=()
+        [ "$mode" = graph ] && graph=(--graph)
+        timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
+          "$repo/scripts/reference/torch_collectives.py" --collectives all_reduce,all_reduce_symm_oneshot \
+          --sizes "$sizes" --warmup 20 --iters 100 "${graph[@]}" --json "$out/ref/torch_$name.json" \
+          >"$out/logs/torch_$name.log" 2>&1
+        note "torch_$name: rc=$?"
+        timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives \
+          --collectives all_reduce --allreduce nccl,$custom_ars --min-bytes 8K \
+          --max-bytes 4M --warmup 20 --iters 100 "${graph[@]}" --out "$out/h5/$name.h5" \
+          >"$out/logs/$name.log" 2>&1
+        note "$name: rc=$?"
+        python3 "$repo/scripts/allreduce_table.py" "$out/h5/$name.h5" "$out/ref/torch_$name.json" \
+          --markdown "$out/$name.md" >"$out/logs/${name}_table.txt" 2>&1
+        note "$name table: $(tail -1 "$out/logs/${name}_table.txt")"
+      done
+    done
+  done
+}
+
+# decode_graphs (also alone): gpt-h8192's decode step at batch 64 (context 0, as in layers) with
+# --graphs at TP DECODE_GRAPHS_TP (default the node's GPUs, at most 4) under every all-reduce
+# (nccl, every custom one, and auto from a graph-timed table) and GEMM choice (heuristic,
+# search; DECODE_GRAPHS_ALGOS), taking turns with PyTorch eager, GPU_CHECK_TURNS turns.
+section_decode_graphs() {
+  local tp=${DECODE_GRAPHS_TP:-$(( ngpu < 4 ? ngpu : 4 ))}
+  [ "$tp" -ge 2 ] && [ "$tp" -le "$ngpu" ] || { note "decode_graphs: skipped (tp $tp, $ngpu GPUs)"; return; }
+  local table=$out/h5/decode_graphs_allreduce_tp$tp.h5
+  timeout "$step_timeout" "${mpirun[@]}" -np "$tp" "$ridgeline" collectives --collectives all_reduce \
+    --allreduce nccl,$custom_ars --min-bytes 8K --max-bytes 4M --warmup 5 --iters 20 \
+    --graph --out "$table" >"$out/logs/decode_graphs_allreduce_tp$tp.log" 2>&1
+  note "decode_graphs_allreduce_tp$tp: rc=$?"
+  for turn in ${GPU_CHECK_TURNS:-1 2}; do
+    torch_ref "torch_decode_graphs_tp${tp}_$turn" "$tp" --phase decode --hidden 8192 --heads 64 --batch 64
+    for algo in ${DECODE_GRAPHS_ALGOS:-heuristic search}; do
+      for ar in nccl ${custom_ars//,/ } auto; do
+        local with_table=()
+        [ "$ar" = auto ] && with_table=(--allreduce-table "$table")
+        run "decode_graphs_tp${tp}_${algo}_${ar}_$turn" "$tp" --config "$repo/models/gpt-h8192.toml" \
+          --phase decode --batch 64 --context 0 --tp "$tp" --warmup 10 --iters 100 --graphs \
+          --gemm-algo "$algo" --allreduce "$ar" "${with_table[@]}"
+      done
     done
   done
 }
@@ -772,16 +846,17 @@ section_dp() {
 
 # decode_tp2 (also alone; two GPUs): the decode sweeps of every preset layer at TP2 (the
 # all-reduces in the step), --graphs, against the copy roof (target 0.80), with the GEMM choice
-# DECODE_TP2_ALGO (default heuristic).
+# DECODE_TP2_ALGO (default heuristic) and the all-reduce DECODE_TP2_ALLREDUCE (default nccl).
 section_decode_tp2() {
   [ "$ngpu" -ge 2 ] || { note "decode_tp2: skipped (needs 2 GPUs, $ngpu here)"; return; }
-  local roofs=$out/h5/roofs_decode.h5 algo=${DECODE_TP2_ALGO:-heuristic}
+  local roofs=$out/h5/roofs_decode.h5 algo=${DECODE_TP2_ALGO:-heuristic} ar=${DECODE_TP2_ALLREDUCE:-nccl}
   decode_roofs
   for model in ${DECODE_MODELS:-gpt-h8192 llama3-8b llama3-70b}; do
     local name=decode_tp2_${model}_$algo
+    [ "$ar" = nccl ] || name=${name}_$ar
     timeout "${GPU_CHECK_SWEEP_TIMEOUT:-420}" "${mpirun[@]}" -np 2 "$ridgeline" sweep \
       --roofs "$roofs" --timeout 120 --config "$repo/models/$model.toml" --layers 1 \
-      --phase decode --graphs --gemm-algo "$algo" --tp 2 --batch 1,16,64,256 \
+      --phase decode --graphs --gemm-algo "$algo" --allreduce "$ar" --tp 2 --batch 1,16,64,256 \
       --context 1024,8192,32768 --warmup 5 --iters 20 --out "$out/h5/$name.h5" \
       >"$out/logs/$name.log" 2>&1
     note "$name: rc=$? $(grep -cE '^ +[0-9]+ ' "$out/logs/$name.log") rows"
