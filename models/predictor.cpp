@@ -129,7 +129,18 @@ double launch_ns(const Roofs& roofs, bool graphs) {
   return graphs && graph > 0 ? graph : eager;
 }
 
+/// alpha_us + bus_bytes / beta_gbps in ns (an infinite beta: the latency alone).
+double alpha_beta_ns(double alpha_us, double beta_gbps, double bus_bytes) {
+  return alpha_us * 1e3 + (std::isinf(beta_gbps) ? 0.0 : bus_bytes / beta_gbps);
+}
+
 } // namespace
+
+double in_step_collective_ns(const InterconnectRoof& r, double bus_bytes) {
+  const double floor = alpha_beta_ns(r.floor_alpha_us, r.floor_beta_gbps, bus_bytes);
+  if (!(r.beta_gbps > 0)) return floor;
+  return std::max(floor, alpha_beta_ns(r.alpha_us, r.beta_gbps, bus_bytes));
+}
 
 OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOptions& o) {
   OpPrediction p;
@@ -145,10 +156,7 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
     if (w.group_size > 1 && w.comm_bytes > 0) {
       if (const InterconnectRoof* r =
               roofs.interconnect_for(w.collective, w.group_size, o.transport)) {
-        p.interconnect_ns =
-            r->floor_alpha_us * 1e3 + (std::isinf(r->floor_beta_gbps)
-                                           ? 0.0
-                                           : w.comm_bytes * w.busbw_factor / r->floor_beta_gbps);
+        p.interconnect_ns = in_step_collective_ns(*r, w.comm_bytes * w.busbw_factor);
         p.interconnect_source = "roofs";
       } else if (const LinkPreset* link = w.kind == OpKind::p2p ? o.pp_link : o.tp_link) {
         p.interconnect_ns = link_collective_ns(*link, w.comm_bytes, w.busbw_factor);

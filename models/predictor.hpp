@@ -117,6 +117,13 @@ struct StepPrediction {
   std::string missing; ///< a roof a collective needed that neither roofs nor links give
 };
 
+/// A collective of `bus_bytes` (bytes x busbw factor) inside a step: the fit of the roof's
+/// medians (alpha_us + bus_bytes / beta_gbps: a typical call, as the collective runs once
+/// between other ops), never below the lower envelope (floor_alpha_us, floor_beta_gbps, the
+/// best of back-to-back calls, which attribution keeps as its bound); the envelope alone where
+/// the roof has no fit. In ns.
+double in_step_collective_ns(const InterconnectRoof& r, double bus_bytes);
+
 /// Predicts one op under `roofs` (and the links where the roofs have no interconnect row).
 OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOptions& o);
 

@@ -279,6 +279,26 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
   return r;
 }
 
+constexpr const char* kUninstrumented = "uninstrumented_mean";
+
+/// The step a prediction is held to: the point's uninstrumented loop (no event stamps between
+/// ops, the step the model predicts; the mean over its iterations, the largest over the ranks)
+/// where the file has it, else the p50 of the timed iterations, which carry a pair of event
+/// stamps per op.
+struct MeasuredStep {
+  double ns = 0;
+  std::string source;
+};
+MeasuredStep measured_step(const RunSummary& sum) {
+  const AttrValue* plain = find_attr(sum.attrs, "uninstrumented_step_ns");
+  if (plain != nullptr) {
+    const double* ns = std::get_if<double>(plain);
+    if (ns != nullptr && *ns > 0) return {*ns, kUninstrumented};
+  }
+  const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
+  return {p50 != nullptr ? std::get<double>(*p50) : sum.step.p50, "instrumented_p50"};
+}
+
 void print_validation_point(std::ostream& out, const std::string& label, double measured,
                             const StepPrediction& s, const RunSummary& summary) {
   char line[256];
@@ -424,7 +444,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   std::vector<double> errors;
   std::ostringstream detail;
   // --validate: each measured point's step beside its prediction (for --json and --markdown).
-  std::vector<std::string> checked_labels;
+  std::vector<std::string> checked_labels, measured_sources;
   std::vector<double> measured_ms, predicted_ms;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
@@ -473,14 +493,15 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     }
     if (!measured.empty() && row.status == "ok") {
       const RunSummary& sum = *measured[k];
-      const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
-      const double m = p50 != nullptr ? std::get<double>(*p50) : sum.step.p50;
-      errors.push_back((s.step_ns - m) / m);
+      const MeasuredStep m = measured_step(sum);
+      errors.push_back((s.step_ns - m.ns) / m.ns);
       checked_labels.push_back(row.label);
-      measured_ms.push_back(m / 1e6);
+      measured_ms.push_back(m.ns / 1e6);
+      measured_sources.push_back(m.source);
       predicted_ms.push_back(s.step_ns / 1e6);
-      print_validation_point(detail, row.label, m, s, sum);
-      point.attrs.emplace_back("measured_step_p50_ns", m);
+      print_validation_point(detail, row.label, m.ns, s, sum);
+      point.attrs.emplace_back("measured_step_ns", m.ns);
+      point.attrs.emplace_back("measured_step_source", m.source);
       point.attrs.emplace_back("step_error", errors.back());
     }
     point.attrs.insert(point.attrs.begin(),
@@ -519,6 +540,11 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                       "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
                       abs.size(), 100 * abs.back(), 100 * median);
         std::cout << line;
+        const auto plain = std::count(measured_sources.begin(), measured_sources.end(),
+                                      std::string(kUninstrumented));
+        std::cout << "measured step: the uninstrumented loop's mean at " << plain << " of "
+                  << measured_sources.size()
+                  << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
       }
     }
     print_sweep(std::cout, rows, axes, crossovers);
@@ -536,6 +562,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       tables.push_back({"validation",
                         {{"point", checked_labels},
                          {"measured_step_ms", measured_ms},
+                         {"measured_step_source", measured_sources},
                          {"predicted_step_ms", predicted_ms},
                          {"error_pct", error_pct}}});
     OutputFile h5(o.base.out, "--out");

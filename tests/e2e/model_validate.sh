@@ -22,6 +22,8 @@ grep -Eq "^  qkv_gemm +[0-9.]+ +[0-9.]+ " "$work/model.log"
 grep -Eq "^step-time error over 4 measured point\(s\): max [0-9.]+ %, median [0-9.]+ %" \
   "$work/model.log"
 grep -q "every point is predicted" "$work/model.log"
+# Each step is held to its uninstrumented loop (the sweep has one at every point).
+grep -q "^measured step: the uninstrumented loop's mean at 4 of 4 point(s)" "$work/model.log"
 "$bin" validate "$work/model.h5"
 # --json and --markdown: every measured step beside its prediction, as the log prints them.
 python3 - "$work" <<'PY'
@@ -38,7 +40,8 @@ for row, (label, measured, predicted, error) in zip(rows, printed):
     assert abs(row["predicted_step_ms"] - float(predicted)) < 1e-4 * max(1.0, float(predicted)), row
     assert abs(row["error_pct"] - float(error)) < 0.06, row
 md = open(f"{work}/model.md").read()
-assert "| point | measured_step_ms | predicted_step_ms | error_pct |" in md, md
+assert all(r["measured_step_source"] == "uninstrumented_mean" for r in rows), rows
+assert "| point | measured_step_ms | measured_step_source | predicted_step_ms | error_pct |" in md, md
 assert all(r["point"] in md for r in rows)
 PY
 python3 - "$work" <<'PY'
@@ -51,7 +54,8 @@ with h5py.File(f"{sys.argv[1]}/model.h5") as f:
     for k in range(4):
         g = f[f"points/{k}"]
         assert g.attrs["predicted"] == 1 and "summary" not in g
-        assert g["prediction"].attrs["step_ns"] > 0 and "measured_step_p50_ns" in g.attrs
+        assert g["prediction"].attrs["step_ns"] > 0 and g.attrs["measured_step_ns"] > 0
+        assert g.attrs["measured_step_source"] in ("uninstrumented_mean", b"uninstrumented_mean")
 PY
 # A predicted file whose point lost its mark, or whose point holds a measured summary, is refused
 # by both validators.

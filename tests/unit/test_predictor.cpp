@@ -1,7 +1,10 @@
 // The analytic model on hand-computed cases: a GEMM under the compute roof, a memory-bound op
-// on the measured curve, the launch floor, a collective over a link preset, the pipeline bubble,
+// on the measured curve, the launch floor, a collective over a link preset and one inside a step
+// at the roofs' median fit, the pipeline bubble,
 // a data-parallel gradient all-reduce and a step's combination.
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "models/predictor.hpp"
 
@@ -113,6 +116,45 @@ TEST(Predictor, CollectiveOverALinkPreset) {
   EXPECT_DOUBLE_EQ(p.interconnect_ns, 10e3 + 1.5e9 / 200.0);
   EXPECT_EQ(p.interconnect_source, "nvlink");
   EXPECT_EQ(p.ceiling, Ceiling::interconnect);
+}
+
+TEST(Predictor, InStepCollectiveAtTheMedianFitNeverBelowTheEnvelope) {
+  InterconnectRoof r;
+  r.collective = "all_reduce";
+  r.group_size = 4;
+  r.alpha_us = 12.0, r.beta_gbps = 100.0;            // medians
+  r.floor_alpha_us = 8.0, r.floor_beta_gbps = 200.0; // best calls
+  // 1 MB of bus bytes: fit 12 us + 1e6 / 100 ns = 22 us; envelope 8 us + 5 us = 13 us.
+  EXPECT_DOUBLE_EQ(in_step_collective_ns(r, 1e6), 22e3);
+  // A fit whose intercept fell below the envelope's (a least-squares fit can) keeps the
+  // envelope: at no bytes 8 us, not 2 us.
+  r.alpha_us = 2.0;
+  EXPECT_DOUBLE_EQ(in_step_collective_ns(r, 0), 8e3);
+  // No fit (beta 0): the envelope; an infinite bandwidth: the latency alone.
+  r.beta_gbps = 0;
+  EXPECT_DOUBLE_EQ(in_step_collective_ns(r, 1e6), 13e3);
+  r.beta_gbps = std::numeric_limits<double>::infinity();
+  r.alpha_us = 12.0;
+  r.floor_beta_gbps = std::numeric_limits<double>::infinity();
+  EXPECT_DOUBLE_EQ(in_step_collective_ns(r, 1e6), 12e3);
+
+  // predict_op places a collective op of the roofs' group at that time.
+  Roofs roofs = sample_roofs();
+  r.transport = "auto";
+  r.dtype = "bf16";
+  r.beta_gbps = 100.0, r.floor_beta_gbps = 200.0;
+  roofs.interconnect = {r};
+  PredictOp ar;
+  ar.name = "allreduce_mlp";
+  ar.comm_lane = true;
+  ar.work.kind = OpKind::collective;
+  ar.work.collective = "all_reduce";
+  ar.work.group_size = 4;
+  ar.work.busbw_factor = 1.5;
+  ar.work.comm_bytes = 1e6;
+  const OpPrediction p = predict_op(ar, roofs, PredictOptions{});
+  EXPECT_EQ(p.interconnect_source, "roofs");
+  EXPECT_DOUBLE_EQ(p.interconnect_ns, 12e3 + 1.5e6 / 100.0);
 }
 
 TEST(Predictor, PipelineBubbleAndGradients) {
