@@ -98,10 +98,8 @@ TEST(Predictor, LaunchFloorAndEfficiency) {
   EXPECT_DOUBLE_EQ(p.efficiency, 0.5);
 }
 
-TEST(Predictor, CollectiveOverALinkPreset) {
-  LinkPreset l{"nvlink", 400.0, 0.5, 10.0, "test"};
-  // 10 us + 1e9 bytes x 1.5 (all-reduce over 4) / (400 x 0.5 GB/s) = 10 us + 7.5 ms.
-  EXPECT_DOUBLE_EQ(link_collective_ns(l, 1e9, 1.5), 10e3 + 1.5e9 / 200.0);
+/// The MLP's all-reduce over 4 ranks of `bytes` (bus bytes 1.5 x that).
+PredictOp all_reduce_of_4(double bytes) {
   PredictOp ar;
   ar.name = "allreduce_mlp";
   ar.comm_lane = true;
@@ -109,7 +107,15 @@ TEST(Predictor, CollectiveOverALinkPreset) {
   ar.work.collective = "all_reduce";
   ar.work.group_size = 4;
   ar.work.busbw_factor = 1.5;
-  ar.work.comm_bytes = 1e9;
+  ar.work.comm_bytes = bytes;
+  return ar;
+}
+
+TEST(Predictor, CollectiveOverALinkPreset) {
+  LinkPreset l{"nvlink", 400.0, 0.5, 10.0, "test"};
+  // 10 us + 1e9 bytes x 1.5 (all-reduce over 4) / (400 x 0.5 GB/s) = 10 us + 7.5 ms.
+  EXPECT_DOUBLE_EQ(link_collective_ns(l, 1e9, 1.5), 10e3 + 1.5e9 / 200.0);
+  const PredictOp ar = all_reduce_of_4(1e9);
   PredictOptions o;
   o.tp_link = &l;
   const OpPrediction p = predict_op(ar, sample_roofs(), o);
@@ -144,14 +150,7 @@ TEST(Predictor, InStepCollectiveAtTheMedianFitNeverBelowTheEnvelope) {
   r.dtype = "bf16";
   r.beta_gbps = 100.0, r.floor_beta_gbps = 200.0;
   roofs.interconnect = {r};
-  PredictOp ar;
-  ar.name = "allreduce_mlp";
-  ar.comm_lane = true;
-  ar.work.kind = OpKind::collective;
-  ar.work.collective = "all_reduce";
-  ar.work.group_size = 4;
-  ar.work.busbw_factor = 1.5;
-  ar.work.comm_bytes = 1e6;
+  const PredictOp ar = all_reduce_of_4(1e6);
   const OpPrediction p = predict_op(ar, roofs, PredictOptions{});
   EXPECT_EQ(p.interconnect_source, "roofs");
   EXPECT_DOUBLE_EQ(p.interconnect_ns, 12e3 + 1.5e6 / 100.0);
