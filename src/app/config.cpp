@@ -10,6 +10,7 @@
 
 #include "app/command_support.hpp"
 #include "app/file_layout.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/work_model.hpp"
 #include "parallel/schedule.hpp"
@@ -426,12 +427,9 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   if (c.sample_ms < 0) p.push_back("--sample-ms must be >= 0 (0: no samples)");
   if (c.norm_eps <= 0) p.push_back("--norm-eps must be positive");
   if (c.rope_theta <= 0) p.push_back("--rope-theta must be positive");
-  auto choice = [&](const std::string& v, const char* name, std::initializer_list<const char*> ok) {
-    if (one_of(v, ok)) return;
-    std::string list;
-    for (const char* o : ok)
-      list += std::string(list.empty() ? "" : ", ") + o;
-    p.push_back(std::string(name) + " must be one of " + list + " (got '" + v + "')");
+  auto choice = [&](const std::string& v, const char* name, const std::vector<std::string>& ok) {
+    if (std::find(ok.begin(), ok.end(), v) != ok.end()) return;
+    p.push_back(std::string(name) + " must be one of " + join(ok, ", ") + " (got '" + v + "')");
   };
   choice(c.phase, "--phase", {"prefill", "decode", "train"});
   choice(c.recompute, "--recompute", {"none", "full"});
@@ -484,7 +482,10 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
     p.push_back("--gemm-algo " + c.gemm_algo +
                 " chooses among GPU kernels (cuBLASLt's and the project's): needs the cuda "
                 "backend");
-  choice(c.allreduce, "--allreduce", {"nccl", "oneshot", "push", "push-ll", "twoshot", "auto"});
+  std::vector<std::string> all_reduces = {"nccl"};
+  all_reduces.insert(all_reduces.end(), ipc_algo_names().begin(), ipc_algo_names().end());
+  all_reduces.push_back("auto");
+  choice(c.allreduce, "--allreduce", all_reduces);
   if (c.allreduce == "auto") {
     struct stat st {};
     if (c.allreduce_table.empty())

@@ -417,12 +417,10 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
   if (command == nullptr || attr_to_string(*command) != "collectives")
     throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
   std::vector<AllReduceTiming> out;
-  const std::pair<const char*, const char*> impls[] = {
-      {"/collectives/all_reduce", "nccl"},
-      {"/collectives/all_reduce_oneshot", "oneshot"},
-      {"/collectives/all_reduce_push", "push"},
-      {"/collectives/all_reduce_push-ll", "push-ll"},
-      {"/collectives/all_reduce_twoshot", "twoshot"}};
+  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
+  std::vector<std::pair<std::string, std::string>> impls = {{"/collectives/all_reduce", "nccl"}};
+  for (const std::string& name : ipc_algo_names())
+    impls.emplace_back("/collectives/all_reduce_" + name, name);
   for (const auto& [table_path, impl] : impls)
     for (const NamedTable& t : d.tables) {
       if (t.path != table_path) continue;
@@ -433,8 +431,7 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
           attr_to_string(*type) != dtype)
         continue;
       // The communicator's own all-reduce counts only where it was NCCL's.
-      if (std::string(impl) == "nccl" && (backend == nullptr || attr_to_string(*backend) != "nccl"))
-        continue;
+      if (impl == "nccl" && (backend == nullptr || attr_to_string(*backend) != "nccl")) continue;
       const std::vector<int64_t>* sizes = nullptr;
       const std::vector<double>* p50 = nullptr;
       for (const Column& c : t.table) {
