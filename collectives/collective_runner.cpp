@@ -65,7 +65,8 @@ void CollectiveBench::issue(const CollectiveSpec& spec, const CallBuffers& buf,
     issue_collective(m_comm, spec, buf, shape, opts.dtype, opts.op, opts.root, stream);
 }
 
-// The timed part of one size: eager iterations, or the graph's captured launches replayed whole.
+// The timed part of one size: eager iterations stamped one by one, eager batches stamped whole,
+// or the graph's captured launches replayed whole.
 std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const CallBuffers& buf,
                                                const CollectiveShape& shape,
                                                const SweepOptions& opts) {
@@ -78,6 +79,16 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
   // the skew with which the ranks left the barrier before the warm-up.
   wait_all(stream, opts);
   RIDGELINE_CHECK(MPI_Barrier(m_world));
+  if (opts.batch) {
+    for (int k = 0; k < kTimedBatches; ++k) {
+      clock.stamp(m_lane);
+      for (int i = 0; i < opts.iters; ++i)
+        launch();
+      clock.stamp(m_lane);
+    }
+    wait_all(stream, opts);
+    return pair_durations(clock.collect(), static_cast<double>(opts.iters));
+  }
   if (!opts.graph) {
     for (int i = 0; i < opts.iters; ++i) {
       clock.stamp(m_lane);
@@ -92,7 +103,7 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
     launch();
   const int graph = m_device.capture_end(m_lane);
   m_device.replay(graph, m_lane); // untimed: the first launch of a graph uploads it
-  for (int k = 0; k < kGraphReplays; ++k) {
+  for (int k = 0; k < kTimedBatches; ++k) {
     clock.stamp(m_lane);
     m_device.replay(graph, m_lane);
     clock.stamp(m_lane);
@@ -154,7 +165,7 @@ CollectiveBench::sweep(const CollectiveSpec& spec, const SweepOptions& opts, Wat
     row.time_mean_all_ns = mean(all_groups);
     row.samples_ns = std::move(samples);
     row.wrong = wrong;
-    row.iters = static_cast<int64_t>(opts.iters) * (opts.graph ? kGraphReplays : 1);
+    row.iters = static_cast<int64_t>(opts.iters) * (opts.graph || opts.batch ? kTimedBatches : 1);
     result.rows.push_back(std::move(row));
     if (on_size) on_size(result);
   }

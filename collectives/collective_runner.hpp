@@ -20,8 +20,9 @@
 
 namespace ridgeline {
 
-/// Timed replays of the captured graph per size under SweepOptions::graph: each is one sample.
-inline constexpr int kGraphReplays = 10;
+/// Samples per size under SweepOptions::graph or ::batch: each times one batch of `iters` calls
+/// (one replay of the captured graph, or `iters` eager launches back to back) over `iters`.
+inline constexpr int kTimedBatches = 10;
 
 /// Owns the communicator of one group of ranks: MPI_Comm_split(world, color, key), so every rank
 /// of `world` constructs one.
@@ -45,9 +46,14 @@ struct SweepOptions {
   int root = 0;                ///< group rank of broadcast's and reduce's root
   bool in_place = false;       ///< in place where the collective has an in-place form
   int warmup = 5;              ///< untimed calls per size
-  int iters = 20;              ///< timed calls per size; with `graph`, calls captured per graph
-  bool graph = false;          ///< time kGraphReplays replays of a CUDA graph of `iters` calls
-  double timeout_s = 300;      ///< seconds one wait for NCCL work may take before it throws
+  int iters = 20;              ///< timed calls per size; with `graph` or `batch`, calls per batch
+  bool graph = false;          ///< time kTimedBatches replays of a CUDA graph of `iters` calls
+  /// Time kTimedBatches batches of `iters` back-to-back eager launches, stamps only around each
+  /// batch (nccl-tests without -G): the host's launch cost is hidden wherever the device is the
+  /// slower of the two, as in a real launch stream. Without it (and without `graph`) every call
+  /// is stamped alone.
+  bool batch = false;
+  double timeout_s = 300; ///< seconds one wait for NCCL work may take before it throws
   /// When set, issues each call instead of the communicator (the custom all-reduce of
   /// `collectives --allreduce`); `name` then names the implementation swept.
   std::function<void(const CallBuffers&, const CollectiveShape&, Stream)> issue;

@@ -41,9 +41,9 @@
 #   - allreduce: the TP2 layer with the custom all-reduce (run --allreduce) beside NCCL's, or on
 #     one GPU two ranks sharing it, each layer checked against TP1;
 #   - custom_allreduce (also alone; two GPUs): NCCL's small all-reduces beside the custom
-#     one-shot, push, push-ll and two-shot at every rank count of COLLECTIVE_NPS, timed per launch and
-#     inside CUDA graphs, each beside PyTorch's NCCL and symmetric-memory one-shot timed the same
-#     way, taking turns (scripts/allreduce_table.py);
+#     one-shot, push, push-ll and two-shot at every rank count of COLLECTIVE_NPS, timed as
+#     nccl-tests times eager launches (--batch) and inside CUDA graphs, each beside PyTorch's NCCL
+#     and symmetric-memory one-shot timed the same way, taking turns (scripts/allreduce_table.py);
 #   - decode_graphs (also alone): the TP layer's decode step with --graphs at the node's largest
 #     TP (up to 4; DECODE_GRAPHS_TP) under every all-reduce and GEMM choice, beside PyTorch
 #     eager, taking turns;
@@ -208,14 +208,15 @@ section_collectives() {
       max=2G
       [ "$transport" = host ] && max=256M
       timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives --transport "$transport" --min-bytes 8 \
-        --max-bytes "$max" --warmup 5 --iters 20 --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+        --max-bytes "$max" --warmup 5 --iters 20 --batch --out "$out/h5/$name.h5" \
+        >"$out/logs/$name.log" 2>&1
       note "$name: rc=$? $(grep -E 'Avg bus bandwidth' "$out/logs/$name.log" | tr '\n' ' ')"
     done
     # Small all-reduces: NCCL's beside the custom ones (CUDA IPC).
     name="collectives_np${np}_custom_allreduce"
     timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives --collectives all_reduce \
       --allreduce nccl,$custom_ars --min-bytes 8K --max-bytes 256K --warmup 20 --iters 100 \
-      --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
+      --batch --out "$out/h5/$name.h5" >"$out/logs/$name.log" 2>&1
     note "$name: rc=$? $(grep -E '^#  +all_reduce' "$out/logs/$name.log" | tr -s ' ' | tr '\n' ';')"
     # The same collectives through PyTorch's NCCL, timed as nccl-tests times them.
     timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
@@ -609,8 +610,9 @@ section_allreduce() {
 }
 
 # custom_allreduce (also alone; two GPUs or more): NCCL's all-reduce beside the custom one-shot,
-# push, push-ll and two-shot, 8 KiB-4 MiB, at every rank count of COLLECTIVE_NPS: timed per launch and
-# inside one CUDA graph of --iters launches (as nccl-tests -G), each right after PyTorch's NCCL
+# push, push-ll and two-shot, 8 KiB-4 MiB, at every rank count of COLLECTIVE_NPS: timed as
+# nccl-tests times eager launches (--batch: back to back, stamps around each batch) and inside
+# one CUDA graph of --iters launches (as nccl-tests -G), each right after PyTorch's NCCL
 # all-reduce and symmetric-memory one-shot timed the same way; GPU_CHECK_TURNS turns.
 section_custom_allreduce() {
   [ "$ngpu" -ge 2 ] || { note "custom_allreduce: skipped (needs 2 GPUs, $ngpu here)"; return; }
@@ -618,9 +620,10 @@ section_custom_allreduce() {
   for turn in ${GPU_CHECK_TURNS:-1 2}; do
     for np in ${COLLECTIVE_NPS:-2 4}; do
       [ "$np" -le "$ngpu" ] || continue
-      for mode in eager graph; do
-        local name=custom_allreduce_np${np}_${mode}_$turn graph=()
-        [ "$mode" = graph ] && graph=(--graph)
+      for mode in batch graph; do
+        # The reference times batches unless told --graph; ridgeline needs --batch for them.
+        local name=custom_allreduce_np${np}_${mode}_$turn graph=() timing=(--batch)
+        [ "$mode" = graph ] && graph=(--graph) timing=(--graph)
         timeout "$step_timeout" torchrun --standalone --nproc-per-node "$np" \
           "$repo/scripts/reference/torch_collectives.py" --collectives all_reduce,all_reduce_symm_oneshot \
           --sizes "$sizes" --warmup 20 --iters 100 "${graph[@]}" --json "$out/ref/torch_$name.json" \
@@ -628,7 +631,7 @@ section_custom_allreduce() {
         note "torch_$name: rc=$?"
         timeout "$step_timeout" "${mpirun[@]}" -np "$np" "$ridgeline" collectives \
           --collectives all_reduce --allreduce nccl,$custom_ars --min-bytes 8K \
-          --max-bytes 4M --warmup 20 --iters 100 "${graph[@]}" --out "$out/h5/$name.h5" \
+          --max-bytes 4M --warmup 20 --iters 100 "${timing[@]}" --out "$out/h5/$name.h5" \
           >"$out/logs/$name.log" 2>&1
         note "$name: rc=$?"
         python3 "$repo/scripts/allreduce_table.py" "$out/h5/$name.h5" "$out/ref/torch_$name.json" \

@@ -82,9 +82,14 @@ def reference_rows(out):
                 match = t[t["size_bytes"] == r["size_bytes"]]
                 if len(match) == 0:
                     continue
-                ours_us = float(match[0]["time_mean_ns"]) / 1e3
-                rows.append((np_, r["collective"], r["size_bytes"], ours_us, r["time_us"],
-                             float(match[0]["busbw_gbps"]), r["busbw_gbps"], ref["nccl"]))
+                # Batches (--batch) are timed as the reference times them: median against median.
+                timing = table.attrs.get("timing", b"")
+                timing = timing.decode() if isinstance(timing, bytes) else str(timing)
+                batch = timing == "batch_mean"
+                ours_us = float(match[0]["time_p50_ns" if batch else "time_mean_ns"]) / 1e3
+                busbw = float(match[0]["busbw_p50_gbps" if batch else "busbw_gbps"])
+                rows.append((np_, r["collective"], r["size_bytes"], ours_us, r["time_us"], busbw,
+                             r["busbw_gbps"], ref["nccl"]))
     return rows
 
 

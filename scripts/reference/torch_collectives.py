@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch/NCCL reference for `ridgeline collectives`: the same collectives, sizes and timing
 rule as nccl-tests (warm-up, then `iters` back-to-back launches between two CUDA events, time =
-elapsed / iters, busbw = algbw * factor), so ratios come from one job on one machine. With
+elapsed / iters, busbw = algbw * factor; the median of --replays such batches, as `ridgeline
+collectives --batch`), so ratios come from one job on one machine. With
 --graph, as nccl-tests -G and `ridgeline collectives --graph` time them: the `iters` launches are
 captured in one CUDA graph, and the time is the median over replays of replay time / iters.
 
@@ -81,20 +82,26 @@ def launcher(name, size, n, rank, device):
     return ring
 
 
-def time_launches_ms(call, warmup, iters, device):
-    """nccl-tests' timing of `call`: after `warmup` calls and a barrier, `iters` back-to-back
-    calls between two CUDA events; ms per call, the largest over the ranks (a collective's time)."""
+def time_launches_ms(call, warmup, iters, batches, device):
+    """nccl-tests' timing of `call`: after `warmup` calls and a barrier, `batches` batches of
+    `iters` back-to-back calls, two CUDA events around each batch (none between the calls); ms
+    per call: the median over the batches of batch time / iters, the largest over the ranks (a
+    collective's time). As `ridgeline collectives --batch` times them."""
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
     dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        call()
-    end.record()
-    end.synchronize()
-    t = torch.tensor([start.elapsed_time(end) / iters], device=device)
+    events = []
+    for _ in range(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            call()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    times = sorted(start.elapsed_time(end) / iters for start, end in events)
+    t = torch.tensor([times[len(times) // 2]], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
 
@@ -142,7 +149,8 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--graph", action="store_true",
                    help="capture --iters launches in one CUDA graph and time its replays")
-    p.add_argument("--replays", type=int, default=10, help="--graph: timed replays per size")
+    p.add_argument("--replays", type=int, default=10,
+                   help="timed batches of --iters launches per size (with --graph: replays)")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON (rank 0)")
     a = p.parse_args()
 
@@ -155,14 +163,14 @@ def main():
             if a.graph:
                 time_us = time_graph_ms(call, a.warmup, a.iters, a.replays, device) * 1e3
             else:
-                time_us = time_launches_ms(call, a.warmup, a.iters, device) * 1e3
+                time_us = time_launches_ms(call, a.warmup, a.iters, a.replays, device) * 1e3
             algbw = size / (time_us * 1e3)
             rows.append({"collective": name, "size_bytes": size, "time_us": time_us,
                          "algbw_gbps": algbw, "busbw_gbps": algbw * busbw_factor(name, n)})
     if rank == 0:
         nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
         timing = (f"{a.iters} launches in one CUDA graph, median of {a.replays} replays"
-                  if a.graph else f"{a.iters} timed launches")
+                  if a.graph else f"{a.iters} launches back to back, median of {a.replays} batches")
         print(f"torch {torch.__version__}, NCCL {nccl}, {n} ranks, bf16, "
               f"{a.warmup} warm-up + {timing} per size")
         print(f"{'collective':<16}{'size(B)':>12}{'time(us)':>11}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}")
@@ -172,7 +180,7 @@ def main():
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"torch": torch.__version__, "nccl": nccl, "ranks": n,
-                           "timing": "graph_replay" if a.graph else "per_launch_mean",
+                           "timing": "graph_replay" if a.graph else "batch_mean",
                            "rows": rows}, f, indent=1)
     dist.destroy_process_group()
 

@@ -61,6 +61,16 @@ def test_refuses_mixed_timings_and_rank_counts(tmp_path, capsys):
     _write_torch(eager, [40.0] * 3, [6.0] * 3, timing="per_launch_mean")
     assert allreduce_table.main([str(h5), str(eager)]) == 2
     assert "timings differ" in capsys.readouterr().err
+    # Launches stamped one by one are not timed as the reference times eager launches.
+    stamped = tmp_path / "stamped.h5"
+    _write_tables(stamped, {"nccl": [10.0] * 3, "push-ll": [7.0] * 3}, timing="per_iteration")
+    assert allreduce_table.main([str(stamped), str(eager)]) == 2
+    assert "timings differ: ridgeline per_iteration, PyTorch batch_mean" in capsys.readouterr().err
+    # Batches on both sides (the reference's earlier name for them included) are compared.
+    batched = tmp_path / "batched.h5"
+    _write_tables(batched, {"nccl": [10.0] * 3, "push-ll": [5.0] * 3}, timing="batch_mean")
+    assert allreduce_table.main([str(batched), str(eager)]) == 0
+    assert "3 of 3 sizes with the fastest custom all-reduce" in capsys.readouterr().out
     four = tmp_path / "four.json"
     _write_torch(four, [40.0] * 3, [6.0] * 3, ranks=4)
     assert allreduce_table.main([str(h5), str(four)]) == 2

@@ -44,6 +44,7 @@ struct CollectivesConfig {
   int warmup = 5;
   int iters = 20;
   bool graph = false;
+  bool batch = false;
   std::string backend = "auto";
   int group_size = 0; ///< 0 (never given: the option takes >= 1): the world size
   std::string transport = "auto";
@@ -172,6 +173,7 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
   if (c.iters < 1) p.push_back("--iters must be >= 1");
   if (!(c.timeout_s > 0)) p.push_back("--timeout must be positive");
   if (c.graph && !cuda) p.push_back("--graph needs the cuda backend (CUDA graphs)");
+  if (c.graph && c.batch) p.push_back("--graph and --batch are two timings: choose one");
   if (find_transport(c.transport) == nullptr)
     p.push_back("--transport '" + c.transport + "': expected " + transport_names());
   else if (c.transport != "auto" && !cuda)
@@ -216,6 +218,7 @@ SweepOptions sweep_options(const CollectivesConfig& c, const Resolved& r) {
   o.warmup = c.warmup;
   o.iters = c.iters;
   o.graph = c.graph;
+  o.batch = c.batch;
   o.timeout_s = c.timeout_s;
   return o;
 }
@@ -244,7 +247,9 @@ Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::str
           {"warmup", static_cast<int64_t>(c.warmup)},
           {"iters", static_cast<int64_t>(c.iters)},
           {"graph", static_cast<int64_t>(c.graph)},
-          {"graph_replays", static_cast<int64_t>(c.graph ? kGraphReplays : 0)},
+          {"graph_replays", static_cast<int64_t>(c.graph ? kTimedBatches : 0)},
+          {"batch", static_cast<int64_t>(c.batch)},
+          {"batches", static_cast<int64_t>(c.batch ? kTimedBatches : 0)},
           {"backend", backend},
           {"group_size", static_cast<int64_t>(c.group_size)},
           {"transport", c.transport},
@@ -309,7 +314,9 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
         {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
         {"root", static_cast<int64_t>(spec.rooted ? c.root : -1)},
         {"in_place", static_cast<int64_t>(res.in_place)},
-        {"timing", std::string(c.graph ? "graph_replay" : "per_iteration")}};
+        {"timing", std::string(c.graph   ? "graph_replay"
+                               : c.batch ? "batch_mean"
+                                         : "per_iteration")}};
     tables.push_back({path,
                       {{"size_bytes", size},
                        {"count", count},
@@ -631,11 +638,15 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-w,--warmup", c.warmup, "Untimed iterations per size")
       ->check(integer_in(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
-  cmd->add_option("-n,--iters", c.iters, "Timed iterations per size (--graph: launches per graph)")
+  cmd->add_option("-n,--iters", c.iters,
+                  "Timed iterations per size (--graph: launches per graph, --batch: per batch)")
       ->check(integer_in(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_flag("--graph", c.graph,
                 "Capture --iters launches into one CUDA graph and time its replays");
+  cmd->add_flag("--batch", c.batch,
+                "Time batches of --iters back-to-back launches, as nccl-tests does without -G "
+                "(default: every launch timed alone)");
   cmd->add_option("--backend", c.backend,
                   "auto, host (MPI on host memory) or cuda (NCCL, one GPU per rank)")
       ->capture_default_str();

@@ -24,4 +24,23 @@ if command -v h5dump >/dev/null; then
     grep -q "DATASET \"$d\"" "$work/h5dump.txt" || { echo "h5dump: no $d" >&2; exit 1; }
   done
 fi
+# --batch: every table says so, and each size counts 10 batches of --iters calls.
+if [[ " $* " == *" --batch "* ]]; then
+  python3 - "$out" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    iters = int(f["config"].attrs["iters"])
+    for name, table in f["collectives"].items():
+        if name.endswith("_samples_ns"):
+            continue
+        timing = table.attrs["timing"]
+        timing = timing.decode() if isinstance(timing, bytes) else str(timing)
+        assert timing == "batch_mean", (name, timing)
+        assert all(int(n) == 10 * iters for n in table["iters"]), (name, table["iters"])
+        samples = f["collectives"][name + "_samples_ns"]["iteration"]
+        assert int(max(samples)) == 9, (name, "expected 10 samples per size")
+print("batch timing ok")
+PY
+fi
 echo "e2e collectives ok: np=$np $*"
