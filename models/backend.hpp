@@ -164,6 +164,13 @@ public:
   /// result equals add() then layer_norm() / rms_norm().
   virtual void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
                         const Tensor& beta, Tensor y, float eps) = 0;
+  /// add_norm() with the residual branch given as two partial sums p and q (a reduce-scatter's
+  /// own piece and the piece a peer sent): sum = x + round(p + q), then y = norm(sum). The
+  /// result equals add(p, q, p) then add_norm(x, p, ...), with p left unchanged.
+  virtual void add_partials_norm(const Tensor& x, const Tensor& p, const Tensor& q, Tensor sum,
+                                 const Tensor& gamma, const Tensor& beta, Tensor y, float eps) = 0;
+  /// y = x + round(p + q): add(p, q, p) then add(x, p, y) in one pass, p left unchanged.
+  virtual void add_partials(const Tensor& x, const Tensor& p, const Tensor& q, Tensor y) = 0;
   /// y = gelu(x) (tanh approximation).
   virtual void gelu(const Tensor& x, Tensor y) = 0;
   /// y = silu(gate) * up with gate = columns [0, f) and up = columns [f, 2f) of gate_up.

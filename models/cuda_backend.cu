@@ -712,6 +712,27 @@ public:
                &sum);
   }
 
+  void add_partials_norm(const Tensor& x, const Tensor& p, const Tensor& q, Tensor sum,
+                         const Tensor& gamma, const Tensor& beta, Tensor y, float eps) override {
+    require_norm(x, gamma, y);
+    require_same(x, p);
+    require_same(x, q);
+    require_same(x, sum);
+    if (beta.data != nullptr) {
+      require_dtype(beta);
+      RIDGELINE_REQUIRE(beta.elements() >= x.cols, "add_partials_norm: beta shorter than a row");
+    }
+    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, chained(Lane::compute), &p,
+               &sum, &q);
+  }
+
+  void add_partials(const Tensor& x, const Tensor& p, const Tensor& q, Tensor y) override {
+    require_same(x, y);
+    require_same(p, y);
+    require_same(q, y);
+    cuda::add_partials(x, p, q, y, chained(Lane::compute));
+  }
+
   void gelu(const Tensor& x, Tensor y) override {
     require_same(x, y);
     cuda::map(cuda::MapOp::gelu, x, x, y, chained(Lane::compute));

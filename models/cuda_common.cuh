@@ -171,11 +171,16 @@ void fill_value(const Tensor& t, float value, cudaStream_t s);
 /// y = a; gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
 void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch where,
          float alpha = 0.0f);
+/// y = a + round(b + c): b and c two partial sums (add(b, c) then add(a, .) in one pass).
+void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y,
+                  Launch where);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With
 /// `residual` (and `sum`), the row normalised is x + residual, which is also stored in `sum`
-/// (may be x): the residual add fused with the norm after it.
+/// (may be x): the residual add fused with the norm after it. With `residual2` too, x +
+/// round(residual + residual2): two partial sums added first, as add_partials() adds them.
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          Launch where, const Tensor* residual = nullptr, const Tensor* sum = nullptr);
+          Launch where, const Tensor* residual = nullptr, const Tensor* sum = nullptr,
+          const Tensor* residual2 = nullptr);
 /// Layer norm backward when dbeta is non-null, RMS norm backward otherwise (see
 /// Backend::layer_norm_backward()): dx one block per row, dgamma/dbeta as fp32 partial column
 /// sums over chunks of rows in `scratch`, then summed per column into the dtype gradients.

@@ -203,6 +203,29 @@ public:
       rms_norm(sum, gamma, y, eps);
   }
 
+  void add_partials_norm(const Tensor& x, const Tensor& p, const Tensor& q, Tensor sum,
+                         const Tensor& gamma, const Tensor& beta, Tensor y, float eps) override {
+    add_partials(x, p, q, sum);
+    if (beta.data != nullptr)
+      layer_norm(sum, gamma, beta, y, eps);
+    else
+      rms_norm(sum, gamma, y, eps);
+  }
+
+  void add_partials(const Tensor& x, const Tensor& p, const Tensor& q, Tensor y) override {
+    require_same_shape(x, y);
+    require_same_shape(p, y);
+    require_same_shape(q, y);
+    for (int64_t r = 0; r < y.rows; ++r) {
+      const float* px = f32(x) + r * x.ld;
+      const float* pp = f32(p) + r * p.ld;
+      const float* pq = f32(q) + r * q.ld;
+      float* out = f32(y) + r * y.ld;
+      for (int64_t c = 0; c < y.cols; ++c)
+        out[c] = px[c] + (pp[c] + pq[c]);
+    }
+  }
+
   void gelu(const Tensor& x, Tensor y) override {
     require_same_shape(x, y);
     constexpr float k = 0.7978845608028654f; // sqrt(2 / pi)

@@ -130,6 +130,33 @@ __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* 
   });
 }
 
+// v = round(v + p): the sum of two partial results as an add of the two would store it.
+template <typename T, int V> __device__ __forceinline__ void add_rounded(const T* p, float (&v)[V]) {
+  float w[V];
+  load<T, V>(p, w);
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    v[j] = to_float(from_float<T>(v[j] + w[j]));
+}
+
+// y = a + round(b + c): two partial sums added, then added to a, in one pass.
+template <typename T, int V>
+__global__ void add_partials_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, const T* c,
+                                    int64_t ldc, T* y, int64_t ldy, int64_t rows, int64_t cols) {
+  allow_dependents();
+  wait_for_primary();
+  for_each_vector<V>(rows, cols, [&](int64_t r, int64_t col) {
+    float va[V], vb[V];
+    load<T, V>(a + r * lda + col, va);
+    load<T, V>(b + r * ldb + col, vb);
+    add_rounded<T, V>(c + r * ldc + col, vb);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      va[j] += vb[j];
+    store<T, V>(y + r * ldy + col, va);
+  });
+}
+
 // d_gate = dy * up * sig * (1 + gate * (1 - sig)), d_up = dy * silu(gate).
 template <typename T, int V>
 __global__ void swiglu_backward_kernel(const T* gate, const T* up, int64_t ld_in, const T* dy,
@@ -215,11 +242,12 @@ __device__ void row_statistics(const T* in, int64_t cols, float eps, float* shar
 
 // One block per row: the row is read up to three times, the later passes from L1/L2. kAdd: the
 // row normalised is first x + r, stored rounded into `sum` (the residual stream) and read back
-// from there, so that the result is the unfused add's then norm's, bit for bit.
+// from there, so that the result is the unfused add's then norm's, bit for bit. With r2 too,
+// x + round(r + r2): the add of two partial sums, then the residual add, in one pass.
 template <typename T, int V, bool kLayer, bool kAdd>
-__global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T* sum, int64_t lds,
-                            const T* gamma, const T* beta, T* y, int64_t ldy, int64_t cols,
-                            float eps) {
+__global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, const T* r2,
+                            int64_t ldr2, T* sum, int64_t lds, const T* gamma, const T* beta,
+                            T* y, int64_t ldy, int64_t cols, float eps) {
   allow_dependents();
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   // The norm's parameters: a thread's first vector (most rows take one a thread) is loaded
@@ -237,11 +265,13 @@ __global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, T*
   T* out = y + blockIdx.x * ldy;
   if constexpr (kAdd) {
     const T* add = r + blockIdx.x * ldr;
+    const T* add2 = r2 != nullptr ? r2 + blockIdx.x * ldr2 : nullptr;
     T* stream = sum + blockIdx.x * lds;
     for (int64_t c = threadIdx.x * V; c < cols; c += step) {
       float a[V], b[V];
       load<T, V>(in + c, a);
       load<T, V>(add + c, b);
+      if (add2 != nullptr) add_rounded<T, V>(add2 + c, b);
 #pragma unroll
       for (int j = 0; j < V; ++j)
         a[j] += b[j];
@@ -658,8 +688,27 @@ void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch whe
   });
 }
 
+void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y,
+                  Launch where) {
+  if (y.rows == 0 || y.cols == 0) return;
+  dispatch(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a.data);
+    const T* pb = static_cast<const T*>(b.data);
+    const T* pc = static_cast<const T*>(c.data);
+    T* py = static_cast<T*>(y.data);
+    if (rows_vectorisable(a) && rows_vectorisable(b) && rows_vectorisable(c) &&
+        rows_vectorisable(y))
+      launch_kernel(add_partials_kernel<T, 8>, grid_for(y.elements() / 8, kThreads), kThreads, 0,
+                    where, pa, a.ld, pb, b.ld, pc, c.ld, py, y.ld, y.rows, y.cols);
+    else
+      launch_kernel(add_partials_kernel<T, 1>, grid_for(y.elements(), kThreads), kThreads, 0,
+                    where, pa, a.ld, pb, b.ld, pc, c.ld, py, y.ld, y.rows, y.cols);
+  });
+}
+
 void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor& y, float eps,
-          Launch where, const Tensor* residual, const Tensor* sum) {
+          Launch where, const Tensor* residual, const Tensor* sum, const Tensor* residual2) {
   if (x.rows == 0 || x.cols == 0) return;
   dispatch(y.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -667,7 +716,8 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
         rows_vectorisable(x) && rows_vectorisable(y) &&
         reinterpret_cast<uintptr_t>(gamma.data) % 16 == 0 &&
         (beta == nullptr || reinterpret_cast<uintptr_t>(beta->data) % 16 == 0) &&
-        (residual == nullptr || (rows_vectorisable(*residual) && rows_vectorisable(*sum)));
+        (residual == nullptr || (rows_vectorisable(*residual) && rows_vectorisable(*sum))) &&
+        (residual2 == nullptr || rows_vectorisable(*residual2));
     // Enough threads to cover a row once with vectors, at most 1024.
     const int64_t want = (x.cols / (vec ? 8 : 1) + 31) / 32 * 32;
     const int threads = static_cast<int>(want < 64 ? 64 : (want > 1024 ? 1024 : want));
@@ -678,10 +728,12 @@ void norm(const Tensor& x, const Tensor& gamma, const Tensor* beta, const Tensor
     T* py = static_cast<T*>(y.data);
     const T* pr = residual ? static_cast<const T*>(residual->data) : nullptr;
     T* ps = sum ? static_cast<T*>(sum->data) : nullptr;
+    const T* pr2 = residual2 ? static_cast<const T*>(residual2->data) : nullptr;
     const int64_t ldr = residual ? residual->ld : 0, lds = sum ? sum->ld : 0;
+    const int64_t ldr2 = residual2 ? residual2->ld : 0;
     auto launch = [&](auto kernel) {
-      launch_kernel(kernel, grid, threads, 0, where, px, x.ld, pr, ldr, ps, lds, pg, pb, py, y.ld,
-                    x.cols, eps);
+      launch_kernel(kernel, grid, threads, 0, where, px, x.ld, pr, ldr, pr2, ldr2, ps, lds, pg, pb,
+                    py, y.ld, x.cols, eps);
     };
     const bool layer = beta != nullptr, add = residual != nullptr;
     if (vec)

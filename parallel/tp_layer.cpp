@@ -606,9 +606,15 @@ void TpStage::put_to_peers(size_t w, const void* src, size_t bytes) {
                     m_backend.stream(Lane::comm));
 }
 
+void TpStage::release_pending(PendingPiece& pending) {
+  if (pending.peer < 0) return;
+  m_exchange->release(pending.peer, pending.window, m_backend.stream(Lane::compute));
+  pending = PendingPiece{};
+}
+
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                             const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
-                            size_t reduce_window, size_t out_window) {
+                            size_t reduce_window, size_t out_window, PendingPiece& pending) {
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
   const int64_t n = m_tokens / tp;
@@ -653,16 +659,22 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     const int j = (r + tp - i) % tp;
     m_exchange->wait(j, reduce_window, static_cast<size_t>(j) * bytes, bytes, compute);
   }
-  {
+  // Under sequence parallelism the last peer's piece is left for the op that reads the reduced
+  // rows next (the residual add, and the norm after the projection), which adds it as it reads
+  // them: a pass over the piece fewer (Backend::add_partials). That op releases it.
+  const int last = r == tp - 1 ? tp - 2 : tp - 1;
+  const bool defer = m_sp && computing();
+  if (tp > 2 || !defer) {
     // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
     // bytes are counted once, by the puts' record.
     const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
                       Lane::compute);
     for (int j = 0; j < tp; ++j)
-      if (j != r) m_backend.add(own, landed.rows_slice(j * n, n), own);
+      if (j != r && !(defer && j == last)) m_backend.add(own, landed.rows_slice(j * n, n), own);
   }
   for (int j = 0; j < tp; ++j)
-    if (j != r) m_exchange->release(j, reduce_window, compute);
+    if (j != r && !(defer && j == last)) m_exchange->release(j, reduce_window, compute);
+  if (defer) pending = {landed.rows_slice(last * n, n), last, reduce_window};
   if (!m_sp) {
     // The all-gather of the summed pieces into every peer's output rows. Released as soon as
     // they land: a peer puts into them again only after this rank's next partial piece for it,
@@ -790,7 +802,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
-                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out);
+                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out,
+                  m_pending_proj);
     return 0;
   }
   return row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
@@ -811,10 +824,16 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     // y = x + the attention branch, and its norm, in one kernel.
     const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
     const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
-    m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
-                       w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
-                       static_cast<float>(m.norm_eps));
+    if (m_pending_proj.peer >= 0)
+      m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
+                                  part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
+                                  part_stream(ln, part), static_cast<float>(m.norm_eps));
+    else
+      m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
+                         w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
+                         static_cast<float>(m.norm_eps));
   }
+  release_pending(m_pending_proj);
   const bool swiglu = m.mlp == MlpKind::swiglu;
   const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
@@ -851,7 +870,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
-                  fc2_shard, w_fc2_reduce, w_fc2_out);
+                  fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
     return 0;
   }
   return row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
@@ -863,8 +882,15 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   if (!computing() || fused(GemmEpilogue::Kind::residual)) return; // fused: FC2 added it
   const Tensor reduced = m_sp ? part_stream(stream_view(bufs().fc2_shard), part)
                               : part_rows(full_view(bufs().fc2_full), part);
-  const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
-  m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
+  {
+    const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
+    if (m_pending_fc2.peer >= 0)
+      m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
+                             part_stream(y, part));
+    else
+      m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
+  }
+  release_pending(m_pending_fc2);
 }
 
 void TpStage::forward(Recorder& rec) {

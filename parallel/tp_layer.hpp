@@ -185,9 +185,18 @@ private:
   bool ring() const { return m_spec.overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1; }
   void ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
                         const Tensor& w, Tensor out);
+  // A peer's partial piece that ring_row_gemm() left in the exchange's window for the next op
+  // to add as it reads the reduced rows (sequence parallelism), and releases after it.
+  struct PendingPiece {
+    Tensor piece;
+    int peer = -1; ///< -1: none pending
+    size_t window = 0;
+  };
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
-                     size_t out_window);
+                     size_t out_window, PendingPiece& pending);
+  void release_pending(PendingPiece& pending);
+  PendingPiece m_pending_proj, m_pending_fc2;
   Tensor full_view(void* data) const;   // [tokens, hidden]
   Tensor stream_view(void* data) const; // [stream tokens, hidden]
   // ce-ring's all-gather half: this rank's `bytes` from `src` into every peer's window `w` at

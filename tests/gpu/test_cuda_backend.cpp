@@ -359,6 +359,39 @@ TEST_F(CudaVsHost, AddNormIsAddThenNorm) {
       }
 }
 
+// Two partial sums (a ring reduce-scatter's own piece and a peer's) added as the residual
+// branch: bit for bit add(p, q, p) then add_norm() / add() on the GPU, p left unchanged, both
+// norms, vectorised and scalar rows, the sum in place over x; close to the host's.
+TEST_F(CudaVsHost, AddPartialsIsAddThenAdd) {
+  for (int64_t cols : {72, 45})
+    for (bool layer : {true, false})
+      for (bool in_place : {false, true}) {
+        const int64_t rows = 7;
+        Pair x = make(rows, cols, 40, 2.0f), p = make(rows, cols, 41, 1.0f);
+        Pair q = make(rows, cols, 42, 1.0f);
+        Pair gamma = make(1, cols, 43, 1.0f), beta = make(1, cols, 44, 0.5f);
+        Pair sum = zeros(rows, cols), y = zeros(rows, cols), added = zeros(rows, cols);
+        Pair pq = zeros(rows, cols), sum2 = zeros(rows, cols), y2 = zeros(rows, cols);
+        const Tensor gb = layer ? beta.gpu : Tensor{}, hb = layer ? beta.host : Tensor{};
+        const std::vector<float> p_before = m_gpu->to_host(p.gpu);
+        m_gpu->add(p.gpu, q.gpu, pq.gpu);
+        m_gpu->add_norm(x.gpu, pq.gpu, sum2.gpu, gamma.gpu, gb, y2.gpu, 1e-5f);
+        m_gpu->add_partials(x.gpu, p.gpu, q.gpu, added.gpu);
+        m_host->add_partials(x.host, p.host, q.host, added.host);
+        const Pair& s = in_place ? x : sum;
+        m_gpu->add_partials_norm(x.gpu, p.gpu, q.gpu, s.gpu, gamma.gpu, gb, y.gpu, 1e-5f);
+        m_host->add_partials_norm(x.host, p.host, q.host, s.host, gamma.host, hb, y.host, 1e-5f);
+        const std::string what = "cols " + std::to_string(cols) + (layer ? " layer" : " rms") +
+                                 (in_place ? " in place" : "");
+        EXPECT_EQ(m_gpu->to_host(added.gpu), m_gpu->to_host(sum2.gpu)) << what;
+        EXPECT_EQ(m_gpu->to_host(s.gpu), m_gpu->to_host(sum2.gpu)) << what;
+        EXPECT_EQ(m_gpu->to_host(y.gpu), m_gpu->to_host(y2.gpu)) << what;
+        EXPECT_EQ(m_gpu->to_host(p.gpu), p_before) << what;
+        expect_close(added, (what + " add_partials").c_str());
+        expect_close(y, what.c_str());
+      }
+}
+
 TEST_F(CudaVsHost, ElementwiseAndNorms) {
   for (int64_t cols : {72, 45}) {
     const int64_t rows = 19;
