@@ -99,7 +99,7 @@ def main():
         times = {"fused": [], "unfused": []}
         for _ in range(a.rounds):
             for form, call in (("fused", fused), ("unfused", unfused)):
-                times[form].append(time_launches_ms(call, a.warmup, a.iters, device))
+                times[form].append(time_launches_ms(call, a.warmup, a.iters, 1, device))
         row = {"pair": name, "op": kind, "m": m, "k": k, "n": cols,
                "fused_ms": statistics.median(times["fused"]),
                "unfused_ms": statistics.median(times["unfused"]),
