@@ -219,8 +219,10 @@ Table prediction_table(const StepPrediction& s) {
 }
 
 // The efficiency of each op kind in the measured ops of `path` (every point with a summary):
-// the time its roofs allow, summed, over the time it took, at most 1; launch-bound ops and
-// collectives are left out. Keyed by the points' phase.
+// the time its roofs allow, summed, over the time it took; launch-bound ops and collectives are
+// left out. Keyed by the points' phase. Not capped at 1: the roofs are rates measured under a
+// sustained load (on a power-capped GPU, at its sustained clock), so ops that ran faster than
+// them, at a higher clock, are a measurement too.
 Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
                        const Machine& m, std::ostream& out) {
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
@@ -250,7 +252,7 @@ Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions
   Efficiencies e;
   for (const auto& [phase, kinds] : sums)
     for (const auto& [kind, s] : kinds) {
-      e[phase][kind] = std::min(1.0, s.first / s.second);
+      e[phase][kind] = s.first / s.second;
       char line[160];
       std::snprintf(line, sizeof(line), "calibration: %-8s %-12s efficiency %.3f\n", phase.c_str(),
                     kind.c_str(), e[phase][kind]);
