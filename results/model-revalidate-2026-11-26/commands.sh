@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every `ridgeline model --validate` of this directory, run on the host from the committed files
-# of results/ with BIN, once with the build of 2f11abe (before/) and once with the build of the
-# commit that changed the model (after/). From the repository root: commands.sh BIN OUT
+# of results/ with BIN, once with the build of 2f11abe (before/), once with the build of the
+# commit that changed the model (after/), and once with the build of the commit that stopped
+# capping calibrated efficiencies at 1 (unclamped/). From the repository root: commands.sh BIN OUT
 set -u
 B=$1 O=$2
 H=results/h100x4-2026-11-26
