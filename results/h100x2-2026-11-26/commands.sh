@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The three jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
+# NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
+# from a bundle of the build of commit a630437 (files: 13374c5e258d-dirty) made with
+# scripts/bundle.sh, and for "before" the ridgeline binary of the bundle of commit 3b1e5f5.
+# RUN = orterun --bind-to none --map-by slot -np 2 (the bundle's Open MPI).
+#
+# Job L: the GPU tests of the changed code, then two turns of the ring before/after, then the
+# custom all-reduce section of gpu-check (batch and graph timing, two turns):
+GPU_CHECK_TESTS="test_cuda_backend test_peer_exchange_cuda" scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only tests
+for turn in 1 2; do for build in before after; do for b in 1 4; do
+  RUN ridgeline-$build run --config models/gpt-h8192.toml --seq 4096 --batch $b --tp 2 \
+    --sequence-parallel --warmup 3 --iters 15 --overlap none,async,chunked:4,ce-ring,symm:chunked:4 \
+    --timeout 60 --out L/ab/ce_ring_b${b}_spon_${build}_$turn.h5
+done; done; done
+COLLECTIVE_NPS=2 GPU_CHECK_TURNS="1 2" scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only custom_allreduce
+#   per turn and mode (batch: ridgeline --batch, the reference without --graph; graph: --graph on both):
+#   torchrun --standalone --nproc-per-node 2 scripts/reference/torch_collectives.py \
+#     --collectives all_reduce,all_reduce_symm_oneshot --sizes 8K,16K,...,4M --warmup 20 --iters 100 [--graph]
+#   RUN ridgeline collectives --collectives all_reduce --allreduce nccl,oneshot,push,push-ll,twoshot \
+#     --min-bytes 8K --max-bytes 4M --warmup 20 --iters 100 --batch|--graph
+#   python3 scripts/allreduce_table.py FILE.h5 TORCH.json --markdown TABLE.md
+#
+# Job M: the ring before/after, three turns at b4 and two at b1 (same command as job L, b4 first
+# in each turn), then per batch B in 1 4:
+#   torchrun --standalone --nproc-per-node 2 scripts/reference/torch_async_tp.py --hidden 8192 \
+#     --heads 64 --ffn 32768 --seq 4096 --batch B --json M/ab/torch_async_tp_bB.json
+#   python3 scripts/async_tp_table.py M/ab/ce_ring_bB_spon_BUILD_TURN.h5 M/ab/torch_async_tp_bB.json
+#
+# Job N: twice, gpu-check's collectives section at 2 ranks:
+COLLECTIVE_NPS=2 scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only collectives
+#
+# On the host, from this directory:
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log   (hidden_share.txt)
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks L/ab/*b4*.log M/ab/*b4*.log
+#   python3 reduction_ops.py > reduction_ops.txt
