@@ -612,6 +612,27 @@ void TpStage::release_pending(PendingPiece& pending) {
   pending = PendingPiece{};
 }
 
+template <class OnRows>
+void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_rows) {
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
+  const int64_t n = m_tokens / tp;
+  const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
+  const Stream compute = m_backend.stream(Lane::compute);
+  for (int i = 0; i < tp; ++i) {
+    const int j = (r + tp - i) % tp;
+    if (i > 0) {
+      m_exchange->wait(j, pending.gather_window, static_cast<size_t>(j) * bytes, bytes, compute);
+      m_exchange->release(j, pending.gather_window, compute);
+    }
+    on_rows(j * n, n);
+  }
+  m_exchange->complete();
+  rec.end(pending.handle);
+  // The next GEMMs rewrite the pieces the puts read.
+  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+  pending = PendingPiece{};
+}
+
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                             const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                             size_t reduce_window, size_t out_window, PendingPiece& pending) {
@@ -681,6 +702,13 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     // which this rank computes after it has consumed them.
     on_comm_lane();
     put_to_peers(out_window, own.data, bytes);
+    if (computing()) {
+      // The next op runs on this rank's rows while the peers' land (gathered_pieces()).
+      pending.gathering = true;
+      pending.handle = handle;
+      pending.gather_window = out_window;
+      return;
+    }
     for (int i = 1; i < tp; ++i) {
       const int j = (r + tp - i) % tp;
       m_exchange->wait(j, out_window, static_cast<size_t>(j) * bytes, bytes, compute);
@@ -820,41 +848,64 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor reduced = m_sp ? part_stream(stream_view(bufs().proj_shard), part)
                               : part_rows(full_view(bufs().proj_full), part);
   const Tensor ln = stream_view(bufs().ln);
-  if (computing()) {
-    // y = x + the attention branch, and its norm, in one kernel.
-    const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
-    const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
-    if (m_pending_proj.peer >= 0)
-      m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
-                                  part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
-                                  part_stream(ln, part), static_cast<float>(m.norm_eps));
-    else
-      m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
-                         w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
-                         static_cast<float>(m.norm_eps));
-  }
-  release_pending(m_pending_proj);
+  const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
   const bool swiglu = m.mlp == MlpKind::swiglu;
   const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
   const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
-  const GemmEpilogue::Kind act_kind =
-      swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
-  if (fused(act_kind)) {
-    // One kernel: FC1 and the activation (FC1's own output is never written).
-    const ScopedOp op = fused_op(rec, s_fc1, {s_act}, layer);
-    GemmEpilogue e;
-    e.kind = act_kind;
-    e.out = act;
-    m_backend.set_gemm_sm_limit(0);
-    m_backend.gemm_epilogue(ln, w.w1.view(fc1.cols, h, dt), fc1, e);
+  auto activation = [&](const Tensor& in, const Tensor& out) {
+    if (swiglu)
+      m_backend.swiglu(in, out);
+    else
+      m_backend.gelu(in, out);
+  };
+  if (m_pending_proj.gathering) {
+    // ce-ring without sequence parallelism: the residual add and norm, FC1 and the activation
+    // piece by piece, on this rank's summed rows while the peers' land.
+    const double piece = 1.0 / m_spec.shape.tp;
+    gathered_pieces(rec, m_pending_proj, [&](int64_t row0, int64_t rows) {
+      auto at = [&](const Tensor& t) { return t.rows_slice(row0, rows); };
+      {
+        const ScopedOp op = compute_op(rec, s_res1_norm2, layer, piece);
+        m_backend.add_norm(at(x), at(reduced), at(y), w.ln2_gamma.view(1, h, dt), beta, at(ln),
+                           static_cast<float>(m.norm_eps));
+      }
+      {
+        const ScopedOp op = compute_op(rec, s_fc1, layer, piece);
+        gemm(at(ln), w.w1.view(fc1.cols, h, dt), at(fc1), true);
+      }
+      const ScopedOp op = compute_op(rec, s_act, layer, piece);
+      activation(at(fc1), at(act));
+    });
   } else {
-    column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
     if (computing()) {
-      const ScopedOp op = compute_op(rec, s_act, layer, share);
-      if (swiglu)
-        m_backend.swiglu(part_rows(fc1, part), part_rows(act, part));
+      // y = x + the attention branch, and its norm, in one kernel.
+      const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
+      if (m_pending_proj.peer >= 0)
+        m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
+                                    part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
+                                    part_stream(ln, part), static_cast<float>(m.norm_eps));
       else
-        m_backend.gelu(part_rows(fc1, part), part_rows(act, part));
+        m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
+                           w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
+                           static_cast<float>(m.norm_eps));
+    }
+    release_pending(m_pending_proj);
+    const GemmEpilogue::Kind act_kind =
+        swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
+    if (fused(act_kind)) {
+      // One kernel: FC1 and the activation (FC1's own output is never written).
+      const ScopedOp op = fused_op(rec, s_fc1, {s_act}, layer);
+      GemmEpilogue e;
+      e.kind = act_kind;
+      e.out = act;
+      m_backend.set_gemm_sm_limit(0);
+      m_backend.gemm_epilogue(ln, w.w1.view(fc1.cols, h, dt), fc1, e);
+    } else {
+      column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
+      if (computing()) {
+        const ScopedOp op = compute_op(rec, s_act, layer, share);
+        activation(part_rows(fc1, part), part_rows(act, part));
+      }
     }
   }
   const Tensor fc2 = full_view(bufs().fc2_full);
@@ -882,6 +933,16 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   if (!computing() || fused(GemmEpilogue::Kind::residual)) return; // fused: FC2 added it
   const Tensor reduced = m_sp ? part_stream(stream_view(bufs().fc2_shard), part)
                               : part_rows(full_view(bufs().fc2_full), part);
+  if (m_pending_fc2.gathering) {
+    // ce-ring without sequence parallelism: the residual add on this rank's summed rows while
+    // the peers' land.
+    gathered_pieces(rec, m_pending_fc2, [&](int64_t row0, int64_t rows) {
+      const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.shape.tp);
+      const Tensor out = y.rows_slice(row0, rows);
+      m_backend.add(out, reduced.rows_slice(row0, rows), out);
+    });
+    return;
+  }
   {
     const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
     if (m_pending_fc2.peer >= 0)

@@ -185,17 +185,27 @@ private:
   bool ring() const { return m_spec.overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1; }
   void ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
                         const Tensor& w, Tensor out);
-  // A peer's partial piece that ring_row_gemm() left in the exchange's window for the next op
-  // to add as it reads the reduced rows (sequence parallelism), and releases after it.
+  // What ring_row_gemm() left for the op that reads its rows next. Under sequence parallelism:
+  // a peer's partial piece in the exchange's window, for that op to add as it reads the reduced
+  // rows, and to release after it. Without: the all-gather half in flight (its puts' record
+  // open), the peers' summed pieces landing in `gather_window`, for that op to run piece by
+  // piece as they land (gathered_pieces()).
   struct PendingPiece {
     Tensor piece;
-    int peer = -1; ///< -1: none pending
+    int peer = -1; ///< -1: no piece pending
     size_t window = 0;
+    bool gathering = false;
+    size_t handle = 0;
+    size_t gather_window = 0;
   };
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window, PendingPiece& pending);
   void release_pending(PendingPiece& pending);
+  // on_rows(first row, rows) on this rank's summed rows, then on each peer's as they land
+  // (nearest first); then the all-gather half's puts complete and its record closes.
+  template <class OnRows>
+  void gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_rows);
   PendingPiece m_pending_proj, m_pending_fc2;
   Tensor full_view(void* data) const;   // [tokens, hidden]
   Tensor stream_view(void* data) const; // [stream tokens, hidden]
