@@ -172,8 +172,7 @@ void fill_value(const Tensor& t, float value, cudaStream_t s);
 void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch where,
          float alpha = 0.0f);
 /// y = a + round(b + c): b and c two partial sums (add(b, c) then add(a, .) in one pass).
-void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y,
-                  Launch where);
+void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y, Launch where);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With
 /// `residual` (and `sum`), the row normalised is x + residual, which is also stored in `sum`
 /// (may be x): the residual add fused with the norm after it. With `residual2` too, x +

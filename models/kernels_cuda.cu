@@ -131,7 +131,8 @@ __global__ void map_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* 
 }
 
 // v = round(v + p): the sum of two partial results as an add of the two would store it.
-template <typename T, int V> __device__ __forceinline__ void add_rounded(const T* p, float (&v)[V]) {
+template <typename T, int V>
+__device__ __forceinline__ void add_rounded(const T* p, float (&v)[V]) {
   float w[V];
   load<T, V>(p, w);
 #pragma unroll
@@ -246,8 +247,8 @@ __device__ void row_statistics(const T* in, int64_t cols, float eps, float* shar
 // x + round(r + r2): the add of two partial sums, then the residual add, in one pass.
 template <typename T, int V, bool kLayer, bool kAdd>
 __global__ void norm_kernel(const T* x, int64_t ldx, const T* r, int64_t ldr, const T* r2,
-                            int64_t ldr2, T* sum, int64_t lds, const T* gamma, const T* beta,
-                            T* y, int64_t ldy, int64_t cols, float eps) {
+                            int64_t ldr2, T* sum, int64_t lds, const T* gamma, const T* beta, T* y,
+                            int64_t ldy, int64_t cols, float eps) {
   allow_dependents();
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   // The norm's parameters: a thread's first vector (most rows take one a thread) is loaded
@@ -702,8 +703,8 @@ void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tenso
       launch_kernel(add_partials_kernel<T, 8>, grid_for(y.elements() / 8, kThreads), kThreads, 0,
                     where, pa, a.ld, pb, b.ld, pc, c.ld, py, y.ld, y.rows, y.cols);
     else
-      launch_kernel(add_partials_kernel<T, 1>, grid_for(y.elements(), kThreads), kThreads, 0,
-                    where, pa, a.ld, pb, b.ld, pc, c.ld, py, y.ld, y.rows, y.cols);
+      launch_kernel(add_partials_kernel<T, 1>, grid_for(y.elements(), kThreads), kThreads, 0, where,
+                    pa, a.ld, pb, b.ld, pc, c.ld, py, y.ld, y.rows, y.cols);
   });
 }
 
