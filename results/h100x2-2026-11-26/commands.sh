@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The three jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
+# The four jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
 # NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
 # from a bundle of the build of commit a630437 (files: 13374c5e258d-dirty) made with
 # scripts/bundle.sh, and for "before" the ridgeline binary of the bundle of commit 3b1e5f5.
@@ -27,10 +27,14 @@ COLLECTIVE_NPS=2 GPU_CHECK_TURNS="1 2" scripts/gpu-check.sh OUT --bundle bundle.
 #     --heads 64 --ffn 32768 --seq 4096 --batch B --json M/ab/torch_async_tp_bB.json
 #   python3 scripts/async_tp_table.py M/ab/ce_ring_bB_spon_BUILD_TURN.h5 M/ab/torch_async_tp_bB.json
 #
+# Job O: the ring without sequence parallelism, "after" = the build of commit 8ebcd41, two turns:
+#   the job L ring command without --sequence-parallel, b4 then b1, OUT O/ab/ce_ring_bB_spoff_BUILD_TURN.h5
+#   (and GPU_CHECK_TESTS=test_peer_exchange_cuda scripts/gpu-check.sh OUT --only tests first)
+#
 # Job N: twice, gpu-check's collectives section at 2 ranks:
 COLLECTIVE_NPS=2 scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only collectives
 #
 # On the host, from this directory:
-#   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log   (hidden_share.txt)
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log O/ab/*.log   (hidden_share.txt)
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks L/ab/*b4*.log M/ab/*b4*.log
 #   python3 reduction_ops.py > reduction_ops.txt
