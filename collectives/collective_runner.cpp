@@ -79,37 +79,28 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
   // the skew with which the ranks left the barrier before the warm-up.
   wait_all(stream, opts);
   RIDGELINE_CHECK(MPI_Barrier(m_world));
-  if (opts.batch) {
-    for (int k = 0; k < kTimedBatches; ++k) {
+  // `samples` stamped runs of `body`, each sample its time over `per` calls.
+  auto stamped = [&](int samples, int per, auto&& body) {
+    for (int k = 0; k < samples; ++k) {
       clock.stamp(m_lane);
+      body();
+      clock.stamp(m_lane);
+    }
+    wait_all(stream, opts);
+    return pair_durations(clock.collect(), static_cast<double>(per));
+  };
+  if (opts.batch)
+    return stamped(kTimedBatches, opts.iters, [&] {
       for (int i = 0; i < opts.iters; ++i)
         launch();
-      clock.stamp(m_lane);
-    }
-    wait_all(stream, opts);
-    return pair_durations(clock.collect(), static_cast<double>(opts.iters));
-  }
-  if (!opts.graph) {
-    for (int i = 0; i < opts.iters; ++i) {
-      clock.stamp(m_lane);
-      launch();
-      clock.stamp(m_lane);
-    }
-    wait_all(stream, opts);
-    return pair_durations(clock.collect(), 1.0);
-  }
+    });
+  if (!opts.graph) return stamped(opts.iters, 1, launch);
   m_device.capture_begin(m_lane);
   for (int i = 0; i < opts.iters; ++i)
     launch();
   const int graph = m_device.capture_end(m_lane);
   m_device.replay(graph, m_lane); // untimed: the first launch of a graph uploads it
-  for (int k = 0; k < kTimedBatches; ++k) {
-    clock.stamp(m_lane);
-    m_device.replay(graph, m_lane);
-    clock.stamp(m_lane);
-  }
-  wait_all(stream, opts);
-  return pair_durations(clock.collect(), static_cast<double>(opts.iters));
+  return stamped(kTimedBatches, opts.iters, [&] { m_device.replay(graph, m_lane); });
 }
 
 // Fresh inputs, one call, exact comparison of this rank's output: the #wrong of this rank.

@@ -592,10 +592,8 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
     if (communicating()) m_exchange->release(j, w_gather, compute);
   }
   if (communicating()) {
-    m_exchange->complete();
-    rec.end(handle);
     // The next norm rewrites the rows the puts read.
-    m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+    complete_puts(rec, handle);
   }
 }
 
@@ -604,6 +602,12 @@ void TpStage::put_to_peers(size_t w, const void* src, size_t bytes) {
   for (int i = 1; i < tp; ++i)
     m_exchange->put((r + i) % tp, w, static_cast<size_t>(r) * bytes, src, bytes,
                     m_backend.stream(Lane::comm));
+}
+
+void TpStage::complete_puts(Recorder& rec, size_t handle) {
+  m_exchange->complete();
+  rec.end(handle);
+  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
 }
 
 void TpStage::release_pending(PendingPiece& pending) {
@@ -626,10 +630,8 @@ void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_
     }
     on_rows(j * n, n);
   }
-  m_exchange->complete();
-  rec.end(pending.handle);
   // The next GEMMs rewrite the pieces the puts read.
-  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+  complete_puts(rec, pending.handle);
   pending = PendingPiece{};
 }
 
@@ -702,23 +704,15 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     // which this rank computes after it has consumed them.
     on_comm_lane();
     put_to_peers(out_window, own.data, bytes);
-    if (computing()) {
-      // The next op runs on this rank's rows while the peers' land (gathered_pieces()).
-      pending.gathering = true;
-      pending.handle = handle;
-      pending.gather_window = out_window;
-      return;
-    }
-    for (int i = 1; i < tp; ++i) {
-      const int j = (r + tp - i) % tp;
-      m_exchange->wait(j, out_window, static_cast<size_t>(j) * bytes, bytes, compute);
-      m_exchange->release(j, out_window, compute);
-    }
+    pending.gathering = true;
+    pending.handle = handle;
+    pending.gather_window = out_window;
+    // The next op runs on this rank's rows while the peers' land; with no compute, nothing does.
+    if (!computing()) gathered_pieces(rec, pending, [](int64_t, int64_t) {});
+    return;
   }
-  m_exchange->complete();
-  rec.end(handle);
   // The next GEMMs rewrite the pieces the puts read.
-  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+  complete_puts(rec, handle);
 }
 
 size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,

@@ -202,6 +202,9 @@ private:
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window, PendingPiece& pending);
   void release_pending(PendingPiece& pending);
+  // The end of a ring collective's puts: they complete, their record closes, and the compute
+  // lane waits for them (before it rewrites what they read).
+  void complete_puts(Recorder& rec, size_t handle);
   // on_rows(first row, rows) on this rank's summed rows, then on each peer's as they land
   // (nearest first); then the all-gather half's puts complete and its record closes.
   template <class OnRows>

@@ -82,6 +82,14 @@ def launcher(name, size, n, rank, device):
     return ring
 
 
+def median_over_ranks(times, device):
+    """The median of this rank's per-call times, the largest over the ranks (a collective's time)."""
+    times = sorted(times)
+    t = torch.tensor([times[len(times) // 2]], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
 def time_launches_ms(call, warmup, iters, batches, device):
     """nccl-tests' timing of `call`: after `warmup` calls and a barrier, `batches` batches of
     `iters` back-to-back calls, two CUDA events around each batch (none between the calls); ms
@@ -100,10 +108,7 @@ def time_launches_ms(call, warmup, iters, batches, device):
         end.record()
         events.append((start, end))
     torch.cuda.synchronize()
-    times = sorted(start.elapsed_time(end) / iters for start, end in events)
-    t = torch.tensor([times[len(times) // 2]], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
+    return median_over_ranks([start.elapsed_time(end) / iters for start, end in events], device)
 
 
 def time_graph_ms(call, warmup, iters, replays, device):
@@ -132,10 +137,7 @@ def time_graph_ms(call, warmup, iters, replays, device):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / iters)
-    times.sort()
-    t = torch.tensor([times[len(times) // 2]], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
+    return median_over_ranks(times, device)
 
 
 def main():
