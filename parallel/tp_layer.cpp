@@ -82,7 +82,7 @@ std::string Overlap::name() const {
   case Kind::split:
     return "split:" + std::to_string(degree);
   case Kind::ce_ring:
-    return "ce-ring";
+    return degree > 1 ? "ce-ring:" + std::to_string(degree) : "ce-ring";
   }
   return "?";
 }
@@ -90,7 +90,7 @@ std::string Overlap::name() const {
 Overlap parse_overlap(const std::string& text) {
   const std::string usage = "overlap strategy '" + text +
                             "' is not one of none, async, chunked:K (K >= 2), split:N (N >= 2), "
-                            "ce-ring, symm:none, symm:async, symm:chunked:K";
+                            "ce-ring, ce-ring:K (K >= 2), symm:none, symm:async, symm:chunked:K";
   const std::string symm = "symm:";
   if (text.compare(0, symm.size(), symm) == 0) {
     Overlap o = parse_overlap(text.substr(symm.size()));
@@ -113,6 +113,8 @@ Overlap parse_overlap(const std::string& text) {
     o.kind = Overlap::Kind::chunked;
   else if (kind == "split")
     o.kind = Overlap::Kind::split;
+  else if (kind == "ce-ring")
+    o.kind = Overlap::Kind::ce_ring;
   else
     throw UsageError(usage);
   if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
@@ -140,9 +142,15 @@ std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap
     p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " + std::to_string(t) +
                 " tokens per microbatch do not divide into " + std::to_string(divisor) +
                 " equal row blocks" + (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
-  if (o.kind == Overlap::Kind::ce_ring && !sp && s.tp > 1 && t % s.tp != 0)
-    p.push_back("ce-ring: the " + std::to_string(t) + " tokens per microbatch do not divide into " +
-                std::to_string(s.tp) + " pieces (one per tp rank)");
+  const int sub = o.ring_subpieces();
+  if (o.kind == Overlap::Kind::ce_ring && sp && sub > 1)
+    p.push_back(o.name() + " cuts the all-gather half of the ring's all-reduce, which sequence "
+                           "parallelism does not have: use ce-ring");
+  else if (o.kind == Overlap::Kind::ce_ring && !sp && s.tp > 1 && t % (s.tp * sub) != 0)
+    p.push_back(o.name() + ": the " + std::to_string(t) +
+                " tokens per microbatch do not divide into " + std::to_string(s.tp * sub) +
+                (sub > 1 ? " sub-pieces (tp pieces of " + std::to_string(sub) + ")"
+                         : " pieces (one per tp rank)"));
   return p;
 }
 
@@ -574,7 +582,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
     const ranges::Scope range(m_slot_specs[slot]->name);
     handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
                        m_slot_specs[slot]->cost, Lane::comm);
-    put_to_peers(w_gather, shard.data, bytes);
+    put_to_peers(w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes);
   }
   if (computing()) {
     const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
@@ -597,11 +605,10 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   }
 }
 
-void TpStage::put_to_peers(size_t w, const void* src, size_t bytes) {
+void TpStage::put_to_peers(size_t w, size_t offset, const void* src, size_t bytes) {
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
   for (int i = 1; i < tp; ++i)
-    m_exchange->put((r + i) % tp, w, static_cast<size_t>(r) * bytes, src, bytes,
-                    m_backend.stream(Lane::comm));
+    m_exchange->put((r + i) % tp, w, offset, src, bytes, m_backend.stream(Lane::comm));
 }
 
 void TpStage::complete_puts(Recorder& rec, size_t handle) {
@@ -621,11 +628,17 @@ void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
   const int64_t n = m_tokens / tp;
   const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
+  // Each peer's last sub-piece (its whole piece without sub-pieces); the comm lane waited for
+  // the others before `landed`.
+  const size_t q_bytes = bytes / static_cast<size_t>(pending.subpieces);
+  const size_t tail = bytes - q_bytes;
   const Stream compute = m_backend.stream(Lane::compute);
   for (int i = 0; i < tp; ++i) {
     const int j = (r + tp - i) % tp;
+    if (i == 1 && pending.subpieces > 1) m_backend.wait_fence(Lane::compute, pending.landed);
     if (i > 0) {
-      m_exchange->wait(j, pending.gather_window, static_cast<size_t>(j) * bytes, bytes, compute);
+      m_exchange->wait(j, pending.gather_window, static_cast<size_t>(j) * bytes + tail, q_bytes,
+                       compute);
       m_exchange->release(j, pending.gather_window, compute);
     }
     on_rows(j * n, n);
@@ -672,41 +685,66 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
       m_exchange->put(d, reduce_window, static_cast<size_t>(r) * bytes, piece.data, bytes, comm);
     }
   }
-  if (computing()) {
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
-    gemm(in.rows_slice(r * n, n), w, own, communicating());
-  }
-  if (!communicating()) return;
-  const ranges::Scope range(name);
-  for (int i = 1; i < tp; ++i) {
-    const int j = (r + tp - i) % tp;
-    m_exchange->wait(j, reduce_window, static_cast<size_t>(j) * bytes, bytes, compute);
-  }
   // Under sequence parallelism the last peer's piece is left for the op that reads the reduced
   // rows next (the residual add, and the norm after the projection), which adds it as it reads
   // them: a pass over the piece fewer (Backend::add_partials). That op releases it.
   const int last = r == tp - 1 ? tp - 2 : tp - 1;
   const bool defer = m_sp && computing();
-  if (tp > 2 || !defer) {
-    // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
-    // bytes are counted once, by the puts' record.
-    const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
-                      Lane::compute);
-    for (int j = 0; j < tp; ++j)
-      if (j != r && !(defer && j == last)) m_backend.add(own, landed.rows_slice(j * n, n), own);
+  auto summed = [&](int j) { return j != r && !(defer && j == last); };
+  // This rank's own piece; without sequence parallelism in `sub` sub-pieces (ce-ring:K), each
+  // summed as soon as it is computed and put into the peers while the next one computes.
+  const int sub = m_sp ? 1 : m_spec.overlap.ring_subpieces();
+  const int64_t q = n / sub;
+  const size_t q_bytes = bytes / static_cast<size_t>(sub);
+  for (int k = 0; k < sub; ++k) {
+    const Tensor mine = own.rows_slice(k * q, q);
+    if (computing()) {
+      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / (tp * sub));
+      gemm(in.rows_slice(r * n + k * q, q), w, mine, communicating());
+    }
+    if (!communicating()) continue;
+    const ranges::Scope range(name);
+    if (k == 0)
+      for (int i = 1; i < tp; ++i) {
+        const int j = (r + tp - i) % tp;
+        m_exchange->wait(j, reduce_window, static_cast<size_t>(j) * bytes, bytes, compute);
+      }
+    if (tp > 2 || !defer) {
+      // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
+      // bytes are counted once, by the puts' record.
+      const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
+                        Lane::compute);
+      for (int j = 0; j < tp; ++j)
+        if (summed(j)) m_backend.add(mine, landed.rows_slice(j * n + k * q, q), mine);
+    }
+    if (k == sub - 1)
+      for (int j = 0; j < tp; ++j)
+        if (summed(j)) m_exchange->release(j, reduce_window, compute);
+    if (m_sp) continue;
+    // The all-gather of the summed (sub-)piece into every peer's output rows. A peer puts its
+    // next sub-piece only after this rank released its previous one, so that one is waited for
+    // and released here, on the comm lane, where it has landed long since; the last is left to
+    // the next op. Released as soon as they land: a peer puts into them again only after this
+    // rank's next partial piece for it, which this rank computes after it has consumed them.
+    on_comm_lane();
+    if (k > 0) {
+      for (int i = 1; i < tp; ++i) {
+        const int j = (r + tp - i) % tp;
+        m_exchange->wait(j, out_window, static_cast<size_t>(j) * bytes + (k - 1) * q_bytes, q_bytes,
+                         comm);
+        m_exchange->release(j, out_window, comm);
+      }
+      if (k == sub - 1) pending.landed = m_backend.fence(Lane::comm);
+    }
+    put_to_peers(out_window, static_cast<size_t>(r) * bytes + k * q_bytes, mine.data, q_bytes);
   }
-  for (int j = 0; j < tp; ++j)
-    if (j != r && !(defer && j == last)) m_exchange->release(j, reduce_window, compute);
+  if (!communicating()) return;
   if (defer) pending = {landed.rows_slice(last * n, n), last, reduce_window};
   if (!m_sp) {
-    // The all-gather of the summed pieces into every peer's output rows. Released as soon as
-    // they land: a peer puts into them again only after this rank's next partial piece for it,
-    // which this rank computes after it has consumed them.
-    on_comm_lane();
-    put_to_peers(out_window, own.data, bytes);
     pending.gathering = true;
     pending.handle = handle;
     pending.gather_window = out_window;
+    pending.subpieces = sub;
     // The next op runs on this rank's rows while the peers' land; with no compute, nothing does.
     if (!computing()) gathered_pieces(rec, pending, [](int64_t, int64_t) {});
     return;

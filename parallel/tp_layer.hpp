@@ -38,6 +38,9 @@ namespace ridgeline {
 ///              GEMM computes the piece each peer owns first and puts it there while it computes
 ///              its own, then adds what the peers put (reduce-scatter); without sequence
 ///              parallelism the summed pieces are then put into every peer (all-gather)
+///   ce-ring:K  ce-ring without sequence parallelism, each rank's own piece of a row-parallel
+///              GEMM computed and summed in K sub-pieces, each put into the peers while the next
+///              computes: only the last sub-piece's all-gather is left after the GEMM
 ///   symm:S     S (none, async or chunked:K) with every buffer its collectives read or write in
 ///              the communicator's symmetric memory (NCCL: one window registered with
 ///              NCCL_WIN_COLL_SYMMETRIC, at the same offsets on every rank), so that NCCL may
@@ -46,13 +49,15 @@ namespace ridgeline {
 struct Overlap {
   enum class Kind { none, async, chunked, split, ce_ring };
   Kind kind = Kind::none;
-  int degree = 1;         ///< K for chunked, N for split
+  int degree = 1;         ///< K for chunked and ce-ring, N for split
   bool symmetric = false; ///< symm: the collectives' buffers in symmetric memory
 
   int parts() const { return kind == Kind::split ? degree : 1; }
   int chunks() const { return kind == Kind::chunked ? degree : 1; }
-  /// "none", "async", "chunked:K", "split:N", "ce-ring" or "symm:" and one of the first three
-  /// (parse_overlap's inverse).
+  /// Sub-pieces of a rank's own piece in ce-ring's row-parallel GEMMs (1 for every other kind).
+  int ring_subpieces() const { return kind == Kind::ce_ring ? degree : 1; }
+  /// "none", "async", "chunked:K", "split:N", "ce-ring", "ce-ring:K" or "symm:" and one of the
+  /// first three (parse_overlap's inverse).
   std::string name() const;
 };
 /// Parses one strategy; throws UsageError naming the accepted forms.
@@ -189,7 +194,8 @@ private:
   // a peer's partial piece in the exchange's window, for that op to add as it reads the reduced
   // rows, and to release after it. Without: the all-gather half in flight (its puts' record
   // open), the peers' summed pieces landing in `gather_window`, for that op to run piece by
-  // piece as they land (gathered_pieces()).
+  // piece as they land (gathered_pieces()); with sub-pieces (ce-ring:K), all but the last
+  // sub-piece of every peer already waited for on the comm lane before `landed`.
   struct PendingPiece {
     Tensor piece;
     int peer = -1; ///< -1: no piece pending
@@ -197,6 +203,8 @@ private:
     bool gathering = false;
     size_t handle = 0;
     size_t gather_window = 0;
+    int subpieces = 1;
+    size_t landed = 0; ///< comm-lane fence (subpieces > 1)
   };
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
@@ -212,9 +220,9 @@ private:
   PendingPiece m_pending_proj, m_pending_fc2;
   Tensor full_view(void* data) const;   // [tokens, hidden]
   Tensor stream_view(void* data) const; // [stream tokens, hidden]
-  // ce-ring's all-gather half: this rank's `bytes` from `src` into every peer's window `w` at
-  // this rank's piece, on the comm lane.
-  void put_to_peers(size_t w, const void* src, size_t bytes);
+  // ce-ring's all-gather half: `bytes` from `src` into every peer's window `w` at `offset`, on
+  // the comm lane.
+  void put_to_peers(size_t w, size_t offset, const void* src, size_t bytes);
   // Collective plumbing: queue, recording, completion.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }

@@ -219,6 +219,8 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "(N interleaved parts of the batch; of the tokens for one prefill sequence), "
                  "ce-ring (tp pieces; the collectives as puts into the peers' memory on the copy "
                  "engines, each beside the GEMM of another piece; MPI messages on the host), "
+                 "ce-ring:K (without --sequence-parallel: each rank's own piece of a "
+                 "row-parallel GEMM summed and put in K sub-pieces), "
                  "symm:none, symm:async, symm:chunked:K (those with the collectives' buffers in "
                  "one NCCL symmetric window; ordinary buffers on the host)")
       ->check(comma_list(overlap_item))
@@ -544,9 +546,12 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
   }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
-  if (c.graphs && std::find(strategies.begin(), strategies.end(), "ce-ring") != strategies.end())
-    p.push_back("--overlap ce-ring numbers its puts on the host, which a captured graph would "
-                "replay unchanged: not with --graphs");
+  if (c.graphs)
+    for (const std::string& name : strategies)
+      if (parse_overlap(name).kind == Overlap::Kind::ce_ring)
+        p.push_back("--overlap " + name +
+                    " numbers its puts on the host, which a captured graph would replay "
+                    "unchanged: not with --graphs");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
     p.push_back("the cuda backend computes in bf16 or fp16 (got --dtype " + c.dtype + ")");
 

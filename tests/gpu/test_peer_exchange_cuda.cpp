@@ -144,11 +144,19 @@ TEST_F(PeerExchangeCuda, RefusesTransfersOutsideItsWindows) {
 }
 
 // The ring's puts, waits and additions on the GPU: each rank's rows of a two-layer prefill stage
-// against the TP1 stage. The MPI communicator is there for the constructor only: ce-ring does
-// not call it.
+// against the TP1 stage, with and without sub-pieces. The MPI communicator is there for the
+// constructor only: ce-ring does not call it.
 TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
-  for (bool sp : {false, true}) {
-    const StageSpec spec = small_prefill_stage(m_size, m_rank, sp, "ce-ring");
+  struct Case {
+    bool sp;
+    const char* overlap;
+  };
+  // ce-ring:2 and :4: the all-gather half in sub-pieces, each peer's earlier ones waited for on
+  // the comm lane.
+  for (const Case& c : {Case{false, "ce-ring"}, Case{true, "ce-ring"}, Case{false, "ce-ring:2"},
+                        Case{false, "ce-ring:4"}}) {
+    const bool sp = c.sp;
+    const StageSpec spec = small_prefill_stage(m_size, m_rank, sp, c.overlap);
     auto comm = make_mpi_communicator(MPI_COMM_WORLD);
     auto ex = make_ipc_exchange(MPI_COMM_WORLD, TpStage::exchange_windows(spec, DType::bf16));
     OpTable ops;
@@ -164,7 +172,8 @@ TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
 
     const std::vector<float> want = tp1_rank_output(*m_backend, spec);
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_LT(relative_l2(got, want), 2e-2) << (sp ? "with" : "without") << " sequence parallelism";
+    EXPECT_LT(relative_l2(got, want), 2e-2)
+        << c.overlap << (sp ? " with" : " without") << " sequence parallelism";
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }

@@ -347,6 +347,9 @@ INSTANTIATE_TEST_SUITE_P(
         // The copy-engine ring's schedule over MPI messages, and the other
         // strategies gathering into the exchange's windows.
         OverlapCase{"ce_ring", "ce-ring", false, Phase::prefill, 4, false, true},
+        OverlapCase{"ce_ring2", "ce-ring:2", false, Phase::prefill, 4, false, true},
+        OverlapCase{"ce_ring4", "ce-ring:4", false, Phase::prefill, 4, true, true},
+        OverlapCase{"decode_ce_ring2", "ce-ring:2", false, Phase::decode, 8, false, true},
         OverlapCase{"sp_ce_ring", "ce-ring", true, Phase::prefill, 4, true, true},
         OverlapCase{"decode_ce_ring", "ce-ring", false, Phase::decode, 4, false, true},
         OverlapCase{"decode_sp_ce_ring", "ce-ring", true, Phase::decode, 4, false, true},
@@ -366,6 +369,12 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(parse_overlap("async").name(), "async");
   EXPECT_EQ(parse_overlap("ce-ring").name(), "ce-ring");
   EXPECT_EQ(parse_overlap("ce-ring").chunks() * parse_overlap("ce-ring").parts(), 1);
+  EXPECT_EQ(parse_overlap("ce-ring").ring_subpieces(), 1);
+  const Overlap ring4 = parse_overlap("ce-ring:4");
+  EXPECT_EQ(ring4.name(), "ce-ring:4");
+  EXPECT_EQ(ring4.ring_subpieces(), 4);
+  EXPECT_EQ(ring4.chunks() * ring4.parts(), 1);
+  EXPECT_EQ(parse_overlap("chunked:4").ring_subpieces(), 1);
   const Overlap symm = parse_overlap("symm:chunked:4");
   EXPECT_TRUE(symm.symmetric);
   EXPECT_EQ(symm.chunks(), 4);
@@ -373,9 +382,9 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(parse_overlap("symm:none").name(), "symm:none");
   EXPECT_EQ(parse_overlap("symm:async").kind, Overlap::Kind::async);
   EXPECT_FALSE(parse_overlap("chunked:4").symmetric);
-  for (const char* bad :
-       {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", "", "ce-ring:2", "ce_ring", "symm",
-        "symm:", "symm:split:2", "symm:ce-ring", "symm:symm:none", "symm:chunked:1"})
+  for (const char* bad : {"chunked", "chunked:1", "split:x", "fast", "chunked:-2", "", "ce-ring:1",
+                          "ce-ring:x", "ce_ring", "symm", "symm:", "symm:split:2", "symm:ce-ring",
+                          "symm:ce-ring:2", "symm:symm:none", "symm:chunked:1"})
     EXPECT_THROW(parse_overlap(bad), UsageError) << bad;
   LayerShape s;
   s.batch = 1;
@@ -401,6 +410,15 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(stage_split_problems(s, parse_overlap("ce-ring")).size(), 1u);
   s.batch = 8;
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring")).empty());
+  // ce-ring:K cuts each of the tp pieces into K; sequence parallelism has no all-gather half.
+  EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring:2")).empty());
+  const std::vector<std::string> rows = stage_split_problems(s, parse_overlap("ce-ring:4"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NE(rows[0].find("do not divide into 16 sub-pieces"), std::string::npos) << rows[0];
+  s.sequence_parallel = true;
+  const std::vector<std::string> sp = stage_split_problems(s, parse_overlap("ce-ring:2"));
+  ASSERT_EQ(sp.size(), 1u);
+  EXPECT_NE(sp[0].find("use ce-ring"), std::string::npos) << sp[0];
 }
 
 } // namespace
