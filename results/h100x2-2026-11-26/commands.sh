@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The four jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
+# The six jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
 # NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
 # from a bundle of the build of commit a630437 (files: 13374c5e258d-dirty) made with
 # scripts/bundle.sh, and for "before" the ridgeline binary of the bundle of commit 3b1e5f5.
@@ -34,7 +34,34 @@ COLLECTIVE_NPS=2 GPU_CHECK_TURNS="1 2" scripts/gpu-check.sh OUT --bundle bundle.
 # Job N: twice, gpu-check's collectives section at 2 ranks:
 COLLECTIVE_NPS=2 scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only collectives
 #
+# Job P (the build of commit d976e41): gpu-check's decode_tp2 section with push-ll, both GEMM
+# choices; the ring at b4 and b1, with and without sequence parallelism, one run each; PyTorch's
+# async-TP pairs; gpu-check's custom_allreduce section, one turn:
+for algo in skinny heuristic; do
+  DECODE_TP2_ALGO=$algo DECODE_TP2_ALLREDUCE=push-ll scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only decode_tp2
+done
+#   RUN ridgeline run --config models/gpt-h8192.toml --seq 4096 --batch B --tp 2 [--sequence-parallel] \
+#     --warmup 3 --iters 15 --overlap none,async,chunked:4,ce-ring,symm:chunked:4 --timeout 60 \
+#     --out P/ab/ce_ring_bB_spon|spoff.h5
+#   torch_async_tp.py and async_tp_table.py as in job M, on P/ab/ce_ring_bB_spon.h5
+COLLECTIVE_NPS=2 GPU_CHECK_TURNS=1 scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only custom_allreduce
+#
+# Job Q (the build of commit 8107c38): the GPU test of the ring, then turns 1-3 (b1 in turns 1
+# and 2 only; the run with sequence parallelism in turns 1 and 2 only):
+GPU_CHECK_TESTS=test_peer_exchange_cuda scripts/gpu-check.sh OUT --bundle bundle.tar.xz --only tests
+for turn in 1 2 3; do
+  for b in 4 1; do
+    RUN ridgeline run --config models/gpt-h8192.toml --seq 4096 --batch $b --tp 2 --warmup 3 --iters 15 \
+      --overlap none,chunked:4,ce-ring,ce-ring:2,ce-ring:4 --timeout 60 --out Q/ab/ring_b${b}_spoff_$turn.h5
+  done
+  RUN ridgeline run --config models/gpt-h8192.toml --seq 4096 --batch 4 --tp 2 --sequence-parallel \
+    --warmup 3 --iters 15 --overlap none,async,chunked:4,ce-ring,symm:chunked:4 --timeout 60 \
+    --out Q/ab/ring_b4_spon_$turn.h5
+done
+#
 # On the host, from this directory:
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log O/ab/*.log   (hidden_share.txt)
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks L/ab/*b4*.log M/ab/*b4*.log
 #   python3 reduction_ops.py > reduction_ops.txt
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks P/ab/*b4*.log Q/ab/*b4*.log > clocks_power_PQ.md
+#   python3 ring_tail.py > ring_tail.txt
