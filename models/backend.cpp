@@ -1,8 +1,17 @@
-// The backend interface's one composed op: a forward GEMM and the op after it (and the RMS norm
-// before it, when asked), in turn.
+// The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
+// addend, and a forward GEMM and the op after it (and the RMS norm before it, when asked), in
+// turn.
 #include "models/backend.hpp"
 
+#include "core/error.hpp"
+
 namespace ridgeline {
+
+void Backend::gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, Tensor c) {
+  RIDGELINE_REQUIRE(addend.data != c.data, "gemm_add: the addend is the output");
+  copy(addend, c);
+  gemm(a, Trans::no, w, Trans::yes, c, true, Lane::compute);
+}
 
 void Backend::gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) {
   if (e.norm_gamma.data != nullptr) {

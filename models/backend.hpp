@@ -144,6 +144,10 @@ public:
   void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) {
     gemm(a, Trans::no, w, Trans::yes, c, false, lane);
   }
+  /// c[m, n] = a[m, k] * w[n, k]^T + addend[m, n] (addend may not be c), rounded once where
+  /// the backend sums inside the GEMM (cuBLASLt's C input on GPUs); otherwise the addend copied
+  /// into c and the product accumulated onto it.
+  virtual void gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, Tensor c);
   /// Whether gemm_epilogue() runs an op of `kind` inside the GEMM's own kernel for `rows`
   /// activation rows (the CUDA backend under GemmAlgo::skinny at a decode step's few rows). The
   /// host backend, and every other case, runs the GEMM and the op in turn.

@@ -293,9 +293,10 @@ public:
   MatmulPlan& operator=(const MatmulPlan&) = delete;
   ~MatmulPlan() { destroy(); }
 
-  void run(cublasLtHandle_t handle, float alpha, float beta, const void* a, const void* b, void* c,
-           void* workspace, cudaStream_t stream) const {
-    RIDGELINE_CHECK(cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, c, m_c,
+  /// D = alpha * op(A) * op(B) + beta * C, with C and D in the same layout (C may be D).
+  void run(cublasLtHandle_t handle, float alpha, float beta, const void* a, const void* b,
+           const void* c, void* d, void* workspace, cudaStream_t stream) const {
+    RIDGELINE_CHECK(cublasLtMatmul(handle, m_desc, &alpha, a, m_a, b, m_b, &beta, c, m_c, d, m_c,
                                    &m_algo, workspace, m_workspace, stream));
   }
 
@@ -576,6 +577,24 @@ public:
     }
     matmul(operand(a), ta, operand(b), tb, operand(c), accumulate, 1, lane,
            m_gemm_algo == GemmAlgo::search && m <= kSearchMaxRows);
+  }
+
+  void gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, Tensor c) override {
+    RIDGELINE_REQUIRE(a.cols == w.cols && c.rows == a.rows && c.cols == w.rows &&
+                          addend.rows == c.rows && addend.cols == c.cols,
+                      "gemm_add: shapes do not match c[m,n] = a[m,k] * w[n,k]^T + addend[m,n]");
+    require_dtype(addend);
+    // cuBLASLt's C takes D's layout; the project's skinny kernel has no addend.
+    if (addend.ld != c.ld || m_gemm_algo == GemmAlgo::skinny || c.rows == 0 || c.cols == 0 ||
+        a.cols == 0) {
+      Backend::gemm_add(a, w, addend, c);
+      return;
+    }
+    require_dtype(a);
+    require_dtype(w);
+    require_dtype(c);
+    matmul(operand(a), Trans::no, operand(w), Trans::yes, operand(c), false, 1, Lane::compute,
+           m_gemm_algo == GemmAlgo::search && a.rows <= kSearchMaxRows, addend.data);
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
@@ -995,8 +1014,10 @@ private:
   // operands' strides. Row-major c[m, n] is column-major c^T[n, m] = op(b)^T op(a)^T, and a
   // row-major operand read column-major is its transpose: cuBLASLt's A is b and its B is a,
   // each transposed exactly when the row-major operand is.
+  // With `addend` (c's layout): c = op(a) * op(b) + addend, the sum in the GEMM's epilogue.
   void matmul(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
-              bool accumulate, int64_t batch, Lane lane, bool search) {
+              bool accumulate, int64_t batch, Lane lane, bool search,
+              const void* addend = nullptr) {
     RIDGELINE_REQUIRE(a.type == b.type, "matmul: operands of different types");
     const bool at = ta == Trans::yes, bt = tb == Trans::yes;
     MatmulShape s;
@@ -1016,15 +1037,17 @@ private:
     s.stride_c = c.stride;
     s.align_a = alignment_of(b.data);
     s.align_b = alignment_of(a.data);
-    s.align_c = alignment_of(c.data);
+    s.align_c =
+        addend ? std::min(alignment_of(c.data), alignment_of(addend)) : alignment_of(c.data);
     s.sms = m_gemm_sms;
     s.search = search;
-    s.accumulate = accumulate;
-    run_matmul(s, 1.0f, b.data, a.data, const_cast<void*>(c.data), lane);
+    s.accumulate = accumulate || addend != nullptr;
+    run_matmul(s, 1.0f, b.data, a.data, const_cast<void*>(c.data), lane, addend);
   }
 
+  // D = alpha * a * b (+ c_in, or + D when s.accumulate and no c_in).
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
-                  Lane lane) {
+                  Lane lane, const void* c_in = nullptr) {
     const cuda::SkinnyGemm skinny = skinny_gemm_of(s, alpha, a, b, c);
     if (m_gemm_algo == GemmAlgo::skinny && skinny.fits()) {
       if (m_skinny_shapes.insert(s.key()).second)
@@ -1043,7 +1066,7 @@ private:
     }
     DeviceBuffer& ws = m_workspace[lane_slot(lane)];
     if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
-    it->second->run(m_lt.get(), alpha, s.accumulate ? 1.0f : 0.0f, a, b, c,
+    it->second->run(m_lt.get(), alpha, s.accumulate ? 1.0f : 0.0f, a, b, c_in ? c_in : c, c,
                     ws.bytes() ? ws.data() : nullptr, raw(lane));
   }
 

@@ -38,8 +38,10 @@ namespace ridgeline {
 ///              GEMM computes the piece each peer owns first and puts it there while it computes
 ///              its own, then adds what the peers put (reduce-scatter); without sequence
 ///              parallelism the summed pieces are then put into every peer (all-gather)
-///   ce-ring:K  ce-ring without sequence parallelism, each rank's own piece of a row-parallel
-///              GEMM computed and summed in K sub-pieces, each put into the peers while the next
+///   ce-ring:K  ce-ring without sequence parallelism, every piece of a row-parallel GEMM in K
+///              sub-pieces: the peers' first, each put while the next computes, then this
+///              rank's own, each GEMM adding a peer's partial sub-piece in its epilogue (no add
+///              kernel at tp 2) and each summed sub-piece put into the peers while the next
 ///              computes: only the last sub-piece's all-gather is left after the GEMM
 ///   symm:S     S (none, async or chunked:K) with every buffer its collectives read or write in
 ///              the communicator's symmetric memory (NCCL: one window registered with
@@ -209,6 +211,23 @@ private:
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window, PendingPiece& pending);
+  // ce-ring:K without sequence parallelism: every piece in K sub-pieces, the peers' first (each
+  // put while the next computes), then this rank's own, each GEMM adding a peer's partial
+  // sub-piece in its epilogue (Backend::gemm_add) and each summed sub-piece put into the peers
+  // while the next computes.
+  void ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
+                               const Tensor& in, const Tensor& w, Tensor out_full,
+                               size_t reduce_window, size_t out_window, PendingPiece& pending);
+  // The ring collective's record: begun by the first call on the comm lane, which (like every
+  // call) first makes the comm lane wait for what the compute lane issued so far.
+  struct RingRecord {
+    size_t handle = 0;
+    bool begun = false;
+  };
+  void ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record);
+  // The all-gather half in flight: what the op after the ring needs of it (gathered_pieces()).
+  void ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle, size_t out_window,
+                           int subpieces);
   void release_pending(PendingPiece& pending);
   // The end of a ring collective's puts: they complete, their record closes, and the compute
   // lane waits for them (before it rewrites what they read).

@@ -155,6 +155,28 @@ TEST_F(CudaVsHost, Gemm) {
   }
 }
 
+// gemm_add: the addend summed in cuBLASLt's epilogue (heuristic and searched plans), or, under
+// --gemm-algo skinny, added after the GEMM; against the host, with the addend left unchanged and
+// rows inside a larger buffer (the ring's sub-pieces are row ranges of a window).
+TEST_F(CudaVsHost, GemmAdd) {
+  for (const GemmAlgo algo : {GemmAlgo::heuristic, GemmAlgo::search, GemmAlgo::skinny}) {
+    m_gpu->set_gemm_algo(algo);
+    for (const int64_t m : {2, 37, 128}) {
+      Pair a = make(m, 200, 1), w = make(72, 200, 2);
+      Pair addend = make(2 * m, 72, 3, 4.0f), out = zeros(2 * m, 72);
+      const Tensor ga = addend.gpu.rows_slice(m, m), ha = addend.host.rows_slice(m, m);
+      const std::vector<float> before = m_gpu->to_host(addend.gpu);
+      m_gpu->gemm_add(a.gpu, w.gpu, ga, out.gpu.rows_slice(m, m));
+      m_host->gemm_add(a.host, w.host, ha, out.host.rows_slice(m, m));
+      const std::string what =
+          "gemm_add m=" + std::to_string(m) + " algo " + std::to_string(static_cast<int>(algo));
+      expect_close(out, what.c_str());
+      EXPECT_EQ(m_gpu->to_host(addend.gpu), before) << what;
+    }
+  }
+  m_gpu->set_gemm_algo(GemmAlgo::heuristic);
+}
+
 // --gemm-algo skinny: the project's kernels for at most 16 rows: the CUDA-core one up to 4 rows
 // (k whose rows split into uneven slices, and one row whose warps take their slices in several
 // rounds, the last partial: 2049 words in 8 slices of 257, 128 a round), the MMA one at row counts

@@ -211,6 +211,20 @@ TEST_F(HostKernels, GemmMatchesReference) {
     }
 }
 
+// gemm_add: the product plus the addend, which stays as it was; the addend may not be the output.
+TEST_F(HostKernels, GemmAddAddsTheAddend) {
+  const Tensor a = make(5, 7, 1), w = make(3, 7, 2), addend = make(5, 3, 4), c = make(5, 3, 3);
+  const Tensor product = make(5, 3, 5);
+  const std::vector<float> before = be->to_host(addend);
+  be->gemm_add(a, w, addend, c);
+  be->gemm(a, w, product);
+  const auto cv = be->to_host(c), pv = be->to_host(product);
+  for (size_t i = 0; i < cv.size(); ++i)
+    EXPECT_NEAR(cv[i], pv[i] + before[i], 1e-5) << i;
+  EXPECT_EQ(be->to_host(addend), before);
+  EXPECT_THROW(be->gemm_add(a, w, c, c), Error);
+}
+
 TEST_F(HostKernels, NormsNormalise) {
   const Tensor x = make(4, 64, 1), gamma = make(1, 64, 2), beta = make(1, 64, 3),
                y = make(4, 64, 4);
