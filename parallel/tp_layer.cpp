@@ -143,10 +143,7 @@ std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap
                 " tokens per microbatch do not divide into " + std::to_string(divisor) +
                 " equal row blocks" + (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
   const int sub = o.ring_subpieces();
-  if (o.kind == Overlap::Kind::ce_ring && sp && sub > 1)
-    p.push_back(o.name() + " cuts the all-gather half of the ring's all-reduce, which sequence "
-                           "parallelism does not have: use ce-ring");
-  else if (o.kind == Overlap::Kind::ce_ring && !sp && s.tp > 1 && t % (s.tp * sub) != 0)
+  if (o.kind == Overlap::Kind::ce_ring && s.tp > 1 && (sub > 1 || !sp) && t % (s.tp * sub) != 0)
     p.push_back(o.name() + ": the " + std::to_string(t) +
                 " tokens per microbatch do not divide into " + std::to_string(s.tp * sub) +
                 (sub > 1 ? " sub-pieces (tp pieces of " + std::to_string(sub) + ")"
@@ -659,9 +656,9 @@ void TpStage::ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRec
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                             const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                             size_t reduce_window, size_t out_window, PendingPiece& pending) {
-  if (!m_sp && m_spec.overlap.ring_subpieces() > 1) {
-    ring_row_gemm_subpieces(rec, gemm_slot, reduce_slot, layer, in, w, out_full, reduce_window,
-                            out_window, pending);
+  if (m_spec.overlap.ring_subpieces() > 1) {
+    ring_row_gemm_subpieces(rec, gemm_slot, reduce_slot, layer, in, w, out_full, out_shard,
+                            reduce_window, out_window, pending);
     return;
   }
   const NoLaunchChain plain(m_backend);
@@ -741,12 +738,12 @@ void TpStage::ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t h
 
 void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                                       const Tensor& in, const Tensor& w, Tensor out_full,
-                                      size_t reduce_window, size_t out_window,
+                                      Tensor out_shard, size_t reduce_window, size_t out_window,
                                       PendingPiece& pending) {
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank, sub = m_spec.overlap.ring_subpieces();
   const int64_t n = m_tokens / tp, q = n / sub;
-  const Tensor own = out_full.rows_slice(r * n, n);
+  const Tensor own = m_sp ? out_shard : out_full.rows_slice(r * n, n);
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(reduce_window));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
@@ -785,7 +782,8 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   }
   // This rank's own sub-pieces: each GEMM adds the nearest peer's partial sub-piece in its
   // epilogue (the others, at tp > 2, in add kernels recorded as the collective's reduction), and
-  // each summed sub-piece goes into every peer while the next computes. Every peer's previous
+  // without sequence parallelism each summed sub-piece goes into every peer while the next
+  // computes. Every peer's previous
   // summed sub-piece is waited for and released on the comm lane before this rank's next put
   // (it landed while this sub-piece computed); the last is left to the next op.
   const int nearest = (r + tp - 1) % tp;
@@ -816,6 +814,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
     if (k == sub - 1)
       for (int j = 0; j < tp; ++j)
         if (j != r) m_exchange->release(j, reduce_window, compute);
+    if (m_sp) continue; // the reduce-scatter ends here
     ring_comm_begin(rec, slot, layer, record);
     if (k > 0) {
       for (int i = 1; i < tp; ++i) {
@@ -827,7 +826,11 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
     }
     put_to_peers(out_window, at(r, k), mine.data, q_bytes);
   }
-  if (communicating()) ring_gather_pending(rec, pending, record.handle, out_window, sub);
+  if (!communicating()) return;
+  if (m_sp)
+    complete_puts(rec, record.handle); // the next GEMMs rewrite the pieces the puts read
+  else
+    ring_gather_pending(rec, pending, record.handle, out_window, sub);
 }
 
 size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,

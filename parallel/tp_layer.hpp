@@ -38,11 +38,11 @@ namespace ridgeline {
 ///              GEMM computes the piece each peer owns first and puts it there while it computes
 ///              its own, then adds what the peers put (reduce-scatter); without sequence
 ///              parallelism the summed pieces are then put into every peer (all-gather)
-///   ce-ring:K  ce-ring without sequence parallelism, every piece of a row-parallel GEMM in K
-///              sub-pieces: the peers' first, each put while the next computes, then this
-///              rank's own, each GEMM adding a peer's partial sub-piece in its epilogue (no add
-///              kernel at tp 2) and each summed sub-piece put into the peers while the next
-///              computes: only the last sub-piece's all-gather is left after the GEMM
+///   ce-ring:K  ce-ring with every piece of a row-parallel GEMM in K sub-pieces: the peers'
+///              first, each put while the next computes, then this rank's own, each GEMM adding
+///              a peer's partial sub-piece in its epilogue (no add kernel at tp 2); without
+///              sequence parallelism each summed sub-piece is put into the peers while the next
+///              computes, so that only the last one's all-gather is left after the GEMM
 ///   symm:S     S (none, async or chunked:K) with every buffer its collectives read or write in
 ///              the communicator's symmetric memory (NCCL: one window registered with
 ///              NCCL_WIN_COLL_SYMMETRIC, at the same offsets on every rank), so that NCCL may
@@ -211,12 +211,12 @@ private:
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
                      size_t out_window, PendingPiece& pending);
-  // ce-ring:K without sequence parallelism: every piece in K sub-pieces, the peers' first (each
-  // put while the next computes), then this rank's own, each GEMM adding a peer's partial
-  // sub-piece in its epilogue (Backend::gemm_add) and each summed sub-piece put into the peers
-  // while the next computes.
+  // ce-ring:K: every piece in K sub-pieces, the peers' first (each put while the next
+  // computes), then this rank's own, each GEMM adding a peer's partial sub-piece in its
+  // epilogue (Backend::gemm_add) and, without sequence parallelism, each summed sub-piece put
+  // into the peers while the next computes.
   void ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
-                               const Tensor& in, const Tensor& w, Tensor out_full,
+                               const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                                size_t reduce_window, size_t out_window, PendingPiece& pending);
   // The ring collective's record: begun by the first call on the comm lane, which (like every
   // call) first makes the comm lane wait for what the compute lane issued so far.

@@ -219,8 +219,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "(N interleaved parts of the batch; of the tokens for one prefill sequence), "
                  "ce-ring (tp pieces; the collectives as puts into the peers' memory on the copy "
                  "engines, each beside the GEMM of another piece; MPI messages on the host), "
-                 "ce-ring:K (without --sequence-parallel: each rank's own piece of a "
-                 "row-parallel GEMM summed and put in K sub-pieces), "
+                 "ce-ring:K (ce-ring with the row-parallel GEMMs' pieces in K sub-pieces, the "
+                 "peers' partial sums added in the GEMM; without --sequence-parallel each summed "
+                 "sub-piece put into the peers while the next computes), "
                  "symm:none, symm:async, symm:chunked:K (those with the collectives' buffers in "
                  "one NCCL symmetric window; ordinary buffers on the host)")
       ->check(comma_list(overlap_item))

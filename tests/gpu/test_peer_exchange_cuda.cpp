@@ -151,10 +151,10 @@ TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
     bool sp;
     const char* overlap;
   };
-  // ce-ring:2 and :4: the all-gather half in sub-pieces, each peer's earlier ones waited for on
-  // the comm lane.
+  // ce-ring:2 and :4: the pieces in sub-pieces, the peers' partial ones added in the GEMM's
+  // epilogue, and without sequence parallelism the all-gather half in sub-pieces too.
   for (const Case& c : {Case{false, "ce-ring"}, Case{true, "ce-ring"}, Case{false, "ce-ring:2"},
-                        Case{false, "ce-ring:4"}}) {
+                        Case{false, "ce-ring:4"}, Case{true, "ce-ring:2"}}) {
     const bool sp = c.sp;
     const StageSpec spec = small_prefill_stage(m_size, m_rank, sp, c.overlap);
     auto comm = make_mpi_communicator(MPI_COMM_WORLD);

@@ -350,6 +350,8 @@ INSTANTIATE_TEST_SUITE_P(
         OverlapCase{"ce_ring2", "ce-ring:2", false, Phase::prefill, 4, false, true},
         OverlapCase{"ce_ring4", "ce-ring:4", false, Phase::prefill, 4, true, true},
         OverlapCase{"decode_ce_ring2", "ce-ring:2", false, Phase::decode, 8, false, true},
+        OverlapCase{"sp_ce_ring2", "ce-ring:2", true, Phase::prefill, 4, true, true},
+        OverlapCase{"decode_sp_ce_ring2", "ce-ring:2", true, Phase::decode, 8, false, true},
         OverlapCase{"sp_ce_ring", "ce-ring", true, Phase::prefill, 4, true, true},
         OverlapCase{"decode_ce_ring", "ce-ring", false, Phase::decode, 4, false, true},
         OverlapCase{"decode_sp_ce_ring", "ce-ring", true, Phase::decode, 4, false, true},
@@ -410,15 +412,15 @@ TEST(Overlap, ParsesAndRejects) {
   EXPECT_EQ(stage_split_problems(s, parse_overlap("ce-ring")).size(), 1u);
   s.batch = 8;
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring")).empty());
-  // ce-ring:K cuts each of the tp pieces into K; sequence parallelism has no all-gather half.
+  // ce-ring:K cuts each of the tp pieces into K, with or without sequence parallelism.
   EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring:2")).empty());
   const std::vector<std::string> rows = stage_split_problems(s, parse_overlap("ce-ring:4"));
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_NE(rows[0].find("do not divide into 16 sub-pieces"), std::string::npos) << rows[0];
   s.sequence_parallel = true;
-  const std::vector<std::string> sp = stage_split_problems(s, parse_overlap("ce-ring:2"));
-  ASSERT_EQ(sp.size(), 1u);
-  EXPECT_NE(sp[0].find("use ce-ring"), std::string::npos) << sp[0];
+  EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring:2")).empty());
+  EXPECT_EQ(stage_split_problems(s, parse_overlap("ce-ring:4")).size(), 1u);
+  EXPECT_TRUE(stage_split_problems(s, parse_overlap("ce-ring")).empty());
 }
 
 } // namespace

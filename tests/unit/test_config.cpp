@@ -214,10 +214,10 @@ INSTANTIATE_TEST_SUITE_P(
                 2,
                 "--overlap ce-ring:2 numbers its puts on the host"},
         BadCase{"ce_ring_sub_sp",
-                {"--tp", "2", "--sequence-parallel", "--overlap", "none,ce-ring:2"},
+                {"--tp", "2", "--sequence-parallel", "--phase", "decode", "--batch", "2",
+                 "--overlap", "none,ce-ring:2"},
                 2,
-                "ce-ring:2 cuts the all-gather half of the ring's all-reduce, which sequence "
-                "parallelism does not have: use ce-ring"},
+                "ce-ring:2: the 2 tokens per microbatch do not divide into 4 sub-pieces"},
         BadCase{"ce_ring_pieces",
                 {"--tp", "2", "--phase", "decode", "--batch", "3", "--overlap", "ce-ring"},
                 2,
