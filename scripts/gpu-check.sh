@@ -261,8 +261,7 @@ section_overlap() {
 # ce_ring: the copy-engine ring (--overlap ce-ring) and NCCL's symmetric memory (symm:) beside
 # the SM collectives. Two GPUs or more: prefill of the gpt-h8192 layer at s4096, b1 and b4, with
 # and without sequence parallelism, at TP CE_RING_TP (default 2; files of another TP carry
-# _tpN), every strategy (split:2 too where the tokens allow it, ce-ring:2 without sequence
-# parallelism) taking turns, twice; the symm:
+# _tpN), every strategy (split:2 too where the tokens allow it) taking turns, twice; the symm:
 # strategies again under NCCL's efficiency and zero CTA policies; the collectives of the layer's
 # sizes on ordinary and symmetric buffers under each policy. One GPU: two ranks share it (no
 # NCCL; the TP group's other all-reduces through the custom one), so only correctness means
@@ -276,13 +275,12 @@ section_ce_ring() {
     for turn in ${GPU_CHECK_TURNS:-1 2}; do
       for b in 1 4; do
         for sp in off on; do
-          local spflag=() split="" sub=""
+          local spflag=() split=""
           [ "$sp" = on ] && spflag=(--sequence-parallel)
           [ "$b" = 4 ] && [ "$sp" = off ] && split=,split:2
-          [ "$sp" = off ] && sub=,ce-ring:2
           run "ce_ring${tag}_prefill_b${b}_sp${sp}_$turn" "$tp" --config "$repo/models/gpt-h8192.toml" \
             --seq 4096 --batch "$b" --tp "$tp" "${spflag[@]}" --warmup 3 --iters 15 \
-            --overlap none,async,chunked:2,chunked:4$split,ce-ring$sub,symm:none,symm:chunked:2,symm:chunked:4
+            --overlap none,async,chunked:2,chunked:4$split,ce-ring,ce-ring:2,symm:none,symm:chunked:2,symm:chunked:4
           [ "$turn" = 1 ] || continue
           for policy in ${CE_RING_POLICIES:-efficiency zero}; do
             run "symm${tag}_${policy}_prefill_b${b}_sp${sp}" "$tp" --config "$repo/models/gpt-h8192.toml" \
