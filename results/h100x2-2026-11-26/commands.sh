@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The six jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
+# The eight jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
 # NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
 # from a bundle of the build of commit a630437 (files: 13374c5e258d-dirty) made with
 # scripts/bundle.sh, and for "before" the ridgeline binary of the bundle of commit 3b1e5f5.
@@ -59,9 +59,27 @@ for turn in 1 2 3; do
     --out Q/ab/ring_b4_spon_$turn.h5
 done
 #
+# Job R: the GPU tests (GPU_CHECK_TESTS="test_cuda_backend test_peer_exchange_cuda"), then the
+# build of commit 8107c38 ("before") and of commit bc3c71b ("after") taking turns, b1 in turns 1
+# and 2 only:
+for turn in 1 2 3; do for build in before after; do for b in 4 1; do
+  RUN ridgeline-$build run --config models/gpt-h8192.toml --seq 4096 --batch $b --tp 2 --warmup 3 \
+    --iters 15 --overlap none,ce-ring,ce-ring:2,ce-ring:4 --timeout 60 --out R/ab/ring_b${b}_spoff_${build}_$turn.h5
+done; done; done
+#
+# Job S (the build of commit feffcda): the GPU test of the ring, then per turn 1-3 (the last two
+# in turns 1 and 2 only):
+#   RUN ridgeline run ... --batch 4 --sequence-parallel --overlap none,chunked:4,ce-ring,ce-ring:2,ce-ring:4
+#   RUN ridgeline run ... --batch 1 --sequence-parallel --overlap none,chunked:4,ce-ring,ce-ring:2,ce-ring:4
+#   RUN ridgeline run ... --batch 4 --overlap none,chunked:4,ce-ring,ce-ring:2
+# (... = --config models/gpt-h8192.toml --seq 4096 --tp 2 --warmup 3 --iters 15 --timeout 60),
+# then torch_async_tp.py at b4 and b1 and async_tp_table.py on the runs with sequence parallelism
+# of turns 1 and 2.
+#
 # On the host, from this directory:
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log O/ab/*.log   (hidden_share.txt)
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks L/ab/*b4*.log M/ab/*b4*.log
 #   python3 reduction_ops.py > reduction_ops.txt
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks P/ab/*b4*.log Q/ab/*b4*.log > clocks_power_PQ.md
-#   python3 ring_tail.py > ring_tail.txt
+#   python3 ring_tail.py > ring_tail.txt   (jobs Q, R, S)
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks R/ab/*b4*.log S/ab/*b4*.log > clocks_power_RS.md

@@ -1,12 +1,14 @@
-"""Job Q's runs without sequence parallelism, from the timelines (timed iterations, both ranks,
+"""The ring runs of jobs Q, R and S, with and without sequence parallelism (or the files
+named), from the timelines (timed iterations, both ranks,
 medians per iteration): per strategy the four GEMMs' time, the reduction kernels' time (the
-ring's sums, recorded under the collective's name on the compute lane), and the tail: from the
+ring's sums, recorded under the collective's name on the compute queue), and the tail: from the
 end of the last FC2 piece to the end of the step on the compute lane (the all-gather left after
 FC2 and the wait for the other rank). us.
 
-    python3 ring_tail.py   (from this directory; output in ring_tail.txt)
+    python3 ring_tail.py [FILE.h5 ...]   (from this directory; output in ring_tail.txt)
 """
 import glob
+import sys
 from collections import defaultdict
 
 import h5py
@@ -23,7 +25,7 @@ def strategies(log):
             if line.startswith('overlap:')]
 
 
-for fn in sorted(glob.glob('Q/ab/ring_b*_spoff_*.h5')):
+for fn in sys.argv[1:] or sorted(glob.glob('[QRS]/ab/ring_b*_sp*_*.h5')):
     f = h5py.File(fn, 'r')
     print(fn[:-3])
     order = strategies(fn[:-3] + '.log')
@@ -40,7 +42,7 @@ for fn in sorted(glob.glob('Q/ab/ring_b*_spoff_*.h5')):
                 d = defaultdict(float)
                 for r in t:
                     n = names[int(r['op_id'])]
-                    if n.startswith('allreduce') and r['comm_bytes'] == 0:
+                    if n.startswith(('allreduce', 'reducescatter')) and r['comm_bytes'] == 0:
                         n = 'sum'  # the ring's reduction kernels, on the compute queue
                     d[n] += (r['t_end_ns'] - r['t_start_ns']) / 1e3
                 gemm.append(sum(v for k, v in d.items() if k.endswith('_gemm')))
