@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The eight jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
+# The nine jobs of this directory, each on a fresh node of 2 x H100 (asked for as 2 x H200),
 # NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
 # from a bundle of the build of commit a630437 (files: 13374c5e258d-dirty) made with
 # scripts/bundle.sh, and for "before" the ridgeline binary of the bundle of commit 3b1e5f5.
@@ -76,10 +76,14 @@ done; done; done
 # then torch_async_tp.py at b4 and b1 and async_tp_table.py on the runs with sequence parallelism
 # of turns 1 and 2.
 #
+# Job T (the build of commit feffcda), turns 1-3 (the second in turns 1 and 2 only):
+#   RUN ridgeline run ... --batch 4 --overlap none,chunked:4,ce-ring,ce-ring:2,ce-ring:4
+#   RUN ridgeline run ... --batch 4 --sequence-parallel --overlap none,chunked:4,ce-ring,ce-ring:2
+#
 # On the host, from this directory:
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py L/ab/*.log M/ab/*.log O/ab/*.log   (hidden_share.txt)
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks L/ab/*b4*.log M/ab/*b4*.log
 #   python3 reduction_ops.py > reduction_ops.txt
 #   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks P/ab/*b4*.log Q/ab/*b4*.log > clocks_power_PQ.md
-#   python3 ring_tail.py > ring_tail.txt   (jobs Q, R, S)
-#   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks R/ab/*b4*.log S/ab/*b4*.log > clocks_power_RS.md
+#   python3 ring_tail.py > ring_tail.txt   (jobs Q, R, S, T)
+#   python3 ../h200x2-symm-2026-11-24/hidden_share.py --clocks R/ab/*b4*.log S/ab/*b4*.log T/ab/*b4*.log > clocks_power_RST.md

@@ -1,4 +1,4 @@
-"""The ring runs of jobs Q, R and S, with and without sequence parallelism (or the files
+"""The ring runs of jobs Q, R, S and T, with and without sequence parallelism (or the files
 named), from the timelines (timed iterations, both ranks,
 medians per iteration): per strategy the four GEMMs' time, the reduction kernels' time (the
 ring's sums, recorded under the collective's name on the compute queue), and the tail: from the
@@ -25,7 +25,7 @@ def strategies(log):
             if line.startswith('overlap:')]
 
 
-for fn in sys.argv[1:] or sorted(glob.glob('[QRS]/ab/ring_b*_sp*_*.h5')):
+for fn in sys.argv[1:] or sorted(glob.glob('[QRST]/ab/ring_b*_sp*_*.h5')):
     f = h5py.File(fn, 'r')
     print(fn[:-3])
     order = strategies(fn[:-3] + '.log')
