@@ -720,29 +720,28 @@ public:
 
   void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
                 const Tensor& beta, Tensor y, float eps) override {
-    require_norm(x, gamma, y);
-    require_same(x, r);
-    require_same(x, sum);
-    if (beta.data != nullptr) {
-      require_dtype(beta);
-      RIDGELINE_REQUIRE(beta.elements() >= x.cols, "add_norm: beta shorter than a row");
-    }
-    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, chained(Lane::compute), &r,
-               &sum);
+    fused_add_norm("add_norm", x, r, nullptr, sum, gamma, beta, y, eps);
   }
 
   void add_partials_norm(const Tensor& x, const Tensor& p, const Tensor& q, Tensor sum,
                          const Tensor& gamma, const Tensor& beta, Tensor y, float eps) override {
+    fused_add_norm("add_partials_norm", x, p, &q, sum, gamma, beta, y, eps);
+  }
+
+  // sum = x + r (+ q, added to r first), y = its norm, in one kernel: add_norm() and
+  // add_partials_norm(), whose checks name `op`.
+  void fused_add_norm(const char* op, const Tensor& x, const Tensor& r, const Tensor* q, Tensor sum,
+                      const Tensor& gamma, const Tensor& beta, Tensor y, float eps) {
     require_norm(x, gamma, y);
-    require_same(x, p);
-    require_same(x, q);
+    require_same(x, r);
+    if (q != nullptr) require_same(x, *q);
     require_same(x, sum);
     if (beta.data != nullptr) {
       require_dtype(beta);
-      RIDGELINE_REQUIRE(beta.elements() >= x.cols, "add_partials_norm: beta shorter than a row");
+      RIDGELINE_REQUIRE(beta.elements() >= x.cols, std::string(op) + ": beta shorter than a row");
     }
-    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, chained(Lane::compute), &p,
-               &sum, &q);
+    cuda::norm(x, gamma, beta.data != nullptr ? &beta : nullptr, y, eps, chained(Lane::compute), &r,
+               &sum, q);
   }
 
   void add_partials(const Tensor& x, const Tensor& p, const Tensor& q, Tensor y) override {

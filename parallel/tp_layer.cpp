@@ -572,13 +572,11 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   const size_t bytes = shard.bytes();
   const Stream compute = m_backend.stream(Lane::compute);
   const auto slot = static_cast<size_t>(gather_slot);
-  size_t handle = 0;
+  RingRecord record;
   if (communicating()) {
     // This rank's rows into every peer, beside the GEMM on them.
-    m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
     const ranges::Scope range(m_slot_specs[slot]->name);
-    handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
-                       m_slot_specs[slot]->cost, Lane::comm);
+    ring_comm_begin(rec, slot, layer, record);
     put_to_peers(w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes);
   }
   if (computing()) {
@@ -598,7 +596,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   }
   if (communicating()) {
     // The next norm rewrites the rows the puts read.
-    complete_puts(rec, handle);
+    complete_puts(rec, record.handle);
   }
 }
 
@@ -627,12 +625,13 @@ void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_
   const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
   // Each peer's last sub-piece (its whole piece without sub-pieces); the comm lane waited for
   // the others before `landed`.
-  const size_t q_bytes = bytes / static_cast<size_t>(pending.subpieces);
+  const int sub = m_spec.overlap.ring_subpieces();
+  const size_t q_bytes = bytes / static_cast<size_t>(sub);
   const size_t tail = bytes - q_bytes;
   const Stream compute = m_backend.stream(Lane::compute);
   for (int i = 0; i < tp; ++i) {
     const int j = (r + tp - i) % tp;
-    if (i == 1 && pending.subpieces > 1) m_backend.wait_fence(Lane::compute, pending.landed);
+    if (i == 1 && sub > 1) m_backend.wait_fence(Lane::compute, pending.landed);
     if (i > 0) {
       m_exchange->wait(j, pending.gather_window, static_cast<size_t>(j) * bytes + tail, q_bytes,
                        compute);
@@ -719,7 +718,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     // which this rank computes after it has consumed them.
     ring_comm_begin(rec, slot, layer, record);
     put_to_peers(out_window, static_cast<size_t>(r) * bytes, own.data, bytes);
-    ring_gather_pending(rec, pending, record.handle, out_window, 1);
+    ring_gather_pending(rec, pending, record.handle, out_window);
     return;
   }
   // The next GEMMs rewrite the pieces the puts read.
@@ -727,11 +726,10 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
 }
 
 void TpStage::ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle,
-                                  size_t out_window, int subpieces) {
+                                  size_t out_window) {
   pending.gathering = true;
   pending.handle = handle;
   pending.gather_window = out_window;
-  pending.subpieces = subpieces;
   // The next op runs on this rank's rows while the peers' land; with no compute, nothing does.
   if (!computing()) gathered_pieces(rec, pending, [](int64_t, int64_t) {});
 }
@@ -783,9 +781,9 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   // This rank's own sub-pieces: each GEMM adds the nearest peer's partial sub-piece in its
   // epilogue (the others, at tp > 2, in add kernels recorded as the collective's reduction), and
   // without sequence parallelism each summed sub-piece goes into every peer while the next
-  // computes. Every peer's previous
-  // summed sub-piece is waited for and released on the comm lane before this rank's next put
-  // (it landed while this sub-piece computed); the last is left to the next op.
+  // computes. Every peer's previous summed sub-piece is waited for and released on the comm lane
+  // before this rank's next put (it landed while this sub-piece computed); the last is left to
+  // the next op.
   const int nearest = (r + tp - 1) % tp;
   for (int k = 0; k < sub; ++k) {
     const Tensor mine = own.rows_slice(k * q, q);
@@ -796,11 +794,12 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
     }
     if (computing()) {
       const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / (tp * sub));
-      m_backend.set_gemm_sm_limit(communicating() ? m_spec.overlap_gemm_sms : 0);
-      if (communicating())
+      if (communicating()) {
+        m_backend.set_gemm_sm_limit(m_spec.overlap_gemm_sms);
         m_backend.gemm_add(rows, w, landed.rows_slice(nearest * n + k * q, q), mine);
-      else
-        m_backend.gemm(rows, w, mine);
+      } else {
+        gemm(rows, w, mine, false);
+      }
     }
     if (!communicating()) continue;
     const ranges::Scope range(name);
@@ -830,7 +829,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   if (m_sp)
     complete_puts(rec, record.handle); // the next GEMMs rewrite the pieces the puts read
   else
-    ring_gather_pending(rec, pending, record.handle, out_window, sub);
+    ring_gather_pending(rec, pending, record.handle, out_window);
 }
 
 size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,

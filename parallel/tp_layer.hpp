@@ -56,7 +56,7 @@ struct Overlap {
 
   int parts() const { return kind == Kind::split ? degree : 1; }
   int chunks() const { return kind == Kind::chunked ? degree : 1; }
-  /// Sub-pieces of a rank's own piece in ce-ring's row-parallel GEMMs (1 for every other kind).
+  /// Sub-pieces of each piece in ce-ring's row-parallel GEMMs (1 for every other kind).
   int ring_subpieces() const { return kind == Kind::ce_ring ? degree : 1; }
   /// "none", "async", "chunked:K", "split:N", "ce-ring", "ce-ring:K" or "symm:" and one of the
   /// first three (parse_overlap's inverse).
@@ -205,8 +205,7 @@ private:
     bool gathering = false;
     size_t handle = 0;
     size_t gather_window = 0;
-    int subpieces = 1;
-    size_t landed = 0; ///< comm-lane fence (subpieces > 1)
+    size_t landed = 0; ///< comm-lane fence (with sub-pieces)
   };
   void ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer, const Tensor& in,
                      const Tensor& w, Tensor out_full, Tensor out_shard, size_t reduce_window,
@@ -226,8 +225,7 @@ private:
   };
   void ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record);
   // The all-gather half in flight: what the op after the ring needs of it (gathered_pieces()).
-  void ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle, size_t out_window,
-                           int subpieces);
+  void ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle, size_t out_window);
   void release_pending(PendingPiece& pending);
   // The end of a ring collective's puts: they complete, their record closes, and the compute
   // lane waits for them (before it rewrites what they read).
