@@ -38,8 +38,8 @@ enum class Trans { no, yes };
 /// How the CUDA backend chooses a GEMM's kernel. heuristic: cuBLASLt's first choice. search: for
 /// GEMMs of at most 256 rows (decode's), the fastest of every candidate cuBLASLt offers (split-K
 /// among them) and, where it applies (at most 16 rows, c = a * w^T), the project's skinny
-/// kernel, timed at the first call of each shape and cached. skinny: the project's skinny kernel
-/// wherever it applies, cuBLASLt's first choice elsewhere.
+/// kernel, timed at the first call of each shape and cached. skinny: the project's CUDA-core
+/// skinny kernel wherever it applies (at most 4 rows), cuBLASLt's first choice elsewhere.
 enum class GemmAlgo { heuristic, search, skinny };
 
 /// Attention implementation: fused (the project's kernel: online softmax, no s x s matrix),

@@ -404,6 +404,13 @@ public:
     // on an H200 (results/h200x1-decode-epilogues-2026-11-25), and the norm's squares summed
     // beside the products made llama3-8b's step 1.8-9.7 us and llama3-70b's 6.8-21.7 us longer
     // on an H100 (results/h100x4-2026-11-26).
+    // The most rows --gemm-algo skinny gives the project's kernel: its CUDA-core form's
+    // (kGemvRows) unless RIDGELINE_SKINNY_ROWS says more (at most kMaxRows, for an A/B). The
+    // tensor-core form for 5-16 rows lost to cuBLASLt's first choice at every preset layer at
+    // 16 rows, alone and inside the decode step (results/h200x1-decode-skinny16-2026-11-25);
+    // search still times it.
+    if (const char* rows = std::getenv("RIDGELINE_SKINNY_ROWS"))
+      m_skinny_rows = std::clamp<int64_t>(std::atoll(rows), 1, cuda::SkinnyGemm::kMaxRows);
     if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
       const std::string list = std::string(",") + env + ",";
       m_fold_norm = list.find(",norm,") != std::string::npos;
@@ -1048,7 +1055,7 @@ private:
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane, const void* c_in = nullptr) {
     const cuda::SkinnyGemm skinny = skinny_gemm_of(s, alpha, a, b, c);
-    if (m_gemm_algo == GemmAlgo::skinny && skinny.fits()) {
+    if (m_gemm_algo == GemmAlgo::skinny && skinny.m <= m_skinny_rows && skinny.fits()) {
       if (m_skinny_shapes.insert(s.key()).second)
         m_gemm_choices.emplace_back(shape_words(s) + ": " + skinny.describe(m_sm_count));
       cuda::skinny_gemm(skinny, m_sm_count, skinny_launch(lane));
@@ -1309,6 +1316,8 @@ private:
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
   bool m_fold_norm = false, m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
+  /// The most rows --gemm-algo skinny gives the project's kernel (RIDGELINE_SKINNY_ROWS).
+  int64_t m_skinny_rows = cuda::SkinnyGemm::kGemvRows;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
   std::set<std::string> m_fused_shapes; ///< gemm_epilogue() launches recorded in m_gemm_choices
   /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,

@@ -179,15 +179,16 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->check(comma_list(attention_item))
       ->capture_default_str()
       ->group(exec);
-  cmd.add_option("--gemm-algo", c.gemm_algo,
-                 "The kernel of each GEMM: heuristic (cuBLASLt's first choice) | search (GEMMs "
-                 "of at most 256 rows, decode's: time every candidate cuBLASLt offers, split-K "
-                 "ones among them, and the project's skinny kernel where it applies, at the "
-                 "first call of each shape, and keep the fastest) | skinny (the project's "
-                 "kernel for every GEMM of at most 16 rows against a weight matrix, cuBLASLt's "
-                 "first choice elsewhere; at a decode step of one or two sequences rotary with "
-                 "the cache append and the activation then run inside the QKV and FC1 kernels, "
-                 "RIDGELINE_EPILOGUES=0 in the environment keeps them apart)")
+  cmd.add_option(
+         "--gemm-algo", c.gemm_algo,
+         "The kernel of each GEMM: heuristic (cuBLASLt's first choice) | search (GEMMs "
+         "of at most 256 rows, decode's: time every candidate cuBLASLt offers, split-K "
+         "ones among them, and the project's skinny kernel where it applies, at the "
+         "first call of each shape, and keep the fastest) | skinny (the project's "
+         "CUDA-core kernel for every GEMM of at most 4 rows against a weight matrix, "
+         "cuBLASLt's first choice elsewhere; at a decode step of one or two sequences rotary with "
+         "the cache append and the activation then run inside the QKV and FC1 kernels, "
+         "RIDGELINE_EPILOGUES=0 in the environment keeps them apart)")
       ->capture_default_str()
       ->group(exec);
   cmd.add_option(

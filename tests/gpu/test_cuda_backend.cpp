@@ -177,17 +177,34 @@ TEST_F(CudaVsHost, GemmAdd) {
   m_gpu->set_gemm_algo(GemmAlgo::heuristic);
 }
 
-// --gemm-algo skinny: the project's kernels for at most 16 rows: the CUDA-core one up to 4 rows
-// (k whose rows split into uneven slices, and one row whose warps take their slices in several
-// rounds, the last partial: 2049 words in 8 slices of 257, 128 a round), the MMA one at row counts
-// on both sides of its MMA's half (8), column counts off its 8-column tiles, k off its 32-wide
-// chunks, padded activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken is
-// recorded once.
+// --gemm-algo skinny: the project's CUDA-core kernel up to 4 rows, cuBLASLt's first choice from
+// 5 rows on; the shapes it takes are recorded once each.
+TEST_F(CudaVsHost, SkinnyGemmTakesFourRows) {
+  m_gpu->set_gemm_algo(GemmAlgo::skinny);
+  for (const int64_t m : {4, 5, 16}) {
+    Pair a = make(m, 256, 1), w = make(96, 256, 2), out = zeros(m, 96);
+    m_gpu->gemm(a.gpu, w.gpu, out.gpu);
+    m_host->gemm(a.host, w.host, out.host);
+    expect_close(out, ("m=" + std::to_string(m)).c_str());
+    EXPECT_EQ(m_gpu->gemm_choices().size(), 1u) << "m=" << m;
+  }
+  m_gpu->set_gemm_algo(GemmAlgo::heuristic);
+}
+
+// RIDGELINE_SKINNY_ROWS=16: the project's kernels for at most 16 rows: the CUDA-core one up to 4
+// rows (k whose rows split into uneven slices, and one row whose warps take their slices in
+// several rounds, the last partial: 2049 words in 8 slices of 257, 128 a round), the MMA one at
+// row counts on both sides of its MMA's half (8), column counts off its 8-column tiles, k off its
+// 32-wide chunks, padded activation rows, a wide grid; cuBLASLt beyond 16 rows. Every shape taken
+// is recorded once.
 TEST_F(CudaVsHost, SkinnyGemm) {
   struct Case {
     int64_t m, n, k, lda;
     bool skinny;
   };
+  setenv("RIDGELINE_SKINNY_ROWS", "16", 1);
+  m_gpu = make_cuda_backend(0, DType::bf16);
+  unsetenv("RIDGELINE_SKINNY_ROWS");
   m_gpu->set_gemm_algo(GemmAlgo::skinny);
   size_t taken = 0;
   for (const Case c :
