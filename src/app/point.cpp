@@ -373,12 +373,15 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                                                                  cfg.layers / cfg.pp)) +
                       overlap + (check.enabled ? check.ref_bytes : 0.0);
   if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
-    char msg[320];
+    // The other 10 % stay for the CUDA context, cuBLASLt's workspaces and NCCL's buffers.
+    char msg[400];
     std::snprintf(msg, sizeof(msg),
                   "does not fit in memory: needs about %.2f GiB per rank (weights, caches, "
-                  "activations%s%s) but the smallest free memory of any rank is %.2f GiB",
+                  "activations%s%s), more than the 90 %% (%.2f GiB) of the smallest free memory "
+                  "of any rank (%.2f GiB) that a point may plan for",
                   need / 1073741824.0, overlap > 0 ? ", overlap buffers" : "",
                   check.enabled ? ", TP=1 check" : "",
+                  0.9 * static_cast<double>(free_bytes) / 1073741824.0,
                   static_cast<double>(free_bytes) / 1073741824.0);
     problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }
