@@ -202,6 +202,33 @@ TP_PAIRS = (
 )
 
 
+# The op after each reduce-scatter pair: where a strategy that leaves the pair's sum to the next
+# op (the copy-engine ring at TP2 adds the peer's partial inside the norm that follows) pays it.
+TP_PAIR_NEXT = {"proj": "residual1_norm2", "fc2": "residual2"}
+
+
+def op_instance_times_ns(run: Run, name: str) -> np.ndarray:
+    """One op's time per instance (layer, microbatch, iteration): the sum of its rows' durations
+    on a rank (all its chunks), the largest over the ranks; timed iterations only. Empty when
+    the op is not in the file."""
+    ids = {op.name: op.id for op in run.ops}
+    if name not in ids:
+        return np.zeros(0)
+    per: Dict[Tuple[int, ...], float] = {}
+    for timeline in run.timelines.values():
+        rows = timed_rows(timeline)
+        rows = rows[rows["op_id"] == ids[name]]
+        if rows.size == 0:
+            continue
+        key = np.stack([rows["layer"], rows["microbatch"], rows["iteration"]], axis=1)
+        uniq, inverse = np.unique(key.astype(np.int64), axis=0, return_inverse=True)
+        sums = np.zeros(len(uniq))
+        np.add.at(sums, inverse.reshape(-1), durations_ns(rows).astype(np.float64))
+        for k, t in zip(map(tuple, uniq.tolist()), sums.tolist()):
+            per[k] = max(per.get(k, 0.0), t)
+    return np.array([per[k] for k in sorted(per)], dtype=np.float64)
+
+
 def pair_times_ns(run: Run) -> Dict[str, np.ndarray]:
     """Each GEMM + collective pair of TP_PAIRS that ran with its collective: one time per
     instance (layer, microbatch, iteration), the span on a rank from the first start to the

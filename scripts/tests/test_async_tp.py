@@ -51,6 +51,39 @@ def test_pair_times_by_hand():
     assert got["proj"].tolist() == [25]
 
 
+def _point(strategy, next_end):
+    """A one-rank point: proj (10-20) and its reduce-scatter (20-30), then the norm after them
+    from 30 to next_end, two iterations."""
+    names = ["proj_gemm", "reducescatter_attn", "residual1_norm2"]
+    ops = [Op(i, n, "gemm" if i == 0 else "collective" if i == 1 else "norm")
+           for i, n in enumerate(names)]
+    rows = [(0, 0, it, 0, 10, 20, 0) for it in (0, 1)] + \
+        [(1, 0, it, 1, 20, 30, 0) for it in (0, 1)] + \
+        [(2, 0, it, 0, 30, next_end, 0) for it in (0, 1)]
+    return Run(path="synthetic", attrs={}, stack={}, env={}, config={"strategy": strategy},
+               topology={}, ops=ops, timelines={0: _timeline(rows)}, summary=None)
+
+
+def test_sum_left_to_the_next_op_is_charged_to_the_pair():
+    # none's norm takes 10 ns; ce-ring's 25 (the peer's partial added there): its proj pair,
+    # 20 ns of GEMM and exchange, is charged 15 more; a strategy whose norm is faster than
+    # none's is charged nothing.
+    run = Run(path="synthetic", attrs={}, stack={}, env={}, config={}, topology={}, ops=[],
+              timelines={}, summary=None,
+              points=[_point("none", 40), _point("ce-ring", 55), _point("chunked:2", 38)])
+    ref = {"pairs": [{"pair": "proj", "op": "matmul_reduce_scatter", "fused_ms": 30e-6,
+                      "unfused_ms": 40e-6}]}
+    (row,) = async_tp_table.table(run, ref)
+    assert row["charged"] == pytest.approx({"none": 0.0, "ce-ring": 15e-6, "chunked:2": 0.0})
+    assert row["strategies"] == pytest.approx({"none": 20e-6, "ce-ring": 35e-6,
+                                               "chunked:2": 20e-6})
+    assert "proj ce-ring +0.001" in async_tp_table.charges([dict(row, charged={"ce-ring": 0.001})])
+    # Without none in the run there is nothing to charge against.
+    alone = Run(path="synthetic", attrs={}, stack={}, env={}, config={}, topology={}, ops=[],
+                timelines={}, summary=None, points=[_point("ce-ring", 55)])
+    assert async_tp_table.deferred_ms(alone.points) == {}
+
+
 @pytest.fixture(scope="module")
 def sp_run_path(tmp_path_factory):
     """A real two-rank TP=2 sequence-parallel run of models/tiny.toml under three strategies."""
