@@ -197,15 +197,18 @@ public:
   void add_norm(const Tensor& x, const Tensor& r, Tensor sum, const Tensor& gamma,
                 const Tensor& beta, Tensor y, float eps) override {
     add(x, r, sum, Lane::compute);
-    if (beta.data != nullptr)
-      layer_norm(sum, gamma, beta, y, eps);
-    else
-      rms_norm(sum, gamma, y, eps);
+    norm_of_sum(sum, gamma, beta, y, eps);
   }
 
   void add_partials_norm(const Tensor& x, const Tensor& p, const Tensor& q, Tensor sum,
                          const Tensor& gamma, const Tensor& beta, Tensor y, float eps) override {
     add_partials(x, p, q, sum);
+    norm_of_sum(sum, gamma, beta, y, eps);
+  }
+
+  /// The norm after a fused add: layer norm where it has a beta, RMS norm otherwise.
+  void norm_of_sum(const Tensor& sum, const Tensor& gamma, const Tensor& beta, Tensor y,
+                   float eps) {
     if (beta.data != nullptr)
       layer_norm(sum, gamma, beta, y, eps);
     else
