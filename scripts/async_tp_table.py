@@ -58,7 +58,7 @@ def next_op_ms(point: reader.Run) -> Dict[str, float]:
     """The median time (ms) of the op after each reduce-scatter pair, where the file has it."""
     out = {}
     for pair, name in analysis.TP_PAIR_NEXT.items():
-        t = analysis.op_instance_times_ns(point, name)
+        t = analysis.op_total_per_instance_ns(point, name)
         if t.size:
             out[pair] = float(np.median(t)) / 1e6
     return out

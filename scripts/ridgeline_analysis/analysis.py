@@ -207,10 +207,10 @@ TP_PAIRS = (
 TP_PAIR_NEXT = {"proj": "residual1_norm2", "fc2": "residual2"}
 
 
-def op_instance_times_ns(run: Run, name: str) -> np.ndarray:
-    """One op's time per instance (layer, microbatch, iteration): the sum of its rows' durations
-    on a rank (all its chunks), the largest over the ranks; timed iterations only. Empty when
-    the op is not in the file."""
+def op_total_per_instance_ns(run: Run, name: str) -> np.ndarray:
+    """One op's time per instance (layer, microbatch, iteration), found by name: the sum of its
+    rows' durations on a rank (all its pieces, where op_instance_times_ns keeps the longest),
+    the largest over the ranks; timed iterations only. Empty when the op is not in the file."""
     ids = {op.name: op.id for op in run.ops}
     if name not in ids:
         return np.zeros(0)
