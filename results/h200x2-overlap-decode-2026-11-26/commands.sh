@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The four jobs of this directory (X, Y, Z, AA), each on a node of 2 x H200 of the same kind,
+# The jobs of this directory (X, Y, Z, AA; AB at the end), each on a node of 2 x H200 of one kind,
 # NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 in every process,
 # from one bundle (scripts/bundle.sh) of the build of commit 5822968's C++ code (the files record
 # ff3bc5edccb6-dirty: built before those commits were made, from the same tree).
@@ -46,3 +46,7 @@ torchrun --standalone --nproc-per-node 2 scripts/reference/torch_async_tp.py --h
 #   python3 ../../scripts/async_tp_table.py AA/ab/ring_b1_spon_1.h5 AA/ab/torch_async_tp_b1.json --markdown AA/ab/async_tp_b1.md
 #   python3 ../../scripts/async_tp_table.py AA/ab/ring_b1_spon_2.h5 AA/ab/torch_async_tp_b1.json --markdown AA/ab/async_tp_b1_run2.md
 #   python3 ../../scripts/decode_roof_table.py --target 0.80 --markdown Z/tp2_*/decode_tp2_table.md Z/tp2_*/h5/decode_tp2_*.h5
+#
+# Job AB, on a fifth node, from a bundle of commit f77fc97: every GPU test binary (the MPI ones
+# on 2 ranks):
+scripts/gpu-check.sh AB --bundle bundle.tar.xz --only tests
