@@ -396,6 +396,12 @@ public:
     const char* env = std::getenv("RIDGELINE_PDL");
     const std::string pdl = env != nullptr ? env : "";
     m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
+    // The most rows --gemm-algo skinny gives the project's kernel: its CUDA-core form's
+    // (kGemvRows), or RIDGELINE_SKINNY_ROWS (1 to kMaxRows, for an A/B). The tensor-core form for
+    // 5-16 rows lost to cuBLASLt's first choice at every preset layer at 16 rows, alone and
+    // inside the decode step (results/h200x1-decode-skinny16-2026-11-25); search still times it.
+    if (const char* rows = std::getenv("RIDGELINE_SKINNY_ROWS"))
+      m_skinny_rows = std::clamp<int64_t>(std::atoll(rows), 1, cuda::SkinnyGemm::kMaxRows);
     // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
     // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
     // norm, rotary, act and residual (comma-separated) folds only those; unset folds rotary and
@@ -404,13 +410,6 @@ public:
     // on an H200 (results/h200x1-decode-epilogues-2026-11-25), and the norm's squares summed
     // beside the products made llama3-8b's step 1.8-9.7 us and llama3-70b's 6.8-21.7 us longer
     // on an H100 (results/h100x4-2026-11-26).
-    // The most rows --gemm-algo skinny gives the project's kernel: its CUDA-core form's
-    // (kGemvRows) unless RIDGELINE_SKINNY_ROWS says more (at most kMaxRows, for an A/B). The
-    // tensor-core form for 5-16 rows lost to cuBLASLt's first choice at every preset layer at
-    // 16 rows, alone and inside the decode step (results/h200x1-decode-skinny16-2026-11-25);
-    // search still times it.
-    if (const char* rows = std::getenv("RIDGELINE_SKINNY_ROWS"))
-      m_skinny_rows = std::clamp<int64_t>(std::atoll(rows), 1, cuda::SkinnyGemm::kMaxRows);
     if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
       const std::string list = std::string(",") + env + ",";
       m_fold_norm = list.find(",norm,") != std::string::npos;
@@ -582,8 +581,7 @@ public:
       if (!accumulate) fill_value(c, 0.0f);
       return;
     }
-    matmul(operand(a), ta, operand(b), tb, operand(c), accumulate, 1, lane,
-           m_gemm_algo == GemmAlgo::search && m <= kSearchMaxRows);
+    matmul(operand(a), ta, operand(b), tb, operand(c), accumulate, 1, lane, searches(m));
   }
 
   void gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, Tensor c) override {
@@ -601,7 +599,13 @@ public:
     require_dtype(w);
     require_dtype(c);
     matmul(operand(a), Trans::no, operand(w), Trans::yes, operand(c), false, 1, Lane::compute,
-           m_gemm_algo == GemmAlgo::search && a.rows <= kSearchMaxRows, addend.data);
+           searches(a.rows), addend.data);
+  }
+
+  /// Whether a GEMM of `rows` rows is given to search_algorithm() (--gemm-algo search, decode's
+  /// few rows).
+  bool searches(int64_t rows) const {
+    return m_gemm_algo == GemmAlgo::search && rows <= kSearchMaxRows;
   }
 
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }

@@ -372,16 +372,17 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                                             : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
                                                                  cfg.layers / cfg.pp)) +
                       overlap + (check.enabled ? check.ref_bytes : 0.0);
-  if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes)) {
-    // The other 10 % stay for the CUDA context, cuBLASLt's workspaces and NCCL's buffers.
+  // A point plans for 90 % of it: the rest stays for the CUDA context, cuBLASLt's workspaces
+  // and NCCL's buffers.
+  const double plannable = 0.9 * static_cast<double>(free_bytes);
+  if (free_bytes >= 0 && need > plannable) {
     char msg[400];
     std::snprintf(msg, sizeof(msg),
                   "does not fit in memory: needs about %.2f GiB per rank (weights, caches, "
                   "activations%s%s), more than the 90 %% (%.2f GiB) of the smallest free memory "
                   "of any rank (%.2f GiB) that a point may plan for",
                   need / 1073741824.0, overlap > 0 ? ", overlap buffers" : "",
-                  check.enabled ? ", TP=1 check" : "",
-                  0.9 * static_cast<double>(free_bytes) / 1073741824.0,
+                  check.enabled ? ", TP=1 check" : "", plannable / 1073741824.0,
                   static_cast<double>(free_bytes) / 1073741824.0);
     problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }
