@@ -207,6 +207,31 @@ TP_PAIRS = (
 TP_PAIR_NEXT = {"proj": "residual1_norm2", "fc2": "residual2"}
 
 
+def _rank_instances(run: Run, op_ids: List[int]):
+    """Per rank, the timed rows of `op_ids` and the instance (layer, microbatch, iteration) of
+    each: yields (rows, the instances' keys, each row's index into them)."""
+    for timeline in run.timelines.values():
+        rows = timed_rows(timeline)
+        rows = rows[np.isin(rows["op_id"], op_ids)]
+        if rows.size == 0:
+            continue
+        key = np.stack([rows["layer"], rows["microbatch"], rows["iteration"]], axis=1)
+        uniq, inverse = np.unique(key.astype(np.int64), axis=0, return_inverse=True)
+        yield rows, list(map(tuple, uniq.tolist())), inverse.reshape(-1)
+
+
+def _slowest_rank(per: Dict[Tuple[int, ...], float], keys: List[Tuple[int, ...]],
+                  values: np.ndarray, keep: Optional[np.ndarray] = None) -> None:
+    """Folds one rank's value per instance into `per`, the largest over the ranks so far."""
+    for i, (k, v) in enumerate(zip(keys, values.tolist())):
+        if keep is None or keep[i]:
+            per[k] = max(per.get(k, 0.0), v)
+
+
+def _in_instance_order(per: Dict[Tuple[int, ...], float]) -> np.ndarray:
+    return np.array([per[k] for k in sorted(per)], dtype=np.float64)
+
+
 def op_total_per_instance_ns(run: Run, name: str) -> np.ndarray:
     """One op's time per instance (layer, microbatch, iteration), found by name: the sum of its
     rows' durations on a rank (all its pieces, where op_instance_times_ns keeps the longest),
@@ -215,18 +240,11 @@ def op_total_per_instance_ns(run: Run, name: str) -> np.ndarray:
     if name not in ids:
         return np.zeros(0)
     per: Dict[Tuple[int, ...], float] = {}
-    for timeline in run.timelines.values():
-        rows = timed_rows(timeline)
-        rows = rows[rows["op_id"] == ids[name]]
-        if rows.size == 0:
-            continue
-        key = np.stack([rows["layer"], rows["microbatch"], rows["iteration"]], axis=1)
-        uniq, inverse = np.unique(key.astype(np.int64), axis=0, return_inverse=True)
-        sums = np.zeros(len(uniq))
-        np.add.at(sums, inverse.reshape(-1), durations_ns(rows).astype(np.float64))
-        for k, t in zip(map(tuple, uniq.tolist()), sums.tolist()):
-            per[k] = max(per.get(k, 0.0), t)
-    return np.array([per[k] for k in sorted(per)], dtype=np.float64)
+    for rows, keys, inverse in _rank_instances(run, [ids[name]]):
+        sums = np.zeros(len(keys))
+        np.add.at(sums, inverse, durations_ns(rows).astype(np.float64))
+        _slowest_rank(per, keys, sums)
+    return _in_instance_order(per)
 
 
 def pair_times_ns(run: Run) -> Dict[str, np.ndarray]:
@@ -243,25 +261,16 @@ def pair_times_ns(run: Run) -> Dict[str, np.ndarray]:
         if gemm not in ids or not comm_ids:
             continue
         spans: Dict[Tuple[int, ...], float] = {}
-        for timeline in run.timelines.values():
-            rows = timed_rows(timeline)
-            rows = rows[np.isin(rows["op_id"], [ids[gemm], *comm_ids])]
-            if rows.size == 0:
-                continue
-            key = np.stack([rows["layer"], rows["microbatch"], rows["iteration"]], axis=1)
-            uniq, inverse = np.unique(key.astype(np.int64), axis=0, return_inverse=True)
-            inverse = inverse.reshape(-1)
-            first = np.full(len(uniq), np.inf)
-            last = np.full(len(uniq), -np.inf)
-            paired = np.zeros(len(uniq), dtype=bool)
+        for rows, keys, inverse in _rank_instances(run, [ids[gemm], *comm_ids]):
+            first = np.full(len(keys), np.inf)
+            last = np.full(len(keys), -np.inf)
+            paired = np.zeros(len(keys), dtype=bool)
             np.minimum.at(first, inverse, rows["t_start_ns"].astype(np.float64))
             np.maximum.at(last, inverse, rows["t_end_ns"].astype(np.float64))
             np.logical_or.at(paired, inverse, np.isin(rows["op_id"], comm_ids))
-            for k, span, ok in zip(map(tuple, uniq.tolist()), (last - first).tolist(), paired):
-                if ok:
-                    spans[k] = max(spans.get(k, 0.0), span)
+            _slowest_rank(spans, keys, last - first, paired)
         if spans:
-            out[pair] = np.array([spans[k] for k in sorted(spans)], dtype=np.float64)
+            out[pair] = _in_instance_order(spans)
     return out
 
 
