@@ -47,6 +47,6 @@ torchrun --standalone --nproc-per-node 2 scripts/reference/torch_async_tp.py --h
 #   python3 ../../scripts/async_tp_table.py AA/ab/ring_b1_spon_2.h5 AA/ab/torch_async_tp_b1.json --markdown AA/ab/async_tp_b1_run2.md
 #   python3 ../../scripts/decode_roof_table.py --target 0.80 --markdown Z/tp2_*/decode_tp2_table.md Z/tp2_*/h5/decode_tp2_*.h5
 #
-# Job AB, on a fifth node, from a bundle of commit f77fc97: every GPU test binary (the MPI ones
+# Job AB, on a later node, from a bundle of commit 02004d7: every GPU test binary (the MPI ones
 # on 2 ranks):
 scripts/gpu-check.sh AB --bundle bundle.tar.xz --only tests
