@@ -324,24 +324,6 @@ double spread(const std::vector<double>& v) {
   return p50 > 0 ? (percentile(v, 75) - percentile(v, 25)) / p50 : 0;
 }
 
-// The median of `v` (reordered); equal to percentile(v, 50).
-double median_in_place(std::vector<double>& v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
-}
-
-// Draws v.size() values of `from` with replacement into `into`. The index is the generator's
-// output modulo the size, not std::uniform_int_distribution, whose algorithm differs between
-// standard libraries: the same files give the same interval everywhere.
-void resample(const std::vector<double>& from, std::vector<double>& into, std::mt19937_64& rng) {
-  into.resize(from.size());
-  for (double& x : into)
-    x = from[rng() % from.size()];
-}
-
 } // namespace
 
 const char* stack_layer_id(StackLayer layer) {

@@ -44,6 +44,51 @@ size_t warmup_to_steady(const std::vector<double>& warmup, double timed_p50, dou
   return first_steady;
 }
 
+double median_in_place(std::vector<double>& v) {
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+}
+
+void resample(const std::vector<double>& from, std::vector<double>& into, std::mt19937_64& rng) {
+  into.resize(from.size());
+  for (double& x : into)
+    x = from[rng() % from.size()];
+}
+
+Interval repeated_median(const std::vector<std::vector<double>>& repeats) {
+  std::vector<const std::vector<double>*> used;
+  for (const std::vector<double>& r : repeats)
+    if (!r.empty()) used.push_back(&r);
+  Interval out;
+  if (used.empty()) return out;
+  std::vector<double> medians, copy;
+  for (const std::vector<double>* r : used) {
+    copy = *r;
+    medians.push_back(median_in_place(copy));
+  }
+  out.median = percentile(medians, 50);
+  constexpr int kResamples = 2000;
+  std::mt19937_64 rng(0x5eed);
+  std::vector<double> stats(kResamples), outer(used.size()), inner;
+  for (double& stat : stats) {
+    for (double& m : outer) {
+      resample(*used[rng() % used.size()], inner, rng);
+      m = median_in_place(inner);
+    }
+    stat = median_in_place(outer);
+  }
+  out.lo = std::min(out.median, percentile(stats, 2.5));
+  out.hi = std::max(out.median, percentile(stats, 97.5));
+  return out;
+}
+
+bool apart(const Interval& a, const Interval& b) {
+  return a.lo > b.hi || b.lo > a.hi;
+}
+
 double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
   if (got.size() != want.size()) return INFINITY;
   double num = 0, den = 0;
