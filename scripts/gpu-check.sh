@@ -56,6 +56,8 @@
 #     small model, and the preset layer's GPipe and zb-h1 under --timeout;
 #   - epilogues (alone): decode with the small ops folded into the skinny GEMM beside other
 #     RIDGELINE_EPILOGUES lists, taking turns;
+#   - atlas (alone): the crossover atlas, scripts/atlas.sh over ATLAS_TRANSPORTS (default
+#     "nvlink host"; its other ATLAS_* variables pass through), files in OUTDIR/atlas;
 # and prints a summary table last. Sections run in the order of --only (default:
 # tests,layers,collectives,overlap,extras). GPU_CHECK_TURNS (default "1 2") narrows the turns of
 # the sections that take turns; CE_RING_POLICIES, TRAIN_MICROBATCHES and SYMM_MAX_BYTES narrow
@@ -867,6 +869,14 @@ section_decode_tp2() {
   python3 "$repo/scripts/decode_roof_table.py" --target 0.80 --markdown "$out/decode_tp2_table.md" \
     "$out"/h5/decode_tp2_*.h5 | tee "$out/logs/decode_tp2_table.txt"
   note "decode tp2 table: $(tail -1 "$out/logs/decode_tp2_table.txt")"
+}
+
+# atlas (alone): the crossover atlas of the node (scripts/atlas.sh; scripts/atlas_report.py
+# makes its page from OUTDIR/atlas).
+section_atlas() {
+  RIDGELINE_BIN=$ridgeline MPIRUN="${mpirun[*]}" "$repo/scripts/atlas.sh" "$out/atlas" \
+    ${ATLAS_TRANSPORTS:-nvlink host} 2>&1 | tee "$out/logs/atlas.log"
+  note "atlas: rc=${PIPESTATUS[0]} $(tail -1 "$out/logs/atlas.log")"
 }
 
 # Sections run in the order --only lists them.

@@ -670,7 +670,15 @@ def scaling_series(sweep: Sweep, axis: str) -> Scaling:
 
 #: Fields of find_crossovers(), as /sweep/crossovers (string widths follow the contents).
 CROSSOVER_FIELDS = ("axis", "fixed", "kind", "predicted", "before_value", "at_value",
-                    "before_point", "at_point", "rising_ns", "falling_ns", "note")
+                    "before_point", "at_point", "rising_ns", "falling_ns", "note", "status",
+                    "rising_lo_ns", "rising_hi_ns", "falling_lo_ns", "falling_hi_ns")
+
+#: How far a crossover is established (the C++ kCrossoverStatuses): found beyond both points'
+#: intervals, within noise, measured once, predicted, or interconnect-bound from the first point.
+CROSSOVER_STATUSES = ("found", "within noise", "unrepeated", "predicted", "from the first point")
+
+#: An axis's order where it is not the text order: {"transport": {value: GB/s}}, fastest first.
+AxisOrder = Dict[str, Dict[str, float]]
 
 
 def axis_text(axis: str, value: Any) -> str:
@@ -685,9 +693,9 @@ def _describe(row: np.void, axes: Sequence[str], skip: str) -> str:
     return " ".join(f"{a}={axis_text(a, row[a])}" for a in axes if a != skip)
 
 
-def _microseconds(ns: float) -> str:
-    # std::to_string(ns / 1e3).substr(0, 8): "%f", cut to 8 characters.
-    return f"{ns / 1e3:f}"[:8]
+def _interval_text(median_ns: float, lo_ns: float, hi_ns: float) -> str:
+    # The C++ "%.2f us [%.2f, %.2f]" of microseconds.
+    return f"{median_ns / 1e3:.2f} us [{lo_ns / 1e3:.2f}, {hi_ns / 1e3:.2f}]"
 
 
 def _crossover_table(rows: List[Tuple[Any, ...]]) -> np.ndarray:
@@ -695,26 +703,63 @@ def _crossover_table(rows: List[Tuple[Any, ...]]) -> np.ndarray:
         return max([len(str(r[i])) for r in rows] + [1])
 
     text = {name: f"U{width(i)}" for i, name in enumerate(CROSSOVER_FIELDS)}
-    kinds = {"predicted": "<i8", "before_point": "<i8", "at_point": "<i8", "rising_ns": "<f8",
-             "falling_ns": "<f8"}
+    numbers = ("rising_ns", "falling_ns", "rising_lo_ns", "rising_hi_ns", "falling_lo_ns",
+               "falling_hi_ns")
+    kinds = {"predicted": "<i8", "before_point": "<i8", "at_point": "<i8",
+             **{name: "<f8" for name in numbers}}
     dtype = [(name, kinds.get(name, text[name])) for name in CROSSOVER_FIELDS]
     return np.array(rows, dtype=dtype)
 
 
-def find_crossovers(points: np.ndarray, axes: Sequence[str]) -> np.ndarray:
+def class_interval(row: np.void, ceiling: str) -> Tuple[float, float, float]:
+    """(median, lo, hi) of one ceiling class's time at a /sweep/points row: its 95 % interval
+    where the file has one (--repeats), else the value itself."""
+    value = float(row[f"{ceiling}_ns"])
+    names = row.dtype.names
+    lo = float(row[f"{ceiling}_lo_ns"]) if f"{ceiling}_lo_ns" in names else value
+    hi = float(row[f"{ceiling}_hi_ns"]) if f"{ceiling}_hi_ns" in names else value
+    return value, lo, hi
+
+
+def _apart(a: Tuple[float, float, float], b: Tuple[float, float, float]) -> bool:
+    return a[1] > b[2] or b[1] > a[2]
+
+
+def _repeats(row: np.void) -> int:
+    return int(row["repeats"]) if "repeats" in row.dtype.names else 1
+
+
+def axis_order_key(axis: str, value: Any, order: Optional[AxisOrder] = None) -> Any:
+    """The C++ order of an axis's values: numbers numerically; where `order` ranks the axis
+    (the transport by measured bandwidth), ranked values first, fastest link first, then the
+    rest; text order otherwise and between equals."""
+    if axis in NUMERIC_AXES:
+        return (0, float(value), "")
+    ranks = (order or {}).get(axis)
+    if ranks is None:
+        return (0, 0.0, str(value))
+    text = str(value)
+    return (0, -ranks[text], text) if text in ranks else (1, 0.0, text)
+
+
+def find_crossovers(points: np.ndarray, axes: Sequence[str],
+                    order: Optional[AxisOrder] = None) -> np.ndarray:
     """Measured crossovers among the ok rows of a /sweep/points table, by the rule of the C++
     find_crossovers (src/app/sweep.cpp), as a table with the /sweep/crossovers fields
     (CROSSOVER_FIELDS; predicted always 0).
 
     Along each axis of `axes`, in turn: the ok rows are grouped by the values of every other
-    axis (`fixed`, "a=1 b=2"; groups in the text order of `fixed`), each group ordered by the
-    axis value (numerically for tp, batch, seq, context and hidden; by text order for phase,
-    overlap, transport and dtype, so transport runs auto < host < net < nvlink). Between each
-    point and the next whose ceilings differ, with both ceilings one of the four classes and the
-    new one not launch: the first step onto `interconnect` in the group is a crossover of kind
-    "interconnect", and every switch between `hbm` and `compute` one of the new class's kind;
-    anything else (e.g. from interconnect back to hbm) is none. rising_ns is the new class's time
-    at the later point, falling_ns the old class's time there."""
+    axis (`fixed`, "a=1 b=2"; groups in the text order of `fixed`), each group ordered by
+    axis_order_key() (numerically for tp, batch, seq, context and hidden; a text axis by `order`
+    where given, else by its text). Between each point and the next whose ceilings differ, with
+    both ceilings one of the four classes and the new one not launch: the first step onto
+    `interconnect` in the group that is not within noise is a crossover of kind "interconnect"
+    (steps within noise before it are listed too), and every switch between `hbm` and `compute`
+    one of the new class's kind; anything else (e.g. from interconnect back to hbm) is none.
+    rising_ns is the new class's time at the later point, falling_ns the old class's time
+    there, each with its interval. The status is "found" where the two classes' intervals are
+    apart at both points, "within noise" where they overlap at one of them, "unrepeated" where a
+    point has fewer than two repeats."""
     out: List[Tuple[Any, ...]] = []
     ok = points[points["status"] == "ok"]
     for axis in axes:
@@ -722,7 +767,7 @@ def find_crossovers(points: np.ndarray, axes: Sequence[str]) -> np.ndarray:
         for row in ok:
             groups.setdefault(_describe(row, axes, axis), []).append(row)
         for fixed in sorted(groups):
-            line = sorted(groups[fixed], key=lambda r: axis_sort_key(axis, r[axis]))
+            line = sorted(groups[fixed], key=lambda r: axis_order_key(axis, r[axis], order))
             interconnect_found = False
             for before, at in zip(line, line[1:]):
                 if before["ceiling"] == at["ceiling"]:
@@ -734,13 +779,37 @@ def find_crossovers(points: np.ndarray, axes: Sequence[str]) -> np.ndarray:
                 memory_compute = {old, new} == {"hbm", "compute"}
                 if not (interconnect or memory_compute) or (interconnect and interconnect_found):
                     continue
-                interconnect_found = interconnect_found or interconnect
-                rising, falling = float(at[f"{new}_ns"]), float(at[f"{old}_ns"])
-                out.append((axis, fixed, new, 0, axis_text(axis, before[axis]),
-                            axis_text(axis, at[axis]), int(before["point"]), int(at["point"]),
-                            rising, falling, f"{new} {_microseconds(rising)} us passes {old} "
-                                             f"{_microseconds(falling)} us"))
+                rising, falling = class_interval(at, new), class_interval(at, old)
+                before_old, before_new = class_interval(before, old), class_interval(before, new)
+                held = _apart(rising, falling) and _apart(before_old, before_new)
+                status = ("unrepeated" if min(_repeats(before), _repeats(at)) < 2
+                          else "found" if held else "within noise")
+                interconnect_found = interconnect_found or (interconnect and
+                                                            status != "within noise")
+                at_value, before_value = axis_text(axis, at[axis]), axis_text(axis, before[axis])
+                note = (f"{new} {_interval_text(*rising)} vs {old} {_interval_text(*falling)} at "
+                        f"{axis}={at_value}; {old} {_interval_text(*before_old)} vs {new} "
+                        f"{_interval_text(*before_new)} at {axis}={before_value}")
+                out.append((axis, fixed, new, 0, before_value, at_value, int(before["point"]),
+                            int(at["point"]), rising[0], falling[0], note, status, rising[1],
+                            rising[2], falling[1], falling[2]))
     return _crossover_table(out)
+
+
+def transport_order(runs: Sequence[Run]) -> AxisOrder:
+    """{"transport": {value: GB/s}} from each run's roofs: the all-reduce roof's fitted bus
+    bandwidth at the largest group measured (as the C++ interconnect_gbps()); a run without
+    one ranks nothing. The first run of a transport gives its figure."""
+    ranks: Dict[str, float] = {}
+    for run in runs:
+        if run.sweep is None or not run.sweep.points.size or run.roofs is None:
+            continue
+        rows = run.roofs.interconnect_rows("all_reduce")
+        if not rows.size:
+            continue
+        transport = str(run.sweep.points["transport"][0])
+        ranks.setdefault(transport, float(rows["beta_gbps"][np.argmax(rows["group_size"])]))
+    return {"transport": ranks} if ranks else {}
 
 
 # ---- joining sweep files (one per transport, say) ----
@@ -862,4 +931,5 @@ def join_sweeps(runs: Sequence[Run]) -> Sweep:
              "failed": int((points["status"] != "ok").sum()),
              "complete": int(all(int(s.attrs.get("complete", 1)) for s in sweeps)),
              "joined": len(runs)}
-    return Sweep(attrs, points, find_crossovers(points, axes), files=[r.path for r in runs])
+    return Sweep(attrs, points, find_crossovers(points, axes, transport_order(runs)),
+                 files=[r.path for r in runs])

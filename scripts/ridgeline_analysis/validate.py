@@ -80,6 +80,20 @@ SWEEP_TABLES: Tuple[TableSpec, ...] = (
     ("/sweep/crossovers", ("axis", "fixed", "kind", "before_value", "at_value", "note"),
      ("predicted", "before_point", "at_point"), ("rising_ns", "falling_ns")),
 )
+#: Sweeps measured with repeats (the /sweep attribute `repeats`; as kSweepRepeatTables in
+#: src/app/run_file.cpp): every repeat, each point's intervals, each crossover's status.
+SWEEP_REPEAT_TABLES: Tuple[TableSpec, ...] = (
+    ("/sweep/repeats", ("status", "ceiling"), ("point", "repeat"),
+     ("step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+      "exposed_interconnect_ns")),
+    ("/sweep/points", (), ("repeats",),
+     ("step_p50_lo_ns", "step_p50_hi_ns", "compute_lo_ns", "compute_hi_ns", "hbm_lo_ns",
+      "hbm_hi_ns", "interconnect_lo_ns", "interconnect_hi_ns", "launch_lo_ns", "launch_hi_ns")),
+    ("/sweep/crossovers", ("status",), (),
+     ("rising_lo_ns", "rising_hi_ns", "falling_lo_ns", "falling_hi_ns")),
+)
+#: A crossover's status (kCrossoverStatuses in src/app/sweep.hpp).
+CROSSOVER_STATUSES = ("found", "within noise", "unrepeated", "predicted", "from the first point")
 #: Scheduled pipelines (/config phase train, or a schedule): the summary's attributes, the
 #: four figures of every stage p (stage<p>.<field>), and the ops a train run records
 #: (models/layer_plan.hpp), besides those its configuration adds (tp, rotary, dp, sgd_lr).
@@ -850,5 +864,30 @@ def _sweep(f: h5py.File, found: List[str]) -> None:
     groups = len(_group(f, "/points")) if _exists(f, "/points") else 0
     if rows != groups:
         found.append(f"/sweep/points: {rows} rows but {groups} groups under /points")
-    _require_attrs(read_attrs(_group(f, "/sweep"), "/sweep"), "/sweep",
-                   ("axes", "points", "failed"), found)
+    attrs = read_attrs(_group(f, "/sweep"), "/sweep")
+    _require_attrs(attrs, "/sweep", ("axes", "points", "failed"), found)
+    if "repeats" in attrs:
+        _section(found, lambda: _sweep_repeats(f, attrs, found))
+
+
+def _sweep_repeats(f: h5py.File, attrs: Dict[str, Any], found: List[str]) -> None:
+    """Every repeat in /sweep/repeats, each ok point's medians inside their 95 % intervals of
+    finite times >= 0, and each crossover's status one of CROSSOVER_STATUSES."""
+    _require_attrs(attrs, "/sweep", ("interval",), found)
+    for spec in SWEEP_REPEAT_TABLES:
+        _section(found, lambda spec=spec: _fields(f, spec, found))
+    points = read_table(f, "/sweep/points")
+    ok = column(points, "status", "string", "/sweep/points") == "ok"
+    for base in ("step_p50", "compute", "hbm", "interconnect", "launch"):
+        mid, lo, hi = (points[f"{base}{end}"].astype(float) for end in ("_ns", "_lo_ns", "_hi_ns"))
+        bad = ok & ~((lo >= 0) & (lo <= mid) & (mid <= hi) & np.isfinite(hi))
+        for i in np.flatnonzero(bad):
+            found.append(f"/sweep/points: row {i}: {base} must lie in its interval [lo, hi] of "
+                         f"finite times >= 0, found {mid[i]:g} in [{lo[i]:g}, {hi[i]:g}]")
+    for i in np.flatnonzero(ok & (points["repeats"] < 1)):
+        found.append(f"/sweep/points: row {i}: an ok point with no repeat")
+    crossovers = read_table(f, "/sweep/crossovers")
+    if crossovers.size:
+        for status in column(crossovers, "status", "string", "/sweep/crossovers"):
+            if status not in CROSSOVER_STATUSES:
+                found.append(f"/sweep/crossovers: unknown status '{status}'")

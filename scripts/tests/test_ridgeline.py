@@ -398,12 +398,59 @@ def test_crossover_rule_by_hand_with_a_transport_axis():
         ("transport", "tp=2", "interconnect", "auto", "host", 10, 6, 6000.0, 3000.0),
     ]
     assert found["predicted"].tolist() == [0, 0, 0, 0]
-    assert found["note"][0] == "interconnect 6.000000 us passes hbm 3.000000 us"
-    assert found["note"][2] == "compute 5.000000 us passes hbm 4.000000 us"
+    assert found["note"][0] == ("interconnect 6.00 us [6.00, 6.00] vs hbm 3.00 us [3.00, 3.00] at "
+                                "tp=2; hbm 5.00 us [5.00, 5.00] vs interconnect 2.00 us "
+                                "[2.00, 2.00] at tp=1")
+    assert found["note"][2] == ("compute 5.00 us [5.00, 5.00] vs hbm 4.00 us [4.00, 4.00] at "
+                                "transport=nvlink; hbm 5.00 us [5.00, 5.00] vs compute 4.00 us "
+                                "[4.00, 4.00] at transport=host")
+    # Points of one repeat carry no interval: nothing is established beyond noise.
+    assert found["status"].tolist() == ["unrepeated"] * 4
     # No axes, or no ok rows: an empty table with the /sweep/crossovers fields.
     assert analysis.find_crossovers(points, []).size == 0
     empty = analysis.find_crossovers(points[points["status"] == "x"], ["tp"])
     assert empty.size == 0 and empty.dtype.names == analysis.CROSSOVER_FIELDS
+
+
+def _repeated(points, spread):
+    """`points` measured with 3 repeats, every class time's interval +-spread (ns) around it."""
+    names = [*points.dtype.names, "repeats",
+             *(f"{c}_{end}_ns" for c in ("compute", "hbm", "interconnect", "launch")
+               for end in ("lo", "hi"))]
+    out = np.zeros(points.size, dtype=[(n, points.dtype[n] if n in points.dtype.names else
+                                        ("<i8" if n == "repeats" else "<f8")) for n in names])
+    for n in points.dtype.names:
+        out[n] = points[n]
+    out["repeats"] = 3
+    for c in ("compute", "hbm", "interconnect", "launch"):
+        out[f"{c}_lo_ns"] = points[f"{c}_ns"] - spread
+        out[f"{c}_hi_ns"] = points[f"{c}_ns"] + spread
+    return out
+
+
+def test_crossover_found_only_beyond_the_intervals():
+    rows = [r for r in TRANSPORT_ROWS if r[1] == "host"][:2]   # hbm 5000 vs 2000 -> 6000 vs 3000
+    clear = analysis.find_crossovers(_repeated(_points_table(rows), 500), ["tp"])
+    assert clear["status"].tolist() == ["found"]
+    assert (clear["rising_lo_ns"][0], clear["rising_hi_ns"][0]) == (5500.0, 6500.0)
+    # Intervals of +-1600 ns overlap at tp=2 (6000 vs 3000): the same step is within noise.
+    noisy = analysis.find_crossovers(_repeated(_points_table(rows), 1600), ["tp"])
+    assert noisy["status"].tolist() == ["within noise"]
+    assert noisy["kind"].tolist() == ["interconnect"]
+
+
+def test_transport_ordered_by_measured_bandwidth():
+    """Along transport, the link gets slower: nvlink (fast) before host (slow), whatever the
+    text order; a value the order does not rank comes after the ranked ones."""
+    points = _repeated(_points_table([r for r in TRANSPORT_ROWS if r[0] == 2]), 100)
+    order = {"transport": {"nvlink": 340.0, "host": 27.0}}
+    found = analysis.find_crossovers(points, ["transport"], order)
+    # tp=2: nvlink hbm -> host interconnect; then auto (unranked, last) is hbm again: none.
+    assert [(c["before_value"], c["at_value"], c["kind"], c["status"]) for c in found] == \
+        [("nvlink", "host", "interconnect", "found")]
+    keys = sorted(["auto", "host", "nvlink"],
+                  key=lambda v: analysis.axis_order_key("transport", v, order))
+    assert keys == ["nvlink", "host", "auto"]
 
 
 def _sweep_run(path, rows, axes, config=None):

@@ -255,7 +255,9 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->group(ovl);
   cmd.add_option("--transport", c.transport,
                  "NCCL transport preset: auto, nvlink (checked against the link matrix), host "
-                 "(NCCL_P2P_DISABLE=1: through host memory) or net (sockets, as between nodes)")
+                 "(NCCL_P2P_DISABLE=1: NCCL's shared-memory path through host memory over PCIe, a "
+                 "PCIe-class path on an NVLink node, not PCIe peer-to-peer) or net (sockets, as "
+                 "between nodes)")
       ->capture_default_str()
       ->group(ovl);
   cmd.add_option("--comm-priority", c.comm_priority,

@@ -511,7 +511,10 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     rows.push_back(row);
     data.points.push_back(std::move(point));
   }
-  const std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+  std::vector<Crossover> crossovers = find_crossovers(rows, axes);
+  // Every point is a prediction, and so is every crossover between them: a point estimate.
+  for (Crossover& c : crossovers)
+    c.status = "predicted";
   data.tables.insert(data.tables.begin(),
                      {{"/sweep/points", sweep_points_table(rows), {}},
                       {"/sweep/crossovers", crossovers_table(crossovers), {}}});

@@ -18,7 +18,7 @@
 
 namespace ridgeline {
 
-void print_report(std::ostream& out, const RunData& d) {
+void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   auto cfg = [&](const char* key) {
     const AttrValue* v = find_attr(d.config, key);
     return v ? attr_to_string(*v) : std::string("?");
@@ -114,8 +114,46 @@ void print_report(std::ostream& out, const RunData& d) {
   for (const std::string& name : over)
     out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > "
         << kEfficiencyLimit << "): a roof or the work model is wrong for it\n";
+  if (!all_scalars) return;
   for (const auto& [k, v] : d.summary.attrs)
     out << k << ": " << attr_to_string(v) << "\n";
+}
+
+void print_headline(std::ostream& out, const RunSummary& summary, const std::string& label,
+                    const std::string& check, const std::string& axis,
+                    const std::string& crossover_value, const std::string& crossover_note) {
+  const AttrValue* ceiling = find_attr(summary.attrs, "ceiling");
+  char line[512];
+  std::snprintf(line, sizeof(line), "\nanswer: %s: step p50 %.4f ms (p99 %.4f)", label.c_str(),
+                summary.step.p50 / 1e6, summary.step.p99 / 1e6);
+  out << line;
+  const char* keys[] = {"step_compute_ns", "step_hbm_ns", "step_interconnect_ns", "step_launch_ns"};
+  const char* names[] = {"compute", "hbm", "interconnect", "launch"};
+  double total = 0, ns[4];
+  for (int c = 0; c < 4; ++c) {
+    const AttrValue* v = find_attr(summary.attrs, keys[c]);
+    ns[c] = v ? std::get<double>(*v) : 0.0;
+    total += ns[c];
+  }
+  if (ceiling != nullptr && total > 0) {
+    out << ", bound by " << attr_to_string(*ceiling) << " (";
+    for (int c = 0; c < 4; ++c) {
+      std::snprintf(line, sizeof(line), "%s%s %.0f %%", c ? ", " : "", names[c],
+                    100 * ns[c] / total);
+      out << line;
+    }
+    out << ")";
+  } else {
+    out << " (no roofs: not attributed)";
+  }
+  out << "; check " << check << "\n";
+  if (ceiling != nullptr && attr_to_string(*ceiling) == "interconnect")
+    out << "        the interconnect is the ceiling here\n";
+  else if (!crossover_value.empty())
+    out << "        the interconnect would become the ceiling at " << axis << "=" << crossover_value
+        << " (predicted: " << crossover_note << ")\n";
+  else if (!crossover_note.empty())
+    out << "        along " << axis << ": " << crossover_note << "\n";
 }
 
 void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results) {

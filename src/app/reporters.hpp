@@ -14,8 +14,15 @@ namespace ridgeline {
 
 /// The summary of a run: configuration line, per-op table (with each op's bound, ceiling and
 /// efficiency when the run was attributed), step percentiles, the step split by ceiling, and
-/// the summary's other scalars. Ops measured faster than their ceiling are flagged.
-void print_report(std::ostream& out, const RunData& data);
+/// (with `all_scalars`, as `report` prints a file) the summary's other scalars. Ops measured
+/// faster than their ceiling are flagged.
+void print_report(std::ostream& out, const RunData& data, bool all_scalars = true);
+/// The run's answer in two lines, printed last: the step, its ceiling and each class's share,
+/// the check, and where along `axis` the interconnect is or becomes the ceiling (`crossover`:
+/// the roofs' prediction from this point; empty kind = none made).
+void print_headline(std::ostream& out, const RunSummary& summary, const std::string& label,
+                    const std::string& check, const std::string& axis,
+                    const std::string& crossover_value, const std::string& crossover_note);
 /// The attention implementations side by side (--attention with several): the step, the
 /// attention op's time, share of the step, achieved TFLOP/s, its ceiling and efficiency.
 void print_attention_table(std::ostream& out, const std::vector<StrategyResult>& results);

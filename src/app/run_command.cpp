@@ -1,6 +1,7 @@
 // `ridgeline run`: one point (configuration) -> timed layers on every rank -> attribution against
 // the roofs -> HDF5 file + summary. Also the small commands: env, validate, report.
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -102,7 +103,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       RunData shown = data;
       shown.summary = r.summary;
       if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
-      print_report(std::cout, shown);
+      print_report(std::cout, shown, false);
     }
     if (scheduled_point(cfg))
       print_pipeline_table(std::cout, results, cfg.pp);
@@ -144,6 +145,15 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       std::cout << "\n";
     }
     status = output_status(files);
+    // The answer last: the step's ceiling and shares, and where along tp the interconnect is or
+    // would become the ceiling (the full summary is in the file, --json and `report`).
+    Crossover next;
+    if (!roofs.empty() && cfg.pp == 1)
+      next = predict_crossover("tp", "", cfg, cfg, roofs, job.transport());
+    std::string label = "tp=" + std::to_string(cfg.tp) + " " + cfg.phase;
+    if (results.size() > 1) label += " (" + results.front().name + ")";
+    print_headline(std::cout, results.front().summary, label, results.front().check.status, "tp",
+                   next.at_value, next.note);
     for (const StrategyResult& r : results)
       if (r.check.status == "failed")
         std::cerr << "ridgeline: check FAILED for " << r.name << ": relative L2 error "
@@ -252,7 +262,7 @@ Roofs roofs_of(const std::string& path, const RunData& d) {
 
 // Prints one file; sweep rows are appended to `joined` (tagged with the file) for the join.
 void report_file(std::ostream& out, const std::string& path, std::vector<SweepRow>& joined,
-                 std::vector<std::string>& axes) {
+                 std::vector<std::string>& axes, AxisOrder& order) {
   const RunData d = read_run_file(path, false);
   const std::string command = command_of(d);
   if (command != "run" && command != "sweep" && command != "roofs" && command != "collectives")
@@ -276,12 +286,25 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
   if (points == nullptr || crossings == nullptr)
     throw UsageError(path + ": a sweep file without /sweep tables");
   std::vector<SweepRow> rows = sweep_rows_from(points->table);
+  // Which link this file measured, so that its own crossovers and predictions are read as such.
+  if (!rows.empty()) {
+    const std::string transport = rows.front().axis.at("transport");
+    const double gbps = interconnect_gbps(roofs);
+    char text[160];
+    std::snprintf(text, sizeof(text), "transport %s: all-reduce roof %.1f GB/s bus bandwidth\n",
+                  transport.c_str(), gbps);
+    out << (gbps > 0 ? text : "transport " + transport + ": no interconnect roof in the file\n");
+    if (gbps > 0) order["transport"].emplace(transport, gbps);
+  }
   std::vector<Crossover> crossovers;
   const Table& ct = crossings->table;
   auto col = [&](const char* name) -> const ColumnValues& {
     for (const Column& c : ct)
       if (c.name == name) return c.values;
     throw UsageError(path + ": /sweep/crossovers has no field " + name);
+  };
+  auto has = [&](const char* name) {
+    return std::any_of(ct.begin(), ct.end(), [&](const Column& c) { return c.name == name; });
   };
   const auto& cax = std::get<std::vector<std::string>>(col("axis"));
   for (size_t i = 0; i < cax.size(); ++i) {
@@ -293,6 +316,11 @@ void report_file(std::ostream& out, const std::string& path, std::vector<SweepRo
     c.before_value = std::get<std::vector<std::string>>(col("before_value"))[i];
     c.at_value = std::get<std::vector<std::string>>(col("at_value"))[i];
     c.note = std::get<std::vector<std::string>>(col("note"))[i];
+    // Files written before repeats carry no status: each crossover then rests on one repeat.
+    if (has("status"))
+      c.status = std::get<std::vector<std::string>>(col("status"))[i];
+    else
+      c.status = c.predicted ? "predicted" : "unrepeated";
     crossovers.push_back(c);
   }
   std::vector<std::string> file_axes;
@@ -330,6 +358,7 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
       if (ctx.mpi.rank() == 0) {
         std::vector<SweepRow> joined;
         std::vector<std::string> axes;
+        AxisOrder order;
         for (const std::string& path : *paths) {
           // A partial file (its job was killed) is reported, marked PARTIAL.
           const std::vector<std::string> problems = validate_run_file(path, true);
@@ -340,7 +369,7 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
             continue;
           }
           try {
-            report_file(std::cout, path, joined, axes);
+            report_file(std::cout, path, joined, axes, order);
           } catch (const UsageError& e) {
             std::cerr << "ridgeline: " << e.what() << "\n";
             bad = 2;
@@ -361,7 +390,22 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
               r.label += (r.label.empty() ? "" : " ") + axis + "=" + r.axis.at(axis);
           }
           std::cout << "== joined: " << files.size() << " files, " << joined.size() << " points\n";
-          print_sweep(std::cout, joined, axes, find_crossovers(joined, axes));
+          if (transports.size() > 1) {
+            std::vector<std::pair<double, std::string>> ranked;
+            for (const std::string& t : transports) {
+              const auto it = order["transport"].find(t);
+              ranked.emplace_back(it == order["transport"].end() ? -1.0 : it->second, t);
+            }
+            std::sort(ranked.rbegin(), ranked.rend());
+            std::cout << "transport, fastest link first (each file's all-reduce roof):";
+            for (const auto& [gbps, t] : ranked)
+              std::cout << " " << t
+                        << (gbps < 0
+                                ? " (no roof: text order)"
+                                : " (" + std::to_string(static_cast<int>(gbps + 0.5)) + " GB/s)");
+            std::cout << "\n";
+          }
+          print_sweep(std::cout, joined, axes, find_crossovers(joined, axes, order));
         }
       }
       RIDGELINE_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, ctx.mpi.world()));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -20,6 +21,7 @@
 #include "app/h5.hpp"
 #include "app/run_file_write.hpp"
 #include "app/summary.hpp"
+#include "app/sweep.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "models/layer_plan.hpp"
@@ -73,6 +75,22 @@ const RoofTable kSweepTables[] = {
      {"axis", "fixed", "kind", "before_value", "at_value", "note"},
      {"predicted", "before_point", "at_point"},
      {"rising_ns", "falling_ns"}}};
+// Sweeps measured with repeats: each repeat, each point's intervals, each crossover's status.
+const RoofTable kSweepRepeatTables[] = {
+    {"/sweep/repeats",
+     {"status", "ceiling"},
+     {"point", "repeat"},
+     {"step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
+      "exposed_interconnect_ns"}},
+    {"/sweep/points",
+     {},
+     {"repeats"},
+     {"step_p50_lo_ns", "step_p50_hi_ns", "compute_lo_ns", "compute_hi_ns", "hbm_lo_ns",
+      "hbm_hi_ns", "interconnect_lo_ns", "interconnect_hi_ns", "launch_lo_ns", "launch_hi_ns"}},
+    {"/sweep/crossovers",
+     {"status"},
+     {},
+     {"rising_lo_ns", "rising_hi_ns", "falling_lo_ns", "falling_hi_ns"}}};
 // Top-level groups of the run layout; every other group may hold NamedTables.
 const char* const kLayoutGroups[] = {"stack", "config",  "topology", "ops",
                                      "ranks", "summary", "points"};
@@ -1307,6 +1325,41 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
   }
 }
 
+// Every repeat in /sweep/repeats, each ok point's medians inside their 95 % intervals (of
+// finite, non-negative times), and each crossover's status one of kCrossoverStatuses.
+void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::string>& problems) {
+  require_attrs(attrs, "/sweep", {"interval"}, problems);
+  for (const RoofTable& spec : kSweepRepeatTables)
+    check_section(problems, [&] { validate_fields(file, spec, problems); });
+  const h5::Table points = h5::read_table(file, "/sweep/points");
+  const auto& status = column<std::string>(points, "status", "/sweep/points");
+  const auto& repeats = column<int64_t>(points, "repeats", "/sweep/points");
+  const char* medians[] = {"step_p50", "compute", "hbm", "interconnect", "launch"};
+  for (const char* m : medians) {
+    const std::string base = m;
+    const auto& mid = column<double>(points, (base + "_ns").c_str(), "/sweep/points");
+    const auto& lo = column<double>(points, (base + "_lo_ns").c_str(), "/sweep/points");
+    const auto& hi = column<double>(points, (base + "_hi_ns").c_str(), "/sweep/points");
+    for (size_t i = 0; i < mid.size(); ++i) {
+      if (status[i] != "ok") continue;
+      if (!(lo[i] >= 0 && lo[i] <= mid[i] && mid[i] <= hi[i] && std::isfinite(hi[i])))
+        problems.push_back("/sweep/points: row " + std::to_string(i) + ": " + base +
+                           " must lie in its interval [lo, hi] of finite times >= 0, found " +
+                           number_text(mid[i]) + " in [" + number_text(lo[i]) + ", " +
+                           number_text(hi[i]) + "]");
+      if (repeats[i] < 1)
+        problems.push_back("/sweep/points: row " + std::to_string(i) +
+                           ": an ok point with no repeat");
+    }
+  }
+  const h5::Table cross = h5::read_table(file, "/sweep/crossovers");
+  if (row_count(cross) == 0) return;
+  for (const std::string& s : column<std::string>(cross, "status", "/sweep/crossovers"))
+    if (std::find(std::begin(kCrossoverStatuses), std::end(kCrossoverStatuses), s) ==
+        std::end(kCrossoverStatuses))
+      problems.push_back("/sweep/crossovers: unknown status '" + s + "'");
+}
+
 // Sweep files: the point and crossover tables, one /points group per row.
 void validate_sweep(hid_t file, std::vector<std::string>& problems) {
   for (const RoofTable& spec : kSweepTables)
@@ -1319,8 +1372,11 @@ void validate_sweep(hid_t file, std::vector<std::string>& problems) {
   if (rows != groups)
     problems.push_back("/sweep/points: " + std::to_string(rows) + " rows but " +
                        std::to_string(groups) + " groups under /points");
-  require_attrs(h5::read_attrs(h5::open_group(file, "/sweep").id()), "/sweep",
-                {"axes", "points", "failed"}, problems);
+  const Attrs attrs = h5::read_attrs(h5::open_group(file, "/sweep").id());
+  require_attrs(attrs, "/sweep", {"axes", "points", "failed"}, problems);
+  // Sweeps measured with repeats (the attribute `repeats`; earlier files measured once).
+  if (find_attr(attrs, "repeats") != nullptr)
+    check_section(problems, [&] { validate_sweep_repeats(file, attrs, problems); });
 }
 
 // An integer attribute `complete` that is 0 (a job killed before its end wrote the file).

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "app/attribution.hpp"
 #include "app/command_support.hpp"
@@ -34,8 +35,19 @@ bool numeric_axis(const std::string& axis) {
   return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) !=
          std::end(kNumericAxes);
 }
-bool less_value(const std::string& axis, const std::string& a, const std::string& b) {
-  return numeric_axis(axis) ? std::stoll(a) < std::stoll(b) : a < b;
+bool less_value(const std::string& axis, const std::string& a, const std::string& b,
+                const AxisOrder& order) {
+  if (numeric_axis(axis)) return std::stoll(a) < std::stoll(b);
+  const auto ranks = order.find(axis);
+  if (ranks == order.end()) return a < b;
+  // Ranked values first, fastest link first (along the axis the link gets slower), then the
+  // unranked ones; text order between equals.
+  auto key = [&](const std::string& v) {
+    const auto it = ranks->second.find(v);
+    return it == ranks->second.end() ? std::make_tuple(1, 0.0, v)
+                                     : std::make_tuple(0, -it->second, v);
+  };
+  return key(a) < key(b);
 }
 int class_index(const std::string& ceiling) {
   for (int i = 0; i < kCeilingClasses; ++i)
@@ -57,16 +69,32 @@ bool sweep_numeric_axis(const std::string& axis) {
   return numeric_axis(axis);
 }
 
+namespace {
+
+std::string interval_text(double median_ns, double lo_ns, double hi_ns) {
+  char text[96];
+  std::snprintf(text, sizeof(text), "%.2f us [%.2f, %.2f]", median_ns / 1e3, lo_ns / 1e3,
+                hi_ns / 1e3);
+  return text;
+}
+
+Interval class_interval(const SweepRow& r, int c) {
+  return {r.class_ns[c], r.class_lo_ns[c], r.class_hi_ns[c]};
+}
+
+} // namespace
+
 std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
-                                       const std::vector<std::string>& axes) {
+                                       const std::vector<std::string>& axes,
+                                       const AxisOrder& order) {
   std::vector<Crossover> out;
   for (const std::string& axis : axes) {
     std::map<std::string, std::vector<const SweepRow*>> groups;
     for (const SweepRow& r : rows)
       if (r.status == "ok") groups[describe(r, axes, axis)].push_back(&r);
     for (auto& [fixed, line] : groups) {
-      std::sort(line.begin(), line.end(), [&](const SweepRow* a, const SweepRow* b) {
-        return less_value(axis, a->axis.at(axis), b->axis.at(axis));
+      std::stable_sort(line.begin(), line.end(), [&](const SweepRow* a, const SweepRow* b) {
+        return less_value(axis, a->axis.at(axis), b->axis.at(axis), order);
       });
       bool interconnect_found = false;
       for (size_t i = 1; i < line.size(); ++i) {
@@ -80,7 +108,6 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
         const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
         if (!interconnect && !memory_compute) continue;
         if (interconnect && interconnect_found) continue;
-        interconnect_found = interconnect_found || interconnect;
         Crossover c;
         c.axis = axis;
         c.fixed = fixed;
@@ -89,12 +116,27 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
         c.at_value = at.axis.at(axis);
         c.before_point = before.point;
         c.at_point = at.point;
-        c.rising_ns = at.class_ns[to];
-        c.falling_ns = at.class_ns[from];
-        c.note = std::string(ceiling_name(static_cast<Ceiling>(to))) + " " +
-                 std::to_string(c.rising_ns / 1e3).substr(0, 8) + " us passes " +
-                 ceiling_name(static_cast<Ceiling>(from)) + " " +
-                 std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us";
+        const Interval rising = class_interval(at, to), falling = class_interval(at, from);
+        c.rising_ns = rising.median, c.rising_lo_ns = rising.lo, c.rising_hi_ns = rising.hi;
+        c.falling_ns = falling.median, c.falling_lo_ns = falling.lo, c.falling_hi_ns = falling.hi;
+        // Both sides must hold: the old class ahead before, the new one ahead at the point.
+        const bool held = apart(rising, falling) &&
+                          apart(class_interval(before, from), class_interval(before, to));
+        c.status = before.repeats < 2 || at.repeats < 2 ? "unrepeated"
+                   : held                               ? "found"
+                                                        : "within noise";
+        const char* rising_name = ceiling_name(static_cast<Ceiling>(to));
+        const char* falling_name = ceiling_name(static_cast<Ceiling>(from));
+        c.note =
+            std::string(rising_name) + " " + interval_text(rising.median, rising.lo, rising.hi) +
+            " vs " + falling_name + " " + interval_text(falling.median, falling.lo, falling.hi) +
+            " at " + axis + "=" + c.at_value + "; " + falling_name + " " +
+            interval_text(before.class_ns[from], before.class_lo_ns[from],
+                          before.class_hi_ns[from]) +
+            " vs " + rising_name + " " +
+            interval_text(before.class_ns[to], before.class_lo_ns[to], before.class_hi_ns[to]) +
+            " at " + axis + "=" + c.before_value;
+        interconnect_found = interconnect_found || (interconnect && c.status != "within noise");
         out.push_back(c);
       }
     }
@@ -102,14 +144,57 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
   return out;
 }
 
+double interconnect_gbps(const Roofs& roofs) {
+  const InterconnectRoof* widest = nullptr;
+  for (const InterconnectRoof& ic : roofs.interconnect)
+    if (ic.collective == "all_reduce" && (widest == nullptr || ic.group_size > widest->group_size))
+      widest = &ic;
+  return widest ? widest->beta_gbps : 0;
+}
+
+void aggregate_repeats(SweepRow& row, const std::vector<SweepRepeat>& repeats,
+                       const std::vector<std::vector<double>>& step_samples) {
+  std::vector<const SweepRepeat*> mine;
+  for (const SweepRepeat& r : repeats)
+    if (r.point == row.point && r.status == "ok") mine.push_back(&r);
+  row.repeats = static_cast<int64_t>(mine.size());
+  if (mine.empty()) return;
+  auto over_repeats = [&](auto field) {
+    std::vector<std::vector<double>> values;
+    for (const SweepRepeat* r : mine)
+      values.push_back({field(*r)});
+    return repeated_median(values);
+  };
+  const Interval step = repeated_median(step_samples);
+  row.step_p50_ns = step.median, row.step_lo_ns = step.lo, row.step_hi_ns = step.hi;
+  row.step_p99_ns = over_repeats([](const SweepRepeat& r) { return r.step_p99_ns; }).median;
+  row.exposed_interconnect_ns =
+      over_repeats([](const SweepRepeat& r) { return r.exposed_interconnect_ns; }).median;
+  double largest = 0;
+  for (int c = 0; c < kCeilingClasses; ++c) {
+    const Interval t = over_repeats([c](const SweepRepeat& r) { return r.class_ns[c]; });
+    row.class_ns[c] = t.median, row.class_lo_ns[c] = t.lo, row.class_hi_ns[c] = t.hi;
+    if (t.median > largest) largest = t.median, row.ceiling = ceiling_name(static_cast<Ceiling>(c));
+  }
+  // Without roofs nothing is attributed: the repeats' own word ("none").
+  if (largest == 0) row.ceiling = mine.front()->ceiling;
+}
+
 Table sweep_points_table(const std::vector<SweepRow>& rows) {
   std::vector<int64_t> point;
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, std::vector<std::string>> texts;
   std::vector<std::string> status, label, ceiling, check;
-  std::vector<double> p50, p99, cls[4], exposed, flops, hbm, comm, setup, measure;
+  std::vector<double> p50, p99, cls[4], exposed, flops, hbm, comm, setup, measure, step_lo, step_hi,
+      cls_lo[4], cls_hi[4];
+  std::vector<int64_t> repeats;
   for (const SweepRow& r : rows) {
     point.push_back(r.point);
+    repeats.push_back(r.repeats);
+    step_lo.push_back(r.step_lo_ns);
+    step_hi.push_back(r.step_hi_ns);
+    for (int i = 0; i < 4; ++i)
+      cls_lo[i].push_back(r.class_lo_ns[i]), cls_hi[i].push_back(r.class_hi_ns[i]);
     status.push_back(r.status);
     label.push_back(r.label);
     for (const char* a : kSweepAxes) {
@@ -153,16 +238,46 @@ Table sweep_points_table(const std::vector<SweepRow>& rows) {
                       {"step_comm_bytes", comm},
                       {"check", check},
                       {"setup_s", setup},
-                      {"measure_s", measure}};
+                      {"measure_s", measure},
+                      {"repeats", repeats},
+                      {"step_p50_lo_ns", step_lo},
+                      {"step_p50_hi_ns", step_hi}};
   t.insert(t.end(), rest.begin(), rest.end());
+  const char* names[] = {"compute", "hbm", "interconnect", "launch"};
+  for (int i = 0; i < 4; ++i) {
+    t.push_back({std::string(names[i]) + "_lo_ns", cls_lo[i]});
+    t.push_back({std::string(names[i]) + "_hi_ns", cls_hi[i]});
+  }
   return t;
 }
 
+Table sweep_repeats_table(const std::vector<SweepRepeat>& repeats) {
+  std::vector<int64_t> point, repeat;
+  std::vector<std::string> status, ceiling;
+  std::vector<double> p50, p99, cls[4], exposed;
+  for (const SweepRepeat& r : repeats) {
+    point.push_back(r.point), repeat.push_back(r.repeat), status.push_back(r.status);
+    p50.push_back(r.step_p50_ns), p99.push_back(r.step_p99_ns);
+    for (int i = 0; i < 4; ++i)
+      cls[i].push_back(r.class_ns[i]);
+    exposed.push_back(r.exposed_interconnect_ns), ceiling.push_back(r.ceiling);
+  }
+  return {{"point", point},      {"repeat", repeat},
+          {"status", status},    {"step_p50_ns", p50},
+          {"step_p99_ns", p99},  {"compute_ns", cls[0]},
+          {"hbm_ns", cls[1]},    {"interconnect_ns", cls[2]},
+          {"launch_ns", cls[3]}, {"exposed_interconnect_ns", exposed},
+          {"ceiling", ceiling}};
+}
+
 Table crossovers_table(const std::vector<Crossover>& cs) {
-  std::vector<std::string> axis, fixed, kind, before, at, note;
+  std::vector<std::string> axis, fixed, kind, before, at, note, status;
   std::vector<int64_t> predicted, before_point, at_point;
-  std::vector<double> rising, falling;
+  std::vector<double> rising, falling, rising_lo, rising_hi, falling_lo, falling_hi;
   for (const Crossover& c : cs) {
+    status.push_back(c.status);
+    rising_lo.push_back(c.rising_lo_ns), rising_hi.push_back(c.rising_hi_ns);
+    falling_lo.push_back(c.falling_lo_ns), falling_hi.push_back(c.falling_hi_ns);
     axis.push_back(c.axis), fixed.push_back(c.fixed), kind.push_back(c.kind),
         before.push_back(c.before_value);
     at.push_back(c.at_value), note.push_back(c.note), predicted.push_back(c.predicted ? 1 : 0);
@@ -179,7 +294,12 @@ Table crossovers_table(const std::vector<Crossover>& cs) {
           {"at_point", at_point},
           {"rising_ns", rising},
           {"falling_ns", falling},
-          {"note", note}};
+          {"note", note},
+          {"status", status},
+          {"rising_lo_ns", rising_lo},
+          {"rising_hi_ns", rising_hi},
+          {"falling_lo_ns", falling_lo},
+          {"falling_hi_ns", falling_hi}};
 }
 
 std::vector<SweepRow> sweep_rows_from(const Table& t) {
@@ -187,6 +307,9 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
     for (const Column& c : t)
       if (c.name == name) return c;
     throw Error(std::string("/sweep/points: missing field '") + name + "'");
+  };
+  auto has = [&](const char* name) {
+    return std::any_of(t.begin(), t.end(), [&](const Column& c) { return c.name == name; });
   };
   auto ints = [&](const char* n) { return std::get<std::vector<int64_t>>(col(n).values); };
   auto nums = [&](const char* n) { return std::get<std::vector<double>>(col(n).values); };
@@ -211,16 +334,27 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
     r.step_flops = flops[i], r.step_hbm_bytes = hbm[i], r.step_comm_bytes = comm[i];
     for (const char* a : kSweepAxes)
       r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
+    // Files of one repeat per point (before --repeats) carry no intervals.
+    r.repeats = has("repeats") ? ints("repeats")[i] : 1;
+    r.step_lo_ns = has("step_p50_lo_ns") ? nums("step_p50_lo_ns")[i] : r.step_p50_ns;
+    r.step_hi_ns = has("step_p50_hi_ns") ? nums("step_p50_hi_ns")[i] : r.step_p50_ns;
+    const char* names[] = {"compute", "hbm", "interconnect", "launch"};
+    for (int c = 0; c < 4; ++c) {
+      const std::string lo = std::string(names[c]) + "_lo_ns",
+                        hi = std::string(names[c]) + "_hi_ns";
+      r.class_lo_ns[c] = has(lo.c_str()) ? nums(lo.c_str())[i] : r.class_ns[c];
+      r.class_hi_ns[c] = has(hi.c_str()) ? nums(hi.c_str())[i] : r.class_ns[c];
+    }
   }
   return rows;
 }
 
 void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
                  const std::vector<std::string>& axes, const std::vector<Crossover>& crossovers) {
-  char line[512];
-  std::snprintf(line, sizeof(line), "%5s  %-34s %10s %10s %10s %10s %10s %10s  %-12s %s\n", "point",
-                "label", "p50 ms", "p99 ms", "compute", "hbm", "interconn", "launch", "ceiling",
-                "check / status");
+  char line[2048];
+  std::snprintf(line, sizeof(line), "%5s  %-34s %10s %21s %2s %10s %10s %10s %10s %10s  %-12s %s\n",
+                "point", "label", "p50 ms", "95 % interval", "R", "p99 ms", "compute", "hbm",
+                "interconn", "launch", "ceiling", "check / status");
   out << "\n" << line;
   for (const SweepRow& r : rows) {
     if (r.status != "ok") {
@@ -229,16 +363,20 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
       out << line;
       continue;
     }
-    std::snprintf(
-        line, sizeof(line), "%5lld  %-34s %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
-        static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, r.step_p99_ns / 1e6,
-        r.class_ns[0] / 1e6, r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6,
-        r.ceiling.c_str(), r.check.substr(0, r.check.find(':')).c_str());
+    char interval[64];
+    std::snprintf(interval, sizeof(interval), "[%.4f, %.4f]", r.step_lo_ns / 1e6,
+                  r.step_hi_ns / 1e6);
+    std::snprintf(line, sizeof(line),
+                  "%5lld  %-34s %10.4f %21s %2lld %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
+                  static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, interval,
+                  static_cast<long long>(r.repeats), r.step_p99_ns / 1e6, r.class_ns[0] / 1e6,
+                  r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6, r.ceiling.c_str(),
+                  r.check.substr(0, r.check.find(':')).c_str());
     out << line;
   }
-  out << "compute .. launch: the p50 step's time by ceiling (ms): compute-lane ops by their own "
-         "ceiling, the "
-         "exposed interconnect, and the gaps between ops (launch)\n";
+  out << "p50: the median over R repeats of each repeat's p50 step, with its 95 % interval; "
+         "compute .. launch: the median step's time by ceiling (ms): compute-lane ops by their "
+         "own ceiling, the exposed interconnect, and the gaps between ops (launch)\n";
   if (axes.empty()) return;
   out << "\ncrossovers\n";
   for (const std::string& axis : axes) {
@@ -246,6 +384,7 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
     for (const Crossover& c : crossovers) {
       if (c.axis != axis) continue;
       any = true;
+      const std::string where = axis + "=" + c.before_value + " and " + axis + "=" + c.at_value;
       if (c.predicted && c.at_value.empty())
         std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; %s\n",
                       axis.c_str(), c.fixed.c_str(), c.note.c_str());
@@ -255,11 +394,18 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
                       "%s=%s (%s)\n",
                       axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(),
                       c.at_value.c_str(), c.note.c_str());
-      else
+      else if (c.status == "within noise")
         std::snprintf(line, sizeof(line),
-                      "  %-8s [%s] %s becomes the ceiling between %s=%s and %s=%s: %s\n",
-                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), axis.c_str(),
-                      c.before_value.c_str(), axis.c_str(), c.at_value.c_str(), c.note.c_str());
+                      "  %-8s [%s] within noise: the ceiling moves to %s between %s, but the "
+                      "intervals overlap: %s\n",
+                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), where.c_str(), c.note.c_str());
+      else
+        std::snprintf(line, sizeof(line), "  %-8s [%s] %s becomes the ceiling between %s%s: %s\n",
+                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), where.c_str(),
+                      c.status == "unrepeated"  ? " (measured once, no interval: --repeats 3)"
+                      : c.status == "predicted" ? " (predicted: a point estimate)"
+                                                : "",
+                      c.note.c_str());
       out << line;
     }
     if (!any) out << "  " << axis << ": no crossover in the grid\n";
@@ -323,7 +469,15 @@ struct SweepOptions {
   RunConfig base;
   std::string lists[std::size(kSweepAxes)]; ///< as given; split by split_list (empty items kept)
   bool keep_timelines = false;
+  int repeats = 3;
 };
+
+// The value of the repeats' p50 steps that is their median (the lower middle of an even count),
+// so that it names one repeat.
+double median_repeat(std::vector<double> p50s) {
+  std::sort(p50s.begin(), p50s.end());
+  return p50s[(p50s.size() - 1) / 2];
+}
 
 // Ranks beyond a point's tp x pp run it as data-parallel replicas.
 void replicate(RunConfig& cfg, int world) {
@@ -351,10 +505,6 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
   if (axis == "dtype") cfg.dtype = value;
 }
 
-namespace {
-
-// The roofs' prediction along `axis` for a group with no interconnect crossover: scan past the
-// grid (x2 steps, up to x64) in the direction in which the interconnect gains.
 Crossover predict_crossover(const std::string& axis, const std::string& fixed,
                             const RunConfig& first, const RunConfig& last, const Roofs& roofs,
                             const std::string& transport) {
@@ -363,6 +513,7 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed,
   c.fixed = fixed;
   c.kind = "interconnect";
   c.predicted = true;
+  c.status = "predicted";
   auto margin = [&](const RunConfig& cfg, double(&t)[4], std::string& note) {
     predict_classes(cfg, roofs, transport, t, note);
     return t[2] - std::max(t[0], t[1]);
@@ -400,15 +551,13 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed,
       c.note = "work model under the roofs: interconnect " +
                std::to_string(t[2] / 1e3).substr(0, 8) + " us vs " +
                std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us" +
-               (n.empty() ? "" : "; " + n);
+               (n.empty() ? "" : "; " + n) + "; a point estimate (no interval)";
       return c;
     }
   }
   c.note = "none predicted within x64 of the grid (work model under the roofs)";
   return c;
 }
-
-} // namespace
 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
   if (axis == "tp") return std::to_string(cfg.tp);
@@ -501,12 +650,14 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     if (!lists[a].empty())
       data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(lists[a], ","));
   data.config.emplace_back("keep_timelines", static_cast<int64_t>(o.keep_timelines));
+  data.config.emplace_back("repeats", static_cast<int64_t>(o.repeats));
   data.topology = job.topology({});
   if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
   const size_t fixed_tables = data.tables.size();
   const size_t fixed_groups = data.group_attrs.size();
 
   std::vector<SweepRow> rows;
+  std::vector<SweepRepeat> repeats; ///< rank 0: every repeat that ran, in the order run
   std::vector<RunConfig> resolved;
   // Rank 0 holds the sweep's tables after the roofs. With --keep-timelines every rank keeps its
   // own timeline of each point and writes it (or sends it to its node's writer) at every rewrite
@@ -520,6 +671,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.tables.resize(fixed_tables);
     data.group_attrs.resize(fixed_groups);
     data.tables.push_back({"/sweep/points", sweep_points_table(rows), {}});
+    data.tables.push_back({"/sweep/repeats", sweep_repeats_table(repeats), {}});
     data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
     int64_t failed = 0;
     for (const SweepRow& r : rows)
@@ -527,49 +679,84 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
                                                   {"points", static_cast<int64_t>(rows.size())},
                                                   {"failed", failed},
+                                                  {"repeats", static_cast<int64_t>(o.repeats)},
+                                                  {"interval", std::string(kIntervalMethod)},
                                                   {"complete", static_cast<int64_t>(complete)}});
     h5.write([&](const std::string& path) {
       write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
     });
   };
+  // The points, each once: decode ignores --seq and prefill --context, so such combinations
+  // repeat a point.
+  struct Planned {
+    RunConfig cfg;
+    std::vector<std::string> problems;
+  };
+  std::vector<Planned> planned;
   std::set<std::string> labels;
-  bool any_failed_check = false;
-  int status = 0;
-  for (size_t k = 0; k < grid.size(); ++k) {
-    RunConfig cfg = grid[k];
+  for (const RunConfig& point : grid) {
+    RunConfig cfg = point;
     replicate(cfg, world);
     std::vector<std::string> point_problems = resolve_point(job, cfg);
-    // Prefill ignores --context: such combinations repeat a point.
     if (cfg.phase == "prefill") cfg.context = 0;
     SweepRow row;
     row.point = static_cast<int64_t>(rows.size());
     for (const char* a : kSweepAxes)
       row.axis[a] = sweep_axis_value(cfg, a);
     row.label = axes.empty() ? "point" : describe(row, axes, "");
-    // Decode ignores --seq (and prefill --context): such combinations repeat a point.
     if (!labels
              .insert(describe(
                  row, std::vector<std::string>(std::begin(kSweepAxes), std::end(kSweepAxes)), ""))
              .second)
       continue;
-    if (mpi.rank() == 0)
-      progress::set_point(static_cast<int64_t>(k + 1), static_cast<int64_t>(grid.size()),
-                          row.label);
+    row.repeats = 0;
+    if (!point_problems.empty()) row.status = "failed: " + join(point_problems, "; ");
     RunData::Point p;
     p.config = config_attrs(cfg);
     p.has_summary = false;
-    if (!point_problems.empty()) {
-      row.status = "failed: " + join(point_problems, "; ");
-    } else {
+    p.attrs = {{"status", row.status}, {"label", row.label}};
+    rows.push_back(row);
+    resolved.push_back(cfg);
+    data.points.push_back(std::move(p));
+    planned.push_back({cfg, std::move(point_problems)});
+  }
+  // Every repeat of every point, the points taking turns (1..n, 1..n, ...) so that the clock's
+  // drift at the power cap spreads over all of them.
+  std::vector<std::vector<std::vector<double>>> step_samples(rows.size());
+  std::vector<std::vector<double>> point_p50s(rows.size());
+  bool any_failed_check = false;
+  int status = 0;
+  const int64_t runs = static_cast<int64_t>(rows.size()) * o.repeats;
+  for (int rep = 0; rep < o.repeats; ++rep)
+    for (size_t k = 0; k < rows.size(); ++k) {
+      SweepRow& row = rows[k];
+      if (!planned[k].problems.empty()) continue;
+      // A repeat after a failure of the same point would fail the same way.
+      if (rep > 0 && row.status != "ok") continue;
+      RunConfig cfg = planned[k].cfg;
+      // The output does not change between repeats: the first repeat checks it.
+      if (rep > 0) cfg.check = "off";
+      if (mpi.rank() == 0)
+        progress::set_point(static_cast<int64_t>(rep) * static_cast<int64_t>(rows.size()) +
+                                static_cast<int64_t>(k) + 1,
+                            runs,
+                            o.repeats > 1 ? row.label + " (repeat " + std::to_string(rep + 1) +
+                                                "/" + std::to_string(o.repeats) + ")"
+                                          : row.label);
       Watchdog watchdog(cfg.timeout_s, "point " + row.label);
       const ranges::Scope range(
           [&] { return "point " + std::to_string(row.point) + ": " + row.label; });
       PointResult result = run_point(job, cfg, roofs, watchdog);
       // A library loaded on first use (cuDNN) joins the fingerprint once a point loaded it.
       if (!result.attention_plans.empty()) data.stack = point_stack(job, result);
-      row.status = result.status;
-      row.setup_s = result.setup_s;
-      row.measure_s = result.measure_s;
+      any_failed_check = any_failed_check || result.check_failed;
+      SweepRepeat measured;
+      measured.point = row.point;
+      measured.repeat = rep;
+      measured.status = result.status;
+      if (rep == 0) row.status = result.status;
+      row.setup_s += result.setup_s;
+      row.measure_s += result.measure_s;
       if (result.ok() && mpi.rank() == 0) {
         const StrategyResult& r = result.strategies.front();
         const Attrs& a = r.summary.attrs;
@@ -577,38 +764,47 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
           const AttrValue* v = find_attr(a, key);
           return v ? std::get<double>(*v) : 0.0;
         };
-        row.step_p50_ns = r.summary.step.p50;
-        row.step_p99_ns = r.summary.step.p99;
+        measured.step_p50_ns = r.summary.step.p50;
+        measured.step_p99_ns = r.summary.step.p99;
         const char* keys[] = {"step_compute_ns", "step_hbm_ns", "step_interconnect_ns",
                               "step_launch_ns"};
         for (int c = 0; c < 4; ++c)
-          row.class_ns[c] = num(keys[c]);
-        row.exposed_interconnect_ns = num("exposed_interconnect_ns");
-        if (const AttrValue* v = find_attr(a, "ceiling")) row.ceiling = attr_to_string(*v);
-        row.step_flops = num("step_flops");
-        row.step_hbm_bytes = num("step_hbm_bytes");
-        row.step_comm_bytes = num("step_comm_bytes");
-        row.check = r.check.status;
-        p.summary = r.summary;
-        p.has_summary = true;
-        if (o.keep_timelines) p.ops = result.ops;
+          measured.class_ns[c] = num(keys[c]);
+        measured.exposed_interconnect_ns = num("exposed_interconnect_ns");
+        if (const AttrValue* v = find_attr(a, "ceiling")) measured.ceiling = attr_to_string(*v);
+        if (rep == 0) {
+          row.step_flops = num("step_flops");
+          row.step_hbm_bytes = num("step_hbm_bytes");
+          row.step_comm_bytes = num("step_comm_bytes");
+          row.check = r.check.status;
+        }
+        step_samples[k].push_back(r.summary.step_ns);
+        point_p50s[k].push_back(measured.step_p50_ns);
+        repeats.push_back(measured);
+        aggregate_repeats(row, repeats, step_samples[k]);
+        // The point's summary group holds the repeat whose step is the median so far.
+        RunData::Point& p = data.points[k];
+        if (!p.has_summary || measured.step_p50_ns == median_repeat(point_p50s[k])) {
+          p.summary = r.summary;
+          p.has_summary = true;
+          if (o.keep_timelines) p.ops = result.ops;
+        }
+      } else if (!result.ok() && mpi.rank() == 0) {
+        repeats.push_back(measured);
       }
-      if (result.ok() && o.keep_timelines) {
+      if (rep == 0 && result.ok() && o.keep_timelines) {
         kept.push_back(std::make_unique<std::vector<TimelineRecord>>(
             std::move(result.strategies.front().rows)));
-        mine.groups.push_back("/points/" + std::to_string(rows.size()));
+        mine.groups.push_back("/points/" + std::to_string(k));
         mine.timelines.push_back(kept.back().get());
       }
-      any_failed_check = any_failed_check || result.check_failed;
+      data.points[k].attrs = {{"status", row.status},
+                              {"label", row.label},
+                              {"repeats", static_cast<int64_t>(row.repeats)}};
+      // The file is rewritten after every run (complete = 0 until the last), so a job killed
+      // midway keeps every repeat it finished, marked as incomplete.
+      write_sweep(mpi.rank() == 0 ? find_crossovers(rows, axes) : std::vector<Crossover>{}, false);
     }
-    p.attrs = {{"status", row.status}, {"label", row.label}};
-    rows.push_back(row);
-    resolved.push_back(cfg);
-    data.points.push_back(std::move(p));
-    // The file is rewritten after every point (complete = 0 until the last), so a job killed
-    // midway keeps every point it finished, marked as incomplete.
-    write_sweep(mpi.rank() == 0 ? find_crossovers(rows, axes) : std::vector<Crossover>{}, false);
-  }
   std::vector<Crossover> crossovers;
   if (mpi.rank() == 0) {
     // Where a line of the grid holds no interconnect crossover, the roofs' prediction.
@@ -622,15 +818,17 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         for (auto& [fixed, line] : groups) {
           bool found = false;
           for (const Crossover& c : crossovers)
-            found = found || (c.axis == axis && c.fixed == fixed && c.kind == "interconnect");
+            found = found || (c.axis == axis && c.fixed == fixed && c.kind == "interconnect" &&
+                              c.status != "within noise");
           if (found || line.empty()) continue;
           std::sort(line.begin(), line.end(), [&](size_t a, size_t b) {
-            return less_value(axis, rows[a].axis.at(axis), rows[b].axis.at(axis));
+            return less_value(axis, rows[a].axis.at(axis), rows[b].axis.at(axis), {});
           });
           // A line that starts on the interconnect has nothing to cross within the grid.
           if (rows[line.front()].ceiling == "interconnect") {
             Crossover c;
             c.axis = axis, c.fixed = fixed, c.kind = "interconnect", c.predicted = true;
+            c.status = "from the first point";
             c.note = "the interconnect is the ceiling from the first point of the grid on (" +
                      axis + "=" + rows[line.front()].axis.at(axis) + ")";
             crossovers.push_back(c);
@@ -649,7 +847,9 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", data.root},
                                                               {"config", data.config}};
     const std::vector<std::pair<std::string, Table>> tables = {
-        {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
+        {"points", sweep_points_table(rows)},
+        {"repeats", sweep_repeats_table(repeats)},
+        {"crossovers", crossovers_table(crossovers)}};
     SummaryFiles summaries(o.base.json, o.base.markdown);
     std::vector<const OutputFile*> files = {&h5};
     summaries.write("ridgeline sweep", attrs, tables, files);
@@ -736,7 +936,15 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
   bind_run_options(*cmd, o->base);
   bind_sweep_axis_lists(*cmd, o->lists);
   cmd->add_flag("--keep-timelines", o->keep_timelines,
-                "Store every point's per-rank timelines (large)")
+                "Store every point's per-rank timelines of its first repeat (large)")
+      ->group("Measurement");
+  cmd->add_option("--repeats", o->repeats,
+                  "Measure every point this many times, the points taking turns (1..n, 1..n, ...) "
+                  "so that clock drift spreads over all of them; each point reports the median "
+                  "step and time by ceiling with 95 % intervals, and a crossover is found only "
+                  "where the crossing times differ beyond their intervals (1: no intervals)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str()
       ->group("Measurement");
   cmd->footer(
       "Every combination of the listed values is one point, run in turn by every rank; a point "

@@ -24,39 +24,88 @@ namespace ridgeline {
 inline const char* const kSweepAxes[] = {"tp",    "batch",   "seq",       "context", "hidden",
                                          "phase", "overlap", "transport", "dtype"};
 
+/// How a point's intervals are computed (the /sweep attribute `interval`).
+inline const char* const kIntervalMethod =
+    "95 % percentile bootstrap of the median (2000 resamples): the step resamples repeats and "
+    "their iterations, each class time its repeats";
+
 /// One point as the /sweep/points table holds it.
 struct SweepRow {
   int64_t point = 0;
   std::string status = "ok";
   std::string label;
   std::map<std::string, std::string> axis; ///< every kSweepAxes value of the point, as text
+  /// Over the repeats that ran: the median of the repeats' p50 steps and its 95 % interval
+  /// (repeated_median: a two-level bootstrap over repeats and their iterations).
   double step_p50_ns = 0, step_p99_ns = 0;
-  double class_ns[4] = {0, 0, 0, 0}; ///< compute, hbm, interconnect, launch (Ceiling order)
+  double step_lo_ns = 0, step_hi_ns = 0;
+  /// compute, hbm, interconnect, launch (Ceiling order): the median over repeats of the p50
+  /// step's time by ceiling, and its 95 % interval (bootstrap over the repeats).
+  double class_ns[4] = {0, 0, 0, 0};
+  double class_lo_ns[4] = {0, 0, 0, 0}, class_hi_ns[4] = {0, 0, 0, 0};
   double exposed_interconnect_ns = 0;
-  std::string ceiling = "none";
+  std::string ceiling = "none"; ///< the class of the largest median time
+  int64_t repeats = 1;          ///< repeats that ran to the end (a failed point: 0)
   double step_flops = 0, step_hbm_bytes = 0, step_comm_bytes = 0;
   std::string check;
   double setup_s = 0, measure_s = 0;
   std::string file; ///< the file it was read from (report of several files)
 };
 
+/// One repeat of one point as the /sweep/repeats table holds it.
+struct SweepRepeat {
+  int64_t point = 0, repeat = 0;
+  std::string status = "ok";
+  double step_p50_ns = 0, step_p99_ns = 0;
+  double class_ns[4] = {0, 0, 0, 0};
+  double exposed_interconnect_ns = 0;
+  std::string ceiling = "none";
+};
+
+/// How far a crossover is established: `found` where the two crossing times differ beyond their
+/// 95 % intervals at both points; `within noise` where their ceilings changed but the intervals
+/// overlap at one of them; `unrepeated` where a point was measured once (no interval);
+/// `predicted` for the roofs' point estimate past the grid; `from the first point` where a line
+/// of the grid is interconnect-bound from its first point on.
+inline const char* const kCrossoverStatuses[] = {"found", "within noise", "unrepeated", "predicted",
+                                                 "from the first point"};
+
 /// One crossover (or the prediction of one) along an axis.
 struct Crossover {
   std::string axis, fixed, kind; ///< kind: interconnect | hbm | compute (the class taking over)
   bool predicted = false;
+  std::string status = "found"; ///< one of kCrossoverStatuses
   std::string before_value, at_value;
   int64_t before_point = -1, at_point = -1;
+  /// At the later point: the rising class's and the falling class's median time and interval.
   double rising_ns = 0, falling_ns = 0;
+  double rising_lo_ns = 0, rising_hi_ns = 0, falling_lo_ns = 0, falling_hi_ns = 0;
   std::string note;
 };
 
-/// Measured crossovers along each of `axes` among the ok rows (groups of rows equal in every
-/// other axis, ordered by the axis value).
-std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
-                                       const std::vector<std::string>& axes);
+/// The order of a text axis's values where it is not the text order: the transport, fastest
+/// link first, by each value's measured interconnect bandwidth (GB/s).
+using AxisOrder = std::map<std::string, std::map<std::string, double>>;
 
-/// The /sweep/points and /sweep/crossovers tables, and back.
+/// Measured crossovers along each of `axes` among the ok rows (groups of rows equal in every
+/// other axis, ordered by the axis value: numbers numerically, a text axis by `order` where it
+/// ranks every value, else by its text), each with its status (kCrossoverStatuses).
+std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
+                                       const std::vector<std::string>& axes,
+                                       const AxisOrder& order = {});
+
+/// The interconnect bandwidth that ranks a file's transport among others: the all-reduce
+/// roof's fitted bus bandwidth at the largest group measured (GB/s); 0 without one.
+double interconnect_gbps(const Roofs& roofs);
+
+/// Sets `row`'s medians, intervals, repeat count and ceiling from its ok repeats among
+/// `repeats` and their per-iteration steps `step_samples` (one series per ok repeat).
+void aggregate_repeats(SweepRow& row, const std::vector<SweepRepeat>& repeats,
+                       const std::vector<std::vector<double>>& step_samples);
+
+/// The /sweep/points, /sweep/repeats and /sweep/crossovers tables, and back.
 Table sweep_points_table(const std::vector<SweepRow>& rows);
+Table sweep_repeats_table(const std::vector<SweepRepeat>& repeats);
 Table crossovers_table(const std::vector<Crossover>& crossovers);
 std::vector<SweepRow> sweep_rows_from(const Table& points);
 
@@ -89,6 +138,13 @@ std::vector<RunConfig> sweep_grid(const RunConfig& base,
 /// Replaces the scalar option of every sweep axis on `cmd` (bound by bind_run_options) with a
 /// checked comma list into `lists`. `sweep` and `model` share it.
 void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]);
+
+/// The roofs' prediction along the numeric `axis` for a line of points with no interconnect
+/// crossover, from its first and last configuration: scans past them (x2 steps, up to x64) in the
+/// direction in which the interconnect gains; at_value empty where none is predicted.
+Crossover predict_crossover(const std::string& axis, const std::string& fixed,
+                            const RunConfig& first, const RunConfig& last, const Roofs& roofs,
+                            const std::string& transport);
 
 /// The step's time under each roof class predicted from the work model (one step, one rank):
 /// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not

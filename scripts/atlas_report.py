@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""The crossover atlas's tables and pictures from the files of scripts/atlas.sh.
+
+    atlas_report.py OUTPAGE ATLAS_DIR [ATLAS_DIR...]
+
+Each ATLAS_DIR holds h5/ with sweep_<model>_<phase>_<transport>.h5 (measured, with repeats),
+predicted_<model>_<phase>_<transport>_*.h5 (`ridgeline model` past the node) and
+validate_sweep_*.json (`model --validate`). Writes into OUTPAGE:
+  - atlas_<phase>.png: per model, the step by ceiling along TP (one slice of the grid), each
+    transport side by side, the median step's 95 % interval drawn, the crossovers marked and the
+    predicted points hatched;
+  - crossovers.md / crossovers.csv: per model x phase x transport, where the interconnect becomes
+    the ceiling along TP (measured, with the two crossing times and their intervals, or
+    predicted) and what bounds the other points;
+  - transport.md: per model x phase, the points the host path makes interconnect-bound while
+    NVLink keeps them compute- or HBM-bound (the join of the two sweeps along the transport);
+  - model_error.md: the model's step error on every measured point;
+  - train_layouts.md: the train step at the node's largest TP beside TP/2 x PP2;
+  - repro.md: the crossovers of each sweep run twice, side by side.
+"""
+import csv
+import glob
+import json
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ridgeline_analysis import analysis  # noqa: E402
+from ridgeline_analysis.reader import load  # noqa: E402
+
+CLASSES = ("compute", "hbm", "interconnect", "launch")
+COLORS = {"compute": "#4c72b0", "hbm": "#55a868", "interconnect": "#c44e52", "launch": "#8c8c8c"}
+#: The slice of each phase's grid that its picture shows (the rest is in the tables).
+SLICES = {"prefill": {"seq": 8192}, "decode": {"batch": 64, "context": 8192},
+          "train": {"seq": 4096}}
+SWEEP = re.compile(r"sweep_(?P<model>.+)_(?P<phase>prefill|decode|train)_(?P<transport>[a-z]+)"
+                   r"(?P<again>_again)?\.h5$")
+PREDICTED = re.compile(r"predicted_(?P<model>.+)_(?P<phase>prefill|decode)_(?P<transport>[a-z]+)_"
+                       r"(?P<kind>tp\d+|nodes)\.h5$")
+
+
+def us(ns):
+    return f"{ns / 1e3:.1f}"
+
+
+def files(dirs, pattern):
+    found = {}
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "h5", "*.h5"))):
+            m = pattern.search(os.path.basename(path))
+            if m:
+                found[tuple(m.groupdict().values())] = path
+    return found
+
+
+def in_slice(points, phase):
+    keep = np.ones(points.size, dtype=bool)
+    for axis, value in SLICES[phase].items():
+        if axis in points.dtype.names and value in points[axis]:
+            keep &= points[axis] == value
+    return points[keep & (points["status"] == "ok")]
+
+
+def crossover_rows(sweeps):
+    """Per (model, phase, transport): the TP crossovers of its file, measured and predicted."""
+    rows = []
+    for (model, phase, transport, again), path in sorted(sweeps.items()):
+        if again:
+            continue
+        run = load(path)
+        points, cross = run.sweep.points, run.sweep.crossovers
+        ok = points[points["status"] == "ok"]
+        along = cross[cross["axis"] == "tp"] if cross.size else cross
+        measured = [c for c in along if int(c["predicted"]) == 0 and c["kind"] == "interconnect"]
+        predicted = [c for c in along if int(c["predicted"]) == 1 and str(c["at_value"])]
+        first = [c for c in along if str(c["status"]) == "from the first point"]
+        bounds = Counter(str(p["ceiling"]) for p in ok)
+        rows.append({
+            "model": model, "phase": phase, "transport": transport,
+            "points": int(points.size), "ok": int(ok.size),
+            "measured": "; ".join(
+                f"[{c['fixed']}] tp {c['before_value']}->{c['at_value']} {c['status']}: "
+                f"interconnect {us(c['rising_ns'])} us [{us(c['rising_lo_ns'])}, "
+                f"{us(c['rising_hi_ns'])}] vs {us(c['falling_ns'])} us "
+                f"[{us(c['falling_lo_ns'])}, {us(c['falling_hi_ns'])}]" for c in measured),
+            "from_first": "; ".join(f"[{c['fixed']}]" for c in first),
+            "predicted": predicted_text(predicted),
+            "bounds": ", ".join(f"{k} {v}" for k, v in bounds.most_common()),
+        })
+    return rows
+
+
+def predicted_text(predicted):
+    """The roofs' predicted TP of the interconnect ceiling per slice, grouped by TP."""
+    by_tp = defaultdict(list)
+    for c in predicted:
+        by_tp[int(c["at_value"])].append(str(c["fixed"]))
+    return "; ".join(f"tp={tp} ({len(v)} slice{'s' if len(v) > 1 else ''})"
+                     for tp, v in sorted(by_tp.items()))
+
+
+def transport_rows(sweeps):
+    """Per (model, phase): the join of each transport's sweep along the transport axis, the
+    link ordered by each file's measured all-reduce bandwidth."""
+    rows = []
+    groups = defaultdict(dict)
+    for (model, phase, transport, again), path in sweeps.items():
+        if not again:
+            groups[(model, phase)][transport] = path
+    for (model, phase), by_transport in sorted(groups.items()):
+        if len(by_transport) < 2:
+            continue
+        runs = [load(p) for _, p in sorted(by_transport.items(), reverse=True)]
+        joined = analysis.join_sweeps(runs)
+        order = analysis.transport_order(runs).get("transport", {})
+        along = joined.crossovers[joined.crossovers["axis"] == "transport"]
+        inter = along[along["kind"] == "interconnect"]
+        status = Counter(str(s) for s in inter["status"])
+        both_ok = Counter(str(f) for f in joined.points["label"])
+        rows.append({
+            "model": model, "phase": phase,
+            "order": " > ".join(f"{t} {g:.0f} GB/s" for t, g in
+                                sorted(order.items(), key=lambda x: -x[1])),
+            "points": len(both_ok) // max(1, len(by_transport)),
+            "interconnect_on_slower_link": ", ".join(f"{v} {k}" for k, v in status.items())
+                                            or "none",
+            "where": "; ".join(f"{c['fixed']}" for c in inter if str(c["status"]) == "found"),
+        })
+    return rows
+
+
+def model_error_rows(dirs):
+    rows = []
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "h5", "validate_sweep_*.json"))):
+            with open(path) as f:
+                data = json.load(f)
+            errors = validation_errors(data)
+            name = os.path.basename(path)[len("validate_sweep_"):-len(".json")]
+            if errors:
+                rows.append({"sweep": name, "points": len(errors),
+                             "median_error": float(np.median(np.abs(errors))),
+                             "max_error": float(np.max(np.abs(errors)))})
+    return rows
+
+
+def validation_errors(data):
+    """Every measured point's relative step error from a `model --validate --json` file."""
+    errors = []
+    tables = data.get("tables", data)
+    points = tables.get("points") if isinstance(tables, dict) else None
+    if isinstance(points, dict) and "step_error" in points:
+        errors = [float(e) for e in points["step_error"] if e is not None and np.isfinite(e)]
+    elif isinstance(points, list):
+        errors = [float(p["step_error"]) for p in points
+                  if isinstance(p, dict) and p.get("step_error") is not None]
+    return errors
+
+
+PP2 = re.compile(r"sweep_(?P<model>.+)_train_pp2_(?P<transport>[a-z]+)\.h5$")
+
+
+def train_layout_rows(dirs, sweeps):
+    """The train step at the node's largest TP beside TP/2 x PP2 on the same ranks."""
+    rows = []
+    for (model, transport), path in sorted(files(dirs, PP2).items()):
+        pp = [p for p in load(path).sweep.points if str(p["status"]) == "ok"]
+        tp_path = sweeps.get((model, "train", transport, None))
+        tp = [p for p in load(tp_path).sweep.points if str(p["status"]) == "ok"] if tp_path else []
+        tp = max(tp, key=lambda p: int(p["tp"]), default=None)
+        for p in pp:
+            rows.append({
+                "model": model, "transport": transport,
+                "tp_only": f"TP{int(tp['tp'])} {ms_interval(tp)} ({tp['ceiling']})" if tp else "-",
+                "tp_pp": f"TP{int(p['tp'])} x PP2 {ms_interval(p)} ({p['ceiling']})"})
+    return rows
+
+
+def ms_interval(p):
+    lo = float(p["step_p50_lo_ns"]) if "step_p50_lo_ns" in p.dtype.names else float(p["step_p50_ns"])
+    hi = float(p["step_p50_hi_ns"]) if "step_p50_hi_ns" in p.dtype.names else float(p["step_p50_ns"])
+    return f"{float(p['step_p50_ns']) / 1e6:.3f} ms [{lo / 1e6:.3f}, {hi / 1e6:.3f}]"
+
+
+def repro_rows(sweeps):
+    rows = []
+    for (model, phase, transport, again), path in sorted(sweeps.items()):
+        if not again:
+            continue
+        first = sweeps.get((model, phase, transport, None))
+        if first is None:
+            continue
+        a, b = (crossover_keys(load(p)) for p in (first, path))
+        rows.append({"sweep": f"{model} {phase} {transport}", "first": len(a), "second": len(b),
+                     "same": a == b, "differ": "; ".join(sorted(a ^ b))})
+    return rows
+
+
+def crossover_keys(run):
+    c = run.sweep.crossovers
+    return {f"{x['axis']} [{x['fixed']}] {x['kind']} {x['before_value']}->{x['at_value']} "
+            f"{x['status']}" for x in c if int(x["predicted"]) == 0}
+
+
+def predicted_points(predicted, model, phase, transport):
+    """(tp, step_ns, by-class ns, ceiling) of the model's points past the node in the slice."""
+    out = []
+    for kind in ("tp8", "tp16", "nodes"):
+        for (m, p, t, k), path in predicted.items():
+            if (m, p, t) != (model, phase, transport) or not k.startswith(kind[:2]):
+                continue
+            run = load(path)
+            for row in in_slice(run.sweep.points, phase):
+                out.append((int(row["tp"]), float(row["step_p50_ns"]),
+                            [float(row[f"{c}_ns"]) for c in CLASSES], str(row["ceiling"]),
+                            "nodes" if k == "nodes" else "node"))
+    return sorted(set((tp, s, tuple(c), ce, w) for tp, s, c, ce, w in out))
+
+
+def picture(page, phase, sweeps, predicted):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    models = sorted({m for (m, p, _, again) in sweeps if p == phase and not again})
+    if not models:
+        return None
+    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4.6), squeeze=False)
+    transports = ["nvlink", "host", "auto", "net"]
+    hatch = {"nvlink": "", "host": "..", "auto": "", "net": "xx"}
+    for ax, model in zip(axes[0], models):
+        present = [t for t in transports if (model, phase, t, None) in sweeps]
+        width = 0.8 / max(1, len(present))
+        ticks = {}
+        for j, transport in enumerate(present):
+            run = load(sweeps[(model, phase, transport, None)])
+            rows = sorted(in_slice(run.sweep.points, phase), key=lambda r: int(r["tp"]))
+            pred = [p for p in predicted_points(predicted, model, phase, transport)
+                    if p[0] > max([int(r["tp"]) for r in rows] + [0])]
+            series = [(int(r["tp"]), float(r["step_p50_ns"]),
+                       [float(r[f"{c}_ns"]) for c in CLASSES], str(r["ceiling"]), None,
+                       (float(r["step_p50_lo_ns"]) if "step_p50_lo_ns" in r.dtype.names
+                        else float(r["step_p50_ns"]),
+                        float(r["step_p50_hi_ns"]) if "step_p50_hi_ns" in r.dtype.names
+                        else float(r["step_p50_ns"])))
+                      for r in rows]
+            series += [(tp, s, list(c), ce, w, None) for tp, s, c, ce, w in pred]
+            for tp, step, by_class, ceiling, where, interval in series:
+                x = ticks.setdefault(tp, len(ticks)) - 0.4 + width * (j + 0.5)
+                bottom = 0.0
+                for c, t in zip(CLASSES, by_class):
+                    ax.bar(x, t / 1e6, width * 0.92, bottom=bottom, color=COLORS[c],
+                           alpha=0.35 if where else 1.0, hatch=hatch[transport] or None,
+                           edgecolor="white" if not where else "black", linewidth=0.4)
+                    bottom += t / 1e6
+                if interval:
+                    lo, hi = interval
+                    ax.errorbar(x, step / 1e6, yerr=[[max(0, step - lo) / 1e6],
+                                                     [max(0, hi - step) / 1e6]],
+                                fmt="k_", capsize=3, lw=1)
+                label = ("P" if where == "node" else "IB" if where else "") + \
+                        ("*" if ceiling == "interconnect" else "")
+                if label:
+                    ax.text(x, max(bottom, step / 1e6) * 1.02, label, ha="center", va="bottom",
+                            fontsize=7)
+        ax.set_xticks(range(len(ticks)))
+        ax.set_xticklabels([f"TP{tp}" for tp in ticks])
+        ax.set_yscale("log")
+        slice_text = ", ".join(f"{k} {v}" for k, v in SLICES[phase].items())
+        ax.set_title(f"{model} {phase} ({slice_text})", fontsize=10)
+        ax.set_ylabel("step (ms, log)")
+    legend = [Patch(color=COLORS[c], label=c) for c in CLASSES]
+    legend += [Patch(facecolor="white", edgecolor="black", label="NVLink"),
+               Patch(facecolor="white", edgecolor="black", hatch="..", label="host path"),
+               Patch(facecolor="white", edgecolor="black", alpha=0.35,
+                     label="predicted (P: one node, IB: across nodes)")]
+    fig.legend(handles=legend, loc="lower center", ncol=7, fontsize=8, frameon=False)
+    fig.suptitle(f"{phase}: step by ceiling along TP; * = interconnect is the ceiling; "
+                 "bars: medians over repeats, whiskers: 95 % interval of the step", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    out = os.path.join(page, f"atlas_{phase}.png")
+    fig.savefig(out + ".tmp.png", dpi=110)
+    plt.close(fig)
+    os.replace(out + ".tmp.png", out)
+    return out
+
+
+def markdown(rows, columns):
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    for r in rows:
+        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns]
+        lines.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(page, name, text):
+    path = os.path.join(page, name)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    page, dirs = argv[1], argv[2:]
+    os.makedirs(page, exist_ok=True)
+    sweeps = files(dirs, SWEEP)
+    predicted = files(dirs, PREDICTED)
+    if not sweeps:
+        print(f"atlas_report: no sweep_*.h5 under {', '.join(d + '/h5' for d in dirs)}",
+              file=sys.stderr)
+        return 2
+    cross = crossover_rows(sweeps)
+    columns = ["model", "phase", "transport", "ok", "measured", "from_first", "predicted",
+               "bounds"]
+    write(page, "crossovers.md", markdown(cross, columns))
+    with open(os.path.join(page, "crossovers.csv.tmp"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(cross[0]))
+        w.writeheader()
+        w.writerows(cross)
+    os.replace(os.path.join(page, "crossovers.csv.tmp"), os.path.join(page, "crossovers.csv"))
+    trows = transport_rows(sweeps)
+    write(page, "transport.md", markdown(trows, ["model", "phase", "order", "points",
+                                                 "interconnect_on_slower_link", "where"]))
+    errors = model_error_rows(dirs)
+    write(page, "model_error.md", markdown(errors, ["sweep", "points", "median_error",
+                                                    "max_error"]))
+    layouts = train_layout_rows(dirs, sweeps)
+    write(page, "train_layouts.md", markdown(layouts, ["model", "transport", "tp_only", "tp_pp"]))
+    repro = repro_rows(sweeps)
+    write(page, "repro.md", markdown(repro, ["sweep", "first", "second", "same", "differ"]))
+    for phase in ("prefill", "decode", "train"):
+        picture(page, phase, sweeps, predicted)
+    print(markdown(cross, ["model", "phase", "transport", "ok", "bounds"]))
+    print(markdown(trows, ["model", "phase", "order", "interconnect_on_slower_link"]))
+    if errors:
+        print(markdown(errors, ["sweep", "points", "median_error", "max_error"]))
+    if repro:
+        print(markdown(repro, ["sweep", "same", "differ"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
