@@ -74,7 +74,9 @@ phase_args() {
   case $1 in
     prefill) echo "--phase prefill --batch 1 --seq ${ATLAS_SEQ:-512,2048,8192,16384} --warmup 2 --iters 10" ;;
     decode) echo "--phase decode --batch ${ATLAS_BATCH:-1,16,64,256} --context ${ATLAS_CONTEXT:-1024,8192,32768} --warmup 5 --iters 30" ;;
-    train) echo "--phase train --batch 1 --seq ${ATLAS_TRAIN_SEQ:-4096} --warmup 2 --iters 5" ;;
+    # The global batch is shared by the data-parallel replicas (ranks / tp): one sequence each at
+    # TP1, all of them in one replica at the node's largest TP.
+    train) echo "--phase train --batch $ranks --seq ${ATLAS_TRAIN_SEQ:-4096} --warmup 2 --iters 5" ;;
   esac
 }
 
@@ -83,7 +85,7 @@ touch "$out/steps.txt"
 for transport in "${transports_measured[@]}"; do
   roofs=$out/h5/roofs_$transport.h5
   step "roofs_$transport" "${mpirun[@]}" -np "$ranks" "$bin" roofs --transport "$transport" \
-    --timeout 300 --quiet --out "$roofs"
+    --timeout 300 --out "$roofs"
   # Phase by phase, every model before the next phase: a job cut short keeps whole phases.
   for phase in "${phases[@]}"; do
     for model in "${models[@]}"; do
@@ -109,7 +111,8 @@ for transport in "${transports_measured[@]}"; do
     for model in "${models[@]}"; do
       name=sweep_${model}_train_pp2_$transport
       step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" --roofs "$roofs" \
-        --config "$repo/models/$model.toml" --layers 2 --pp 2 --tp "$((ranks / 2))" "${grid[@]}" \
+        --config "$repo/models/$model.toml" --layers 2 --pp 2 --microbatches "$ranks" \
+        --tp "$((ranks / 2))" "${grid[@]}" \
         "${extra[@]}" --repeats "$repeats" --timeout 300 --quiet --out "$out/h5/$name.h5"
     done
   fi
