@@ -203,6 +203,11 @@ std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double step_f
     throw UsageError("--step-factor " + std::to_string(step_factor) + " must be > 1");
   std::vector<size_t> sizes;
   for (size_t size = min_bytes; size <= max_bytes;) {
+    if (sizes.size() == kMaxSweepSizes)
+      throw UsageError("--step-factor " + std::to_string(step_factor) + " from --min-bytes " +
+                       std::to_string(min_bytes) + " to --max-bytes " + std::to_string(max_bytes) +
+                       " plans more than " + std::to_string(kMaxSweepSizes) +
+                       " sizes: raise --step-factor or narrow the range");
     sizes.push_back(size);
     const double next = std::floor(static_cast<double>(size) * step_factor);
     if (next > static_cast<double>(max_bytes)) break;

@@ -73,8 +73,11 @@ double busbw_gbps(const CollectiveSpec& spec, int ranks, double size_bytes, doub
 /// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, any case,
 /// an optional trailing B). Throws UsageError naming `option` on anything else or on zero.
 size_t parse_size_bytes(const std::string& text, const std::string& option);
+/// The most sizes one sweep measures: a plan of more is refused, not run for days.
+inline constexpr size_t kMaxSweepSizes = 1000;
 /// min_bytes, min_bytes * f, ... while <= max_bytes (each step advances by at least one byte).
-/// Throws UsageError if min > max, factor <= 1 or a size is zero.
+/// Throws UsageError if min > max, factor <= 1, a size is zero or the plan holds more than
+/// kMaxSweepSizes sizes.
 std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double step_factor);
 
 /// Element `index` of `rank`'s send buffer: a small integer, exact in every dtype. For reducing

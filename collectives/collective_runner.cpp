@@ -9,6 +9,7 @@
 #include "collectives/nccl_communicator.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "core/watchdog.hpp"
 
 namespace ridgeline {
 namespace {
@@ -48,7 +49,7 @@ CollectiveBench::CollectiveBench(Device& device, Communicator& comm, MPI_Comm gr
 
 void CollectiveBench::wait_all(Stream stream, const SweepOptions& opts) {
   if (m_stream_ordered) {
-    nccl_wait_with_timeout(m_comm, stream, static_cast<int>(opts.timeout_s));
+    nccl_wait_with_timeout(m_comm, stream, whole_seconds(opts.timeout_s));
     return;
   }
   m_comm.complete(stream);

@@ -22,10 +22,14 @@
 #include "models/attention_cudnn.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/cuda_common.cuh"
+#include "models/tuning_env.hpp"
 
 namespace ridgeline {
 namespace cuda {
 namespace {
+
+static_assert(SkinnyGemm::kMaxRows == kSkinnyMaxRows && SkinnyGemm::kGemvRows == kSkinnyGemvRows,
+              "tuning_env() checks RIDGELINE_SKINNY_ROWS against the kernel's own limits");
 
 constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
 
@@ -391,17 +395,17 @@ public:
     int major = 0;
     RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     // Programmatic dependent launches (sm90), for an A/B of the overlap they buy: RIDGELINE_PDL=0
-    // none, =gemm the skinny GEMM alone (it starts while the kernel before it ends), unset (or
-    // anything else) also the kernels of a forward step (see set_launch_chain()).
-    const char* env = std::getenv("RIDGELINE_PDL");
-    const std::string pdl = env != nullptr ? env : "";
-    m_pdl = major < 9 || pdl == "0" ? Pdl::off : (pdl == "gemm" ? Pdl::gemm : Pdl::chain);
+    // none, =gemm the skinny GEMM alone (it starts while the kernel before it ends), unset (or 1)
+    // also the kernels of a forward step (see set_launch_chain()).
+    const TuningEnv knobs = tuning_env();
+    m_pdl = major < 9 || knobs.pdl == TuningEnv::Pdl::off
+                ? Pdl::off
+                : (knobs.pdl == TuningEnv::Pdl::gemm ? Pdl::gemm : Pdl::chain);
     // The most rows --gemm-algo skinny gives the project's kernel: its CUDA-core form's
     // (kGemvRows), or RIDGELINE_SKINNY_ROWS (1 to kMaxRows, for an A/B). The tensor-core form for
     // 5-16 rows lost to cuBLASLt's first choice at every preset layer at 16 rows, alone and
     // inside the decode step (results/h200x1-decode-skinny16-2026-11-25); search still times it.
-    if (const char* rows = std::getenv("RIDGELINE_SKINNY_ROWS"))
-      m_skinny_rows = std::clamp<int64_t>(std::atoll(rows), 1, cuda::SkinnyGemm::kMaxRows);
+    m_skinny_rows = knobs.skinny_rows;
     // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
     // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
     // norm, rotary, act and residual (comma-separated) folds only those; unset folds rotary and
@@ -410,13 +414,10 @@ public:
     // on an H200 (results/h200x1-decode-epilogues-2026-11-25), and the norm's squares summed
     // beside the products made llama3-8b's step 1.8-9.7 us and llama3-70b's 6.8-21.7 us longer
     // on an H100 (results/h100x4-2026-11-26).
-    if (const char* env = std::getenv("RIDGELINE_EPILOGUES")) {
-      const std::string list = std::string(",") + env + ",";
-      m_fold_norm = list.find(",norm,") != std::string::npos;
-      m_fold_rotary = list.find(",rotary,") != std::string::npos;
-      m_fold_act = list.find(",act,") != std::string::npos;
-      m_fold_residual = list.find(",residual,") != std::string::npos;
-    }
+    m_fold_norm = knobs.fold_norm;
+    m_fold_rotary = knobs.fold_rotary;
+    m_fold_act = knobs.fold_act;
+    m_fold_residual = knobs.fold_residual;
   }
 
   const char* name() const override { return "cuda"; }
@@ -465,8 +466,9 @@ public:
   }
 
   Buffer allocate(int64_t rows, int64_t cols) override {
-    RIDGELINE_REQUIRE(rows >= 0 && cols >= 0, "negative allocation");
-    return allocate_bytes(static_cast<size_t>(rows * cols) * dtype_size(m_dtype));
+    return allocate_bytes(static_cast<size_t>(
+        checked_mul(checked_mul(rows, cols, "allocation elements"),
+                    static_cast<int64_t>(dtype_size(m_dtype)), "allocation bytes")));
   }
 
   Buffer allocate_bytes(size_t bytes) override {
@@ -1319,9 +1321,9 @@ private:
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
   /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
-  bool m_fold_norm = false, m_fold_rotary = true, m_fold_act = true, m_fold_residual = false;
+  bool m_fold_norm = false, m_fold_rotary = false, m_fold_act = false, m_fold_residual = false;
   /// The most rows --gemm-algo skinny gives the project's kernel (RIDGELINE_SKINNY_ROWS).
-  int64_t m_skinny_rows = cuda::SkinnyGemm::kGemvRows;
+  int64_t m_skinny_rows = kSkinnyGemvRows;
   std::set<std::array<int64_t, 20>> m_skinny_shapes; ///< shapes recorded under GemmAlgo::skinny
   std::set<std::string> m_fused_shapes; ///< gemm_epilogue() launches recorded in m_gemm_choices
   /// Which kernels are programmatic dependent launches (compute capability 9.0 and later): none,

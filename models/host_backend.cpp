@@ -58,8 +58,9 @@ public:
   void synchronize() override {}
 
   Buffer allocate(int64_t rows, int64_t cols) override {
-    RIDGELINE_REQUIRE(rows >= 0 && cols >= 0, "negative allocation");
-    return allocate_bytes(static_cast<size_t>(rows * cols) * sizeof(float));
+    return allocate_bytes(
+        static_cast<size_t>(checked_mul(checked_mul(rows, cols, "allocation elements"),
+                                        static_cast<int64_t>(sizeof(float)), "allocation bytes")));
   }
 
   Buffer allocate_bytes(size_t bytes) override {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked_math.hpp"
 #include "core/dtype.hpp"
 
 namespace ridgeline {
@@ -55,7 +56,9 @@ struct LayerShape {
   /// all-gather before each column-parallel GEMM and a reduce-scatter after each row-parallel one.
   bool sequence_parallel = false;
 
-  int64_t tokens() const { return phase == Phase::prefill ? batch * seq : batch; }
+  int64_t tokens() const {
+    return phase == Phase::prefill ? checked_mul(batch, seq, "tokens (batch x seq)") : batch;
+  }
   /// Keys visible to the last query of a sequence (prefill: seq; decode: context + 1 at the
   /// first step).
   int64_t kv_len() const { return phase == Phase::prefill ? seq : context + 1; }

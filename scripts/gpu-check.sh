@@ -131,6 +131,11 @@ mpirun=("$launcher" --bind-to none --map-by slot)
 custom_ars=oneshot,push,push-ll,twoshot
 # Every step is bounded so that one hang cannot take the whole job's time.
 step_timeout=${GPU_CHECK_STEP_TIMEOUT:-150}
+# Numbers from the environment are checked as text before any use.
+for number in "GPU_CHECK_STEP_TIMEOUT=$step_timeout" "DECODE_GRAPHS_TP=${DECODE_GRAPHS_TP:-1}"; do
+  [[ ${number#*=} =~ ^[1-9][0-9]{0,5}$ ]] ||
+    { echo "gpu-check.sh: ${number%%=*} must be a positive integer, not '${number#*=}'" >&2; exit 2; }
+done
 start_s=$(date +%s)
 log() { echo "[gpu-check +$(( $(date +%s) - start_s ))s] $*"; }
 ngpu=$(nvidia-smi -L | wc -l)

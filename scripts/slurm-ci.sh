@@ -18,6 +18,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=$(cd "$1" && pwd)/src/ridgeline
 # With at most ~40 s of clean-up after it, the whole script stays under 5 minutes.
 budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-240}
+# Checked as text before any arithmetic, which would run the commands an unchecked value holds.
+if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
+  echo "slurm-ci.sh: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
+  exit 2
+fi
 start_s=$SECONDS
 if [[ ! -x $bin ]]; then
   echo "slurm-ci: no binary at $bin" >&2

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       exit_now = true;
       if (mpi.rank() == 0) app.exit(e);
     } else {
-      usage_error = e.what();
+      usage_error = ridgeline::usage_message(e, app);
       const std::vector<CLI::App*> selected = app.get_subcommands();
       const std::string command = selected.empty() ? "" : " " + selected.front()->get_name();
       usage_error += " (see ridgeline" + command + " --help)";
@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
-  ridgeline::CommandContext ctx{mpi, std::vector<std::string>(argv, argv + argc)};
+  ridgeline::CommandContext ctx{mpi, std::vector<std::string>(argv, argv + argc),
+                                app.get_config_ptr()->results()};
   try {
     return action(ctx);
   } catch (const std::exception& e) {

@@ -26,6 +26,7 @@
 #include "core/error.hpp"
 #include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
+#include "models/tuning_env.hpp"
 
 namespace ridgeline {
 namespace {
@@ -367,6 +368,8 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
 }
 
 int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
+  // The CUDA backend's environment switches are checked before any work, as every job does.
+  tuning_env();
   MpiSession& mpi = ctx.mpi;
   const int gpus = cuda_device_count();
   const bool cuda = cfg.backend == "cuda" || (cfg.backend == "auto" && gpus > 0);
@@ -428,7 +431,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
   nccl.cta_policy = cfg.nccl_cta_policy;
-  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
+  nccl.timeout_s = whole_seconds(cfg.timeout_s);
   // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
   // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
   comm = cuda && r.nccl_swept ? make_nccl_communicator(group.get(), nccl)
@@ -625,7 +628,9 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str();
   cmd->add_option("-e,--max-bytes", c.max_bytes, "Largest size (default: 1G on cuda, 4M on host)")
       ->check(byte_count());
-  cmd->add_option("-f,--step-factor", c.step_factor, "Size multiplier between steps (> 1)")
+  cmd->add_option("-f,--step-factor", c.step_factor,
+                  "Size multiplier between steps (> 1; at most " + std::to_string(kMaxSweepSizes) +
+                      " sizes in all)")
       ->check(number_above(1))
       ->capture_default_str();
   cmd->add_option("-d,--dtype", c.dtype,
@@ -678,7 +683,8 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
           "LIST", "buffers"))
       ->capture_default_str();
   cmd->add_option("--out", c.out, "Output file (default: results/ridgeline-collectives-<UTC>.h5)");
-  cmd->add_option("--timeout", c.timeout_s, "Seconds one size may take before the job is aborted")
+  cmd->add_option("--timeout", c.timeout_s,
+                  "Seconds one size may take before the job is aborted (1e9 or more: never)")
       ->check(number_above(0))
       ->capture_default_str();
   cmd->callback([cfg, &action] {

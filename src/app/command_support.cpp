@@ -118,6 +118,21 @@ CLI::Validator number_above(double bound, bool inclusive) {
       "", "number");
 }
 
+CLI::Validator regular_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        struct stat st {};
+        if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+        const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
+                           : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                           : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                        : "not a plain file";
+        return in_quotes(path) + " is " + kind + ", not a regular file";
+      },
+      "", "file");
+}
+
 CLI::Validator nccl_ctas() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -258,16 +273,77 @@ std::vector<std::string> output_problems(const std::string& path, const std::str
   return {};
 }
 
-std::vector<std::string>
-check_outputs(const CommandContext& ctx,
-              const std::vector<std::pair<std::string, std::string>>& outputs) {
+namespace {
+
+// Who a path is: the device and inode of a file that exists, else its directory's and its name.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  std::string name; ///< empty for a file that exists
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && name == o.name;
+  }
+};
+
+// False when neither the path nor its directory exists (nothing can be the same file).
+bool identify(const std::string& path, FileIdentity& id) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    id = {st.st_dev, st.st_ino, ""};
+    return true;
+  }
+  if (stat(directory_of(path).c_str(), &st) != 0) return false;
+  id = {st.st_dev, st.st_ino, path.substr(path.find_last_of('/') + 1)};
+  return true;
+}
+
+std::string named(const NamedFile& f) {
+  return f.option + " '" + f.path + "'";
+}
+
+} // namespace
+
+std::vector<std::string> file_problems(const std::vector<NamedFile>& outputs,
+                                       const std::vector<NamedFile>& inputs) {
   std::vector<std::string> problems;
-  if (ctx.mpi.rank() != 0) return problems;
-  for (const auto& [path, option] : outputs)
-    if (!path.empty())
-      for (std::string& p : output_problems(path, option))
+  std::vector<std::pair<const NamedFile*, FileIdentity>> seen_inputs, seen_outputs;
+  for (const NamedFile& f : inputs) {
+    FileIdentity id;
+    if (!f.path.empty() && identify(f.path, id)) seen_inputs.emplace_back(&f, id);
+  }
+  for (const NamedFile& f : outputs) {
+    if (f.path.empty()) continue;
+    FileIdentity id;
+    bool clash = false;
+    if (identify(f.path, id)) {
+      for (const auto& [input, input_id] : seen_inputs)
+        if (input_id == id) {
+          problems.push_back(named(f) + " is the same file as the input " + named(*input) +
+                             ": writing it would destroy that input");
+          clash = true;
+        }
+      for (const auto& [output, output_id] : seen_outputs)
+        if (output_id == id) {
+          problems.push_back(named(f) + " is the same file as " + named(*output) +
+                             ": one output would overwrite the other");
+          clash = true;
+        }
+      seen_outputs.emplace_back(&f, id);
+    }
+    if (!clash)
+      for (std::string& p : output_problems(f.path, f.option))
         problems.push_back(std::move(p));
+  }
   return problems;
+}
+
+std::vector<std::string> check_outputs(const CommandContext& ctx,
+                                       const std::vector<NamedFile>& outputs,
+                                       std::vector<NamedFile> inputs) {
+  if (ctx.mpi.rank() != 0) return {};
+  for (const std::string& config : ctx.config_files)
+    inputs.push_back({config, "--config"});
+  return file_problems(outputs, inputs);
 }
 
 OutputFile::OutputFile(std::string requested, std::string option, bool speak)

@@ -37,6 +37,10 @@ CLI::Validator integer_in(int64_t min, int64_t max = std::numeric_limits<int64_t
 CLI::Validator number_above(double bound, bool inclusive = false);
 /// A byte count: 8, 64K, 4M, 1G (powers of 1024), above 0.
 CLI::Validator byte_count();
+/// A file to read: refuses a path that exists but is not a regular file (a directory, a FIFO, a
+/// device, a socket), which a reader would fail on or wait on forever. A missing path is left to
+/// the reader, which names it.
+CLI::Validator regular_file();
 /// -1 (NCCL's default) or a positive integer: --nccl-max-ctas, --nccl-min-ctas.
 CLI::Validator nccl_ctas();
 /// default, efficiency or zero: --nccl-cta-policy.
@@ -70,11 +74,18 @@ inline constexpr int kExitResultsMoved = 4;
 /// names a directory, its directory is missing, or a probe file cannot be created and removed
 /// beside it. Checks this process's view only (the rank that writes calls it). Empty: writable.
 std::vector<std::string> output_problems(const std::string& path, const std::string& option);
-/// Every rank calls: rank 0 checks each (path, option) with output_problems() (empty paths are
-/// skipped) and returns the problems (for reject_if_any()); the other ranks return none.
-std::vector<std::string>
-check_outputs(const CommandContext& ctx,
-              const std::vector<std::pair<std::string, std::string>>& outputs);
+/// Why the `outputs` cannot be written, before any work: output_problems() of each, and every
+/// output that is the same file as another output or as one of the `inputs` (an output written
+/// over an input destroys it). Files are compared by identity, never by spelling: the device and
+/// inode of a path that exists (through symbolic links), else the identity of its directory and
+/// its name. Empty paths are skipped.
+std::vector<std::string> file_problems(const std::vector<NamedFile>& outputs,
+                                       const std::vector<NamedFile>& inputs);
+/// Every rank calls: rank 0 returns file_problems() of `outputs` against `inputs` and the
+/// --config files (for reject_if_any()); the other ranks return none.
+std::vector<std::string> check_outputs(const CommandContext& ctx,
+                                       const std::vector<NamedFile>& outputs,
+                                       std::vector<NamedFile> inputs = {});
 
 /// A result file that is never lost: written at the path asked for or, when that fails, at a
 /// fallback path with a unique name ($TMPDIR or /tmp, else the current directory), named on

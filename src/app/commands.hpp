@@ -14,7 +14,14 @@ namespace ridgeline {
 
 struct CommandContext {
   MpiSession& mpi;
-  std::vector<std::string> argv; ///< the full command line, recorded in output files
+  std::vector<std::string> argv;         ///< the full command line, recorded in output files
+  std::vector<std::string> config_files; ///< the --config files read: inputs no output may be
+};
+
+/// A file a command names: its path and the option (or argument) that names it, for messages.
+struct NamedFile {
+  std::string path;
+  std::string option;
 };
 
 /// What a subcommand does once parsed; returns the process exit code.
@@ -34,5 +41,8 @@ void setup_model_command(CLI::App& app, CommandAction& action);
 
 /// Builds the whole CLI (every registered command) into `app`; returns the selected action.
 void build_cli(CLI::App& app, CommandAction& action);
+/// The one-line message for a parse error of `app`: CLI11's own, except where it would not tell
+/// a person what to change (an option given twice, an unknown command).
+std::string usage_message(const CLI::ParseError& error, CLI::App& app);
 
 } // namespace ridgeline

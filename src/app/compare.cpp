@@ -966,13 +966,14 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
 }
 
 // Rank 0's whole command; returns the exit code.
-int compare_command(const CompareOptions& o) {
-  // The files asked for are checked (a probe file created beside each) before anything is read.
-  std::vector<std::string> problems = output_problems(o.json, "--json");
-  if (o.json.empty()) problems.clear();
-  if (!o.markdown.empty())
-    for (std::string& p : output_problems(o.markdown, "--markdown"))
-      problems.push_back(std::move(p));
+int compare_command(const CompareOptions& o, const std::vector<std::string>& config_files) {
+  // The files asked for are checked (a probe file created beside each, none of them an input)
+  // before anything is read.
+  std::vector<NamedFile> inputs = {{o.a, "file A"}, {o.b, "file B"}};
+  for (const std::string& config : config_files)
+    inputs.push_back({config, "--config"});
+  const std::vector<std::string> problems =
+      file_problems({{o.json, "--json"}, {o.markdown, "--markdown"}}, inputs);
   if (!problems.empty()) throw UsageError(join(problems, "; "));
   const ResultFile a = load(o.a);
   const ResultFile b = load(o.b);
@@ -1058,8 +1059,8 @@ void setup_compare_command(CLI::App& app, CommandAction& action) {
       "What changed between two run, sweep or collectives files: the stack layer by layer "
       "(hardware, driver, libraries, build, environment, clocks, configuration) and each "
       "timing's median with a bootstrap interval and a verdict (docs/COMPARE.md)");
-  cmd->add_option("a", o->a, "the baseline file (A)")->required();
-  cmd->add_option("b", o->b, "the file compared with it (B)")->required();
+  cmd->add_option("a", o->a, "the baseline file (A)")->required()->check(regular_file());
+  cmd->add_option("b", o->b, "the file compared with it (B)")->required()->check(regular_file());
   cmd->add_option("--json", o->json, "Also write the comparison as JSON here");
   cmd->add_option("--markdown", o->markdown, "Also write the comparison as markdown here");
   cmd->add_option("--fail-above", o->fail_above_pct,
@@ -1072,7 +1073,7 @@ void setup_compare_command(CLI::App& app, CommandAction& action) {
       int code = 0;
       if (ctx.mpi.rank() == 0) {
         try {
-          code = compare_command(*o);
+          code = compare_command(*o, ctx.config_files);
         } catch (const std::exception& e) {
           std::cerr << "ridgeline compare: " << e.what() << "\n";
           code = dynamic_cast<const UsageError*>(&e) ? 2 : 1;

@@ -304,7 +304,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(meas);
   cmd.add_option("--timeout", c.timeout_s,
-                 "Seconds a collective may wait before the job is aborted")
+                 "Seconds a collective may wait before the job is aborted (1e9 or more: never)")
       ->check(number_above(0))
       ->capture_default_str()
       ->group(meas);
@@ -364,6 +364,10 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
     c.file_layout = c.per_rank_files || c.ranks_per_file > 0
                         ? "per-node"
                         : file_layout_name(default_file_layout());
+}
+
+std::vector<NamedFile> input_files(const RunConfig& c) {
+  return {{c.roofs == "none" ? "" : c.roofs, "--roofs"}, {c.allreduce_table, "--allreduce-table"}};
 }
 
 std::vector<std::string> validate_shared(const RunConfig& c) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.hpp"
 #include "app/run_data.hpp"
 #include "models/model_spec.hpp"
 
@@ -97,6 +98,8 @@ void apply_defaults(RunConfig& cfg, const std::string& backend);
 /// The problems of the options every point of a job shares: the backend's name, the output
 /// files' directories and the roofs file (part of validate(); sweep checks them up front).
 std::vector<std::string> validate_shared(const RunConfig& cfg);
+/// The files a configuration reads (--roofs, --allreduce-table): no output may be one of them.
+std::vector<NamedFile> input_files(const RunConfig& cfg);
 /// Every problem with a completed configuration for `world_size` ranks (empty = valid).
 std::vector<std::string> validate(const RunConfig& cfg, int world_size);
 /// The model and per-microbatch layer shape of a validated configuration.

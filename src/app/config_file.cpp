@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
 
 namespace ridgeline {
 namespace {
@@ -14,11 +13,34 @@ bool bare_key_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
 }
 
-// A TOML integer or float (decimal, underscores between digits), without inf and nan.
+// The longest line a config file may hold: every option's value fits many times over, and a
+// line is read and scanned whole.
+constexpr size_t kMaxLineLength = 4096;
+
+// The end of `[0-9](_?[0-9])*` starting at `i`, or npos when no digit is there.
+size_t digit_run(const std::string& text, size_t i) {
+  auto digit = [&](size_t k) {
+    return k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])) != 0;
+  };
+  if (!digit(i)) return std::string::npos;
+  for (++i; digit(i) || (text[i] == '_' && digit(i + 1));)
+    i += digit(i) ? 1 : 2;
+  return i;
+}
+
+// A TOML integer or float (decimal, underscores between digits), without inf and nan:
+// [+-]?(0|[1-9](_?[0-9])*)(\.[0-9](_?[0-9])*)?([eE][+-]?[0-9](_?[0-9])*)?, scanned in one pass
+// (a backtracking regex recursed once per character and overflowed the stack on long numbers).
 bool toml_number(const std::string& text) {
-  static const std::regex number(
-      R"([+-]?(0|[1-9](_?[0-9])*)(\.[0-9](_?[0-9])*)?([eE][+-]?[0-9](_?[0-9])*)?)");
-  return std::regex_match(text, number);
+  size_t i = text.size() > 0 && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  i = i < text.size() && text[i] == '0' ? i + 1 : digit_run(text, i);
+  if (i < text.size() && text[i] == '.') i = digit_run(text, i + 1);
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    i = digit_run(text, i);
+  }
+  return i == text.size();
 }
 
 std::string strip_underscores(std::string text) {
@@ -52,6 +74,20 @@ CLI::Option* option_for_key(CLI::App& command, const std::string& key) {
       opt == command.get_help_all_ptr())
     return nullptr;
   return opt;
+}
+
+// Whether the option takes one number (an integer or a float), which a quoted string is not.
+bool takes_number(CLI::Option& opt) {
+  const std::string type = opt.get_type_name();
+  if (type == "INT" || type == "UINT" || type == "FLOAT" || type == "NUMBER") return true;
+  for (int v = 0;; ++v) {
+    try {
+      const std::string name = opt.get_validator(v)->get_name();
+      if (name == "integer" || name == "number") return true;
+    } catch (const CLI::OptionNotFound&) {
+      return false;
+    }
+  }
 }
 
 // One line of the file, read left to right.
@@ -93,12 +129,14 @@ public:
       ++m_pos;
     return m_text.substr(start, m_pos - start);
   }
-  // One scalar: a quoted string, a number, true or false (as text, quotes removed).
-  std::string scalar() {
+  // One scalar: a quoted string, a number, true or false (as text, quotes removed; `quoted`
+  // set for a string).
+  std::string scalar(bool& quoted) {
     skip_space();
     if (m_pos == m_text.size()) malformed("no value after '='");
     const char open = m_text[m_pos];
-    if (open == '"' || open == '\'') {
+    quoted = open == '"' || open == '\'';
+    if (quoted) {
       std::string value;
       for (++m_pos; m_pos < m_text.size(); ++m_pos) {
         const char c = m_text[m_pos];
@@ -132,14 +170,17 @@ public:
     if (toml_number(token)) return strip_underscores(token);
     malformed("the value '" + token + "' is not a \"quoted string\", a number, true or false");
   }
-  // A scalar, or a one-line array of scalars.
-  std::vector<std::string> value(bool& array) {
+  // A scalar, or a one-line array of scalars; `quoted` is set when any of them is a string.
+  std::vector<std::string> value(bool& array, bool& quoted) {
     array = take('[');
-    if (!array) return {scalar()};
+    if (!array) return {scalar(quoted)};
     std::vector<std::string> items;
+    quoted = false;
     while (!take(']')) {
       if (peek('[')) malformed("arrays of arrays are not options");
-      items.push_back(scalar());
+      bool string = false;
+      items.push_back(scalar(string));
+      quoted = quoted || string;
       if (!take(',') && !peek(']')) malformed("expected ',' or ']' in an array");
     }
     if (items.empty()) malformed("an empty array");
@@ -209,6 +250,9 @@ std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::stri
   for (int number = 1; std::getline(in, text); ++number) {
     if (!text.empty() && text.back() == '\r') text.pop_back();
     const std::string where = path + ":" + std::to_string(number);
+    if (text.size() > kMaxLineLength)
+      throw CLI::ConfigError(where + ": a line of " + std::to_string(text.size()) +
+                             " characters (at most " + std::to_string(kMaxLineLength) + ")");
     LineReader line(text, where);
     if (line.at_end()) continue;
     if (line.take('[')) {
@@ -228,8 +272,8 @@ std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::stri
     const std::string key = line.bare_key();
     if (key.empty() || !line.take('='))
       line.malformed("expected a table [name], key = value or a # comment");
-    bool array = false;
-    std::vector<std::string> inputs = line.value(array);
+    bool array = false, quoted = false;
+    std::vector<std::string> inputs = line.value(array, quoted);
     if (!line.at_end()) line.malformed("more text after the value (a comment starts with #)");
     if (command == nullptr)
       line.fail("'" + key +
@@ -250,9 +294,12 @@ std::vector<CLI::ConfigItem> parse_config_file(std::istream& in, const std::stri
                 std::to_string(first->second) + ")");
     if (opt->get_expected_min() == 0) {
       // A flag: true or false.
-      if (array || (inputs.front() != "true" && inputs.front() != "false"))
-        line.fail("'" + key + "' is a flag: expected true or false");
+      if (array || quoted || (inputs.front() != "true" && inputs.front() != "false"))
+        line.fail("'" + key + "' is a flag: expected true or false (unquoted)");
     } else {
+      if (quoted && takes_number(*opt))
+        line.fail("'" + key + "' takes a number: give it unquoted (" + key + " = " +
+                  inputs.front() + ")");
       // A list option takes one comma list; an option of several values takes them apart.
       if (array && opt->get_items_expected_max() <= 1) {
         std::string joined;

@@ -204,8 +204,10 @@ Attrs stack_attrs() {
 }
 
 std::vector<std::pair<std::string, std::string>> performance_env() {
-  static const char* const prefixes[] = {"NCCL_", "CUDA_",     "OMPI_",     "UCX_",    "SLURM_",
-                                         "OMP_",  "OPENBLAS_", "PMIX_RANK", "NVIDIA_", "CUBLAS"};
+  // RIDGELINE_*: the project's own switches, so that compare names the one an A/B changed.
+  static const char* const prefixes[] = {"NCCL_",   "CUDA_",  "OMPI_",     "UCX_",
+                                         "SLURM_",  "OMP_",   "OPENBLAS_", "PMIX_RANK",
+                                         "NVIDIA_", "CUBLAS", "RIDGELINE_"};
   std::vector<std::pair<std::string, std::string>> out;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;

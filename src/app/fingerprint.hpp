@@ -13,8 +13,8 @@ namespace ridgeline {
 
 /// Versions and build facts of this process (/stack attributes).
 Attrs stack_attrs();
-/// NCCL_*, CUDA_*, OMPI_*, UCX_*, SLURM_*, OMP_*, OPENBLAS_*, CUBLAS*, PMIX_RANK... as set now,
-/// sorted.
+/// NCCL_*, CUDA_*, OMPI_*, UCX_*, SLURM_*, OMP_*, OPENBLAS_*, CUBLAS*, RIDGELINE_*, PMIX_RANK... as
+/// set now, sorted.
 std::vector<std::pair<std::string, std::string>> performance_env();
 /// This rank's host and device facts (one /topology entry); `extra` is appended (grid coords).
 Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int device,

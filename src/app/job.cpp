@@ -14,6 +14,7 @@
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
+#include "models/tuning_env.hpp"
 
 namespace ridgeline {
 
@@ -58,6 +59,9 @@ Attrs gpu_binding_attrs(const MpiSession& mpi, const GpuBinding& b) {
 
 JobContext::JobContext(CommandContext& cmd, const std::string& backend, bool allow_shared_gpu)
     : m_cmd(cmd) {
+  // The CUDA backend's environment switches are checked before any work, on every backend:
+  // an A/B whose switch was mistyped would measure the default.
+  tuning_env();
   m_gpus = cuda_device_count();
   m_cuda = backend == "cuda" || (backend == "auto" && m_gpus > 0);
   m_backend_name = m_cuda ? "cuda" : "host";

@@ -342,6 +342,19 @@ void print_validation_point(std::ostream& out, const std::string& label, double 
 int run_model(CommandContext& ctx, ModelOptions o) {
   JobContext job(ctx, "host");
   MpiSession& mpi = job.mpi();
+  // Every file the model will write is checked before anything is read.
+  std::vector<NamedFile> inputs = input_files(o.base);
+  inputs.push_back({o.hardware, "--hardware"});
+  inputs.push_back({o.validate, "--validate"});
+  for (const std::string& path : o.calibrate)
+    inputs.push_back({path, "--calibrate"});
+  if (reject_if_any(
+          ctx, "invalid model",
+          check_outputs(
+              ctx,
+              {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}},
+              inputs)))
+    return 2;
   std::vector<std::string> problems;
   Machine machine;
   std::string roofs_path = o.base.roofs;
@@ -379,9 +392,6 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       problems.emplace_back(e.what());
     }
   }
-  for (std::string& p : check_outputs(
-           ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
-    problems.push_back(std::move(p));
   if (reject_if_any(ctx, "invalid model", problems)) return 2;
 
   std::ostringstream calibration_text;
@@ -604,6 +614,7 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
                   "Hardware description (models/hardware/*.toml): data-sheet peaks, deratings and "
                   "the link presets; --roofs FILE, where given, takes precedence for the roofs")
       ->check(CLI::ExistingFile)
+      ->check(regular_file())
       ->group("Prediction");
   cmd->add_option("--link", o->link, "Link preset within a node: nvlink or pcie-gen5")
       ->check(CLI::Validator(link_name, "PRESET"))
@@ -619,12 +630,14 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
                   "Measured run or sweep file: each op kind's efficiency against its roofs, per "
                   "phase, applied to the predictions and printed (may be repeated)")
       ->check(CLI::ExistingFile)
+      ->check(regular_file())
       ->group("Prediction");
   cmd->add_option("--validate", o->validate,
                   "Predict every measured point of this run or sweep file and print predicted "
                   "vs measured per op and per step (roofs: the file's own /roofs unless --roofs "
                   "or --hardware)")
       ->check(CLI::ExistingFile)
+      ->check(regular_file())
       ->group("Prediction");
   cmd->callback([o, &action, &app, cmd] {
     apply_run_table(app, *cmd);

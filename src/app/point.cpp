@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/ranges.hpp"
 #include "core/stats.hpp"
+#include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
 #include "parallel/tp_layer.hpp"
@@ -463,7 +464,7 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   nccl.max_ctas = cfg.nccl_max_ctas;
   nccl.min_ctas = cfg.nccl_min_ctas;
   nccl.cta_policy = cfg.nccl_cta_policy;
-  nccl.timeout_s = static_cast<int>(std::ceil(cfg.timeout_s));
+  nccl.timeout_s = whole_seconds(cfg.timeout_s);
   // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
   // tokens x hidden (the layer's outputs forward, its input gradients backward).
   TpAllReduce all_reduce;

@@ -1,6 +1,7 @@
 // Roof measurement and the `ridgeline roofs` command.
 #include "app/roofs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "collectives/collective_runner.hpp"
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
+#include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/roof_probes.hpp"
 #include "models/work_model.hpp"
@@ -184,7 +186,7 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     if (ranks % g != 0) continue;
     GroupComm group(world, job.mpi().rank() / g, job.mpi().rank());
     NcclOptions nccl;
-    nccl.timeout_s = static_cast<int>(std::ceil(plan.timeout_s));
+    nccl.timeout_s = whole_seconds(plan.timeout_s);
     std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
     CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
     for (const std::string& name : plan.collectives) {
@@ -325,21 +327,26 @@ std::string dtype_item(const std::string& item, std::string& canonical) {
   return "";
 }
 
+// The largest GEMM dimension --gemm-sizes and --gemm-shapes take: an n x n operand of it is
+// 4 TiB in fp32, beyond any device, and every product of three of them fits 64 bits.
+constexpr int64_t kMaxGemmDimension = int64_t{1} << 20;
+
 std::string size_item(const std::string& item, std::string& canonical) {
   std::string text = item;
-  const std::string problem = integer_in(1)(text);
+  const std::string problem = integer_in(1, kMaxGemmDimension)(text);
   if (problem.empty()) canonical = std::to_string(std::stoll(item));
   return problem;
 }
 
-// MxNxK with positive M, N, K.
+// MxNxK with M, N, K from 1 to kMaxGemmDimension.
 std::string shape_item(const std::string& item, std::string& canonical) {
   const std::vector<std::string> dims = split_by(item, 'x');
   canonical.clear();
   for (const std::string& d : dims) {
     std::string c;
     if (dims.size() != 3 || !size_item(d, c).empty())
-      return "'" + item + "' is not MxNxK with positive M, N, K";
+      return "'" + item + "' is not MxNxK with M, N, K from 1 to " +
+             std::to_string(kMaxGemmDimension);
     canonical += (canonical.empty() ? "" : "x") + c;
   }
   return "";
@@ -420,13 +427,26 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   // (collective: only once every rank agrees that the options are valid).
   if (all_ranks_true(job.mpi().world(), problems.empty())) {
     const int64_t free_bytes = job.min_free_bytes();
-    const double need = 2.0 * static_cast<double>(plan.memory_max_bytes) +
-                        3.0 * static_cast<double>(plan.interconnect_max_bytes);
+    // The largest GEMM's three operands are held alone, at another time than the other buffers.
+    double gemm = 0;
+    for (DType dtype : plan.dtypes) {
+      const double size = static_cast<double>(dtype_size(dtype));
+      for (int64_t n : plan.gemm_sizes)
+        gemm = std::max(gemm, 3.0 * static_cast<double>(n) * static_cast<double>(n) * size);
+      for (const RoofsPlan::Shape& g : plan.gemm_shapes)
+        gemm = std::max(gemm, (static_cast<double>(g.m) * static_cast<double>(g.k) +
+                               static_cast<double>(g.n) * static_cast<double>(g.k) +
+                               static_cast<double>(g.m) * static_cast<double>(g.n)) *
+                                  size);
+    }
+    const double need = std::max(gemm, 2.0 * static_cast<double>(plan.memory_max_bytes) +
+                                           3.0 * static_cast<double>(plan.interconnect_max_bytes));
     if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))
       problems.push_back("the roofs' buffers need about " +
                          std::to_string(static_cast<int64_t>(need / 1048576)) +
                          " MiB per rank but the smallest free memory of any rank is " +
-                         std::to_string(free_bytes / 1048576) + " MiB (lower --memory-max-bytes)");
+                         std::to_string(free_bytes / 1048576) +
+                         " MiB (lower --memory-max-bytes or the GEMM sizes)");
   }
   // The output file is checked (a probe file created beside it) before anything is measured.
   const std::string out = output_path(job.mpi().world(), o.out, "roofs");
@@ -482,10 +502,13 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--dtypes", o->dtypes,
                   "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
       ->check(comma_list(dtype_item));
-  cmd->add_option("--gemm-sizes", o->gemm_sizes, "Square GEMM sizes n (n x n x n), comma list")
+  cmd->add_option("--gemm-sizes", o->gemm_sizes,
+                  "Square GEMM sizes n (n x n x n, n at most " + std::to_string(kMaxGemmDimension) +
+                      "), comma list")
       ->check(comma_list(size_item));
   cmd->add_option("--gemm-shapes", o->gemm_shapes,
-                  "Further GEMM shapes MxNxK (e.g. a layer's), comma list")
+                  "Further GEMM shapes MxNxK (e.g. a layer's; each at most " +
+                      std::to_string(kMaxGemmDimension) + "), comma list")
       ->check(comma_list(shape_item));
   cmd->add_option("--memory-max-bytes", o->memory_max_bytes,
                   "Largest memory pass, a multiple of 16 bytes (default 4G on cuda, 256M on host; "
@@ -506,7 +529,7 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str();
   cmd->add_option("--out,-o", o->out, "HDF5 output (default: results/ridgeline-roofs-<UTC>.h5)");
   cmd->add_option("--timeout", o->timeout_s,
-                  "Seconds one measurement may wait before the job is aborted")
+                  "Seconds one measurement may wait before the job is aborted (1e9 or more: never)")
       ->check(number_above(0))
       ->capture_default_str();
   cmd->footer("run --roofs FILE and sweep --roofs FILE reuse the file's /roofs for attribution.");

@@ -43,7 +43,8 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   if (reject_if_any(
           ctx, "cannot write the results",
           check_outputs(ctx,
-                        {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}})))
+                        {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}},
+                        input_files(cfg))))
     return 2;
   if (mpi.rank() == 0 && !cfg.quiet) progress::enable_line("run");
 
@@ -223,7 +224,7 @@ void setup_validate_command(CLI::App& app, CommandAction& action) {
   auto path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "Check an HDF5 file against the schema; non-zero exit on any problem");
-  cmd->add_option("file", *path, "ridgeline HDF5 file")->required();
+  cmd->add_option("file", *path, "ridgeline HDF5 file")->required()->check(regular_file());
   cmd->callback([path, &action] {
     action = [path](CommandContext& ctx) {
       int bad = 0;
@@ -348,7 +349,7 @@ void setup_report_command(CLI::App& app, CommandAction& action) {
       "efficiency, the step by ceiling, sweep points and crossovers, each collective's sizes and "
       "fitted roof; several sweep files (one per transport) are joined into one table and their "
       "crossovers found along the transport too; a file its job left incomplete is marked PARTIAL");
-  cmd->add_option("files", *paths, "ridgeline HDF5 files")->required();
+  cmd->add_option("files", *paths, "ridgeline HDF5 files")->required()->check(regular_file());
   cmd->callback([paths, &action] {
     const std::string problem =
         list_problem(*paths, [](const std::string&, std::string&) { return std::string(); });

@@ -604,7 +604,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   o.base.out = output_path(mpi.world(), o.base.out, "sweep");
   // Every file the sweep will write is checked before anything is measured.
   for (std::string& problem : check_outputs(
-           ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}}))
+           ctx, {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}},
+           input_files(o.base)))
     problems.push_back(std::move(problem));
   if (reject_if_any(ctx, "invalid sweep", problems)) return 2;
   if (mpi.rank() == 0 && !o.base.quiet) progress::enable_line("sweep");

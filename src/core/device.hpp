@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/checked_math.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -30,8 +31,11 @@ struct Tensor {
   Tensor rows_slice(int64_t row0, int64_t n) const;
   /// Every `step`-th row starting at row0 (e.g. one position of a KV cache across sequences).
   Tensor strided_rows(int64_t row0, int64_t n, int64_t step) const;
-  int64_t elements() const { return rows * cols; }
-  size_t bytes() const { return static_cast<size_t>(elements()) * dtype_size(dtype); }
+  int64_t elements() const { return checked_mul(rows, cols, "tensor elements"); }
+  size_t bytes() const {
+    return static_cast<size_t>(
+        checked_mul(elements(), static_cast<int64_t>(dtype_size(dtype)), "tensor bytes"));
+  }
 };
 
 /// Owning, move-only allocation made by a backend (host memory or device memory).

@@ -30,7 +30,9 @@ Tensor Tensor::strided_rows(int64_t row0, int64_t n, int64_t step) const {
 }
 
 Tensor Buffer::view(int64_t rows, int64_t cols, DType dtype) const {
-  RIDGELINE_REQUIRE(static_cast<size_t>(rows * cols) * dtype_size(dtype) <= m_bytes,
+  RIDGELINE_REQUIRE(static_cast<size_t>(checked_mul(checked_mul(rows, cols, "view elements"),
+                                                    static_cast<int64_t>(dtype_size(dtype)),
+                                                    "view bytes")) <= m_bytes,
                     "view larger than its buffer");
   Tensor t;
   t.data = m_data.get();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -25,6 +26,24 @@ std::chrono::steady_clock::duration poll_period(double seconds) {
 }
 
 } // namespace
+
+std::chrono::steady_clock::duration timeout_duration(double seconds) {
+  using duration = std::chrono::steady_clock::duration;
+  if (!(seconds < kNeverSeconds)) return duration::max();
+  return std::chrono::duration_cast<duration>(
+      std::chrono::duration<double>(std::max(0.0, seconds)));
+}
+
+std::chrono::steady_clock::time_point time_after(std::chrono::steady_clock::time_point now,
+                                                 std::chrono::steady_clock::duration limit) {
+  using time_point = std::chrono::steady_clock::time_point;
+  return limit > time_point::max() - now ? time_point::max() : now + limit;
+}
+
+int whole_seconds(double seconds) {
+  if (!(seconds < static_cast<double>(INT_MAX))) return INT_MAX;
+  return static_cast<int>(std::ceil(std::max(0.0, seconds)));
+}
 
 Watchdog::Watchdog(double seconds, std::string what) : m_seconds(seconds) {
   progress::set_phase(what);
@@ -51,12 +70,11 @@ void Watchdog::rearm(std::string what) {
 
 void Watchdog::watch() {
   using clock = std::chrono::steady_clock;
-  const auto limit =
-      std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(m_seconds));
+  const auto limit = timeout_duration(m_seconds);
   const auto poll = poll_period(m_seconds);
   std::unique_lock<std::mutex> lock(m_mutex);
   auto position = progress::position();
-  auto deadline = clock::now() + limit;
+  auto deadline = time_after(clock::now(), limit);
   for (;;) {
     m_cv.wait_until(lock, std::min(deadline, clock::now() + poll),
                     [this] { return m_done || m_rearmed; });
@@ -65,7 +83,7 @@ void Watchdog::watch() {
     if (m_rearmed || now_at != position) {
       m_rearmed = false;
       position = now_at;
-      deadline = clock::now() + limit;
+      deadline = time_after(clock::now(), limit);
       continue;
     }
     if (clock::now() < deadline) continue;

@@ -4,6 +4,7 @@
 // waiting forever.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -13,6 +14,19 @@
 #include "core/progress.hpp"
 
 namespace ridgeline {
+
+/// Timeouts at or beyond this many seconds (about 31 years) never expire: the clock's
+/// nanosecond count could not hold them.
+inline constexpr double kNeverSeconds = 1e9;
+
+/// `seconds` as the steady clock's duration, saturated: kNeverSeconds or more (and NaN) gives
+/// the largest duration, which time_after() never reaches.
+std::chrono::steady_clock::duration timeout_duration(double seconds);
+/// `now` + `limit` without overflow: the largest time point when the sum would pass it.
+std::chrono::steady_clock::time_point time_after(std::chrono::steady_clock::time_point now,
+                                                 std::chrono::steady_clock::duration limit);
+/// `seconds` rounded up to whole seconds for an int API (NCCL waits), saturated at INT_MAX.
+int whole_seconds(double seconds);
 
 class Watchdog {
 public:

@@ -46,7 +46,7 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   if (cuda_device_count() < mpi.local_size()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
 #endif
-  CommandContext ctx{mpi, {"test_ranges"}};
+  CommandContext ctx{mpi, {"test_ranges"}, {}};
   JobContext job(ctx, kBackend);
   RunConfig cfg;
   cfg.backend = kBackend;

@@ -547,6 +547,11 @@ struct BadFile {
   const char* expected;
 };
 
+// A number of 30,000 digits: the regex that once scanned numbers overflowed the stack on it.
+const std::string kLongLine = "[run]\nlayers = " + std::string(30000, '9') + "\n";
+// The longest number a line holds: scanned, then refused by the option.
+const std::string kLongNumber = "[run]\nlayers = " + std::string(4000, '9') + "\n";
+
 class ConfigFileRefuses : public ConfigFile, public ::testing::WithParamInterface<BadFile> {};
 
 TEST_P(ConfigFileRefuses, NamingTheFileAndTheLine) {
@@ -585,7 +590,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "'graphs' is a flag: expected true or false"},
         BadFile{"list_refused", "[run]\noverlap = [\"none\", \"none\"]\n", 2, "'none' given twice"},
         BadFile{"other_command_key", "[run]\nlayers = 2\n[collectives]\nlayers = 2\n", 4,
-                "unknown key 'layers' in [collectives]"}),
+                "unknown key 'layers' in [collectives]"},
+        BadFile{"quoted_integer", "[run]\nbatch = \"4\"\n", 2,
+                "'batch' takes a number: give it unquoted (batch = 4)"},
+        BadFile{"quoted_float", "[run]\nrope-theta = \"1e4\"\n", 2, "'rope-theta' takes a number"},
+        BadFile{"quoted_flag", "[run]\ngraphs = \"true\"\n", 2, "'graphs' is a flag"},
+        BadFile{"long_line", kLongLine.c_str(), 2, "a line of 30009 characters (at most 4096)"},
+        BadFile{"long_number", kLongNumber.c_str(), 2, "expected an integer >= 1"}),
     [](const ::testing::TestParamInfo<BadFile>& info) { return info.param.name; });
 
 TEST_F(ConfigFile, ACommandReadsItsOwnTablesAndRefusesAFileWithoutOne) {

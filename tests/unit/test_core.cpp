@@ -2,12 +2,15 @@
 // conversions, errors.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <memory>
 #include <thread>
 
 #include "collectives/half_types.hpp"
+#include "core/checked_math.hpp"
 #include "core/checksum.hpp"
+#include "core/device.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/gpu_binding.hpp"
@@ -284,6 +287,37 @@ TEST(WatchdogDeathTest, NamesTheIterationItStoppedAt) {
       },
       ::testing::ExitedWithCode(124),
       "timed out after 0 s: recorded iterations of none, iteration 3");
+}
+
+// A timeout beyond what the clock's nanosecond count holds means never: the deadline saturates
+// at the clock's end instead of wrapping into the past (which fired the watchdog at once).
+TEST(Watchdog, HugeTimeoutsSaturate) {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point now = clock::now();
+  for (double seconds : {1e9, 1e10, 1e300, HUGE_VAL, std::nan("")}) {
+    EXPECT_EQ(timeout_duration(seconds), clock::duration::max()) << seconds;
+    EXPECT_EQ(time_after(now, timeout_duration(seconds)), clock::time_point::max()) << seconds;
+  }
+  EXPECT_EQ(timeout_duration(2.5), std::chrono::milliseconds(2500));
+  EXPECT_EQ(time_after(now, std::chrono::seconds(1)), now + std::chrono::seconds(1));
+  EXPECT_EQ(whole_seconds(1e10), INT_MAX);
+  EXPECT_EQ(whole_seconds(HUGE_VAL), INT_MAX);
+  EXPECT_EQ(whole_seconds(299.2), 300);
+}
+
+// Size products refuse to wrap: 2^32 x 2^32 once became 0 and a buffer of 0 bytes was written.
+TEST(CheckedMul, RefusesProductsBeyond64Bits) {
+  EXPECT_EQ(checked_mul(int64_t{1} << 31, int64_t{1} << 31, "n"), int64_t{1} << 62);
+  EXPECT_EQ(checked_mul(0, INT64_MAX, "n"), 0);
+  EXPECT_THROW(checked_mul(int64_t{1} << 32, int64_t{1} << 32, "gemm"), UsageError);
+  EXPECT_THROW(checked_mul(INT64_MAX, 2, "n"), UsageError);
+  EXPECT_THROW(checked_mul(-1, 2, "n"), UsageError);
+  Tensor t;
+  t.rows = int64_t{1} << 32;
+  t.cols = int64_t{1} << 32;
+  EXPECT_THROW(t.elements(), UsageError);
+  t.cols = int64_t{1} << 30;
+  EXPECT_THROW(t.bytes(), UsageError); // 2^62 elements of 4 bytes
 }
 
 // iteration() alone (atomic stores, no lock) restarts the countdown: a loop of many short
