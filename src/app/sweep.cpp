@@ -35,7 +35,10 @@ bool numeric_axis(const std::string& axis) {
          std::end(kNumericAxes);
 }
 bool less_value(const std::string& axis, const std::string& a, const std::string& b) {
-  return numeric_axis(axis) ? std::stoll(a) < std::stoll(b) : a < b;
+  const bool link = axis == kLinkBandwidthAxis || axis == kLinkLatencyAxis;
+  return link                 ? std::stod(a) < std::stod(b)
+         : numeric_axis(axis) ? std::stoll(a) < std::stoll(b)
+                              : a < b;
 }
 int class_index(const std::string& ceiling) {
   for (int i = 0; i < kCeilingClasses; ++i)
@@ -68,19 +71,7 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
       std::sort(line.begin(), line.end(), [&](const SweepRow* a, const SweepRow* b) {
         return less_value(axis, a->axis.at(axis), b->axis.at(axis));
       });
-      bool interconnect_found = false;
-      for (size_t i = 1; i < line.size(); ++i) {
-        const SweepRow& before = *line[i - 1];
-        const SweepRow& at = *line[i];
-        if (before.ceiling == at.ceiling) continue;
-        const int from = class_index(before.ceiling), to = class_index(at.ceiling);
-        if (from < 0 || to < 0 || to == static_cast<int>(Ceiling::launch)) continue;
-        // The interconnect becoming the ceiling, or HBM and compute trading places.
-        const bool interconnect = to == static_cast<int>(Ceiling::interconnect);
-        const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
-        if (!interconnect && !memory_compute) continue;
-        if (interconnect && interconnect_found) continue;
-        interconnect_found = interconnect_found || interconnect;
+      auto cross = [&](const SweepRow& before, const SweepRow& at, int from, int to) {
         Crossover c;
         c.axis = axis;
         c.fixed = fixed;
@@ -96,6 +87,41 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
                  ceiling_name(static_cast<Ceiling>(from)) + " " +
                  std::to_string(c.falling_ns / 1e3).substr(0, 8) + " us";
         out.push_back(c);
+      };
+      if (axis == kLinkBandwidthAxis) {
+        const int ic = static_cast<int>(Ceiling::interconnect);
+        size_t i = 0;
+        while (i < line.size() && line[i]->ceiling == "interconnect")
+          ++i;
+        if (i > 0 && i < line.size() && class_index(line[i]->ceiling) >= 0) {
+          cross(*line[i - 1], *line[i], ic, class_index(line[i]->ceiling));
+          continue;
+        }
+        Crossover c;
+        c.axis = axis, c.fixed = fixed, c.predicted = true;
+        c.kind = line.front()->ceiling;
+        c.note = i == 0
+                     ? "the interconnect is not the ceiling at any bandwidth of the grid (from " +
+                           line.front()->axis.at(axis) + " GB/s)"
+                     : "the interconnect is the ceiling at every bandwidth of the grid (up to " +
+                           line.back()->axis.at(axis) + " GB/s)";
+        out.push_back(c);
+        continue;
+      }
+      bool interconnect_found = false;
+      for (size_t i = 1; i < line.size(); ++i) {
+        const SweepRow& before = *line[i - 1];
+        const SweepRow& at = *line[i];
+        if (before.ceiling == at.ceiling) continue;
+        const int from = class_index(before.ceiling), to = class_index(at.ceiling);
+        if (from < 0 || to < 0 || to == static_cast<int>(Ceiling::launch)) continue;
+        // The interconnect becoming the ceiling, or HBM and compute trading places.
+        const bool interconnect = to == static_cast<int>(Ceiling::interconnect);
+        const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
+        if (!interconnect && !memory_compute) continue;
+        if (interconnect && interconnect_found) continue;
+        interconnect_found = interconnect_found || interconnect;
+        cross(before, at, from, to);
       }
     }
   }

@@ -24,6 +24,12 @@ namespace ridgeline {
 inline const char* const kSweepAxes[] = {"tp",    "batch",   "seq",       "context", "hidden",
                                          "phase", "overlap", "transport", "dtype"};
 
+/// `model`'s what-if link axes (--link-gbps, --link-alpha-us): numbers, in a row's `axis` beside
+/// kSweepAxes. Along the bandwidth the interconnect falls, so its crossover is where it stops
+/// being the step's ceiling.
+inline const char* const kLinkBandwidthAxis = "link_gbps";
+inline const char* const kLinkLatencyAxis = "link_alpha_us";
+
 /// One point as the /sweep/points table holds it.
 struct SweepRow {
   int64_t point = 0;
@@ -51,7 +57,9 @@ struct Crossover {
 };
 
 /// Measured crossovers along each of `axes` among the ok rows (groups of rows equal in every
-/// other axis, ordered by the axis value).
+/// other axis, ordered by the axis value). Along kLinkBandwidthAxis, one row per line: the lowest
+/// bandwidth at which the ceiling is no longer the interconnect (kind: the class taking over),
+/// or, marked predicted with no at_value, that the line never or always is.
 std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
                                        const std::vector<std::string>& axes);
 
