@@ -118,9 +118,7 @@ double dp_gradient_ns(double bytes, int dp, const LinkPreset& link) {
   return link_collective_ns(link, bytes, 2.0 * (n - 1.0) / n);
 }
 
-namespace {
-
-double launch_ns(const Roofs& roofs, bool graphs) {
+double launch_floor_ns(const Roofs& roofs, bool graphs) {
   double eager = 0, graph = 0;
   for (const LaunchRoof& l : roofs.launch) {
     if (l.kind == "eager") eager = l.ns_per_launch;
@@ -128,6 +126,8 @@ double launch_ns(const Roofs& roofs, bool graphs) {
   }
   return graphs && graph > 0 ? graph : eager;
 }
+
+namespace {
 
 /// alpha_us + bus_bytes / beta_gbps in ns (an infinite beta: the latency alone).
 double alpha_beta_ns(double alpha_us, double beta_gbps, double bus_bytes) {
@@ -149,7 +149,7 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
   p.instances = op.instances;
   const auto eff = o.efficiency.find(p.kind);
   p.efficiency = eff != o.efficiency.end() ? eff->second : 1.0;
-  p.launch_ns = launch_ns(roofs, o.graphs);
+  p.launch_ns = launch_floor_ns(roofs, o.graphs);
   const OpWork& w = op.work;
   double roof_ns = 0;
   if (op.comm_lane) {
@@ -196,8 +196,12 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
       s.compute_lane_ns += t;
       lane_class[static_cast<int>(p.ceiling)] += t;
     }
+    s.launches += op.instances * op.work.kernels;
     s.ops.push_back(std::move(p));
   }
+  s.gap_ns = s.launches * o.gap_ns;
+  s.compute_lane_ns += s.gap_ns;
+  lane_class[static_cast<int>(Ceiling::launch)] += s.gap_ns;
   s.stage_ns =
       o.overlap ? std::max(s.compute_lane_ns, s.comm_lane_ns) : s.compute_lane_ns + s.comm_lane_ns;
   if (o.pp > 1 && o.p2p_bytes > 0) {

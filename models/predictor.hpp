@@ -63,6 +63,10 @@ double pipeline_bubble(int pp, int64_t microbatches);
 /// the ring's 2 (dp - 1) / dp bus bytes.
 double dp_gradient_ns(double bytes, int dp, const LinkPreset& link);
 
+/// The launch floor of one kernel (ns): the graph node's with `graphs` where measured, else the
+/// eager launch's (back-to-back launches from the host); 0 when neither was measured.
+double launch_floor_ns(const Roofs& roofs, bool graphs);
+
 /// One op as the predictor takes it.
 struct PredictOp {
   std::string name;
@@ -74,7 +78,10 @@ struct PredictOp {
 
 /// What decides the step besides the ops.
 struct PredictOptions {
-  bool graphs = false;      ///< launch floor: graph node (replayed) or eager
+  bool graphs = false; ///< launch floor: graph node (replayed) or eager
+  /// Time between two launches, paid once per kernel of every op and collective: eager, the
+  /// host's launch of the next kernel; --graphs, a graph node's floor.
+  double gap_ns = 0;
   bool overlap = false;     ///< collectives overlap compute (any strategy but none)
   int pp = 1;               ///< pipeline stages
   int64_t microbatches = 1; ///< per step
@@ -106,6 +113,8 @@ struct StepPrediction {
   std::vector<OpPrediction> ops;
   double compute_lane_ns = 0; ///< one microbatch through the stage: compute-lane ops
   double comm_lane_ns = 0;    ///< the same for collectives
+  double launches = 0;        ///< kernels one microbatch through the stage launches
+  double gap_ns = 0;          ///< launches x the gap: on the compute lane, in the launch class
   double stage_ns = 0;        ///< one microbatch through the stage, by the overlap policy
   double p2p_ns = 0;          ///< one microbatch's send to the next stage
   double bubble = 0;          ///< pipeline_bubble(pp, microbatches)
@@ -127,8 +136,10 @@ double in_step_collective_ns(const InterconnectRoof& r, double bus_bytes);
 /// Predicts one op under `roofs` (and the links where the roofs have no interconnect row).
 OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOptions& o);
 
-/// Predicts a step: every op (instances per microbatch through the stage), the overlap
-/// policy's combination (serialized: compute + comm; overlapped: the longer lane), the pipeline
+/// Predicts a step: every op (instances per microbatch through the stage), the gaps between
+/// their launches (each kernel, collectives' too, x options' gap_ns: one host issues them all
+/// in order, so they lengthen the compute lane and count as launch), the overlap policy's
+/// combination (serialized: compute + comm; overlapped: the longer lane), the pipeline
 /// ((m + p - 1) slots of one microbatch's stage time and send) and the gradient traffic.
 StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roofs,
                             const PredictOptions& o);

@@ -29,6 +29,8 @@ namespace ridgeline {
 namespace {
 
 const char* const kLinks[] = {"nvlink", "pcie-gen5", "ib-ndr"};
+// The link preset of the roofs' own interconnect rows measured over the host path.
+constexpr const char* kMeasuredHost = "measured-host";
 
 struct HardwareFields {
   HardwareSpec hw;
@@ -118,16 +120,34 @@ RunConfig config_from_attrs(const Attrs& a) {
 
 namespace {
 
+// A what-if link's figure as an axis value and in a list ("%g": 2.5, 100).
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+std::string number_list(const std::vector<double>& values) {
+  std::vector<std::string> texts;
+  for (double v : values)
+    texts.push_back(number_text(v));
+  return join(texts, ",");
+}
+
 struct ModelOptions {
   RunConfig base;
   std::string lists[std::size(kSweepAxes)];
-  std::string hardware, link = "nvlink", inter_node = "ib-ndr", validate;
+  std::string hardware, link = "nvlink", inter_node = "ib-ndr", validate, gap = "auto";
   std::vector<std::string> calibrate;
+  std::vector<double> link_gbps, link_alpha_us; ///< what-if links: every collective on each
   int nodes = 1, gpus_per_node = 8;
 };
 
-// Per phase, per op kind: the efficiency a calibration file's measured ops give.
-using Efficiencies = std::map<std::string, std::map<std::string, double>>;
+// What a calibration's measured files give, per phase: each op kind's efficiency, and the gap
+// between two eager launches that their uninstrumented steps left.
+struct Calibration {
+  std::map<std::string, std::map<std::string, double>> efficiency;
+  std::map<std::string, double> gap_ns;
+};
 
 struct Machine {
   Roofs roofs;
@@ -139,11 +159,32 @@ struct Placed {
   PredictOptions options;
   std::vector<PredictOp> ops;
   std::string problem;
+  std::string gap_source; ///< where options.gap_ns comes from
 };
 
-// The ops of one configuration and where its groups run.
-Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
-             const Efficiencies& eff) {
+// The gap between two launches of `cfg`'s step: --graphs, the roofs' graph node floor; eager,
+// the calibration's measured gap of the phase (--gap auto) where it has one, else the roofs'
+// eager launch floor (back-to-back launches from the host).
+void set_gap(Placed& p, const RunConfig& cfg, const ModelOptions& o, const Machine& m,
+             const Calibration& cal) {
+  if (o.gap == "none") {
+    p.gap_source = "none (--gap none)";
+    return;
+  }
+  const auto measured = cal.gap_ns.find(cfg.phase);
+  if (!cfg.graphs && o.gap == "auto" && measured != cal.gap_ns.end()) {
+    p.options.gap_ns = measured->second;
+    p.gap_source = "calibrated (" + cfg.phase + " gaps of --calibrate)";
+    return;
+  }
+  p.options.gap_ns = launch_floor_ns(m.roofs, cfg.graphs);
+  p.gap_source = cfg.graphs ? "roofs (graph node floor)" : "roofs (eager launch floor)";
+}
+
+// The ops of one configuration and where its groups run; `what_if`, where given, carries every
+// collective instead of the roofs and presets.
+Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, const Calibration& cal,
+             const LinkPreset* what_if = nullptr) {
   Placed p;
   const ModelSpec spec = model_spec(cfg);
   const LayerShape shape = layer_shape(cfg);
@@ -157,20 +198,23 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
   }
   const LinkPreset* intra = m.have_links ? m.hw.link(o.link) : nullptr;
   const LinkPreset* inter = m.have_links ? m.hw.link(o.inter_node) : nullptr;
+  if (what_if != nullptr) intra = inter = what_if;
   PredictOptions& po = p.options;
   po.graphs = cfg.graphs;
   po.overlap = cfg.overlap != "none";
   po.pp = cfg.pp;
   po.microbatches = cfg.microbatches;
   po.dp = cfg.dp;
-  po.transport = cfg.transport;
+  po.transport = o.link == kMeasuredHost ? "host" : cfg.transport;
   po.tp_link = cfg.tp > o.gpus_per_node ? inter : intra;
   po.pp_link = static_cast<int64_t>(cfg.tp) * cfg.pp > o.gpus_per_node ? inter : intra;
   po.dp_link = ranks > o.gpus_per_node ? inter : intra;
   po.p2p_bytes = static_cast<double>(shape.tokens() * cfg.hidden * dtype_size(dtype));
   const int64_t layers = std::max<int64_t>(1, cfg.layers / cfg.pp);
   po.gradient_bytes = layer_weight_bytes(spec, cfg.tp, dtype) * static_cast<double>(layers);
-  if (const auto e = eff.find(cfg.phase); e != eff.end()) po.efficiency = e->second;
+  if (const auto e = cal.efficiency.find(cfg.phase); e != cal.efficiency.end())
+    po.efficiency = e->second;
+  set_gap(p, cfg, o, m, cal);
   const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
   // The train phase runs the layer plan's backward after its forward.
   const std::vector<OpSpec> plan =
@@ -188,10 +232,17 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
 }
 
 // The roofs the groups of a point see: measured interconnect rows stand only for the
-// transport they were measured on, within a node.
-Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o) {
+// transport they were measured on, within a node (--link measured-host: the host path's rows
+// alone); a what-if link replaces them all.
+Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o, bool what_if) {
   Roofs r = m.roofs;
-  if (cfg.tp > o.gpus_per_node || o.link != "nvlink") r.interconnect.clear();
+  if (o.link == kMeasuredHost)
+    r.interconnect.erase(
+        std::remove_if(r.interconnect.begin(), r.interconnect.end(),
+                       [](const InterconnectRoof& i) { return i.transport != "host"; }),
+        r.interconnect.end());
+  if (what_if || cfg.tp > o.gpus_per_node || (o.link != "nvlink" && o.link != kMeasuredHost))
+    r.interconnect.clear();
   return r;
 }
 
@@ -223,9 +274,19 @@ Table prediction_table(const StepPrediction& s) {
 // left out. Keyed by the points' phase. Not capped at 1: the roofs are rates measured under a
 // sustained load (on a power-capped GPU, at its sustained clock), so ops that ran faster than
 // them, at a higher clock, are a measurement too.
-Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
-                       const Machine& m, std::ostream& out) {
+// And per phase the gap between two eager launches: each attributed eager point's launch class
+// (the timed step less its ops and its exposed interconnect: the gaps, with the launch-bound
+// ops' own time, which is taken out) less what the stamps added to the step (timed p50 -
+// uninstrumented step), summed, over the launches of those steps. Replayed graphs are left out:
+// their step is split by the roofs, not measured between ops.
+Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
+                      const Machine& m, std::ostream& out) {
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
+  struct GapSums {
+    double stamped_ns = 0, plain_ns = 0, launches = 0;
+    int points = 0;
+  };
+  std::map<std::string, GapSums> gaps;
   for (const std::string& path : paths) {
     RunData d = read_run_file(path, false);
     d.points = read_points(path);
@@ -236,7 +297,7 @@ Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions
     for (const auto& [config, summary] : points) {
       const RunConfig cfg = config_from_attrs(config);
       Placed pl = place(cfg, o, m, {});
-      const Roofs roofs = roofs_for(m, cfg, o);
+      const Roofs roofs = roofs_for(m, cfg, o, false);
       for (const PredictOp& op : pl.ops) {
         if (op.comm_lane) continue;
         const OpPrediction p = predict_op(op, roofs, pl.options);
@@ -247,18 +308,46 @@ Efficiencies calibrate(const std::vector<std::string>& paths, const ModelOptions
             sums[cfg.phase][p.kind].second += a.p50_ns;
           }
       }
+      const AttrValue* launch_class = find_attr(summary->attrs, "step_launch_ns");
+      if (cfg.graphs || launch_class == nullptr) continue;
+      double stamped = std::get<double>(*launch_class);
+      for (const OpAggregate& a : summary->ops)
+        if (a.kind != "collective" && a.kind != "p2p" && a.ceiling == "launch")
+          stamped -= a.per_step_p50_ns;
+      stamped = std::max(0.0, stamped);
+      double stamps = 0;
+      if (const AttrValue* plain = find_attr(summary->attrs, "uninstrumented_step_ns"))
+        stamps = std::max(0.0, summary->step.p50 - std::get<double>(*plain));
+      GapSums& g = gaps[cfg.phase];
+      g.stamped_ns += stamped;
+      g.plain_ns += std::max(0.0, stamped - stamps);
+      const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);
+      for (const PredictOp& op : pl.ops)
+        g.launches += op.instances * op.work.kernels * slots;
+      ++g.points;
     }
   }
-  Efficiencies e;
+  Calibration c;
   for (const auto& [phase, kinds] : sums)
     for (const auto& [kind, s] : kinds) {
-      e[phase][kind] = s.first / s.second;
+      c.efficiency[phase][kind] = s.first / s.second;
       char line[160];
       std::snprintf(line, sizeof(line), "calibration: %-8s %-12s efficiency %.3f\n", phase.c_str(),
-                    kind.c_str(), e[phase][kind]);
+                    kind.c_str(), c.efficiency[phase][kind]);
       out << line;
     }
-  return e;
+  for (const auto& [phase, g] : gaps) {
+    if (g.launches <= 0) continue;
+    c.gap_ns[phase] = g.plain_ns / g.launches;
+    char line[300];
+    std::snprintf(line, sizeof(line),
+                  "calibration: %-8s gap between launches %.3f us (%.3f us in the timed, stamped "
+                  "steps; %d eager point(s), %.0f launches)\n",
+                  phase.c_str(), c.gap_ns[phase] / 1e3, g.stamped_ns / g.launches / 1e3, g.points,
+                  g.launches);
+    out << line;
+  }
+  return c;
 }
 
 SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
@@ -281,12 +370,16 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
   return r;
 }
 
-constexpr const char* kUninstrumented = "uninstrumented_mean";
+constexpr const char* kUninstrumentedP50 = "uninstrumented_p50";
+constexpr const char* kUninstrumentedMean = "uninstrumented_mean";
 
 /// The step a prediction is held to: the point's uninstrumented loop (no event stamps between
-/// ops, the step the model predicts; the mean over its iterations, the largest over the ranks)
-/// where the file has it, else the p50 of the timed iterations, which carry a pair of event
-/// stamps per op.
+/// ops, the step the model predicts; the median of its sub-batches' per-iteration means, the
+/// largest over the ranks). A file written before the loop was timed in sub-batches holds only
+/// its mean (or the median of the rounds' means where strategies took turns): it is still taken,
+/// and said so, as the stamps of the timed iterations lengthen a decode step far more (up to a
+/// third at TP4 on 4 x H100) than one stall moves a mean; a file without the loop: the p50 of
+/// the timed iterations.
 struct MeasuredStep {
   double ns = 0;
   std::string source;
@@ -295,7 +388,9 @@ MeasuredStep measured_step(const RunSummary& sum) {
   const AttrValue* plain = find_attr(sum.attrs, "uninstrumented_step_ns");
   if (plain != nullptr) {
     const double* ns = std::get_if<double>(plain);
-    if (ns != nullptr && *ns > 0) return {*ns, kUninstrumented};
+    const bool sub_batches = find_attr(sum.attrs, "uninstrumented_sub_batches") != nullptr;
+    if (ns != nullptr && *ns > 0)
+      return {*ns, sub_batches ? kUninstrumentedP50 : kUninstrumentedMean};
   }
   const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
   return {p50 != nullptr ? std::get<double>(*p50) : sum.step.p50, "instrumented_p50"};
@@ -372,7 +467,8 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     if (!o.hardware.empty()) {
       machine.hw = read_hardware_file(o.hardware);
       machine.have_links = true;
-      if (machine.hw.link(o.link) == nullptr || machine.hw.link(o.inter_node) == nullptr)
+      if ((o.link != kMeasuredHost && machine.hw.link(o.link) == nullptr) ||
+          machine.hw.link(o.inter_node) == nullptr)
         problems.emplace_back("--link/--inter-node: a preset the hardware file lacks");
     }
   } catch (const CLI::Error& e) {
@@ -388,17 +484,26 @@ int run_model(CommandContext& ctx, ModelOptions o) {
         problems.emplace_back("give --roofs FILE (measured) or --hardware FILE (models/hardware/)");
       if (problems.empty() && machine.roofs.gemm.empty())
         problems.emplace_back("'" + roofs_path + "' holds no /roofs to predict from");
+      if (problems.empty() && o.link == kMeasuredHost &&
+          std::none_of(machine.roofs.interconnect.begin(), machine.roofs.interconnect.end(),
+                       [](const InterconnectRoof& r) { return r.transport == "host"; }))
+        problems.emplace_back("--link measured-host: the roofs hold no interconnect roof measured "
+                              "over the host path (transport host)");
     } catch (const Error& e) {
       problems.emplace_back(e.what());
     }
   }
+  if (o.link_gbps.empty() != o.link_alpha_us.empty())
+    problems.emplace_back("--link-gbps and --link-alpha-us go together");
+  if (!o.link_gbps.empty() && !o.validate.empty())
+    problems.emplace_back("--link-gbps: a what-if link predicts a grid, not a measured file");
   if (reject_if_any(ctx, "invalid model", problems)) return 2;
 
   std::ostringstream calibration_text;
-  Efficiencies eff;
+  Calibration cal;
   if (!o.calibrate.empty()) {
     try {
-      eff = calibrate(o.calibrate, o, machine, calibration_text);
+      cal = calibrate(o.calibrate, o, machine, calibration_text);
     } catch (const Error& e) {
       problems.emplace_back(std::string("--calibrate: ") + e.what());
     }
@@ -432,6 +537,21 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     apply_defaults(base, machine.roofs.backend == "host" ? "host" : "cuda");
     grid = sweep_grid(base, lists);
   }
+  // --link-gbps x --link-alpha-us: every point of the grid over each what-if link (latency
+  // outer, bandwidth fastest), each carrying every collective.
+  std::vector<LinkPreset> what_if;
+  if (!o.link_gbps.empty()) {
+    std::vector<RunConfig> each;
+    for (const RunConfig& c : grid)
+      for (double alpha_us : o.link_alpha_us)
+        for (double gbps : o.link_gbps) {
+          each.push_back(c);
+          what_if.push_back({"what-if", gbps, 1.0, alpha_us, "--link-alpha-us"});
+        }
+    grid = std::move(each);
+    if (o.link_alpha_us.size() > 1) axes.emplace_back(kLinkLatencyAxis);
+    if (o.link_gbps.size() > 1) axes.emplace_back(kLinkBandwidthAxis);
+  }
 
   RunData data;
   data.root = job.root_attrs("sweep");
@@ -446,6 +566,11 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   data.config.emplace_back("model_inter_node", o.inter_node);
   data.config.emplace_back("model_nodes", static_cast<int64_t>(o.nodes));
   data.config.emplace_back("model_gpus_per_node", static_cast<int64_t>(o.gpus_per_node));
+  data.config.emplace_back("model_gap", o.gap);
+  if (!what_if.empty()) {
+    data.config.emplace_back("model_link_gbps", number_list(o.link_gbps));
+    data.config.emplace_back("model_link_alpha_us", number_list(o.link_alpha_us));
+  }
   for (size_t a = 0; a < std::size(kSweepAxes); ++a)
     if (!o.lists[a].empty())
       data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], o.lists[a]);
@@ -458,6 +583,8 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   // --validate: each measured point's step beside its prediction (for --json and --markdown).
   std::vector<std::string> checked_labels, measured_sources;
   std::vector<double> measured_ms, predicted_ms;
+  // The gaps between launches the points used, by source: (gap per launch, points).
+  std::map<std::string, std::pair<double, int64_t>> gaps;
   for (size_t k = 0; k < grid.size(); ++k) {
     RunConfig cfg = grid[k];
     if (cfg.phase == "prefill") cfg.context = 0;
@@ -468,13 +595,14 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     std::vector<std::string> point_problems =
         o.validate.empty() ? validate(cfg, cfg.tp * cfg.pp * cfg.dp) : std::vector<std::string>{};
     Placed pl;
+    const LinkPreset* link = what_if.empty() ? nullptr : &what_if[k];
     if (point_problems.empty()) {
-      pl = place(cfg, o, machine, eff);
+      pl = place(cfg, o, machine, cal, link);
       if (!pl.problem.empty()) point_problems.push_back(pl.problem);
     }
     StepPrediction s;
     if (point_problems.empty()) {
-      s = predict_step(pl.ops, roofs_for(machine, cfg, o), pl.options);
+      s = predict_step(pl.ops, roofs_for(machine, cfg, o, link != nullptr), pl.options);
       if (!s.missing.empty())
         point_problems.push_back("no interconnect roof for " + s.missing +
                                  ": give --hardware FILE for the link presets");
@@ -486,6 +614,10 @@ int run_model(CommandContext& ctx, ModelOptions o) {
         row.axis[a] = sweep_axis_value(cfg, a);
       row.status = "failed: " + join(point_problems, "; ");
     }
+    if (link != nullptr) {
+      row.axis[kLinkLatencyAxis] = number_text(link->latency_us);
+      row.axis[kLinkBandwidthAxis] = number_text(link->bandwidth_gbps);
+    }
     row.point = static_cast<int64_t>(rows.size());
     row.label = "point";
     if (!axes.empty()) {
@@ -494,13 +626,19 @@ int run_model(CommandContext& ctx, ModelOptions o) {
         row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
     }
     if (row.status == "ok") {
+      auto& used = gaps[pl.gap_source];
+      used.first = pl.options.gap_ns;
+      ++used.second;
       NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
                    prediction_table(s),
                    {{"step_ns", s.step_ns},
                     {"stage_ns", s.stage_ns},
                     {"p2p_ns", s.p2p_ns},
                     {"bubble", s.bubble},
-                    {"dp_gradient_ns", s.dp_gradient_ns}}};
+                    {"dp_gradient_ns", s.dp_gradient_ns},
+                    {"launches", s.launches},
+                    {"gap_ns", pl.options.gap_ns},
+                    {"gap_source", pl.gap_source}}};
       data.tables.push_back(std::move(t));
     }
     if (!measured.empty() && row.status == "ok") {
@@ -525,9 +663,25 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   // Every point is a prediction, and so is every crossover between them: a point estimate.
   for (Crossover& c : crossovers)
     c.status = "predicted";
-  data.tables.insert(data.tables.begin(),
-                     {{"/sweep/points", sweep_points_table(rows), {}},
-                      {"/sweep/crossovers", crossovers_table(crossovers), {}}});
+  // What-if links: the points carry their link's bandwidth and latency beside the run axes.
+  Table points = sweep_points_table(rows);
+  if (!what_if.empty()) {
+    std::vector<double> gbps, alpha_us;
+    for (const LinkPreset& l : what_if)
+      gbps.push_back(l.bandwidth_gbps), alpha_us.push_back(l.latency_us);
+    points.push_back({kLinkBandwidthAxis, gbps});
+    points.push_back({kLinkLatencyAxis, alpha_us});
+  }
+  std::vector<std::string> gap_sources;
+  std::vector<double> gap_us;
+  std::vector<int64_t> gap_points;
+  for (const auto& [source, used] : gaps)
+    gap_sources.push_back(source), gap_us.push_back(used.first / 1e3),
+        gap_points.push_back(used.second);
+  const Table gap_table = {{"source", gap_sources}, {"gap_us", gap_us}, {"points", gap_points}};
+  data.tables.insert(
+      data.tables.begin(),
+      {{"/sweep/points", points, {}}, {"/sweep/crossovers", crossovers_table(crossovers), {}}});
   int64_t failed = 0;
   for (const SweepRow& r : rows)
     failed += r.status == "ok" ? 0 : 1;
@@ -541,6 +695,13 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     std::cout << "ridgeline model: " << rows.size() << " point(s) predicted from "
               << machine.roofs.source << "\n";
     std::cout << calibration_text.str();
+    for (size_t i = 0; i < gap_sources.size(); ++i) {
+      char line[200];
+      std::snprintf(line, sizeof(line),
+                    "gap between launches: %.3f us per kernel, %s, at %lld point(s)\n", gap_us[i],
+                    gap_sources[i].c_str(), static_cast<long long>(gap_points[i]));
+      std::cout << line;
+    }
     if (!o.validate.empty()) {
       std::cout << detail.str();
       std::vector<double> abs;
@@ -555,21 +716,34 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                       "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
                       abs.size(), 100 * abs.back(), 100 * median);
         std::cout << line;
-        const auto plain = std::count(measured_sources.begin(), measured_sources.end(),
-                                      std::string(kUninstrumented));
-        std::cout << "measured step: the uninstrumented loop's mean at " << plain << " of "
-                  << measured_sources.size()
+        const auto count = [&](const char* source) {
+          return std::count(measured_sources.begin(), measured_sources.end(), std::string(source));
+        };
+        std::cout << "measured step: the uninstrumented loop's median of sub-batch means at "
+                  << count(kUninstrumentedP50)
+                  << ", its mean (a file written before sub-batches) at "
+                  << count(kUninstrumentedMean) << " of " << measured_sources.size()
                   << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
       }
     }
     print_sweep(std::cout, rows, axes, crossovers);
+    // The answer of a what-if bandwidth axis, per line of the other axes (each latency).
+    for (const Crossover& c : crossovers) {
+      if (c.axis != kLinkBandwidthAxis) continue;
+      std::cout << "link crossover [" << c.fixed << "]: ";
+      if (c.at_value.empty())
+        std::cout << c.note << "\n";
+      else
+        std::cout << "the interconnect is no longer the ceiling from " << c.at_value << " GB/s on ("
+                  << c.kind << "; interconnect-bound at " << c.before_value << " GB/s)\n";
+    }
     std::cout << "every point is predicted (analytic model), none measured\n";
     // The same points (and, with --validate, each measured step beside its prediction) as the
     // HDF5 file of sweep's layout, JSON and markdown, each where asked for.
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"model", data.root},
                                                               {"config", data.config}};
     std::vector<std::pair<std::string, Table>> tables = {
-        {"points", sweep_points_table(rows)}, {"crossovers", crossovers_table(crossovers)}};
+        {"points", points}, {"crossovers", crossovers_table(crossovers)}, {"gaps", gap_table}};
     std::vector<double> error_pct;
     for (double e : errors)
       error_pct.push_back(100 * e);
@@ -616,8 +790,15 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
-  cmd->add_option("--link", o->link, "Link preset within a node: nvlink or pcie-gen5")
-      ->check(CLI::Validator(link_name, "PRESET"))
+  cmd->add_option("--link", o->link,
+                  "Link preset within a node: nvlink or pcie-gen5 (the hardware file's data-sheet "
+                  "figures), or measured-host (the roofs' own interconnect rows measured over the "
+                  "host path, transport host)")
+      ->check(CLI::Validator(
+          [link_name](const std::string& v) {
+            return v == kMeasuredHost ? std::string() : link_name(v);
+          },
+          "PRESET"))
       ->group("Prediction");
   cmd->add_option("--inter-node", o->inter_node, "Link preset between nodes: ib-ndr")
       ->check(CLI::Validator(link_name, "PRESET"))
@@ -626,9 +807,31 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")
       ->check(integer_in(1, 1024))
       ->group("Prediction");
+  cmd->add_option("--link-gbps", o->link_gbps,
+                  "What-if link bandwidths (GB/s, comma list, with --link-alpha-us): every "
+                  "collective at latency + bytes x its busbw factor / bandwidth, in place of the "
+                  "roofs and presets; prints the lowest bandwidth at which the step's ceiling is "
+                  "no longer the interconnect (link crossover), per latency")
+      ->delimiter(',')
+      ->check(number_above(0))
+      ->group("Prediction");
+  cmd->add_option("--link-alpha-us", o->link_alpha_us,
+                  "What-if link latencies (us, comma list, with --link-gbps): each one's "
+                  "collectives over every bandwidth")
+      ->delimiter(',')
+      ->check(number_above(0, true))
+      ->group("Prediction");
+  cmd->add_option("--gap", o->gap,
+                  "Gap between launches added per kernel of every op and collective: auto "
+                  "(--graphs: the roofs' graph node floor; eager: the gaps --calibrate measured "
+                  "for the phase, else the roofs' eager launch floor), roofs (the floors alone) "
+                  "or none")
+      ->check(CLI::IsMember({"auto", "roofs", "none"}))
+      ->group("Prediction");
   cmd->add_option("--calibrate", o->calibrate,
-                  "Measured run or sweep file: each op kind's efficiency against its roofs, per "
-                  "phase, applied to the predictions and printed (may be repeated)")
+                  "Measured run or sweep file: each op kind's efficiency against its roofs, and "
+                  "the gap between eager launches its uninstrumented steps left, per phase, "
+                  "applied to the predictions and printed (may be repeated)")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");

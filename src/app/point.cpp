@@ -511,6 +511,7 @@ Attrs check_attrs(const CheckOutcome& check) {
 Attrs loop_attrs(const LoopTimes& loops) {
   return {{"instrumented_step_ns", loops.instrumented_ns},
           {"uninstrumented_step_ns", loops.plain_ns},
+          {"uninstrumented_sub_batches", static_cast<int64_t>(loops.sub_batches)},
           {"instrumentation_overhead", loops.instrumented_ns / loops.plain_ns - 1.0}};
 }
 

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.hpp"
@@ -16,6 +17,10 @@ namespace {
 // Rounds of the interleaved uninstrumented loops when a job compares strategies (the reported
 // step, compute-only and communication-only times are medians over them).
 constexpr int kInterleavedRounds = 5;
+
+// Sub-batches each uninstrumented loop is timed in: a loop has no per-iteration stamps, and the
+// median of its sub-batches' means keeps one stall from moving the figure, as it would a mean.
+constexpr int kSubBatches = 5;
 
 // A stretch of the run on the samples' time base (ns since the sampler started).
 struct Window {
@@ -83,8 +88,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   std::vector<int64_t> epochs;              // sampler time of each strategy's clock epoch
   std::vector<Window> instrumented_windows; // per strategy
 
-  auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m) {
-    return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / o.iters;
+  auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m, int iters) {
+    return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / iters;
   };
   std::vector<Workload::Mode> modes = {Workload::Mode::full};
   if (w.lane_modes())
@@ -125,7 +130,7 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
     rec.flush();
     instrumented_windows.push_back(
         {epochs.back() + rec.mark_ns(timed_start), epochs.back() + rec.mark_ns(timed_end)});
-    double instrumented = per_iter(rec, {timed_start, timed_end});
+    double instrumented = per_iter(rec, {timed_start, timed_end}, o.iters);
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, comm));
     watchdog.rearm("checking " + name);
     w.after_flush(rec);
@@ -143,9 +148,17 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   quiet.set_enabled(false);
   backend.synchronize();
   RIDGELINE_CHECK(MPI_Barrier(comm));
-  std::vector<std::pair<size_t, size_t>> marks; // [round][strategy][mode]
-  auto slot = [&](int round, size_t si, size_t mode) {
-    return (static_cast<size_t>(round) * strategies + si) * modes.size() + mode;
+  // [round][strategy][mode][sub-batch]: a sub-batch's marks and its iterations.
+  struct SubBatch {
+    size_t begin = 0, end = 0;
+    int iters = 0;
+  };
+  std::vector<SubBatch> marks;
+  const int sub_batches = std::min(kSubBatches, o.iters);
+  auto slot = [&](int round, size_t si, size_t mode, int sub) {
+    return ((static_cast<size_t>(round) * strategies + si) * modes.size() + mode) *
+               static_cast<size_t>(sub_batches) +
+           static_cast<size_t>(sub);
   };
   const char* const mode_texts[] = {"step", "compute only", "communication only"};
   for (int round = 0; round < result.rounds; ++round)
@@ -157,7 +170,8 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
                        ")");
         progress::begin_loop(o.iters);
         w.set_mode(mode);
-        const size_t start = quiet.mark(Lane::compute);
+        size_t begin = quiet.mark(Lane::compute);
+        int sub_begin = 0;
         for (int it = 0; it < o.iters; ++it) {
           watchdog.iteration(it);
           const ranges::Scope range([&] {
@@ -169,8 +183,15 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
           });
           w.set_position(it);
           w.step(quiet);
+          // Sub-batch j ends after iteration (j + 1) x iters / sub_batches - 1.
+          const int sub = static_cast<int>(marks.size() % static_cast<size_t>(sub_batches));
+          if (it + 1 == (sub + 1) * o.iters / sub_batches) {
+            const size_t end = quiet.mark(Lane::compute);
+            marks.push_back({begin, end, it + 1 - sub_begin});
+            begin = end;
+            sub_begin = it + 1;
+          }
         }
-        marks.emplace_back(start, quiet.mark(Lane::compute));
         w.set_mode(Workload::Mode::full);
       }
     }
@@ -178,19 +199,21 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
   backend.synchronize();
   quiet.flush();
   std::vector<double> ns;
-  for (const auto& m : marks)
-    ns.push_back(per_iter(quiet, m));
+  for (const SubBatch& m : marks)
+    ns.push_back(per_iter(quiet, {m.begin, m.end}, m.iters));
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
                                 MPI_MAX, comm));
   auto median_of = [&](size_t si, size_t mode) {
-    std::vector<double> per_round;
+    std::vector<double> means;
     for (int round = 0; round < result.rounds; ++round)
-      per_round.push_back(ns[slot(round, si, mode)]);
-    return percentile(per_round, 50);
+      for (int sub = 0; sub < sub_batches; ++sub)
+        means.push_back(ns[slot(round, si, mode, sub)]);
+    return percentile(means, 50);
   };
   for (size_t si = 0; si < strategies; ++si) {
     LoopTimes& t = result.strategies[si].loops;
     t.plain_ns = median_of(si, 0);
+    t.sub_batches = sub_batches;
     if (modes.size() == 3) {
       t.compute_only_ns = median_of(si, 1);
       t.comm_only_ns = median_of(si, 2);
@@ -205,9 +228,10 @@ ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Com
     for (size_t mode = 0; mode < modes.size(); ++mode) {
       std::vector<Window> windows;
       for (int round = 0; round < result.rounds; ++round) {
-        const auto& m = marks[slot(round, si, mode)];
+        const SubBatch& first = marks[slot(round, si, mode, 0)];
+        const SubBatch& last = marks[slot(round, si, mode, sub_batches - 1)];
         windows.push_back(
-            {epochs.back() + quiet.mark_ns(m.first), epochs.back() + quiet.mark_ns(m.second)});
+            {epochs.back() + quiet.mark_ns(first.begin), epochs.back() + quiet.mark_ns(last.end)});
       }
       for (auto& kv : gpu_means(comm, samples, windows, std::string("gpu.") + mode_names[mode]))
         gpu.push_back(std::move(kv));

@@ -51,12 +51,14 @@ public:
   virtual void after_flush(Recorder& rec) {}
 };
 
-/// Loop times of one strategy: per-iteration means, max over ranks.
+/// Loop times of one strategy, max over ranks: the timed loop's per-iteration mean, and the
+/// uninstrumented loops' median over their sub-batches' per-iteration means (every round).
 struct LoopTimes {
   double instrumented_ns = 0;
   double plain_ns = 0;
   double compute_only_ns = 0;
   double comm_only_ns = 0;
+  int sub_batches = 1; ///< per round: the uninstrumented loops' medians are over these
 };
 
 /// One strategy as measured.

@@ -179,8 +179,8 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
                   results[i].check.status.c_str());
     out << line;
   }
-  out << "step, comp(ute-only), comm(-only): uninstrumented per-iteration means (max over ranks), "
-         "median of "
+  out << "step, comp(ute-only), comm(-only): uninstrumented, the median of the per-iteration "
+         "means of each loop's sub-batches (max over ranks) over "
       << interleaved_rounds(results.size())
       << " round(s) in which the strategies take turns; "
          "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "

@@ -37,6 +37,7 @@ bool numeric_axis(const std::string& axis) {
 }
 bool less_value(const std::string& axis, const std::string& a, const std::string& b,
                 const AxisOrder& order) {
+  if (axis == kLinkBandwidthAxis || axis == kLinkLatencyAxis) return std::stod(a) < std::stod(b);
   if (numeric_axis(axis)) return std::stoll(a) < std::stoll(b);
   const auto ranks = order.find(axis);
   if (ranks == order.end()) return a < b;
@@ -96,18 +97,8 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
       std::stable_sort(line.begin(), line.end(), [&](const SweepRow* a, const SweepRow* b) {
         return less_value(axis, a->axis.at(axis), b->axis.at(axis), order);
       });
-      bool interconnect_found = false;
-      for (size_t i = 1; i < line.size(); ++i) {
-        const SweepRow& before = *line[i - 1];
-        const SweepRow& at = *line[i];
-        if (before.ceiling == at.ceiling) continue;
-        const int from = class_index(before.ceiling), to = class_index(at.ceiling);
-        if (from < 0 || to < 0 || to == static_cast<int>(Ceiling::launch)) continue;
-        // The interconnect becoming the ceiling, or HBM and compute trading places.
-        const bool interconnect = to == static_cast<int>(Ceiling::interconnect);
-        const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
-        if (!interconnect && !memory_compute) continue;
-        if (interconnect && interconnect_found) continue;
+      // One crossover from `before` (class `from` its ceiling) to `at` (class `to`).
+      auto cross = [&](const SweepRow& before, const SweepRow& at, int from, int to) {
         Crossover c;
         c.axis = axis;
         c.fixed = fixed;
@@ -136,6 +127,43 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
             " vs " + rising_name + " " +
             interval_text(before.class_ns[to], before.class_lo_ns[to], before.class_hi_ns[to]) +
             " at " + axis + "=" + c.before_value;
+        return c;
+      };
+      if (axis == kLinkBandwidthAxis) {
+        // What-if links (`model`): the lowest bandwidth at which the interconnect is no longer
+        // the ceiling, one row per line.
+        const int ic = static_cast<int>(Ceiling::interconnect);
+        size_t i = 0;
+        while (i < line.size() && line[i]->ceiling == "interconnect")
+          ++i;
+        if (i > 0 && i < line.size() && class_index(line[i]->ceiling) >= 0) {
+          out.push_back(cross(*line[i - 1], *line[i], ic, class_index(line[i]->ceiling)));
+          continue;
+        }
+        Crossover c;
+        c.axis = axis, c.fixed = fixed, c.predicted = true, c.status = "predicted";
+        c.kind = line.front()->ceiling;
+        c.note = i == 0
+                     ? "the interconnect is not the ceiling at any bandwidth of the grid (from " +
+                           line.front()->axis.at(axis) + " GB/s)"
+                     : "the interconnect is the ceiling at every bandwidth of the grid (up to " +
+                           line.back()->axis.at(axis) + " GB/s)";
+        out.push_back(c);
+        continue;
+      }
+      bool interconnect_found = false;
+      for (size_t i = 1; i < line.size(); ++i) {
+        const SweepRow& before = *line[i - 1];
+        const SweepRow& at = *line[i];
+        if (before.ceiling == at.ceiling) continue;
+        const int from = class_index(before.ceiling), to = class_index(at.ceiling);
+        if (from < 0 || to < 0 || to == static_cast<int>(Ceiling::launch)) continue;
+        // The interconnect becoming the ceiling, or HBM and compute trading places.
+        const bool interconnect = to == static_cast<int>(Ceiling::interconnect);
+        const bool memory_compute = (from == 0 && to == 1) || (from == 1 && to == 0);
+        if (!interconnect && !memory_compute) continue;
+        if (interconnect && interconnect_found) continue;
+        Crossover c = cross(before, at, from, to);
         interconnect_found = interconnect_found || (interconnect && c.status != "within noise");
         out.push_back(c);
       }

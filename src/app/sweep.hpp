@@ -29,6 +29,12 @@ inline const char* const kIntervalMethod =
     "95 % percentile bootstrap of the median (2000 resamples): the step resamples repeats and "
     "their iterations, each class time its repeats";
 
+/// `model`'s what-if link axes (--link-gbps, --link-alpha-us): numbers, in a row's `axis` beside
+/// kSweepAxes. Along the bandwidth the interconnect falls, so its crossover is where it stops
+/// being the step's ceiling.
+inline const char* const kLinkBandwidthAxis = "link_gbps";
+inline const char* const kLinkLatencyAxis = "link_alpha_us";
+
 /// One point as the /sweep/points table holds it.
 struct SweepRow {
   int64_t point = 0;
@@ -89,7 +95,10 @@ using AxisOrder = std::map<std::string, std::map<std::string, double>>;
 
 /// Measured crossovers along each of `axes` among the ok rows (groups of rows equal in every
 /// other axis, ordered by the axis value: numbers numerically, a text axis by `order` where it
-/// ranks every value, else by its text), each with its status (kCrossoverStatuses).
+/// ranks every value, else by its text), each with its status (kCrossoverStatuses). Along
+/// kLinkBandwidthAxis, one row per line: the lowest bandwidth at which the ceiling is no longer
+/// the interconnect (kind: the class taking over), or, marked predicted with no at_value, that
+/// the line never or always is.
 std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
                                        const std::vector<std::string>& axes,
                                        const AxisOrder& order = {});

@@ -23,7 +23,7 @@ grep -Eq "^step-time error over 4 measured point\(s\): max [0-9.]+ %, median [0-
   "$work/model.log"
 grep -q "every point is predicted" "$work/model.log"
 # Each step is held to its uninstrumented loop (the sweep has one at every point).
-grep -q "^measured step: the uninstrumented loop's mean at 4 of 4 point(s)" "$work/model.log"
+grep -q "^measured step: the uninstrumented loop.s median of sub-batch means at 4, its mean (a file written before sub-batches) at 0 of 4 point(s)" "$work/model.log"
 "$bin" validate "$work/model.h5"
 # --json and --markdown: every measured step beside its prediction, as the log prints them.
 python3 - "$work" <<'PY'
@@ -40,7 +40,7 @@ for row, (label, measured, predicted, error) in zip(rows, printed):
     assert abs(row["predicted_step_ms"] - float(predicted)) < 1e-4 * max(1.0, float(predicted)), row
     assert abs(row["error_pct"] - float(error)) < 0.06, row
 md = open(f"{work}/model.md").read()
-assert all(r["measured_step_source"] == "uninstrumented_mean" for r in rows), rows
+assert all(r["measured_step_source"] == "uninstrumented_p50" for r in rows), rows
 assert "| point | measured_step_ms | measured_step_source | predicted_step_ms | error_pct |" in md, md
 assert all(r["point"] in md for r in rows)
 PY
@@ -55,7 +55,7 @@ with h5py.File(f"{sys.argv[1]}/model.h5") as f:
         g = f[f"points/{k}"]
         assert g.attrs["predicted"] == 1 and "summary" not in g
         assert g["prediction"].attrs["step_ns"] > 0 and g.attrs["measured_step_ns"] > 0
-        assert g.attrs["measured_step_source"] in ("uninstrumented_mean", b"uninstrumented_mean")
+        assert g.attrs["measured_step_source"] in ("uninstrumented_p50", b"uninstrumented_p50")
 PY
 # A predicted file whose point lost its mark, or whose point holds a measured summary, is refused
 # by both validators.

@@ -199,6 +199,37 @@ TEST(Predictor, StepCombinesLanesAndPipelineSlots) {
   EXPECT_DOUBLE_EQ(s.bubble, 1.0 / 5.0);
 }
 
+TEST(Predictor, GapsBetweenLaunchesLengthenTheStepAsLaunch) {
+  const Roofs r = sample_roofs();
+  LinkPreset l{"nvlink", 100.0, 1.0, 0.0, "test"};
+  PredictOp ar = all_reduce_of_4(1e6); // 1.5e6 bus bytes at 100 GB/s: 15 us
+  ar.instances = 2;
+  PredictOp g = gemm(8192, 8192, 8192);
+  g.instances = 2;
+  g.work.kernels = 3;
+  PredictOptions o;
+  o.tp_link = &l;
+  const StepPrediction without = predict_step({g, ar}, r, o);
+  // 2 GEMMs of 3 kernels and 2 all-reduces of 1: 8 launches, 2.5 us apart: 20 us more, all of
+  // it in the launch class, the exposed interconnect unchanged.
+  o.gap_ns = 2500;
+  const StepPrediction with = predict_step({g, ar}, r, o);
+  EXPECT_DOUBLE_EQ(with.launches, 8.0);
+  EXPECT_DOUBLE_EQ(with.gap_ns, 20e3);
+  EXPECT_DOUBLE_EQ(with.step_ns, without.step_ns + 20e3);
+  EXPECT_DOUBLE_EQ(with.class_ns[static_cast<int>(Ceiling::launch)],
+                   without.class_ns[static_cast<int>(Ceiling::launch)] + 20e3);
+  EXPECT_DOUBLE_EQ(with.exposed_interconnect_ns, 2 * 15e3);
+  // Two stages, four microbatches: the gaps of 5 slots.
+  o.pp = 2;
+  o.microbatches = 4;
+  EXPECT_DOUBLE_EQ(predict_step({g, ar}, r, o).class_ns[static_cast<int>(Ceiling::launch)],
+                   5 * 20e3);
+  // The roofs' floors the gap comes from: eager launches, or a graph's node.
+  EXPECT_DOUBLE_EQ(launch_floor_ns(r, false), 4000.0);
+  EXPECT_DOUBLE_EQ(launch_floor_ns(r, true), 1000.0);
+}
+
 TEST(Predictor, RoofsFromAHardwareDescription) {
   HardwareSpec hw;
   hw.name = "test";
