@@ -145,6 +145,9 @@ class Sweep:
     crossovers: np.ndarray
     #: The files of a joined sweep, in join order; empty for one file's /sweep.
     files: List[str] = field(default_factory=list)
+    #: /sweep/repeats, one row per repeat of each point (point, repeat, status, the step's p50
+    #: and p99 and its time by ceiling); None in files written before points were repeated.
+    repeats: Optional[np.ndarray] = None
 
     @property
     def axes(self) -> List[str]:
@@ -206,6 +209,16 @@ class Run:
     @property
     def world_size(self) -> int:
         return int(self.attrs.get("world_size", len(self.timelines)))
+
+    @property
+    def complete(self) -> bool:
+        """False when the job ended before it finished: the root or /sweep attribute `complete`
+        is 0 (files rewritten as they go: sweeps, collectives). What such a file holds is
+        valid but partial."""
+        marks = [self.attrs.get("complete", 1)]
+        if self.sweep is not None:
+            marks.append(self.sweep.attrs.get("complete", 1))
+        return all(int(mark) != 0 for mark in marks)
 
     def op_names(self) -> np.ndarray:
         """Op names indexed by op id (for labelling timeline rows)."""
@@ -432,4 +445,5 @@ def _roofs(group: h5py.Group) -> Roofs:
 
 def _sweep(group: h5py.Group) -> Sweep:
     return Sweep(attrs=_attrs(group), points=_decode_table(group["points"][()]),
-                 crossovers=_decode_table(group["crossovers"][()]))
+                 crossovers=_decode_table(group["crossovers"][()]),
+                 repeats=_decode_table(group["repeats"][()]) if "repeats" in group else None)
