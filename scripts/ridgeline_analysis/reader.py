@@ -220,6 +220,21 @@ class Run:
             marks.append(self.sweep.attrs.get("complete", 1))
         return all(int(mark) != 0 for mark in marks)
 
+    def to_dataframe(self):
+        """pandas DataFrame, one row per timeline row of every rank (of every point that kept
+        its timelines): tidy.timeline_frame()."""
+        from . import tidy
+        return tidy.timeline_frame(self)
+
+    def points_dataframe(self):
+        """pandas DataFrame, one row per /sweep/points row (sweep files): tidy.points_frame()."""
+        return _tidy().points_frame(self)
+
+    def repeats_dataframe(self):
+        """pandas DataFrame, one row per /sweep/repeats row (sweep files with repeats):
+        tidy.repeats_frame()."""
+        return _tidy().repeats_frame(self)
+
     def op_names(self) -> np.ndarray:
         """Op names indexed by op id (for labelling timeline rows)."""
         return np.array([op.name for op in self.ops], dtype=object)
@@ -238,6 +253,12 @@ class Run:
     def comm_op_ids(self) -> set:
         """Ids of ops whose instance time is a maximum over ranks (collectives and p2p)."""
         return {op.id for op in self.ops if op.kind in ("collective", "p2p")}
+
+
+def _tidy():
+    # Imported on use: tidy reaches this module again through analysis.
+    from . import tidy
+    return tidy
 
 
 def check(path: str) -> None:
