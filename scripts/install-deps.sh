@@ -20,16 +20,22 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Python analysis: h5py, numpy, matplotlib, pytest (pip first; Debian packages where pip refuses).
-if ! python3 -c "import h5py, numpy, matplotlib, pytest" 2>/dev/null; then
-  if ! python3 -m pip install -q h5py numpy matplotlib pytest 2>/dev/null; then
+# Python analysis: h5py, numpy, matplotlib, pandas, pyarrow, pytest (pip first; Debian packages
+# where pip refuses).
+if ! python3 -c "import h5py, numpy, matplotlib, pandas, pytest" 2>/dev/null; then
+  if ! python3 -m pip install -q h5py numpy matplotlib pandas pyarrow pytest 2>/dev/null; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
-      python3-h5py python3-numpy python3-matplotlib python3-pytest
+      python3-h5py python3-numpy python3-matplotlib python3-pandas python3-pytest
   fi
 fi
-python3 -c "import h5py, numpy, matplotlib, pytest"
+python3 -c "import h5py, numpy, matplotlib, pandas, pytest"
+# pyarrow writes Parquet only; Debian 12 does not package it, so it comes from pip or not at all.
+if ! python3 -c "import pyarrow" 2>/dev/null &&
+  ! python3 -m pip install -q pyarrow 2>/dev/null; then
+  echo "install-deps: pyarrow could not be installed: export --format parquet is unavailable"
+fi
 
 # cuDNN and its frontend for --attention cudnn, from the pip wheels into .deps/cudnn (CMake looks
 # there): only where a CUDA compiler will build the CUDA backend, since the cuDNN path needs it.

@@ -1,6 +1,6 @@
 """Command line: python3 -m ridgeline_analysis
-{summary,plot,schedule,trace,ridgeline,scaling,bars} FILE [-o OUT]; summary, scaling and bars take
-several files (scaling and bars join sweep files).
+{summary,plot,schedule,trace,ridgeline,scaling,bars,export} FILE [-o OUT]; summary, scaling, bars
+and export take several files (scaling and bars join sweep files, export joins the rows).
 
 A file `ridgeline validate` rejects, and a selection (--point, --iteration, --rank, --op,
 --dtype, --axis) that selects nothing, are refused with one line on stderr and exit code 2,
@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import stat
 import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import analysis, export, plots
+from . import analysis, export, plots, tidy
 from .reader import Run, SchemaError, Sweep, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
@@ -325,6 +326,48 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Why a table has no rows, by --table.
+NO_ROWS = {
+    "timeline": "no timelines (a sweep keeps its points' timelines only with --keep-timelines; "
+                "--table points has its points)",
+    "points": "no sweep points (/sweep/points): none is a sweep file",
+    "repeats": "no repeats (/sweep/repeats): none is a sweep file that repeated its points",
+}
+
+
+def _check_export_paths(paths: List[str], output: str) -> None:
+    """Refuses, before any file is opened, an input that is not a regular file (opening a FIFO
+    blocks until something writes to it) and an output that is an input under any name (a
+    symbolic or hard link too), which the export would replace."""
+    target = os.stat(output) if os.path.exists(output) else None
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError as e:
+            raise Refusal(f"{path}: {e.strerror}")
+        if not stat.S_ISREG(info.st_mode):
+            what = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else
+                    "a directory" if stat.S_ISDIR(info.st_mode) else "a special file")
+            raise Refusal(f"{path}: not a regular file ({what})")
+        if target is not None and (target.st_dev, target.st_ino) == (info.st_dev, info.st_ino):
+            raise Refusal(f"{output}: is the input {path} (the same file); write the export "
+                          "elsewhere")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    _check_export_paths(args.files, args.output)
+    runs = [load(path) for path in args.files]
+    for run in runs:
+        if not run.complete:
+            print(f"ridgeline_analysis: warning: {run.path} is incomplete (complete = 0: the job "
+                  "ended before it finished); its rows have complete = False", file=sys.stderr)
+    table = tidy.frame(runs, args.table)
+    if table.empty:
+        raise Refusal(f"{', '.join(args.files)}: {NO_ROWS[args.table]}")
+    print(tidy.write(table, args.output, args.format))
+    return 0
+
+
 def _picture_path(args: argparse.Namespace, what: str) -> str:
     """-o OUT (its suffix names the format), else <FILE's stem>-<what>.png beside FILE; for
     several files <stem>+<stem>...-<what>.png beside the first."""
@@ -430,7 +473,8 @@ def cmd_bars(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python3 -m ridgeline_analysis",
-        description="Summaries, plots and Perfetto traces of ridgeline HDF5 run and sweep files.")
+        description="Summaries, plots, Perfetto traces and tidy tables of ridgeline HDF5 run and "
+        "sweep files.")
     sub = parser.add_subparsers(dest="command", required=True)
     point_help = "sweep files: only point K (/points/K)"
 
@@ -502,6 +546,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help=join_help)
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("bars"))
     p.set_defaults(func=cmd_bars)
+
+    p = sub.add_parser("export", help="one tidy table of the files (CSV, Parquet or JSON): "
+                       "timeline rows, sweep points or their repeats, with configuration, "
+                       "transport, ceiling times and stack on every row")
+    p.add_argument("files", nargs="+", metavar="FILE", help="run or sweep files; their rows "
+                   "are joined, a column `file` naming each row's")
+    p.add_argument("--format", required=True, choices=tidy.FORMATS)
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="file to write (replaced only once the whole table is written)")
+    p.add_argument("--table", choices=tidy.TABLES, default="timeline",
+                   help="timeline: a row per rank, op instance and iteration (default); points: "
+                   "a row per sweep point; repeats: a row per repeat of a sweep point")
+    p.set_defaults(func=cmd_export)
     return parser
 
 
@@ -509,7 +566,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SchemaError, OSError, Refusal) as e:
+    except (SchemaError, OSError, Refusal, tidy.MissingPackage) as e:
         print(f"ridgeline_analysis: {e}", file=sys.stderr)
         return 2
 

@@ -145,6 +145,9 @@ class Sweep:
     crossovers: np.ndarray
     #: The files of a joined sweep, in join order; empty for one file's /sweep.
     files: List[str] = field(default_factory=list)
+    #: /sweep/repeats, one row per repeat of each point (point, repeat, status, the step's p50
+    #: and p99 and its time by ceiling); None in files written before points were repeated.
+    repeats: Optional[np.ndarray] = None
 
     @property
     def axes(self) -> List[str]:
@@ -207,6 +210,31 @@ class Run:
     def world_size(self) -> int:
         return int(self.attrs.get("world_size", len(self.timelines)))
 
+    @property
+    def complete(self) -> bool:
+        """False when the job ended before it finished: the root or /sweep attribute `complete`
+        is 0 (files rewritten as they go: sweeps, collectives). What such a file holds is
+        valid but partial."""
+        marks = [self.attrs.get("complete", 1)]
+        if self.sweep is not None:
+            marks.append(self.sweep.attrs.get("complete", 1))
+        return all(int(mark) != 0 for mark in marks)
+
+    def to_dataframe(self):
+        """pandas DataFrame, one row per timeline row of every rank (of every point that kept
+        its timelines): tidy.timeline_frame()."""
+        from . import tidy
+        return tidy.timeline_frame(self)
+
+    def points_dataframe(self):
+        """pandas DataFrame, one row per /sweep/points row (sweep files): tidy.points_frame()."""
+        return _tidy().points_frame(self)
+
+    def repeats_dataframe(self):
+        """pandas DataFrame, one row per /sweep/repeats row (sweep files with repeats):
+        tidy.repeats_frame()."""
+        return _tidy().repeats_frame(self)
+
     def op_names(self) -> np.ndarray:
         """Op names indexed by op id (for labelling timeline rows)."""
         return np.array([op.name for op in self.ops], dtype=object)
@@ -225,6 +253,12 @@ class Run:
     def comm_op_ids(self) -> set:
         """Ids of ops whose instance time is a maximum over ranks (collectives and p2p)."""
         return {op.id for op in self.ops if op.kind in ("collective", "p2p")}
+
+
+def _tidy():
+    # Imported on use: tidy reaches this module again through analysis.
+    from . import tidy
+    return tidy
 
 
 def check(path: str) -> None:
@@ -432,4 +466,5 @@ def _roofs(group: h5py.Group) -> Roofs:
 
 def _sweep(group: h5py.Group) -> Sweep:
     return Sweep(attrs=_attrs(group), points=_decode_table(group["points"][()]),
-                 crossovers=_decode_table(group["crossovers"][()]))
+                 crossovers=_decode_table(group["crossovers"][()]),
+                 repeats=_decode_table(group["repeats"][()]) if "repeats" in group else None)
