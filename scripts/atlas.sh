@@ -3,7 +3,8 @@
 # ceiling of the preset layers, over each transport. Per transport: the node's roofs, then per
 # model the prefill, decode (CUDA graphs) and train steps at TP 1, 2, 4, ... (every power of two
 # up to the node's ranks), every point measured ATLAS_REPEATS times with the points taking turns;
-# the model's predictions past the node (TP 8 in one node, 2, 4 and 8 nodes over InfiniBand)
+# the model's predictions past the node over NVLink (TP 8 in one node, 2, 4 and 8 nodes over
+# InfiniBand)
 # and its error on every measured point. scripts/atlas_report.py OUTDIR then writes the page's
 # tables and pictures.
 # Usage: scripts/atlas.sh OUTDIR [TRANSPORT...]   (default transports: nvlink host)
@@ -14,7 +15,8 @@
 #   ATLAS_CONTEXT [1024,8192,32768]; ATLAS_TRAIN_SEQ [4096]; ATLAS_ARGS []: extra options of every
 #   sweep; ATLAS_REPRO [1]: the first model's decode and prefill sweeps run a second time in the
 #   same job, to show that they name the same crossovers. Decode runs with --graphs on GPUs.
-#   ATLAS_STAGES [measure predict]: `predict` alone predicts and validates from the files a
+#   ATLAS_HARDWARE [h200-sxm]: the models/hardware file whose link presets the predictions past
+#   the node use; ATLAS_STAGES [measure predict]: `predict` alone predicts and validates from the files a
 #   `measure` stage left in OUTDIR (on any machine: it needs no GPU). ATLAS_DEADLINE_S []: steps
 #   that would start later than this many seconds after the start are skipped (and reported), so
 #   that a job with a time limit ends with its files.
@@ -44,8 +46,6 @@ transports_measured=("${transports[@]}")
 tps=1 t=2
 while [ "$t" -le "$ranks" ]; do tps=$tps,$t; t=$((t * 2)); done
 mkdir -p "$out/h5" "$out/logs"
-"$bin" env >"$out/env.txt" 2>&1 || true
-{ command -v nvidia-smi >/dev/null && nvidia-smi && nvidia-smi topo -m; } >"$out/nvidia-smi.txt" 2>&1 || true
 
 failed=0
 read -r -a stages <<<"${ATLAS_STAGES:-measure predict}"
@@ -81,7 +81,13 @@ phase_args() {
 }
 
 touch "$out/steps.txt"
-[[ " ${stages[*]} " == *" measure "* ]] || transports_measured=()
+if [[ " ${stages[*]} " == *" measure "* ]]; then
+  # The machine and stack the measurements ran on (a predict stage elsewhere leaves them).
+  "${mpirun[@]}" -np "$ranks" "$bin" env >"$out/env.txt" 2>&1 || true
+  { command -v nvidia-smi >/dev/null && nvidia-smi && nvidia-smi topo -m; } >"$out/nvidia-smi.txt" 2>&1 || true
+else
+  transports_measured=()
+fi
 for transport in "${transports_measured[@]}"; do
   roofs=$out/h5/roofs_$transport.h5
   step "roofs_$transport" "${mpirun[@]}" -np "$ranks" "$bin" roofs --transport "$transport" \
@@ -120,27 +126,44 @@ done
 
 # The model's error on every measured point, from each file's own roofs.
 [[ " ${stages[*]} " == *" predict "* ]] || transports=()
+# Calibrated, each model's file by the other models' files of its phase and transport (never by
+# itself): every op kind's efficiency and the eager gaps they measured.
 for path in "$out"/h5/sweep_*.h5; do
   [ "${#transports[@]}" -gt 0 ] && [ -f "$path" ] || continue
   name=$(basename "$path" .h5)
   step "validate_$name" "$bin" model --validate "$path" --json "$out/h5/validate_$name.json"
+  [[ $name =~ ^sweep_(.+)_(prefill|decode|train)_([a-z]+)$ ]] || continue
+  calibrate=()
+  for other in "${models[@]}"; do
+    peer=$out/h5/sweep_${other}_${BASH_REMATCH[2]}_${BASH_REMATCH[3]}.h5
+    [ "$other" = "${BASH_REMATCH[1]}" ] || [ ! -f "$peer" ] || calibrate+=(--calibrate "$peer")
+  done
+  [ "${#calibrate[@]}" -eq 0 ] ||
+    step "calibrated_$name" "$bin" model --validate "$path" "${calibrate[@]}" \
+      --json "$out/h5/calibrated_$name.json"
 done
-# Past the node, from the measured roofs of each transport: TP 2x the node's ranks in one node,
-# and TP across 2, 4 and 8 nodes of this node's size over InfiniBand NDR.
+# Past the node, from the measured roofs where they hold the group, else the hardware file's
+# link presets (models/hardware/$ATLAS_HARDWARE.toml, data-sheet figures, derated as it says):
+# TP 2x the node's ranks in one node over NVLink, and TP across 2, 4 and 8 nodes of this node's
+# size over InfiniBand NDR. Only for NVLink: no preset stands for the host path beyond the
+# groups its roofs measured.
+hardware=$repo/models/hardware/${ATLAS_HARDWARE:-h200-sxm}.toml
 for transport in "${transports[@]}"; do
   roofs=$out/h5/roofs_$transport.h5
-  [ -f "$roofs" ] || continue
+  [ -f "$roofs" ] && [ "$transport" != host ] && [ "$transport" != net ] || continue
   for model in "${models[@]}"; do
     for phase in prefill decode; do
       [[ " ${phases[*]} " == *" $phase "* ]] || continue
       read -r -a grid <<<"$(phase_args "$phase")"
       name=predicted_${model}_${phase}_$transport
-      step "${name}_tp$((ranks * 2))" "$bin" model --roofs "$roofs" --config "$repo/models/$model.toml" \
-        --layers 1 "${grid[@]}" --tp "$((ranks * 2))" --gpus-per-node "$((ranks * 2))" --nodes 1 \
+      step "${name}_tp$((ranks * 2))" "$bin" model --roofs "$roofs" --hardware "$hardware" \
+        --link nvlink --config "$repo/models/$model.toml" --layers 1 "${grid[@]}" \
+        --tp "$((ranks * 2))" --gpus-per-node "$((ranks * 2))" --nodes 1 \
         --out "$out/h5/${name}_tp$((ranks * 2)).h5"
-      step "${name}_nodes" "$bin" model --roofs "$roofs" --config "$repo/models/$model.toml" \
-        --layers 1 "${grid[@]}" --tp "$((ranks * 2)),$((ranks * 4)),$((ranks * 8))" \
-        --gpus-per-node "$ranks" --nodes 8 --inter-node ib-ndr --out "$out/h5/${name}_nodes.h5"
+      step "${name}_nodes" "$bin" model --roofs "$roofs" --hardware "$hardware" --link nvlink \
+        --inter-node ib-ndr --config "$repo/models/$model.toml" --layers 1 "${grid[@]}" \
+        --tp "$((ranks * 2)),$((ranks * 4)),$((ranks * 8))" --gpus-per-node "$ranks" --nodes 8 \
+        --out "$out/h5/${name}_nodes.h5"
     done
   done
 done

@@ -9,6 +9,9 @@ validate_sweep_*.json (`model --validate`). Writes into OUTPAGE:
   - atlas_<phase>.png: per model, the step by ceiling along TP (one slice of the grid), each
     transport side by side, the median step's 95 % interval drawn, the crossovers marked and the
     predicted points hatched;
+  - headline.md: per model x phase x transport in one line: the TP step at which the
+    interconnect becomes the ceiling, in how many slices, one example with its intervals, the
+    roofs' prediction where it does not within the node, and what bounds the rest;
   - crossovers.md / crossovers.csv: per model x phase x transport, where the interconnect becomes
     the ceiling along TP (measured, with the two crossing times and their intervals, or
     predicted) and what bounds the other points;
@@ -53,7 +56,7 @@ def files(dirs, pattern):
         for path in sorted(glob.glob(os.path.join(d, "h5", "*.h5"))):
             m = pattern.search(os.path.basename(path))
             if m:
-                found[tuple(m.groupdict().values())] = path
+                found[tuple(v or "" for v in m.groupdict().values())] = path
     return found
 
 
@@ -92,6 +95,63 @@ def crossover_rows(sweeps):
             "bounds": ", ".join(f"{k} {v}" for k, v in bounds.most_common()),
         })
     return rows
+
+
+def headline_rows(sweeps):
+    """Per model x phase x transport, in a line each: where along TP the interconnect becomes
+    the ceiling (measured: the step and in how many slices of the grid, with the picture's slice
+    or the first as the example, its two crossing times and their intervals; else the roofs'
+    predicted TP, a point estimate) and what bounds the other points."""
+    rows = []
+    for (model, phase, transport, again), path in sorted(sweeps.items()):
+        if again:
+            continue
+        run = load(path)
+        points, cross = run.sweep.points, run.sweep.crossovers
+        ok = points[points["status"] == "ok"]
+        lines = {analysis._describe(p, [a for a in run.sweep.axes if a != "tp"], "tp")
+                 for p in ok}
+        along = [c for c in (cross[cross["axis"] == "tp"] if cross.size else [])]
+        found = [c for c in along if int(c["predicted"]) == 0 and c["kind"] == "interconnect"
+                 and str(c["status"]) in ("found", "unrepeated")]
+        noisy = [c for c in along if str(c["status"]) == "within noise"]
+        first = [c for c in along if str(c["status"]) == "from the first point"]
+        steps = Counter(f"TP{c['before_value']}->TP{c['at_value']}" for c in found)
+        measured = ", ".join(f"{k} in {v} of {len(lines)} slices" for k, v in steps.most_common())
+        if first:
+            measured += (", " if measured else "") + f"from TP1 in {len(first)} of {len(lines)}"
+        if noisy:
+            measured += (", " if measured else "") + f"{len(noisy)} within noise"
+        example = ""
+        want = " ".join(f"{k}={v}" for k, v in SLICES[phase].items()
+                        if k in run.sweep.axes)
+        pick = [c for c in found if str(c["fixed"]) == want] or found
+        if pick:
+            c = pick[0]
+            old = re.match(r"^\w+ .*? vs (\w+) ", str(c["note"]))
+            example = (f"{c['fixed'] or 'the point'}: interconnect {ms_text(c, 'rising')} vs "
+                       f"{old.group(1) if old else 'the other'} {ms_text(c, 'falling')} at "
+                       f"TP{c['at_value']}")
+        predicted = sorted({int(c["at_value"]) for c in along
+                            if int(c["predicted"]) == 1 and str(c["at_value"])})
+        ungated = sum(1 for c in along if int(c["predicted"]) == 1 and not str(c["at_value"])
+                      and str(c["status"]) != "from the first point")
+        guess = (f"TP{predicted[0]}" + (f"-{predicted[-1]}" if len(predicted) > 1 else "")
+                 if predicted else "")
+        if ungated:
+            guess += ("; " if guess else "") + f"none within x64 in {ungated} slices"
+        bound = Counter(str(p["ceiling"]) for p in ok
+                        if not any(int(p["point"]) == int(c["at_point"]) for c in found))
+        rows.append({"model": model, "phase": phase, "transport": transport,
+                     "measured": measured or "not up to TP" + str(int(ok["tp"].max())),
+                     "example": example, "predicted": guess or "-",
+                     "bounds": ", ".join(f"{k} {v}" for k, v in bound.most_common())})
+    return rows
+
+
+def ms_text(c, side):
+    return (f"{float(c[side + '_ns']) / 1e6:.3f} ms [{float(c[side + '_lo_ns']) / 1e6:.3f}, "
+            f"{float(c[side + '_hi_ns']) / 1e6:.3f}]")
 
 
 def predicted_text(predicted):
@@ -134,49 +194,56 @@ def transport_rows(sweeps):
 
 
 def model_error_rows(dirs):
-    rows = []
+    """The model's step error on every measured point of each sweep: from the roofs alone
+    (validate_*.json) and calibrated on the other models' files (calibrated_*.json)."""
+    rows = {}
     for d in dirs:
-        for path in sorted(glob.glob(os.path.join(d, "h5", "validate_sweep_*.json"))):
-            with open(path) as f:
-                data = json.load(f)
-            errors = validation_errors(data)
-            name = os.path.basename(path)[len("validate_sweep_"):-len(".json")]
-            if errors:
-                rows.append({"sweep": name, "points": len(errors),
-                             "median_error": float(np.median(np.abs(errors))),
-                             "max_error": float(np.max(np.abs(errors)))})
-    return rows
+        for kind, prefix in (("roofs", "validate_sweep_"), ("calibrated", "calibrated_sweep_")):
+            for path in sorted(glob.glob(os.path.join(d, "h5", prefix + "*.json"))):
+                with open(path) as f:
+                    errors = validation_errors(json.load(f))
+                if not errors:
+                    continue
+                name = os.path.basename(path)[len(prefix):-len(".json")]
+                row = rows.setdefault(name, {"sweep": name, "points": len(errors)})
+                row[f"{kind}_median"] = float(np.median(np.abs(errors)))
+                row[f"{kind}_max"] = float(np.max(np.abs(errors)))
+    return [{"roofs_median": np.nan, "roofs_max": np.nan, "calibrated_median": np.nan,
+             "calibrated_max": np.nan, **r} for _, r in sorted(rows.items())]
 
 
 def validation_errors(data):
-    """Every measured point's relative step error from a `model --validate --json` file."""
-    errors = []
-    tables = data.get("tables", data)
-    points = tables.get("points") if isinstance(tables, dict) else None
-    if isinstance(points, dict) and "step_error" in points:
-        errors = [float(e) for e in points["step_error"] if e is not None and np.isfinite(e)]
-    elif isinstance(points, list):
-        errors = [float(p["step_error"]) for p in points
-                  if isinstance(p, dict) and p.get("step_error") is not None]
-    return errors
+    """Every measured point's relative step error (a fraction) from `model --validate --json`."""
+    return [float(v["error_pct"]) / 100 for v in data.get("validation", [])
+            if v.get("error_pct") is not None and np.isfinite(float(v["error_pct"]))]
 
 
 PP2 = re.compile(r"sweep_(?P<model>.+)_train_pp2_(?P<transport>[a-z]+)\.h5$")
 
 
 def train_layout_rows(dirs, sweeps):
-    """The train step at the node's largest TP beside TP/2 x PP2 on the same ranks."""
+    """The train step at the node's largest TP beside TP/2 x PP2 on the same ranks, each also
+    per layer (the PP2 job runs a layer per stage, the TP job one layer)."""
     rows = []
     for (model, transport), path in sorted(files(dirs, PP2).items()):
-        pp = [p for p in load(path).sweep.points if str(p["status"]) == "ok"]
-        tp_path = sweeps.get((model, "train", transport, None))
-        tp = [p for p in load(tp_path).sweep.points if str(p["status"]) == "ok"] if tp_path else []
+        run = load(path)
+        pp = [p for p in run.sweep.points if str(p["status"]) == "ok"]
+        tp_path = sweeps.get((model, "train", transport, ""))
+        tp_run = load(tp_path) if tp_path else None
+        tp = [p for p in tp_run.sweep.points if str(p["status"]) == "ok"] if tp_run else []
         tp = max(tp, key=lambda p: int(p["tp"]), default=None)
         for p in pp:
+            layers = int(run.config.get("layers", 1))
+            tp_layers = int(tp_run.config.get("layers", 1)) if tp_run else 1
             rows.append({
                 "model": model, "transport": transport,
-                "tp_only": f"TP{int(tp['tp'])} {ms_interval(tp)} ({tp['ceiling']})" if tp else "-",
-                "tp_pp": f"TP{int(p['tp'])} x PP2 {ms_interval(p)} ({p['ceiling']})"})
+                "tp_only": (f"TP{int(tp['tp'])}, {tp_layers} layer: {ms_interval(tp)} "
+                            f"({tp['ceiling']})") if tp is not None else "-",
+                "tp_pp": (f"TP{int(p['tp'])} x PP2, {layers} layers: {ms_interval(p)} "
+                          f"({p['ceiling']})"),
+                "per_layer_ratio": (float(p["step_p50_ns"]) / layers) /
+                                   (float(tp["step_p50_ns"]) / tp_layers)
+                                   if tp is not None else float("nan")})
     return rows
 
 
@@ -191,7 +258,7 @@ def repro_rows(sweeps):
     for (model, phase, transport, again), path in sorted(sweeps.items()):
         if not again:
             continue
-        first = sweeps.get((model, phase, transport, None))
+        first = sweeps.get((model, phase, transport, ""))
         if first is None:
             continue
         a, b = (crossover_keys(load(p)) for p in (first, path))
@@ -234,11 +301,11 @@ def picture(page, phase, sweeps, predicted):
     transports = ["nvlink", "host", "auto", "net"]
     hatch = {"nvlink": "", "host": "..", "auto": "", "net": "xx"}
     for ax, model in zip(axes[0], models):
-        present = [t for t in transports if (model, phase, t, None) in sweeps]
+        present = [t for t in transports if (model, phase, t, "") in sweeps]
         width = 0.8 / max(1, len(present))
         ticks = {}
         for j, transport in enumerate(present):
-            run = load(sweeps[(model, phase, transport, None)])
+            run = load(sweeps[(model, phase, transport, "")])
             rows = sorted(in_slice(run.sweep.points, phase), key=lambda r: int(r["tp"]))
             pred = [p for p in predicted_points(predicted, model, phase, transport)
                     if p[0] > max([int(r["tp"]) for r in rows] + [0])]
@@ -251,7 +318,9 @@ def picture(page, phase, sweeps, predicted):
                       for r in rows]
             series += [(tp, s, list(c), ce, w, None) for tp, s, c, ce, w in pred]
             for tp, step, by_class, ceiling, where, interval in series:
-                x = ticks.setdefault(tp, len(ticks)) - 0.4 + width * (j + 0.5)
+                # Across nodes beside one node at the same TP: the slot to the right.
+                slot = j + 1 if where == "nodes" and len(present) > 1 else j
+                x = ticks.setdefault(tp, len(ticks)) - 0.4 + width * (slot + 0.5)
                 bottom = 0.0
                 for c, t in zip(CLASSES, by_class):
                     ax.bar(x, t / 1e6, width * 0.92, bottom=bottom, color=COLORS[c],
@@ -270,10 +339,9 @@ def picture(page, phase, sweeps, predicted):
                             fontsize=7)
         ax.set_xticks(range(len(ticks)))
         ax.set_xticklabels([f"TP{tp}" for tp in ticks])
-        ax.set_yscale("log")
         slice_text = ", ".join(f"{k} {v}" for k, v in SLICES[phase].items())
         ax.set_title(f"{model} {phase} ({slice_text})", fontsize=10)
-        ax.set_ylabel("step (ms, log)")
+        ax.set_ylabel("step (ms)")
     legend = [Patch(color=COLORS[c], label=c) for c in CLASSES]
     legend += [Patch(facecolor="white", edgecolor="black", label="NVLink"),
                Patch(facecolor="white", edgecolor="black", hatch="..", label="host path"),
@@ -317,6 +385,9 @@ def main(argv):
         print(f"atlas_report: no sweep_*.h5 under {', '.join(d + '/h5' for d in dirs)}",
               file=sys.stderr)
         return 2
+    head = headline_rows(sweeps)
+    write(page, "headline.md", markdown(head, ["model", "phase", "transport", "measured",
+                                               "example", "predicted", "bounds"]))
     cross = crossover_rows(sweeps)
     columns = ["model", "phase", "transport", "ok", "measured", "from_first", "predicted",
                "bounds"]
@@ -330,18 +401,20 @@ def main(argv):
     write(page, "transport.md", markdown(trows, ["model", "phase", "order", "points",
                                                  "interconnect_on_slower_link", "where"]))
     errors = model_error_rows(dirs)
-    write(page, "model_error.md", markdown(errors, ["sweep", "points", "median_error",
-                                                    "max_error"]))
+    error_columns = ["sweep", "points", "roofs_median", "roofs_max", "calibrated_median",
+                     "calibrated_max"]
+    write(page, "model_error.md", markdown(errors, error_columns))
     layouts = train_layout_rows(dirs, sweeps)
-    write(page, "train_layouts.md", markdown(layouts, ["model", "transport", "tp_only", "tp_pp"]))
+    write(page, "train_layouts.md", markdown(layouts, ["model", "transport", "tp_only", "tp_pp",
+                                                       "per_layer_ratio"]))
     repro = repro_rows(sweeps)
     write(page, "repro.md", markdown(repro, ["sweep", "first", "second", "same", "differ"]))
     for phase in ("prefill", "decode", "train"):
         picture(page, phase, sweeps, predicted)
-    print(markdown(cross, ["model", "phase", "transport", "ok", "bounds"]))
+    print(markdown(head, ["model", "phase", "transport", "measured", "predicted"]))
     print(markdown(trows, ["model", "phase", "order", "interconnect_on_slower_link"]))
     if errors:
-        print(markdown(errors, ["sweep", "points", "median_error", "max_error"]))
+        print(markdown(errors, error_columns))
     if repro:
         print(markdown(repro, ["sweep", "same", "differ"]))
     return 0

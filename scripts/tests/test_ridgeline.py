@@ -31,15 +31,27 @@ def test_sweep_file_is_read(sweep):
     assert set(table["ceiling"].tolist()) <= CLASSES
     assert (table["step_p50_ns"] > 0).all() and (table["step_flops"] > 0).all()
     assert set(table["phase"].tolist()) == {"decode"}
-    # The four classes split the measured step.
-    parts = sum(table[f"{c}_ns"] for c in CLASSES)
-    np.testing.assert_allclose(parts, table["step_p50_ns"], rtol=1e-6)
+    # Every point measured three times (the default --repeats), the points taking turns; in each
+    # repeat the four classes split its measured step.
+    repeats = sweep.sweep.repeats
+    assert sweep.sweep.attrs["repeats"] == 3 and (table["repeats"] == 3).all()
+    assert repeats["point"].tolist() == [0, 1, 2, 3] * 3
+    parts = sum(repeats[f"{c}_ns"] for c in CLASSES)
+    np.testing.assert_allclose(parts, repeats["step_p50_ns"], rtol=1e-6)
+    # A point's step is the median of its repeats' steps, inside its interval.
+    for k in range(4):
+        mine = np.sort(repeats["step_p50_ns"][repeats["point"] == k])
+        assert table["step_p50_ns"][k] == mine[1]
+        assert table["step_p50_lo_ns"][k] <= mine[1] <= table["step_p50_hi_ns"][k]
 
     assert len(sweep.points) == 4
     for k, point in enumerate(sweep.points):
         assert point.status == "ok" and point.label == table["label"][k]
         assert point.config["tp"] == table["tp"][k] and point.config["batch"] == table["batch"][k]
-        assert point.summary.attrs["ceiling"] == table["ceiling"][k]
+        # The point's summary is its median repeat's.
+        mine = repeats[repeats["point"] == k]
+        median = mine[np.argsort(mine["step_p50_ns"])[1]]
+        assert point.summary.attrs["ceiling"] == median["ceiling"]
         assert "ceiling" in point.summary.ops.dtype.names
         assert point.roofs is sweep.roofs
 

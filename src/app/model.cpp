@@ -656,6 +656,10 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     }
     point.attrs.insert(point.attrs.begin(),
                        {{"status", row.status}, {"label", row.label}, {"predicted", int64_t{1}}});
+    // A prediction is a point estimate: its interval is the value itself.
+    row.step_lo_ns = row.step_hi_ns = row.step_p50_ns;
+    for (int c = 0; c < kCeilingClasses; ++c)
+      row.class_lo_ns[c] = row.class_hi_ns[c] = row.class_ns[c];
     rows.push_back(row);
     data.points.push_back(std::move(point));
   }
