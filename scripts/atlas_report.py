@@ -68,23 +68,29 @@ def in_slice(points, phase):
     return points[keep & (points["status"] == "ok")]
 
 
-def crossover_rows(sweeps):
-    """Per (model, phase, transport): the TP crossovers of its file, measured and predicted."""
-    rows = []
+def along_tp(sweeps):
+    """Each first-run sweep (model, phase, transport, run, its ok points, its crossovers along
+    TP as a list), in name order."""
     for (model, phase, transport, again), path in sorted(sweeps.items()):
         if again:
             continue
         run = load(path)
         points, cross = run.sweep.points, run.sweep.crossovers
-        ok = points[points["status"] == "ok"]
-        along = cross[cross["axis"] == "tp"] if cross.size else cross
+        along = list(cross[cross["axis"] == "tp"]) if cross.size else []
+        yield model, phase, transport, run, points[points["status"] == "ok"], along
+
+
+def crossover_rows(sweeps):
+    """Per (model, phase, transport): the TP crossovers of its file, measured and predicted."""
+    rows = []
+    for model, phase, transport, run, ok, along in along_tp(sweeps):
         measured = [c for c in along if int(c["predicted"]) == 0 and c["kind"] == "interconnect"]
         predicted = [c for c in along if int(c["predicted"]) == 1 and str(c["at_value"])]
         first = [c for c in along if str(c["status"]) == "from the first point"]
         bounds = Counter(str(p["ceiling"]) for p in ok)
         rows.append({
             "model": model, "phase": phase, "transport": transport,
-            "points": int(points.size), "ok": int(ok.size),
+            "points": int(run.sweep.points.size), "ok": int(ok.size),
             "measured": "; ".join(
                 f"[{c['fixed']}] tp {c['before_value']}->{c['at_value']} {c['status']}: "
                 f"interconnect {us(c['rising_ns'])} us [{us(c['rising_lo_ns'])}, "
@@ -103,15 +109,9 @@ def headline_rows(sweeps):
     or the first as the example, its two crossing times and their intervals; else the roofs'
     predicted TP, a point estimate) and what bounds the other points."""
     rows = []
-    for (model, phase, transport, again), path in sorted(sweeps.items()):
-        if again:
-            continue
-        run = load(path)
-        points, cross = run.sweep.points, run.sweep.crossovers
-        ok = points[points["status"] == "ok"]
+    for model, phase, transport, run, ok, along in along_tp(sweeps):
         lines = {analysis._describe(p, [a for a in run.sweep.axes if a != "tp"], "tp")
                  for p in ok}
-        along = [c for c in (cross[cross["axis"] == "tp"] if cross.size else [])]
         found = [c for c in along if int(c["predicted"]) == 0 and c["kind"] == "interconnect"
                  and str(c["status"]) in ("found", "unrepeated")]
         noisy = [c for c in along if str(c["status"]) == "within noise"]

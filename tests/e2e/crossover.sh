@@ -14,7 +14,10 @@ attempt() {
     --layers 2 --phase decode --batch 1 --context 16 --tp 1,2,4 --warmup 2 --iters 10 \
     --out "$work/cross.h5" | tee "$work/cross.log" || return 1
   # (set -e does not act inside an `if` condition: each step returns on failure itself.)
-  grep -q "interconnect becomes the ceiling between tp=1 and tp=2" "$work/cross.log" || return 1
+  # Found beyond the intervals, or, on a machine too busy to separate them, within noise: where
+  # it lies is what this test asks (the decision itself is tested on hand-made intervals).
+  grep -qE "interconnect becomes the ceiling between tp=1 and tp=2|ceiling moves to interconnect between tp=1 and tp=2" \
+    "$work/cross.log" || return 1
   python3 - "$work/cross.h5" <<'PY'
 import sys
 import h5py
