@@ -15,6 +15,10 @@ RIDGELINE_BIN=$bin ATLAS_MODELS=tiny ATLAS_SEQ=16,32 ATLAS_BATCH=1,2 ATLAS_CONTE
   ATLAS_TRAIN_SEQ=16 ATLAS_RANKS=2 ATLAS_REPEATS=3 ATLAS_HARDWARE=h200-sxm \
   MPIRUN="mpiexec --oversubscribe" "$repo/scripts/atlas.sh" "$work/atlas" auto
 for f in "$work"/atlas/h5/sweep_*.h5; do "$bin" validate "$f"; done
+# report prints the intervals and the repeats of a file measured with repeats.
+"$bin" report "$work/atlas/h5/sweep_tiny_decode_auto.h5" >"$work/report_cli.txt"
+grep -q "95 % interval  R" "$work/report_cli.txt"
+grep -q "^transport auto: all-reduce roof" "$work/report_cli.txt"
 python3 - "$work/atlas/h5" <<'PY'
 import glob, os, sys
 import h5py
