@@ -104,7 +104,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       RunData shown = data;
       shown.summary = r.summary;
       if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
-      print_report(std::cout, shown, false);
+      print_report(std::cout, shown);
     }
     if (scheduled_point(cfg))
       print_pipeline_table(std::cout, results, cfg.pp);

@@ -17,7 +17,8 @@ done
 mpiexec -n 2 --oversubscribe "$bin" sweep --config "$repo/models/tiny.toml" --phase decode --tp 1,2 \
   --batch 1,4 --warmup 1 --iters 3 --roofs "$work/roofs.h5" --json "$work/sweep.json" \
   --markdown "$work/sweep.md" --out "$work/sweep.h5" 2>"$work/sweep.err" | tee "$work/sweep.log"
-grep -q "sweep: point 4 of 4" "$work/sweep.err"
+# 4 points, 3 repeats each (the default), the points taking turns.
+grep -q "sweep: point 12 of 12" "$work/sweep.err"
 "$bin" validate "$work/sweep.h5"
 "$bin" report "$work/sweep.h5" | tee "$work/sweep_report.log"
 grep -Eq "^ +3 +tp=2 batch=4 " "$work/sweep_report.log"
