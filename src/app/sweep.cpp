@@ -976,13 +976,15 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str()
       ->group("Measurement");
   cmd->footer(
-      "Every combination of the listed values is one point, run in turn by every rank; a point "
-      "that "
-      "fails (invalid, out of memory) is recorded with its reason and the sweep goes on. One "
-      "transport per "
-      "job: NCCL reads its environment once. Crossover: along each listed axis, the first point "
-      "where the "
-      "interconnect becomes the step's ceiling; where the grid holds none, the roofs' prediction.");
+      "Every combination of the listed values is one point, run in turn by every rank, --repeats "
+      "times with the points taking turns; a point that fails (invalid, out of memory) is "
+      "recorded with its reason and the sweep goes on. Each point: the median step and time by "
+      "ceiling over its repeats, with 95 % intervals. One transport per job: NCCL reads its "
+      "environment once (join one sweep per transport with `ridgeline report A.h5 B.h5`, the "
+      "transports ordered by measured bandwidth). Crossover: along each listed axis, the first "
+      "point where the interconnect becomes the step's ceiling, found only where the two "
+      "crossing times differ beyond their intervals at both points (else 'within noise'); where "
+      "the grid holds none, the roofs' prediction (a point estimate).");
   // Presets are [run] tables (CLI11 applies a table to the subcommand of its name, [sweep] to
   // this one): a sweep takes the [run] table too, read as strictly, for every option that the
   // command line and the [sweep] table left unset.
