@@ -3,6 +3,8 @@ C++ binary under mpirun."""
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,17 @@ def batch_sweep_paths(tmp_path_factory):
                       "--iters", "2", "--out", name)
         paths.append(workdir / name)
     return tuple(paths)
+
+
+#: Where committed results pages' raw files are unpacked for the tests (removed at exit).
+_RAW = tempfile.TemporaryDirectory(prefix="ridgeline-raw-")
+
+
+def raw_result(page: str, member: str) -> Path:
+    """A results page's raw HDF5 file, unpacked from the page's raw-h5.tar.xz (the pages keep
+    their raw files in one archive each)."""
+    target = Path(_RAW.name) / page / member
+    if not target.exists():
+        with tarfile.open(REPO / "results" / page / "raw-h5.tar.xz") as tar:
+            tar.extract("./" + member, path=Path(_RAW.name) / page)
+    return target

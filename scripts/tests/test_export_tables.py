@@ -8,40 +8,23 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, analysis_cli
+from conftest import REPO, analysis_cli, raw_result
 from ridgeline_analysis import load
 from ridgeline_analysis.tidy import STACK_KEYS, STEP_KEYS
 
-RESULTS = REPO / "results"
-#: Where the committed pages' raw files are unpacked for this module (removed at exit).
-_RAW = tempfile.TemporaryDirectory(prefix="ridgeline-raw-")
-
-
-def _raw(page: str, member: str) -> Path:
-    """A results page's raw HDF5 file, unpacked from the page's raw-h5.tar.xz."""
-    target = Path(_RAW.name) / page / member
-    if not target.exists():
-        with tarfile.open(RESULTS / page / "raw-h5.tar.xz") as tar:
-            tar.extract("./" + member, path=Path(_RAW.name) / page)
-    return target
-
-
 #: Two two-rank H100 decode runs (one per all-reduce algorithm), with /roofs.
-RUN_A = _raw("h100-allreduce-2026-11-26", "f2/h5/allreduce_llama8b_decode_auto_1.h5")
-RUN_B = _raw("h100-allreduce-2026-11-26", "f2/h5/allreduce_llama8b_decode_nccl_1.h5")
+RUN_A = raw_result("h100-allreduce-2026-11-26", "f2/h5/allreduce_llama8b_decode_auto_1.h5")
+RUN_B = raw_result("h100-allreduce-2026-11-26", "f2/h5/allreduce_llama8b_decode_nccl_1.h5")
 #: A run of two attention implementations (/points/0 fused, /points/1 cudnn), with timelines.
-POINTS_RUN = _raw("h200x1-attention-2026-11-23", "h5/attention_layer_s16384.h5")
+POINTS_RUN = raw_result("h200x1-attention-2026-11-23", "h5/attention_layer_s16384.h5")
 #: A two-rank decode sweep of 12 points, one failed, without timelines or repeats.
-SWEEP = _raw("h200x2-decode-2026-11-24", "h5/decode_tp2_gpt-h8192_heuristic.h5")
+SWEEP = raw_result("h200x2-decode-2026-11-24", "h5/decode_tp2_gpt-h8192_heuristic.h5")
 REPEATS = 3
 INTERVALS = ("step_p50", "compute", "hbm", "interconnect", "launch")
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from ridgeline_analysis import analysis, plots, reader
 
-from conftest import REPO, run_ridgeline
+from conftest import raw_result, run_ridgeline
 
-MEASURED = REPO / "results" / "h200x1-2026-11-23" / "h5" / "sweep_gpt-h8192_prefill_nvlink.h5"
+MEASURED = raw_result("h200x1-2026-11-23", "h5/sweep_gpt-h8192_prefill_nvlink.h5")
 
 
 def test_predicted_points_are_dashed_beside_measured(tmp_path: Path, monkeypatch):
