@@ -500,9 +500,12 @@ struct SweepOptions {
   int repeats = 3;
 };
 
-// The value of the repeats' p50 steps that is their median (the lower middle of an even count),
+// The p50 step of `point`'s ok repeats that is their median (the lower middle of an even count),
 // so that it names one repeat.
-double median_repeat(std::vector<double> p50s) {
+double median_repeat(const std::vector<SweepRepeat>& repeats, int64_t point) {
+  std::vector<double> p50s;
+  for (const SweepRepeat& r : repeats)
+    if (r.point == point && r.status == "ok") p50s.push_back(r.step_p50_ns);
   std::sort(p50s.begin(), p50s.end());
   return p50s[(p50s.size() - 1) / 2];
 }
@@ -752,7 +755,6 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   // Every repeat of every point, the points taking turns (1..n, 1..n, ...) so that the clock's
   // drift at the power cap spreads over all of them.
   std::vector<std::vector<std::vector<double>>> step_samples(rows.size());
-  std::vector<std::vector<double>> point_p50s(rows.size());
   bool any_failed_check = false;
   int status = 0;
   const int64_t runs = static_cast<int64_t>(rows.size()) * o.repeats;
@@ -808,12 +810,11 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
           row.check = r.check.status;
         }
         step_samples[k].push_back(r.summary.step_ns);
-        point_p50s[k].push_back(measured.step_p50_ns);
         repeats.push_back(measured);
         aggregate_repeats(row, repeats, step_samples[k]);
         // The point's summary group holds the repeat whose step is the median so far.
         RunData::Point& p = data.points[k];
-        if (!p.has_summary || measured.step_p50_ns == median_repeat(point_p50s[k])) {
+        if (!p.has_summary || measured.step_p50_ns == median_repeat(repeats, row.point)) {
           p.summary = r.summary;
           p.has_summary = true;
           if (o.keep_timelines) p.ops = result.ops;
