@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ridgeline compare` end to end on the host backend: two runs that differ in one environment
 # variable name that layer and no other; a run against itself moves nothing (exit 0 under
-# --fail-above); a step slowed by --batch names the configuration and fails --fail-above (exit
-# 3); missing files and files of different kinds exit 2 with one line.
+# --fail-above); a run of another --batch names the configuration, and with its step times made
+# three times slower fails --fail-above (exit 3); missing files and files of different kinds exit 2 with one line.
 # Usage: compare.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -51,7 +51,17 @@ grep -q "^moved (0 of [0-9]* with a verdict): nothing$" "$work/self.log"
 json "$work/self.json" 'd["compare"]["moved"] == 0 and d["compare"]["with_verdict"] >= 10'
 json "$work/self.json" 'all(t["verdict"] == "unchanged" for t in d["timings"])'
 
-# Four times the tokens: the configuration layer, the step moved, --fail-above 10 exits 3.
+# Four times the tokens: the configuration layer and the output checksum differ. Its step times
+# are set to three times a.h5's (injected: whether a real step moved must not depend on the
+# machine's load): the step moved, --fail-above 10 exits 3.
+python3 - "$work/a.h5" "$work/slow.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r+") as b:
+    step = a["summary/step_time_ns"][()]
+    assert b["summary/step_time_ns"].shape == step.shape
+    b["summary/step_time_ns"][...] = 3 * step
+PY
 status=0
 "$bin" compare "$work/a.h5" "$work/slow.h5" --fail-above 10 --json "$work/slow.json" \
   | tee "$work/slow.log" || status=$?

@@ -4,7 +4,8 @@
 // The achieved TFLOP/s of a row is also the ceiling that implementation gives a layer's
 // attention op. FLOPs: forward 2 * 2 * b * h * s * ctx * d (QK^T and PV), halved when causal
 // with s = ctx; backward 2.5 x forward. scripts/reference/torch_attention.py times PyTorch's SDPA
-// backends on the same shapes and FLOP convention. Exits 0 with a note when no GPU is visible.
+// backends on the same shapes and FLOP convention. Exits 77 (skipped) with a note when no GPU is
+// visible.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -123,7 +124,7 @@ int run(int argc, char** argv) {
   }
   if (cuda_device_count() == 0) {
     std::cout << "bench_attention: no CUDA device visible; nothing timed\n";
-    return 0;
+    return 77; // ctest's skip status (SKIP_RETURN_CODE)
   }
   const DType dt = parse_dtype(dtype);
   std::unique_ptr<Backend> gpu = make_cuda_backend(0, dt);

@@ -1,0 +1,105 @@
+// A run's attribution with injected op times: what e2e runs cannot check without timing them.
+// Each op's efficiency is its ceiling's time over its measured p50, an op measured faster than its
+// ceiling allows is counted in ops_over_ceiling, and the step's ceiling follows the ops' split.
+#include <gtest/gtest.h>
+
+#include "app/attribution.hpp"
+
+namespace ridgeline {
+namespace {
+
+// 100 TFLOP/s bf16, copy 1000 GB/s at 1 GiB, a 2 us launch floor, all_reduce over 2 ranks.
+Roofs roofs() {
+  Roofs r;
+  r.backend = "host";
+  r.source = "measured";
+  r.gemm.push_back({"bf16", "square", 8192, 8192, 8192, 10, 0, 0, 100.0, -1});
+  r.memory.push_back({"copy", int64_t{1} << 30, 5, 0, 0, 1000.0, -1});
+  r.launch.push_back({"eager", 1000, 2000.0, -1});
+  r.interconnect.push_back({"all_reduce", 2, "bf16", "host", 12.0, 90.0, 10.0, 100.0, 8, 1 << 30});
+  return r;
+}
+
+OpSpec spec(const char* name, OpKind kind, Lane lane, double flops, double bytes, double comm = 0,
+            const char* collective = "") {
+  OpSpec s;
+  s.name = name;
+  s.kind = kind;
+  s.lane = lane;
+  s.cost = {flops, bytes, comm};
+  s.collective = collective;
+  return s;
+}
+
+OpAggregate measured(const char* name, const char* kind, double p50_ns, const OpCost& cost) {
+  OpAggregate a;
+  a.name = name;
+  a.kind = kind;
+  a.count = 4;
+  a.p50_ns = p50_ns;
+  a.per_step_p50_ns = p50_ns;
+  a.flops = cost.flops;
+  a.hbm_bytes = cost.hbm_bytes;
+  a.comm_bytes = cost.comm_bytes;
+  return a;
+}
+
+const AttrValue* find(const Attrs& attrs, const std::string& key) {
+  for (const auto& kv : attrs)
+    if (kv.first == key) return &kv.second;
+  return nullptr;
+}
+
+TEST(RunAttribution, EfficiencyAndOpsOverTheCeiling) {
+  AttributionInput in;
+  in.tp = 1;
+  in.dtype = DType::bf16;
+  in.transport = "host";
+  // A GEMM of 1e12 FLOPs: 10 ms at the compute roof. An elementwise op of 1 GB: 1 ms at HBM.
+  in.specs.push_back(spec("fc1_gemm", OpKind::gemm, Lane::compute, 1e12, 1e6));
+  in.specs.push_back(spec("activation", OpKind::elementwise, Lane::compute, 0, 1e9));
+  RunSummary s;
+  s.step.count = 4;
+  s.step.p50 = 21e6;
+  s.ops.push_back(measured("fc1_gemm", "gemm", 20e6, in.specs[0].cost)); // half its roof's speed
+  s.ops.push_back(measured("activation", "elementwise", 0.5e6, in.specs[1].cost)); // 2x too fast
+  attribute(s, in, roofs());
+  EXPECT_EQ(s.ops[0].ceiling, "compute");
+  EXPECT_NEAR(s.ops[0].bound_ns, 10e6, 1e-3);
+  EXPECT_NEAR(s.ops[0].efficiency, 0.5, 1e-12);
+  EXPECT_EQ(s.ops[1].ceiling, "hbm");
+  EXPECT_NEAR(s.ops[1].efficiency, 2.0, 1e-12);
+  const AttrValue* over = find(s.attrs, "ops_over_ceiling");
+  ASSERT_NE(over, nullptr);
+  EXPECT_EQ(std::get<int64_t>(*over), 1);
+  const AttrValue* ceiling = find(s.attrs, "ceiling");
+  ASSERT_NE(ceiling, nullptr);
+  EXPECT_EQ(std::get<std::string>(*ceiling), "compute");
+}
+
+TEST(RunAttribution, OpsWithinTheirCeilingsAreNotCounted) {
+  AttributionInput in;
+  in.tp = 2;
+  in.dtype = DType::bf16;
+  in.transport = "host";
+  in.specs.push_back(spec("norm1", OpKind::norm, Lane::compute, 0, 2e6));
+  in.specs.push_back(
+      spec("attn_allreduce", OpKind::collective, Lane::comm, 0, 0, 64e6, "all_reduce"));
+  RunSummary s;
+  s.step.count = 2;
+  s.step.p50 = 3e6;
+  s.ops.push_back(measured("norm1", "norm", 2.1e3 * 2, in.specs[0].cost));
+  s.ops.push_back(measured("attn_allreduce", "collective", 2.9e6, in.specs[1].cost));
+  attribute(s, in, roofs());
+  for (const OpAggregate& a : s.ops) {
+    EXPECT_NE(a.ceiling, "none") << a.name;
+    EXPECT_GT(a.efficiency, 0.0) << a.name;
+    EXPECT_LE(a.efficiency, 1.0) << a.name;
+  }
+  EXPECT_EQ(s.ops[1].ceiling, "interconnect");
+  EXPECT_EQ(std::get<int64_t>(*find(s.attrs, "ops_over_ceiling")), 0);
+  EXPECT_EQ(std::get<std::string>(*find(s.attrs, "ceiling")), "interconnect");
+}
+
+} // namespace
+} // namespace ridgeline
