@@ -19,6 +19,7 @@
 #include "app/host_memory.hpp"
 #include "collectives/collective_bench.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "models/cuda_backend.hpp"
 
 namespace ridgeline {
@@ -121,14 +122,8 @@ CLI::Validator number_above(double bound, bool inclusive) {
 CLI::Validator regular_file() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
-        struct stat st {};
-        if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
-        const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
-                           : S_ISFIFO(st.st_mode)                       ? "a FIFO"
-                           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                           : S_ISSOCK(st.st_mode)                       ? "a socket"
-                                                                        : "not a plain file";
-        return in_quotes(path) + " is " + kind + ", not a regular file";
+        const std::string kind = not_regular(path);
+        return kind.empty() ? "" : in_quotes(path) + " is " + kind + ", not a regular file";
       },
       "", "file");
 }
@@ -260,6 +255,9 @@ std::vector<std::string> output_problems(const std::string& path, const std::str
   if (!path.empty() && path.back() == '/') return {what + ": names a directory; give a file name"};
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return {what + ": is a directory; give a file name"};
+  // A FIFO would block the end of the job, a device would take the file: only files are replaced.
+  if (const std::string kind = not_regular(path); !kind.empty())
+    return {what + ": is " + kind + ", not a regular file"};
   const std::string dir = directory_of(path);
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return {what + ": directory '" + dir + "' does not exist"};

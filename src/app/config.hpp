@@ -11,6 +11,7 @@
 
 #include "app/commands.hpp"
 #include "app/run_data.hpp"
+#include "core/watchdog.hpp"
 #include "models/model_spec.hpp"
 
 namespace ridgeline {
@@ -78,7 +79,7 @@ struct RunConfig {
   std::string file_layout = "auto"; ///< auto | single | per-node (docs/SCHEMA.md, File layouts)
   bool per_rank_files = false;      ///< --per-rank-files: the per-node layout
   int ranks_per_file = 0;           ///< per-node layout: ranks of a node per node file; 0 = all
-  double timeout_s = 300;
+  double timeout_s = kDefaultTimeoutSeconds;
   int sample_ms = 20;        ///< NVML sampling period of each rank's GPU; 0 = off
   std::string roofs = "";    ///< roofs file; "" = measure a short version; "none" = no attribution
   std::string json = "";     ///< also write the summary as JSON here

@@ -18,6 +18,7 @@
 #include "app/run_file.hpp"
 #include "app/run_file_write.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/mpi_session.hpp"
 
 namespace ridgeline {
@@ -98,10 +99,6 @@ std::string new_file_set_id() {
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(id));
   return text;
-}
-
-std::string temporary_name(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
 }
 
 // Per rank, in rank order: the rows of each group, then the samples.

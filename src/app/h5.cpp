@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/files.hpp"
+
 namespace ridgeline::h5 {
 namespace {
 
@@ -339,9 +341,51 @@ bool is_hdf5_file(const std::string& path) {
   return hdf5 > 0;
 }
 
+namespace {
+
+// Refuses a file whose external links lead to something that is not a regular file (a FIFO
+// would block the first reader that follows the link, forever). The links are visited, not
+// followed; a target is looked for where HDF5 looks: as written when absolute, else beside the
+// linking file and in the working directory.
+struct LinkCheck {
+  std::string path, directory, problem;
+};
+
+herr_t check_link(hid_t loc, const char* name, const H5L_info_t* info, void* data) {
+  auto* check = static_cast<LinkCheck*>(data);
+  if (info->type != H5L_TYPE_EXTERNAL) return 0;
+  std::vector<char> value(info->u.val_size);
+  const char* file = nullptr;
+  const char* object = nullptr;
+  if (H5Lget_val(loc, name, value.data(), value.size(), H5P_DEFAULT) < 0 ||
+      H5Lunpack_elink_val(value.data(), value.size(), nullptr, &file, &object) < 0)
+    return 0; // unreadable links are the validator's to report
+  const std::string target = file;
+  std::vector<std::string> candidates{target};
+  if (!target.empty() && target.front() != '/') candidates.push_back(check->directory + target);
+  for (const std::string& candidate : candidates) {
+    const std::string kind = not_regular(candidate);
+    if (kind.empty()) continue;
+    check->problem = "the external link /" + std::string(name) + " leads to '" + candidate +
+                     "', which is " + kind + ", not a regular file";
+    return 1; // stop the visit
+  }
+  return 0;
+}
+
+} // namespace
+
 Handle open_file_read(const std::string& path) {
   quiet();
-  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
+  if (const std::string kind = not_regular(path); !kind.empty())
+    throw Error(path + ": is " + kind + ", not a regular file");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
+  const size_t slash = path.find_last_of('/');
+  LinkCheck check{path, slash == std::string::npos ? "" : path.substr(0, slash + 1), ""};
+  check_status(H5Lvisit(file.id(), H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &check), "H5Lvisit",
+               path);
+  if (!check.problem.empty()) throw Error(check.problem);
+  return file;
 }
 
 Handle open_file_write(const std::string& path) {

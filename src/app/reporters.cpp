@@ -13,6 +13,7 @@
 
 #include "app/summary.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "models/attribution.hpp"
 #include "models/work_model.hpp"
 
@@ -460,17 +461,12 @@ size_t rows(const Table& t) {
   return std::visit([](const auto& v) { return v.size(); }, t.front().values);
 }
 
-std::ofstream open_out(const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw UsageError("cannot write '" + path + "': " + std::strerror(errno));
-  return out;
-}
-
 } // namespace
 
-void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,
-                const std::vector<std::pair<std::string, Table>>& tables) {
-  std::ofstream out = open_out(path);
+namespace {
+
+void json_document(std::ostream& out, const std::vector<std::pair<std::string, Attrs>>& attrs,
+                   const std::vector<std::pair<std::string, Table>>& tables) {
   out << "{";
   const char* sep = "\n  ";
   for (const auto& [name, group] : attrs) {
@@ -492,13 +488,11 @@ void write_json(const std::string& path, const std::vector<std::pair<std::string
     sep = ",\n  ";
   }
   out << "\n}\n";
-  if (!out) throw Error("writing '" + path + "' failed");
 }
 
-void write_markdown(const std::string& path, const std::string& title,
-                    const std::vector<std::pair<std::string, Attrs>>& attrs,
-                    const std::vector<std::pair<std::string, Table>>& tables) {
-  std::ofstream out = open_out(path);
+void markdown_document(std::ostream& out, const std::string& title,
+                       const std::vector<std::pair<std::string, Attrs>>& attrs,
+                       const std::vector<std::pair<std::string, Table>>& tables) {
   out << "# " << title << "\n";
   for (const auto& [name, group] : attrs) {
     out << "\n## " << name << "\n\n";
@@ -520,7 +514,19 @@ void write_markdown(const std::string& path, const std::string& title,
       out << "\n";
     }
   }
-  if (!out) throw Error("writing '" + path + "' failed");
+}
+
+} // namespace
+
+void write_json(const std::string& path, const std::vector<std::pair<std::string, Attrs>>& attrs,
+                const std::vector<std::pair<std::string, Table>>& tables) {
+  write_text_file(path, [&](std::ostream& out) { json_document(out, attrs, tables); });
+}
+
+void write_markdown(const std::string& path, const std::string& title,
+                    const std::vector<std::pair<std::string, Attrs>>& attrs,
+                    const std::vector<std::pair<std::string, Table>>& tables) {
+  write_text_file(path, [&](std::ostream& out) { markdown_document(out, title, attrs, tables); });
 }
 
 SummaryFiles::SummaryFiles(const std::string& json, const std::string& markdown)

@@ -32,7 +32,7 @@ struct RoofsPlan {
   size_t interconnect_max_bytes = 0;
   int interconnect_iters = 10;
   int sample_ms = 20;
-  double timeout_s = 300;
+  double timeout_s = kDefaultTimeoutSeconds;
   std::string source; ///< recorded as /roofs source
 
   /// The defaults: full (`ridgeline roofs`) or quick (inside `run` and `sweep`).

@@ -24,6 +24,7 @@
 #include "app/sweep.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "models/layer_plan.hpp"
 
 namespace ridgeline {
@@ -203,7 +204,8 @@ std::string rank_path(size_t rank) {
 std::string open_problem(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return path + ": no such file";
-  if (std::filesystem::is_directory(path, error)) return path + ": is a directory";
+  if (const std::string kind = not_regular(path); !kind.empty())
+    return path + ": is " + kind + ", not a regular file";
   try {
     if (!h5::is_hdf5_file(path)) return path + ": not an HDF5 file";
   } catch (const Error& e) {
@@ -1478,7 +1480,7 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
 void write_run_file(const std::string& path, const RunData& data) {
   const bool run_layout = has_run_layout(data.root);
   check_run_data(path, data, run_layout ? data.timelines.size() : data.topology.size());
-  TemporaryFile temporary(path + ".tmp." + std::to_string(::getpid()));
+  TemporaryFile temporary(temporary_name(path));
   RanksPart ranks;
   ranks.has = [&](const std::string& prefix) {
     if (prefix.empty()) return run_layout;
@@ -1537,7 +1539,7 @@ std::vector<std::string> validate_run_file(const std::string& path, bool accept_
     h5::Handle file = h5::open_file_read(path);
     validate_contents(file.id(), path, problems, accept_incomplete);
   } catch (const std::exception& e) {
-    problems.push_back(path + ": " + e.what());
+    problems.push_back(e.what()); // the caller names the file
   }
   return problems;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -23,6 +24,15 @@ std::chrono::steady_clock::duration poll_period(double seconds) {
   const double poll_s = std::min(10.0, std::max(0.25, seconds / 4));
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(poll_s));
+}
+
+// This process's rank for the message: MPI's once it is up, before that the launcher's.
+int rank_for_message() {
+  if (error_rank() >= 0) return error_rank();
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0')
+      return std::atoi(value);
+  return -1;
 }
 
 } // namespace
@@ -68,11 +78,20 @@ void Watchdog::rearm(std::string what) {
   m_cv.notify_all();
 }
 
+void Watchdog::set_timeout(double seconds) {
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_seconds = seconds;
+    m_rearmed = true;
+  }
+  m_cv.notify_all();
+}
+
 void Watchdog::watch() {
   using clock = std::chrono::steady_clock;
-  const auto limit = timeout_duration(m_seconds);
-  const auto poll = poll_period(m_seconds);
   std::unique_lock<std::mutex> lock(m_mutex);
+  auto limit = timeout_duration(m_seconds);
+  auto poll = poll_period(m_seconds);
   auto position = progress::position();
   auto deadline = time_after(clock::now(), limit);
   for (;;) {
@@ -82,11 +101,16 @@ void Watchdog::watch() {
     const auto now_at = progress::position();
     if (m_rearmed || now_at != position) {
       m_rearmed = false;
+      limit = timeout_duration(m_seconds);
+      poll = poll_period(m_seconds);
       position = now_at;
       deadline = time_after(clock::now(), limit);
       continue;
     }
     if (clock::now() < deadline) continue;
+    // The job's watchdog and a phase's may expire together: one of them speaks.
+    static std::atomic<bool> fired{false};
+    if (fired.exchange(true)) continue;
     char host[HOST_NAME_MAX + 1] = {};
     gethostname(host, sizeof(host) - 1);
     std::string what = progress::phase();
@@ -95,7 +119,8 @@ void Watchdog::watch() {
     const progress::Board* board = progress::board();
     const std::string why = board != nullptr ? board->diagnose(&other_host) : std::string();
     std::fprintf(stderr, "[rank %d %s] ridgeline: timed out after %.0f s: %s%s%s (see --timeout)\n",
-                 error_rank(), host, m_seconds, what.c_str(), why.empty() ? "" : ": ", why.c_str());
+                 rank_for_message(), host, m_seconds, what.c_str(), why.empty() ? "" : ": ",
+                 why.c_str());
     std::fflush(stderr);
     // Every rank of this host is level: a rank of another host may see the missing one, and
     // this rank's exit makes the launcher end the job. Give that rank a moment to say so.

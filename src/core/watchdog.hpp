@@ -18,6 +18,8 @@ namespace ridgeline {
 /// Timeouts at or beyond this many seconds (about 31 years) never expire: the clock's
 /// nanosecond count could not hold them.
 inline constexpr double kNeverSeconds = 1e9;
+/// --timeout when none is given.
+inline constexpr double kDefaultTimeoutSeconds = 300;
 
 /// `seconds` as the steady clock's duration, saturated: kNeverSeconds or more (and NaN) gives
 /// the largest duration, which time_after() never reaches.
@@ -40,6 +42,9 @@ public:
   /// Starts a new phase (sets its text for the board and the progress line); restarts the
   /// countdown.
   void rearm(std::string what);
+  /// A new limit, counted from now (the job's watchdog learns --timeout once the command line is
+  /// parsed).
+  void set_timeout(double seconds);
   /// Marks iteration `k` of the current phase and so restarts the countdown: relaxed atomic
   /// stores only (no lock, no string), so it may sit inside a timed loop.
   void iteration(int64_t k) { progress::set_iteration(k); }

@@ -5,7 +5,8 @@
 # created, and every input file is left as it was.
 #   same-file  an output that is another output or an input (spellings, hard and symbolic links)
 #   sizes      sizes whose products would overflow, plans too large, a config line too long
-#   readers    a file to read that is a FIFO, a directory or a device; --timeout 1e10 is "never"
+#   readers    a file to read that is a FIFO, a directory or a device, also behind a per-node
+#              file's external link; an output that is a FIFO; --timeout 1e10 is "never"
 #   env        RIDGELINE_* switches with a value they do not take; a set one is in /stack/env
 #   messages   an option given twice, an unknown command, a quoted number in a config file
 # Usage: refused_input.sh RIDGELINE_BIN REPO_DIR GROUP
@@ -22,7 +23,7 @@ echo "an input" >in.h5
 echo "another input" >other.h5
 ln in.h5 hard.h5
 ln -s in.h5 sym.h5
-mkdir sub dir
+mkdir sub dir "$work/pernode"
 mkfifo fifo
 cp "$repo/models/tiny.toml" run.toml
 printf '[roofs]\nquick = true\n' >roofs.toml
@@ -113,6 +114,24 @@ readers)
   check "a: 'fifo' is a FIFO, not a regular file" "$bin" compare fifo in.h5
   check "--validate: '/dev/null' is a device, not a regular file" "$bin" "${model[@]}" --validate /dev/null
   check "--config: 'fifo' is a FIFO, not a regular file" "$bin" run --config fifo --dp 2 --out x.h5
+  # An output that is a FIFO would block the end of the job: refused before any work.
+  check "--out 'fifo': is a FIFO, not a regular file" "$bin" "${run[@]}" --out fifo
+  check "--json 'fifo': is a FIFO, not a regular file" "$bin" "${run[@]}" --out x.h5 --json fifo
+  check "--markdown 'fifo': is a FIFO, not a regular file" "$bin" "${sweep[@]}" --out x.h5 --markdown fifo
+  # A per-node file whose node file became a FIFO: every reader says so instead of blocking.
+  run_ok "$work/pernode/p.h5" "$bin" "${run[@]}" --file-layout per-node
+  mv "$work/pernode/p.node0.h5" "$work/pernode/kept.h5" && mkfifo "$work/pernode/p.node0.h5"
+  for reader in "validate $work/pernode/p.h5" "report $work/pernode/p.h5" \
+    "compare $work/pernode/p.h5 $work/pernode/p.h5"; do
+    # shellcheck disable=SC2086 # the reader's words
+    timeout 30 "$bin" $reader >"$work/reader.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 0 ] || ! grep -q "leads to '.*p.node0.h5', which is a FIFO" "$work/reader.log"; then
+      echo "FAIL [$reader]: exit $rc"; sed 's/^/    /' "$work/reader.log"; failures=$((failures + 1))
+    else
+      echo "ok   [$reader]: $(head -c 200 "$work/reader.log")"
+    fi
+  done
   # A timeout beyond what the clock holds means never: the run ends normally.
   run_ok "$work/never.h5" "$bin" "${run[@]}" --timeout 1e10
   ;;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A rank that stops (SIGSTOP) mid-run: --timeout ends the job, and the message of the ranks that
-# wait names the stopped rank, its host and where it is, not only the waiting rank.
+# wait names the stopped rank, its host and where it is, not only the waiting rank. A rank that
+# stops before MPI is up: --timeout bounds that phase too (the job's watchdog starts on the first
+# line of main), and the waiting rank names itself and the phase.
 # Usage: timeout_names_rank.sh RIDGELINE_BIN REPO_DIR
 set -uo pipefail
 bin=$1 repo=$2
@@ -41,3 +43,17 @@ host=$(hostname)
 grep -Eq "timed out after 8 s: .*rank 3 \(host $host\) did not (reach|get through) .*stopped responding" \
   "$work/err.log" || { echo "the timeout message does not name rank 3" >&2; exit 1; }
 echo "timeout names the stopped rank"
+
+# Rank 1 stops before its MPI_Init: rank 0 waits in MPI's start, where no phase of a command has
+# armed its watchdog yet.
+timeout 60 mpiexec -n 2 --oversubscribe bash -c \
+  'if [ "${OMPI_COMM_WORLD_RANK:-}" = 1 ]; then kill -STOP $$; fi; exec "$@"' _ \
+  "$bin" run --config "$repo/models/tiny.toml" --timeout 3 --roofs none -q --out "$work/early.h5" \
+  >"$work/early.log" 2>"$work/early.err"
+rc=$?
+cat "$work/early.err"
+[ "$rc" -eq 124 ] || { echo "expected exit 124 from the watchdog, got $rc" >&2; exit 1; }
+grep -q "^\[rank 0 $host\] ridgeline: timed out after 3 s: starting: MPI" "$work/early.err" ||
+  { echo "no timeout message from rank 0 naming the start" >&2; exit 1; }
+[ ! -e "$work/early.h5" ] || { echo "a file was written" >&2; exit 1; }
+echo "timeout bounds the start"

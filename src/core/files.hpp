@@ -1,0 +1,27 @@
+// Files as the tools meet them: what a path is when it is not a regular file (a FIFO would block
+// a reader or a writer forever), and text files written whole or not at all.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace ridgeline {
+
+/// What `path` is when it exists and is not a regular file ("a FIFO", "a directory", "a device",
+/// "a socket", "not a plain file"); "" for a regular file and for a path that does not exist.
+/// Links are followed.
+std::string not_regular(const std::string& path);
+
+/// The temporary name a writer uses beside `path` before renaming onto it.
+std::string temporary_name(const std::string& path);
+
+/// Writes `text` to `path` whole or not at all: into temporary_name(path), every write, the
+/// fsync and the close checked, then renamed onto `path`. On any failure the temporary file is
+/// removed, `path` is left as it was and Error names the reason (a full filesystem, a quota).
+void write_text_file(const std::string& path, const std::string& text);
+
+/// write_text_file() of what `write` puts into a stream.
+void write_text_file(const std::string& path, const std::function<void(std::ostream&)>& write);
+
+} // namespace ridgeline
