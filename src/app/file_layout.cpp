@@ -113,6 +113,17 @@ struct RowCounts {
   }
 };
 
+// What the ranks' rows take in the file, with room for each dataset's header and the metadata.
+size_t rows_bytes(const RowCounts& counts, int64_t ranks) {
+  size_t bytes = size_t{256} << 10;
+  for (int64_t r = 0; r < ranks; ++r) {
+    for (size_t g = 0; g + 1 < counts.per_rank; ++g)
+      bytes += static_cast<size_t>(counts.timeline(r, g)) * sizeof(TimelineRecord) + 4096;
+    bytes += static_cast<size_t>(counts.samples(r)) * sizeof(GpuSample) + 4096;
+  }
+  return bytes;
+}
+
 // The per-rank part of the file rank 0 writes: a group per rank with the attribute `rows`; in
 // the per-node layout also the external links to the rank's node file (`node_file` per rank).
 RanksPart skeleton(const RankRows& mine, const RowCounts& counts, int64_t ranks,
@@ -144,9 +155,9 @@ RanksPart skeleton(const RankRows& mine, const RowCounts& counts, int64_t ranks,
 
 // Rank 0 closes the file set: write_seconds on the (temporary) file, then the rename onto `path`.
 void finish(TemporaryFile& temporary, const std::string& path, double seconds) {
-  h5::Handle file = h5::open_file_write(temporary.path());
+  h5::Handle file = h5::open_memory_file(temporary.path());
   h5::write_attr(file.id(), "write_seconds", seconds);
-  file.close();
+  h5::save_memory_file(file, temporary.path());
   temporary.rename_to(path);
 }
 
@@ -162,6 +173,9 @@ FilesWritten write_single(MPI_Comm comm, const std::string& path, const RunData&
     error = attempt([&] {
       write_run_contents(tmp, data, skeleton(mine, counts, ranks, nullptr),
                          {{"file_layout", std::string(kLayoutNames[0])}});
+      // The rows' space, reserved before the ranks write them: a filesystem that fills up
+      // halfway through would leave HDF5 a file it cannot close.
+      reserve_file_space(tmp, std::filesystem::file_size(tmp) + rows_bytes(counts, ranks));
     });
   agree(comm, path, error);
 
@@ -236,7 +250,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
     part_tmp = std::make_unique<TemporaryFile>(temporary_name(part));
     h5::Handle file;
     error = attempt([&] {
-      file = h5::create_file(part_tmp->path());
+      file = h5::create_memory_file(part_tmp->path());
       char host[256] = {};
       gethostname(host, sizeof(host) - 1);
       h5::write_attrs(file.id(), {{"schema_version", kSchemaVersion},
@@ -274,7 +288,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
           h5::write_attr(dataset.id(), "period_ms", mine.sample_period_ms);
         });
     }
-    if (error.empty()) error = attempt([&] { file.close(); });
+    if (error.empty()) error = attempt([&] { h5::save_memory_file(file, part_tmp->path()); });
   } else {
     for (const std::vector<TimelineRecord>* rows : mine.timelines)
       send_rows(node.comm, 0, kRowsTag, *rows);

@@ -41,7 +41,18 @@ std::string innermost_error() {
       },
       &text);
   H5Eclear2(H5E_DEFAULT);
-  return text.empty() ? "failed" : text;
+  if (text.empty()) return "failed";
+  // The file drivers describe a failed system call over several lines ("file write failed:
+  // time = ..., errno = 28, error message = 'No space left on device', ..."): the reason only.
+  const std::string key = "error message = '";
+  if (const size_t at = text.find(key); at != std::string::npos) {
+    const size_t end = text.find('\'', at + key.size());
+    const size_t colon = text.find(':');
+    return (colon < at ? text.substr(0, colon) + ": " : std::string()) +
+           text.substr(at + key.size(), end == std::string::npos ? end : end - at - key.size());
+  }
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
 }
 
 // Name and size queries return a length, negative on failure.
@@ -332,6 +343,45 @@ Handle create_file(const std::string& path) {
   check_status(H5Pset_link_creation_order(fcpl.id(), kCreationOrder), "H5Pset_link_creation_order",
                path);
   return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), H5P_DEFAULT), "H5Fcreate", path);
+}
+
+namespace {
+
+// The core driver's file access list: memory grows by 4 MiB at a time, no backing store.
+Handle memory_access(const std::string& path) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path);
+  check_status(H5Pset_fapl_core(fapl.id(), size_t{4} << 20, false), "H5Pset_fapl_core", path);
+  return fapl;
+}
+
+} // namespace
+
+Handle create_memory_file(const std::string& path) {
+  quiet();
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate", path);
+  set_attr_order(fcpl.id(), path);
+  check_status(H5Pset_link_creation_order(fcpl.id(), kCreationOrder), "H5Pset_link_creation_order",
+               path);
+  Handle fapl = memory_access(path);
+  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), fapl.id()), "H5Fcreate", path);
+}
+
+Handle open_memory_file(const std::string& path) {
+  quiet();
+  Handle fapl = memory_access(path);
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), "H5Fopen", path);
+}
+
+void save_memory_file(Handle& file, const std::string& path) {
+  quiet();
+  check_status(H5Fflush(file.id(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
+  const ssize_t size = H5Fget_file_image(file.id(), nullptr, 0);
+  check_status(size < 0 ? -1 : 0, "H5Fget_file_image", path);
+  std::vector<char> image(static_cast<size_t>(size));
+  check_status(H5Fget_file_image(file.id(), image.data(), image.size()) < 0 ? -1 : 0,
+               "H5Fget_file_image", path);
+  file.close();
+  write_whole_file(path, image.data(), image.size());
 }
 
 bool is_hdf5_file(const std::string& path) {

@@ -48,6 +48,15 @@ std::string object_path(hid_t loc, const std::string& name);
 
 /// Creates (truncates) a file whose groups keep link and attribute creation order.
 Handle create_file(const std::string& path);
+/// A new file built in memory (HDF5's core driver without a backing store) under the name
+/// `path`: nothing reaches the disk until save_memory_file(), so a full filesystem can never
+/// leave HDF5 a file it fails to close.
+Handle create_memory_file(const std::string& path);
+/// An existing file read into memory for changes that save_memory_file() writes back.
+Handle open_memory_file(const std::string& path);
+/// Writes the image of an in-memory file to `path` (created or truncated; every write checked,
+/// removed on failure) and closes the file.
+void save_memory_file(Handle& file, const std::string& path);
 /// True if `path` is an HDF5 file (false for other files); throws Error if it cannot be read.
 bool is_hdf5_file(const std::string& path);
 /// Opens an existing file read-only.

@@ -360,7 +360,7 @@ void write_tables(hid_t file, const std::vector<NamedTable>& tables) {
 
 void write_run_contents(const std::string& path, const RunData& data, const RanksPart& ranks,
                         const Attrs& extra_root) {
-  h5::Handle file = h5::create_file(path);
+  h5::Handle file = h5::create_memory_file(path);
   h5::write_attrs(file.id(), data.root);
   h5::write_attrs(file.id(), extra_root);
   write_stack(file.id(), data);
@@ -400,7 +400,7 @@ void write_run_contents(const std::string& path, const RunData& data, const Rank
   // The root's timelines are point 0's: one copy in the file, two paths to it.
   if (run_layout && !ranks.has("") && ranks.has("/points/0"))
     h5::create_hard_link(file.id(), "/points/0/ranks", "ranks");
-  file.close();
+  h5::save_memory_file(file, path);
 }
 
 TemporaryFile::~TemporaryFile() {
@@ -1291,7 +1291,9 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
     require_object(file, base + "/config", "group", problems);
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
     const AttrValue* status = find_attr(attrs, "status");
-    const bool failed = status != nullptr && attr_to_string(*status).rfind("failed", 0) == 0;
+    // A failed point has no summary, nor has one an incomplete sweep had not run yet.
+    const bool failed = status != nullptr && (attr_to_string(*status).rfind("failed", 0) == 0 ||
+                                              attr_to_string(*status) == "pending");
     const AttrValue* predicted = find_attr(attrs, "predicted");
     if (predicted_file && (predicted == nullptr || *predicted != AttrValue(int64_t{1})))
       problems.push_back(base + ": a point of a predicted file lacks predicted = 1");
@@ -1327,6 +1329,12 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
   }
 }
 
+// An integer attribute `complete` that is 0 (a job killed before its end wrote the file).
+bool marked_incomplete(const Attrs& attrs) {
+  const AttrValue* complete = find_attr(attrs, "complete");
+  return complete != nullptr && *complete == AttrValue(int64_t{0});
+}
+
 // Every repeat in /sweep/repeats, each ok point's medians inside their 95 % intervals (of
 // finite, non-negative times), and each crossover's status one of kCrossoverStatuses.
 void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::string>& problems) {
@@ -1336,6 +1344,15 @@ void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::str
   const h5::Table points = h5::read_table(file, "/sweep/points");
   const auto& status = column<std::string>(points, "status", "/sweep/points");
   const auto& repeats = column<int64_t>(points, "repeats", "/sweep/points");
+  const bool complete = !marked_incomplete(attrs);
+  for (size_t i = 0; i < status.size(); ++i) {
+    if (status[i] == "ok" && repeats[i] < 1)
+      problems.push_back("/sweep/points: row " + std::to_string(i) +
+                         ": an ok point with no repeat");
+    if (status[i] == "pending" && complete)
+      problems.push_back("/sweep/points: row " + std::to_string(i) +
+                         ": a point not run (pending) in a sweep marked complete");
+  }
   const char* medians[] = {"step_p50", "compute", "hbm", "interconnect", "launch"};
   for (const char* m : medians) {
     const std::string base = m;
@@ -1349,9 +1366,6 @@ void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::str
                            " must lie in its interval [lo, hi] of finite times >= 0, found " +
                            number_text(mid[i]) + " in [" + number_text(lo[i]) + ", " +
                            number_text(hi[i]) + "]");
-      if (repeats[i] < 1)
-        problems.push_back("/sweep/points: row " + std::to_string(i) +
-                           ": an ok point with no repeat");
     }
   }
   const h5::Table cross = h5::read_table(file, "/sweep/crossovers");
@@ -1379,12 +1393,6 @@ void validate_sweep(hid_t file, std::vector<std::string>& problems) {
   // Sweeps measured with repeats (the attribute `repeats`; earlier files measured once).
   if (find_attr(attrs, "repeats") != nullptr)
     check_section(problems, [&] { validate_sweep_repeats(file, attrs, problems); });
-}
-
-// An integer attribute `complete` that is 0 (a job killed before its end wrote the file).
-bool marked_incomplete(const Attrs& attrs) {
-  const AttrValue* complete = find_attr(attrs, "complete");
-  return complete != nullptr && *complete == AttrValue(int64_t{0});
 }
 
 const char* const kIncomplete =

@@ -707,7 +707,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
     data.tables.push_back({"/sweep/crossovers", crossovers_table(crossovers), {}});
     int64_t failed = 0;
     for (const SweepRow& r : rows)
-      failed += r.status == "ok" ? 0 : 1;
+      failed += r.status.rfind("failed", 0) == 0 ? 1 : 0;
     data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
                                                   {"points", static_cast<int64_t>(rows.size())},
                                                   {"failed", failed},
@@ -742,7 +742,8 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
              .second)
       continue;
     row.repeats = 0;
-    if (!point_problems.empty()) row.status = "failed: " + join(point_problems, "; ");
+    // "pending" until its first repeat runs (what a file written midway shows).
+    row.status = point_problems.empty() ? "pending" : "failed: " + join(point_problems, "; ");
     RunData::Point p;
     p.config = config_attrs(cfg);
     p.has_summary = false;

@@ -2,6 +2,7 @@
 // a reader or a writer forever), and text files written whole or not at all.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -15,6 +16,16 @@ std::string not_regular(const std::string& path);
 
 /// The temporary name a writer uses beside `path` before renaming onto it.
 std::string temporary_name(const std::string& path);
+
+/// Writes `size` bytes to `path` (created or truncated), every write, the fsync and the close
+/// checked; on failure `path` is removed and Error names the reason.
+void write_whole_file(const std::string& path, const void* data, size_t size);
+
+/// Makes sure the first `size` bytes of the existing file `path` have space on the filesystem
+/// (fallocate, which never changes the contents), so that a writer filling them later cannot
+/// meet a full filesystem halfway. Throws Error when the space is not there; does nothing where
+/// the filesystem cannot reserve space.
+void reserve_file_space(const std::string& path, size_t size);
 
 /// Writes `text` to `path` whole or not at all: into temporary_name(path), every write, the
 /// fsync and the close checked, then renamed onto `path`. On any failure the temporary file is
