@@ -11,6 +11,7 @@
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
+#include "core/stop.hpp"
 #include "core/watchdog.hpp"
 
 namespace {
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   ridgeline::Watchdog job_watchdog(timeout_in_argv(argc, argv),
                                    "starting: MPI, the command line and its --config files");
   ridgeline::MpiSession mpi(&argc, &argv);
+  // SIGTERM / SIGINT: no temporary file left behind, a sweep keeps what it finished.
+  ridgeline::stop::install("[rank " + std::to_string(mpi.rank()) + " " + mpi.hostname() + "]");
   CLI::App app{"ridgeline"};
   ridgeline::CommandAction action;
   ridgeline::build_cli(app, action);

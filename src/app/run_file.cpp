@@ -403,16 +403,6 @@ void write_run_contents(const std::string& path, const RunData& data, const Rank
   h5::save_memory_file(file, path);
 }
 
-TemporaryFile::~TemporaryFile() {
-  if (!m_kept) std::remove(m_path.c_str());
-}
-
-void TemporaryFile::rename_to(const std::string& target) {
-  if (std::rename(m_path.c_str(), target.c_str()) != 0)
-    throw Error(target + ": cannot rename '" + m_path + "' onto it: " + std::strerror(errno));
-  m_kept = true;
-}
-
 namespace {
 
 // ---- reading ----

@@ -7,6 +7,7 @@
 
 #include "app/h5.hpp"
 #include "app/run_data.hpp"
+#include "core/files.hpp"
 
 namespace ridgeline {
 
@@ -30,21 +31,5 @@ void check_run_data(const std::string& path, const RunData& data, size_t ranks);
 /// no per-rank part of its own gets /ranks as a hard link to /points/0/ranks.
 void write_run_contents(const std::string& path, const RunData& data, const RanksPart& ranks,
                         const Attrs& extra_root);
-
-/// Removes the temporary file unless it was kept (renamed onto its final name).
-class TemporaryFile {
-public:
-  explicit TemporaryFile(std::string path) : m_path(std::move(path)) {}
-  ~TemporaryFile();
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  const std::string& path() const { return m_path; }
-  /// Renames the file onto `target` and keeps it; throws Error naming both on failure.
-  void rename_to(const std::string& target);
-
-private:
-  std::string m_path;
-  bool m_kept = false;
-};
 
 } // namespace ridgeline

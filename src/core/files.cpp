@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -13,6 +14,52 @@
 #include "core/error.hpp"
 
 namespace ridgeline {
+namespace {
+
+// The live temporaries, for a signal handler: a path is copied in before its slot is marked
+// used, and the slot is cleared before the path may change.
+constexpr int kSlots = 32;
+constexpr size_t kPathBytes = 4096;
+char g_paths[kSlots][kPathBytes];
+volatile sig_atomic_t g_used[kSlots];
+
+int register_temporary(const std::string& path) {
+  if (path.size() >= kPathBytes) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_used[i]) continue;
+    std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
+    g_used[i] = 1;
+    return i;
+  }
+  return -1; // more live temporaries than slots: the destructor still removes it
+}
+
+void unregister_temporary(int slot) {
+  if (slot >= 0) g_used[slot] = 0;
+}
+
+} // namespace
+
+void remove_temporaries() {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i]) ::unlink(g_paths[i]);
+}
+
+TemporaryFile::TemporaryFile(std::string path)
+    : m_path(std::move(path)), m_slot(register_temporary(m_path)) {}
+
+TemporaryFile::~TemporaryFile() {
+  if (!m_kept) std::remove(m_path.c_str());
+  unregister_temporary(m_slot);
+}
+
+void TemporaryFile::rename_to(const std::string& target) {
+  if (std::rename(m_path.c_str(), target.c_str()) != 0)
+    throw Error(target + ": cannot rename '" + m_path + "' onto it: " + std::strerror(errno));
+  m_kept = true;
+  unregister_temporary(m_slot);
+  m_slot = -1;
+}
 
 std::string not_regular(const std::string& path) {
   struct stat st {};
@@ -70,13 +117,9 @@ void reserve_file_space(const std::string& path, size_t size) {
 void write_text_file(const std::string& path, const std::string& text) {
   const std::string kind = not_regular(path);
   if (!kind.empty()) throw Error("'" + path + "' is " + kind + ", not a regular file");
-  const std::string temporary = temporary_name(path);
-  write_whole_file(temporary, text.data(), text.size());
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    throw Error("renaming '" + temporary + "' onto '" + path + "' failed: " + std::strerror(error));
-  }
+  TemporaryFile temporary(temporary_name(path));
+  write_whole_file(temporary.path(), text.data(), text.size());
+  temporary.rename_to(path);
 }
 
 void write_text_file(const std::string& path, const std::function<void(std::ostream&)>& write) {

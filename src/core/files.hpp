@@ -6,6 +6,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 namespace ridgeline {
 
@@ -26,6 +27,27 @@ void write_whole_file(const std::string& path, const void* data, size_t size);
 /// meet a full filesystem halfway. Throws Error when the space is not there; does nothing where
 /// the filesystem cannot reserve space.
 void reserve_file_space(const std::string& path, size_t size);
+
+/// A file that exists only until it is renamed into place: removed by the destructor unless
+/// kept, and by remove_temporaries() (a signal handler's) while it is alive.
+class TemporaryFile {
+public:
+  explicit TemporaryFile(std::string path);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return m_path; }
+  /// Renames the file onto `target` and keeps it; throws Error naming both on failure.
+  void rename_to(const std::string& target);
+
+private:
+  std::string m_path;
+  int m_slot = -1;
+  bool m_kept = false;
+};
+
+/// Removes every live TemporaryFile's file; async-signal-safe (unlink only).
+void remove_temporaries();
 
 /// Writes `text` to `path` whole or not at all: into temporary_name(path), every write, the
 /// fsync and the close checked, then renamed onto `path`. On any failure the temporary file is
