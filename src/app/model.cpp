@@ -92,9 +92,14 @@ HardwareSpec read_hardware_file(const std::string& path) {
 
 RunConfig config_from_attrs(const Attrs& a) {
   RunConfig c;
+  // An absent key takes its default; one of the wrong type is refused, never defaulted.
   auto i64 = [&](const char* k, int64_t fallback) {
     const AttrValue* v = find_attr(a, k);
-    return v != nullptr && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : fallback;
+    if (v == nullptr) return fallback;
+    if (!std::holds_alternative<int64_t>(*v))
+      throw UsageError(std::string("/config: ") + k + " must be an integer, found " +
+                       attr_to_string(*v));
+    return std::get<int64_t>(*v);
   };
   auto text = [&](const char* k, const std::string& fallback) {
     const AttrValue* v = find_attr(a, k);
@@ -279,6 +284,23 @@ Table prediction_table(const StepPrediction& s) {
 // ops' own time, which is taken out) less what the stamps added to the step (timed p50 -
 // uninstrumented step), summed, over the launches of those steps. Replayed graphs are left out:
 // their step is split by the roofs, not measured between ops.
+// A measured file for --validate or --calibrate, checked as `ridgeline validate` checks it: a
+// damaged file is refused with its first problem; an incomplete one (its job was stopped) is
+// used for the points it holds, and said so.
+RunData read_measured(const std::string& path) {
+  const std::vector<std::string> problems = validate_run_file(path, true);
+  if (!problems.empty())
+    throw Error(path + ": " + problems.front() +
+                (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
+                                           " more: ridgeline validate " + path + ")"
+                                     : std::string()));
+  RunData data = read_run_file(path, false);
+  data.points = read_points(path);
+  if (const std::string note = incomplete_note(data); !note.empty())
+    std::cerr << "ridgeline: note: " << path << ": " << note << "\n";
+  return data;
+}
+
 Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
                       const Machine& m, std::ostream& out) {
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
@@ -288,8 +310,7 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
   };
   std::map<std::string, GapSums> gaps;
   for (const std::string& path : paths) {
-    RunData d = read_run_file(path, false);
-    d.points = read_points(path);
+    RunData d = read_measured(path);
     std::vector<std::pair<Attrs, const RunSummary*>> points;
     if (has_run_layout(d.root) && d.points.empty()) points.emplace_back(d.config, &d.summary);
     for (const RunData::Point& p : d.points)
@@ -456,8 +477,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
   RunData validated;
   if (!o.validate.empty()) {
     try {
-      validated = read_run_file(o.validate, false);
-      validated.points = read_points(o.validate);
+      validated = read_measured(o.validate);
     } catch (const Error& e) {
       problems.emplace_back(std::string("--validate: ") + e.what());
     }

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "app/command_support.hpp"
 #include "app/h5.hpp"
 #include "app/run_file_write.hpp"
 #include "app/summary.hpp"
@@ -534,6 +535,9 @@ RunData read_contents(const std::string& path, bool timelines) {
   const int64_t world_size = int_attr(data.root, "world_size", "/");
   if (world_size < 1) throw Error("/: world_size " + std::to_string(world_size) + " < 1");
   const auto ranks = static_cast<size_t>(world_size);
+  if (const size_t held = h5::dataset_rows(file.id(), "/topology/rank"); held != ranks)
+    throw Error("/: world_size " + std::to_string(world_size) + " but /topology holds " +
+                std::to_string(held) + " ranks");
 
   h5::Handle stack = h5::open_group(file.id(), "/stack");
   data.stack = h5::read_attrs(stack.id());
@@ -650,6 +654,7 @@ void validate_timeline(hid_t file, const std::string& path, int64_t op_count, in
     if (row.op_id < 0 || (op_count >= 0 && row.op_id >= op_count))
       report(i, "op_id " + std::to_string(row.op_id) + " outside [0, " +
                     (op_count >= 0 ? std::to_string(op_count) : "?") + ")");
+    if (row.t_start_ns < 0) report(i, "t_start_ns " + std::to_string(row.t_start_ns) + " < 0");
     if (row.t_end_ns < row.t_start_ns) report(i, "t_end_ns < t_start_ns");
     if (row.lane >= kLaneCount) report(i, "lane " + std::to_string(row.lane) + " not in {0, 1, 2}");
     if (row.warmup > 1) report(i, "warmup " + std::to_string(row.warmup) + " not in {0, 1}");
@@ -1135,8 +1140,24 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
                          number_text(p50) + ", " + number_text(p95) + ", " + number_text(p99));
   });
   check_section(problems, [&] {
-    if (require_object(file, group + "/ops", "dataset", problems))
-      read_aggregates(file, group + "/ops");
+    if (!require_object(file, group + "/ops", "dataset", problems)) return;
+    for (const OpAggregate& a : read_aggregates(file, group + "/ops")) {
+      const std::pair<const char*, double> fields[] = {{"p50_ns", a.p50_ns},
+                                                       {"mean_ns", a.mean_ns},
+                                                       {"per_step_p50_ns", a.per_step_p50_ns},
+                                                       {"share", a.share},
+                                                       {"flops", a.flops},
+                                                       {"hbm_bytes", a.hbm_bytes},
+                                                       {"comm_bytes", a.comm_bytes},
+                                                       {"bound_ns", a.bound_ns},
+                                                       {"efficiency", a.efficiency}};
+      for (const auto& [name, value] : fields)
+        if (!(std::isfinite(value) && value >= 0)) {
+          problems.push_back(group + "/ops: op " + a.name + ": " + name + " is " +
+                             number_text(value) + ", expected a finite value >= 0");
+          break;
+        }
+    }
   });
   check_section(problems, [&] { validate_decode(file, base, problems); });
   check_section(problems, [&] { validate_pipeline(file, base, problems); });
@@ -1269,6 +1290,36 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
   check_section(problems, [&] { validate_roof(file, problems, true); });
 }
 
+// The /config attributes a reader acts on, with their types: a wrong type must not turn into
+// a default downstream (a tp stored as text read as tp = 1). Values are not ranged here: 0 and
+// -1 stand for "the default" in a sweep's base configuration.
+struct ConfigKey {
+  const char* name;
+  bool integer; ///< else text
+};
+constexpr ConfigKey kConfigKeys[] = {
+    {"tp", true},       {"pp", true},         {"dp", true},           {"batch", true},
+    {"seq", true},      {"layers", true},     {"hidden", true},       {"heads", true},
+    {"kv_heads", true}, {"ffn_hidden", true}, {"microbatches", true}, {"iters", true},
+    {"warmup", true},   {"context", true},    {"phase", false},       {"dtype", false},
+    {"overlap", false}, {"backend", false},   {"transport", false}};
+
+void validate_config(const Attrs& attrs, const std::string& where,
+                     std::vector<std::string>& problems) {
+  for (const ConfigKey& key : kConfigKeys) {
+    const AttrValue* value = find_attr(attrs, key.name);
+    if (value == nullptr) continue;
+    const bool text = std::holds_alternative<std::string>(*value);
+    if (key.integer && !std::holds_alternative<int64_t>(*value))
+      problems.push_back(where + ": " + key.name + " must be an integer, found " +
+                         (text ? "the string '" + attr_to_string(*value) + "'"
+                               : "the number " + attr_to_string(*value)));
+    if (!key.integer && !text)
+      problems.push_back(where + ": " + key.name + " must be a string, found " +
+                         attr_to_string(*value));
+  }
+}
+
 // Every /points/<k>: its config; a summary as /summary's unless the point failed (status
 // "failed: ..."); where its ops were kept, the op table and a timeline per rank, as /ops and
 // /ranks/<r>/timeline (a timeline of a node file that cannot be opened is reported once,
@@ -1278,7 +1329,9 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
   h5::Handle points = h5::open_group(file, "/points");
   for (const std::string& k : h5::list_children(points.id())) {
     const std::string base = "/points/" + k;
-    require_object(file, base + "/config", "group", problems);
+    if (require_object(file, base + "/config", "group", problems))
+      validate_config(h5::read_attrs(h5::open_group(file, base + "/config").id()), base + "/config",
+                      problems);
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
     const AttrValue* status = find_attr(attrs, "status");
     // A failed point has no summary, nor has one an incomplete sweep had not run yet.
@@ -1380,6 +1433,15 @@ void validate_sweep(hid_t file, std::vector<std::string>& problems) {
                        std::to_string(groups) + " groups under /points");
   const Attrs attrs = h5::read_attrs(h5::open_group(file, "/sweep").id());
   require_attrs(attrs, "/sweep", {"axes", "points", "failed"}, problems);
+  if (const AttrValue* axes = find_attr(attrs, "axes")) {
+    const std::string* text = std::get_if<std::string>(axes);
+    if (text == nullptr) problems.push_back("/sweep: axes must be a string");
+    for (const std::string& axis : text ? split_by(*text, ',') : std::vector<std::string>{})
+      if (!axis.empty() &&
+          std::find_if(std::begin(kSweepAxes), std::end(kSweepAxes),
+                       [&](const char* a) { return axis == a; }) == std::end(kSweepAxes))
+        problems.push_back("/sweep: axes names '" + axis + "', which is not a sweep axis");
+  }
   // Sweeps measured with repeats (the attribute `repeats`; earlier files measured once).
   if (find_attr(attrs, "repeats") != nullptr)
     check_section(problems, [&] { validate_sweep_repeats(file, attrs, problems); });
@@ -1420,6 +1482,18 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
       problems.push_back("/: world_size must be an integer >= 1");
   }
 
+  // A world_size the file does not hold (a damaged attribute) would have the checks below loop
+  // over ranks that are not there: it is held against /topology's length first.
+  if (world_size > 0)
+    check_section(problems, [&] {
+      if (!h5::exists(file, "/topology/rank")) return;
+      const size_t held = h5::dataset_rows(file, "/topology/rank");
+      if (held == static_cast<size_t>(world_size)) return;
+      problems.push_back("/: world_size " + std::to_string(world_size) + " but /topology holds " +
+                         std::to_string(held) + " ranks");
+      world_size = -1;
+    });
+
   const bool collectives = is_collectives_file(root);
   const bool roofs_file = is_command(root, "roofs");
   const bool sweep_file = is_command(root, "sweep");
@@ -1445,7 +1519,9 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   auto has = [&](const char* group) { return present.count(group) > 0; };
   if (has("/stack")) check_section(problems, [&] { validate_stack(file, problems); });
   if (has("/config"))
-    check_section(problems, [&] { h5::read_attrs(h5::open_group(file, "/config").id()); });
+    check_section(problems, [&] {
+      validate_config(h5::read_attrs(h5::open_group(file, "/config").id()), "/config", problems);
+    });
   if (has("/topology"))
     check_section(problems, [&] { validate_topology(file, world_size, problems); });
   std::set<std::string> unreadable;
