@@ -254,23 +254,12 @@ private:
   // each last-stage rank's output (its values as float32 in host memory), those hashes then
   // hashed in rank order. Other ranks get "".
   std::string output_checksum() {
-    uint64_t mine[2] = {0, 0}; // {holds an output, its hash}
+    uint64_t hash = kFnv1a64Offset;
     if (m_last) {
       const std::vector<float> out = m_backend.to_host(m_stage.output());
-      mine[0] = 1;
-      mine[1] = fnv1a64(out.data(), out.size() * sizeof(float));
+      hash = fnv1a64(out.data(), out.size() * sizeof(float));
     }
-    const MPI_Comm world = m_comms.grid->world();
-    int rank = 0, size = 1;
-    RIDGELINE_CHECK(MPI_Comm_rank(world, &rank));
-    RIDGELINE_CHECK(MPI_Comm_size(world, &size));
-    std::vector<uint64_t> all(rank == 0 ? 2 * static_cast<size_t>(size) : 0);
-    RIDGELINE_CHECK(MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, world));
-    if (rank != 0) return "";
-    uint64_t hash = kFnv1a64Offset;
-    for (size_t r = 0; r < static_cast<size_t>(size); ++r)
-      if (all[2 * r] != 0) hash = fnv1a64_u64(all[2 * r + 1], hash);
-    return checksum_hex(hash);
+    return checksum_over_ranks(m_comms.grid->world(), m_last, hash);
   }
 
   const RunConfig& m_cfg;

@@ -202,6 +202,17 @@ std::string rank_path(size_t rank) {
 }
 
 // The reason `path` cannot be opened as an HDF5 file, or an empty string.
+// How many ranks the file really holds: the length of /topology's datasets (their shape only,
+// nothing read), or none where it has no /topology. A world_size attribute is held against it
+// before anything is allocated per rank.
+std::optional<size_t> ranks_held(hid_t file) {
+  if (!h5::exists(file, "/topology")) return std::nullopt;
+  h5::Handle group = h5::open_group(file, "/topology");
+  for (const std::string& key : h5::list_children(group.id()))
+    return h5::dataset_rows(group.id(), key);
+  return std::nullopt;
+}
+
 std::string open_problem(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return path + ": no such file";
@@ -535,9 +546,9 @@ RunData read_contents(const std::string& path, bool timelines) {
   const int64_t world_size = int_attr(data.root, "world_size", "/");
   if (world_size < 1) throw Error("/: world_size " + std::to_string(world_size) + " < 1");
   const auto ranks = static_cast<size_t>(world_size);
-  if (const size_t held = h5::dataset_rows(file.id(), "/topology/rank"); held != ranks)
+  if (const std::optional<size_t> held = ranks_held(file.id()); held && *held != ranks)
     throw Error("/: world_size " + std::to_string(world_size) + " but /topology holds " +
-                std::to_string(held) + " ranks");
+                std::to_string(*held) + " ranks");
 
   h5::Handle stack = h5::open_group(file.id(), "/stack");
   data.stack = h5::read_attrs(stack.id());
@@ -1486,11 +1497,10 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   // over ranks that are not there: it is held against /topology's length first.
   if (world_size > 0)
     check_section(problems, [&] {
-      if (!h5::exists(file, "/topology/rank")) return;
-      const size_t held = h5::dataset_rows(file, "/topology/rank");
-      if (held == static_cast<size_t>(world_size)) return;
+      const std::optional<size_t> held = ranks_held(file);
+      if (!held || *held == static_cast<size_t>(world_size)) return;
       problems.push_back("/: world_size " + std::to_string(world_size) + " but /topology holds " +
-                         std::to_string(held) + " ranks");
+                         std::to_string(*held) + " ranks");
       world_size = -1;
     });
 

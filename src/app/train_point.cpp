@@ -11,6 +11,7 @@
 
 #include "app/attribution.hpp"
 #include "app/summary.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
 #include "core/stats.hpp"
@@ -673,6 +674,35 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
     outcome.status = (err <= outcome.tolerance ? "passed" : "failed") + skipped;
   }
 
+  // The output checksum, whether or not the check ran: what the check compares (train: the
+  // first stage's input gradients and every rank's weight gradients; forward only: the last
+  // stage's outputs) after one more iteration from the same weights, hashed per rank.
+  if (!check) {
+    watchdog.rearm("one more iteration for the output checksum");
+    workload.capture();
+  }
+  uint64_t hash = kFnv1a64Offset;
+  bool holds = false;
+  auto hash_values = [&](const std::vector<float>& values) {
+    hash = fnv1a64(values.data(), values.size() * sizeof(float), hash);
+    holds = true;
+  };
+  if (!train && gc.pp_rank == cfg.pp - 1)
+    for (const std::vector<float>& out : workload.outputs())
+      hash_values(out);
+  if (train) {
+    if (gc.pp_rank == 0)
+      for (const std::vector<float>& grad : workload.input_grads())
+        hash_values(grad);
+    for (size_t l = 0; l < stage->local_layers(); ++l) {
+      const LayerGrads& g = stage->grads(l);
+      for (const Tensor* t :
+           {&g.ln1_gamma, &g.ln1_beta, &g.ln2_gamma, &g.ln2_beta, &g.wqkv, &g.wo, &g.w1, &g.w2})
+        hash_values(backend.to_host(*t));
+    }
+  }
+  const std::string checksum = checksum_over_ranks(mpi.world(), holds, hash);
+
   // Per-stage pipeline figures, gathered to rank 0 from the TP rank 0 of replica 0 of each
   // stage.
   std::vector<StageTimes> per_strategy;
@@ -709,6 +739,8 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
       Attrs& a = r.summary.attrs;
       a = check_attrs(r.check);
       a.emplace_back("check_compares", std::string(train ? "gradients" : "outputs"));
+      a.insert(a.end(), {{"output_checksum", checksum},
+                         {"output_checksum_algorithm", std::string(kOutputChecksumAlgorithm)}});
       for (auto& kv : loop_attrs(r.loops))
         a.push_back(std::move(kv));
       a.insert(a.end(),

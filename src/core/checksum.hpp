@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include <mpi.h>
 
 namespace ridgeline {
 
@@ -38,6 +41,23 @@ inline std::string checksum_hex(uint64_t hash) {
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
   return text;
+}
+
+/// Every rank calls; rank 0 gets the checksum of what the ranks that `hold` part of an output
+/// hashed (`hash`, each rank's FNV-1a 64 of its part), those hashes hashed in rank order. Other
+/// ranks get "".
+inline std::string checksum_over_ranks(MPI_Comm world, bool holds, uint64_t hash) {
+  uint64_t mine[2] = {holds ? 1u : 0u, hash};
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  std::vector<uint64_t> all(rank == 0 ? 2 * static_cast<size_t>(size) : 0);
+  MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, world);
+  if (rank != 0) return "";
+  uint64_t total = kFnv1a64Offset;
+  for (size_t r = 0; r < static_cast<size_t>(size); ++r)
+    if (all[2 * r] != 0) total = fnv1a64_u64(all[2 * r + 1], total);
+  return checksum_hex(total);
 }
 
 } // namespace ridgeline

@@ -45,6 +45,19 @@ grep -q "^check: passed" "$work/prefill_sp.log"
 "$bin" validate "$work/prefill_sp.h5" >/dev/null
 echo "ok: prefill --schedule 1f1b --sequence-parallel"
 
+# The output checksum of a train run (its gradients) and of a scheduled prefill (its outputs):
+# present whether or not the check runs, and the same for the same seed and configuration.
+for phase in train prefill; do
+  for check in on off; do
+    mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase "$phase" --pp 2 --microbatches 2 \
+      --schedule 1f1b --check "$check" --out "$work/sum_$check.h5" >/dev/null
+  done
+  "$bin" compare "$work/sum_on.h5" "$work/sum_off.h5" >"$work/sum.log"
+  grep -q "^output checksums (fnv1a64): identical (1 of 1)$" "$work/sum.log" ||
+    { cat "$work/sum.log"; echo "no identical checksum ($phase)" >&2; exit 1; }
+  echo "ok: $phase output checksum, check on and off"
+done
+
 # The schedule as run: each stage's timed iteration runs its forwards and backwards in the
 # schedule's order (gpipe: every forward, then every backward; 1f1b: p - s - 1 forwards, then one
 # forward and one backward in turn), and the bubble the simulator gives that order is theory's.
