@@ -19,17 +19,24 @@ import sys
 from typing import Dict, List, Optional
 
 import h5py
+import numpy as np
 
+from ridgeline_analysis import output
 from ridgeline_analysis.tables import format_columns
 
 CUSTOM = ("oneshot", "push", "push-ll", "twoshot")
 
 
 def read_ridgeline(path: str) -> Dict:
-    """{"timing", "ranks", "p50_us": {impl: {bytes: us}}} of a collectives file."""
+    """{"timing", "ranks", "p50_us": {impl: {bytes: us}}, "complete"} of a collectives file
+    (complete False: the job ended before it measured every size, root attribute complete =
+    0)."""
     p50: Dict[str, Dict[int, float]] = {}
     timing, ranks = None, None
     with h5py.File(path, "r") as f:
+        complete = f.attrs.get("complete", 1)
+        if not isinstance(complete, (int, np.integer)) or complete not in (0, 1):
+            raise ValueError(f"{path}: /: complete must be 0 or 1, found '{complete}'")
         for impl in ("nccl",) + CUSTOM:
             name = "/collectives/all_reduce" + ("" if impl == "nccl" else "_" + impl)
             if name not in f:
@@ -44,7 +51,7 @@ def read_ridgeline(path: str) -> Dict:
     if "nccl" not in p50 or not any(c in p50 for c in CUSTOM):
         raise ValueError(f"{path}: needs /collectives/all_reduce and a custom all-reduce table "
                          "(collectives --allreduce nccl,oneshot,push,push-ll,twoshot)")
-    return {"timing": timing, "ranks": ranks, "p50_us": p50}
+    return {"timing": timing, "ranks": ranks, "p50_us": p50, "complete": bool(complete)}
 
 
 def read_torch(path: str) -> Dict:
@@ -147,13 +154,21 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"allreduce_table: {why}", file=sys.stderr)
             return 2
     table = rows(ours, torch, a.target)
-    print(f"{ours['ranks']} ranks, {ours['timing']} timing, us")
+    mark = "" if ours["complete"] else " (incomplete)"
+    if mark:
+        print(f"allreduce_table: warning: {a.ridgeline} is incomplete (complete = 0: the job ended "
+              "before it finished); its sizes are partial, marked (incomplete)", file=sys.stderr)
+    print(f"{ours['ranks']} ranks, {ours['timing']} timing, us{mark}")
     print(render(table, torch is not None, False), end="")
     line = verdict(table, a.target, torch is not None)
     print(line)
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(render(table, torch is not None, True) + "\n" + line + "\n")
+        try:
+            output.write_text(a.markdown, render(table, torch is not None, True) + "\n" + line
+                              + mark + "\n")
+        except output.WriteError as e:
+            print(f"allreduce_table: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ridgeline_analysis import analysis, reader
+from ridgeline_analysis import analysis, output, reader
 from ridgeline_analysis.tables import format_columns
 
 
@@ -145,9 +145,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(charges(rows), end="")
     print(verdict(rows))
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(format_rows(rows, markdown=True) + "\n" + charges(rows) + "\n" +
-                    verdict(rows) + "\n")
+        try:
+            output.write_text(args.markdown, format_rows(rows, markdown=True) + "\n" +
+                              charges(rows) + "\n" + verdict(rows) + "\n")
+        except output.WriteError as e:
+            print(f"async_tp_table: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -32,7 +32,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ridgeline_analysis import analysis  # noqa: E402
+from ridgeline_analysis import analysis, output  # noqa: E402
 from ridgeline_analysis.reader import load  # noqa: E402
 
 CLASSES = ("compute", "hbm", "interconnect", "launch")
@@ -352,9 +352,10 @@ def picture(page, phase, sweeps, predicted):
                  "bars: medians over repeats, whiskers: 95 % interval of the step", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     out = os.path.join(page, f"atlas_{phase}.png")
-    fig.savefig(out + ".tmp.png", dpi=110)
-    plt.close(fig)
-    os.replace(out + ".tmp.png", out)
+    try:
+        output.write_file(out, lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -367,18 +368,34 @@ def markdown(rows, columns):
 
 
 def write(page, name, text):
-    path = os.path.join(page, name)
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    """page/name replaced by `text` through output.write_file() (output.WriteError if not)."""
+    output.write_text(os.path.join(page, name), text)
+
+
+def write_csv(page, name, rows):
+    def fill(f):
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+    output.write_file(os.path.join(page, name), fill)
 
 
 def main(argv):
+    """The page; a file of it that cannot be written is one line on stderr, exit code 1."""
+    try:
+        return _main(argv)
+    except output.WriteError as e:
+        print(f"atlas_report: {e}", file=sys.stderr)
+        return 1
+
+
+def _main(argv):
     if len(argv) < 3:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     page, dirs = argv[1], argv[2:]
-    os.makedirs(page, exist_ok=True)
+    output.make_directory(page)
     sweeps = files(dirs, SWEEP)
     predicted = files(dirs, PREDICTED)
     if not sweeps:
@@ -392,11 +409,7 @@ def main(argv):
     columns = ["model", "phase", "transport", "ok", "measured", "from_first", "predicted",
                "bounds"]
     write(page, "crossovers.md", markdown(cross, columns))
-    with open(os.path.join(page, "crossovers.csv.tmp"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(cross[0]))
-        w.writeheader()
-        w.writerows(cross)
-    os.replace(os.path.join(page, "crossovers.csv.tmp"), os.path.join(page, "crossovers.csv"))
+    write_csv(page, "crossovers.csv", cross)
     trows = transport_rows(sweeps)
     write(page, "transport.md", markdown(trows, ["model", "phase", "order", "points",
                                                  "interconnect_on_slower_link", "where"]))

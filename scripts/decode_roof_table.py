@@ -7,15 +7,20 @@ largest size, beyond the caches), against a target fraction.
     python3 scripts/decode_roof_table.py [--target 0.85] [--markdown OUT.md] SWEEP.h5 [...]
 
 Prints one row per point (failed points with their reason) and how many points reach the target,
-per attention implementation and GEMM algorithm choice when the files hold several.
+per attention implementation and GEMM algorithm choice when the files hold several. The points
+of a sweep whose job ended before it finished (complete = 0) are marked "(incomplete)", with one
+warning line on stderr; a markdown file that cannot be written is one line on stderr, exit 1.
 """
 import argparse
 import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ridgeline_analysis import reader
+from ridgeline_analysis import output, reader
 from ridgeline_analysis.tables import format_columns
+
+#: Marks the rows of a sweep whose job ended before it finished.
+INCOMPLETE = "(incomplete)"
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Row:
     gbps: float = 0.0
     roof_gbps: float = 0.0
     fraction: float = 0.0
+    complete: bool = True
 
 
 def copy_roof_gbps(run: reader.Run) -> Optional[float]:
@@ -51,6 +57,10 @@ def rows_of(path: str) -> List[Row]:
     run = reader.load(path)
     if run.sweep is None:
         raise reader.SchemaError(f"{path}: not a sweep file (root command is '{run.command}')")
+    if not run.complete:
+        print(f"decode_roof_table: warning: {path} is incomplete (complete = 0: the job ended "
+              f"before it finished); its points are partial, marked {INCOMPLETE}",
+              file=sys.stderr)
     roof = copy_roof_gbps(run)
     model = str(run.config.get("model", ""))
     graphs = bool(run.config.get("graphs", 0))
@@ -61,7 +71,7 @@ def rows_of(path: str) -> List[Row]:
         if p["phase"] != "decode":
             continue
         row = Row(path, model, int(p["tp"]), int(p["batch"]), int(p["context"]), graphs,
-                  gemm_algo, attention, str(p["status"]))
+                  gemm_algo, attention, str(p["status"]), complete=run.complete)
         if row.status == "ok":
             row.step_bytes = float(p["step_hbm_bytes"])
             row.step_p50_ns = float(p["step_p50_ns"])
@@ -78,15 +88,16 @@ def format_table(rows: List[Row], target: float, markdown: bool = False) -> str:
             "copy roof GB/s", "fraction", f">= {target:g}"]
     body = []
     for r in rows:
+        model = r.model if r.complete else f"{r.model} {INCOMPLETE}"
         if r.status != "ok":
-            body.append([r.model, str(r.tp), str(r.batch), str(r.context),
+            body.append([model, str(r.tp), str(r.batch), str(r.context),
                          "yes" if r.graphs else "no", r.gemm_algo, r.attention, "", "", "", "", "",
                          r.status])
             continue
         roof = f"{r.roof_gbps:.0f}" if r.roof_gbps else "no roofs"
         fraction = f"{r.fraction:.3f}" if r.roof_gbps else ""
         meets = ("yes" if r.fraction >= target else "no") if r.roof_gbps else ""
-        body.append([r.model, str(r.tp), str(r.batch), str(r.context),
+        body.append([model, str(r.tp), str(r.batch), str(r.context),
                      "yes" if r.graphs else "no", r.gemm_algo, r.attention,
                      f"{r.step_bytes / 1e9:.4f}", f"{r.step_p50_ns / 1e3:.1f}", f"{r.gbps:.0f}",
                      roof, fraction, meets])
@@ -130,9 +141,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(format_table(rows, args.target), end="")
     print(summary, end="")
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(format_table(rows, args.target, markdown=True))
-            f.write("\n" + summary.replace("\n", "  \n"))
+        try:
+            output.write_text(args.markdown, format_table(rows, args.target, markdown=True)
+                              + "\n" + summary.replace("\n", "  \n"))
+        except output.WriteError as e:
+            print(f"decode_roof_table: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -1,10 +1,14 @@
 """Command line: python3 -m ridgeline_analysis
-{summary,plot,schedule,trace,ridgeline,scaling,bars,export} FILE [-o OUT]; summary, scaling, bars
-and export take several files (scaling and bars join sweep files, export joins the rows).
+{summary,plot,schedule,trace,ridgeline,scaling,bars,export,validate} FILE [-o OUT]; summary,
+scaling, bars, export and validate take several files (scaling and bars join sweep files, export
+joins the rows).
 
 A file `ridgeline validate` rejects, and a selection (--point, --iteration, --rank, --op,
 --dtype, --axis) that selects nothing, are refused with one line on stderr and exit code 2,
-before any output is written."""
+before any output is written. A file whose job ended before it finished (complete = 0) is read,
+with one warning line on stderr, and what is made of it is marked INCOMPLETE (`validate` refuses
+it). An output that cannot be written is one line on stderr and exit code 1, the file it would
+have replaced left as it was (output.write_file)."""
 from __future__ import annotations
 
 import argparse
@@ -16,8 +20,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import analysis, export, plots, tidy
-from .reader import Run, SchemaError, Sweep, load
+from . import analysis, export, output, plots, tidy
+from .reader import Run, SchemaError, Sweep, check, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
            "exposed_comm_ms", "exposed_ic_ms", "critical", "check", "ceiling")
@@ -37,16 +41,34 @@ PIPELINE_NOTE = ("bubble: share of the iteration (median of the timed ones) in w
 RECOMPUTED = "*"
 #: Picture formats, by the output's suffix.
 FORMATS = (".png", ".svg")
+#: Marks a table row or a picture's title made of a file whose job ended before it finished.
+INCOMPLETE = "(incomplete)"
 
 
 class Refusal(Exception):
     """A request the file cannot answer: main() prints it as one line and exits 2."""
 
 
-def _runs(path: str, point: Optional[int]) -> List[Tuple[str, Run]]:
-    """(suffix, run): ("", run) for a plain file, ("-p<k>", point k) for each point of a sweep
-    file, or only for `point` if given."""
-    return _points(load(path), path, point)
+def _load(path: str, marked: str = f"marked {INCOMPLETE}") -> Run:
+    """load(); for a file whose job ended before it finished (Run.complete False), one warning
+    line on stderr saying how what is made of it is `marked`."""
+    run = load(path)
+    if not run.complete:
+        print(f"ridgeline_analysis: warning: {path} is incomplete (complete = 0: the job ended "
+              f"before it finished); what it holds is partial, {marked}", file=sys.stderr)
+    return run
+
+
+def _mark(*runs: Run) -> str:
+    """" (incomplete)" when any of `runs` (files, not points) is incomplete, else ""."""
+    return "" if all(run.complete for run in runs) else f" {INCOMPLETE}"
+
+
+def _runs(path: str, point: Optional[int]) -> Tuple[Run, List[Tuple[str, Run]]]:
+    """The file, and (suffix, run): ("", run) for a plain file, ("-p<k>", point k) for each
+    point of a sweep file, or only for `point` if given."""
+    run = _load(path)
+    return run, _points(run, path, point)
 
 
 def _points(run: Run, path: str, point: Optional[int]) -> List[Tuple[str, Run]]:
@@ -151,20 +173,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
     pipeline: List[Tuple[str, ...]] = []
     failures: List[str] = []
     for path in args.files:
-        run = load(path)
+        run = _load(path)
         name = os.path.basename(path)
+        mark = _mark(run)
         if run.sweep is not None:
             if args.point is not None and not 0 <= args.point < run.sweep.points.size:
                 raise Refusal(f"{path}: no point {args.point} (the sweep has "
                               f"{run.sweep.points.size})")
-            swept += sweep_rows(name, run.sweep, args.point)
+            swept += _marked(sweep_rows(name, run.sweep, args.point), mark)
             failures += [f"{name}-p{int(p['point'])} {p['label']}: {p['status']}"
                          for p in run.sweep.points if p["status"] != "ok"
                          and args.point in (None, int(p["point"]))]
             continue
         for suffix, point in _points(run, path, args.point):
-            rows.append(summary_row(name + suffix, point))
-            pipeline += pipeline_rows(name + suffix, point)
+            rows += _marked([summary_row(name + suffix, point)], mark)
+            pipeline += _marked(pipeline_rows(name + suffix, point), mark)
     parts = [format_table(rows)] if rows else []
     if any(cell.endswith(RECOMPUTED) for row in rows for cell in row[10:12]):
         parts[0] += (f"{RECOMPUTED} not stored in the file, recomputed: exposed_comm from the "
@@ -175,11 +198,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
         parts.append(format_table(swept, SWEEP_COLUMNS) + "".join(f"{f}\n" for f in failures))
     text = "\n".join(parts)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        output.write_text(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _marked(rows: List[Tuple[str, ...]], mark: str) -> List[Tuple[str, ...]]:
+    """The rows, `mark` (INCOMPLETE, or "") after the run named in each one's first cell."""
+    return [(row[0] + mark, *row[1:]) for row in rows]
 
 
 def _stem(path: str) -> str:
@@ -187,10 +214,11 @@ def _stem(path: str) -> str:
 
 
 def _range_text(values: List[int]) -> str:
-    """"1..3" for consecutive values, else "0, 2, 5"; "none" for no values."""
+    """"1..3" for consecutive values (sorted, distinct), else "0, 2, 5"; "none" for no values."""
     if not values:
         return "none"
-    if values == list(range(values[0], values[-1] + 1)) and len(values) > 2:
+    # Compared by count, not by building the range: the values come from the file.
+    if len(values) > 2 and values[-1] - values[0] + 1 == len(values):
         return f"{values[0]}..{values[-1]}"
     return ", ".join(str(v) for v in values)
 
@@ -243,15 +271,17 @@ def select_rows(run: Run, where: str, args: argparse.Namespace,
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    runs = _with_timelines(_runs(args.file, args.point), args.file)
+    whole, runs = _runs(args.file, args.point)
+    runs = _with_timelines(runs, args.file)
     out_dir = args.output or os.path.dirname(os.path.abspath(args.file))
     # Every selection is checked before anything is written.
     chosen = [(suffix, run, select_rows(run, _where(args.file, suffix), args, timed_only=True))
               for suffix, run in runs]
-    os.makedirs(out_dir, exist_ok=True)
+    output.make_directory(out_dir)
     for suffix, run, rows in chosen:
         name = _stem(args.file) + suffix
-        title = f"{name}: {run.config.get('model', '?')} tp={run.config.get('tp', '?')}"
+        title = (f"{name}: {run.config.get('model', '?')} tp={run.config.get('tp', '?')}"
+                 f"{_mark(whole)}")
         print(plots.plot_timeline(rows, run.op_kinds(),
                                   os.path.join(out_dir, f"{name}-timeline.png"), title=title))
         print(plots.plot_step_histogram(run.summary.step_time_ns,
@@ -281,14 +311,15 @@ def stage_labels(run: Run, ranks: List[int]) -> Dict[int, str]:
         if stage is not None:
             text += f": stage {stage}"
             for key, group in (("tp_rank", "tp"), ("dp_rank", "dp")):
-                if int(run.config.get(group, 1)) > 1 and coord(key, rank) is not None:
+                if run.config_attr(group, "int", 1) > 1 and coord(key, rank) is not None:
                     text += f" {group} {coord(key, rank)}"
         labels[rank] = text
     return labels
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    runs = _with_timelines(_runs(args.file, args.point), args.file)
+    whole, runs = _runs(args.file, args.point)
+    runs = _with_timelines(runs, args.file)
     if len(runs) > 1:
         raise Refusal(f"{args.file}: {len(runs)} points; choose one with --point K")
     suffix, run = runs[0]
@@ -306,7 +337,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     title = (f"{_stem(args.file)}{suffix}: {schedule}, pp={cfg.get('pp', '?')} "
              f"tp={cfg.get('tp', '?')} dp={cfg.get('dp', '?')} "
              f"microbatches={cfg.get('microbatches', '?')}, {cfg.get('phase', '?')}, "
-             f"iteration {_range_text(iterations)}")
+             f"iteration {_range_text(iterations)}{_mark(whole)}")
     print(plots.plot_schedule(rows, run.op_names(), run.op_kinds(), out,
                               labels=stage_labels(run, sorted(rows)),
                               split_backward=schedule == "zb-h1", title=title))
@@ -314,14 +345,18 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    runs = _with_timelines(_runs(args.file, args.point), args.file)
+    whole, runs = _runs(args.file, args.point)
+    runs = _with_timelines(runs, args.file)
     if len(runs) > 1:
         raise Refusal(f"{args.file}: {len(runs)} points; choose one with --point K")
     suffix, run = runs[0]
     rows = select_rows(run, _where(args.file, suffix), args, timed_only=False)
     out = args.output or os.path.join(os.path.dirname(os.path.abspath(args.file)),
                                       _stem(args.file) + ".trace.json")
-    print(export.write_trace(out, rows, run.op_names(), run.op_kinds(), run.attrs,
+    # The trace's otherData holds the root attributes: an incomplete file's say complete = 0
+    # (a sweep's own mark is in /sweep).
+    metadata = run.attrs if whole.complete else {**run.attrs, "complete": 0}
+    print(export.write_trace(out, rows, run.op_names(), run.op_kinds(), metadata,
                              strategy=export.strategy_of(run.config)))
     return 0
 
@@ -356,11 +391,7 @@ def _check_export_paths(paths: List[str], output: str) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     _check_export_paths(args.files, args.output)
-    runs = [load(path) for path in args.files]
-    for run in runs:
-        if not run.complete:
-            print(f"ridgeline_analysis: warning: {run.path} is incomplete (complete = 0: the job "
-                  "ended before it finished); its rows have complete = False", file=sys.stderr)
+    runs = [_load(path, "its rows have complete = False") for path in args.files]
     table = tidy.frame(runs, args.table)
     if table.empty:
         raise Refusal(f"{', '.join(args.files)}: {NO_ROWS[args.table]}")
@@ -388,12 +419,14 @@ def _sweep_of(run: Run, path: str, command: str) -> Sweep:
     return run.sweep
 
 
-def _joined_sweep(paths: List[str], command: str) -> Sweep:
-    """One file's /sweep, or the join of several (analysis.join_sweeps)."""
+def _joined_sweep(paths: List[str], command: str) -> Tuple[Sweep, str]:
+    """One file's /sweep, or the join of several (analysis.join_sweeps); and the mark of the
+    files (INCOMPLETE if any is incomplete, else "")."""
+    runs = [_load(path) for path in paths]
     if len(paths) == 1:
-        return _sweep_of(load(paths[0]), paths[0], command)
+        return _sweep_of(runs[0], paths[0], command), _mark(*runs)
     try:
-        return analysis.join_sweeps([load(path) for path in paths])
+        return analysis.join_sweeps(runs), _mark(*runs)
     except analysis.JoinError as e:
         raise Refusal(f"{command}: {e}")
 
@@ -403,7 +436,7 @@ def _names(paths: List[str]) -> str:
 
 
 def cmd_ridgeline(args: argparse.Namespace) -> int:
-    run = load(args.file)
+    run = _load(args.file)
     if run.roofs is None:
         raise Refusal(f"{args.file}: no /roofs in the file (it was run with --roofs none, or "
                       "before roofs were recorded); the ridgeline plane needs them")
@@ -439,13 +472,13 @@ def cmd_ridgeline(args: argparse.Namespace) -> int:
             title = (f"{os.path.basename(args.file)}: {cfg.get('model', '?')} "
                      f"{cfg.get('phase', '')} tp={cfg.get('tp', '?')} "
                      f"batch={cfg.get('batch', '?')}")
-    print(plots.plot_ridgeline(lines, points, _picture_path(args, "ridgeline"), title=title,
-                               step_tags=tags))
+    print(plots.plot_ridgeline(lines, points, _picture_path(args, "ridgeline"),
+                               title=title + _mark(run), step_tags=tags))
     return 0
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
-    sweep = _joined_sweep(args.files, "scaling")
+    sweep, mark = _joined_sweep(args.files, "scaling")
     if args.axis not in sweep.axes:
         what = "sweep" if len(args.files) == 1 else "join"
         raise Refusal(f"{', '.join(args.files)}: {args.axis!r} is not an axis of this {what}; "
@@ -453,20 +486,31 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     scaling = analysis.scaling_series(sweep, args.axis)
     predicted = None
     if args.predicted:
-        model = _joined_sweep([args.predicted], "scaling")
+        model, model_mark = _joined_sweep([args.predicted], "scaling")
         if args.axis not in model.axes:
             raise Refusal(f"{args.predicted}: {args.axis!r} is not an axis of this file")
         predicted = analysis.scaling_series(model, args.axis)
-    title = f"{_names(args.files)}: step time by ceiling along {args.axis}"
+        mark = mark or model_mark
+    title = f"{_names(args.files)}: step time by ceiling along {args.axis}{mark}"
     print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title,
                              predicted=predicted))
     return 0
 
 
 def cmd_bars(args: argparse.Namespace) -> int:
-    sweep = _joined_sweep(args.files, "bars")
-    title = f"{_names(args.files)}: step time by ceiling, per point"
+    sweep, mark = _joined_sweep(args.files, "bars")
+    title = f"{_names(args.files)}: step time by ceiling, per point{mark}"
     print(plots.plot_step_bars(sweep.points, _picture_path(args, "bars"), title=title))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Each file checked as `ridgeline validate` checks it (validate.problems()), a file whose
+    job ended before it finished included: "PATH: valid" for each, or the first file with a
+    problem refused (its first problem, and how many more, on one line)."""
+    for path in args.files:
+        check(path)
+        print(f"{path}: valid")
     return 0
 
 
@@ -559,6 +603,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timeline: a row per rank, op instance and iteration (default); points: "
                    "a row per sweep point; repeats: a row per repeat of a sweep point")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("validate", help="check files as `ridgeline validate` does: a file with "
+                       "a problem (an incomplete one too) is refused, exit code 2")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_validate)
     return parser
 
 
@@ -566,6 +615,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except output.WriteError as e:
+        print(f"ridgeline_analysis: {e}", file=sys.stderr)
+        return 1
     except (SchemaError, OSError, Refusal, tidy.MissingPackage) as e:
         print(f"ridgeline_analysis: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from .reader import Roofs, Run, Sweep
+from .reader import Roofs, Run, Sweep, attr
 
 LANES = ("compute", "comm", "p2p")
 COMPUTE_LANE, COMM_LANE, P2P_LANE = 0, 1, 2
@@ -312,20 +312,24 @@ def exposure(run: Run) -> Exposure:
     captured graphs store no exposed_comm_ns, runs with --roofs none no exposed_interconnect_ns,
     and files written before either stored neither."""
     attrs = run.summary.attrs if run.summary is not None else {}
+    where = f"{run.path}: /summary"
     if "exposed_comm_ns" in attrs:
-        comm, comm_source = float(attrs["exposed_comm_ns"]), "stored"
+        comm, comm_source = attr(attrs, "exposed_comm_ns", "number", where=where), "stored"
     else:
         _, per_step = unhidden_comm_ns(run.timelines)
         per_step = per_step[np.isfinite(per_step)]
         comm, comm_source = ((float(np.percentile(per_step, 50)), "timelines") if per_step.size
                              else (math.nan, "none"))
     if "exposed_interconnect_ns" in attrs:
-        net, net_source = float(attrs["exposed_interconnect_ns"]), "stored"
-    elif run.summary is not None and not int(run.config.get("graphs", 0)) and "p50_ns" in attrs:
+        net = attr(attrs, "exposed_interconnect_ns", "number", where=where)
+        net_source = "stored"
+    elif (run.summary is not None and not run.config_attr("graphs", "int", 0)
+          and "p50_ns" in attrs):
         # A captured graph hides its ops: the C++ side then splits the step by the roofs'
         # bounds, which a file without roofs cannot give.
         ops = run.summary.ops
-        net = exposed_interconnect_from_ops(float(attrs["p50_ns"]), ops["kind"].tolist(),
+        net = exposed_interconnect_from_ops(attr(attrs, "p50_ns", "number", where=where),
+                                            ops["kind"].tolist(),
                                             ops["per_step_p50_ns"].tolist())
         net_source = "summary ops"
     else:
@@ -463,14 +467,16 @@ def pipeline_stages(attrs: Mapping[str, Any]) -> Optional[np.ndarray]:
     without them (not a train or scheduled run, or a file written before them)."""
     if "bubble_theory" not in attrs or "stage0.bubble" not in attrs:
         return None
+    def number(key: str, *default: float) -> float:
+        return attr(attrs, key, "number", *default, where="/summary")
+
     rows = []
     p = 0
     while f"stage{p}.bubble" in attrs:
         key = f"stage{p}."
-        rows.append((p, float(attrs[key + "bubble"]), float(attrs["bubble_theory"]),
-                     float(attrs.get("bubble_simulated", np.nan)),
-                     float(attrs[key + "p2p_exposed_ns"]), float(attrs[key + "dp_exposed_ns"]),
-                     float(attrs[key + "peak_activation_bytes"])))
+        rows.append((p, number(key + "bubble"), number("bubble_theory"),
+                     number("bubble_simulated", np.nan), number(key + "p2p_exposed_ns"),
+                     number(key + "dp_exposed_ns"), number(key + "peak_activation_bytes")))
         p += 1
     return np.array(rows, dtype=PIPELINE_DTYPE)
 
@@ -929,7 +935,8 @@ def join_sweeps(runs: Sequence[Run]) -> Sweep:
             i += 1
     attrs = {"axes": ",".join(axes), "points": int(points.size),
              "failed": int((points["status"] != "ok").sum()),
-             "complete": int(all(int(s.attrs.get("complete", 1)) for s in sweeps)),
+             "complete": int(all(attr(s.attrs, "complete", "flag", 1, "/sweep")
+                                 for s in sweeps)),
              "joined": len(runs)}
     return Sweep(attrs, points, find_crossovers(points, axes, transport_order(runs)),
                  files=[r.path for r in runs])

@@ -11,10 +11,12 @@ swapper and treats it specially.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import output
 from .analysis import LANES
 
 
@@ -56,6 +58,14 @@ def unit_index(rows: np.ndarray) -> np.ndarray:
     out = np.empty(order.size, dtype=np.int64)
     out[order] = np.arange(order.size) - group_start
     return out
+
+
+def json_number(value: Any) -> Any:
+    """`value` as JSON can hold it: a float that is not finite (NaN, infinity; JSON has no
+    such number) becomes None (null), anything else is kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _lane_name(lane: int) -> str:
@@ -105,13 +115,14 @@ def trace_events(timelines: Mapping[int, np.ndarray], op_names: Sequence[str],
             start_ns, end_ns = col["t_start_ns"][i], col["t_end_ns"][i]
             args = {"rank": rank, "lane": _lane_name(lane), "layer": col["layer"][i],
                     "microbatch": col["microbatch"][i], "iteration": col["iteration"][i],
-                    "warmup": bool(col["warmup"][i]), "flops": col["flops"][i],
-                    "hbm_bytes": col["hbm_bytes"][i], "comm_bytes": col["comm_bytes"][i]}
+                    "warmup": bool(col["warmup"][i]), "flops": json_number(col["flops"][i]),
+                    "hbm_bytes": json_number(col["hbm_bytes"][i]),
+                    "comm_bytes": json_number(col["comm_bytes"][i])}
             if word is not None:
                 args[word] = unit
             events.append({
                 "name": op_names[op_id], "cat": op_kinds[op_id], "ph": "X",
-                "ts": start_ns / 1e3, "dur": (end_ns - start_ns) / 1e3,
+                "ts": json_number(start_ns / 1e3), "dur": json_number((end_ns - start_ns) / 1e3),
                 "pid": process_id(rank), "tid": thread_id(lane, unit), "args": args,
             })
     return events
@@ -124,14 +135,15 @@ def trace_document(timelines: Mapping[int, np.ndarray], op_names: Sequence[str],
     return {
         "traceEvents": trace_events(timelines, op_names, op_kinds, strategy),
         "displayTimeUnit": "ns",
-        "otherData": {k: v if isinstance(v, (int, float, str)) else str(v)
+        "otherData": {k: json_number(v) if isinstance(v, (int, float, str)) else str(v)
                       for k, v in metadata.items()},
     }
 
 
 def write_trace(path: str, timelines: Mapping[int, np.ndarray], op_names: Sequence[str],
                 op_kinds: Sequence[str], metadata: Mapping[str, Any], strategy: str = "") -> str:
+    """trace_document() written to `path` through output.write_file() (a failure leaves `path`
+    as it was: output.WriteError). The JSON is strict: numbers that JSON cannot hold were made
+    null by trace_document(), and allow_nan=False keeps it so."""
     document = trace_document(timelines, op_names, op_kinds, metadata, strategy)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(document, f)
-    return path
+    return output.write_file(path, lambda f: json.dump(document, f, allow_nan=False))

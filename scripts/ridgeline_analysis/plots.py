@@ -9,6 +9,7 @@ and never changes the caller's matplotlib backend. The format follows the path's
 from __future__ import annotations
 
 import math
+import os
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -18,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from . import output
 from .analysis import (CEILINGS, COMM_LANE, LANES, PIPELINE_ROLES, RidgeLines, Scaling, op_roles,
                        schedule_actions, timed_rows)
 
@@ -38,10 +40,30 @@ CEILING_COLOURS = {
 _REGION_ALPHA = 0.10
 
 
+#: Picture formats whose files carry the title in their metadata (PNG tEXt, SVG dc:title).
+_TITLED_FORMATS = ("png", "svg", "pdf")
+
+
+def picture_format(path: str) -> str:
+    """The format `path`'s suffix names ("png", "svg", ...); png without a suffix."""
+    return os.path.splitext(path)[1][1:].lower() or "png"
+
+
+def _titled(fig: Figure, title: str) -> str:
+    """`title` kept as the figure's label, for _save() to write into the file's metadata."""
+    fig.set_label(title)
+    return title
+
+
 def _save(fig: Figure, path: str) -> str:
+    """Writes `fig` to `path` through output.write_file() (a failure leaves `path` as it was:
+    output.WriteError), its format named by the suffix, with its title (_titled()) in the
+    file's metadata where the format holds one."""
     FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=120)
-    return path
+    fmt = picture_format(path)
+    metadata = {"Title": fig.get_label()} if fmt in _TITLED_FORMATS else None
+    return output.write_file(
+        path, lambda f: fig.savefig(f, format=fmt, dpi=120, metadata=metadata), binary=True)
 
 
 def plot_timeline(timelines: Mapping[int, np.ndarray], op_kinds: Sequence[str], path: str,
@@ -71,7 +93,7 @@ def plot_timeline(timelines: Mapping[int, np.ndarray], op_kinds: Sequence[str], 
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.invert_yaxis()
     ax.set_xlabel("time since the rank's epoch (ms)")
-    ax.set_title(title or "ridgeline timeline")
+    ax.set_title(_titled(fig, title or "ridgeline timeline"))
     ax.legend(handles=[Patch(color=KIND_COLOURS.get(k, "black"), label=k) for k in sorted(kinds_seen)],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     fig.tight_layout()
@@ -131,7 +153,7 @@ def schedule_figure(timelines: Mapping[int, np.ndarray], op_names: Sequence[str]
     ax.set_yticks(range(len(ranks)), [names[r] for r in ranks])
     ax.set_xlabel("time (ms) since the first op drawn (each rank on its own epoch, taken after "
                   "a barrier)")
-    ax.set_title(title or "pipeline schedule")
+    ax.set_title(_titled(fig, title or "pipeline schedule"))
     ax.legend(handles=[Patch(color=ROLE_COLOURS[r], label=ROLE_LABELS[r])
                        for r in PIPELINE_ROLES if r in seen],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
@@ -184,7 +206,7 @@ def plot_step_histogram(step_time_ns: np.ndarray, path: str,
         ax.axvline(p50, color="black", linestyle="--", label=f"p50 {p50:.4g} ms")
     ax.set_xlabel("step time (ms)")
     ax.set_ylabel("iterations")
-    ax.set_title(title or "ridgeline step times")
+    ax.set_title(_titled(fig, title or "ridgeline step times"))
     ax.legend(fontsize="small")
     fig.tight_layout()
     return _save(fig, path)
@@ -330,7 +352,8 @@ def plot_ridgeline(lines: RidgeLines, points: np.ndarray, path: str, title: str 
     roof_line = (f"roofs: peak {lines.dtype} {lines.peak_flops / 1e12:.4g} TFLOP/s, HBM copy "
                  f"{lines.hbm_bw / 1e9:.4g} GB/s, interconnect "
                  + (lines.net_source if has_net else "none (no all_reduce roof)"))
-    fig.text(0.09, 0.965, title or "ridgeline plane", fontsize=11, va="top", ha="left")
+    fig.text(0.09, 0.965, _titled(fig, title or "ridgeline plane"), fontsize=11, va="top",
+             ha="left")
     fig.text(0.09, 0.93, roof_line, fontsize=8.5, va="top", ha="left", color="0.3")
     if left_out.size:
         fig.text(0.09, 0.012, "not on the plane (no FLOPs or no HBM bytes): "
@@ -485,7 +508,8 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "",
         handles.append(Line2D([], [], color="0.3", linestyle="-", label="crossover (measured)"))
     if predicted_seen:
         handles.append(Line2D([], [], color="0.3", linestyle="--", label="crossover (predicted)"))
-    fig.suptitle(title or f"step time by ceiling along {scaling.axis}", fontsize=11)
+    fig.suptitle(_titled(fig, title or f"step time by ceiling along {scaling.axis}"),
+                 fontsize=11)
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
                frameon=False)
     fig.tight_layout(rect=(0, 0.06 if rows == 1 else 0.035, 1, 0.97))
@@ -494,7 +518,8 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "",
 
 def plot_step_bars(points: np.ndarray, path: str, title: str = "") -> str:
     """One bar per /sweep/points row: the step's time stacked by ceiling class (ms) with the
-    step p50 marked; failed points as a hatched empty bar labelled "failed"."""
+    step p50 marked; failed points (and those an incomplete sweep had not run: pending) as a
+    hatched empty bar labelled with their status ("failed", "pending")."""
     n = points.size
     fig = Figure(figsize=(max(6.5, 0.75 * n + 3.5), 5.2))
     ax = fig.add_subplot()
@@ -512,17 +537,18 @@ def plot_step_bars(points: np.ndarray, path: str, title: str = "") -> str:
                    linewidths=2, zorder=3, label="step p50")
     for i in np.flatnonzero(~ok).tolist():
         ax.bar(i, top * 0.9, width=0.7, fill=False, hatch="//", edgecolor="0.45", linewidth=1)
-        reason = str(points["status"][i]).partition(":")[2].strip()
-        ax.text(i, top * 0.45, "failed" + (f"\n{reason[:40]}" if reason else ""), rotation=90,
+        word, _, reason = (part.strip() for part in str(points["status"][i]).partition(":"))
+        ax.text(i, top * 0.45, word + (f"\n{reason[:40]}" if reason else ""), rotation=90,
                 ha="center", va="center", fontsize=7, color="0.25",
                 bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.85, linewidth=0))
     if (~ok).any():
-        ax.bar([np.nan], [0], fill=False, hatch="//", edgecolor="0.45", label="failed")
+        words = sorted({str(s).partition(":")[0].strip() for s in points["status"][~ok]})
+        ax.bar([np.nan], [0], fill=False, hatch="//", edgecolor="0.45", label=" / ".join(words))
     ax.set_xticks(x, [str(v) for v in points["label"]], rotation=30, ha="right", fontsize=8)
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, top * 1.08)
     ax.set_ylabel("time per step (ms)")
-    ax.set_title(title or "step time by ceiling, per sweep point", fontsize=11)
+    ax.set_title(_titled(fig, title or "step time by ceiling, per sweep point"), fontsize=11)
     ax.grid(True, axis="y", linewidth=0.4, alpha=0.5)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()

@@ -6,7 +6,7 @@ One reader for every tool in this package: analysis, plots and exporters take wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -56,6 +56,27 @@ class SchemaError(Exception):
     reject it. The message is one line."""
 
 
+_ABSENT = object()
+
+
+def attr(attrs: Mapping[str, Any], key: str, kind: str, default: Any = _ABSENT,
+         where: str = "") -> Any:
+    """attrs[key] checked before use: of `kind` ("int", "count" (an integer >= 1), "flag" (0 or
+    1), "number" (returned as a float) or "text"; validate.attr_problem()), `default` when
+    absent (SchemaError without one). SchemaError, one line naming `where` (the file and
+    group), for a value of another kind: a file load() read has passed these checks already,
+    so this guards what validate does not list (and Run objects made in Python)."""
+    if key not in attrs:
+        if default is _ABSENT:
+            raise SchemaError(f"{where}: missing attribute '{key}'")
+        return default
+    value = attrs[key]
+    problem = validate.attr_problem(value, key, kind, where)
+    if problem is not None:
+        raise SchemaError(problem)
+    return float(value) if kind == "number" else value
+
+
 class Op(NamedTuple):
     """One row of /ops: timeline rows refer to it by `id`."""
 
@@ -91,17 +112,17 @@ class Roofs:
 
     @property
     def backend(self) -> str:
-        return str(self.attrs.get("backend", ""))
+        return attr(self.attrs, "backend", "text", "", "/roofs")
 
     @property
     def transport(self) -> str:
-        return str(self.attrs.get("transport", ""))
+        return attr(self.attrs, "transport", "text", "", "/roofs")
 
     def peak_tflops(self) -> Dict[str, float]:
         """dtype -> peak GEMM TFLOP/s: the `gemm_peak_tflops.<dtype>` attributes, and for a dtype
         without one the best `tflops` of its /roofs/gemm rows."""
-        peaks = {key.split(".", 1)[1]: float(value) for key, value in self.attrs.items()
-                 if key.startswith("gemm_peak_tflops.")}
+        peaks = {key.split(".", 1)[1]: attr(self.attrs, key, "number", where="/roofs")
+                 for key in self.attrs if key.startswith("gemm_peak_tflops.")}
         for dtype in np.unique(self.gemm["dtype"]).tolist():
             if dtype not in peaks:
                 peaks[dtype] = float(self.gemm["tflops"][self.gemm["dtype"] == dtype].max())
@@ -113,7 +134,7 @@ class Roofs:
         copy = self.memory[self.memory["kind"] == "copy"]
         if copy.size:
             return float(copy["gbps"][np.argmax(copy["bytes"])])
-        return float(self.attrs.get("hbm_copy_gbps", np.nan))
+        return attr(self.attrs, "hbm_copy_gbps", "number", np.nan, "/roofs")
 
     def launch_floor_ns(self) -> float:
         """Device-side cost of one kernel: graph_node where measured, else eager (as the C++
@@ -123,7 +144,7 @@ class Roofs:
             if rows.size:
                 return float(rows["ns_per_launch"].min())
             if f"launch_{kind}_ns" in self.attrs:
-                return float(self.attrs[f"launch_{kind}_ns"])
+                return attr(self.attrs, f"launch_{kind}_ns", "number", where="/roofs")
         return float("nan")
 
     def interconnect_rows(self, collective: Optional[str] = None) -> np.ndarray:
@@ -152,7 +173,7 @@ class Sweep:
     @property
     def axes(self) -> List[str]:
         """The options given more than one value, in the sweep's order (tp, batch, seq, ...)."""
-        return [a.strip() for a in str(self.attrs.get("axes", "")).split(",") if a.strip()]
+        return validate.sweep_axes(attr(self.attrs, "axes", "text", "", "/sweep"))
 
     def ok(self) -> np.ndarray:
         """The /sweep/points rows whose status is "ok"."""
@@ -186,39 +207,47 @@ class Run:
     #: /sweep of a sweep file (root attribute command == "sweep"), else None.
     sweep: Optional[Sweep] = None
 
+    def root_attr(self, key: str, kind: str, default: Any = _ABSENT) -> Any:
+        """A root (or point) attribute checked before use: attr()."""
+        return attr(self.attrs, key, kind, default, f"{self.path}: /")
+
+    def config_attr(self, key: str, kind: str, default: Any = _ABSENT) -> Any:
+        """A /config attribute checked before use: attr()."""
+        return attr(self.config, key, kind, default, f"{self.path}: /config")
+
     @property
     def command(self) -> str:
-        return str(self.attrs.get("command", ""))
+        return self.root_attr("command", "text", "")
 
     @property
     def status(self) -> str:
         """A sweep point's status ("ok" or "failed: <reason>"); "ok" for anything else."""
-        return str(self.attrs.get("status", "ok"))
+        return self.root_attr("status", "text", "ok")
 
     @property
     def label(self) -> str:
         """A sweep point's label (e.g. "tp=2 batch=64"); "" for anything else."""
-        return str(self.attrs.get("label", ""))
+        return self.root_attr("label", "text", "")
 
     @property
     def file_layout(self) -> str:
         """How the timelines were written: "single" (one file) or "per-node" (node files beside
         this one, reached through external links); files written before layouts existed: single."""
-        return str(self.attrs.get("file_layout", "single"))
+        return self.root_attr("file_layout", "text", "single")
 
     @property
     def world_size(self) -> int:
-        return int(self.attrs.get("world_size", len(self.timelines)))
+        return self.root_attr("world_size", "count", len(self.timelines))
 
     @property
     def complete(self) -> bool:
         """False when the job ended before it finished: the root or /sweep attribute `complete`
         is 0 (files rewritten as they go: sweeps, collectives). What such a file holds is
         valid but partial."""
-        marks = [self.attrs.get("complete", 1)]
+        marks = [self.root_attr("complete", "flag", 1)]
         if self.sweep is not None:
-            marks.append(self.sweep.attrs.get("complete", 1))
-        return all(int(mark) != 0 for mark in marks)
+            marks.append(attr(self.sweep.attrs, "complete", "flag", 1, f"{self.path}: /sweep"))
+        return all(mark != 0 for mark in marks)
 
     def to_dataframe(self):
         """pandas DataFrame, one row per timeline row of every rank (of every point that kept
@@ -261,10 +290,11 @@ def _tidy():
     return tidy
 
 
-def check(path: str) -> None:
+def check(path: str, accept_incomplete: bool = False) -> None:
     """Raises SchemaError, with the first problem on one line, unless `ridgeline validate`
-    would accept the file at `path` (the checks of validate.problems())."""
-    found = validate.problems(path)
+    would accept the file at `path` (the checks of validate.problems()); with
+    `accept_incomplete`, a file whose job ended before it finished is accepted too."""
+    found = validate.problems(path, accept_incomplete)
     if not found:
         return
     first = found[0] if found[0].startswith(path) else f"{path}: {found[0]}"
@@ -275,14 +305,16 @@ def check(path: str) -> None:
 def load(path: str) -> Run:
     """Reads the whole file at `path`. Raises SchemaError (one line) for a file that `ridgeline
     validate` rejects: a missing file, another schema major version, a missing part, op ids
-    outside /ops, step times that are not positive numbers, ... (see check())."""
-    check(path)
+    outside /ops, step times that are not positive numbers, an attribute of the wrong kind, a
+    dataset larger than the file stores, ... (see check()). A file whose job ended before it
+    finished is read (Run.complete is False): what it holds is valid but partial."""
+    check(path, accept_incomplete=True)
     with h5py.File(path, "r") as f:
         attrs = _attrs(f)
-        command = attrs.get("command")
+        command = attr(attrs, "command", "text", "", f"{path}: /")
         is_sweep = command == "sweep"
         required = _FILE_GROUPS.get(command, _RUN_GROUPS)
-        world_size = int(attrs["world_size"])
+        world_size = attr(attrs, "world_size", "count", where=f"{path}: /")
         try:
             run = _read_run(f, path, attrs, required, world_size)
             run.tables = _tables(f)
@@ -293,7 +325,7 @@ def load(path: str) -> Run:
                     _read_point(f["points"][key], f"{path}:/points/{key}", run, world_size)
                     for key in sorted(f["points"], key=_point_order)
                 ]
-        except (KeyError, ValueError) as e:
+        except (KeyError, ValueError, TypeError, OSError) as e:
             # A valid file never gets here; say which file it was rather than fail obscurely.
             raise SchemaError(f"{path}: malformed run file: {_one_line(e)}") from e
     return run
@@ -314,7 +346,7 @@ def _read_point(group: h5py.Group, where: str, parent: Run, world_size: int) -> 
     failed or it is predicted; its timelines may be left out (a sweep keeps them only on request)."""
     own = _attrs(group)
     attrs = {**parent.attrs, **own}
-    failed = str(own.get("status", "")).startswith("failed")
+    failed = validate.without_summary(own.get("status"))
     # A predicted point (`ridgeline model`) measured nothing: it has no summary.
     predicted = own.get("predicted") == 1
     required: Tuple[str, ...] = ("config",) if failed or predicted else ("config", "summary")
@@ -345,6 +377,16 @@ def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
         samples={int(k): _linked(g, "samples", where) for k, g in group["ranks"].items()
                  if g.get("samples", getlink=True) is not None} if "ranks" in group else {},
     )
+
+
+def _read(dataset: h5py.Dataset) -> Any:
+    """The whole dataset, once its shape is checked against the bytes the file stores for it
+    (validate.storage_problem()): nothing is allocated by a size only the file's metadata
+    claims."""
+    problem = validate.storage_problem(dataset, dataset.name)
+    if problem is not None:
+        raise SchemaError(f"{dataset.file.filename}: {problem}")
+    return dataset[()]
 
 
 def _scalar(value: Any) -> Any:
@@ -381,14 +423,14 @@ def _decode_table(data: np.ndarray) -> np.ndarray:
 
 
 def _env(stack: h5py.Group) -> Dict[str, str]:
-    table = _decode_table(stack["env"][()])
+    table = _decode_table(_read(stack["env"]))
     return dict(zip(table["name"].tolist(), table["value"].tolist()))
 
 
 def _topology(group: h5py.Group) -> Dict[str, np.ndarray]:
     out = {}
     for key, dataset in group.items():
-        values = dataset[()]
+        values = _read(dataset)
         if values.dtype.kind in ("O", "S"):
             values = np.array([_scalar(v) for v in values], dtype=str)
         out[key] = values
@@ -396,7 +438,7 @@ def _topology(group: h5py.Group) -> Dict[str, np.ndarray]:
 
 
 def _ops(dataset: h5py.Dataset) -> List[Op]:
-    table = _decode_table(dataset[()])
+    table = _decode_table(_read(dataset))
     ops = [Op(int(i), str(n), str(k)) for i, n, k in zip(table["id"], table["name"], table["kind"])]
     for row, op in enumerate(ops):
         if op.id != row:
@@ -408,7 +450,7 @@ def _linked(group: h5py.Group, name: str, where: str) -> np.ndarray:
     """group[name] read whole; an external link (the per-node layout: node files beside the
     master file) whose file cannot be opened becomes a SchemaError naming that file."""
     try:
-        return group[name][()]
+        return _read(group[name])
     except KeyError as e:
         link = group.get(name, getlink=True)
         if isinstance(link, h5py.ExternalLink):
@@ -421,6 +463,9 @@ def _linked(group: h5py.Group, name: str, where: str) -> np.ndarray:
 
 def _timelines(group: h5py.Group, where: str, world_size: int) -> Dict[int, np.ndarray]:
     """Ranks 0 .. world_size-1 (validated: each has a timeline with every field)."""
+    if world_size > len(group):
+        raise SchemaError(f"{where}: {len(group)} groups under /ranks, expected world_size "
+                          f"{world_size}")
     out = {}
     for rank in range(world_size):
         key = str(rank)
@@ -439,7 +484,7 @@ def _tables(f: h5py.File) -> Dict[str, np.ndarray]:
     def visit(name: str, obj: h5py.HLObject) -> None:
         if (name.split("/")[0] not in skip and isinstance(obj, h5py.Dataset)
                 and obj.dtype.names is not None):
-            out["/" + name] = _decode_table(obj[()])
+            out["/" + name] = _decode_table(_read(obj))
 
     f.visititems(visit)
     return out
@@ -447,24 +492,24 @@ def _tables(f: h5py.File) -> Dict[str, np.ndarray]:
 
 def _summary(group: h5py.Group) -> Summary:
     return Summary(
-        step_time_ns=group["step_time_ns"][()] if "step_time_ns" in group else np.empty(0),
-        warmup_step_time_ns=(group["warmup_step_time_ns"][()] if "warmup_step_time_ns" in group
-                             else np.empty(0)),
+        step_time_ns=_read(group["step_time_ns"]) if "step_time_ns" in group else np.empty(0),
+        warmup_step_time_ns=(_read(group["warmup_step_time_ns"])
+                             if "warmup_step_time_ns" in group else np.empty(0)),
         attrs=_attrs(group),
-        ops=_decode_table(group["ops"][()]),
-        decode_context=(group["decode_context"][()] if "decode_context" in group
+        ops=_decode_table(_read(group["ops"])),
+        decode_context=(_read(group["decode_context"]) if "decode_context" in group
                         else np.empty(0, np.int64)),
-        decode_bins=_decode_table(group["decode_bins"][()]) if "decode_bins" in group else None,
+        decode_bins=_decode_table(_read(group["decode_bins"])) if "decode_bins" in group else None,
     )
 
 
 def _roofs(group: h5py.Group) -> Roofs:
-    tables = {name: _decode_table(group[name][()]) if name in group else np.empty(0, dtype)
+    tables = {name: _decode_table(_read(group[name])) if name in group else np.empty(0, dtype)
               for name, dtype in ROOF_TABLE_DTYPES.items()}
     return Roofs(attrs=_attrs(group), **tables)
 
 
 def _sweep(group: h5py.Group) -> Sweep:
-    return Sweep(attrs=_attrs(group), points=_decode_table(group["points"][()]),
-                 crossovers=_decode_table(group["crossovers"][()]),
-                 repeats=_decode_table(group["repeats"][()]) if "repeats" in group else None)
+    return Sweep(attrs=_attrs(group), points=_decode_table(_read(group["points"])),
+                 crossovers=_decode_table(_read(group["crossovers"])),
+                 repeats=_decode_table(_read(group["repeats"])) if "repeats" in group else None)

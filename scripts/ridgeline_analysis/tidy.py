@@ -13,12 +13,11 @@ without it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import output
 from .analysis import LANES
 from .reader import Run, SchemaError
 
@@ -192,25 +191,28 @@ def frame(runs: Iterable[Run], table: str):
     return _finish(pandas(), [FRAMES[table](run) for run in runs], ("file", "complete", "point"))
 
 
-def _csv(frame, path: str) -> None:
-    frame.to_csv(path, index=False)
+def _csv(frame, f: IO) -> None:
+    frame.to_csv(f, index=False)
 
 
-def _json(frame, path: str) -> None:
+def _json(frame, f: IO) -> None:
     # One object per row, each float as Python prints it (the shortest text that reads back to
     # the same float; pandas' own JSON keeps 15 digits at most), a missing value as null.
     records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(records, f, allow_nan=False)
+    json.dump(records, f, allow_nan=False)
 
 
-def _parquet(frame, path: str) -> None:
+def _require_pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError as e:
         raise MissingPackage("--format parquet needs pyarrow: python3 -m pip install pyarrow "
                              "(Debian 12 has no package of it); csv and json need only "
                              "pandas") from e
+
+
+def _parquet(frame, f: IO) -> None:
+    _require_pyarrow()
     # Parquet columns have one type; a /config key may be text in one joined file and a number
     # in another: such a column is written as text.
     mixed = [name for name in frame.columns if frame[name].dtype == object
@@ -219,7 +221,7 @@ def _parquet(frame, path: str) -> None:
         frame = frame.copy()
         for name in mixed:
             frame[name] = frame[name].map(lambda v: v if v is None else str(v))
-    frame.to_parquet(path, index=False, engine="pyarrow")
+    frame.to_parquet(f, index=False, engine="pyarrow")
 
 
 def _text_and_more(values) -> bool:
@@ -227,29 +229,16 @@ def _text_and_more(values) -> bool:
     return str in types and len(types) > 1
 
 
-WRITERS: Dict[str, Callable[[Any, str], None]] = {
-    "csv": _csv, "parquet": _parquet, "json": _json}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+#: Each format's writer (given the open file) and whether it writes bytes.
+WRITERS: Dict[str, Tuple[Callable[[Any, IO], None], bool]] = {
+    "csv": (_csv, False), "parquet": (_parquet, True), "json": (_json, False)}
 
 
 def write(frame, path: str, fmt: str) -> str:
-    """Writes `frame` to `path` in format `fmt` (of FORMATS): into a temporary file beside it,
-    renamed to `path` once complete, so that a failure leaves `path` as it was."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                                         suffix=".tmp")
-    os.close(handle)
-    try:
-        WRITERS[fmt](frame, temporary)
-        # mkstemp makes the file private; the export is an ordinary file.
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return path
+    """Writes `frame` to `path` in format `fmt` (of FORMATS) through output.write_file(): into
+    a temporary file beside it, renamed to `path` once complete and synced, so that a failure
+    leaves `path` as it was (output.WriteError)."""
+    writer, binary = WRITERS[fmt]
+    if fmt == "parquet":
+        _require_pyarrow()  # before anything is created
+    return output.write_file(path, lambda f: writer(frame, f), binary=binary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import h5py
@@ -33,6 +34,8 @@ TIMELINE_FIELDS = (("op_id", "int"), ("layer", "int"), ("microbatch", "int"),
                    ("iteration", "int"), ("lane", "int"), ("warmup", "int"),
                    ("t_start_ns", "int"), ("t_end_ns", "int"), ("flops", "float"),
                    ("hbm_bytes", "float"), ("comm_bytes", "float"))
+#: The timeline's float fields: what an op instance moves or computes, finite and >= 0.
+TIMELINE_AMOUNTS = ("flops", "hbm_bytes", "comm_bytes")
 SAMPLE_FIELDS = ("t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_avg_w", "temp_c",
                  "clock_event_reasons")
 STEP_ATTRS = ("count", "warmup_to_steady", "mean_ns", "min_ns", "max_ns", "p50_ns", "p95_ns",
@@ -106,28 +109,105 @@ TRAIN_OPS = ("fc2_dgrad", "fc2_wgrad", "activation_bwd", "fc1_dgrad", "fc1_wgrad
              "qkv_wgrad", "norm1_bwd", "residual1_bwd", "grad_zero")
 #: Problems listed one by one per timeline before the rest are only counted.
 MAX_ROW_PROBLEMS = 10
+#: A dataset whose data passes through a filter (compression) may hold this many times the bytes
+#: it stores (deflate's own limit is about 1032); an unfiltered one holds what it stores.
+MAX_EXPANSION = 1100
+#: As validate_contents() words a file whose job ended before it finished.
+INCOMPLETE = ("incomplete: the job ended before it finished (complete = 0); what it holds is "
+              "valid but partial")
+
+#: Attributes of a known kind, per group, checked in this order: "int" (an integer), "count" (an
+#: integer >= 1), "flag" (the integer 0 or 1), "number" (an integer or a float) or "text". What
+#: the package reads is here, so that a value of another kind is refused before anything uses it
+#: (never read as a default). schema_version, world_size, the /sweep axes, the /summary
+#: percentiles and a pipeline's attributes have checks of their own.
+AttrKinds = Dict[str, str]
+ROOT_KINDS: AttrKinds = {
+    "ridgeline_version": "text", "git_sha": "text", "created_utc": "text", "argv": "text",
+    "command": "text", "file_layout": "text", "check": "text", "complete": "flag",
+    "predicted": "flag", "write_seconds": "number"}
+#: /config: first the keys of kConfigKeys in src/app/run_file.cpp, in its order (not ranged: 0
+#: and -1 stand for "the default" in a sweep's base configuration), then those only the package
+#: checks.
+CONFIG_KINDS: AttrKinds = {
+    **dict.fromkeys(("tp", "pp", "dp", "batch", "seq", "layers", "hidden", "heads", "kv_heads",
+                     "ffn_hidden", "microbatches", "iters", "warmup", "context"), "int"),
+    **dict.fromkeys(("phase", "dtype", "overlap", "backend", "transport"), "text"),
+    **dict.fromkeys(("decode_steps", "seed", "graphs", "sequence_parallel", "dp_shard",
+                     "keep_timelines", "repeats", "ranks_per_file", "sample_ms"), "int"),
+    **dict.fromkeys(("timeout_s", "rope_theta", "norm_eps", "sgd_lr", "bucket_mb"), "number"),
+    **dict.fromkeys(("model", "strategy", "schedule", "recompute", "attention", "check", "mlp",
+                     "norm", "rotary"), "text")}
+SUMMARY_KINDS: AttrKinds = {
+    "count": "int", "warmup_to_steady": "int",
+    **dict.fromkeys(("mean_ns", "min_ns", "max_ns", "exposed_comm_ns", "exposed_interconnect_ns",
+                     "step_compute_ns", "step_hbm_ns", "step_interconnect_ns", "step_launch_ns",
+                     "step_flops", "step_hbm_bytes", "step_comm_bytes"), "number"),
+    **dict.fromkeys(("check", "ceiling", "bound", "overlap", "attribution"), "text")}
+SWEEP_KINDS: AttrKinds = {"points": "int", "failed": "int", "repeats": "int", "complete": "flag",
+                          "predicted": "flag", "interval": "text"}
+#: The options a sweep may take as axes (kSweepAxes in src/app/sweep.hpp).
+SWEEP_AXES = ("tp", "batch", "seq", "context", "hidden", "phase", "overlap", "transport", "dtype")
+#: /summary/ops figures that must be finite and >= 0 (validate_summary), in its order: the first
+#: of an op's that is not is its problem.
+OP_FIGURES = ("p50_ns", "mean_ns", "per_step_p50_ns", "share", "flops", "hbm_bytes",
+              "comm_bytes", "bound_ns", "efficiency")
+#: A sweep point's status when it has no summary: it failed, or an incomplete sweep had not run
+#: it yet.
+PENDING = "pending"
+POINT_KINDS: AttrKinds = {"status": "text", "label": "text", "predicted": "flag",
+                          "repeats": "int"}
+ROOFS_KINDS: AttrKinds = {"backend": "text", "transport": "text", "source": "text",
+                          "hbm_read_gbps": "number", "hbm_write_gbps": "number",
+                          "hbm_copy_gbps": "number", "launch_eager_ns": "number",
+                          "launch_graph_node_ns": "number"}
+#: Attribute names by prefix: /roofs gemm_peak_tflops.<dtype>.
+ROOFS_PREFIX_KINDS: AttrKinds = {"gemm_peak_tflops.": "number"}
 
 
 class Problem(Exception):
     """An object that cannot be read as the layout says: one problem, ending its section."""
 
 
-def problems(path: str) -> List[str]:
+def problems(path: str, accept_incomplete: bool = False) -> List[str]:
     """Every problem of the file at `path`, as `ridgeline validate` would list them; empty for a
-    valid file."""
+    valid file. A file whose job ended before it finished (root or /sweep attribute complete =
+    0) is a problem unless `accept_incomplete` (what it holds is valid, but partial)."""
     if not os.path.exists(path):
         return [f"{path}: no such file"]
-    if os.path.isdir(path):
-        return [f"{path}: is a directory"]
+    kind = not_regular(path)
+    if kind:
+        # Opening a FIFO would block until something writes to it.
+        return [f"{path}: is {kind}, not a regular file"]
     try:
         if not h5py.is_hdf5(path):
             return [f"{path}: not an HDF5 file"]
         with h5py.File(path, "r") as f:
             found: List[str] = []
-            _contents(f, found)
+            _contents(f, found, accept_incomplete)
             return found
     except Exception as e:  # an unreadable file: one line, never a traceback
         return [f"{path}: cannot read: {_text(e)}"]
+
+
+def not_regular(path: str) -> str:
+    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO", "a
+    device", "a socket"), as not_regular() in src/core/files.cpp words it; "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
 
 # ---- reading, as the C++ h5 helpers read ----
@@ -210,10 +290,37 @@ def read_attrs(obj: h5py.HLObject, where: str) -> Dict[str, Any]:
     return out
 
 
+def storage_problem(dataset: h5py.Dataset, path: str) -> Optional[str]:
+    """Why `dataset` cannot be read whole in memory bounded by the file: its shape asks for
+    more bytes than the file stores for it (a dataset declared large but never written, or
+    data that would expand beyond MAX_EXPANSION); None when it can."""
+    if dataset.shape is None:
+        return None
+    elements = 1
+    for extent in dataset.shape:
+        elements *= int(extent)
+    needed = elements * dataset.dtype.itemsize
+    if needed == 0:
+        return None
+    plist = dataset.id.get_create_plist()
+    if plist.get_layout() == h5py.h5d.COMPACT:  # held in the object header, at most 64 KiB
+        return None
+    stored = int(dataset.id.get_storage_size())
+    if needed <= stored * (MAX_EXPANSION if plist.get_nfilters() else 1):
+        return None
+    what = f"{elements} rows" if len(dataset.shape) == 1 else f"{elements} values"
+    return f"{path}: {what} declared but only {stored} of their {needed} bytes stored"
+
+
 def _rows(dataset: h5py.Dataset, path: str) -> int:
+    """The rows of a 1-D dataset that the file really holds (else Problem), so that reading it
+    allocates no more than the file stores."""
     if dataset.shape is None or len(dataset.shape) != 1:
         rank = 0 if dataset.shape is None else len(dataset.shape)
         raise Problem(f"{path}: expected a 1-D dataset, found rank {rank}")
+    problem = storage_problem(dataset, path)
+    if problem is not None:
+        raise Problem(problem)
     return int(dataset.shape[0])
 
 
@@ -268,6 +375,54 @@ def _number_attr(attrs: Dict[str, Any], key: str, where: str) -> float:
     raise Problem(f"{where}: attribute '{key}' is not a number")
 
 
+def _attr_text(value: Any) -> str:
+    """A value as attr_to_string() in src/app/run_data.cpp writes it (floats as %.6g)."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _found(value: Any) -> str:
+    """"the string 'x'" or "the number 2", as validate_config() says what it found."""
+    if isinstance(value, str):
+        return f"the string '{value}'"
+    return f"the number {_attr_text(value)}"
+
+
+def attr_problem(value: Any, key: str, kind: str, where: str) -> Optional[str]:
+    """Why attribute `key` (`value`, as read_attrs() reads it) is not of `kind` (see
+    ROOT_KINDS), worded as validate_config() in src/app/run_file.cpp words it; None when it
+    is."""
+    if kind == "text":
+        if isinstance(value, str):
+            return None
+        return f"{where}: {key} must be a string, found {_attr_text(value)}"
+    if kind == "number":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None
+        return f"{where}: {key} must be a number, found {_found(value)}"
+    if kind not in ("int", "count", "flag"):
+        raise ValueError(f"unknown attribute kind {kind!r}")
+    if not _is_int(value):
+        return f"{where}: {key} must be an integer, found {_found(value)}"
+    if kind == "count" and value < 1:
+        return f"{where}: {key} must be an integer >= 1, found {value}"
+    if kind == "flag" and value not in (0, 1):
+        return f"{where}: {key} must be 0 or 1, found {value}"
+    return None
+
+
+def _check_kinds(attrs: Dict[str, Any], where: str, kinds: AttrKinds, found: List[str],
+                 prefixes: Optional[AttrKinds] = None) -> None:
+    """Every attribute of a known kind is of that kind: those of `kinds` in its order, then
+    those whose name starts with a key of `prefixes`."""
+    checks = [(key, kind) for key, kind in kinds.items() if key in attrs]
+    checks += [(key, kind) for prefix, kind in (prefixes or {}).items()
+               for key in attrs if key.startswith(prefix)]
+    for key, kind in checks:
+        problem = attr_problem(attrs[key], key, kind, where)
+        if problem is not None:
+            found.append(problem)
+
+
 def _require_attrs(attrs: Dict[str, Any], where: str, keys: Sequence[str],
                    found: List[str]) -> None:
     for key in keys:
@@ -277,7 +432,7 @@ def _require_attrs(attrs: Dict[str, Any], where: str, keys: Sequence[str],
 
 # ---- the checks, in the order of validate_contents() ----
 
-def _contents(f: h5py.File, found: List[str]) -> None:
+def _contents(f: h5py.File, found: List[str], accept_incomplete: bool = False) -> None:
     root: Dict[str, Any] = {}
 
     def read_root() -> None:
@@ -301,11 +456,26 @@ def _contents(f: h5py.File, found: List[str]) -> None:
             world_size = root["world_size"]
         else:
             found.append("/: world_size must be an integer >= 1")
+    # A world_size the file does not hold would have the checks below loop over ranks that
+    # are not there: it is held against /topology's length first.
+    if world_size > 0:
+        held = [world_size]
+
+        def topology_ranks() -> None:
+            held[0] = ranks_held(f, world_size)
+
+        _section(found, topology_ranks)
+        if held[0] != world_size:
+            found.append(f"/: world_size {world_size} but /topology holds {held[0]} ranks")
+            world_size = -1
+    _check_kinds(root, "/", ROOT_KINDS, found)
 
     command = root.get("command")
     kind = command if command in ("collectives", "roofs", "sweep") else "run"
     if kind == "collectives":
         _require_attrs(root, "/", ("check",), found)
+    if not accept_incomplete:
+        _incomplete(f, root, kind, found)
     present = set()
     for group in GROUPS[kind]:
         def require(group: str = group) -> None:
@@ -315,7 +485,7 @@ def _contents(f: h5py.File, found: List[str]) -> None:
     if "/stack" in present:
         _section(found, lambda: _stack(f, found))
     if "/config" in present:
-        _section(found, lambda: read_attrs(_group(f, "/config"), "/config"))
+        _section(found, lambda: _config(f, "/config", found))
     if "/topology" in present:
         _section(found, lambda: _topology(f, world_size, found))
     op_count = [-1]
@@ -340,6 +510,45 @@ def _contents(f: h5py.File, found: List[str]) -> None:
             _section(found, lambda: _roof(f, found, envelope_required=False))
     elif _exists(f, "/roofs"):
         _section(found, lambda: _roofs(f, found))
+    if _exists(f, "/roofs"):
+        _section(found, lambda: _check_kinds(read_attrs(_group(f, "/roofs"), "/roofs"), "/roofs",
+                                             ROOFS_KINDS, found, ROOFS_PREFIX_KINDS))
+
+
+def ranks_held(f: h5py.File, default: int) -> int:
+    """How many ranks the file really holds: the length of /topology's first dataset (in the
+    group's link order; its shape only, nothing read), `default` where it has no /topology or
+    an empty one (ranks_held() in src/app/run_file.cpp)."""
+    if not _exists(f, "/topology"):
+        return default
+    group = _group(f, "/topology")
+    for key in group:
+        return _rows(_dataset(f, f"/topology/{key}"), f"/topology/{key}")
+    return default
+
+
+def _marked_incomplete(attrs: Dict[str, Any]) -> bool:
+    """An integer attribute `complete` that is 0 (a job killed before its end wrote the file)."""
+    value = attrs.get("complete")
+    return _is_int(value) and value == 0
+
+
+def _incomplete(f: h5py.File, root: Dict[str, Any], kind: str, found: List[str]) -> None:
+    """The root, or a sweep file's /sweep, says the job ended before it finished."""
+    if _marked_incomplete(root):
+        found.append(f"/: {INCOMPLETE}")
+
+    def sweep() -> None:
+        if _marked_incomplete(read_attrs(_group(f, "/sweep"), "/sweep")):
+            found.append(f"/sweep: {INCOMPLETE}")
+
+    if kind == "sweep" and _exists(f, "/sweep"):
+        _section(found, sweep)
+
+
+def _config(f: h5py.File, path: str, found: List[str]) -> None:
+    """A /config group (the file's or a point's): its attributes of a known kind."""
+    _check_kinds(read_attrs(_group(f, path), path), path, CONFIG_KINDS, found)
 
 
 def _stack(f: h5py.File, found: List[str]) -> None:
@@ -396,15 +605,18 @@ def _timeline(f: h5py.File, path: str, op_count: int, found: List[str]) -> None:
             raise Problem(f"{path}: field '{name}' missing")
         if type_class(dataset.dtype[name]) != kind:
             raise Problem(f"{path}: field '{name}' has the wrong type class")
-    rows = dataset.fields(["op_id", "lane", "warmup", "t_start_ns", "t_end_ns"])[()]
+    rows = dataset.fields(["op_id", "lane", "warmup", "t_start_ns", "t_end_ns",
+                           *TIMELINE_AMOUNTS])[()]
     op_id = rows["op_id"].astype(np.int64)
     lane = rows["lane"].astype(np.int64)
     warmup = rows["warmup"].astype(np.int64)
     checks = [
         (op_id < 0) | ((op_id >= op_count) if op_count >= 0 else False),
+        rows["t_start_ns"] < 0,
         rows["t_end_ns"] < rows["t_start_ns"],
         (lane < 0) | (lane >= LANE_COUNT),
         (warmup < 0) | (warmup > 1),
+        *(~(np.isfinite(rows[name]) & (rows[name] >= 0)) for name in TIMELINE_AMOUNTS),
     ]
     total = int(sum(int(np.count_nonzero(c)) for c in checks))
     listed = 0
@@ -416,11 +628,17 @@ def _timeline(f: h5py.File, path: str, op_count: int, found: List[str]) -> None:
             upper = str(op_count) if op_count >= 0 else "?"
             whats.append(f"op_id {op_id[i]} outside [0, {upper})")
         if checks[1][i]:
-            whats.append("t_end_ns < t_start_ns")
+            whats.append(f"t_start_ns {int(rows['t_start_ns'][i])} < 0")
         if checks[2][i]:
-            whats.append(f"lane {lane[i]} not in {{0, 1, 2}}")
+            whats.append("t_end_ns < t_start_ns")
         if checks[3][i]:
+            whats.append(f"lane {lane[i]} not in {{0, 1, 2}}")
+        if checks[4][i]:
             whats.append(f"warmup {warmup[i]} not in {{0, 1}}")
+        for name, bad in zip(TIMELINE_AMOUNTS, checks[5:]):
+            if bad[i]:
+                whats.append(f"{name} {_number(float(rows[name][i]))}, expected a finite "
+                             "value >= 0")
         for what in whats[:MAX_ROW_PROBLEMS - listed]:
             found.append(f"{path}: row {i}: {what}")
             listed += 1
@@ -446,29 +664,57 @@ def _samples(f: h5py.File, path: str, found: List[str]) -> None:
         found.append(f"{path}: t_ns decreases at row {int(decreasing[0]) + 1}")
 
 
-def _ranks(f: h5py.File, world_size: int, op_count: int, found: List[str]) -> None:
-    children = list(_group(f, "/ranks"))
-    expected = [str(r) for r in range(max(world_size, 0))]
+def _expected_ranks(children: Sequence[str], world_size: int, where: str,
+                    found: List[str]) -> set:
+    """The names "0" .. world_size-1 that `where` (a /ranks group with `children`) must hold,
+    each missing one a problem. A world_size far beyond the groups the file holds is one
+    problem, and only the groups held are expected: nothing is counted out to world_size."""
+    if world_size > len(children) + MAX_ROW_PROBLEMS:
+        found.append(f"{where}: {len(children)} groups, expected world_size {world_size} (one "
+                     "per rank)")
+        return {name for name in children if name.isdigit() and str(int(name)) == name
+                and int(name) < world_size}
+    expected = {str(r) for r in range(max(world_size, 0))}
     for name in sorted(expected):
         if name not in children:
-            found.append(f"/ranks/{name}: missing group")
+            found.append(f"{where}/{name}: missing group")
+    return expected
+
+
+def linked_file_problem(f: h5py.File, group: str, name: str) -> Optional[str]:
+    """The per-node layout: `group`/`name` behind an external link to a node file that is
+    missing, or is not a regular file (opening a FIFO blocks), is named by that file
+    (validate_links) and must not be opened; None for anything else."""
+    node = f.get(group)
+    link = node.get(name, getlink=True) if isinstance(node, h5py.Group) else None
+    if not isinstance(link, h5py.ExternalLink):
+        return None
+    target = os.path.join(os.path.dirname(os.path.abspath(f.filename)), link.filename)
+    if not os.path.exists(target):
+        return f"{group}/{name}: the linked node file '{link.filename}' does not exist"
+    kind = not_regular(target)
+    if kind:
+        return (f"{group}/{name}: the linked node file '{link.filename}' is {kind}, not a "
+                "regular file")
+    return None
+
+
+def _ranks(f: h5py.File, world_size: int, op_count: int, found: List[str]) -> None:
+    children = list(_group(f, "/ranks"))
+    expected = _expected_ranks(children, world_size, "/ranks", found)
     for name in children:
         if world_size >= 0 and name not in expected:
             found.append(f"/ranks/{name}: unexpected (world_size is {world_size})")
             continue
 
         def one(name: str = name) -> None:
-            # The per-node layout: a timeline behind an external link to a node file that is
-            # missing is named by that file (validate_links), not read.
-            link = f["/ranks"][name].get("timeline", getlink=True)
-            if isinstance(link, h5py.ExternalLink):
-                target = os.path.join(os.path.dirname(os.path.abspath(f.filename)), link.filename)
-                if not os.path.exists(target):
-                    found.append(f"/ranks/{name}/timeline: the linked node file '{link.filename}' "
-                                 f"does not exist")
-                    return
+            problem = linked_file_problem(f, f"/ranks/{name}", "timeline")
+            if problem is not None:
+                found.append(problem)
+                return
             _timeline(f, f"/ranks/{name}/timeline", op_count, found)
-            _samples(f, f"/ranks/{name}/samples", found)
+            if linked_file_problem(f, f"/ranks/{name}", "samples") is None:
+                _samples(f, f"/ranks/{name}/samples", found)
 
         _section(found, one)
 
@@ -496,6 +742,21 @@ def checksum_problems(attrs: Dict[str, Any], where: str) -> List[str]:
     return out
 
 
+def _op_figures(table: np.ndarray, path: str, found: List[str]) -> None:
+    """Every op's OP_FIGURES (those the table has) are finite and >= 0: the first of an op's
+    that is not is one problem, naming the op."""
+    names = column(table, "name", "string", path)
+    figures = [name for name in OP_FIGURES if name in table.dtype.names]
+    values = {name: table[name].astype(np.float64) for name in figures}
+    for i in range(table.size):
+        for name in figures:
+            value = float(values[name][i])
+            if not (np.isfinite(value) and value >= 0):
+                found.append(f"{path}: op {names[i]}: {name} is {_number(value)}, expected a "
+                             "finite value >= 0")
+                break
+
+
 def _summary(f: h5py.File, base: str, found: List[str]) -> None:
     """`base`/summary ("" for /summary, or a point's group)."""
     group = f"{base}/summary"
@@ -514,12 +775,18 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
 
     def warmup() -> None:
         path = f"{group}/warmup_step_time_ns"
-        if _require(f, path, "dataset", found):
-            read_vector(f, path, "float")
+        if not _require(f, path, "dataset", found):
+            return
+        values = read_vector(f, path, "float")
+        bad = np.flatnonzero(~(values > 0))
+        if bad.size:
+            i = int(bad[0])
+            found.append(f"{path}: value {i} is {_number(float(values[i]))}, expected > 0")
 
     def attrs() -> None:
         values = read_attrs(_group(f, group), group)
         _require_attrs(values, group, STEP_ATTRS, found)
+        _check_kinds(values, group, SUMMARY_KINDS, found)
         found.extend(checksum_problems(values, group))
         if "attention" in values and values["attention"] not in ("fused", "naive", "cudnn"):
             found.append(f"{group}: attention is '{values['attention']}', expected fused, naive or cudnn")
@@ -544,6 +811,7 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
             if name in ATTRIBUTION_FIELDS and name not in table.dtype.names:
                 continue
             column(table, name, "float", path)
+        _op_figures(table, path, found)
 
     def decode() -> None:
         # --decode-steps: the keys of every timed iteration and the per-token bins.
@@ -624,6 +892,13 @@ def _pipeline(f: h5py.File, base: str, found: List[str]) -> None:
     pp = config.get("pp")
     if not _is_int(pp) or pp < 1:
         found.append(f"{config_path}: pp must be an integer >= 1 (a scheduled pipeline's stages)")
+        return
+    # Each stage has its figures: a pp far beyond the stages the summary holds is one problem,
+    # not one per stage counted out to pp.
+    held = sum(1 for key in attrs if key.startswith("stage") and key.endswith(".bubble"))
+    if pp > held + MAX_ROW_PROBLEMS:
+        found.append(f"{group}: {config_path} pp is {pp} but the summary holds the figures of "
+                     f"{held} stage(s)")
         return
     keys = list(PIPELINE_ATTRS) + [f"stage{p}.{field}" for p in range(pp)
                                    for field in STAGE_FIELDS]
@@ -827,9 +1102,11 @@ def _points(f: h5py.File, world_size: int, found: List[str],
     table instead of a summary."""
     for k in _group(f, "/points"):
         base = f"/points/{k}"
-        _require(f, f"{base}/config", "group", found)
+        if _require(f, f"{base}/config", "group", found):
+            _section(found, lambda base=base: _config(f, f"{base}/config", found))
         attrs = read_attrs(_group(f, base), base)
-        failed = str(attrs.get("status", "")).startswith("failed")
+        _check_kinds(attrs, base, POINT_KINDS, found)
+        failed = without_summary(attrs.get("status"))
         predicted = attrs.get("predicted") == 1
         if predicted_file and not predicted:
             found.append(f"{base}: a point of a predicted file lacks predicted = 1")
@@ -850,7 +1127,18 @@ def _points(f: h5py.File, world_size: int, found: List[str],
             op_count[0] = _ops(f, f"{base}/ops", found)
 
         _section(found, ops)
+        ranks = f"{base}/ranks"
+        node = f[ranks] if _exists(f, ranks) else None
+        held = list(node) if isinstance(node, h5py.Group) else []
+        if world_size > len(held) + MAX_ROW_PROBLEMS:
+            found.append(f"{ranks}: {len(held)} groups, expected world_size {world_size} (one "
+                         "per rank)")
+            continue
         for r in range(max(world_size, 0)):
+            problem = linked_file_problem(f, f"{ranks}/{r}", "timeline")
+            if problem is not None:
+                found.append(problem)
+                continue
             _section(found, lambda r=r, base=base: _timeline(
                 f, f"{base}/ranks/{r}/timeline", op_count[0], found))
 
@@ -866,8 +1154,36 @@ def _sweep(f: h5py.File, found: List[str]) -> None:
         found.append(f"/sweep/points: {rows} rows but {groups} groups under /points")
     attrs = read_attrs(_group(f, "/sweep"), "/sweep")
     _require_attrs(attrs, "/sweep", ("axes", "points", "failed"), found)
+    if "axes" in attrs:
+        _sweep_axes(f, attrs["axes"], found)
+    _check_kinds(attrs, "/sweep", SWEEP_KINDS, found)
     if "repeats" in attrs:
         _section(found, lambda: _sweep_repeats(f, attrs, found))
+
+
+def _sweep_axes(f: h5py.File, axes: Any, found: List[str]) -> None:
+    """The /sweep attribute `axes`: text naming sweep axes (SWEEP_AXES), each a field of
+    /sweep/points."""
+    if not isinstance(axes, str):
+        found.append("/sweep: axes must be a string")
+        return
+    fields = read_table(f, "/sweep/points").dtype.names or ()
+    for axis in sweep_axes(axes):
+        if axis not in SWEEP_AXES:
+            found.append(f"/sweep: axes names '{axis}', which is not a sweep axis")
+        elif axis not in fields:
+            found.append(f"/sweep: axes names '{axis}', which is not a field of /sweep/points")
+
+
+def without_summary(status: Any) -> bool:
+    """Whether a point of this status has no summary: it failed ("failed: <reason>"), or an
+    incomplete sweep had not run it yet (PENDING)."""
+    return isinstance(status, str) and (status.startswith("failed") or status == PENDING)
+
+
+def sweep_axes(text: str) -> List[str]:
+    """The /sweep attribute `axes` ("tp,batch") as a list of names."""
+    return [a.strip() for a in text.split(",") if a.strip()]
 
 
 def _sweep_repeats(f: h5py.File, attrs: Dict[str, Any], found: List[str]) -> None:

@@ -98,7 +98,7 @@ def _topology_entries(f):
 RUN_DAMAGES = [
     (_bad_op_id, "op_id 999 outside [0, "),
     (_nan_step, "/summary/step_time_ns: value 1 is nan, expected > 0"),
-    (_world_size, "expected world_size 3"),
+    (_world_size, "/: world_size 3 but /topology holds 2 ranks"),
     (_lane, "lane 7 not in {0, 1, 2}"),
     (_warmup_flag, "warmup 2 not in {0, 1}"),
     (_end_before_start, "t_end_ns < t_start_ns"),
