@@ -199,6 +199,35 @@ hsize_t row_count(hid_t dataset, const std::string& path) {
   return rows;
 }
 
+// row_count() of a dataset about to be read, refused when the file does not hold what that many
+// rows need (a damaged or hostile shape would otherwise have the reader allocate it first): a
+// chunked dataset must have every chunk its rows span, a contiguous one its bytes.
+hsize_t stored_row_count(hid_t dataset, const std::string& path) {
+  const hsize_t rows = row_count(dataset, path);
+  if (rows == 0) return rows;
+  Handle dcpl(H5Dget_create_plist(dataset), "H5Dget_create_plist", path);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout == H5D_CHUNKED) {
+    hsize_t chunk = 0;
+    check_status(H5Pget_chunk(dcpl.id(), 1, &chunk) < 0 ? -1 : 0, "H5Pget_chunk", path);
+    hsize_t held = 0;
+    Handle space(H5Dget_space(dataset), "H5Dget_space", path);
+    check_status(H5Dget_num_chunks(dataset, space.id(), &held), "H5Dget_num_chunks", path);
+    const hsize_t need = chunk == 0 ? 0 : rows / chunk + (rows % chunk != 0);
+    if (held < need)
+      throw Error(path + ": " + std::to_string(rows) + " rows in its shape, but the file holds " +
+                  std::to_string(held) + " of the " + std::to_string(need) + " chunks they need");
+  } else if (layout == H5D_CONTIGUOUS) {
+    Handle type(H5Dget_type(dataset), "H5Dget_type", path);
+    const size_t size = H5Tget_size(type.id());
+    const hsize_t held = H5Dget_storage_size(dataset);
+    if (size > 0 && held / size < rows)
+      throw Error(path + ": " + std::to_string(rows) + " rows in its shape, but the file holds " +
+                  std::to_string(held) + " bytes");
+  }
+  return rows;
+}
+
 // Creates a 1-D dataset of `rows` elements; chunked, shuffled and deflated when `compress` and
 // non-empty (a chunk cannot have zero rows), contiguous otherwise.
 Handle create_dataset(hid_t loc, const std::string& name, hid_t file_type, size_t rows,
@@ -653,7 +682,7 @@ ColumnValues read_dataset(hid_t loc, const std::string& name) {
   quiet();
   const std::string path = object_path(loc, name);
   Handle dataset = open_dataset(loc, name, path);
-  const size_t rows = row_count(dataset.id(), path);
+  const size_t rows = stored_row_count(dataset.id(), path);
   Handle type(H5Dget_type(dataset.id()), "H5Dget_type", path);
   switch (type_class(type.id(), path)) {
   case H5T_INTEGER: {
@@ -759,7 +788,7 @@ Table read_table(hid_t loc, const std::string& name) {
   quiet();
   const std::string path = object_path(loc, name);
   Handle dataset = open_dataset(loc, name, path);
-  const size_t rows = row_count(dataset.id(), path);
+  const size_t rows = stored_row_count(dataset.id(), path);
   Handle stored(H5Dget_type(dataset.id()), "H5Dget_type", path);
   if (type_class(stored.id(), path) != H5T_COMPOUND) throw Error(path + ": not a compound dataset");
   const int members = H5Tget_nmembers(stored.id());
@@ -883,7 +912,7 @@ std::vector<TimelineRecord> read_timeline(hid_t loc, const std::string& name) {
   quiet();
   const std::string path = object_path(loc, name);
   Handle dataset = open_dataset(loc, name, path);
-  const size_t rows = row_count(dataset.id(), path);
+  const size_t rows = stored_row_count(dataset.id(), path);
   Handle stored(H5Dget_type(dataset.id()), "H5Dget_type", path);
   if (type_class(stored.id(), path) != H5T_COMPOUND) throw Error(path + ": not a compound dataset");
   // HDF5 matches compound fields by name and silently leaves unmatched ones untouched, so a

@@ -666,6 +666,11 @@ void validate_timeline(hid_t file, const std::string& path, int64_t op_count, in
       report(i, "op_id " + std::to_string(row.op_id) + " outside [0, " +
                     (op_count >= 0 ? std::to_string(op_count) : "?") + ")");
     if (row.t_start_ns < 0) report(i, "t_start_ns " + std::to_string(row.t_start_ns) + " < 0");
+    for (const auto& [name, value] : {std::pair<const char*, double>{"flops", row.flops},
+                                      {"hbm_bytes", row.hbm_bytes},
+                                      {"comm_bytes", row.comm_bytes}})
+      if (!(std::isfinite(value) && value >= 0))
+        report(i, std::string(name) + " is " + number_text(value) + ", expected finite >= 0");
     if (row.t_end_ns < row.t_start_ns) report(i, "t_end_ns < t_start_ns");
     if (row.lane >= kLaneCount) report(i, "lane " + std::to_string(row.lane) + " not in {0, 1, 2}");
     if (row.warmup > 1) report(i, "warmup " + std::to_string(row.warmup) + " not in {0, 1}");
@@ -996,6 +1001,13 @@ void validate_pipeline(hid_t file, const std::string& base, std::vector<std::str
                                      "stages)");
     return;
   }
+  // Four attributes per stage: more stages than the summary has attributes is one problem, not
+  // a list of missing keys as long as the (damaged) pp.
+  if (static_cast<uint64_t>(*pp) > attrs.size()) {
+    problems.push_back(config_path + ": pp " + std::to_string(*pp) + " but " + group + " has " +
+                       std::to_string(attrs.size()) + " attributes, not a stage's four each");
+    return;
+  }
   std::vector<std::string> keys = {"schedule", "microbatches", "recompute", "bubble_theory",
                                    "check_compares"};
   const char* const stage_fields[] = {"bubble", "p2p_exposed_ns", "dp_exposed_ns",
@@ -1124,7 +1136,14 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
   });
   check_section(problems, [&] {
     const std::string path = group + "/warmup_step_time_ns";
-    if (require_object(file, path, "dataset", problems)) h5::read_vector<double>(file, path);
+    if (!require_object(file, path, "dataset", problems)) return;
+    const std::vector<double> steps = h5::read_vector<double>(file, path);
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (!(steps[i] > 0 && std::isfinite(steps[i]))) {
+        problems.push_back(path + ": value " + std::to_string(i) + " is " + number_text(steps[i]) +
+                           ", expected > 0");
+        break;
+      }
   });
   check_section(problems, [&] {
     h5::Handle summary = h5::open_group(file, group);
@@ -1510,11 +1529,22 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   const AttrValue* predicted_attr = find_attr(root, "predicted");
   const bool predicted_file = predicted_attr != nullptr && *predicted_attr == AttrValue(int64_t{1});
   if (collectives) require_attrs(root, "/", {"check"}, problems);
+  // `complete` is 0 or 1 where present (root, /sweep).
+  auto check_complete = [&](const Attrs& attrs, const char* where) {
+    const AttrValue* complete = find_attr(attrs, "complete");
+    if (complete != nullptr && *complete != AttrValue(int64_t{0}) &&
+        *complete != AttrValue(int64_t{1}))
+      problems.push_back(std::string(where) + ": complete is " + attr_to_string(*complete) +
+                         ", expected the integer 0 or 1");
+  };
+  check_complete(root, "/");
   if (!accept_incomplete && marked_incomplete(root))
     problems.push_back(std::string("/: ") + kIncomplete);
-  if (!accept_incomplete && sweep_file && h5::exists(file, "/sweep"))
+  if (sweep_file && h5::exists(file, "/sweep"))
     check_section(problems, [&] {
-      if (marked_incomplete(h5::read_attrs(h5::open_group(file, "/sweep").id())))
+      const Attrs sweep = h5::read_attrs(h5::open_group(file, "/sweep").id());
+      check_complete(sweep, "/sweep");
+      if (!accept_incomplete && marked_incomplete(sweep))
         problems.push_back(std::string("/sweep: ") + kIncomplete);
     });
   std::vector<const char*> groups(std::begin(kGroups), std::end(kGroups));

@@ -4,7 +4,8 @@
 # problem, within 20 s and 2 GB of address space: a world_size of 1e12 (nothing is allocated
 # by a count the file does not hold), attributes of the wrong type (never read as a default),
 # NaN and negative times, a timeline row before the epoch, a sweep naming an axis that does not
-# exist. (The Python readers' side is scripts/tests/test_hostile_files.py.)
+# exist, a `complete` that is neither 0 nor 1, a timeline whose shape claims 1e10 rows the
+# file does not hold. (The Python readers' side is scripts/tests/test_hostile_files.py.)
 # Usage: hostile_files.sh RIDGELINE_BIN REPO_DIR
 set -uo pipefail
 bin=$1 repo=$2
@@ -47,13 +48,23 @@ make("op_nan.h5", "run.h5", poke("summary/ops", "p50_ns", np.nan))
 make("op_negative.h5", "run.h5", poke("summary/ops", "flops", -1.0))
 make("timeline.h5", "run.h5", poke("ranks/0/timeline", "t_start_ns", -5))
 make("axis.h5", "sweep.h5", lambda f: f["sweep"].attrs.modify("axes", "tp,bogus"))
+make("complete.h5", "sweep.h5", lambda f: f["sweep"].attrs.modify("complete", np.int64(2)))
+make("timeline_flops.h5", "run.h5", poke("ranks/0/timeline", "flops", np.nan))
+make("warmup.h5", "run.h5", poke("summary/warmup_step_time_ns", None, -1.0))
+
+def unwritten(f):  # a chunked timeline whose shape claims 1e10 rows, none written
+    group = f["ranks/1"]
+    dtype = group["timeline"].dtype
+    del group["timeline"]
+    group.create_dataset("timeline", shape=(10**10,), dtype=dtype, chunks=(4096,))
+make("unwritten.h5", "run.h5", unwritten)
 PY
 failures=0
 expect() { # FILE TEXT
   local file=$1 text=$2 command rc want
   for command in validate report compare model; do
     case $command in
-    compare) args=(compare "$([[ $file == axis.h5 ]] && echo sweep.h5 || echo run.h5)" "$file") want=2 ;;
+    compare) args=(compare "$([[ $file == axis.h5 || $file == complete.h5 ]] && echo sweep.h5 || echo run.h5)" "$file") want=2 ;;
     model) args=(model --hardware "$repo/models/hardware/h200-sxm.toml" --validate "$file") want=2 ;;
     *) args=("$command" "$file") want=1 ;;
     esac
@@ -76,5 +87,9 @@ expect op_nan.h5 "p50_ns is nan, expected a finite value >= 0"
 expect op_negative.h5 "flops is -1, expected a finite value >= 0"
 expect timeline.h5 "/ranks/0/timeline: row 0: t_start_ns -5 < 0"
 expect axis.h5 "/sweep: axes names 'bogus', which is not a sweep axis"
+expect complete.h5 "/sweep: complete is 2, expected the integer 0 or 1"
+expect timeline_flops.h5 "/ranks/0/timeline: row 0: flops is nan"
+expect warmup.h5 "/summary/warmup_step_time_ns: value 0 is -1, expected > 0"
+expect unwritten.h5 "10000000000 rows in its shape, but the file holds 0 of the"
 [ "$failures" -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }
 echo "hostile files ok"
