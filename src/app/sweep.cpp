@@ -794,6 +794,7 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
   // Every repeat of every point, the points taking turns (1..n, 1..n, ...) so that the clock's
   // drift at the power cap spreads over all of them.
   std::vector<std::vector<std::vector<double>>> step_samples(rows.size());
+  std::vector<std::vector<std::pair<double, RunSummary>>> summaries(rows.size());
   bool any_failed_check = false;
   int status = 0;
   const int64_t runs = static_cast<int64_t>(rows.size()) * o.repeats;
@@ -859,13 +860,18 @@ int run_sweep(CommandContext& ctx, SweepOptions o) {
         step_samples[k].push_back(r.summary.step_ns);
         repeats.push_back(measured);
         aggregate_repeats(row, repeats, step_samples[k]);
-        // The point's summary group holds the repeat whose step is the median so far.
+        // The point's summary group holds the repeat whose step is the median so far (kept for
+        // every repeat: a later repeat can make an earlier one the median).
         RunData::Point& p = data.points[k];
-        if (!p.has_summary || measured.step_p50_ns == median_repeat(repeats, row.point)) {
-          p.summary = r.summary;
-          p.has_summary = true;
-          if (o.keep_timelines) p.ops = result.ops;
-        }
+        summaries[k].emplace_back(measured.step_p50_ns, r.summary);
+        const double median = median_repeat(repeats, row.point);
+        for (const auto& [p50, summary] : summaries[k])
+          if (p50 == median) {
+            p.summary = summary;
+            break;
+          }
+        if (!p.has_summary && o.keep_timelines) p.ops = result.ops;
+        p.has_summary = true;
       } else if (!result.ok() && mpi.rank() == 0) {
         repeats.push_back(measured);
       }
