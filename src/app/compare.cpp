@@ -386,12 +386,22 @@ op_totals_per_iteration(const OpTable& ops,
                         const std::vector<std::vector<TimelineRecord>>& timelines) {
   std::map<std::pair<int32_t, int32_t>, double> longest; // (op, iteration) -> max over ranks
   for (const auto& rank : timelines) {
-    std::map<std::pair<int32_t, int32_t>, double> total; // (op, iteration) -> this rank's sum
+    // (op, iteration) -> this rank's intervals, whose union is its time of the op
+    std::map<std::pair<int32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> spans;
     for (const TimelineRecord& r : rank)
-      if (r.warmup == 0)
-        total[{r.op_id, r.iteration}] += static_cast<double>(r.t_end_ns - r.t_start_ns);
-    for (const auto& [key, t] : total)
-      longest[key] = std::max(longest[key], t);
+      if (r.warmup == 0) spans[{r.op_id, r.iteration}].emplace_back(r.t_start_ns, r.t_end_ns);
+    for (auto& [key, list] : spans) {
+      std::sort(list.begin(), list.end());
+      int64_t covered = 0, begin = list.front().first, end = list.front().second;
+      for (const auto& [b, e] : list) {
+        if (b > end) {
+          covered += end - begin;
+          begin = b;
+        }
+        end = std::max(end, e);
+      }
+      longest[key] = std::max(longest[key], static_cast<double>(covered + end - begin));
+    }
   }
   std::map<std::string, std::vector<double>> series;
   for (const auto& [key, t] : longest)

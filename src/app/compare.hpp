@@ -96,8 +96,9 @@ struct MedianChange {
 MedianChange compare_medians(const std::vector<double>& a, const std::vector<double>& b);
 
 /// Each op's total time per timed iteration (ns), the per_step series behind /summary/ops
-/// per_step_p50_ns: per iteration (warmup == 0 rows), the maximum over ranks of the rank's
-/// summed time of that op. The same definition as summarize_run() in summary.cpp.
+/// per_step_p50_ns: per iteration (warmup == 0 rows), the maximum over ranks of the union of
+/// the rank's intervals of that op (instances in flight together count once). The same
+/// definition as summarize_run() in summary.cpp.
 std::map<std::string, std::vector<double>>
 op_totals_per_iteration(const OpTable& ops,
                         const std::vector<std::vector<TimelineRecord>>& timelines);

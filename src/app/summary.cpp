@@ -153,21 +153,32 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
   s.step = summarize(s.step_ns);
   s.warmup_to_steady = static_cast<int64_t>(warmup_to_steady(s.warmup_step_ns, s.step.p50, 0.10));
 
-  // Per op: timed rows and ranks having the op; the op's summed time per iteration (max over
-  // ranks); the last row of the highest rank having it gives lane and costs.
+  // Per op: timed rows and ranks having the op; the op's time per iteration: the union of its
+  // instances' intervals on the rank (instances in flight together, such as data-parallel
+  // buckets, count once), max over ranks; the last row of the highest rank having it gives the
+  // lane, and its costs per instance are the mean over that rank's rows (buckets differ).
   std::vector<int64_t> counts(2 * K, 0), owner(K, -1), per_step(K * I, kAbsent);
   std::vector<const TimelineRecord*> sample(K, nullptr);
+  std::vector<double> cost_sums(3 * K, 0.0);
+  std::vector<char> uniform(K, 1);
   // Instances: compute ops per (layer, microbatch, iteration) of this rank; comm ops below.
   using Key = std::tuple<int32_t, int32_t, int32_t>;
   std::vector<std::map<Key, int64_t>> local(K);
   std::vector<const TimelineRecord*> comm_rows;
+  std::vector<const TimelineRecord*> timed;
   for (const TimelineRecord& r : mine) {
     if (r.warmup) continue;
     const size_t id = static_cast<size_t>(r.op_id);
     ++counts[id];
+    if (sample[id] != nullptr &&
+        (sample[id]->flops != r.flops || sample[id]->hbm_bytes != r.hbm_bytes ||
+         sample[id]->comm_bytes != r.comm_bytes))
+      uniform[id] = 0;
     sample[id] = &r;
-    int64_t& step = per_step[id * I + static_cast<size_t>(r.iteration)];
-    step = (step == kAbsent ? 0 : step) + duration(r);
+    cost_sums[3 * id] += r.flops;
+    cost_sums[3 * id + 1] += r.hbm_bytes;
+    cost_sums[3 * id + 2] += r.comm_bytes;
+    timed.push_back(&r);
     if (is_comm(ops.kind(r.op_id))) {
       comm_rows.push_back(&r);
     } else {
@@ -175,9 +186,30 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
       t = std::max(t, duration(r));
     }
   }
+  std::sort(timed.begin(), timed.end(), [](const TimelineRecord* a, const TimelineRecord* b) {
+    return std::tie(a->op_id, a->iteration, a->t_start_ns) <
+           std::tie(b->op_id, b->iteration, b->t_start_ns);
+  });
+  for (size_t i = 0; i < timed.size();) {
+    const TimelineRecord& first = *timed[i];
+    int64_t covered = 0, begin = first.t_start_ns, end = first.t_end_ns;
+    for (; i < timed.size() && timed[i]->op_id == first.op_id &&
+           timed[i]->iteration == first.iteration;
+         ++i) {
+      if (timed[i]->t_start_ns > end) {
+        covered += end - begin;
+        begin = timed[i]->t_start_ns;
+      }
+      end = std::max(end, timed[i]->t_end_ns);
+    }
+    per_step[static_cast<size_t>(first.op_id) * I + static_cast<size_t>(first.iteration)] =
+        covered + end - begin;
+  }
   for (size_t id = 0; id < K; ++id) {
     counts[K + id] = sample[id] ? 1 : 0;
     owner[id] = sample[id] ? rank : -1;
+    for (int c = 0; c < 3 && counts[id] > 0; ++c)
+      cost_sums[3 * id + static_cast<size_t>(c)] /= static_cast<double>(counts[id]);
   }
   allreduce(comm, counts, MPI_SUM);
   allreduce(comm, owner, MPI_MAX);
@@ -186,9 +218,9 @@ RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
   for (size_t id = 0; id < K; ++id)
     if (owner[id] == rank) {
       costs[4 * id] = sample[id]->lane;
-      costs[4 * id + 1] = sample[id]->flops;
-      costs[4 * id + 2] = sample[id]->hbm_bytes;
-      costs[4 * id + 3] = sample[id]->comm_bytes;
+      costs[4 * id + 1] = uniform[id] ? sample[id]->flops : cost_sums[3 * id];
+      costs[4 * id + 2] = uniform[id] ? sample[id]->hbm_bytes : cost_sums[3 * id + 1];
+      costs[4 * id + 3] = uniform[id] ? sample[id]->comm_bytes : cost_sums[3 * id + 2];
     }
   allreduce(comm, costs, MPI_SUM);
 

@@ -13,10 +13,12 @@ namespace ridgeline {
 /// `comm`, each rank giving only its own timeline `mine` (every rank calls; every rank gets the
 /// same summary). A step's time is the longest rank's span of that iteration; a collective or
 /// p2p instance (layer, microbatch, iteration) takes its maximum over ranks; compute instances
-/// count once per rank. No rank holds another's timeline: the reductions carry per-iteration
-/// maxima, counts and sums, collective instances travel in slices of iterations, and instance
-/// percentiles are selected exactly (numpy's linear interpolation) by bisection over counts.
-/// Throws Error when the ranks' op tables differ.
+/// count once per rank. An op's time per step is the union of its instances' intervals on a
+/// rank (instances in flight together count once), the longest rank's, so its share of the step
+/// never exceeds 1; its costs are the mean per instance (data-parallel buckets differ). No rank
+/// holds another's timeline: the reductions carry per-iteration maxima, counts and sums, collective
+/// instances travel in slices of iterations, and instance percentiles are selected exactly (numpy's
+/// linear interpolation) by bisection over counts. Throws Error when the ranks' op tables differ.
 RunSummary summarize_run(MPI_Comm comm, const OpTable& ops,
                          const std::vector<TimelineRecord>& mine);
 

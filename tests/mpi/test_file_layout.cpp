@@ -118,7 +118,8 @@ RunSummary reference(const OpTable& ops,
   for (size_t id = 0; id < ops.size(); ++id) {
     const OpKind kind = ops.kind(static_cast<int32_t>(id));
     std::map<std::tuple<int32_t, int32_t, int32_t, int>, double> instance;
-    std::map<std::pair<int32_t, int>, double> per_step;
+    // Per (iteration, rank): the op's intervals, whose union is its time in the step.
+    std::map<std::pair<int32_t, int>, std::vector<std::pair<int64_t, int64_t>>> per_step;
     const TimelineRecord* sample = nullptr;
     int ranks_with_op = 0;
     size_t timed = 0;
@@ -133,7 +134,7 @@ RunSummary reference(const OpTable& ops,
         double& t = instance[{r.layer, r.microbatch, r.iteration,
                               comm_kind(kind) ? -1 : static_cast<int>(rank)}];
         t = std::max(t, d);
-        per_step[{r.iteration, static_cast<int>(rank)}] += d;
+        per_step[{r.iteration, static_cast<int>(rank)}].emplace_back(r.t_start_ns, r.t_end_ns);
       }
       ranks_with_op += seen ? 1 : 0;
     }
@@ -142,8 +143,20 @@ RunSummary reference(const OpTable& ops,
     for (const auto& kv : instance)
       inst.push_back(kv.second);
     std::map<int32_t, double> totals;
-    for (const auto& [k, t] : per_step)
-      totals[k.first] = std::max(totals[k.first], t);
+    for (auto [k, spans] : per_step) {
+      std::sort(spans.begin(), spans.end());
+      double covered = 0;
+      int64_t begin = spans.front().first, end = spans.front().second;
+      for (const auto& [b, e] : spans) {
+        if (b > end) {
+          covered += static_cast<double>(end - begin);
+          begin = b;
+        }
+        end = std::max(end, e);
+      }
+      covered += static_cast<double>(end - begin);
+      totals[k.first] = std::max(totals[k.first], covered);
+    }
     std::vector<double> step_totals;
     for (const auto& kv : totals)
       step_totals.push_back(kv.second);

@@ -211,5 +211,17 @@ TEST(OpTotals, PerIterationMaxOverRanksOfEachRanksSum) {
   EXPECT_EQ(totals.at("norm"), (std::vector<double>{7}));
 }
 
+// Instances in flight together (data-parallel buckets completed by one wait) count once: the
+// union of their intervals, never more than the iteration's span.
+TEST(OpTotals, OverlappingInstancesCountOnce) {
+  OpTable ops;
+  const int32_t bucket = ops.intern("dp_allreduce", OpKind::collective);
+  const std::vector<std::vector<TimelineRecord>> timelines = {
+      {row(bucket, -1, 1, false, 10, 90), row(bucket, -1, 1, false, 20, 80),
+       row(bucket, -1, 1, false, 30, 70), row(bucket, -1, 1, false, 120, 5)}};
+  EXPECT_EQ(op_totals_per_iteration(ops, timelines).at("dp_allreduce"),
+            (std::vector<double>{90 + 5}));
+}
+
 } // namespace
 } // namespace ridgeline

@@ -3,7 +3,10 @@
 // ceiling allows is counted in ops_over_ceiling, and the step's ceiling follows the ops' split.
 #include <gtest/gtest.h>
 
+#include <mpi.h>
+
 #include "app/attribution.hpp"
+#include "app/summary.hpp"
 
 namespace ridgeline {
 namespace {
@@ -99,6 +102,46 @@ TEST(RunAttribution, OpsWithinTheirCeilingsAreNotCounted) {
   EXPECT_EQ(s.ops[1].ceiling, "interconnect");
   EXPECT_EQ(std::get<int64_t>(*find(s.attrs, "ops_over_ceiling")), 0);
   EXPECT_EQ(std::get<std::string>(*find(s.attrs, "ceiling")), "interconnect");
+}
+
+TimelineRecord row(int32_t op, int32_t iteration, int64_t start, int64_t end, double bytes) {
+  TimelineRecord r{};
+  r.op_id = op;
+  r.layer = -1;
+  r.iteration = iteration;
+  r.lane = static_cast<uint8_t>(op == 0 ? Lane::compute : Lane::comm);
+  r.t_start_ns = start;
+  r.t_end_ns = end;
+  r.flops = op == 0 ? 1e6 : bytes;
+  r.hbm_bytes = 2 * bytes;
+  r.comm_bytes = op == 0 ? 0 : bytes;
+  return r;
+}
+
+// Buckets posted one after another and completed by one wait overlap: the op's time in the step
+// is the union of their intervals (never more than the step), not their sum (3 x the step here),
+// and its costs per instance are the buckets' mean (the last bucket is smaller).
+TEST(RunSummary, OverlappingInstancesCountOnceInTheStep) {
+  OpTable ops;
+  ops.intern("gemm", OpKind::gemm);
+  ops.intern("dp_allreduce", OpKind::collective);
+  std::vector<TimelineRecord> mine;
+  for (int32_t it = 0; it < 3; ++it) {
+    const int64_t t0 = 1000 * it;
+    mine.push_back(row(0, it, t0, t0 + 400, 0));
+    // Posted at 100, 200, 300; all complete at the wait at 900. A gap at 950 to 980.
+    for (int64_t post : {100, 200, 300})
+      mine.push_back(row(1, it, t0 + post, t0 + 900, post == 300 ? 1000.0 : 4000.0));
+    mine.push_back(row(1, it, t0 + 950, t0 + 980, 4000.0));
+  }
+  const RunSummary s = summarize_run(MPI_COMM_SELF, ops, mine);
+  ASSERT_EQ(s.ops.size(), 2u);
+  EXPECT_EQ(s.step.p50, 980.0);
+  EXPECT_EQ(s.ops[0].per_step_p50_ns, 400.0);
+  EXPECT_EQ(s.ops[1].per_step_p50_ns, 800.0 + 30.0);
+  EXPECT_LE(s.ops[1].share, 1.0);
+  EXPECT_EQ(s.ops[1].comm_bytes, (3 * 4000.0 + 1000.0) / 4);
+  EXPECT_EQ(s.ops[0].flops, 1e6);
 }
 
 } // namespace
