@@ -24,6 +24,9 @@ struct OpSpec {
   /// For collectives: the collective registry's name of what it runs ("all_reduce", ...);
   /// attribution finds its interconnect roof by it. Empty for compute ops.
   std::string collective;
+  /// For collectives: the ranks of its group; 0 for the tensor-parallel group (the layer's
+  /// collectives). Data-parallel and pipeline collectives name theirs.
+  int64_t group_size = 0;
   /// For GEMMs: c[m, n] = a[m, k] * w[n, k]^T on this rank (0 for other ops).
   int64_t m = 0, n = 0, k = 0;
 };

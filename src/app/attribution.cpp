@@ -1,6 +1,7 @@
 // Attribution of a run summary (see attribution.hpp).
 #include "app/attribution.hpp"
 
+#include <map>
 #include <set>
 
 #include "app/command_support.hpp"
@@ -10,7 +11,7 @@ namespace ridgeline {
 namespace {
 
 const OpSpec* find_spec(const AttributionInput& in, const std::string& name) {
-  for (const std::vector<OpSpec>* list : {&in.specs, &in.p2p})
+  for (const std::vector<OpSpec>* list : {&in.specs, &in.p2p, &in.stage})
     for (const OpSpec& s : *list)
       if (s.name == name) return &s;
   return nullptr;
@@ -35,7 +36,7 @@ OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype) {
   w.hbm_bytes = cost.hbm_bytes;
   w.comm_bytes = cost.comm_bytes;
   w.collective = spec.collective;
-  w.group_size = spec.kind == OpKind::p2p ? 2 : tp;
+  w.group_size = spec.kind == OpKind::p2p ? 2 : spec.group_size > 0 ? spec.group_size : tp;
   w.dtype = dtype;
   if (const CollectiveSpec* c = find_collective(spec.collective))
     w.busbw_factor = c->busbw_factor(static_cast<int>(w.group_size));
@@ -46,6 +47,7 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
   const double step_ns = summary.step.p50;
   const double iters = static_cast<double>(std::max<size_t>(1, summary.step.count));
   std::set<std::string> missing;
+  std::map<std::string, std::string> lacks; // op -> the roof it needed and the roofs lack
   StepSplit split;
   double step_flops = 0, step_hbm = 0, step_comm = 0;
   int64_t over = 0;
@@ -94,7 +96,10 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
         const OpBounds b =
             op_bounds(op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype),
                       roofs, in.transport);
-        if (!b.missing.empty()) missing.insert(b.missing);
+        if (!b.missing.empty()) {
+          missing.insert(b.missing);
+          lacks[a.name] = b.missing;
+        }
         store_bounds(a, b);
         ceiling = b.ceiling;
       }
@@ -123,6 +128,20 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
   if (!missing.empty())
     attrs.emplace_back("roofs_missing",
                        join(std::vector<std::string>(missing.begin(), missing.end()), "; "));
+  // Every op left without a ceiling, and why: a reader of the table sees `none` and its reason.
+  std::vector<std::string> unattributed;
+  for (const OpAggregate& a : summary.ops) {
+    if (a.ceiling != "none") continue;
+    std::string why = "not in the work model";
+    if (const auto it = lacks.find(a.name); it != lacks.end())
+      why = "the roofs lack " + it->second;
+    else if (const auto it = in.no_roof.find(a.name); it != in.no_roof.end())
+      why = it->second;
+    else if (!in.graph_op.empty() && a.name != in.graph_op)
+      why = "outside the replayed graph";
+    unattributed.push_back(a.name + ": " + why);
+  }
+  if (!unattributed.empty()) attrs.emplace_back("unattributed_ops", join(unattributed, "; "));
 }
 
 } // namespace ridgeline

@@ -3,6 +3,7 @@
 // by ceiling and the step's ceiling. The arithmetic is models/attribution.hpp's.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,12 @@ namespace ridgeline {
 struct AttributionInput {
   std::vector<OpSpec> specs; ///< one layer's ops on one rank
   std::vector<OpSpec> p2p;   ///< pipeline transfers (collective "sendrecv" between 2 ranks)
-  int64_t layers = 1;        ///< layers of the stage
+  /// Ops of the stage outside the layers (train: gradient zeroing, data-parallel reductions,
+  /// pipeline exchanges and flush), each collective with its own group size.
+  std::vector<OpSpec> stage;
+  /// Ops no roof applies to (waits: no work of their own), with the reason the report gives.
+  std::map<std::string, std::string> no_roof;
+  int64_t layers = 1; ///< layers of the stage
   int64_t microbatches = 1;
   int tp = 1;
   DType dtype = DType::f32;
@@ -27,7 +33,8 @@ struct AttributionInput {
 
 /// Adds the bounds, ceiling and efficiency of every op of `summary`, and the step split and
 /// ceiling attributes (ceiling, step_<class>_ns, exposed_interconnect_ns, attribution,
-/// ops_over_ceiling, step_flops, step_hbm_bytes, step_comm_bytes, roofs_source[, roofs_missing]).
+/// ops_over_ceiling, step_flops, step_hbm_bytes, step_comm_bytes, roofs_source[, roofs_missing]
+/// [, unattributed_ops: every op left with ceiling none, and why]).
 void attribute(RunSummary& summary, const AttributionInput& input, const Roofs& roofs);
 
 /// The work of one op for attribution: its per-instance costs, collective and group.

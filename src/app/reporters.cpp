@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "models/attribution.hpp"
+#include "models/layer_plan.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -38,10 +39,12 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
                 cfg("context").c_str(), cfg("tp").c_str(), cfg("pp").c_str(), cfg("dp").c_str(),
                 cfg("backend").c_str(), cfg("dtype").c_str(), cfg("attention").c_str());
   out << line;
-  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s.
+  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s. Collectives
+  // show no FLOP rate (below), so theirs does not choose the unit.
   double fastest_tflops = 0;
   for (const OpAggregate& a : d.summary.ops)
-    fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
+    if (a.kind != "collective" && a.kind != "p2p")
+      fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
   const bool giga = fastest_tflops < 1.0;
   bool attributed = false;
   for (const OpAggregate& a : d.summary.ops)
@@ -56,19 +59,47 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   out << "\n";
   std::vector<std::string> over;
   for (const OpAggregate& a : d.summary.ops) {
-    std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7lld %11.2f %6.1f%% %10.3f %10.2f",
+    // A collective's reduction adds are no compute rate worth reading: its rate is GB/s. An op
+    // without FLOPs (or bytes) has no such rate at all, rather than a rate of 0.
+    const bool comm = a.kind == "collective" || a.kind == "p2p";
+    const double bytes = comm ? a.comm_bytes : a.hbm_bytes;
+    char rate[32] = "-", gbps[32] = "-";
+    if (!comm && a.flops > 0)
+      std::snprintf(rate, sizeof(rate), "%.3f", a.achieved_tflops * (giga ? 1e3 : 1.0));
+    if (bytes > 0) std::snprintf(gbps, sizeof(gbps), "%.2f", a.achieved_gbps);
+    std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7lld %11.2f %6.1f%% %10s %10s",
                   a.name.c_str(), a.kind.c_str(), a.lane.c_str(), static_cast<long long>(a.count),
-                  a.p50_ns / 1e3, 100.0 * a.share, a.achieved_tflops * (giga ? 1e3 : 1.0),
-                  a.achieved_gbps);
+                  a.p50_ns / 1e3, 100.0 * a.share, rate, gbps);
     out << line;
     if (attributed) {
-      std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3, a.ceiling.c_str(),
-                    a.efficiency);
+      if (a.ceiling == "none")
+        std::snprintf(line, sizeof(line), " %11s %-12s %6s", "-", "none", "-");
+      else
+        std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3,
+                      a.ceiling.c_str(), a.efficiency);
       out << line;
       if (a.efficiency > kEfficiencyLimit) over.push_back(a.name);
     }
     out << "\n";
   }
+  out << "share: the op's time in a step (the union of its instances' intervals on a rank, so that "
+         "instances in flight together count once; the longest rank's; median over the timed "
+         "iterations) over the p50 step, at most 100 %; p50: the median instance; "
+      << (giga ? "GFLOP/s" : "TFLOP/s")
+      << " and GB/s at the median instance (HBM bytes; collectives: their message bytes; -: an "
+         "op without FLOPs or bytes, and collectives' FLOPs)";
+  if (attributed)
+    out << "; bound: the time its ceiling (the roof allowing the longest time) allows one "
+           "instance; eff = bound / p50";
+  out << "\n";
+  bool posted = false; // MPI's data-parallel reductions: open from their post to one wait
+  for (const OpAggregate& a : d.summary.ops)
+    posted = posted || a.name == op::dp_allreduce || a.name == op::dp_reducescatter;
+  if (posted && cfg("backend") == "host")
+    out << "dp buckets (host): each instance runs from its post to the wait that completes every "
+           "bucket of the step\n";
+  if (const AttrValue* none = find_attr(d.summary.attrs, "unattributed_ops"))
+    out << "ceiling none: " << attr_to_string(*none) << "\n";
   const SeriesStats& st = d.summary.step;
   std::snprintf(line, sizeof(line),
                 "step time (ms): p50 %.4f  p95 %.4f  p99 %.4f  mean %.4f  min %.4f  max %.4f  "

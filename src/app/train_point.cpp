@@ -354,7 +354,9 @@ private:
   void flush(Recorder& rec) {
     if (!m_comms.pp) return;
     if (!m_flush_buf.data()) m_flush_buf = m_backend.allocate(1, 16);
-    const ScopedOp scope(rec, m_flush_id, -1, Lane::comm, OpCost{}, Lane::compute);
+    // One element summed over the stages: its floor is the all-reduce's latency.
+    const double e = static_cast<double>(dtype_size(m_backend.dtype()));
+    const ScopedOp scope(rec, m_flush_id, -1, Lane::comm, OpCost{1, 2 * e, e}, Lane::compute);
     m_comms.pp->all_reduce(m_flush_buf.data(), m_flush_buf.data(), 1, m_backend.dtype(),
                            ReduceOp::sum, m_backend.stream(Lane::compute));
     m_comms.pp->complete(m_backend.stream(Lane::compute));
@@ -438,6 +440,35 @@ StageTimes stage_times(const std::vector<TimelineRecord>& rows, const OpTable& o
   s.exchange_ns = percentile(exchanges, 50);
   s.dp_exposed_ns = percentile(dp_exposed, 50);
   return s;
+}
+
+// The stage's ops outside its layers, for attribution: gradient zeroing and the SGD step
+// against HBM, each collective against the interconnect roof of its own group (data-parallel
+// reductions over the dp replicas, the norms' gradients over TP, the flush over the stages).
+// Waits have no roof; nor have MPI's pipeline exchanges, whose recorded time is the posting of
+// non-blocking transfers (the transfers' time is in pp_wait).
+void add_stage_ops(AttributionInput& in, const RunConfig& cfg, bool exchanges_timed) {
+  auto spec = [](const char* name, OpKind kind, Lane lane, const char* collective, int64_t group) {
+    OpSpec s;
+    s.name = name;
+    s.kind = kind;
+    s.lane = lane;
+    s.collective = collective;
+    s.group_size = group;
+    return s;
+  };
+  in.stage = {spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0),
+              spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0),
+              spec(op::dp_allreduce, OpKind::collective, Lane::comm, "all_reduce", cfg.dp),
+              spec(op::dp_reducescatter, OpKind::collective, Lane::comm, "reduce_scatter", cfg.dp),
+              spec(op::allreduce_norm_grads, OpKind::collective, Lane::comm, "all_reduce", cfg.tp),
+              spec(op::pp_flush, OpKind::collective, Lane::comm, "all_reduce", cfg.pp)};
+  if (exchanges_timed)
+    in.stage.push_back(spec(op::pp_exchange, OpKind::p2p, Lane::p2p, "sendrecv", 2));
+  else
+    in.no_roof[op::pp_exchange] =
+        "the posting of MPI's non-blocking transfers (their time is in pp_wait)";
+  in.no_roof[op::pp_wait] = "the compute waiting for pipeline transfers, no work of its own";
 }
 
 // Saved activations of one layer for one microbatch on one rank (TrainStage's activation set).
@@ -716,6 +747,7 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   attribution.tp = cfg.tp;
   attribution.dtype = parse_dtype(cfg.dtype);
   attribution.transport = job.transport();
+  add_stage_ops(attribution, cfg, comms.pp != nullptr && comms.pp->stream_ordered());
   for (size_t si = 0; si < measurement.strategies.size(); ++si) {
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;

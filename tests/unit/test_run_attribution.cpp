@@ -104,6 +104,45 @@ TEST(RunAttribution, OpsWithinTheirCeilingsAreNotCounted) {
   EXPECT_EQ(std::get<std::string>(*find(s.attrs, "ceiling")), "interconnect");
 }
 
+// Data-parallel buckets run over the dp replicas, not the TP group: their roof is the
+// all-reduce of the dp group size, and an op no roof applies to says why it has none.
+TEST(RunAttribution, DataParallelBucketsUseTheirOwnGroupsRoof) {
+  Roofs r = roofs();
+  r.interconnect.push_back({"all_reduce", 4, "bf16", "host", 40.0, 20.0, 30.0, 25.0, 8, 1 << 30});
+  AttributionInput in;
+  in.tp = 2;
+  in.dtype = DType::bf16;
+  in.transport = "host";
+  OpSpec dp = spec("dp_allreduce", OpKind::collective, Lane::comm, 0, 0, 0, "all_reduce");
+  dp.group_size = 4;
+  in.stage.push_back(dp);
+  in.no_roof["pp_wait"] = "a wait";
+  RunSummary s;
+  s.step.count = 2;
+  s.step.p50 = 10e6;
+  s.ops.push_back(measured("dp_allreduce", "collective", 2e6, OpCost{25e6, 50e6, 25e6}));
+  s.ops.push_back(measured("pp_wait", "p2p", 1e6, OpCost{}));
+  s.ops.push_back(measured("mystery", "other", 1e6, OpCost{}));
+  attribute(s, in, r);
+  EXPECT_EQ(s.ops[0].ceiling, "interconnect");
+  // The x4 roof: 30 us + 25e6 B x 2 (4 - 1) / 4 / 25 GB/s = 30 us + 1.5 ms.
+  EXPECT_NEAR(s.ops[0].interconnect_bound_ns, 30e3 + 25e6 * 1.5 / 25.0, 1e-6);
+  EXPECT_EQ(s.ops[1].ceiling, "none");
+  EXPECT_EQ(s.ops[2].ceiling, "none");
+  EXPECT_EQ(std::get<std::string>(*find(s.attrs, "unattributed_ops")),
+            "pp_wait: a wait; mystery: not in the work model");
+  // Without the x4 roof the bucket names the roof it lacks.
+  RunSummary t = s;
+  t.attrs.clear();
+  for (OpAggregate& a : t.ops)
+    a.ceiling = "none";
+  attribute(t, in, roofs());
+  EXPECT_EQ(t.ops[0].ceiling, "none");
+  EXPECT_EQ(std::get<std::string>(*find(t.attrs, "unattributed_ops")),
+            "dp_allreduce: the roofs lack all_reduce over 4 ranks (host); pp_wait: a wait; "
+            "mystery: not in the work model");
+}
+
 TimelineRecord row(int32_t op, int32_t iteration, int64_t start, int64_t end, double bytes) {
   TimelineRecord r{};
   r.op_id = op;

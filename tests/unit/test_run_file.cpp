@@ -383,19 +383,51 @@ TEST_F(RunFileTest, GpuSamplesRoundTripAndAreValidated) {
 
 TEST(Report, RatesInGflopsUntilAnOpReachesATflop) {
   RunData data = make_run();
-  ASSERT_GE(data.summary.ops.size(), 2u);
+  ASSERT_EQ(data.summary.ops.size(), 2u);
+  OpAggregate up = data.summary.ops[0];
+  up.name = "mlp_up";
+  data.summary.ops.push_back(up);
   for (OpAggregate& op : data.summary.ops)
     op.achieved_tflops = 0.0625;
   std::ostringstream cpu;
   print_report(cpu, data);
   EXPECT_NE(cpu.str().find("GFLOP/s"), std::string::npos) << cpu.str();
   EXPECT_NE(cpu.str().find(" 62.500 "), std::string::npos) << cpu.str();
+  // A collective's rate is its GB/s: a TFLOP/s figure of it would be its reduction's adds.
   data.summary.ops[1].achieved_tflops = 790.5;
+  std::ostringstream comm;
+  print_report(comm, data);
+  EXPECT_NE(comm.str().find("GFLOP/s"), std::string::npos) << comm.str();
+  EXPECT_EQ(comm.str().find("790"), std::string::npos) << comm.str();
+  data.summary.ops[0].achieved_tflops = 790.5;
   std::ostringstream gpu;
   print_report(gpu, data);
   EXPECT_NE(gpu.str().find("TFLOP/s"), std::string::npos) << gpu.str();
   EXPECT_NE(gpu.str().find(" 790.500 "), std::string::npos) << gpu.str();
   EXPECT_NE(gpu.str().find(" 0.062 "), std::string::npos) << gpu.str();
+}
+
+// An op without FLOPs or bytes has no rate, rather than a rate of 0; the table says what its
+// share is.
+TEST(Report, NoRateWithoutWorkAndTheShareExplained) {
+  RunData data = make_run();
+  OpAggregate wait = data.summary.ops[1];
+  wait.name = "pp_wait";
+  wait.kind = "p2p";
+  wait.lane = "p2p";
+  wait.flops = wait.hbm_bytes = wait.comm_bytes = 0;
+  wait.achieved_tflops = wait.achieved_gbps = 0;
+  data.summary.ops = {wait};
+  std::ostringstream out;
+  print_report(out, data);
+  const std::string text = out.str();
+  const size_t row = text.find("\npp_wait ");
+  ASSERT_NE(row, std::string::npos) << text;
+  const std::string line = text.substr(row + 1, text.find('\n', row + 1) - row - 1);
+  EXPECT_NE(line.find("%          -          -"), std::string::npos) << line;
+  EXPECT_NE(text.find("\nshare: the op's time in a step (the union of its instances' intervals"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(RunFileTest, ValidationFindsBadTimelineRows) {

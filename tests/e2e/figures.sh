@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every printed figure is attributed or says why not, on the host backend: data-parallel
+# buckets against the interconnect roof of their own group, ops without a roof named with the
+# reason.
+# Nothing here depends on how fast the machine is: only which roof, which reason and which
+# marks, never a time or a ratio of times (the share's bound is tests/unit/test_run_attribution).
+# Usage: figures.sh RIDGELINE_BIN REPO_DIR
+set -euo pipefail
+bin=$1 repo=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tiny=(--config "$repo/models/tiny.toml" --warmup 1 --iters 3 --quiet)
+fail() { echo "$*" >&2; exit 1; }
+
+mpiexec -n 2 --oversubscribe "$bin" roofs --quick --out "$work/roofs.h5" >"$work/roofs.log"
+
+# Data parallelism: every bucket of the dp group is attributed to that group's all-reduce (or,
+# sharded, reduce-scatter) roof, and the table says what its share is.
+for shard in off on; do
+  op=dp_allreduce collective=all_reduce extra=()
+  if [ "$shard" = on ]; then op=dp_reducescatter collective=reduce_scatter extra=(--dp-shard); fi
+  mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase train --batch 4 --dp 2 \
+    --microbatches 2 --bucket-mb 0.1 "${extra[@]}" --roofs "$work/roofs.h5" \
+    --out "$work/dp_$shard.h5" >"$work/dp_$shard.log"
+  grep -Eq "^$op +collective +comm .* interconnect +[0-9.]+$" "$work/dp_$shard.log" ||
+    { cat "$work/dp_$shard.log"; fail "$op is not attributed to the interconnect"; }
+  grep -q "^share: the op's time in a step (the union of its instances' intervals" \
+    "$work/dp_$shard.log" || fail "no footnote says what the share is"
+  python3 - "$work/dp_$shard.h5" "$op" "$collective" <<'PY'
+import sys
+import h5py
+path, op, collective = sys.argv[1:]
+with h5py.File(path) as f:
+    ops = {o["name"].decode(): o for o in f["summary/ops"][()]}
+    a = ops[op]
+    assert a["ceiling"] == b"interconnect" and a["interconnect_bound_ns"] > 0, a
+    # Its bound comes from the dp group's roof: the file holds one, of 2 ranks.
+    rows = [r for r in f["roofs/interconnect"][()] if r["collective"].decode() == collective]
+    assert any(r["group_size"] == 2 for r in rows), rows
+    assert "unattributed_ops" not in f["summary"].attrs, f["summary"].attrs["unattributed_ops"]
+PY
+done
+
+# A pipeline: the ops no roof applies to are named with the reason.
+mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase train --batch 4 --pp 2 \
+  --microbatches 2 --roofs "$work/roofs.h5" --out "$work/pp.h5" >"$work/pp.log"
+grep -Eq "^pp_wait +p2p +p2p .* - +none +-$" "$work/pp.log" || fail "pp_wait row: $(grep pp_wait "$work/pp.log")"
+grep -q "^ceiling none: pp_exchange: the posting of MPI's non-blocking transfers (their time is in pp_wait); pp_wait: the compute waiting for pipeline transfers, no work of its own$" \
+  "$work/pp.log" || fail "no reason for the ops without a ceiling"
+grep -Eq "^pp_flush +collective +comm .* interconnect +[0-9.]+$" "$work/pp.log" ||
+  fail "pp_flush is not attributed to the interconnect"
+
+echo "e2e figures ok"
