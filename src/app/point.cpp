@@ -382,17 +382,23 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
 Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
   const LoopTimes& t = r.loops;
   double compute_in_step_ns = 0, comm_in_step_ns = 0;
+  bool comm = false;
   for (const OpAggregate& a : r.summary.ops) {
     if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
     if (a.lane == "comm") comm_in_step_ns += a.per_step_p50_ns;
+    comm = comm || a.kind == "collective" || a.kind == "p2p";
   }
-  const double overlapped = std::min(t.compute_only_ns, t.comm_only_ns);
+  // A step without collectives exposes none: its compute-only loop is the same step, and the
+  // two loops' difference is noise of either sign. Nor can a step expose less than nothing: a
+  // step faster than its compute-only loop exposes 0.
+  const double exposed = comm ? std::max(0.0, t.plain_ns - t.compute_only_ns) : 0.0;
+  const double overlapped = comm ? std::min(t.compute_only_ns, t.comm_only_ns) : 0.0;
   return {
       {"overlap", r.overlap},
       {"step_ns", t.plain_ns},
       {"compute_only_ns", t.compute_only_ns},
       {"comm_only_ns", t.comm_only_ns},
-      {"exposed_comm_ns", t.plain_ns - t.compute_only_ns},
+      {"exposed_comm_ns", exposed},
       {"serialized_ns", serialized_ns},
       {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
       {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},

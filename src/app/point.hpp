@@ -110,11 +110,12 @@ ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& wo
 PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
                       Watchdog& watchdog);
 
-/// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
-/// else compute-only + comm-only).
 /// The job's /stack after `point` ran: the fingerprint taken now (so it names a library loaded
 /// on first use, such as cuDNN) and the attention plans cuDNN chose (`cudnn_plans`).
 Attrs point_stack(const JobContext& job, const PointResult& point);
+/// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
+/// else compute-only + comm-only). exposed_comm_ns is max(0, step - compute-only), and 0 (as is
+/// overlap_efficiency) for a step that runs no collective or p2p op.
 Attrs overlap_attrs(const StrategyResult& r, double serialized_ns);
 
 } // namespace ridgeline

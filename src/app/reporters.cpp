@@ -197,15 +197,27 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
   double none_ns = 0;
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].name == "none") none_ns = results[i].loops.plain_ns;
+  bool silent = false; // a strategy whose step runs no collective
   for (size_t i = 0; i < results.size(); ++i) {
     const Attrs& metrics = results[i].summary.attrs;
     auto num = [&](const char* key) { return std::get<double>(*find_attr(metrics, key)); };
     const LoopTimes& t = results[i].loops;
-    std::snprintf(line, sizeof(line),
-                  "%-12s %10.4f %10.4f %10.4f %10.4f %8.3f %8.3f %8.3f %8s %-13s %s\n",
+    bool comm = false;
+    for (const OpAggregate& a : results[i].summary.ops)
+      comm = comm || a.kind == "collective" || a.kind == "p2p";
+    silent = silent || !comm;
+    // Without collectives the comm-only loop times the loop alone: no figure of overlap.
+    auto cell = [&](const char* format, double v) {
+      char text[32] = "-";
+      if (comm) std::snprintf(text, sizeof(text), format, v);
+      return std::string(text);
+    };
+    std::snprintf(line, sizeof(line), "%-12s %10.4f %10.4f %10s %10s %8s %8.3f %8s %8s %-13s %s\n",
                   results[i].name.c_str(), t.plain_ns / 1e6, t.compute_only_ns / 1e6,
-                  t.comm_only_ns / 1e6, num("exposed_comm_ns") / 1e6, num("overlap_efficiency"),
-                  num("interference"), num("comm_interference"),
+                  cell("%.4f", t.comm_only_ns / 1e6).c_str(),
+                  cell("%.4f", num("exposed_comm_ns") / 1e6).c_str(),
+                  cell("%.3f", num("overlap_efficiency")).c_str(), num("interference"),
+                  cell("%.3f", num("comm_interference")).c_str(),
                   none_ns > 0 ? std::to_string(t.plain_ns / none_ns).substr(0, 5).c_str() : "-",
                   std::get<std::string>(*find_attr(metrics, "bound")).c_str(),
                   results[i].check.status.c_str());
@@ -215,9 +227,11 @@ void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& r
          "means of each loop's sub-batches (max over ranks) over "
       << interleaved_rounds(results.size())
       << " round(s) in which the strategies take turns; "
-         "exposed = step - compute-only; eff = (serialized - step) / min(comp, comm); interf = "
-         "compute time in the overlapped step / compute-only time; c-interf = the same for the "
-         "collectives (their own slow-down beside the compute)\n";
+         "exposed = max(0, step - compute-only); eff = (serialized - step) / min(comp, comm); "
+         "interf = compute time in the overlapped step / compute-only time; c-interf = the same "
+         "for the collectives (their own slow-down beside the compute)";
+  if (silent) out << "; -: the step runs no collective (nothing to expose or overlap)";
+  out << "\n";
 }
 
 void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& results,

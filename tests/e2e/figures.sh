@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every printed figure is attributed or says why not, on the host backend: data-parallel
 # buckets against the interconnect roof of their own group, ops without a roof named with the
-# reason.
+# reason, and a step without collectives exposing none.
 # Nothing here depends on how fast the machine is: only which roof, which reason and which
 # marks, never a time or a ratio of times (the share's bound is tests/unit/test_run_attribution).
 # Usage: figures.sh RIDGELINE_BIN REPO_DIR
@@ -49,5 +49,21 @@ grep -q "^ceiling none: pp_exchange: the posting of MPI's non-blocking transfers
   "$work/pp.log" || fail "no reason for the ops without a ceiling"
 grep -Eq "^pp_flush +collective +comm .* interconnect +[0-9.]+$" "$work/pp.log" ||
   fail "pp_flush is not attributed to the interconnect"
+
+# A step without collectives (tp 1, one rank) exposes none, whatever its loops' noise.
+mpiexec -n 1 "$bin" run "${tiny[@]}" --overlap none,async --roofs none --out "$work/tp1.h5" \
+  >"$work/tp1.log"
+python3 - "$work/tp1.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1]) as f:
+    for k in f["points"]:
+        a = f[f"points/{k}/summary"].attrs
+        assert a["exposed_comm_ns"] == 0.0 and a["overlap_efficiency"] == 0.0, dict(a)
+PY
+for strategy in none async; do
+  grep -Eq "^$strategy +[0-9.]+ +[0-9.]+ +- +- +- +[0-9.]+ +- " "$work/tp1.log" ||
+    { cat "$work/tp1.log"; fail "the overlap table gives figures of collectives that never ran"; }
+done
 
 echo "e2e figures ok"

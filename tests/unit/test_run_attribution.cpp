@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include "app/attribution.hpp"
+#include "app/point.hpp"
 #include "app/summary.hpp"
 
 namespace ridgeline {
@@ -181,6 +182,33 @@ TEST(RunSummary, OverlappingInstancesCountOnceInTheStep) {
   EXPECT_LE(s.ops[1].share, 1.0);
   EXPECT_EQ(s.ops[1].comm_bytes, (3 * 4000.0 + 1000.0) / 4);
   EXPECT_EQ(s.ops[0].flops, 1e6);
+}
+
+// Exposed communication is never negative: a step without collectives (TP1) exposes none, whatever
+// its two loops' noise, and a step faster than its compute-only loop exposes 0.
+TEST(OverlapFigures, ExposedCommunicationIsNeverNegative) {
+  StrategyResult r;
+  r.overlap = "none";
+  OpAggregate gemm;
+  gemm.name = "fc1_gemm";
+  gemm.kind = "gemm";
+  gemm.lane = "compute";
+  r.summary.ops.push_back(gemm);
+  r.loops.plain_ns = 9.8e6;
+  r.loops.compute_only_ns = 10e6; // the same step, timed a little slower
+  r.loops.comm_only_ns = 0.1e6;   // the loop's own overhead: no collective ran
+  const Attrs tp1 = overlap_attrs(r, r.loops.plain_ns);
+  EXPECT_EQ(std::get<double>(*find(tp1, "exposed_comm_ns")), 0.0);
+  EXPECT_EQ(std::get<double>(*find(tp1, "overlap_efficiency")), 0.0);
+  OpAggregate ar;
+  ar.name = "allreduce_mlp";
+  ar.kind = "collective";
+  ar.lane = "comm";
+  r.summary.ops.push_back(ar);
+  const Attrs tp2 = overlap_attrs(r, r.loops.plain_ns);
+  EXPECT_EQ(std::get<double>(*find(tp2, "exposed_comm_ns")), 0.0);
+  r.loops.plain_ns = 10.5e6;
+  EXPECT_EQ(std::get<double>(*find(overlap_attrs(r, 10.5e6), "exposed_comm_ns")), 0.5e6);
 }
 
 } // namespace
