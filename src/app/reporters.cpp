@@ -308,14 +308,17 @@ void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& resul
                 loops[1], loops[2], loops[3]);
   out << line;
   for (const StrategyResult& r : results) {
-    std::string cells[4];
+    // "-": a loop this strategy did not run, or a figure NVML did not give.
+    std::string cells[4] = {"-", "-", "-", "-"};
     for (int i = 0; i < 4; ++i) {
       const std::string key = std::string("gpu.") + loops[i];
       const AttrValue* mhz = find_attr(r.summary.attrs, key + ".sm_clock_mhz");
       if (mhz == nullptr) continue;
+      const double watts = std::get<double>(*find_attr(r.summary.attrs, key + ".power_w"));
+      char power[16] = "-";
+      if (watts >= 0) std::snprintf(power, sizeof(power), "%3.0f", watts);
       char cell[64];
-      std::snprintf(cell, sizeof(cell), "%4.0f / %3.0f / %3.0f%%", std::get<double>(*mhz),
-                    std::get<double>(*find_attr(r.summary.attrs, key + ".power_w")),
+      std::snprintf(cell, sizeof(cell), "%4.0f / %3s / %3.0f%%", std::get<double>(*mhz), power,
                     100 *
                         std::get<double>(*find_attr(r.summary.attrs, key + ".power_capped_share")));
       cells[i] = cell;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
@@ -258,29 +259,73 @@ Roofs obtain_roofs(JobContext& job, const std::string& option, const std::vector
   return measure_roofs(job, plan, watchdog);
 }
 
+namespace {
+
+// A row's SM clock: NVML's mean while it ran, "-" where none was sampled (the host has no SM
+// clock; --sample-ms 0).
+std::string sm_clock(double mhz) {
+  char text[32];
+  if (mhz >= 0)
+    std::snprintf(text, sizeof(text), "  SM %5.0f MHz", mhz);
+  else
+    std::snprintf(text, sizeof(text), "  SM %5s", "-");
+  return text;
+}
+
+} // namespace
+
 void print_roofs(std::ostream& out, const Roofs& r) {
   char line[256];
   out << "roofs (" << r.backend << "; " << r.source << ")\n";
+  // Rows no job timed (a hardware description's derated data-sheet figures) have no shape, size,
+  // time or clock: they print what the description gives, marked as such.
+  bool clocks = false, described = false;
+  for (const GemmRoof& g : r.gemm)
+    clocks = clocks || g.sm_clock_mhz >= 0;
+  for (const MemoryRoof& m : r.memory)
+    clocks = clocks || m.sm_clock_mhz >= 0;
   for (const GemmRoof& g : r.gemm) {
+    if (g.best_ns <= 0) {
+      described = true;
+      std::snprintf(line, sizeof(line),
+                    "  gemm    %-5s %-30s %10.3f TFLOP/s  (data sheet, derated)\n", g.dtype.c_str(),
+                    "no shape timed", g.tflops);
+      out << line;
+      continue;
+    }
     std::snprintf(line, sizeof(line),
                   "  gemm    %-5s %-10s %6lldx%6lldx%6lld %10.3f TFLOP/s  best %10.2f us  p50 "
-                  "%10.2f us  SM %5.0f MHz\n",
+                  "%10.2f us%s\n",
                   g.dtype.c_str(), g.label.c_str(), static_cast<long long>(g.m),
                   static_cast<long long>(g.n), static_cast<long long>(g.k), g.tflops,
-                  g.best_ns / 1e3, g.p50_ns / 1e3, g.sm_clock_mhz);
+                  g.best_ns / 1e3, g.p50_ns / 1e3, clocks ? sm_clock(g.sm_clock_mhz).c_str() : "");
     out << line;
   }
   for (const MemoryRoof& m : r.memory) {
-    std::snprintf(
-        line, sizeof(line),
-        "  memory  %-5s %14lld B %10.1f GB/s  best %10.2f us  p50 %10.2f us  SM %5.0f MHz\n",
-        m.kind.c_str(), static_cast<long long>(m.bytes), m.gbps, m.best_ns / 1e3, m.p50_ns / 1e3,
-        m.sm_clock_mhz);
+    if (m.best_ns <= 0) {
+      described = true;
+      std::snprintf(line, sizeof(line), "  memory  %-5s %16s %10.1f GB/s  (data sheet, derated)\n",
+                    m.kind.c_str(), "no size timed", m.gbps);
+      out << line;
+      continue;
+    }
+    std::snprintf(line, sizeof(line),
+                  "  memory  %-5s %14lld B %10.1f GB/s  best %10.2f us  p50 %10.2f us%s\n",
+                  m.kind.c_str(), static_cast<long long>(m.bytes), m.gbps, m.best_ns / 1e3,
+                  m.p50_ns / 1e3, clocks ? sm_clock(m.sm_clock_mhz).c_str() : "");
     out << line;
   }
   for (const LaunchRoof& l : r.launch) {
-    std::snprintf(line, sizeof(line), "  launch  %-10s %8.3f us per kernel (%lld launches)\n",
-                  l.kind.c_str(), l.ns_per_launch / 1e3, static_cast<long long>(l.launches));
+    if (l.launches <= 0) {
+      described = true;
+      std::snprintf(line, sizeof(line),
+                    "  launch  %-10s %8.3f us per kernel (from the hardware description, not timed "
+                    "by this job)\n",
+                    l.kind.c_str(), l.ns_per_launch / 1e3);
+    } else {
+      std::snprintf(line, sizeof(line), "  launch  %-10s %8.3f us per kernel (%lld launches)\n",
+                    l.kind.c_str(), l.ns_per_launch / 1e3, static_cast<long long>(l.launches));
+    }
     out << line;
   }
   for (const InterconnectRoof& c : r.interconnect) {
@@ -291,6 +336,10 @@ void print_roofs(std::ostream& out, const Roofs& r) {
                   c.alpha_us, c.beta_gbps, c.floor_alpha_us, c.floor_beta_gbps);
     out << line;
   }
+  if (clocks) out << "SM: NVML's mean SM clock while the row ran (-: not sampled)\n";
+  if (described)
+    out << "data sheet, derated: a hardware description's peak times its stated achievable "
+           "fraction, not a measurement\n";
 }
 
 void print_roofs_summary(std::ostream& out, const Roofs& r) {

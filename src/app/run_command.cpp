@@ -255,10 +255,15 @@ std::string command_of(const RunData& d) {
   return c ? attr_to_string(*c) : "run";
 }
 
-// Roofs back from the file's /roofs tables (for printing).
+// Roofs back from the file's /roofs tables (for printing), with the origin the file stored
+// (measured by which job, read from which file, or a hardware description's data sheet).
 Roofs roofs_of(const std::string& path, const RunData& d) {
   if (find_table(d, "/roofs/gemm") == nullptr) return {};
-  return read_roofs(path);
+  Roofs roofs = read_roofs(path);
+  for (const auto& [group, attrs] : d.group_attrs)
+    if (const AttrValue* source = find_attr(attrs, "source"); group == "/roofs" && source)
+      roofs.source = attr_to_string(*source);
+  return roofs;
 }
 
 // Prints one file; sweep rows are appended to `joined` (tagged with the file) for the join.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every printed figure is attributed or says why not, on the host backend: data-parallel
 # buckets against the interconnect roof of their own group, ops without a roof named with the
-# reason, and a step without collectives exposing none.
+# reason, a step without collectives exposing none, no SM clock printed where none was sampled
+# and a data sheet's roofs printed as such.
 # Nothing here depends on how fast the machine is: only which roof, which reason and which
 # marks, never a time or a ratio of times (the share's bound is tests/unit/test_run_attribution).
 # Usage: figures.sh RIDGELINE_BIN REPO_DIR
@@ -65,5 +66,30 @@ for strategy in none async; do
   grep -Eq "^$strategy +[0-9.]+ +[0-9.]+ +- +- +- +[0-9.]+ +- " "$work/tp1.log" ||
     { cat "$work/tp1.log"; fail "the overlap table gives figures of collectives that never ran"; }
 done
+
+# The host has no SM clock: no "-1 MHz" in the roofs as measured nor as reported.
+"$bin" report "$work/roofs.h5" >"$work/roofs_report.log"
+grep -q "^  memory  copy" "$work/roofs_report.log" || fail "no memory rows in the roofs report"
+if grep -q -- "-1 MHz" "$work/roofs.log" "$work/roofs_report.log"; then
+  fail "a host roof printed an SM clock of -1 MHz"
+fi
+
+# A data sheet's roofs are no measurement: no shapes, sizes, times or clocks of zero, each row
+# marked.
+"$bin" model --config "$repo/models/llama3-70b.toml" --layers 1 --phase decode --batch 64 \
+  --context 1024 --tp 4,8,16 --nodes 2 --hardware "$repo/models/hardware/h200-sxm.toml" \
+  --out "$work/model.h5" >"$work/model.log"
+"$bin" report "$work/model.h5" >"$work/model_report.log"
+grep -q "^roofs (cuda; NVIDIA H200 SXM 141GB: NVIDIA H200 Tensor Core GPU data sheet" \
+  "$work/model_report.log" || fail "the report does not name the data sheet"
+grep -Eq "^  gemm    bf16  no shape timed +801.414 TFLOP/s  \(data sheet, derated\)$" \
+  "$work/model_report.log" || fail "no data-sheet GEMM row"
+grep -Eq "^  memory  copy +no size timed +4464.0 GB/s  \(data sheet, derated\)$" \
+  "$work/model_report.log" || fail "no data-sheet memory row"
+grep -Eq "^  launch  eager +4.352 us per kernel \(from the hardware description" \
+  "$work/model_report.log" || fail "no launch row from the description"
+if grep -Eq "0x +0x +0|best +0.00 us|\(0 launches\)|MHz" "$work/model_report.log"; then
+  fail "a data-sheet row printed a measurement's zeros"
+fi
 
 echo "e2e figures ok"
