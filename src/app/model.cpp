@@ -138,6 +138,25 @@ std::string number_list(const std::vector<double>& values) {
   return join(texts, ",");
 }
 
+// `text` without the intervals of point estimates: " [a, a]" (an interval whose two ends
+// are the same text) is dropped, any other kept.
+std::string without_point_intervals(const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t open = text.find(" [", at);
+    const size_t comma = open == std::string::npos ? open : text.find(", ", open);
+    const size_t close = comma == std::string::npos ? comma : text.find(']', comma);
+    if (close == std::string::npos) break;
+    const std::string lo = text.substr(open + 2, comma - open - 2);
+    const std::string hi = text.substr(comma + 2, close - comma - 2);
+    out += text.substr(at, open - at);
+    if (lo != hi) out += text.substr(open, close + 1 - open);
+    at = close + 1;
+  }
+  return out + text.substr(std::min(at, text.size()));
+}
+
 struct ModelOptions {
   RunConfig base;
   std::string lists[std::size(kSweepAxes)];
@@ -684,9 +703,12 @@ int run_model(CommandContext& ctx, ModelOptions o) {
     data.points.push_back(std::move(point));
   }
   std::vector<Crossover> crossovers = find_crossovers(rows, axes);
-  // Every point is a prediction, and so is every crossover between them: a point estimate.
-  for (Crossover& c : crossovers)
+  // Every point is a prediction, and so is every crossover between them: a point estimate,
+  // whose times carry no interval.
+  for (Crossover& c : crossovers) {
     c.status = "predicted";
+    c.note = without_point_intervals(c.note);
+  }
   // What-if links: the points carry their link's bandwidth and latency beside the run axes.
   Table points = sweep_points_table(rows);
   if (!what_if.empty()) {

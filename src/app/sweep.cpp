@@ -387,6 +387,7 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
                 "point", "label", "p50 ms", "95 % interval", "R", "p99 ms", "compute", "hbm",
                 "interconn", "launch", "ceiling", "check / status");
   out << "\n" << line;
+  bool measured = false, predicted = false;
   for (const SweepRow& r : rows) {
     if (r.status != "ok") {
       std::snprintf(line, sizeof(line), "%5lld  %-34s %s\n", static_cast<long long>(r.point),
@@ -394,20 +395,31 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
       out << line;
       continue;
     }
-    char interval[64];
-    std::snprintf(interval, sizeof(interval), "[%.4f, %.4f]", r.step_lo_ns / 1e6,
-                  r.step_hi_ns / 1e6);
+    // A prediction is one number: no repeats, no interval, no tail.
+    const bool model = r.check == "predicted";
+    (model ? predicted : measured) = true;
+    char interval[64] = "-", repeats[16] = "-", p99[32] = "-";
+    if (!model) {
+      std::snprintf(interval, sizeof(interval), "[%.4f, %.4f]", r.step_lo_ns / 1e6,
+                    r.step_hi_ns / 1e6);
+      std::snprintf(repeats, sizeof(repeats), "%lld", static_cast<long long>(r.repeats));
+      std::snprintf(p99, sizeof(p99), "%.4f", r.step_p99_ns / 1e6);
+    }
     std::snprintf(line, sizeof(line),
-                  "%5lld  %-34s %10.4f %21s %2lld %10.4f %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
+                  "%5lld  %-34s %10.4f %21s %2s %10s %10.4f %10.4f %10.4f %10.4f  %-12s %s\n",
                   static_cast<long long>(r.point), r.label.c_str(), r.step_p50_ns / 1e6, interval,
-                  static_cast<long long>(r.repeats), r.step_p99_ns / 1e6, r.class_ns[0] / 1e6,
-                  r.class_ns[1] / 1e6, r.class_ns[2] / 1e6, r.class_ns[3] / 1e6, r.ceiling.c_str(),
+                  repeats, p99, r.class_ns[0] / 1e6, r.class_ns[1] / 1e6, r.class_ns[2] / 1e6,
+                  r.class_ns[3] / 1e6, r.ceiling.c_str(),
                   r.check.substr(0, r.check.find(':')).c_str());
     out << line;
   }
-  out << "p50: the median over R repeats of each repeat's p50 step, with its 95 % interval; "
-         "compute .. launch: the median step's time by ceiling (ms): compute-lane ops by their "
-         "own ceiling, the exposed interconnect, and the gaps between ops (launch)\n";
+  if (measured || !predicted)
+    out << "p50: the median over R repeats of each repeat's p50 step, with its 95 % interval; "
+           "compute .. launch: the median step's time by ceiling (ms): compute-lane ops by their "
+           "own ceiling, the exposed interconnect, and the gaps between ops (launch)\n";
+  if (predicted)
+    out << "predicted rows: the analytic model's step (p50 column) and its time by ceiling (ms), "
+           "a point estimate: no repeats, interval or p99\n";
   if (axes.empty()) return;
   out << "\ncrossovers\n";
   for (const std::string& axis : axes) {

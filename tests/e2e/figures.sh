@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every printed figure is attributed or says why not, on the host backend: data-parallel
 # buckets against the interconnect roof of their own group, ops without a roof named with the
-# reason, a step without collectives exposing none, no SM clock printed where none was sampled
-# and a data sheet's roofs printed as such.
+# reason, a step without collectives exposing none, no SM clock printed where none was sampled,
+# a data sheet's roofs printed as such and predicted points without repeats or intervals.
 # Nothing here depends on how fast the machine is: only which roof, which reason and which
 # marks, never a time or a ratio of times (the share's bound is tests/unit/test_run_attribution).
 # Usage: figures.sh RIDGELINE_BIN REPO_DIR
@@ -91,5 +91,15 @@ grep -Eq "^  launch  eager +4.352 us per kernel \(from the hardware description"
 if grep -Eq "0x +0x +0|best +0.00 us|\(0 launches\)|MHz" "$work/model_report.log"; then
   fail "a data-sheet row printed a measurement's zeros"
 fi
+
+# Predicted points have no repeats, interval or p99.
+for log in model model_report; do
+  grep -Eq "^ +0 +tp=4 +[0-9.]+ +- +- +- " "$work/$log.log" || fail "$log: a predicted row with repeats"
+  grep -q "^predicted rows: the analytic model's step" "$work/$log.log" || fail "$log: no footnote"
+done
+# Its crossover (tp 8 -> 16 over two nodes) gives its times without intervals of zero width.
+grep -q "interconnect becomes the ceiling between tp=8 and tp=16 (predicted" "$work/model.log" ||
+  fail "no predicted crossover"
+if grep -Eq "\[([0-9.]+), \1\]" "$work/model.log"; then fail "a point estimate with an interval"; fi
 
 echo "e2e figures ok"
