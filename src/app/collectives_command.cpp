@@ -31,6 +31,9 @@
 namespace ridgeline {
 namespace {
 
+/// The element types --dtype takes, in the order its help gives them.
+const std::vector<DType> kCollectiveDtypes = {DType::bf16, DType::f16, DType::f32, DType::i32};
+
 /// Every option of the command, as given (strings parsed and checked in validate()).
 struct CollectivesConfig {
   std::string collectives = "all";
@@ -128,7 +131,7 @@ std::vector<std::string> validate(const CollectivesConfig& c, bool cuda, int gpu
     p.emplace_back(e.what());
   }
   try {
-    r.dtype = parse_dtype(c.dtype);
+    r.dtype = parse_dtype_of(c.dtype, kCollectiveDtypes);
   } catch (const UsageError& e) {
     p.push_back(std::string("--dtype: ") + e.what());
   }
@@ -634,7 +637,18 @@ void setup_collectives_command(CLI::App& app, CommandAction& action) {
       ->check(number_above(1))
       ->capture_default_str();
   cmd->add_option("-d,--dtype", c.dtype,
-                  "bf16, fp16, fp32 or int32 (default: bf16 on cuda, fp32 on host)");
+                  "bf16, fp16, fp32 or int32 (default: bf16 on cuda, fp32 on host)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v.empty()) return std::string(); // refused as an empty value
+            try {
+              parse_dtype_of(v, kCollectiveDtypes);
+            } catch (const UsageError& e) {
+              return std::string(e.what());
+            }
+            return std::string();
+          },
+          "DTYPE"));
   cmd->add_option("-o,--op", c.op, "Reduction: sum, prod, max, min or avg")->capture_default_str();
   cmd->add_option("-r,--root", c.root, "Root rank (within the group) of broadcast and reduce")
       ->check(integer_in(0, std::numeric_limits<int>::max()))

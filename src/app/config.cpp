@@ -57,6 +57,16 @@ std::string attention_item(const std::string& item, std::string& canonical) {
 
 } // namespace
 
+std::string run_dtype_problem(const std::string& value) {
+  if (value == "auto" || value.empty()) return ""; // empty: refused as an empty value
+  try {
+    parse_dtype_of(value, {DType::f32, DType::bf16, DType::f16});
+  } catch (const UsageError&) {
+    return "unknown data type '" + value + "' (expected auto, fp32, bf16 or fp16)";
+  }
+  return "";
+}
+
 void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.footer("Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
              "llama3-70b, llama3-405b); options given on the command line override the file.");
@@ -170,6 +180,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--dtype", c.dtype, "auto | fp32 | bf16 | fp16 (auto: fp32 on host, bf16 on cuda)")
+      ->check(CLI::Validator([](std::string& v) { return run_dtype_problem(v); }, "DTYPE"))
       ->capture_default_str()
       ->group(exec);
   cmd.add_option("--attention", c.attention,

@@ -92,6 +92,9 @@ struct RunConfig {
 /// the value it is given (a CLI11 ValidationError while parsing): a value that the fields use
 /// to mean "unset" (0 dimensions, a negative context, an empty string) cannot be given.
 void bind_run_options(CLI::App& cmd, RunConfig& cfg);
+/// What is wrong with a --dtype value of run, sweep or model ("" if nothing): it takes auto,
+/// fp32, bf16 or fp16, and its refusal names exactly those.
+std::string run_dtype_problem(const std::string& value);
 /// Fills the fields left unset (never given) with the embedded default for `backend` ("host"
 /// or "cuda"): a model small enough for 2 CPU cores on the host, the reference h=8192 layer on
 /// GPUs.

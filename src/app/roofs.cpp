@@ -369,7 +369,7 @@ namespace {
 // Items of the list options (checked while parsing; see comma_list).
 std::string dtype_item(const std::string& item, std::string& canonical) {
   try {
-    canonical = dtype_name(parse_dtype(item));
+    canonical = dtype_name(parse_dtype_of(item, {DType::f32, DType::bf16, DType::f16}));
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -435,9 +435,12 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
     plan.dtypes.clear();
     for (const std::string& d : split_list(o.dtypes)) {
       plan.dtypes.push_back(parse_dtype(d));
-      if (job.cuda() == (plan.dtypes.back() == DType::f32) || plan.dtypes.back() == DType::i32)
-        problems.push_back("--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() +
-                           " backend");
+      if (job.cuda() == (plan.dtypes.back() == DType::f32))
+        problems.push_back(
+            "--dtypes: " + d + " is not a GEMM type of the " + job.backend_name() +
+            " backend (its types: " +
+            (job.cuda() ? dtype_choices({DType::bf16, DType::f16}) : dtype_choices({DType::f32})) +
+            ")");
     }
   }
   if (!o.gemm_sizes.empty()) {
@@ -549,7 +552,8 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--quick", o->quick,
                 "The short plan that run and sweep measure when given no --roofs file");
   cmd->add_option("--dtypes", o->dtypes,
-                  "GEMM types, comma list (default: bf16,fp16 on cuda; fp32 on host)")
+                  "GEMM types, comma list: bf16 and fp16 on cuda, fp32 on host (default: "
+                  "bf16,fp16 on cuda, bf16 with --quick; fp32 on host)")
       ->check(comma_list(dtype_item));
   cmd->add_option("--gemm-sizes", o->gemm_sizes,
                   "Square GEMM sizes n (n x n x n, n at most " + std::to_string(kMaxGemmDimension) +

@@ -497,7 +497,10 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
   try {
     if (axis == "phase") canonical = item == "train" ? item : phase_name(parse_phase(item));
     if (axis == "overlap") canonical = parse_overlap(item).name();
-    if (axis == "dtype") canonical = item == "auto" ? item : dtype_name(parse_dtype(item));
+    if (axis == "dtype") {
+      if (const std::string problem = run_dtype_problem(item); !problem.empty()) return problem;
+      canonical = item;
+    }
   } catch (const UsageError& e) {
     return e.what();
   }

@@ -27,4 +27,20 @@ DType parse_dtype(const std::string& name) {
   throw UsageError("unknown data type '" + name + "' (expected fp32, bf16, fp16 or int32)");
 }
 
+std::string dtype_choices(const std::vector<DType>& accepted) {
+  std::string text;
+  for (size_t i = 0; i < accepted.size(); ++i)
+    text += std::string(i == 0                     ? ""
+                        : i + 1 == accepted.size() ? " or "
+                                                   : ", ") +
+            dtype_name(accepted[i]);
+  return text;
+}
+
+DType parse_dtype_of(const std::string& name, const std::vector<DType>& accepted) {
+  for (DType t : accepted)
+    if (name == dtype_name(t)) return t;
+  throw UsageError("unknown data type '" + name + "' (expected " + dtype_choices(accepted) + ")");
+}
+
 } // namespace ridgeline

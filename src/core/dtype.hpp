@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ridgeline {
 
@@ -17,5 +18,10 @@ constexpr size_t dtype_size(DType t) {
 const char* dtype_name(DType t);
 /// Parses the names above (and "float", "half", "int"); throws UsageError otherwise.
 DType parse_dtype(const std::string& name);
+/// The names of `accepted` as an error lists them: "fp32, bf16 or fp16".
+std::string dtype_choices(const std::vector<DType>& accepted);
+/// One of `accepted`, spelt as dtype_name() spells it (what an option takes); throws UsageError
+/// naming exactly the accepted names otherwise.
+DType parse_dtype_of(const std::string& name, const std::vector<DType>& accepted);
 
 } // namespace ridgeline
