@@ -825,6 +825,11 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
                "description, over a grid like sweep's; --validate FILE compares with measurement");
   bind_run_options(*cmd, o->base);
   bind_sweep_axis_lists(*cmd, o->lists);
+  cmd->get_option("--attention")
+      ->description("Attention implementation whose work is predicted: fused, naive (also "
+                    "writes and reads its score matrix) or cudnn (the work of fused)");
+  cmd->get_option("--dp")->description(
+      "Data-parallel degree (tp x pp x dp GPUs, at most --nodes x --gpus-per-node)");
   auto link_name = [](const std::string& v) {
     return std::find(std::begin(kLinks), std::end(kLinks), v) != std::end(kLinks)
                ? std::string()
@@ -890,6 +895,9 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
       ->group("Prediction");
   cmd->callback([o, &action, &app, cmd] {
     apply_run_table(app, *cmd);
+    // A prediction is of one implementation's work (a list would silently predict the first).
+    if (o->base.attention.find(',') != std::string::npos)
+      throw CLI::ValidationError("--attention", "a prediction is of one implementation: give one");
     action = [o](CommandContext& ctx) { return run_model(ctx, *o); };
   });
 }

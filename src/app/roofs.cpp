@@ -565,12 +565,13 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
       ->check(comma_list(shape_item));
   cmd->add_option("--memory-max-bytes", o->memory_max_bytes,
                   "Largest memory pass, a multiple of 16 bytes (default 4G on cuda, 256M on host; "
-                  "from 1M / 16K "
-                  "up in x4 steps)")
+                  "--quick: 1G, 64M), the passes from 1M up in x4 steps on cuda, from 16K up in x2 "
+                  "steps on host")
       ->check(byte_count());
   cmd->add_option(
          "--interconnect-max-bytes", o->interconnect_max_bytes,
-         "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host)")
+         "Largest collective size of the interconnect sweep (default 1G on cuda, 4M on host; "
+         "--quick: 64M, 256K)")
       ->check(byte_count());
   cmd->add_option("--collectives", o->collectives,
                   "Collectives of the interconnect roof (default "

@@ -1036,7 +1036,11 @@ void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepA
     const std::string flag = std::string("--") + kSweepAxes[a];
     CLI::Option* scalar = cmd.get_option(flag);
     const std::string group = scalar->get_group();
-    const std::string description = scalar->get_description();
+    std::string description = scalar->get_description();
+    // `run` runs its --overlap list back to back in one point; here each value is a point.
+    const std::string back_to_back = "Comma list of strategies run back to back: ";
+    if (description.rfind(back_to_back, 0) == 0)
+      description = "Overlap strategy: " + description.substr(back_to_back.size());
     cmd.remove_option(scalar);
     const std::string axis = kSweepAxes[a];
     cmd.add_option(flag, lists[a], description + " (comma list: one point per value)")
@@ -1055,6 +1059,20 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       "point, the step's time by ceiling per point, and the crossovers along each axis");
   bind_run_options(*cmd, o->base);
   bind_sweep_axis_lists(*cmd, o->lists);
+  // What `run` takes as a list or a degree, a sweep takes as one value or not at all.
+  cmd->get_option("--transport")
+      ->description(
+          "NCCL transport preset: auto, nvlink (checked against the link matrix), host "
+          "(NCCL_P2P_DISABLE=1: NCCL's shared-memory path through host memory over PCIe) or net "
+          "(sockets, as between nodes); one value: NCCL reads its environment once per process, "
+          "so a job runs one transport (join one sweep per transport with `ridgeline report`)");
+  cmd->get_option("--attention")
+      ->description(
+          "Attention implementation, one per sweep: fused (the project's kernel, online "
+          "softmax), naive (materialised scores) or cudnn (cuDNN's fused SDPA; cuda backend, a "
+          "build with cuDNN); `run --attention a,b` compares them side by side");
+  cmd->get_option("--dp")->description(
+      "Not taken: each point runs ranks / (tp x pp) data-parallel replicas");
   cmd->add_flag("--keep-timelines", o->keep_timelines,
                 "Store every point's per-rank timelines of its first repeat (large)")
       ->group("Measurement");

@@ -2,7 +2,8 @@
 # Every printed figure is attributed or says why not, on the host backend: data-parallel
 # buckets against the interconnect roof of their own group, ops without a roof named with the
 # reason, a step without collectives exposing none, no SM clock printed where none was sampled,
-# a data sheet's roofs printed as such and predicted points without repeats or intervals.
+# a data sheet's roofs printed as such and predicted points without repeats or intervals; and
+# help that says what a command takes.
 # Nothing here depends on how fast the machine is: only which roof, which reason and which
 # marks, never a time or a ratio of times (the share's bound is tests/unit/test_run_attribution).
 # Usage: figures.sh RIDGELINE_BIN REPO_DIR
@@ -101,5 +102,11 @@ done
 grep -q "interconnect becomes the ceiling between tp=8 and tp=16 (predicted" "$work/model.log" ||
   fail "no predicted crossover"
 if grep -Eq "\[([0-9.]+), \1\]" "$work/model.log"; then fail "a point estimate with an interval"; fi
+
+# Help that says what the command takes: a sweep's transport is one value, its --dp none.
+"$bin" sweep --help >"$work/sweep_help.txt"
+grep -E "^  --transport " "$work/sweep_help.txt" | grep -q "one value" ||
+  fail "sweep --help offers a list of transports"
+grep -E "^  --dp " "$work/sweep_help.txt" | grep -q "Not taken" || fail "sweep --help offers --dp"
 
 echo "e2e figures ok"

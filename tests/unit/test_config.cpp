@@ -695,6 +695,9 @@ INSTANTIATE_TEST_SUITE_P(
                     {"roofs", "--dtypes", "fp32,int32"},
                     "--dtypes: unknown data type 'int32' (expected fp32, bf16 or fp16)"},
         RefusedCase{"sweep_dp", {"sweep", "--dp", "2"}, "--dp: a sweep runs each point"},
+        RefusedCase{"model_attention_list",
+                    {"model", "--attention", "fused,naive"},
+                    "--attention: a prediction is of one implementation: give one"},
         RefusedCase{
             "sweep_layers_0", {"sweep", "--layers", "0"}, "--layers: expected an integer >= 1"},
         RefusedCase{
