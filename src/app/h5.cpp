@@ -365,12 +365,22 @@ std::string object_path(hid_t loc, const std::string& name) {
   return base.back() == '/' ? base + name : base + "/" + name;
 }
 
-Handle create_file(const std::string& path) {
-  quiet();
+namespace {
+
+// A file creation list whose groups keep link and attribute creation order.
+Handle creation_list(const std::string& path) {
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate", path);
   set_attr_order(fcpl.id(), path);
   check_status(H5Pset_link_creation_order(fcpl.id(), kCreationOrder), "H5Pset_link_creation_order",
                path);
+  return fcpl;
+}
+
+} // namespace
+
+Handle create_file(const std::string& path) {
+  quiet();
+  Handle fcpl = creation_list(path);
   return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), H5P_DEFAULT), "H5Fcreate", path);
 }
 
@@ -387,10 +397,7 @@ Handle memory_access(const std::string& path) {
 
 Handle create_memory_file(const std::string& path) {
   quiet();
-  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate", path);
-  set_attr_order(fcpl.id(), path);
-  check_status(H5Pset_link_creation_order(fcpl.id(), kCreationOrder), "H5Pset_link_creation_order",
-               path);
+  Handle fcpl = creation_list(path);
   Handle fapl = memory_access(path);
   return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), fapl.id()), "H5Fcreate", path);
 }
@@ -427,19 +434,19 @@ namespace {
 // followed; a target is looked for where HDF5 looks: as written when absolute, else beside the
 // linking file and in the working directory.
 struct LinkCheck {
-  std::string path, directory, problem;
+  std::string directory, problem;
 };
 
 herr_t check_link(hid_t loc, const char* name, const H5L_info_t* info, void* data) {
   auto* check = static_cast<LinkCheck*>(data);
   if (info->type != H5L_TYPE_EXTERNAL) return 0;
-  std::vector<char> value(info->u.val_size);
-  const char* file = nullptr;
-  const char* object = nullptr;
-  if (H5Lget_val(loc, name, value.data(), value.size(), H5P_DEFAULT) < 0 ||
-      H5Lunpack_elink_val(value.data(), value.size(), nullptr, &file, &object) < 0)
+  std::optional<ExternalLink> link;
+  try {
+    link = external_link(loc, name);
+  } catch (const Error&) {
     return 0; // unreadable links are the validator's to report
-  const std::string target = file;
+  }
+  const std::string& target = link->file;
   std::vector<std::string> candidates{target};
   if (!target.empty() && target.front() != '/') candidates.push_back(check->directory + target);
   for (const std::string& candidate : candidates) {
@@ -460,7 +467,7 @@ Handle open_file_read(const std::string& path) {
     throw Error(path + ": is " + kind + ", not a regular file");
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
   const size_t slash = path.find_last_of('/');
-  LinkCheck check{path, slash == std::string::npos ? "" : path.substr(0, slash + 1), ""};
+  LinkCheck check{slash == std::string::npos ? "" : path.substr(0, slash + 1), ""};
   check_status(H5Lvisit(file.id(), H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &check), "H5Lvisit",
                path);
   if (!check.problem.empty()) throw Error(check.problem);
