@@ -108,6 +108,7 @@ public:
   /// Global layer index of local layer i.
   int64_t global_layer(size_t local_layer) const { return m_global[local_layer]; }
   const LayerGeometry& geometry() const { return m_geo; }
+  const TrainSpec& spec() const { return m_spec; }
 
 private:
   struct LayerActs;

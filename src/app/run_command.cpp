@@ -18,7 +18,6 @@
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
-#include "app/train_point.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "models/cuda_backend.hpp"

@@ -17,6 +17,7 @@
 #include "app/config.hpp"
 #include "app/config_file.hpp"
 #include "app/point.hpp"
+#include "app/tp_point.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {

@@ -1,0 +1,267 @@
+// What every runner of a point shares (see point_common.hpp).
+#include "app/point_common.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include "app/run_file.hpp"
+#include "models/work_model.hpp"
+
+namespace ridgeline {
+namespace {
+
+constexpr double kCheckAutoLimitBytes = 2.0 * 1024 * 1024 * 1024;
+
+// Saved activations of one layer for one microbatch on one rank (TrainStage's activation set).
+double layer_activation_bytes(const ModelSpec& m, const LayerShape& s) {
+  const LayerGeometry g = layer_geometry(m, s, 0);
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  return static_cast<double>(g.tokens) * e *
+             static_cast<double>(4 * g.hidden + 2 * g.qkv_cols() + g.q_cols() + 2 * g.fc1_cols() +
+                                 g.ffn) +
+         static_cast<double>(s.batch * g.heads * s.seq) * 4.0;
+}
+
+} // namespace
+
+CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
+  CheckPlan p;
+  if (scheduled_point(cfg)) {
+    // Gradients are summed over the replicas: data parallelism alone is worth checking.
+    p.ref_bytes = scheduled_reference_bytes(cfg);
+    p.host_bytes = scheduled_reference_host_bytes(cfg);
+    p.possible = cfg.tp > 1 || cfg.pp > 1 || (cfg.phase == "train" && cfg.dp > 1);
+  } else {
+    LayerShape tp1 = layer_shape(cfg);
+    tp1.tp = 1;
+    tp1.sequence_parallel = false;
+    p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
+    p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(cfg.hidden) *
+                   static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
+    p.possible = cfg.tp > 1 || cfg.pp > 1;
+  }
+  const double auto_limit =
+      cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
+  p.enabled =
+      p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit &&
+                                           p.host_bytes <= kCheckAutoLimitBytes));
+  return p;
+}
+
+double scheduled_memory_bytes(const RunConfig& cfg) {
+  const ModelSpec m = model_spec(cfg);
+  const LayerShape s = layer_shape(cfg);
+  const double layers = static_cast<double>(cfg.layers / cfg.pp);
+  // Weights and gradients; every microbatch in flight at once at worst (gpipe), each with its
+  // layers' activations (only their inputs under recompute, plus one recomputed layer).
+  const double weights = 2.0 * layers * layer_weight_bytes(m, cfg.tp, s.dtype);
+  const double act = layer_activation_bytes(m, s);
+  const double input =
+      static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
+  const double per_mb = cfg.recompute == "full" ? layers * input : layers * act;
+  return weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
+}
+
+double scheduled_reference_bytes(const RunConfig& cfg) {
+  const ModelSpec m = model_spec(cfg);
+  LayerShape s = layer_shape(cfg);
+  s.tp = 1;
+  const double layers = static_cast<double>(cfg.layers);
+  return 2.0 * layers * layer_weight_bytes(m, 1, s.dtype) + layers * layer_activation_bytes(m, s);
+}
+
+double scheduled_reference_host_bytes(const RunConfig& cfg) {
+  const ModelSpec m = model_spec(cfg);
+  const LayerShape s = layer_shape(cfg);
+  const double f32 = sizeof(float);
+  const double grads = static_cast<double>(cfg.layers) * layer_weight_bytes(m, 1, DType::f32);
+  const double per_mb = static_cast<double>(s.tokens() * m.hidden) * f32 * 2.0;
+  return grads + static_cast<double>(cfg.dp * cfg.microbatches) * per_mb;
+}
+
+bool scheduled_point(const RunConfig& cfg) {
+  return cfg.phase == "train" || (cfg.phase == "prefill" && !cfg.schedule.empty());
+}
+
+std::vector<Variant> point_variants(const RunConfig& cfg) {
+  const std::vector<std::string> overlaps = overlap_list(cfg);
+  const std::vector<std::string> attentions = attention_list(cfg);
+  std::vector<Variant> out;
+  for (const std::string& o : overlaps)
+    for (const std::string& a : attentions) {
+      Variant v;
+      v.overlap = o;
+      v.attention = parse_attention(a);
+      v.name = attentions.size() == 1 ? o : overlaps.size() == 1 ? a : o + "+" + a;
+      out.push_back(v);
+    }
+  return out;
+}
+
+Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
+  const LoopTimes& t = r.loops;
+  double compute_in_step_ns = 0, comm_in_step_ns = 0;
+  bool comm = false;
+  for (const OpAggregate& a : r.summary.ops) {
+    if (a.lane == "compute") compute_in_step_ns += a.per_step_p50_ns;
+    if (a.lane == "comm") comm_in_step_ns += a.per_step_p50_ns;
+    comm = comm || a.kind == "collective" || a.kind == "p2p";
+  }
+  // A step without collectives exposes none: its compute-only loop is the same step, and the
+  // two loops' difference is noise of either sign. Nor can a step expose less than nothing: a
+  // step faster than its compute-only loop exposes 0.
+  const double exposed = comm ? std::max(0.0, t.plain_ns - t.compute_only_ns) : 0.0;
+  const double overlapped = comm ? std::min(t.compute_only_ns, t.comm_only_ns) : 0.0;
+  return {
+      {"overlap", r.overlap},
+      {"step_ns", t.plain_ns},
+      {"compute_only_ns", t.compute_only_ns},
+      {"comm_only_ns", t.comm_only_ns},
+      {"exposed_comm_ns", exposed},
+      {"serialized_ns", serialized_ns},
+      {"overlap_efficiency", overlapped > 0 ? (serialized_ns - t.plain_ns) / overlapped : 0.0},
+      {"interference", t.compute_only_ns > 0 ? compute_in_step_ns / t.compute_only_ns : 0.0},
+      {"comm_interference", t.comm_only_ns > 0 ? comm_in_step_ns / t.comm_only_ns : 0.0},
+      {"bound", std::string(t.compute_only_ns >= t.comm_only_ns ? "compute" : "communication")}};
+}
+
+namespace {
+
+// The all-reduce times of a `ridgeline collectives --allreduce ...` file, for --allreduce auto:
+// every implementation's p50 by size, from the tables of the run's group size and dtype.
+std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int tp,
+                                                  const std::string& dtype) {
+  const RunData d = read_run_file(path, false);
+  const AttrValue* command = find_attr(d.root, "command");
+  if (command == nullptr || attr_to_string(*command) != "collectives")
+    throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
+  std::vector<AllReduceTiming> out;
+  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
+  std::vector<std::pair<std::string, std::string>> impls = {{"/collectives/all_reduce", "nccl"}};
+  for (const std::string& name : ipc_algo_names())
+    impls.emplace_back("/collectives/all_reduce_" + name, name);
+  for (const auto& [table_path, impl] : impls)
+    for (const NamedTable& t : d.tables) {
+      if (t.path != table_path) continue;
+      const AttrValue* group = find_attr(t.attrs, "group_size");
+      const AttrValue* type = find_attr(t.attrs, "dtype");
+      const AttrValue* backend = find_attr(t.attrs, "backend");
+      if (group == nullptr || attr_to_string(*group) != std::to_string(tp) || type == nullptr ||
+          attr_to_string(*type) != dtype)
+        continue;
+      // The communicator's own all-reduce counts only where it was NCCL's.
+      if (impl == "nccl" && (backend == nullptr || attr_to_string(*backend) != "nccl")) continue;
+      const std::vector<int64_t>* sizes = nullptr;
+      const std::vector<double>* p50 = nullptr;
+      for (const Column& c : t.table) {
+        if (c.name == "size_bytes") sizes = std::get_if<std::vector<int64_t>>(&c.values);
+        if (c.name == "time_p50_ns") p50 = std::get_if<std::vector<double>>(&c.values);
+      }
+      if (sizes == nullptr || p50 == nullptr || sizes->size() != p50->size())
+        throw UsageError("--allreduce-table " + path + ": " + t.path +
+                         " has no size_bytes and time_p50_ns columns");
+      for (size_t i = 0; i < sizes->size(); ++i)
+        out.push_back({impl, static_cast<size_t>((*sizes)[i]), (*p50)[i]});
+    }
+  if (out.empty())
+    throw UsageError("--allreduce-table " + path + ": no all-reduce measured at group size " +
+                     std::to_string(tp) + " in " + dtype +
+                     " (ridgeline collectives --collectives all_reduce --allreduce "
+                     "nccl,oneshot,push,push-ll,twoshot with as many ranks as --tp)");
+  return out;
+}
+
+} // namespace
+
+GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result) {
+  NcclOptions nccl;
+  nccl.max_ctas = cfg.nccl_max_ctas;
+  nccl.min_ctas = cfg.nccl_min_ctas;
+  nccl.cta_policy = cfg.nccl_cta_policy;
+  nccl.timeout_s = whole_seconds(cfg.timeout_s);
+  // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
+  // tokens x hidden (the layer's outputs forward, its input gradients backward).
+  TpAllReduce all_reduce;
+  all_reduce.algo = cfg.allreduce;
+  const int64_t tokens = cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
+  all_reduce.max_bytes =
+      static_cast<size_t>(tokens * cfg.hidden) * dtype_size(parse_dtype(cfg.dtype));
+  if (cfg.allreduce == "auto" && cfg.tp > 1) {
+    all_reduce.table_path = cfg.allreduce_table;
+    all_reduce.table =
+        read_allreduce_table(cfg.allreduce_table, cfg.tp, dtype_name(parse_dtype(cfg.dtype)));
+    if (job.mpi().rank() == 0)
+      std::cout << "ridgeline: --allreduce auto: " << all_reduce.max_bytes
+                << " B (the layer's all-reduce) -> "
+                << choose_all_reduce(all_reduce.table, all_reduce.max_bytes) << " (from "
+                << cfg.allreduce_table << ")\n";
+  }
+  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl, all_reduce);
+  const GridCoords& gc = comms.grid->coords();
+  result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
+                   {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
+                   {"dp_rank", static_cast<int64_t>(gc.dp_rank)}};
+  return comms;
+}
+
+Backend& point_backend(JobContext& job, const RunConfig& cfg) {
+  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
+  backend.set_gemm_algo(cfg.gemm_algo == "search"   ? GemmAlgo::search
+                        : cfg.gemm_algo == "skinny" ? GemmAlgo::skinny
+                                                    : GemmAlgo::heuristic);
+  return backend;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+Attrs check_attrs(const CheckOutcome& check) {
+  return {{"check", check.status},
+          {"check_max_rel_error", check.max_rel_error},
+          {"check_tolerance", check.tolerance}};
+}
+
+Attrs loop_attrs(const LoopTimes& loops) {
+  return {{"instrumented_step_ns", loops.instrumented_ns},
+          {"uninstrumented_step_ns", loops.plain_ns},
+          {"uninstrumented_sub_batches", static_cast<int64_t>(loops.sub_batches)},
+          {"instrumentation_overhead", loops.instrumented_ns / loops.plain_ns - 1.0}};
+}
+
+bool all_built(JobContext& job, const std::string& failure, PointResult& result) {
+  if (all_ranks_true(job.mpi().world(), failure.empty())) return true;
+  result.status =
+      "failed: " +
+      (failure.empty() ? std::string("another rank could not build the stage") : failure);
+  return false;
+}
+
+ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+                             Backend& backend, Watchdog& watchdog, PointResult& result) {
+  ProtocolOptions po;
+  po.warmup = cfg.warmup;
+  po.iters = cfg.iters;
+  po.sample_ms = cfg.sample_ms;
+  po.device = job.device();
+  const auto measured = std::chrono::steady_clock::now();
+  ProtocolResult measurement =
+      run_protocol(workload, backend, result.ops, job.mpi().world(), watchdog, po);
+  result.measure_s = seconds_since(measured);
+  result.samples = std::move(measurement.samples);
+  return measurement;
+}
+
+Attrs point_stack(const JobContext& job, const PointResult& point) {
+  Attrs stack = job.stack();
+  if (!point.attention_plans.empty()) {
+    std::string plans;
+    for (const std::string& p : point.attention_plans)
+      plans += (plans.empty() ? "" : "\n") + p;
+    stack.emplace_back("cudnn_plans", plans);
+  }
+  return stack;
+}
+
+} // namespace ridgeline

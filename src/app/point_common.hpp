@@ -1,0 +1,118 @@
+// What every runner of a point shares: its results, its variants (overlap x attention), the
+// check's plan, the memory a scheduled stage needs, the job's grid and backend set up for the
+// point, the protocol run over a workload, and the summary attributes of checks and loops.
+// point.hpp runs a point through tp_point.hpp or train_point.hpp; both build on this.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "app/config.hpp"
+#include "app/job.hpp"
+#include "app/protocol.hpp"
+#include "app/run_data.hpp"
+#include "core/watchdog.hpp"
+#include "models/backend.hpp"
+#include "models/roofs.hpp"
+#include "parallel/stage_reference.hpp"
+
+namespace ridgeline {
+
+struct CheckOutcome {
+  std::string status; ///< passed | failed | skipped: reason
+  double max_rel_error = 0;
+  double tolerance = 0;
+};
+
+/// Whether a point's check can run (a layout other than one rank), runs (--check on, or auto
+/// when the reference fits: 2 GiB of host memory, a quarter of the smallest free GPU memory),
+/// and what its one-rank reference model needs.
+struct CheckPlan {
+  bool possible = false;
+  bool enabled = false;
+  double ref_bytes = 0;  ///< device (or host backend) memory of the reference model
+  double host_bytes = 0; ///< what the reference keeps in host memory for the comparison
+};
+CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes);
+
+/// One strategy's results: the summary (every rank; its attributes on rank 0) and this rank's
+/// own timeline.
+struct StrategyResult {
+  std::string name;      ///< overlap, attention, or overlap+attention when both are lists
+  std::string overlap;   ///< the overlap strategy
+  std::string attention; ///< the attention implementation
+  RunSummary summary;    ///< with check, loop, overlap, GPU and attribution attributes
+  std::vector<TimelineRecord> rows; ///< this rank's timeline
+  LoopTimes loops;
+  CheckOutcome check;
+  std::string output_checksum; ///< rank 0: FNV-1a 64 of the last stage's output (16 hex digits)
+};
+
+/// A point's results (every rank: the status, the summaries and its own rows and samples).
+struct PointResult {
+  std::string status = "ok"; ///< "ok" or "failed: <reason>"
+  OpTable ops;
+  std::vector<StrategyResult> strategies;
+  std::vector<GpuSample> samples;           ///< this rank's NVML samples
+  Attrs coords;                             ///< this rank's grid coordinates (for /topology)
+  std::vector<std::string> attention_plans; ///< what cuDNN chose (Backend::attention_plans)
+  bool check_failed = false;
+  double setup_s = 0;   ///< building, checking and gathering, outside the iterations
+  double measure_s = 0; ///< the protocol's loops
+
+  bool ok() const { return status == "ok"; }
+};
+
+/// One way a point runs: an overlap strategy with an attention implementation.
+struct Variant {
+  std::string name;
+  std::string overlap;
+  AttentionImpl attention = AttentionImpl::fused;
+};
+/// Every --overlap strategy with every --attention implementation, overlap-major. Named by the
+/// overlap (one attention), the attention (one overlap) or "overlap+attention".
+std::vector<Variant> point_variants(const RunConfig& cfg);
+
+/// Whether `cfg` runs through the scheduled executor (train, or prefill with --schedule).
+bool scheduled_point(const RunConfig& cfg);
+/// Bytes one rank needs for a scheduled point's stage: weights and gradients of its layers and
+/// the activations of every microbatch a stage may hold at once.
+double scheduled_memory_bytes(const RunConfig& cfg);
+/// The check's one-rank reference model of a scheduled point: the bytes it allocates (every
+/// layer's weights and gradients, one microbatch's activations) and what it keeps in host
+/// memory (every layer's gradients, each global microbatch's output and input gradient, fp32).
+double scheduled_reference_bytes(const RunConfig& cfg);
+double scheduled_reference_host_bytes(const RunConfig& cfg);
+
+/// The point's process grid and communicators (collective; built once per job and shape), with
+/// this rank's coordinates put in `result`.
+GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result);
+/// The job's backend in the point's dtype, with its GEMM algorithm choice set.
+Backend& point_backend(JobContext& job, const RunConfig& cfg);
+
+/// Seconds from `t` to now.
+double seconds_since(std::chrono::steady_clock::time_point t);
+/// A strategy's summary attributes: its check (check, check_max_rel_error, check_tolerance)
+/// and its loops (instrumented and uninstrumented step, the instrumentation's overhead).
+Attrs check_attrs(const CheckOutcome& check);
+Attrs loop_attrs(const LoopTimes& loops);
+
+/// Every rank calls after building its stage (`failure`: this rank's reason, empty when it
+/// could): false, with the point marked failed and the reason, when any rank could not.
+bool all_built(JobContext& job, const std::string& failure, PointResult& result);
+
+/// The protocol over `workload` with the point's options; the loops' time and this rank's NVML
+/// samples go into `result` (collective).
+ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+                             Backend& backend, Watchdog& watchdog, PointResult& result);
+
+/// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
+/// else compute-only + comm-only). exposed_comm_ns is max(0, step - compute-only), and 0 (as is
+/// overlap_efficiency) for a step that runs no collective or p2p op.
+Attrs overlap_attrs(const StrategyResult& r, double serialized_ns);
+/// The job's /stack after `point` ran: the fingerprint taken now (so it names a library loaded
+/// on first use, such as cuDNN) and the attention plans cuDNN chose (`cudnn_plans`).
+Attrs point_stack(const JobContext& job, const PointResult& point);
+
+} // namespace ridgeline
