@@ -1,7 +1,8 @@
-"""The checks of `ridgeline validate` (validate_run_file() in src/app/run_file.cpp), made in
+"""The checks of `ridgeline validate` (validate_run_file() in src/app/run_file_validate.cpp), made
+in
 Python: reader.load() refuses a file with any problem, so that the analysis, plots and exports
 only ever see files the binary itself would accept. docs/SCHEMA.md lists the checks; change
-them here and in run_file.cpp together.
+them here and in src/app/run_file_schema.hpp and run_file_validate*.cpp together.
 
 problems(path) returns every problem as one line naming the object, in the order the C++
 validator finds them (an unreadable object is one problem and never hides the others).
@@ -84,7 +85,7 @@ SWEEP_TABLES: Tuple[TableSpec, ...] = (
      ("predicted", "before_point", "at_point"), ("rising_ns", "falling_ns")),
 )
 #: Sweeps measured with repeats (the /sweep attribute `repeats`; as kSweepRepeatTables in
-#: src/app/run_file.cpp): every repeat, each point's intervals, each crossover's status.
+#: src/app/run_file_schema.hpp): every repeat, each point's intervals, each crossover's status.
 SWEEP_REPEAT_TABLES: Tuple[TableSpec, ...] = (
     ("/sweep/repeats", ("status", "ceiling"), ("point", "repeat"),
      ("step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
@@ -126,7 +127,7 @@ ROOT_KINDS: AttrKinds = {
     "ridgeline_version": "text", "git_sha": "text", "created_utc": "text", "argv": "text",
     "command": "text", "file_layout": "text", "check": "text", "complete": "flag",
     "predicted": "flag", "write_seconds": "number"}
-#: /config: first the keys of kConfigKeys in src/app/run_file.cpp, in its order (not ranged: 0
+#: /config: first the keys of kConfigKeys in src/app/run_file_validate.cpp, in its order (not ranged: 0
 #: and -1 stand for "the default" in a sweep's base configuration), then those only the package
 #: checks.
 CONFIG_KINDS: AttrKinds = {
@@ -389,7 +390,7 @@ def _found(value: Any) -> str:
 
 def attr_problem(value: Any, key: str, kind: str, where: str) -> Optional[str]:
     """Why attribute `key` (`value`, as read_attrs() reads it) is not of `kind` (see
-    ROOT_KINDS), worded as validate_config() in src/app/run_file.cpp words it; None when it
+    ROOT_KINDS), worded as validate_config() in src/app/run_file_validate.cpp words it; None when it
     is."""
     if kind == "text":
         if isinstance(value, str):
@@ -518,7 +519,7 @@ def _contents(f: h5py.File, found: List[str], accept_incomplete: bool = False) -
 def ranks_held(f: h5py.File, default: int) -> int:
     """How many ranks the file really holds: the length of /topology's first dataset (in the
     group's link order; its shape only, nothing read), `default` where it has no /topology or
-    an empty one (ranks_held() in src/app/run_file.cpp)."""
+    an empty one (ranks_held() in src/app/run_file_schema.hpp)."""
     if not _exists(f, "/topology"):
         return default
     group = _group(f, "/topology")

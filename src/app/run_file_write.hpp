@@ -1,4 +1,4 @@
-// The pieces of the run-file writer that every file layout shares (run_file.cpp): the checks
+// The pieces of the run-file writer that every file layout shares (run_file_write.cpp): the checks
 // before writing and the contents of a file, with the per-rank part left to the layout.
 #pragma once
 
