@@ -672,7 +672,7 @@ def scaling_series(sweep: Sweep, axis: str) -> Scaling:
     return Scaling(axis, axis in NUMERIC_AXES, values, out, crossovers)
 
 
-# ---- crossovers (as src/app/sweep.cpp find_crossovers) ----
+# ---- crossovers (as src/app/sweep_analysis.cpp find_crossovers) ----
 
 #: Fields of find_crossovers(), as /sweep/crossovers (string widths follow the contents).
 CROSSOVER_FIELDS = ("axis", "fixed", "kind", "predicted", "before_value", "at_value",
@@ -751,7 +751,7 @@ def axis_order_key(axis: str, value: Any, order: Optional[AxisOrder] = None) -> 
 def find_crossovers(points: np.ndarray, axes: Sequence[str],
                     order: Optional[AxisOrder] = None) -> np.ndarray:
     """Measured crossovers among the ok rows of a /sweep/points table, by the rule of the C++
-    find_crossovers (src/app/sweep.cpp), as a table with the /sweep/crossovers fields
+    find_crossovers (src/app/sweep_analysis.cpp), as a table with the /sweep/crossovers fields
     (CROSSOVER_FIELDS; predicted always 0).
 
     Along each axis of `axes`, in turn: the ok rows are grouped by the values of every other

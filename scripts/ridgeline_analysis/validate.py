@@ -1,7 +1,6 @@
-"""The checks of `ridgeline validate` (validate_run_file() in src/app/run_file_validate.cpp), made
-in
-Python: reader.load() refuses a file with any problem, so that the analysis, plots and exports
-only ever see files the binary itself would accept. docs/SCHEMA.md lists the checks; change
+"""The checks of `ridgeline validate` (validate_run_file() in src/app/run_file_validate.cpp),
+made in Python: reader.load() refuses a file with any problem, so that the analysis, plots and
+exports only ever see files the binary itself would accept. docs/SCHEMA.md lists the checks; change
 them here and in src/app/run_file_schema.hpp and run_file_validate*.cpp together.
 
 problems(path) returns every problem as one line naming the object, in the order the C++

@@ -155,6 +155,18 @@ Crossover predict_crossover(const std::string& axis, const std::string& fixed,
                             const RunConfig& first, const RunConfig& last, const Roofs& roofs,
                             const std::string& transport);
 
+/// Adds, for each line of ok `rows` along a numeric axis of `axes` that holds no interconnect
+/// crossover among `crossovers`, the roofs' prediction (predict_crossover() from the line's
+/// first and last configuration in `configs`, one per row), or that the line starts on the
+/// interconnect. Nothing without roofs.
+void add_predicted_crossovers(std::vector<Crossover>& crossovers, const std::vector<SweepRow>& rows,
+                              const std::vector<std::string>& axes,
+                              const std::vector<RunConfig>& configs, const Roofs& roofs,
+                              const std::string& transport);
+
+/// "a=1 b=2": a row's values along `axes`.
+std::string sweep_row_label(const SweepRow& row, const std::vector<std::string>& axes);
+
 /// The step's time under each roof class predicted from the work model (one step, one rank):
 /// the sum of every op's bound, by its ceiling. Interconnect roofs of a group size that was not
 /// measured are taken from the largest measured group (said in `note`).
