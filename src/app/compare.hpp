@@ -64,6 +64,15 @@ struct StackDifference {
 /// caller to list apart.
 std::vector<StackDifference> diff_stack(const RunData& a, const RunData& b);
 
+/// The /summary attributes of `a` and `b` that differ (as diff_stack() compares the root
+/// summary's), each key prefixed with `prefix`, appended to `out`.
+void diff_summary_attrs(const Attrs& a, const Attrs& b, const std::string& prefix,
+                        std::vector<StackDifference>& out);
+/// Orders differences as diff_stack() does: by layer, source and key.
+void sort_stack_differences(std::vector<StackDifference>& diffs);
+/// `delta` relative to `base`; infinite for a change from 0, 0 for none.
+double relative_change(double delta, double base);
+
 /// Resamples of the bootstrap of the difference of medians.
 inline constexpr int kBootstrapResamples = 2000;
 /// Seed of its generator (std::mt19937_64, reseeded for every timing compared): the same two
