@@ -17,9 +17,9 @@
 #include <type_traits>
 
 #include "core/error.hpp"
-#include "models/cuda_common.cuh"
-#include "models/hopper.cuh"
-#include "models/mma_sm80.cuh"
+#include "models/cuda/common.cuh"
+#include "models/cuda/hopper.cuh"
+#include "models/cuda/mma_sm80.cuh"
 
 namespace ridgeline {
 namespace cuda {

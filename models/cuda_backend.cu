@@ -20,8 +20,8 @@
 #include "core/error.hpp"
 #include "core/ranges.hpp"
 #include "models/attention_cudnn.hpp"
+#include "models/cuda/common.cuh"
 #include "models/cuda_backend.hpp"
-#include "models/cuda_common.cuh"
 #include "models/tuning_env.hpp"
 
 namespace ridgeline {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
-#include "models/cuda_common.cuh"
+#include "models/cuda/common.cuh"
 #include "models/generator.hpp"
 
 namespace ridgeline {
