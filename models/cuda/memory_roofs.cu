@@ -1,7 +1,7 @@
 // The CUDA backend's roof kernels: read, write and copy passes over device memory in 16-byte
 // words (the memory roof), and an empty kernel (the launch floor).
 #include "core/error.hpp"
-#include "models/cuda_common.cuh"
+#include "models/cuda/common.cuh"
 
 namespace ridgeline {
 namespace cuda {
@@ -13,8 +13,7 @@ constexpr int kThreads = 256;
 constexpr uint32_t kPattern[4] = {0x01234567u, 0x89abcdefu, 0xfedcba98u, 0x76543210u};
 // The XOR at which the read pass stores into its sink. It must not be a value the read's own
 // data give: buffers the write pass filled XOR to kPattern (one word a thread) or to 0, and a
-// sink stored by every thread serialises the whole pass on one address (seen: 4 GiB read at
-// 0.82 TB/s on an H200, against 4.5 with no stores).
+// sink stored by every thread serialises the whole pass on one address (docs/FINDINGS.md).
 constexpr uint32_t kSinkPattern[4] = {0x9e3779b9u, 0x7f4a7c15u, 0xf39cc060u, 0x5ced1c7bu};
 
 __device__ __forceinline__ uint4 xor4(uint4 a, uint4 b) {
@@ -53,10 +52,8 @@ void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t by
   const size_t n = bytes / sizeof(uint4);
   if (n == 0) return;
   // Many short-lived blocks, a word per thread, rather than one resident wave of long loops:
-  // blocks are handed out in address order, so the memory in flight stays one compact window.
-  // On an H200 over 8 GiB (TB/s, copy counting read + write): copy 4.25, against 3.98 for one
-  // wave, 4.11 for 128-thread blocks of 4 words each and 4.31 for cudaMemcpy; write 4.70 against
-  // 4.34 for one wave; read 4.62 against 4.53 for one wave of 4 words per step.
+  // blocks are handed out in address order, so the memory in flight stays one compact window;
+  // each pass measured faster so than as one wave (docs/FINDINGS.md).
   const unsigned blocks = grid_for(static_cast<int64_t>(n), kThreads);
   const uint4 pattern = make_uint4(kPattern[0], kPattern[1], kPattern[2], kPattern[3]);
   const auto* in = static_cast<const uint4*>(src);

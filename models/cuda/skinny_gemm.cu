@@ -29,8 +29,8 @@
 #include <cstdio>
 #include <string>
 
-#include "models/cuda_common.cuh"
-#include "models/mma_sm80.cuh"
+#include "models/cuda/common.cuh"
+#include "models/cuda/mma_sm80.cuh"
 
 namespace ridgeline {
 namespace cuda {
@@ -43,9 +43,9 @@ constexpr int kInFlight = 8; ///< 16-byte weight loads of a thread per round (al
 // The loads are volatile asm, like the MMAs, which keeps their order in the PTX. ptxas still
 // schedules the MMA kernel chunk by chunk: its SASS (sm_90a, nvcc 13.0) issues one chunk's
 // weight and activation loads, then that chunk's MMAs, then the next chunk's loads, so a warp
-// has one chunk in flight, not a round. Rounds whose loads all issue first were measured slower
-// inside decode steps at 16 rows (results/h200x1-decode-skinny16-2026-11-25). The CUDA-core
-// kernel's rounds do issue all their weight loads before the first FMA.
+// has one chunk in flight, not a round; rounds whose loads all issue first were slower inside
+// decode steps (docs/FINDINGS.md). The CUDA-core kernel's rounds do issue all their weight loads
+// before the first FMA.
 
 /// 16 bytes of streamed weights: read once, not kept in L1.
 __device__ __forceinline__ uint4 load_stream(const void* p) {
@@ -68,10 +68,8 @@ constexpr int kGemvWarps = 8;
 
 /// 16-byte weight loads a lane issues per round for M activation rows: 2 KiB of a row a warp
 /// for one row, 4 KiB for more. A round's loads then hold fewer registers, and a row splits over
-/// more warps, so a GEMM has more, smaller CTAs. Measured on an H200 inside decode steps
-/// (results/h200x1-decode-gemv-loads-2026-11-25): at one row, 4 loads took llama3-8b's step
-/// from 136.0 to 124.3 us against 16 (2, 3, 6, 8, 10 and 12 were all slower there; 2 was 2 us
-/// faster for gpt-h8192); at two to four rows 8 did best or as well as 16.
+/// more warps, so a GEMM has more, smaller CTAs. 4 and 8 were the fastest inside decode steps
+/// at one row and at two to four (docs/FINDINGS.md).
 constexpr int gemv_loads(int64_t m) {
   return m == 1 ? 4 : 8;
 }
@@ -496,9 +494,8 @@ const char* GemvEpilogue::name() const {
 }
 
 int SkinnyGemm::tiles_per_warp(int sm_count) const {
-  // The widest tiles (fewer activation reads per weight byte) that still give every SM two CTAs.
-  // Measured inside llama3-8b's decode step: one tile per warp at every row count made its QKV
-  // and FC1 slower (21.1 against 20.0 us, 69.8 against 68.2 us, eager), not faster.
+  // The widest tiles (fewer activation reads per weight byte) that still give every SM two CTAs;
+  // one tile per warp at every row count was slower, not faster (docs/FINDINGS.md).
   for (int nt : {4, 2})
     if ((n + nt * 8 - 1) / (nt * 8) >= 2 * static_cast<int64_t>(sm_count)) return nt;
   return 1;

@@ -1,5 +1,6 @@
-// Internals shared by the CUDA backend's translation units: element conversions, the
-// device-buffer handle, and the kernel launchers that cuda_backend.cu calls.
+// The kernel library's shared core: element conversions, the programmatic-launch primitives, the
+// device-buffer handle, and the kernel launchers (one kernel or op per file of this folder) that
+// the CUDA backend calls.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -89,9 +90,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 /// silu(gate) * up with the fast exponential and division (a few ulp, far below the bf16 or fp16
-/// rounding of the result): the full-precision pair sat on the critical path of a small decode
-/// step (0.7 us of llama3-8b's at batch 1 on an H200) and 2 us at batch 256. The element-wise
-/// kernel's and the skinny GEMM's epilogue's.
+/// rounding of the result): the full-precision pair sat on the critical path of small decode
+/// steps (docs/FINDINGS.md). The element-wise kernel's and the skinny GEMM's epilogue's.
 __device__ __forceinline__ float swiglu_of(float gate, float up) {
   return __fdividef(gate, 1.0f + __expf(-gate)) * up;
 }
@@ -227,12 +227,12 @@ void attention_fused_backward(const AttentionShape& shape, const Tensor& q, cons
                               const Tensor& v, const Tensor& out, const Tensor& dout,
                               const float* lse, const Tensor& dq, const Tensor& dk,
                               const Tensor& dv, const ScratchFn& scratch, cudaStream_t s);
-/// The memory-roof kernels of roofs_cuda.cu (see Backend::memory_pass()) over `bytes`, a
+/// The memory-roof kernels of memory_roofs.cu (see Backend::memory_pass()) over `bytes`, a
 /// multiple of 16, of 16-byte-aligned buffers in uint4 words, a word per thread. Read stores into
 /// `sink` only when its XOR of the words hits one fixed pattern; the store keeps the loads alive.
 void memory_pass(Backend::MemoryPass kind, const void* src, void* dst, size_t bytes, uint4* sink,
                  cudaStream_t s);
-/// The skinny GEMM of decode (skinny_gemm_cuda.cu): c[m, n] = sum_k a[m, k] * w[n, k], the
+/// The skinny GEMM of decode (skinny_gemm.cu): c[m, n] = sum_k a[m, k] * w[n, k], the
 /// weights row-major [n, k] (Backend::gemm(a, w, c)), at most kMaxRows activation rows.
 /// What the CUDA-core skinny kernel (at most kGemvRows rows) does with its sums instead of
 /// storing them: decode's small op after a GEMM, folded into the GEMM's kernel. Sums are fp32;
