@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "models/generator.hpp"
+#include "models/kernel_tuning.hpp"
 
 namespace ridgeline {
 
@@ -129,6 +130,8 @@ public:
   virtual void set_gemm_sm_limit(int sms) {}
   /// How later gemm() calls choose their kernel (see GemmAlgo). The host backend ignores it.
   virtual void set_gemm_algo(GemmAlgo algo) {}
+  /// The kernel switches of later launches (see KernelTuning). The host backend ignores them.
+  virtual void set_kernel_tuning(const KernelTuning& tuning) {}
   /// While on, the ops issued are a forward step, which writes no weights: a GPU may then start
   /// each kernel while the one before it ends (the skinny GEMM loads its weights before it waits
   /// for its input). The host backend ignores it.

@@ -10,14 +10,14 @@
 #include "core/ranges.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/cuda_backend_impl.cuh"
-#include "models/tuning_env.hpp"
+#include "models/kernel_tuning.hpp"
 
 namespace ridgeline {
 namespace cuda {
 namespace {
 
 static_assert(SkinnyGemm::kMaxRows == kSkinnyMaxRows && SkinnyGemm::kGemvRows == kSkinnyGemvRows,
-              "tuning_env() checks RIDGELINE_SKINNY_ROWS against the kernel's own limits");
+              "parse_kernel_tuning() checks --skinny-rows against the kernel's own limits");
 
 constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
 
@@ -54,30 +54,32 @@ CudaBackend::CudaBackend(int device, DType dtype, bool comm_priority)
   for (auto& e : m_fences)
     e = std::make_unique<Event>(false);
   RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_sm_count, cudaDevAttrMultiProcessorCount, device));
-  int major = 0;
-  RIDGELINE_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  // Programmatic dependent launches (sm90), for an A/B of the overlap they buy: RIDGELINE_PDL=0
-  // none, =gemm the skinny GEMM alone (it starts while the kernel before it ends), unset (or 1)
-  // also the kernels of a forward step (see set_launch_chain()).
-  const TuningEnv knobs = tuning_env();
-  m_pdl = major < 9 || knobs.pdl == TuningEnv::Pdl::off
+  RIDGELINE_CHECK(cudaDeviceGetAttribute(&m_major, cudaDevAttrComputeCapabilityMajor, device));
+  // The environment's switches until a point sets its own (set_kernel_tuning()).
+  set_kernel_tuning(tuning_env());
+}
+
+void CudaBackend::set_kernel_tuning(const KernelTuning& t) {
+  // Programmatic dependent launches (sm90), for an A/B of the overlap they buy: 0 none, gemm
+  // the skinny GEMM alone (it starts while the kernel before it ends), 1 also the kernels of a
+  // forward step (see set_launch_chain()).
+  m_pdl = m_major < 9 || t.pdl == KernelTuning::Pdl::off
               ? Pdl::off
-              : (knobs.pdl == TuningEnv::Pdl::gemm ? Pdl::gemm : Pdl::chain);
+              : (t.pdl == KernelTuning::Pdl::gemm ? Pdl::gemm : Pdl::chain);
   // The most rows --gemm-algo skinny gives the project's kernel: its CUDA-core form's
-  // (kGemvRows), or RIDGELINE_SKINNY_ROWS (1 to kMaxRows, for an A/B). The tensor-core form for
-  // 5-16 rows is left to search, which times it: it lost to cuBLASLt's first choice
-  // (docs/FINDINGS.md).
-  m_skinny_rows = knobs.skinny_rows;
+  // (kGemvRows) by default, up to kMaxRows for an A/B. The tensor-core form for 5-16 rows is
+  // left to search, which times it: it lost to cuBLASLt's first choice (docs/FINDINGS.md).
+  m_skinny_rows = t.skinny_rows;
   // Decode's small ops folded into the skinny GEMM before them (fuses_epilogue()), for an A/B
-  // of what each buys: RIDGELINE_EPILOGUES=0 runs every one as its own kernel; a list of
-  // norm, rotary, act and residual (comma-separated) folds only those; unset folds rotary and
-  // act. The residual add and the RMS norm in front of QKV are not folded unless asked: the
-  // residual's read of the stream at the end of every CTA, and the norm's squares summed beside
-  // the products, each made decode steps longer (docs/FINDINGS.md).
-  m_fold_norm = knobs.fold_norm;
-  m_fold_rotary = knobs.fold_rotary;
-  m_fold_act = knobs.fold_act;
-  m_fold_residual = knobs.fold_residual;
+  // of what each buys: 0 runs every one as its own kernel; a list of norm, rotary, act and
+  // residual folds only those; the default folds rotary and act. The residual add and the RMS
+  // norm in front of QKV are not folded unless asked: the residual's read of the stream at the
+  // end of every CTA, and the norm's squares summed beside the products, each made decode steps
+  // longer (docs/FINDINGS.md).
+  m_fold_norm = t.fold_norm;
+  m_fold_rotary = t.fold_rotary;
+  m_fold_act = t.fold_act;
+  m_fold_residual = t.fold_residual;
 }
 
 void CudaBackend::join(Lane waiter, Lane signal) {

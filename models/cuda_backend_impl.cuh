@@ -18,7 +18,7 @@
 #include "models/backend.hpp"
 #include "models/cuda/common.cuh"
 #include "models/cuda_matmul.hpp"
-#include "models/tuning_env.hpp"
+#include "models/kernel_tuning.hpp"
 
 namespace ridgeline {
 namespace cuda {
@@ -180,6 +180,7 @@ public:
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
   void set_launch_chain(bool on) override { m_chain = on; }
   void set_gemm_algo(GemmAlgo algo) override { m_gemm_algo = algo; }
+  void set_kernel_tuning(const KernelTuning& tuning) override;
   std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
 
   /// Rows up to which fuses_epilogue() holds: the kernel takes epilogues up to
@@ -408,6 +409,7 @@ private:
   std::vector<GraphExec> m_graphs;
   bool m_capturing = false;
   int m_sm_count = 0;
+  int m_major = 0;                    ///< compute capability
   DeviceBuffer m_sink{sizeof(uint4)}; ///< where the read pass may store (see cuda/memory_roofs.cu)
 };
 

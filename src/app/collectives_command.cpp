@@ -26,7 +26,7 @@
 #include "core/error.hpp"
 #include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
-#include "models/tuning_env.hpp"
+#include "models/kernel_tuning.hpp"
 
 namespace ridgeline {
 namespace {

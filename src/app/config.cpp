@@ -7,11 +7,13 @@
 #include <climits>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "app/command_support.hpp"
 #include "app/file_layout.hpp"
 #include "collectives/ipc_allreduce.hpp"
 #include "models/attention_cudnn.hpp"
+#include "models/kernel_tuning.hpp"
 #include "models/work_model.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/tp_layer.hpp"
@@ -199,8 +201,22 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
          "CUDA-core kernel for every GEMM of at most 4 rows against a weight matrix, "
          "cuBLASLt's first choice elsewhere; at a decode step of one or two sequences rotary with "
          "the cache append and the activation then run inside the QKV and FC1 kernels, "
-         "RIDGELINE_EPILOGUES=0 in the environment keeps them apart)")
+         "--epilogues 0 keeps them apart)")
       ->capture_default_str()
+      ->group(exec);
+  cmd.add_option("--pdl", c.pdl,
+                 "Programmatic dependent launches on sm90 (cuda backend): 0 (none) | gemm (the "
+                 "skinny GEMM alone starts while the kernel before it ends) | 1 (also the kernels "
+                 "of a forward step); default: $RIDGELINE_PDL, else 1")
+      ->group(exec);
+  cmd.add_option("--skinny-rows", c.skinny_rows,
+                 "The most rows --gemm-algo skinny gives the project's kernel, 1 to 16 (cuda "
+                 "backend); default: $RIDGELINE_SKINNY_ROWS, else 4")
+      ->group(exec);
+  cmd.add_option("--epilogues", c.epilogues,
+                 "Decode's small ops folded into the skinny GEMM before them (cuda backend): 0 "
+                 "(none) or a comma list of norm, rotary, act and residual; default: "
+                 "$RIDGELINE_EPILOGUES, else rotary,act")
       ->group(exec);
   cmd.add_option(
          "--allreduce", c.allreduce,
@@ -371,6 +387,23 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
             ? static_cast<int>(std::min<int64_t>(c.decode_steps, std::numeric_limits<int>::max()))
             : 10;
   if (c.dtype == "auto") c.dtype = c.backend == "host" ? "fp32" : "bf16";
+  // The CUDA backend's kernel switches: the environment's where no option gave one, recorded
+  // in their canonical form (a bad value stays as given, for validate() to name).
+  if (c.backend == "cuda") {
+    const KernelTuningText env = kernel_tuning_env();
+    for (auto [mine, theirs] : {std::pair{&c.pdl, &env.pdl},
+                                {&c.skinny_rows, &env.skinny_rows},
+                                {&c.epilogues, &env.epilogues}})
+      if (mine->empty()) *mine = *theirs;
+    try {
+      const KernelTuningText canonical =
+          kernel_tuning_text(parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues}));
+      c.pdl = canonical.pdl;
+      c.skinny_rows = canonical.skinny_rows;
+      c.epilogues = canonical.epilogues;
+    } catch (const UsageError&) {
+    }
+  }
   if (c.file_layout == "auto")
     c.file_layout = c.per_rank_files || c.ranks_per_file > 0
                         ? "per-node"
@@ -405,6 +438,17 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
   if (c.ranks_per_file < 0) p.push_back("--ranks-per-file must be >= 0 (0: a file per node)");
   if (c.ranks_per_file > 0 && c.file_layout == "single")
     p.push_back("--ranks-per-file applies to the per-node layout, not to --file-layout single");
+  // The kernel switches: a value they do not take, else any value without the cuda backend.
+  if (!c.pdl.empty() || !c.skinny_rows.empty() || !c.epilogues.empty()) {
+    try {
+      parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues});
+      if (c.backend == "host")
+        p.push_back("--pdl, --skinny-rows and --epilogues switch the CUDA backend's kernels: "
+                    "need the cuda backend");
+    } catch (const UsageError& e) {
+      p.push_back(e.what());
+    }
+  }
   if (!c.roofs.empty() && c.roofs != "none") {
     struct stat st {};
     if (stat(c.roofs.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -734,6 +778,9 @@ Attrs config_attrs(const RunConfig& c) {
           {"dtype", c.dtype},
           {"attention", c.attention},
           {"gemm_algo", c.gemm_algo},
+          {"pdl", c.pdl},
+          {"skinny_rows", c.skinny_rows},
+          {"epilogues", c.epilogues},
           {"allreduce", c.allreduce},
           {"allreduce_table", c.allreduce_table},
           {"graphs", static_cast<int64_t>(c.graphs ? 1 : 0)},

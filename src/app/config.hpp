@@ -56,6 +56,9 @@ struct RunConfig {
   std::string dtype = "auto";          ///< auto | fp32 | bf16 | fp16
   std::string attention = "fused";     ///< comma list of implementations, run back to back
   std::string gemm_algo = "heuristic"; ///< heuristic | search | skinny (see GemmAlgo)
+  /// The CUDA backend's kernel switches (KernelTuning's texts): the options, else the
+  /// environment's RIDGELINE_* (apply_defaults); empty on the host backend.
+  std::string pdl, skinny_rows, epilogues;
   std::string allreduce =
       "nccl"; ///< the TP all-reduce: nccl | oneshot | push | push-ll | twoshot | auto
   std::string allreduce_table;  ///< with auto: a `collectives --allreduce ...` file

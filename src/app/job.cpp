@@ -14,7 +14,7 @@
 #include "collectives/transport.hpp"
 #include "core/error.hpp"
 #include "models/cuda_backend.hpp"
-#include "models/tuning_env.hpp"
+#include "models/kernel_tuning.hpp"
 
 namespace ridgeline {
 

@@ -210,6 +210,8 @@ Backend& point_backend(JobContext& job, const RunConfig& cfg) {
   backend.set_gemm_algo(cfg.gemm_algo == "search"   ? GemmAlgo::search
                         : cfg.gemm_algo == "skinny" ? GemmAlgo::skinny
                                                     : GemmAlgo::heuristic);
+  if (cfg.backend == "cuda")
+    backend.set_kernel_tuning(parse_kernel_tuning({cfg.pdl, cfg.skinny_rows, cfg.epilogues}));
   return backend;
 }
 

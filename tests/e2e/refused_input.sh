@@ -141,11 +141,23 @@ env)
   check "RIDGELINE_PDL='yes': expected 0 (none), gemm" env RIDGELINE_PDL=yes "$bin" "${run[@]}" --out x.h5
   check "RIDGELINE_EPILOGUES='norm,bogus': expected 0 or a comma list" env RIDGELINE_EPILOGUES=norm,bogus "$bin" "${sweep[@]}" --out x.h5
   check "RIDGELINE_EPILOGUES='act,act'" env RIDGELINE_EPILOGUES=act,act "$bin" collectives --backend host --out x.h5
+  # The options that replace the variables: a bad value named by its option, and any value
+  # refused on the host backend, whose kernels they do not switch.
+  check "--pdl 'yes': expected 0 (none), gemm" "$bin" "${run[@]}" --pdl yes --out x.h5
+  check "--skinny-rows '0': expected an integer from 1 to 16" "$bin" "${sweep[@]}" --skinny-rows 0 --out x.h5
+  check "--epilogues 'act,act': expected 0 or a comma list" "$bin" "${run[@]}" --epilogues act,act --out x.h5
+  check "--pdl, --skinny-rows and --epilogues switch the CUDA backend's kernels: need the cuda backend" \
+    "$bin" "${run[@]}" --epilogues 0 --out x.h5
   # Every RIDGELINE_* variable set is in the file's /stack/env, for compare to name.
   run_ok "$work/env.h5" env RIDGELINE_SKINNY_ROWS=8 RIDGELINE_ANY_NAME=kept "$bin" "${run[@]}"
   for name in RIDGELINE_SKINNY_ROWS RIDGELINE_ANY_NAME; do
     h5dump -d /stack/env "$work/env.h5" | grep -q "\"$name\"" ||
       { echo "FAIL: $name is not in /stack/env"; failures=$((failures + 1)); }
+  done
+  # /config records the switches: empty on the host backend, whose kernels they do not switch.
+  for key in pdl skinny_rows epilogues; do
+    h5dump -a "/config/$key" "$work/env.h5" | grep -q '""' ||
+      { echo "FAIL: /config $key is not recorded empty on the host backend"; failures=$((failures + 1)); }
   done
   ;;
 messages)
