@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "models/layer_plan.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -118,6 +119,40 @@ double dp_gradient_ns(double bytes, int dp, const LinkPreset& link) {
   return link_collective_ns(link, bytes, 2.0 * (n - 1.0) / n);
 }
 
+std::vector<double> gradient_buckets(double bytes, double bucket_bytes) {
+  std::vector<double> buckets;
+  if (bytes <= 0) return buckets;
+  if (bucket_bytes <= 0) return {bytes};
+  for (double at = 0; at < bytes; at += bucket_bytes)
+    buckets.push_back(std::min(bucket_bytes, bytes - at));
+  return buckets;
+}
+
+std::vector<double> bucket_ready_before_end_ns(const std::vector<double>& buckets, int64_t layers,
+                                               double layer_backward_ns) {
+  double total = 0;
+  for (double b : buckets)
+    total += b;
+  const double n = static_cast<double>(std::max<int64_t>(1, layers));
+  std::vector<double> ready;
+  double end = 0;
+  for (double b : buckets) {
+    end += b;
+    // The last layer the bucket touches (0 the first the backward finishes).
+    const double last = std::min(n - 1, std::ceil(end / total * n - 1e-9) - 1);
+    ready.push_back((n - 1 - std::max(0.0, last)) * layer_backward_ns);
+  }
+  return ready;
+}
+
+double exposed_after_end_ns(const std::vector<double>& bucket_ns,
+                            const std::vector<double>& ready_before_end_ns) {
+  double lane = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < bucket_ns.size(); ++i)
+    lane = std::max(lane, -ready_before_end_ns[i]) + bucket_ns[i];
+  return bucket_ns.empty() ? 0.0 : std::max(0.0, lane);
+}
+
 double launch_floor_ns(const Roofs& roofs, bool graphs) {
   double eager = 0, graph = 0;
   for (const LaunchRoof& l : roofs.launch) {
@@ -181,14 +216,71 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
   return p;
 }
 
+namespace {
+
+// One bucket's reduction over the dp replicas: the roofs' row of its collective and group size
+// where they stand for the DP groups, else the DP link preset; `source` names which ("" and 0
+// ns without either).
+double bucket_reduction_ns(double bytes, const Roofs& roofs, const PredictOptions& o,
+                           std::string& source) {
+  const double n = static_cast<double>(o.dp);
+  const char* collective = o.dp_shard ? "reduce_scatter" : "all_reduce";
+  const double factor = (o.dp_shard ? 1.0 : 2.0) * (n - 1.0) / n;
+  if (o.dp_roofs)
+    if (const InterconnectRoof* r = roofs.interconnect_for(collective, o.dp, o.transport)) {
+      source = "roofs";
+      return in_step_collective_ns(*r, bytes * factor);
+    }
+  source = o.dp_link != nullptr ? o.dp_link->name : "";
+  return o.dp_link != nullptr ? link_collective_ns(*o.dp_link, bytes, factor) : 0.0;
+}
+
+// The gradient reduction (see PredictOptions): every bucket's time and, in the train phase,
+// the part after the backward given how long one layer's backward takes, recorded as an op row.
+void reduce_gradients(StepPrediction& s, const Roofs& roofs, const PredictOptions& o,
+                      double layer_backward_ns) {
+  const std::vector<double> buckets = gradient_buckets(o.gradient_bytes, o.bucket_bytes);
+  std::vector<double> times;
+  std::string source;
+  for (double b : buckets) {
+    times.push_back(bucket_reduction_ns(b, roofs, o, source));
+    s.dp_gradient_ns += times.back();
+  }
+  if (!o.train || buckets.empty()) return;
+  if (source.empty())
+    s.missing = std::string(o.dp_shard ? "reduce_scatter" : "all_reduce") + " over " +
+                std::to_string(o.dp) + " ranks";
+  const std::vector<double> ready =
+      o.dp_overlap ? bucket_ready_before_end_ns(buckets, o.layers, layer_backward_ns)
+                   : std::vector<double>(buckets.size(), 0.0);
+  s.dp_exposed_ns = exposed_after_end_ns(times, ready);
+  OpPrediction p;
+  p.name = o.dp_shard ? op::dp_reducescatter : op::dp_allreduce;
+  p.kind = op_kind_name(OpKind::collective);
+  p.instances = static_cast<double>(buckets.size());
+  p.interconnect_ns = p.time_ns = s.dp_gradient_ns / p.instances;
+  p.ceiling = Ceiling::interconnect;
+  p.interconnect_source = source;
+  s.ops.push_back(std::move(p));
+}
+
+} // namespace
+
 StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roofs,
                             const PredictOptions& o) {
   StepPrediction s;
   double lane_class[kCeilingClasses] = {0, 0, 0, 0};
+  double once_class[kCeilingClasses] = {0, 0, 0, 0};
+  double backward_ns = 0, once_launches = 0; // one layer's backward; the per-step ops' kernels
   for (const PredictOp& op : ops) {
     OpPrediction p = predict_op(op, roofs, o);
     const double t = p.time_ns * p.instances;
-    if (op.comm_lane) {
+    if (op.backward) backward_ns += p.time_ns + op.work.kernels * o.gap_ns;
+    if (op.per_step) {
+      s.per_step_ns += t;
+      once_class[static_cast<int>(p.ceiling)] += t;
+      once_launches += op.instances * op.work.kernels;
+    } else if (op.comm_lane) {
       if (op.work.group_size > 1 && op.work.comm_bytes > 0 && p.interconnect_source.empty())
         s.missing = op.work.collective + " over " + std::to_string(op.work.group_size) + " ranks";
       s.comm_lane_ns += t;
@@ -196,12 +288,14 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
       s.compute_lane_ns += t;
       lane_class[static_cast<int>(p.ceiling)] += t;
     }
-    s.launches += op.instances * op.work.kernels;
+    if (!op.per_step) s.launches += op.instances * op.work.kernels;
     s.ops.push_back(std::move(p));
   }
   s.gap_ns = s.launches * o.gap_ns;
   s.compute_lane_ns += s.gap_ns;
   lane_class[static_cast<int>(Ceiling::launch)] += s.gap_ns;
+  s.per_step_ns += once_launches * o.gap_ns;
+  once_class[static_cast<int>(Ceiling::launch)] += once_launches * o.gap_ns;
   s.stage_ns =
       o.overlap ? std::max(s.compute_lane_ns, s.comm_lane_ns) : s.compute_lane_ns + s.comm_lane_ns;
   if (o.pp > 1 && o.p2p_bytes > 0) {
@@ -212,18 +306,16 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
     send.comm_bytes = o.p2p_bytes;
     send.busbw_factor = 1;
     PredictOp op{"pp_send", send, 0, 0, 0, 1, true};
-    PredictOptions only = o;
-    s.p2p_ns = predict_op(op, roofs, only).interconnect_ns;
+    s.p2p_ns = predict_op(op, roofs, o).interconnect_ns;
   }
+  if (o.dp > 1) reduce_gradients(s, roofs, o, backward_ns);
   s.bubble = pipeline_bubble(o.pp, o.microbatches);
   const double slots = static_cast<double>(o.microbatches + o.pp - 1);
-  s.step_ns = slots * (s.stage_ns + s.p2p_ns);
+  s.step_ns = slots * (s.stage_ns + s.p2p_ns) + s.per_step_ns + s.dp_exposed_ns;
   for (int c = 0; c < kCeilingClasses; ++c)
-    s.class_ns[c] = lane_class[c] * slots;
-  s.exposed_interconnect_ns = slots * (s.stage_ns - s.compute_lane_ns + s.p2p_ns);
+    s.class_ns[c] = lane_class[c] * slots + once_class[c];
+  s.exposed_interconnect_ns = slots * (s.stage_ns - s.compute_lane_ns + s.p2p_ns) + s.dp_exposed_ns;
   s.class_ns[static_cast<int>(Ceiling::interconnect)] = s.exposed_interconnect_ns;
-  if (o.dp > 1 && o.dp_link != nullptr)
-    s.dp_gradient_ns = dp_gradient_ns(o.gradient_bytes, o.dp, *o.dp_link);
   int best = 0;
   for (int c = 1; c < kCeilingClasses; ++c)
     if (s.class_ns[c] > s.class_ns[best]) best = c;

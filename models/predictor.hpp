@@ -63,6 +63,23 @@ double pipeline_bubble(int pp, int64_t microbatches);
 /// the ring's 2 (dp - 1) / dp bus bytes.
 double dp_gradient_ns(double bytes, int dp, const LinkPreset& link);
 
+/// The gradient buckets of a stage, as the train phase cuts its gradient buffer: `bytes` in
+/// pieces of `bucket_bytes`, the last one the remainder (one bucket where bucket_bytes <= 0).
+std::vector<double> gradient_buckets(double bytes, double bucket_bytes);
+
+/// When each bucket may start, in ns before the end of the stage's backward: the buffer holds
+/// the stage's `layers` in backward order (the first layer the backward finishes at the front),
+/// equal shares, and a bucket waits until every layer it covers is final; layer j (0 the first
+/// finished) is final `(layers - 1 - j) x layer_backward_ns` before the end.
+std::vector<double> bucket_ready_before_end_ns(const std::vector<double>& buckets, int64_t layers,
+                                               double layer_backward_ns);
+
+/// The time the buckets' reductions add after the end of the backward: one lane runs them in
+/// order, each from max(its ready time, the previous one's end) for its `bucket_ns`; the end
+/// of the backward is time 0 and `ready_before_end_ns` count back from it.
+double exposed_after_end_ns(const std::vector<double>& bucket_ns,
+                            const std::vector<double>& ready_before_end_ns);
+
 /// The launch floor of one kernel (ns): the graph node's with `graphs` where measured, else the
 /// eager launch's (back-to-back launches from the host); 0 when neither was measured.
 double launch_floor_ns(const Roofs& roofs, bool graphs);
@@ -74,6 +91,9 @@ struct PredictOp {
   int64_t m = 0, n = 0, k = 0; ///< GEMM shape (0: not a GEMM)
   double instances = 1;        ///< instances in one step on one rank
   bool comm_lane = false;      ///< runs on the interconnect lane
+  bool backward = false;       ///< a backward op of the train phase (its layers' gradients)
+  /// Runs once per step (the train phase's gradient zeroing and update), not per microbatch.
+  bool per_step = false;
 };
 
 /// What decides the step besides the ops.
@@ -88,7 +108,19 @@ struct PredictOptions {
   double p2p_bytes = 0;     ///< activation bytes a stage sends per microbatch
   int dp = 1;
   double gradient_bytes = 0; ///< weight bytes of one stage (the gradients a training step reduces)
-  std::string transport;     ///< the roofs' transport for measured interconnect rows
+  /// The train phase reduces those gradients over the dp replicas inside its step: buckets of
+  /// at most bucket_bytes, each as soon as the layers it covers are final (dp_overlap) or all
+  /// after the backward, all-reduced (reduce-scattered with dp_shard). Other phases carry no
+  /// gradients: dp_gradient_ns is what a training step would add, beside their step.
+  bool train = false;
+  double bucket_bytes = 25.0 * 1048576.0;
+  bool dp_overlap = true;
+  bool dp_shard = false;
+  int64_t layers = 1; ///< layers of one stage (whose gradients fill the buffer)
+  /// The roofs' interconnect rows stand for the DP groups (they lie within a node); else only
+  /// dp_link prices them.
+  bool dp_roofs = true;
+  std::string transport;               ///< the roofs' transport for measured interconnect rows
   const LinkPreset* tp_link = nullptr; ///< TP collectives where the roofs have no row
   const LinkPreset* pp_link = nullptr; ///< pipeline sends
   const LinkPreset* dp_link = nullptr; ///< gradient all-reduce
@@ -118,8 +150,12 @@ struct StepPrediction {
   double stage_ns = 0;        ///< one microbatch through the stage, by the overlap policy
   double p2p_ns = 0;          ///< one microbatch's send to the next stage
   double bubble = 0;          ///< pipeline_bubble(pp, microbatches)
-  double dp_gradient_ns = 0;  ///< the gradient all-reduce a training step would add
-  double step_ns = 0;         ///< (m + p - 1) x (stage + p2p)
+  double dp_gradient_ns = 0;  ///< the gradient reduction's buckets, one after another
+  double dp_exposed_ns = 0;   ///< train: the part of it after the backward, in the step
+  double per_step_ns = 0;     ///< train: the ops run once per step, with their gaps
+  /// (m + p - 1) x (stage + p2p), plus in the train phase the once-per-step ops and the exposed
+  /// gradient reduction.
+  double step_ns = 0;
   double class_ns[kCeilingClasses] = {0, 0, 0, 0}; ///< step time by ceiling
   double exposed_interconnect_ns = 0;
   Ceiling ceiling = Ceiling::none;

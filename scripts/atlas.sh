@@ -132,10 +132,12 @@ for path in "$out"/h5/sweep_*.h5; do
   [ "${#transports[@]}" -gt 0 ] && [ -f "$path" ] || continue
   name=$(basename "$path" .h5)
   step "validate_$name" "$bin" model --validate "$path" --json "$out/h5/validate_$name.json"
-  [[ $name =~ ^sweep_(.+)_(prefill|decode|train)_([a-z]+)$ ]] || continue
+  # A layout (_pp2) is calibrated by the other models' files of that layout, a repeated sweep
+  # (_again) by the other models' first ones.
+  [[ $name =~ ^sweep_(.+)_(prefill|decode|train)(_pp[0-9]+)?_([a-z]+)(_again)?$ ]] || continue
   calibrate=()
   for other in "${models[@]}"; do
-    peer=$out/h5/sweep_${other}_${BASH_REMATCH[2]}_${BASH_REMATCH[3]}.h5
+    peer=$out/h5/sweep_${other}_${BASH_REMATCH[2]}${BASH_REMATCH[3]}_${BASH_REMATCH[4]}.h5
     [ "$other" = "${BASH_REMATCH[1]}" ] || [ ! -f "$peer" ] || calibrate+=(--calibrate "$peer")
   done
   [ "${#calibrate[@]}" -eq 0 ] ||

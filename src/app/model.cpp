@@ -17,6 +17,7 @@
 #include "app/config_file.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
+#include "app/model_detail.hpp"
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "app/sweep.hpp"
@@ -29,8 +30,6 @@ namespace ridgeline {
 namespace {
 
 const char* const kLinks[] = {"nvlink", "pcie-gen5", "ib-ndr"};
-// The link preset of the roofs' own interconnect rows measured over the host path.
-constexpr const char* kMeasuredHost = "measured-host";
 
 struct HardwareFields {
   HardwareSpec hw;
@@ -105,6 +104,15 @@ RunConfig config_from_attrs(const Attrs& a) {
     const AttrValue* v = find_attr(a, k);
     return v != nullptr ? attr_to_string(*v) : fallback;
   };
+  auto real = [&](const char* k, double fallback) {
+    const AttrValue* v = find_attr(a, k);
+    if (v == nullptr) return fallback;
+    if (const int64_t* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+    if (!std::holds_alternative<double>(*v))
+      throw UsageError(std::string("/config: ") + k + " must be a number, found " +
+                       attr_to_string(*v));
+    return std::get<double>(*v);
+  };
   c.model = text("model", "");
   c.hidden = i64("hidden", 0), c.heads = i64("heads", 0), c.kv_heads = i64("kv_heads", 0);
   c.ffn_hidden = i64("ffn_hidden", 0), c.layers = i64("layers", 1);
@@ -112,6 +120,8 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.phase = text("phase", "prefill");
   c.batch = i64("batch", 1), c.seq = i64("seq", 1), c.context = i64("context", 0);
   c.microbatches = i64("microbatches", 1);
+  c.sgd_lr = real("sgd_lr", 0), c.bucket_mb = real("bucket_mb", 25);
+  c.dp_overlap = text("dp_overlap", "on"), c.dp_shard = i64("dp_shard", 0) != 0;
   c.tp = static_cast<int>(i64("tp", 1)), c.pp = static_cast<int>(i64("pp", 1));
   c.dp = static_cast<int>(i64("dp", 1));
   c.backend = text("backend", "cuda"), c.dtype = text("dtype", "bf16");
@@ -124,6 +134,8 @@ RunConfig config_from_attrs(const Attrs& a) {
 }
 
 namespace {
+
+using namespace model_detail;
 
 // A what-if link's figure as an axis value and in a list ("%g": 2.5, 100).
 std::string number_text(double v) {
@@ -157,35 +169,6 @@ std::string without_point_intervals(const std::string& text) {
   return out + text.substr(std::min(at, text.size()));
 }
 
-struct ModelOptions {
-  RunConfig base;
-  std::string lists[std::size(kSweepAxes)];
-  std::string hardware, link = "nvlink", inter_node = "ib-ndr", validate, gap = "auto";
-  std::vector<std::string> calibrate;
-  std::vector<double> link_gbps, link_alpha_us; ///< what-if links: every collective on each
-  int nodes = 1, gpus_per_node = 8;
-};
-
-// What a calibration's measured files give, per phase: each op kind's efficiency, and the gap
-// between two eager launches that their uninstrumented steps left.
-struct Calibration {
-  std::map<std::string, std::map<std::string, double>> efficiency;
-  std::map<std::string, double> gap_ns;
-};
-
-struct Machine {
-  Roofs roofs;
-  HardwareSpec hw; ///< links (and the description itself with --hardware)
-  bool have_links = false;
-};
-
-struct Placed {
-  PredictOptions options;
-  std::vector<PredictOp> ops;
-  std::string problem;
-  std::string gap_source; ///< where options.gap_ns comes from
-};
-
 // The gap between two launches of `cfg`'s step: --graphs, the roofs' graph node floor; eager,
 // the calibration's measured gap of the phase (--gap auto) where it has one, else the roofs'
 // eager launch floor (back-to-back launches from the host).
@@ -205,10 +188,34 @@ void set_gap(Placed& p, const RunConfig& cfg, const ModelOptions& o, const Machi
   p.gap_source = cfg.graphs ? "roofs (graph node floor)" : "roofs (eager launch floor)";
 }
 
-// The ops of one configuration and where its groups run; `what_if`, where given, carries every
-// collective instead of the roofs and presets.
+// The train phase's ops of a step rather than a microbatch: the gradient buffer zeroed before
+// the first backward (a write of every gradient) and, with --sgd-lr, the update after the
+// reduction (reads the gradient and the weight, writes the weight: one kernel per weight
+// tensor, 8 a layer).
+void add_step_ops(std::vector<PredictOp>& ops, double gradient_bytes, const RunConfig& cfg,
+                  int64_t layers, DType dtype) {
+  PredictOp zero;
+  zero.name = op::grad_zero;
+  zero.work.kind = OpKind::elementwise;
+  zero.work.dtype = dtype;
+  zero.work.hbm_bytes = gradient_bytes;
+  zero.per_step = true;
+  ops.push_back(zero);
+  if (cfg.sgd_lr <= 0) return;
+  PredictOp update = zero;
+  update.name = op::sgd_update;
+  update.work.hbm_bytes = 3.0 * gradient_bytes;
+  update.work.flops = 2.0 * gradient_bytes / static_cast<double>(dtype_size(dtype));
+  update.work.kernels = static_cast<int>(8 * layers);
+  ops.push_back(update);
+}
+
+} // namespace
+
+namespace model_detail {
+
 Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, const Calibration& cal,
-             const LinkPreset* what_if = nullptr) {
+             const LinkPreset* what_if) {
   Placed p;
   const ModelSpec spec = model_spec(cfg);
   const LayerShape shape = layer_shape(cfg);
@@ -236,6 +243,12 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   po.p2p_bytes = static_cast<double>(shape.tokens() * cfg.hidden * dtype_size(dtype));
   const int64_t layers = std::max<int64_t>(1, cfg.layers / cfg.pp);
   po.gradient_bytes = layer_weight_bytes(spec, cfg.tp, dtype) * static_cast<double>(layers);
+  po.train = cfg.phase == "train";
+  po.bucket_bytes = cfg.bucket_mb * 1048576.0;
+  po.dp_overlap = cfg.dp_overlap != "off";
+  po.dp_shard = cfg.dp_shard;
+  po.layers = layers;
+  po.dp_roofs = ranks <= o.gpus_per_node && what_if == nullptr;
   if (const auto e = cal.efficiency.find(cfg.phase); e != cal.efficiency.end())
     po.efficiency = e->second;
   set_gap(p, cfg, o, m, cal);
@@ -250,14 +263,13 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
     op.m = s.m, op.n = s.n, op.k = s.k;
     op.instances = static_cast<double>(layers);
     op.comm_lane = s.lane != Lane::compute;
+    op.backward = s.pass != Pass::forward;
     p.ops.push_back(op);
   }
+  if (po.train) add_step_ops(p.ops, po.gradient_bytes, cfg, layers, dtype);
   return p;
 }
 
-// The roofs the groups of a point see: measured interconnect rows stand only for the
-// transport they were measured on, within a node (--link measured-host: the host path's rows
-// alone); a what-if link replaces them all.
 Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o, bool what_if) {
   Roofs r = m.roofs;
   if (o.link == kMeasuredHost)
@@ -269,6 +281,12 @@ Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o, b
     r.interconnect.clear();
   return r;
 }
+
+} // namespace model_detail
+
+namespace {
+
+using namespace model_detail;
 
 Table prediction_table(const StepPrediction& s) {
   std::vector<std::string> name, kind, ceiling, source;
@@ -293,103 +311,6 @@ Table prediction_table(const StepPrediction& s) {
           {"interconnect_source", source}};
 }
 
-// The efficiency of each op kind in the measured ops of `path` (every point with a summary):
-// the time its roofs allow, summed, over the time it took; launch-bound ops and collectives are
-// left out. Keyed by the points' phase. Not capped at 1: the roofs are rates measured under a
-// sustained load (on a power-capped GPU, at its sustained clock), so ops that ran faster than
-// them, at a higher clock, are a measurement too.
-// And per phase the gap between two eager launches: each attributed eager point's launch class
-// (the timed step less its ops and its exposed interconnect: the gaps, with the launch-bound
-// ops' own time, which is taken out) less what the stamps added to the step (timed p50 -
-// uninstrumented step), summed, over the launches of those steps. Replayed graphs are left out:
-// their step is split by the roofs, not measured between ops.
-// A measured file for --validate or --calibrate, checked as `ridgeline validate` checks it: a
-// damaged file is refused with its first problem; an incomplete one (its job was stopped) is
-// used for the points it holds, and said so.
-RunData read_measured(const std::string& path) {
-  const std::vector<std::string> problems = validate_run_file(path, true);
-  if (!problems.empty())
-    throw Error(path + ": " + problems.front() +
-                (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
-                                           " more: ridgeline validate " + path + ")"
-                                     : std::string()));
-  RunData data = read_run_file(path, false);
-  data.points = read_points(path);
-  if (const std::string note = incomplete_note(data); !note.empty())
-    std::cerr << "ridgeline: note: " << path << ": " << note << "\n";
-  return data;
-}
-
-Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
-                      const Machine& m, std::ostream& out) {
-  std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
-  struct GapSums {
-    double stamped_ns = 0, plain_ns = 0, launches = 0;
-    int points = 0;
-  };
-  std::map<std::string, GapSums> gaps;
-  for (const std::string& path : paths) {
-    RunData d = read_measured(path);
-    std::vector<std::pair<Attrs, const RunSummary*>> points;
-    if (has_run_layout(d.root) && d.points.empty()) points.emplace_back(d.config, &d.summary);
-    for (const RunData::Point& p : d.points)
-      if (p.has_summary) points.emplace_back(p.config, &p.summary);
-    for (const auto& [config, summary] : points) {
-      const RunConfig cfg = config_from_attrs(config);
-      Placed pl = place(cfg, o, m, {});
-      const Roofs roofs = roofs_for(m, cfg, o, false);
-      for (const PredictOp& op : pl.ops) {
-        if (op.comm_lane) continue;
-        const OpPrediction p = predict_op(op, roofs, pl.options);
-        if (p.ceiling == Ceiling::launch) continue;
-        for (const OpAggregate& a : summary->ops)
-          if (a.name == op.name && a.p50_ns > 0) {
-            sums[cfg.phase][p.kind].first += std::max(p.compute_ns, p.hbm_ns);
-            sums[cfg.phase][p.kind].second += a.p50_ns;
-          }
-      }
-      const AttrValue* launch_class = find_attr(summary->attrs, "step_launch_ns");
-      if (cfg.graphs || launch_class == nullptr) continue;
-      double stamped = std::get<double>(*launch_class);
-      for (const OpAggregate& a : summary->ops)
-        if (a.kind != "collective" && a.kind != "p2p" && a.ceiling == "launch")
-          stamped -= a.per_step_p50_ns;
-      stamped = std::max(0.0, stamped);
-      double stamps = 0;
-      if (const AttrValue* plain = find_attr(summary->attrs, "uninstrumented_step_ns"))
-        stamps = std::max(0.0, summary->step.p50 - std::get<double>(*plain));
-      GapSums& g = gaps[cfg.phase];
-      g.stamped_ns += stamped;
-      g.plain_ns += std::max(0.0, stamped - stamps);
-      const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);
-      for (const PredictOp& op : pl.ops)
-        g.launches += op.instances * op.work.kernels * slots;
-      ++g.points;
-    }
-  }
-  Calibration c;
-  for (const auto& [phase, kinds] : sums)
-    for (const auto& [kind, s] : kinds) {
-      c.efficiency[phase][kind] = s.first / s.second;
-      char line[160];
-      std::snprintf(line, sizeof(line), "calibration: %-8s %-12s efficiency %.3f\n", phase.c_str(),
-                    kind.c_str(), c.efficiency[phase][kind]);
-      out << line;
-    }
-  for (const auto& [phase, g] : gaps) {
-    if (g.launches <= 0) continue;
-    c.gap_ns[phase] = g.plain_ns / g.launches;
-    char line[300];
-    std::snprintf(line, sizeof(line),
-                  "calibration: %-8s gap between launches %.3f us (%.3f us in the timed, stamped "
-                  "steps; %d eager point(s), %.0f launches)\n",
-                  phase.c_str(), c.gap_ns[phase] / 1e3, g.stamped_ns / g.launches / 1e3, g.points,
-                  g.launches);
-    out << line;
-  }
-  return c;
-}
-
 SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
                        const std::vector<PredictOp>& ops) {
   SweepRow r;
@@ -402,76 +323,13 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
   r.ceiling = ceiling_name(s.ceiling);
   const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);
   for (const PredictOp& op : ops) {
-    r.step_flops += op.work.flops * op.instances * slots;
-    r.step_hbm_bytes += op.work.hbm_bytes * op.instances * slots;
-    r.step_comm_bytes += op.work.comm_bytes * op.instances * slots;
+    const double per_step = op.instances * (op.per_step ? 1.0 : slots);
+    r.step_flops += op.work.flops * per_step;
+    r.step_hbm_bytes += op.work.hbm_bytes * per_step;
+    r.step_comm_bytes += op.work.comm_bytes * per_step;
   }
   r.check = "predicted";
   return r;
-}
-
-constexpr const char* kUninstrumentedP50 = "uninstrumented_p50";
-constexpr const char* kUninstrumentedMean = "uninstrumented_mean";
-
-/// The step a prediction is held to: the point's uninstrumented loop (no event stamps between
-/// ops, the step the model predicts; the median of its sub-batches' per-iteration means, the
-/// largest over the ranks). A file written before the loop was timed in sub-batches holds only
-/// its mean (or the median of the rounds' means where strategies took turns): it is still taken,
-/// and said so, as the stamps of the timed iterations lengthen a decode step far more (up to a
-/// third at TP4 on 4 x H100) than one stall moves a mean; a file without the loop: the p50 of
-/// the timed iterations.
-struct MeasuredStep {
-  double ns = 0;
-  std::string source;
-};
-MeasuredStep measured_step(const RunSummary& sum) {
-  const AttrValue* plain = find_attr(sum.attrs, "uninstrumented_step_ns");
-  if (plain != nullptr) {
-    const double* ns = std::get_if<double>(plain);
-    const bool sub_batches = find_attr(sum.attrs, "uninstrumented_sub_batches") != nullptr;
-    if (ns != nullptr && *ns > 0)
-      return {*ns, sub_batches ? kUninstrumentedP50 : kUninstrumentedMean};
-  }
-  const AttrValue* p50 = find_attr(sum.attrs, "p50_ns");
-  return {p50 != nullptr ? std::get<double>(*p50) : sum.step.p50, "instrumented_p50"};
-}
-
-void print_validation_point(std::ostream& out, const std::string& label, double measured,
-                            const StepPrediction& s, const RunSummary& summary) {
-  char line[256];
-  std::snprintf(line, sizeof(line),
-                "\n%s: step measured %.4f ms, predicted %.4f ms, error %+.1f %%\n", label.c_str(),
-                measured / 1e6, s.step_ns / 1e6, 100.0 * (s.step_ns - measured) / measured);
-  out << line;
-  std::snprintf(line, sizeof(line), "  %-20s %12s %12s %8s  %-12s %s\n", "op", "measured us",
-                "predicted us", "error", "ceiling", "efficiency");
-  out << line;
-  for (const OpPrediction& p : s.ops) {
-    double m = -1;
-    for (const OpAggregate& a : summary.ops)
-      if (a.name == p.name) m = a.per_step_p50_ns;
-    const double pred = p.time_ns * p.instances;
-    // An op the file does not have (a file of another version's ops): no measured time.
-    if (m < 0)
-      std::snprintf(line, sizeof(line), "  %-20s %12s %12.2f %8s  %-12s %.3f\n", p.name.c_str(),
-                    "absent", pred / 1e3, "-", ceiling_name(p.ceiling), p.efficiency);
-    else
-      std::snprintf(line, sizeof(line), "  %-20s %12.2f %12.2f %+7.1f%%  %-12s %.3f\n",
-                    p.name.c_str(), m / 1e3, pred / 1e3, m > 0 ? 100.0 * (pred - m) / m : 0.0,
-                    ceiling_name(p.ceiling), p.efficiency);
-    out << line;
-  }
-  // Measured ops the model no longer predicts by that name (e.g. residual1 and norm2 of files
-  // from before the fused residual1_norm2): their time is in the step, not in any op row.
-  for (const OpAggregate& a : summary.ops) {
-    bool predicted = false;
-    for (const OpPrediction& p : s.ops)
-      predicted = predicted || p.name == a.name;
-    if (predicted || a.per_step_p50_ns <= 0) continue;
-    std::snprintf(line, sizeof(line), "  %-20s %12.2f %12s %8s  (not an op of this version)\n",
-                  a.name.c_str(), a.per_step_p50_ns / 1e3, "-", "-");
-    out << line;
-  }
 }
 
 int run_model(CommandContext& ctx, ModelOptions o) {
@@ -675,6 +533,7 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                     {"p2p_ns", s.p2p_ns},
                     {"bubble", s.bubble},
                     {"dp_gradient_ns", s.dp_gradient_ns},
+                    {"dp_exposed_ns", s.dp_exposed_ns},
                     {"launches", s.launches},
                     {"gap_ns", pl.options.gap_ns},
                     {"gap_source", pl.gap_source}}};

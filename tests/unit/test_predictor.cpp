@@ -1,7 +1,8 @@
 // The analytic model on hand-computed cases: a GEMM under the compute roof, a memory-bound op
 // on the measured curve, the launch floor, a collective over a link preset and one inside a step
 // at the roofs' median fit, the pipeline bubble,
-// a data-parallel gradient all-reduce and a step's combination.
+// a data-parallel gradient all-reduce, the train step's gradient buckets and a step's
+// combination.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -164,6 +165,75 @@ TEST(Predictor, PipelineBubbleAndGradients) {
   // 2 (dp - 1) / dp = 1.5 of 4e9 bytes at 50 GB/s: 120 ms.
   EXPECT_DOUBLE_EQ(dp_gradient_ns(4e9, 4, ib), 1.5 * 4e9 / 50.0);
   EXPECT_DOUBLE_EQ(dp_gradient_ns(4e9, 1, ib), 0.0);
+}
+
+TEST(Predictor, GradientBucketsAndWhenTheyMayStart) {
+  // 60 bytes in buckets of 25: 25, 25, 10; no bucket size: one bucket.
+  EXPECT_EQ(gradient_buckets(60, 25), (std::vector<double>{25, 25, 10}));
+  EXPECT_EQ(gradient_buckets(60, 0), (std::vector<double>{60}));
+  EXPECT_TRUE(gradient_buckets(0, 25).empty());
+  // Three layers of 20 bytes, 10 us of backward each. Bucket 0 (bytes 0-25) covers layers 0
+  // and 1: final 10 us before the end; bucket 1 (25-50) layers 1 and 2, bucket 2 layer 2: at
+  // the end.
+  const std::vector<double> ready = bucket_ready_before_end_ns({25, 25, 10}, 3, 10e3);
+  EXPECT_EQ(ready, (std::vector<double>{10e3, 0, 0}));
+  // One layer: every bucket waits for the end of the backward.
+  EXPECT_EQ(bucket_ready_before_end_ns({25, 25, 10}, 1, 10e3), (std::vector<double>{0, 0, 0}));
+  // Buckets of 6, 6 and 3 us: the first runs from -10 to -4 us, the second from 0 to 6, the
+  // third to 9: 9 us after the end. Started 20 us before the end, all three end before it.
+  EXPECT_DOUBLE_EQ(exposed_after_end_ns({6e3, 6e3, 3e3}, ready), 9e3);
+  EXPECT_DOUBLE_EQ(exposed_after_end_ns({6e3, 6e3, 3e3}, {20e3, 20e3, 20e3}), 0.0);
+  EXPECT_DOUBLE_EQ(exposed_after_end_ns({6e3, 6e3, 3e3}, {0, 0, 0}), 15e3);
+  EXPECT_DOUBLE_EQ(exposed_after_end_ns({}, {}), 0.0);
+}
+
+TEST(Predictor, TrainStepAddsTheExposedGradientReductionAndTheStepOps) {
+  const Roofs r = sample_roofs();
+  LinkPreset l{"nvlink", 100.0, 1.0, 0.0, "test"};
+  PredictOp fwd = gemm(8192, 8192, 8192), bwd = gemm(8192, 8192, 8192);
+  bwd.backward = true;
+  // The gradient buffer zeroed once per step: a 1 GiB write, 1e6 ns on the curve.
+  PredictOp zero;
+  zero.name = "grad_zero";
+  zero.work.kind = OpKind::elementwise;
+  zero.work.hbm_bytes = static_cast<double>(int64_t{1} << 30);
+  zero.per_step = true;
+  PredictOptions o;
+  o.dp = 4;
+  o.dp_link = &l;
+  o.gradient_bytes = 60e6;
+  o.bucket_bytes = 25e6;
+  o.microbatches = 2;
+  const double gemm_ns = predict_op(fwd, r, o).time_ns;
+  // Forward phases: the reduction (3 buckets at 1.5 x bytes / 100 GB/s) beside the step.
+  StepPrediction s = predict_step({fwd, bwd, zero}, r, o);
+  EXPECT_DOUBLE_EQ(s.dp_gradient_ns, 1.5 * 60e6 / 100.0);
+  EXPECT_DOUBLE_EQ(s.dp_exposed_ns, 0.0);
+  EXPECT_DOUBLE_EQ(s.step_ns, 2 * 2 * gemm_ns + 1e6);
+  // Train, one layer: every bucket after the backward, all of it exposed, and one op row.
+  o.train = true;
+  s = predict_step({fwd, bwd, zero}, r, o);
+  EXPECT_DOUBLE_EQ(s.dp_exposed_ns, s.dp_gradient_ns);
+  EXPECT_DOUBLE_EQ(s.step_ns, 2 * 2 * gemm_ns + 1e6 + s.dp_gradient_ns);
+  EXPECT_DOUBLE_EQ(s.exposed_interconnect_ns, s.dp_gradient_ns);
+  EXPECT_EQ(s.ops.back().name, "dp_allreduce");
+  EXPECT_DOUBLE_EQ(s.ops.back().instances, 3.0);
+  // Two layers (30 MB each): bucket 0 covers the first layer the backward finishes and starts
+  // one layer's backward (the GEMM) before the end, which is longer than the three buckets.
+  o.layers = 2;
+  s = predict_step({fwd, bwd, zero}, r, o);
+  EXPECT_DOUBLE_EQ(s.dp_exposed_ns, (25e6 + 10e6) * 1.5 / 100.0);
+  // Without overlap the whole reduction follows the backward; sharded, a reduce-scatter
+  // moves half the bus bytes.
+  o.dp_overlap = false;
+  EXPECT_DOUBLE_EQ(predict_step({fwd, bwd, zero}, r, o).dp_exposed_ns, s.dp_gradient_ns);
+  o.dp_shard = true;
+  s = predict_step({fwd, bwd, zero}, r, o);
+  EXPECT_DOUBLE_EQ(s.dp_exposed_ns, 0.75 * 60e6 / 100.0);
+  EXPECT_EQ(s.ops.back().name, "dp_reducescatter");
+  // No roof and no link for the DP group: named as missing.
+  o.dp_link = nullptr;
+  EXPECT_EQ(predict_step({fwd, bwd, zero}, r, o).missing, "reduce_scatter over 4 ranks");
 }
 
 TEST(Predictor, StepCombinesLanesAndPipelineSlots) {
