@@ -58,6 +58,10 @@
 #     RIDGELINE_EPILOGUES lists, taking turns;
 #   - atlas (alone): the crossover atlas, scripts/atlas.sh over ATLAS_TRANSPORTS (default
 #     "nvlink host"; its other ATLAS_* variables pass through), files in OUTDIR/atlas;
+#   - ab (alone): this build beside another commit's, taking turns (scripts/ab-check.sh; its
+#     AB_* variables pass through): AB_BASE names a source archive of the other commit (`git
+#     archive --format=tar.gz -o base.tar.gz COMMIT -- . ':(exclude)results'`), built beside
+#     this one; files in OUTDIR/ab;
 # and prints a summary table last. Sections run in the order of --only (default:
 # tests,layers,collectives,overlap,extras). GPU_CHECK_TURNS (default "1 2") narrows the turns of
 # the sections that take turns; CE_RING_POLICIES, TRAIN_MICROBATCHES and SYMM_MAX_BYTES narrow
@@ -120,6 +124,17 @@ if [ -n "$bundle" ]; then
   echo "gpu-check: using the prebuilt bundle $bundle" | tee "$out/logs/build.log"
 else
   build=$repo/build-gpu
+  # ab: the other commit builds beside this one.
+  if [[ ",$only," == *,ab,* ]]; then
+    [ -f "${AB_BASE:-}" ] ||
+      { echo "gpu-check: ab needs AB_BASE=ARCHIVE, a source archive of the other commit" >&2; exit 2; }
+    ab_root=/tmp/ridgeline-ab-base
+    rm -rf "$ab_root" && mkdir -p "$ab_root" && tar -C "$ab_root" -xzf "$AB_BASE" ||
+      { echo "gpu-check: cannot unpack $AB_BASE" >&2; exit 2; }
+    "$ab_root/scripts/build.sh" "$ab_root/build" -DCMAKE_CUDA_ARCHITECTURES=90 \
+      >"$out/logs/build_ab_base.log" 2>&1 &
+    ab_build=$!
+  fi
   "$repo/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/logs/build.log" 2>&1 ||
     { tail -50 "$out/logs/build.log"; exit 1; }
   bin=$build/tests/gpu
@@ -882,6 +897,15 @@ section_atlas() {
   RIDGELINE_BIN=$ridgeline MPIRUN="${mpirun[*]}" "$repo/scripts/atlas.sh" "$out/atlas" \
     ${ATLAS_TRANSPORTS:-nvlink host} 2>&1 | tee "$out/logs/atlas.log"
   note "atlas: rc=${PIPESTATUS[0]} $(tail -1 "$out/logs/atlas.log")"
+}
+
+# ab (alone): this build beside the one of AB_BASE, taking turns (scripts/ab-check.sh).
+section_ab() {
+  [ -n "${ab_build:-}" ] || { note "ab: needs the native build (no --bundle)"; return; }
+  wait "$ab_build" || { note "ab: the other commit did not build (logs/build_ab_base.log)"; return; }
+  MPIRUN="${mpirun[*]}" "$repo/scripts/ab-check.sh" "$out/ab" "$ab_root/build/src/ridgeline" \
+    "$ridgeline" >"$out/logs/ab.log" 2>&1
+  note "ab: rc=$? $(tail -1 "$out/ab/table.md" 2>/dev/null)"
 }
 
 # Sections run in the order --only lists them.
