@@ -67,7 +67,7 @@ for ((t = 1; t <= turns; t++)); do
         echo "ab-check: $name ($who, turn $t) failed: $stem.log" >&2
         status=1
       fi
-      rm -f "$stem.h5"
+      rm -f "$stem".*h5 # the file and, in the per-node layout, its node files
     done
   done
 done
