@@ -854,8 +854,50 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
             found.append(f"{bins_path}: the bins hold {int(tokens.sum())} tokens but "
                          f"decode_context has {ctx.size}")
 
-    for checks in (steps, warmup, attrs, ops, decode, lambda: _pipeline(f, base, found)):
+    for checks in (steps, warmup, attrs, ops, lambda: _run_repeats(f, base, found), decode,
+                   lambda: _pipeline(f, base, found)):
         _section(found, checks)
+
+
+def _run_repeats(f: h5py.File, base: str, found: List[str]) -> None:
+    """`run --repeats R` (R > 1): the summary's median over the repeats within its interval, the
+    repeat kept among them, and /repeats holding R rows per strategy (validate_run_repeats() in
+    src/app/run_file_validate_results.cpp)."""
+    group = f"{base}/summary"
+    values = read_attrs(_group(f, group), group)
+    if "repeat_used" not in values:
+        return
+    for key in ("repeats", "repeat_used"):
+        if key not in values:
+            raise Problem(f"{group}: missing attribute '{key}'")
+        if not _is_int(values[key]):
+            raise Problem(f"{group}: attribute '{key}' is not an integer")
+    repeats, used = int(values["repeats"]), int(values["repeat_used"])
+    if repeats < 2 or used < 0 or used >= repeats:
+        found.append(f"{group}: repeats {repeats} and repeat_used {used}: expected repeats >= 2 "
+                     "and 0 <= repeat_used < repeats")
+    for key in ("step_p50_median_ns", "step_p50_lo_ns", "step_p50_hi_ns"):
+        if key not in values:
+            raise Problem(f"{group}: missing attribute '{key}'")
+    median, lo, hi = (_number_attr(values, k, group)
+                      for k in ("step_p50_median_ns", "step_p50_lo_ns", "step_p50_hi_ns"))
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= median <= hi):
+        found.append(f"{group}: expected 0 < step_p50_lo_ns <= step_p50_median_ns <= "
+                     f"step_p50_hi_ns, found {_number(lo)}, {_number(median)}, {_number(hi)}")
+    if not _require(f, "/repeats", "dataset (run --repeats)", found):
+        return
+    table = read_table(f, "/repeats")
+    names = column(table, "strategy", "string", "/repeats")
+    p50 = column(table, "step_p50_ns", "float", "/repeats")
+    for i, value in enumerate(p50):
+        if not (np.isfinite(value) and value > 0):
+            found.append(f"/repeats: row {i}: step_p50_ns is {_number(float(value))}, expected > 0")
+            return
+    rows = sum(1 for n in names if n == names[0]) if len(names) else 0
+    if rows != repeats:
+        first = names[0] if len(names) else "-"
+        found.append(f"/repeats: {rows} row(s) of strategy '{first}', expected {repeats} "
+                     f"({group} repeats)")
 
 
 def is_schedule_name(name: str) -> bool:

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "app/summary.hpp"
+#include "app/sweep.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "models/attribution.hpp"
@@ -293,6 +294,27 @@ void print_attention_table(std::ostream& out, const std::vector<StrategyResult>&
   out << "attn: the attention op per step (median); TFLOP/s at its median instance (causal "
          "forward: 2 * 2 * b * h * s * ctx * d / 2); ceil TFLOP/s: what its ceiling allows "
          "(the roofs); eff = ceiling time / op time\n";
+}
+
+void print_repeats(std::ostream& out, const std::vector<StrategyResult>& results, size_t used) {
+  auto number = [](const Attrs& a, const char* key) {
+    const AttrValue* v = find_attr(a, key);
+    return v == nullptr ? 0.0 : std::get<double>(*v);
+  };
+  for (const StrategyResult& r : results) {
+    const AttrValue* repeats = find_attr(r.summary.attrs, "repeats");
+    if (repeats == nullptr) continue;
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%s: step p50 over %lld repeats %.4f ms, 95 %% interval [%.4f, %.4f] ms\n",
+                  r.name.c_str(), static_cast<long long>(std::get<int64_t>(*repeats)),
+                  number(r.summary.attrs, "step_p50_median_ns") / 1e6,
+                  number(r.summary.attrs, "step_p50_lo_ns") / 1e6,
+                  number(r.summary.attrs, "step_p50_hi_ns") / 1e6);
+    out << line;
+  }
+  out << "(the file keeps repeat " << used + 1 << ", the median; intervals: " << kIntervalMethod
+      << ")\n";
 }
 
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms) {

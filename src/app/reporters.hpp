@@ -34,6 +34,9 @@ void print_pipeline_table(std::ostream& out, const std::vector<StrategyResult>& 
 void print_overlap_table(std::ostream& out, const std::vector<StrategyResult>& results);
 /// SM clock, power and power-capped share per strategy and loop (NVML means over every rank).
 void print_gpu_table(std::ostream& out, const std::vector<StrategyResult>& results, int sample_ms);
+/// With `run --repeats`: each strategy's median p50 step over the repeats with its 95 %
+/// interval, and the repeat (`used`, from 0) whose timelines and summaries the file keeps.
+void print_repeats(std::ostream& out, const std::vector<StrategyResult>& results, size_t used);
 
 /// The nccl-tests-style section of one /collectives/<name> table `t` (`config`: the file's
 /// /config): its header (from the table's attributes), its rows [first, last), and the line of

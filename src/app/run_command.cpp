@@ -20,6 +20,7 @@
 #include "app/sweep.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
+#include "core/stats.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
 
@@ -27,7 +28,78 @@ namespace ridgeline {
 
 namespace {
 
-int run_one(CommandContext& ctx, RunConfig cfg) {
+// What --repeats adds to a run: each strategy's p50 step in every repeat, and the median over
+// the repeats with its 95 % interval (repeated_median(), as a sweep point's).
+struct RunRepeats {
+  int count = 1;
+  size_t used = 0; ///< the repeat the file's timelines and summaries come from
+  Table table;     ///< /repeats: a row per strategy and repeat
+};
+
+// Runs the point `repeats` times (only the first checks its output: the output does not change
+// between repeats) and keeps the repeat whose first strategy's p50 step is the median (the
+// lower middle of an even count), with the first repeat's check. Rank 0 adds each strategy's
+// median over the repeats and its interval to its summary. Stops at the first failed repeat.
+PointResult run_repeats(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+                        Watchdog& watchdog, RunRepeats& out) {
+  std::vector<PointResult> results;
+  for (int rep = 0; rep < out.count; ++rep) {
+    RunConfig repeat = cfg;
+    if (rep > 0) repeat.check = "off";
+    if (rep > 0) watchdog.rearm("repeat " + std::to_string(rep + 1) + " of the point");
+    results.push_back(run_point(job, repeat, roofs, watchdog));
+    if (!results.back().ok()) return std::move(results.back());
+  }
+  if (results.size() == 1) return std::move(results.front());
+  std::vector<size_t> order(results.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  auto p50 = [&](size_t i) { return results[i].strategies.front().summary.step.p50; };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p50(a) < p50(b); });
+  out.used = order[(order.size() - 1) / 2];
+  PointResult point = std::move(results[out.used]);
+  point.check_failed = results.front().check_failed;
+  std::vector<std::string> names, statuses;
+  std::vector<int64_t> repeat_index;
+  std::vector<double> step_p50, step_p99;
+  for (size_t s = 0; s < point.strategies.size(); ++s) {
+    StrategyResult& r = point.strategies[s];
+    const StrategyResult& first =
+        s < results.front().strategies.size() ? results.front().strategies[s] : point.strategies[s];
+    std::vector<std::vector<double>> samples;
+    for (size_t rep = 0; rep < results.size(); ++rep) {
+      const StrategyResult& x = rep == out.used ? r : results[rep].strategies[s];
+      samples.push_back(x.summary.step_ns);
+      names.push_back(r.name);
+      statuses.push_back("ok");
+      repeat_index.push_back(static_cast<int64_t>(rep));
+      step_p50.push_back(x.summary.step.p50);
+      step_p99.push_back(x.summary.step.p99);
+    }
+    if (job.mpi().rank() != 0) continue;
+    // The check ran on the first repeat only: its verdict is the run's.
+    r.check = first.check;
+    for (auto& [key, value] : r.summary.attrs)
+      for (const auto& [k, v] : check_attrs(first.check))
+        if (key == k) value = v;
+    const Interval step = repeated_median(samples);
+    r.summary.attrs.insert(r.summary.attrs.end(),
+                           {{"repeats", static_cast<int64_t>(results.size())},
+                            {"repeat_used", static_cast<int64_t>(out.used)},
+                            {"step_p50_median_ns", step.median},
+                            {"step_p50_lo_ns", step.lo},
+                            {"step_p50_hi_ns", step.hi},
+                            {"interval", std::string(kIntervalMethod)}});
+  }
+  out.table = {{"strategy", names},
+               {"repeat", repeat_index},
+               {"status", statuses},
+               {"step_p50_ns", step_p50},
+               {"step_p99_ns", step_p99}};
+  return point;
+}
+
+int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   JobContext job(ctx, cfg.backend, cfg.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
   if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
@@ -50,7 +122,9 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   const Roofs roofs =
       obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
-  PointResult point = run_point(job, cfg, roofs, watchdog);
+  RunRepeats repeated;
+  repeated.count = repeats;
+  PointResult point = run_repeats(job, cfg, roofs, watchdog, repeated);
   if (!point.ok()) {
     if (mpi.rank() == 0) {
       progress::finish_line("failed");
@@ -66,6 +140,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
   data.stack = point_stack(job, point);
   data.env = performance_env();
   data.config = config_attrs(cfg);
+  data.config.emplace_back("repeats", static_cast<int64_t>(repeats));
   data.topology = job.topology(point.coords);
   // Every rank writes (or sends to its node's writer) its own timelines: one strategy's at the
   // root, several under /points/<k> (the root's /ranks then links to point 0's).
@@ -92,6 +167,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
         data.points.push_back(std::move(p));
       }
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
+    if (repeats > 1) data.tables.push_back({"/repeats", repeated.table, {}});
   }
   // The summary first: whatever happens to the files, the numbers are on stdout.
   std::vector<std::pair<std::string, Attrs>> attrs;
@@ -111,6 +187,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       print_overlap_table(std::cout, results);
     if (attention_list(cfg).size() > 1) print_attention_table(std::cout, results);
     print_gpu_table(std::cout, results, cfg.sample_ms);
+    if (repeats > 1) print_repeats(std::cout, results, repeated.used);
     attrs = {{"run", data.root}, {"config", data.config}};
     for (const StrategyResult& r : results) {
       Attrs summary = r.summary.attrs;
@@ -123,6 +200,7 @@ int run_one(CommandContext& ctx, RunConfig cfg) {
       if (!r.summary.step_context.empty())
         tables.emplace_back("decode " + r.name, decode_bins_table(decode_bins(r.summary)));
     }
+    if (repeats > 1) tables.emplace_back("repeats", repeated.table);
   }
   // Every rank writes its rows; a path that fails moves every rank to rank 0's fallback.
   OutputFile h5(cfg.out, "--out", mpi.rank() == 0);
@@ -176,8 +254,17 @@ void setup_run_command(CLI::App& app, CommandAction& action) {
       "Run one configuration: timed tensor/pipeline-parallel layers on every rank, each op and the "
       "step placed against the roofs -> HDF5 + summary");
   bind_run_options(*cmd, *cfg);
-  cmd->callback(
-      [cfg, &action] { action = [cfg](CommandContext& ctx) { return run_one(ctx, *cfg); }; });
+  auto repeats = std::make_shared<int>(1);
+  cmd->add_option("--repeats", *repeats,
+                  "Measure the point R times: the file keeps the repeat whose step p50 is the "
+                  "median (its timelines and summaries; the first repeat's check), every "
+                  "repeat's p50 in /repeats, and each strategy's median over the repeats with "
+                  "its 95 % interval. 1: one measurement; 3 or more on GPUs for an interval")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->callback([cfg, repeats, &action] {
+    action = [cfg, repeats](CommandContext& ctx) { return run_one(ctx, *cfg, *repeats); };
+  });
 }
 
 void setup_env_command(CLI::App& app, CommandAction& action) {

@@ -284,6 +284,45 @@ void validate_samples_table(hid_t file, const std::string& path,
     }
 }
 
+// `run --repeats R` (R > 1): the summary's median over the repeats within its interval, the
+// repeat kept among them, and /repeats holding R rows per strategy.
+void validate_run_repeats(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  const std::string group = base + "/summary";
+  h5::Handle summary = h5::open_group(file, group);
+  const Attrs attrs = h5::read_attrs(summary.id());
+  if (find_attr(attrs, "repeat_used") == nullptr) return;
+  const int64_t repeats = int_attr(attrs, "repeats", group);
+  const int64_t used = int_attr(attrs, "repeat_used", group);
+  if (repeats < 2 || used < 0 || used >= repeats)
+    problems.push_back(group + ": repeats " + std::to_string(repeats) + " and repeat_used " +
+                       std::to_string(used) +
+                       ": expected repeats >= 2 and 0 <= repeat_used < repeats");
+  const double median = number_attr(attrs, "step_p50_median_ns", group);
+  const double lo = number_attr(attrs, "step_p50_lo_ns", group);
+  const double hi = number_attr(attrs, "step_p50_hi_ns", group);
+  if (!(std::isfinite(lo) && std::isfinite(hi) && lo > 0 && lo <= median && median <= hi))
+    problems.push_back(group + ": expected 0 < step_p50_lo_ns <= step_p50_median_ns <= " +
+                       "step_p50_hi_ns, found " + number_text(lo) + ", " + number_text(median) +
+                       ", " + number_text(hi));
+  if (!require_object(file, "/repeats", "dataset (run --repeats)", problems)) return;
+  const h5::Table table = h5::read_table(file, "/repeats");
+  const auto& names = column<std::string>(table, "strategy", "/repeats");
+  const auto& p50 = column<double>(table, "step_p50_ns", "/repeats");
+  int64_t rows = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!(std::isfinite(p50[i]) && p50[i] > 0)) {
+      problems.push_back("/repeats: row " + std::to_string(i) + ": step_p50_ns is " +
+                         number_text(p50[i]) + ", expected > 0");
+      return;
+    }
+    rows += names[i] == names.front() ? 1 : 0;
+  }
+  if (rows != repeats)
+    problems.push_back("/repeats: " + std::to_string(rows) + " row(s) of strategy '" +
+                       (names.empty() ? std::string("-") : names.front()) + "', expected " +
+                       std::to_string(repeats) + " (" + group + " repeats)");
+}
+
 } // namespace
 
 // The summary group `base`/summary (base: "" for /summary, or a point's group).
@@ -356,6 +395,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
         }
     }
   });
+  check_section(problems, [&] { validate_run_repeats(file, base, problems); });
   check_section(problems, [&] { validate_decode(file, base, problems); });
   check_section(problems, [&] { validate_pipeline(file, base, problems); });
 }
