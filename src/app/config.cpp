@@ -69,9 +69,12 @@ std::string run_dtype_problem(const std::string& value) {
   return "";
 }
 
-void bind_run_options(CLI::App& cmd, RunConfig& c) {
-  cmd.footer("Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
-             "llama3-70b, llama3-405b); options given on the command line override the file.");
+namespace {
+
+constexpr int kIntMax = std::numeric_limits<int>::max();
+
+// The model: its dimensions, layers and layer kinds.
+void bind_model_options(CLI::App& cmd, RunConfig& c) {
   const char* const model = "Model";
   cmd.add_option("--model", c.model, "Model name recorded in the output (set by presets)")
       ->group(model);
@@ -98,7 +101,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->check(number_above(0))
       ->capture_default_str()
       ->group(model);
+}
 
+// The workload: phase, batch, sequence, context and what a step runs.
+void bind_workload_options(CLI::App& cmd, RunConfig& c) {
   const char* const work = "Workload";
   cmd.add_option("--phase", c.phase,
                  "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of "
@@ -144,19 +150,21 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
       ->check(number_above(0, true))
       ->capture_default_str()
       ->group(work);
+}
 
+// Parallelism: the grid and its layout.
+void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
   const char* const par = "Parallelism";
-  const int int_max = std::numeric_limits<int>::max();
   cmd.add_option("--tp", c.tp, "Tensor-parallel degree")
-      ->check(integer_in(1, int_max))
+      ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);
   cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")
-      ->check(integer_in(1, int_max))
+      ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);
   cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
-      ->check(integer_in(1, int_max))
+      ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);
   cmd.add_option("--dp-overlap", c.dp_overlap,
@@ -176,7 +184,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                "Run a tensor-parallel group that spans nodes (refused otherwise: TP is innermost "
                "and belongs on one node's links)")
       ->group(par);
+}
 
+// Execution: backend, dtype, kernels and collectives.
+void bind_execution_options(CLI::App& cmd, RunConfig& c) {
   const char* const exec = "Execution";
   cmd.add_option("--backend", c.backend, "auto | host | cuda (auto: cuda when a GPU is visible)")
       ->capture_default_str()
@@ -239,7 +250,10 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                "Run even where a node has more ranks than GPUs (ranks then share GPUs, each timing "
                "a fraction of one); refused otherwise")
       ->group(exec);
+}
 
+// Overlap: the strategies and their knobs.
+void bind_overlap_options(CLI::App& cmd, RunConfig& c) {
   const char* const ovl = "Overlap";
   cmd.add_option("--overlap", c.overlap,
                  "Comma list of strategies run back to back: none (serialized), async (own "
@@ -277,7 +291,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--overlap-gemm-sms", c.overlap_gemm_sms,
                  "SMs that a GEMM running beside a collective (chunked:K, split:N) asks "
                  "cuBLASLt to use, leaving the rest to NCCL's CTAs; 0 = every SM")
-      ->check(integer_in(0, int_max))
+      ->check(integer_in(0, kIntMax))
       ->capture_default_str()
       ->group(ovl);
   cmd.add_option("--transport", c.transport,
@@ -292,15 +306,18 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
                  "is read from the environment and recorded)")
       ->capture_default_str()
       ->group(ovl);
+}
 
+// Measurement: iterations, checks, outputs and files.
+void bind_measurement_options(CLI::App& cmd, RunConfig& c) {
   const char* const meas = "Measurement";
   cmd.add_option("--warmup", c.warmup, "Warm-up iterations (recorded and marked, not summarised)")
-      ->check(integer_in(0, int_max))
+      ->check(integer_in(0, kIntMax))
       ->capture_default_str()
       ->group(meas);
   cmd.add_option("--iters", c.iters,
                  "Timed iterations (default 10; with --decode-steps N: N, and a multiple of N)")
-      ->check(integer_in(1, int_max))
+      ->check(integer_in(1, kIntMax))
       ->group(meas);
   cmd.add_option(
          "--check", c.check,
@@ -348,13 +365,26 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--sample-ms", c.sample_ms,
                  "Period of each rank's NVML samples of its GPU (SM and memory clocks, power, "
                  "temperature, clock-event reasons) in ms; 0 = off")
-      ->check(integer_in(0, int_max))
+      ->check(integer_in(0, kIntMax))
       ->capture_default_str()
       ->group(meas);
   cmd.add_flag("--quiet,-q", c.quiet,
                "No progress line on stderr (rank 0 prints one every few seconds: where the job is, "
                "elapsed time, ETA)")
       ->group(meas);
+}
+
+} // namespace
+
+void bind_run_options(CLI::App& cmd, RunConfig& c) {
+  cmd.footer("Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
+             "llama3-70b, llama3-405b); options given on the command line override the file.");
+  bind_model_options(cmd, c);
+  bind_workload_options(cmd, c);
+  bind_parallel_options(cmd, c);
+  bind_execution_options(cmd, c);
+  bind_overlap_options(cmd, c);
+  bind_measurement_options(cmd, c);
 }
 
 void apply_defaults(RunConfig& c, const std::string& backend) {
