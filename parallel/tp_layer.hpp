@@ -304,4 +304,31 @@ private:
   Tensor m_input, m_output;
 };
 
+// Defined here, where both tp_layer.cpp and tp_layer_ring.cpp see it.
+template <class OnRows>
+inline void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_rows) {
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
+  const int64_t n = m_tokens / tp;
+  const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
+  // Each peer's last sub-piece (its whole piece without sub-pieces); the comm lane waited for
+  // the others before `landed`.
+  const int sub = m_spec.overlap.ring_subpieces();
+  const size_t q_bytes = bytes / static_cast<size_t>(sub);
+  const size_t tail = bytes - q_bytes;
+  const Stream compute = m_backend.stream(Lane::compute);
+  for (int i = 0; i < tp; ++i) {
+    const int j = (r + tp - i) % tp;
+    if (i == 1 && sub > 1) m_backend.wait_fence(Lane::compute, pending.landed);
+    if (i > 0) {
+      m_exchange->wait(j, pending.gather_window, static_cast<size_t>(j) * bytes + tail, q_bytes,
+                       compute);
+      m_exchange->release(j, pending.gather_window, compute);
+    }
+    on_rows(j * n, n);
+  }
+  // The next GEMMs rewrite the pieces the puts read.
+  complete_puts(rec, pending.handle);
+  pending = PendingPiece{};
+}
+
 } // namespace ridgeline
