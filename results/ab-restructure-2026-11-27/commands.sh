@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How this page was produced, on a node of 2 x H200 from the top of the repository at commit
+# How this page was produced (its first table), on a node of 2 x H200 from the top of the repository at commit
 # 27e3023: the commit before the restructure (1fb5fd5) archived, both built natively beside
 # each other, then scripts/ab-check.sh with three turns per build.
 git archive --format=tar.gz -o ab-base.tar.gz 1fb5fd5 -- . ':(exclude)results'
