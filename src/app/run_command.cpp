@@ -99,6 +99,45 @@ PointResult run_repeats(JobContext& job, const RunConfig& cfg, const Roofs& roof
   return point;
 }
 
+// The run's file contents (rank 0 holds all but the rows) and this rank's rows: one strategy's
+// timelines at the root, several under /points/<k> (the root's /ranks then links to point 0's).
+RunData run_file_data(JobContext& job, const RunConfig& cfg, int repeats, const Roofs& roofs,
+                      const PointResult& point, const RunRepeats& repeated, RankRows& mine) {
+  const std::vector<StrategyResult>& results = point.strategies;
+  RunData data;
+  data.root = job.root_attrs("run");
+  data.stack = point_stack(job, point);
+  data.env = performance_env();
+  data.config = config_attrs(cfg);
+  data.config.emplace_back("repeats", static_cast<int64_t>(repeats));
+  data.topology = job.topology(point.coords);
+  for (size_t k = 0; k < results.size(); ++k) {
+    mine.groups.push_back(results.size() > 1 ? "/points/" + std::to_string(k) : "");
+    mine.timelines.push_back(&results[k].rows);
+  }
+  mine.samples = point.samples;
+  mine.sample_period_ms = cfg.sample_ms;
+  if (job.mpi().rank() == 0) {
+    data.ops = point.ops;
+    data.summary = results.front().summary;
+    if (results.size() > 1)
+      for (const StrategyResult& r : results) {
+        RunData::Point p;
+        p.config = data.config;
+        p.config.emplace_back("strategy", r.name);
+        // Each point ran one attention implementation of the list.
+        for (auto& kv : p.config)
+          if (kv.first == "attention") kv.second = r.attention;
+        p.ops = point.ops;
+        p.summary = r.summary;
+        data.points.push_back(std::move(p));
+      }
+    if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
+    if (repeats > 1) data.tables.push_back({"/repeats", repeated.table, {}});
+  }
+  return data;
+}
+
 int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   JobContext job(ctx, cfg.backend, cfg.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
@@ -135,40 +174,8 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   watchdog.rearm("gathering the topology and writing the file");
   int status = 0;
   const std::vector<StrategyResult>& results = point.strategies;
-  RunData data;
-  data.root = job.root_attrs("run");
-  data.stack = point_stack(job, point);
-  data.env = performance_env();
-  data.config = config_attrs(cfg);
-  data.config.emplace_back("repeats", static_cast<int64_t>(repeats));
-  data.topology = job.topology(point.coords);
-  // Every rank writes (or sends to its node's writer) its own timelines: one strategy's at the
-  // root, several under /points/<k> (the root's /ranks then links to point 0's).
   RankRows mine;
-  for (size_t k = 0; k < results.size(); ++k) {
-    mine.groups.push_back(results.size() > 1 ? "/points/" + std::to_string(k) : "");
-    mine.timelines.push_back(&results[k].rows);
-  }
-  mine.samples = point.samples;
-  mine.sample_period_ms = cfg.sample_ms;
-  if (mpi.rank() == 0) {
-    data.ops = point.ops;
-    data.summary = results.front().summary;
-    if (results.size() > 1)
-      for (const StrategyResult& r : results) {
-        RunData::Point p;
-        p.config = data.config;
-        p.config.emplace_back("strategy", r.name);
-        // Each point ran one attention implementation of the list.
-        for (auto& kv : p.config)
-          if (kv.first == "attention") kv.second = r.attention;
-        p.ops = point.ops;
-        p.summary = r.summary;
-        data.points.push_back(std::move(p));
-      }
-    if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
-    if (repeats > 1) data.tables.push_back({"/repeats", repeated.table, {}});
-  }
+  RunData data = run_file_data(job, cfg, repeats, roofs, point, repeated, mine);
   // The summary first: whatever happens to the files, the numbers are on stdout.
   std::vector<std::pair<std::string, Attrs>> attrs;
   std::vector<std::pair<std::string, Table>> tables;
