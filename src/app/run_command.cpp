@@ -57,15 +57,19 @@ PointResult run_repeats(JobContext& job, const RunConfig& cfg, const Roofs& roof
   auto p50 = [&](size_t i) { return results[i].strategies.front().summary.step.p50; };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p50(a) < p50(b); });
   out.used = order[(order.size() - 1) / 2];
+  // The check ran on the first repeat only: its verdicts are the run's (taken before the kept
+  // repeat is moved out, which may be the first).
+  std::vector<CheckOutcome> checks;
+  for (const StrategyResult& r : results.front().strategies)
+    checks.push_back(r.check);
+  const bool check_failed = results.front().check_failed;
   PointResult point = std::move(results[out.used]);
-  point.check_failed = results.front().check_failed;
+  point.check_failed = check_failed;
   std::vector<std::string> names, statuses;
   std::vector<int64_t> repeat_index;
   std::vector<double> step_p50, step_p99;
   for (size_t s = 0; s < point.strategies.size(); ++s) {
     StrategyResult& r = point.strategies[s];
-    const StrategyResult& first =
-        s < results.front().strategies.size() ? results.front().strategies[s] : point.strategies[s];
     std::vector<std::vector<double>> samples;
     for (size_t rep = 0; rep < results.size(); ++rep) {
       const StrategyResult& x = rep == out.used ? r : results[rep].strategies[s];
@@ -77,10 +81,9 @@ PointResult run_repeats(JobContext& job, const RunConfig& cfg, const Roofs& roof
       step_p99.push_back(x.summary.step.p99);
     }
     if (job.mpi().rank() != 0) continue;
-    // The check ran on the first repeat only: its verdict is the run's.
-    r.check = first.check;
+    r.check = checks[s];
     for (auto& [key, value] : r.summary.attrs)
-      for (const auto& [k, v] : check_attrs(first.check))
+      for (const auto& [k, v] : check_attrs(checks[s]))
         if (key == k) value = v;
     const Interval step = repeated_median(samples);
     r.summary.attrs.insert(r.summary.attrs.end(),
