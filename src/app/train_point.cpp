@@ -186,7 +186,7 @@ Attrs pipeline_attrs(JobContext& job, const RunConfig& cfg, const ScheduledPlan&
 // output checksum, the loops, the pipeline figures and the GPU samples, attributed against the
 // roofs on rank 0.
 void collect_scheduled(JobContext& job, const RunConfig& cfg, const ScheduledPlan& p,
-                       const GridComms& comms, ProtocolResult& measurement,
+                       const GridComms& comms, bool exchanges_timed, ProtocolResult& measurement,
                        const CheckOutcome& outcome, const std::string& checksum, double peak_bytes,
                        const ActionCosts& costs, double bubble_simulated, const Roofs& roofs,
                        PointResult& result) {
@@ -198,7 +198,7 @@ void collect_scheduled(JobContext& job, const RunConfig& cfg, const ScheduledPla
   attribution.tp = cfg.tp;
   attribution.dtype = parse_dtype(cfg.dtype);
   attribution.transport = job.transport();
-  add_stage_ops(attribution, cfg, comms.pp != nullptr && comms.pp->stream_ordered());
+  add_stage_ops(attribution, cfg, exchanges_timed);
   for (size_t si = 0; si < measurement.strategies.size(); ++si) {
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
@@ -290,7 +290,7 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   const uint64_t hash = stage_output_hash(backend, *stage, driver, pipe, kFnv1a64Offset, holds);
   const std::string checksum = checksum_over_ranks(mpi.world(), holds, hash);
 
-  collect_scheduled(job, cfg, p, comms, measurement, outcome, checksum,
+  collect_scheduled(job, cfg, p, comms, driver.exchanges_timed(), measurement, outcome, checksum,
                     static_cast<double>(stage->peak_activation_bytes()), costs, bubble_simulated,
                     roofs, result);
   result.attention_plans = backend.attention_plans();
