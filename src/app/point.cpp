@@ -11,9 +11,11 @@
 
 namespace ridgeline {
 
-std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
+ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name());
-  std::vector<std::string> problems = validate(cfg, job.mpi().size());
+  ResolvedPoint resolved;
+  std::vector<std::string>& problems = resolved.problems;
+  problems = validate(cfg, job.mpi().size());
   if (cfg.backend == "cuda" && job.gpus() == 0)
     problems.push_back("--backend cuda: no CUDA device is visible");
   // TP is innermost (world rank = (dp_rank * pp + pp_rank) * tp + tp_rank) so that a TP group
@@ -31,18 +33,20 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                            "node (--map-by, --ntasks-per-node) or pass --allow-tp-across-nodes");
         break;
       }
-  if (!all_ranks_true(job.mpi().world(), problems.empty()))
-    return problems.empty() ? std::vector<std::string>{"another rank rejected the configuration"}
-                            : problems;
+  if (!all_ranks_true(job.mpi().world(), problems.empty())) {
+    if (problems.empty()) problems.emplace_back("another rank rejected the configuration");
+    return resolved;
+  }
+  const PointSpec& spec = resolved.spec = point_spec(cfg);
   // Memory: this stage, plus the TP=1 reference model when checking, against the smallest
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
-  const CheckPlan check = plan_check(cfg, job.cuda(), free_bytes);
-  const double overlap = overlap_memory_bytes(cfg);
-  const double need = (scheduled_point(cfg) ? scheduled_memory_bytes(cfg)
-                                            : stage_memory_bytes(model_spec(cfg), layer_shape(cfg),
-                                                                 cfg.layers / cfg.pp)) +
-                      overlap + (check.enabled ? check.ref_bytes : 0.0);
+  const CheckPlan check = plan_check(spec, job.cuda(), free_bytes);
+  const double overlap = overlap_memory_bytes(spec);
+  const double need =
+      (spec.scheduled() ? scheduled_memory_bytes(spec)
+                        : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers())) +
+      overlap + (check.enabled ? check.ref_bytes : 0.0);
   // A point plans for 90 % of it: the rest stays for the CUDA context, cuBLASLt's workspaces
   // and NCCL's buffers.
   const double plannable = 0.9 * static_cast<double>(free_bytes);
@@ -57,13 +61,13 @@ std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg) {
                   static_cast<double>(free_bytes) / 1073741824.0);
     problems.push_back(std::string(msg) + " (" + job.free_bytes_bound() + ")");
   }
-  return problems;
+  return resolved;
 }
 
-PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_point(JobContext& job, const PointSpec& spec, const Roofs& roofs,
                       Watchdog& watchdog) {
-  if (scheduled_point(cfg)) return run_scheduled_point(job, cfg, roofs, watchdog);
-  return run_tp_point(job, cfg, roofs, watchdog);
+  if (spec.scheduled()) return run_scheduled_point(job, spec, roofs, watchdog);
+  return run_tp_point(job, spec, roofs, watchdog);
 }
 
 } // namespace ridgeline

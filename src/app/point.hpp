@@ -8,17 +8,29 @@
 #include <string>
 #include <vector>
 
+#include "app/config.hpp"
 #include "app/point_common.hpp"
+#include "app/point_spec.hpp"
 
 namespace ridgeline {
 
-/// Applies the defaults of the job's backend to `cfg` and returns every problem with it for
-/// `world_size` ranks, memory included (collective: every rank gets the same list).
-std::vector<std::string> resolve_point(JobContext& job, RunConfig& cfg);
+/// A configuration resolved for the job: every problem with it (empty when it can run), and
+/// when there is none its typed point.
+struct ResolvedPoint {
+  std::vector<std::string> problems;
+  PointSpec spec;
 
-/// Runs one resolved, valid point (collective). An allocation that fails on any rank makes the
-/// point fail on every rank with the reason, instead of ending the job.
-PointResult run_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+  bool ok() const { return problems.empty(); }
+};
+
+/// Applies the defaults of the job's backend to `cfg`, finds every problem with it for the
+/// job's ranks, memory included (collective: every rank gets the same list), and resolves a
+/// valid one into its PointSpec: the only place a point's options are parsed.
+ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg);
+
+/// Runs one resolved point (collective). An allocation that fails on any rank makes the point
+/// fail on every rank with the reason, instead of ending the job.
+PointResult run_point(JobContext& job, const PointSpec& spec, const Roofs& roofs,
                       Watchdog& watchdog);
 
 } // namespace ridgeline

@@ -25,75 +25,70 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s) {
 
 } // namespace
 
-CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes) {
+CheckPlan plan_check(const PointSpec& spec, bool cuda, int64_t free_bytes) {
   CheckPlan p;
-  if (scheduled_point(cfg)) {
+  if (spec.scheduled()) {
     // Gradients are summed over the replicas: data parallelism alone is worth checking.
-    p.ref_bytes = scheduled_reference_bytes(cfg);
-    p.host_bytes = scheduled_reference_host_bytes(cfg);
-    p.possible = cfg.tp > 1 || cfg.pp > 1 || (cfg.phase == "train" && cfg.dp > 1);
+    p.ref_bytes = scheduled_reference_bytes(spec);
+    p.host_bytes = scheduled_reference_host_bytes(spec);
+    p.possible = spec.tp > 1 || spec.pp > 1 || (spec.train() && spec.dp > 1);
   } else {
-    LayerShape tp1 = layer_shape(cfg);
+    LayerShape tp1 = spec.shape;
     tp1.tp = 1;
     tp1.sequence_parallel = false;
-    p.ref_bytes = stage_memory_bytes(model_spec(cfg), tp1, cfg.layers);
-    p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(cfg.hidden) *
+    p.ref_bytes = stage_memory_bytes(spec.model, tp1, spec.model.layers);
+    p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(spec.model.hidden) *
                    static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
-    p.possible = cfg.tp > 1 || cfg.pp > 1;
+    p.possible = spec.tp > 1 || spec.pp > 1;
   }
   const double auto_limit =
       cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
-  p.enabled =
-      p.possible && (cfg.check == "on" || (cfg.check == "auto" && p.ref_bytes <= auto_limit &&
-                                           p.host_bytes <= kCheckAutoLimitBytes));
+  p.enabled = p.possible && (spec.check == CheckMode::on ||
+                             (spec.check == CheckMode::automatic && p.ref_bytes <= auto_limit &&
+                              p.host_bytes <= kCheckAutoLimitBytes));
   return p;
 }
 
-double scheduled_memory_bytes(const RunConfig& cfg) {
-  const ModelSpec m = model_spec(cfg);
-  const LayerShape s = layer_shape(cfg);
-  const double layers = static_cast<double>(cfg.layers / cfg.pp);
+double scheduled_memory_bytes(const PointSpec& spec) {
+  const ModelSpec& m = spec.model;
+  const LayerShape& s = spec.shape;
+  const double layers = static_cast<double>(spec.stage_layers());
   // Weights and gradients; every microbatch in flight at once at worst (gpipe), each with its
   // layers' activations (only their inputs under recompute, plus one recomputed layer).
-  const double weights = 2.0 * layers * layer_weight_bytes(m, cfg.tp, s.dtype);
+  const double weights = 2.0 * layers * layer_weight_bytes(m, spec.tp, s.dtype);
   const double act = layer_activation_bytes(m, s);
   const double input =
       static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
-  const double per_mb = cfg.recompute == "full" ? layers * input : layers * act;
-  return weights + static_cast<double>(cfg.microbatches) * (per_mb + 3.0 * input) + act;
+  const double per_mb = spec.recompute ? layers * input : layers * act;
+  return weights + static_cast<double>(spec.microbatches) * (per_mb + 3.0 * input) + act;
 }
 
-double scheduled_reference_bytes(const RunConfig& cfg) {
-  const ModelSpec m = model_spec(cfg);
-  LayerShape s = layer_shape(cfg);
+double scheduled_reference_bytes(const PointSpec& spec) {
+  LayerShape s = spec.shape;
   s.tp = 1;
-  const double layers = static_cast<double>(cfg.layers);
-  return 2.0 * layers * layer_weight_bytes(m, 1, s.dtype) + layers * layer_activation_bytes(m, s);
+  const double layers = static_cast<double>(spec.model.layers);
+  return 2.0 * layers * layer_weight_bytes(spec.model, 1, s.dtype) +
+         layers * layer_activation_bytes(spec.model, s);
 }
 
-double scheduled_reference_host_bytes(const RunConfig& cfg) {
-  const ModelSpec m = model_spec(cfg);
-  const LayerShape s = layer_shape(cfg);
+double scheduled_reference_host_bytes(const PointSpec& spec) {
+  const ModelSpec& m = spec.model;
   const double f32 = sizeof(float);
-  const double grads = static_cast<double>(cfg.layers) * layer_weight_bytes(m, 1, DType::f32);
-  const double per_mb = static_cast<double>(s.tokens() * m.hidden) * f32 * 2.0;
-  return grads + static_cast<double>(cfg.dp * cfg.microbatches) * per_mb;
+  const double grads = static_cast<double>(m.layers) * layer_weight_bytes(m, 1, DType::f32);
+  const double per_mb = static_cast<double>(spec.shape.tokens() * m.hidden) * f32 * 2.0;
+  return grads + static_cast<double>(spec.dp * spec.microbatches) * per_mb;
 }
 
-bool scheduled_point(const RunConfig& cfg) {
-  return cfg.phase == "train" || (cfg.phase == "prefill" && !cfg.schedule.empty());
-}
-
-std::vector<Variant> point_variants(const RunConfig& cfg) {
-  const std::vector<std::string> overlaps = overlap_list(cfg);
-  const std::vector<std::string> attentions = attention_list(cfg);
+std::vector<Variant> point_variants(const PointSpec& spec) {
   std::vector<Variant> out;
-  for (const std::string& o : overlaps)
-    for (const std::string& a : attentions) {
+  for (const Overlap& o : spec.overlaps)
+    for (const AttentionImpl a : spec.attentions) {
       Variant v;
       v.overlap = o;
-      v.attention = parse_attention(a);
-      v.name = attentions.size() == 1 ? o : overlaps.size() == 1 ? a : o + "+" + a;
+      v.attention = a;
+      v.name = spec.attentions.size() == 1 ? o.name()
+               : spec.overlaps.size() == 1 ? std::string(attention_name(a))
+                                           : o.name() + "+" + attention_name(a);
       out.push_back(v);
     }
   return out;
@@ -174,30 +169,28 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
 
 } // namespace
 
-GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result) {
+GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& result) {
   NcclOptions nccl;
-  nccl.max_ctas = cfg.nccl_max_ctas;
-  nccl.min_ctas = cfg.nccl_min_ctas;
-  nccl.cta_policy = cfg.nccl_cta_policy;
-  nccl.timeout_s = whole_seconds(cfg.timeout_s);
+  nccl.max_ctas = spec.nccl_max_ctas;
+  nccl.min_ctas = spec.nccl_min_ctas;
+  nccl.cta_policy = spec.nccl_cta_policy;
+  nccl.timeout_s = whole_seconds(spec.timeout_s);
   // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
   // tokens x hidden (the layer's outputs forward, its input gradients backward).
   TpAllReduce all_reduce;
-  all_reduce.algo = cfg.allreduce;
-  const int64_t tokens = cfg.batch / cfg.microbatches * (cfg.phase == "decode" ? 1 : cfg.seq);
-  all_reduce.max_bytes =
-      static_cast<size_t>(tokens * cfg.hidden) * dtype_size(parse_dtype(cfg.dtype));
-  if (cfg.allreduce == "auto" && cfg.tp > 1) {
-    all_reduce.table_path = cfg.allreduce_table;
-    all_reduce.table =
-        read_allreduce_table(cfg.allreduce_table, cfg.tp, dtype_name(parse_dtype(cfg.dtype)));
+  all_reduce.algo = spec.allreduce;
+  const int64_t tokens = spec.batch / spec.microbatches * spec.shape.seq;
+  all_reduce.max_bytes = static_cast<size_t>(tokens * spec.model.hidden) * dtype_size(spec.dtype);
+  if (spec.allreduce == "auto" && spec.tp > 1) {
+    all_reduce.table_path = spec.allreduce_table;
+    all_reduce.table = read_allreduce_table(spec.allreduce_table, spec.tp, dtype_name(spec.dtype));
     if (job.mpi().rank() == 0)
       std::cout << "ridgeline: --allreduce auto: " << all_reduce.max_bytes
                 << " B (the layer's all-reduce) -> "
                 << choose_all_reduce(all_reduce.table, all_reduce.max_bytes) << " (from "
-                << cfg.allreduce_table << ")\n";
+                << spec.allreduce_table << ")\n";
   }
-  GridComms& comms = job.grid(cfg.tp, cfg.pp, cfg.dp, nccl, all_reduce);
+  GridComms& comms = job.grid(spec.tp, spec.pp, spec.dp, nccl, all_reduce);
   const GridCoords& gc = comms.grid->coords();
   result.coords = {{"tp_rank", static_cast<int64_t>(gc.tp_rank)},
                    {"pp_rank", static_cast<int64_t>(gc.pp_rank)},
@@ -205,13 +198,10 @@ GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result
   return comms;
 }
 
-Backend& point_backend(JobContext& job, const RunConfig& cfg) {
-  Backend& backend = job.backend(parse_dtype(cfg.dtype), cfg.comm_priority == "high");
-  backend.set_gemm_algo(cfg.gemm_algo == "search"   ? GemmAlgo::search
-                        : cfg.gemm_algo == "skinny" ? GemmAlgo::skinny
-                                                    : GemmAlgo::heuristic);
-  if (cfg.backend == "cuda")
-    backend.set_kernel_tuning(parse_kernel_tuning({cfg.pdl, cfg.skinny_rows, cfg.epilogues}));
+Backend& point_backend(JobContext& job, const PointSpec& spec) {
+  Backend& backend = job.backend(spec.dtype, spec.comm_high_priority);
+  backend.set_gemm_algo(spec.gemm_algo);
+  if (spec.cuda) backend.set_kernel_tuning(spec.tuning);
   return backend;
 }
 
@@ -240,12 +230,12 @@ bool all_built(JobContext& job, const std::string& failure, PointResult& result)
   return false;
 }
 
-ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+ProtocolResult measure_point(JobContext& job, const PointSpec& spec, Workload& workload,
                              Backend& backend, Watchdog& watchdog, PointResult& result) {
   ProtocolOptions po;
-  po.warmup = cfg.warmup;
-  po.iters = cfg.iters;
-  po.sample_ms = cfg.sample_ms;
+  po.warmup = spec.warmup;
+  po.iters = spec.iters;
+  po.sample_ms = spec.sample_ms;
   po.device = job.device();
   const auto measured = std::chrono::steady_clock::now();
   ProtocolResult measurement =

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "app/config.hpp"
 #include "app/job.hpp"
+#include "app/point_spec.hpp"
 #include "app/protocol.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
@@ -34,7 +34,7 @@ struct CheckPlan {
   double ref_bytes = 0;  ///< device (or host backend) memory of the reference model
   double host_bytes = 0; ///< what the reference keeps in host memory for the comparison
 };
-CheckPlan plan_check(const RunConfig& cfg, bool cuda, int64_t free_bytes);
+CheckPlan plan_check(const PointSpec& spec, bool cuda, int64_t free_bytes);
 
 /// One strategy's results: the summary (every rank; its attributes on rank 0) and this rank's
 /// own timeline.
@@ -67,29 +67,27 @@ struct PointResult {
 /// One way a point runs: an overlap strategy with an attention implementation.
 struct Variant {
   std::string name;
-  std::string overlap;
+  Overlap overlap;
   AttentionImpl attention = AttentionImpl::fused;
 };
 /// Every --overlap strategy with every --attention implementation, overlap-major. Named by the
 /// overlap (one attention), the attention (one overlap) or "overlap+attention".
-std::vector<Variant> point_variants(const RunConfig& cfg);
+std::vector<Variant> point_variants(const PointSpec& spec);
 
-/// Whether `cfg` runs through the scheduled executor (train, or prefill with --schedule).
-bool scheduled_point(const RunConfig& cfg);
 /// Bytes one rank needs for a scheduled point's stage: weights and gradients of its layers and
 /// the activations of every microbatch a stage may hold at once.
-double scheduled_memory_bytes(const RunConfig& cfg);
+double scheduled_memory_bytes(const PointSpec& spec);
 /// The check's one-rank reference model of a scheduled point: the bytes it allocates (every
 /// layer's weights and gradients, one microbatch's activations) and what it keeps in host
 /// memory (every layer's gradients, each global microbatch's output and input gradient, fp32).
-double scheduled_reference_bytes(const RunConfig& cfg);
-double scheduled_reference_host_bytes(const RunConfig& cfg);
+double scheduled_reference_bytes(const PointSpec& spec);
+double scheduled_reference_host_bytes(const PointSpec& spec);
 
 /// The point's process grid and communicators (collective; built once per job and shape), with
 /// this rank's coordinates put in `result`.
-GridComms& point_grid(JobContext& job, const RunConfig& cfg, PointResult& result);
+GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& result);
 /// The job's backend in the point's dtype, with its GEMM algorithm choice set.
-Backend& point_backend(JobContext& job, const RunConfig& cfg);
+Backend& point_backend(JobContext& job, const PointSpec& spec);
 
 /// Seconds from `t` to now.
 double seconds_since(std::chrono::steady_clock::time_point t);
@@ -104,7 +102,7 @@ bool all_built(JobContext& job, const std::string& failure, PointResult& result)
 
 /// The protocol over `workload` with the point's options; the loops' time and this rank's NVML
 /// samples go into `result` (collective).
-ProtocolResult measure_point(JobContext& job, const RunConfig& cfg, Workload& workload,
+ProtocolResult measure_point(JobContext& job, const PointSpec& spec, Workload& workload,
                              Backend& backend, Watchdog& watchdog, PointResult& result);
 
 /// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,

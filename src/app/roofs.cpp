@@ -230,9 +230,9 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   return roofs;
 }
 
-std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg) {
+std::vector<RoofsPlan::Shape> layer_gemm_shapes(const PointSpec& point) {
   std::vector<RoofsPlan::Shape> shapes;
-  for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), AttentionImpl::fused))
+  for (const OpSpec& o : layer_ops(point.model, point.shape, AttentionImpl::fused))
     if (o.kind == OpKind::gemm) shapes.push_back({o.name, o.m, o.n, o.k});
   return shapes;
 }

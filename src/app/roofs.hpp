@@ -7,6 +7,7 @@
 
 #include "app/config.hpp"
 #include "app/job.hpp"
+#include "app/point_spec.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
 #include "models/roofs.hpp"
@@ -45,8 +46,8 @@ struct RoofsPlan {
 /// mean over ranks' GPUs.
 Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog);
 
-/// The GEMM shapes of one layer of `cfg` on one rank (labelled by op), for the roofs.
-std::vector<RoofsPlan::Shape> layer_gemm_shapes(const RunConfig& cfg);
+/// The GEMM shapes of one layer of a point on one rank (labelled by op), for the roofs.
+std::vector<RoofsPlan::Shape> layer_gemm_shapes(const PointSpec& point);
 
 /// The roofs a `run` or `sweep` uses: "none" (no attribution), a file written by `roofs` (whose
 /// backend must be the job's), or "" (measure the quick plan for the GEMM types and shapes

@@ -40,12 +40,12 @@ struct RunRepeats {
 // between repeats) and keeps the repeat whose first strategy's p50 step is the median (the
 // lower middle of an even count), with the first repeat's check. Rank 0 adds each strategy's
 // median over the repeats and its interval to its summary. Stops at the first failed repeat.
-PointResult run_repeats(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_repeats(JobContext& job, const PointSpec& spec, const Roofs& roofs,
                         Watchdog& watchdog, RunRepeats& out) {
   std::vector<PointResult> results;
   for (int rep = 0; rep < out.count; ++rep) {
-    RunConfig repeat = cfg;
-    if (rep > 0) repeat.check = "off";
+    PointSpec repeat = spec;
+    if (rep > 0) repeat.check = CheckMode::off;
     if (rep > 0) watchdog.rearm("repeat " + std::to_string(rep + 1) + " of the point");
     results.push_back(run_point(job, repeat, roofs, watchdog));
     if (!results.back().ok()) return std::move(results.back());
@@ -148,7 +148,9 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   if (cfg.backend == "auto" && job.gpus() == 0 && mpi.rank() == 0)
     std::cout << "ridgeline: no GPU found; using the host backend (fp32, OpenBLAS, MPI) and "
               << (cfg.hidden > 0 ? "the given model" : "the embedded default model") << "\n";
-  if (reject_if_any(ctx, "invalid configuration", resolve_point(job, cfg))) return 2;
+  const ResolvedPoint resolved = resolve_point(job, cfg);
+  if (reject_if_any(ctx, "invalid configuration", resolved.problems)) return 2;
+  const PointSpec& spec = resolved.spec;
   for (const std::string& warning : job.use_transport(cfg.transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "");
@@ -162,11 +164,11 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   if (mpi.rank() == 0 && !cfg.quiet) progress::enable_line("run");
 
   const Roofs roofs =
-      obtain_roofs(job, cfg.roofs, {parse_dtype(cfg.dtype)}, layer_gemm_shapes(cfg), cfg.timeout_s);
+      obtain_roofs(job, cfg.roofs, {spec.dtype}, layer_gemm_shapes(spec), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
   RunRepeats repeated;
   repeated.count = repeats;
-  PointResult point = run_repeats(job, cfg, roofs, watchdog, repeated);
+  PointResult point = run_repeats(job, spec, roofs, watchdog, repeated);
   if (!point.ok()) {
     if (mpi.rank() == 0) {
       progress::finish_line("failed");
@@ -191,11 +193,11 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
       if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
       print_report(std::cout, shown);
     }
-    if (scheduled_point(cfg))
-      print_pipeline_table(std::cout, results, cfg.pp);
-    else if (!cfg.graphs && (results.size() > 1 || cfg.tp > 1))
+    if (spec.scheduled())
+      print_pipeline_table(std::cout, results, spec.pp);
+    else if (!spec.graphs && (results.size() > 1 || spec.tp > 1))
       print_overlap_table(std::cout, results);
-    if (attention_list(cfg).size() > 1) print_attention_table(std::cout, results);
+    if (spec.attentions.size() > 1) print_attention_table(std::cout, results);
     print_gpu_table(std::cout, results, cfg.sample_ms);
     if (repeats > 1) print_repeats(std::cout, results, repeated.used);
     attrs = {{"run", data.root}, {"config", data.config}};

@@ -197,9 +197,10 @@ private:
       apply_defaults(cfg, m_job.backend_name());
       replicate(cfg, world);
       if (!validate(cfg, world).empty()) continue;
-      const DType dtype = parse_dtype(cfg.dtype);
-      if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
-      for (const RoofsPlan::Shape& shape : layer_gemm_shapes(cfg))
+      const PointSpec point = point_spec(cfg);
+      if (std::find(dtypes.begin(), dtypes.end(), point.dtype) == dtypes.end())
+        dtypes.push_back(point.dtype);
+      for (const RoofsPlan::Shape& shape : layer_gemm_shapes(point))
         if (std::none_of(shapes.begin(), shapes.end(), [&](const RoofsPlan::Shape& s) {
               return s.m == shape.m && s.n == shape.n && s.k == shape.k;
             }))
@@ -246,7 +247,8 @@ private:
     for (const RunConfig& point : m_grid) {
       RunConfig cfg = point;
       replicate(cfg, m_mpi.size());
-      std::vector<std::string> problems = resolve_point(m_job, cfg);
+      ResolvedPoint resolved = resolve_point(m_job, cfg);
+      std::vector<std::string>& problems = resolved.problems;
       if (cfg.phase == "prefill") cfg.context = 0;
       SweepRow row;
       row.point = static_cast<int64_t>(m_rows.size());
@@ -262,7 +264,8 @@ private:
       p.has_summary = false;
       p.attrs = {{"status", row.status}, {"label", row.label}};
       m_rows.push_back(row);
-      m_resolved.push_back(cfg);
+      m_configs.push_back(cfg);
+      m_points.push_back(resolved.spec);
       m_data.points.push_back(std::move(p));
       m_problems.push_back(std::move(problems));
     }
@@ -300,9 +303,9 @@ private:
 
   void run_repeat(size_t k, int rep) {
     SweepRow& row = m_rows[k];
-    RunConfig cfg = m_resolved[k];
+    PointSpec spec = m_points[k];
     // The output does not change between repeats: the first repeat checks it.
-    if (rep > 0) cfg.check = "off";
+    if (rep > 0) spec.check = CheckMode::off;
     if (m_mpi.rank() == 0)
       progress::set_point(static_cast<int64_t>(rep) * static_cast<int64_t>(m_rows.size()) +
                               static_cast<int64_t>(k) + 1,
@@ -310,10 +313,10 @@ private:
                           m_o.repeats > 1 ? row.label + " (repeat " + std::to_string(rep + 1) +
                                                 "/" + std::to_string(m_o.repeats) + ")"
                                           : row.label);
-    Watchdog watchdog(cfg.timeout_s, "point " + row.label);
+    Watchdog watchdog(spec.timeout_s, "point " + row.label);
     const ranges::Scope range(
         [&] { return "point " + std::to_string(row.point) + ": " + row.label; });
-    PointResult result = run_point(m_job, cfg, m_roofs, watchdog);
+    PointResult result = run_point(m_job, spec, m_roofs, watchdog);
     // A library loaded on first use (cuDNN) joins the fingerprint once a point loaded it.
     if (!result.attention_plans.empty()) m_data.stack = point_stack(m_job, result);
     m_any_failed_check = m_any_failed_check || result.check_failed;
@@ -425,7 +428,7 @@ private:
     int status = 0;
     if (m_mpi.rank() == 0) {
       crossovers = find_crossovers(m_rows, m_axes);
-      add_predicted_crossovers(crossovers, m_rows, m_axes, m_resolved, m_roofs, m_job.transport());
+      add_predicted_crossovers(crossovers, m_rows, m_axes, m_configs, m_roofs, m_job.transport());
       progress::finish_line("");
       // The table first: whatever happens to the files, the numbers are on stdout.
       print_sweep(std::cout, m_rows, m_axes, crossovers);
@@ -478,7 +481,8 @@ private:
   FileWriteOptions m_layout;
   std::vector<SweepRow> m_rows;
   std::vector<SweepRepeat> m_repeats; ///< rank 0: every repeat that ran, in the order run
-  std::vector<RunConfig> m_resolved;  ///< per row: its resolved configuration
+  std::vector<RunConfig> m_configs;   ///< per row: its completed configuration
+  std::vector<PointSpec> m_points;    ///< per row: its typed point (when it has no problem)
   std::vector<std::vector<std::string>> m_problems; ///< per row: why it cannot run
   std::vector<std::vector<std::vector<double>>> m_step_samples;
   std::vector<std::vector<std::pair<double, RunSummary>>> m_summaries;

@@ -51,24 +51,24 @@ std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageS
 // every microbatch through the stage (or the replay of its graph) with pipeline transfers.
 class StageWorkload final : public Workload {
 public:
-  StageWorkload(const RunConfig& cfg, Backend& backend, GridComms& comms, TpStage& stage,
+  StageWorkload(const PointSpec& point, Backend& backend, GridComms& comms, TpStage& stage,
                 OpTable& ops, const std::vector<Variant>& strategies, const StageSpec& spec,
                 const std::vector<std::vector<float>>& reference, const CheckPlan& check,
                 const std::string& why_not)
-      : m_cfg(cfg), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
+      : m_point(point), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
         m_strategies(strategies), m_spec(spec), m_reference(reference), m_check(check),
-        m_why_not(why_not), m_steps(cfg.phase == "decode" ? cfg.decode_steps : 0),
+        m_why_not(why_not), m_steps(point.decode() ? point.decode_steps : 0),
         m_graphs(strategies.size()) {
     const GridCoords& gc = comms.grid->coords();
     m_first = gc.pp_rank == 0;
-    m_last = gc.pp_rank == cfg.pp - 1;
+    m_last = gc.pp_rank == point.pp - 1;
     const double act_bytes =
         static_cast<double>(stage.input().rows * spec.model.hidden *
                             static_cast<int64_t>(dtype_size(spec.shape.dtype)));
     m_p2p_cost = OpCost{0, act_bytes, act_bytes};
     m_recv_id = ops.intern(op::recv_act, OpKind::p2p);
     m_send_id = ops.intern(op::send_act, OpKind::p2p);
-    if (cfg.graphs) {
+    if (point.graphs) {
       m_graph_op = ops.intern(op::stage_graph, OpKind::other);
       for (const OpSpec& o : stage.op_specs()) {
         m_graph_cost.flops += o.cost.flops * static_cast<double>(spec.num_layers);
@@ -80,12 +80,12 @@ public:
 
   size_t strategies() const override { return m_strategies.size(); }
   std::string strategy_name(size_t s) const override { return m_strategies[s].name; }
-  bool lane_modes() const override { return !m_cfg.graphs; }
+  bool lane_modes() const override { return !m_point.graphs; }
   void select(size_t s) override {
     m_current = s;
-    m_stage.set_overlap(parse_overlap(m_strategies[s].overlap));
+    m_stage.set_overlap(m_strategies[s].overlap);
     m_stage.set_attention(m_strategies[s].attention);
-    if (m_cfg.graphs && m_graphs[s].empty()) {
+    if (m_point.graphs && m_graphs[s].empty()) {
       // The stage's kernels and collectives captured once; each step is then one replay, and
       // the timeline holds one op per step (per-op times need eager execution). A growing
       // cache gets one graph per decode step: each holds its step's position as kernel
@@ -128,7 +128,7 @@ public:
   void step(Recorder& rec) override {
     const Stream compute = m_backend.stream(Lane::compute);
     const int32_t first_layer = static_cast<int32_t>(m_spec.first_layer);
-    for (int64_t mb = 0; mb < m_cfg.microbatches; ++mb) {
+    for (int64_t mb = 0; mb < m_point.microbatches; ++mb) {
       rec.set_microbatch(static_cast<int32_t>(mb));
       if (!m_first) {
         ScopedOp s(rec, m_recv_id, first_layer, Lane::p2p, m_p2p_cost, Lane::compute);
@@ -226,7 +226,7 @@ private:
     return checksum_over_ranks(m_comms.grid->world(), m_last, hash);
   }
 
-  const RunConfig& m_cfg;
+  const PointSpec& m_point;
   Backend& m_backend;
   GridComms& m_comms;
   TpStage& m_stage;
@@ -251,10 +251,8 @@ private:
 };
 
 // Whether any --overlap strategy of the point is of a kind: what its stage must be built with.
-template <class IsKind> bool any_overlap(const RunConfig& cfg, IsKind is_kind) {
-  const std::vector<std::string> overlaps = overlap_list(cfg);
-  return std::any_of(overlaps.begin(), overlaps.end(),
-                     [&](const std::string& o) { return is_kind(parse_overlap(o)); });
+template <class IsKind> bool any_overlap(const PointSpec& point, IsKind is_kind) {
+  return std::any_of(point.overlaps.begin(), point.overlaps.end(), is_kind);
 }
 bool symmetric_kind(const Overlap& o) {
   return o.symmetric;
@@ -265,7 +263,7 @@ bool ce_ring_kind(const Overlap& o) {
 
 // Every strategy's result from the protocol's measurement, with rank 0's summary attributes
 // (check, checksum, loops, overlap metrics, GEMM probes) and the attribution against the roofs.
-void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
+void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
                 const std::vector<Variant>& strategies, StageWorkload& workload, TpStage& stage,
                 Backend& backend, ProtocolResult& measurement, const Roofs& roofs,
                 PointResult& result) {
@@ -277,11 +275,11 @@ void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
   AttributionInput attribution;
   attribution.specs = stage.op_specs();
   attribution.layers = stage_layers;
-  attribution.microbatches = cfg.microbatches;
-  attribution.tp = cfg.tp;
-  attribution.dtype = parse_dtype(cfg.dtype);
+  attribution.microbatches = point.microbatches;
+  attribution.tp = point.tp;
+  attribution.dtype = point.dtype;
   attribution.transport = job.transport();
-  attribution.graph_op = cfg.graphs ? op::stage_graph : "";
+  attribution.graph_op = point.graphs ? op::stage_graph : "";
   for (const char* name : {op::send_act, op::recv_act}) {
     OpSpec p2p;
     p2p.name = name;
@@ -296,17 +294,17 @@ void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
     r.name = m.name;
-    r.overlap = strategies[si].overlap;
+    r.overlap = strategies[si].overlap.name();
     r.attention = attention_name(strategies[si].attention);
     r.loops = m.loops;
     r.check = workload.checks()[si];
     r.output_checksum = workload.checksums()[si];
     r.rows = std::move(m.rows);
     r.summary = summarize_run(mpi.world(), result.ops, r.rows);
-    if (cfg.phase == "decode" && cfg.decode_steps > 0)
+    if (point.decode() && point.decode_steps > 0)
       for (size_t i = 0; i < r.summary.step_ns.size(); ++i)
-        r.summary.step_context.push_back(cfg.context + static_cast<int64_t>(i) % cfg.decode_steps +
-                                         1);
+        r.summary.step_context.push_back(point.context +
+                                         static_cast<int64_t>(i) % point.decode_steps + 1);
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
@@ -328,16 +326,16 @@ void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
       for (auto& kv : loop_attrs(r.loops))
         a.push_back(std::move(kv));
       // A growing cache: the check compared every decode step's output.
-      if (cfg.decode_steps > 0) a.emplace_back("check_steps", workload.checked_steps());
+      if (point.decode_steps > 0) a.emplace_back("check_steps", workload.checked_steps());
       // --gemm-algo search|skinny: every shape the job searched or gave to the skinny kernel so
       // far and the kernel it kept.
-      if (cfg.gemm_algo != "heuristic") {
+      if (point.gemm_algo != GemmAlgo::heuristic) {
         std::string choices;
         for (const std::string& line : backend.gemm_choices())
           choices += (choices.empty() ? "" : "; ") + line;
         a.emplace_back("gemm_algorithms", choices);
       }
-      if (!cfg.graphs)
+      if (!point.graphs)
         for (auto& kv : overlap_attrs(r, serialized_ns))
           if (kv.first != "step_ns") a.push_back(kv);
       const Attrs& gpu = measurement.strategies[si].gpu;
@@ -351,7 +349,7 @@ void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
             a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
       }
       a.emplace_back("attention", r.attention);
-      if (parse_overlap(r.overlap).symmetric)
+      if (strategies[si].overlap.symmetric)
         a.emplace_back("symmetric_memory", stage.symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).
       attribution.specs = layer_ops(model, spec.shape, strategies[si].attention);
@@ -362,44 +360,44 @@ void collect_tp(JobContext& job, const RunConfig& cfg, const StageSpec& spec,
 
 } // namespace
 
-double overlap_memory_bytes(const RunConfig& cfg) {
-  if (cfg.tp == 1) return 0;
+double overlap_memory_bytes(const PointSpec& point) {
+  if (point.tp == 1) return 0;
   StageSpec spec;
-  spec.model = model_spec(cfg);
-  spec.shape = layer_shape(cfg);
-  spec.symmetric_buffers = any_overlap(cfg, symmetric_kind);
+  spec.model = point.model;
+  spec.shape = point.shape;
+  spec.symmetric_buffers = any_overlap(point, symmetric_kind);
   // Every layer of a stage shares the stage's buffers: counted once.
-  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, any_overlap(cfg, ce_ring_kind));
+  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, any_overlap(point, ce_ring_kind));
 }
 
-PointResult run_tp_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& roofs,
                          Watchdog& watchdog) {
   const auto started = std::chrono::steady_clock::now();
   PointResult result;
-  const ModelSpec model = model_spec(cfg);
-  const std::vector<Variant> strategies = point_variants(cfg);
-  const int64_t stage_layers = cfg.layers / cfg.pp;
+  const std::vector<Variant> strategies = point_variants(point);
+  const int64_t stage_layers = point.stage_layers();
 
   watchdog.rearm("creating communicators and allocating weights");
-  GridComms& comms = point_grid(job, cfg, result);
+  GridComms& comms = point_grid(job, point, result);
   const GridCoords& gc = comms.grid->coords();
-  Backend& backend = point_backend(job, cfg);
+  Backend& backend = point_backend(job, point);
 
   StageSpec spec;
-  spec.model = model;
-  spec.shape = layer_shape(cfg);
+  spec.model = point.model;
+  spec.shape = point.shape;
   spec.attention = strategies.front().attention;
   spec.tp_rank = gc.tp_rank;
   spec.first_layer = gc.pp_rank * stage_layers;
   spec.num_layers = stage_layers;
-  spec.seed = cfg.seed;
-  spec.overlap_gemm_sms = cfg.overlap_gemm_sms;
-  spec.overlap = parse_overlap(strategies.front().overlap);
-  spec.symmetric_buffers = any_overlap(cfg, symmetric_kind);
-  const bool last_stage = gc.pp_rank == cfg.pp - 1;
-  const CheckPlan check = plan_check(cfg, job.cuda(), job.min_free_bytes());
+  spec.seed = point.seed;
+  spec.overlap_gemm_sms = point.overlap_gemm_sms;
+  spec.overlap = strategies.front().overlap;
+  spec.symmetric_buffers = any_overlap(point, symmetric_kind);
+  const bool last_stage = gc.pp_rank == point.pp - 1;
+  const CheckPlan check = plan_check(point, job.cuda(), job.min_free_bytes());
   const std::string why_not =
-      check.possible ? "--check " + cfg.check + " (the TP=1 reference model needs " +
+      check.possible ? std::string("--check ") + check_mode_name(point.check) +
+                           " (the TP=1 reference model needs " +
                            std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
                      : "tp=1 and pp=1: the run is itself the reference";
 
@@ -407,7 +405,7 @@ PointResult run_tp_point(JobContext& job, const RunConfig& cfg, const Roofs& roo
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
   std::string failure;
-  if (cfg.tp > 1 && any_overlap(cfg, ce_ring_kind)) {
+  if (point.tp > 1 && any_overlap(point, ce_ring_kind)) {
     watchdog.rearm("mapping the peers' memory for ce-ring");
     try {
       exchange = job.make_exchange(comms.grid->tp_comm(),
@@ -424,7 +422,8 @@ PointResult run_tp_point(JobContext& job, const RunConfig& cfg, const Roofs& roo
   try {
     watchdog.rearm("computing the TP=1 reference output");
     if (check.enabled)
-      reference = reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, cfg.layers);
+      reference =
+          reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, point.model.layers);
     stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops, exchange.get());
     backend.synchronize();
   } catch (const Error& e) {
@@ -432,10 +431,10 @@ PointResult run_tp_point(JobContext& job, const RunConfig& cfg, const Roofs& roo
   }
   if (!all_built(job, failure, result)) return result;
 
-  StageWorkload workload(cfg, backend, comms, *stage, result.ops, strategies, spec, reference,
+  StageWorkload workload(point, backend, comms, *stage, result.ops, strategies, spec, reference,
                          check, why_not);
-  ProtocolResult measurement = measure_point(job, cfg, workload, backend, watchdog, result);
-  collect_tp(job, cfg, spec, strategies, workload, *stage, backend, measurement, roofs, result);
+  ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
+  collect_tp(job, point, spec, strategies, workload, *stage, backend, measurement, roofs, result);
   result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;

@@ -10,10 +10,10 @@ namespace ridgeline {
 /// What a point's stage allocates for its overlap strategies beyond its stage estimate:
 /// ce-ring's exchange windows, the symm: strategies' symmetric block
 /// (TpStage::overlap_memory_bytes()); part of the memory check of resolve_point().
-double overlap_memory_bytes(const RunConfig& cfg);
+double overlap_memory_bytes(const PointSpec& point);
 
 /// run_point() for a point that is not scheduled (collective).
-PointResult run_tp_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& roofs,
                          Watchdog& watchdog);
 
 } // namespace ridgeline

@@ -30,7 +30,8 @@ public:
   std::string strategy_name(size_t s) const override { return m_variants[s].name; }
   bool lane_modes() const override { return false; }
   void select(size_t s) override {
-    m_stage.set_variant(m_variants[s].attention, m_variants[s].overlap == "async");
+    m_stage.set_variant(m_variants[s].attention,
+                        m_variants[s].overlap.kind == Overlap::Kind::async);
   }
   void set_mode(Mode) override {}
   void step(Recorder& rec) override { m_driver.step(rec); }
@@ -46,7 +47,7 @@ private:
 // reductions over the dp replicas, the norms' gradients over TP, the flush over the stages).
 // Waits have no roof; nor have MPI's pipeline exchanges, whose recorded time is the posting of
 // non-blocking transfers (the transfers' time is in pp_wait).
-void add_stage_ops(AttributionInput& in, const RunConfig& cfg, bool exchanges_timed) {
+void add_stage_ops(AttributionInput& in, const PointSpec& point, bool exchanges_timed) {
   auto spec = [](const char* name, OpKind kind, Lane lane, const char* collective, int64_t group) {
     OpSpec s;
     s.name = name;
@@ -56,12 +57,13 @@ void add_stage_ops(AttributionInput& in, const RunConfig& cfg, bool exchanges_ti
     s.group_size = group;
     return s;
   };
-  in.stage = {spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0),
-              spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0),
-              spec(op::dp_allreduce, OpKind::collective, Lane::comm, "all_reduce", cfg.dp),
-              spec(op::dp_reducescatter, OpKind::collective, Lane::comm, "reduce_scatter", cfg.dp),
-              spec(op::allreduce_norm_grads, OpKind::collective, Lane::comm, "all_reduce", cfg.tp),
-              spec(op::pp_flush, OpKind::collective, Lane::comm, "all_reduce", cfg.pp)};
+  in.stage = {
+      spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0),
+      spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0),
+      spec(op::dp_allreduce, OpKind::collective, Lane::comm, "all_reduce", point.dp),
+      spec(op::dp_reducescatter, OpKind::collective, Lane::comm, "reduce_scatter", point.dp),
+      spec(op::allreduce_norm_grads, OpKind::collective, Lane::comm, "all_reduce", point.tp),
+      spec(op::pp_flush, OpKind::collective, Lane::comm, "all_reduce", point.pp)};
   if (exchanges_timed)
     in.stage.push_back(spec(op::pp_exchange, OpKind::p2p, Lane::p2p, "sendrecv", 2));
   else
@@ -83,44 +85,45 @@ struct ScheduledPlan {
   bool timed_actions = false;
 };
 
-ScheduledPlan plan_scheduled(JobContext& job, const RunConfig& cfg, GridComms& comms) {
+ScheduledPlan plan_scheduled(JobContext& job, const PointSpec& point, GridComms& comms) {
   ScheduledPlan p;
-  const bool train = cfg.phase == "train";
-  p.schedule =
-      cfg.schedule.empty() ? Schedule{ScheduleKind::one_f_one_b, 1} : parse_schedule(cfg.schedule);
-  p.variants = point_variants(cfg);
+  const bool train = point.train();
+  p.schedule = *point.schedule;
+  p.variants = point_variants(point);
   const GridCoords& gc = comms.grid->coords();
-  p.spec.model = model_spec(cfg);
-  p.spec.shape = layer_shape(cfg);
+  const int64_t layers = point.model.layers;
+  p.spec.model = point.model;
+  p.spec.shape = point.shape;
   p.spec.attention = p.variants.front().attention;
-  p.spec.async_comm = p.variants.front().overlap == "async";
+  p.spec.async_comm = p.variants.front().overlap.kind == Overlap::Kind::async;
   p.spec.tp_rank = gc.tp_rank;
-  p.spec.recompute = cfg.recompute == "full";
-  p.spec.seed = cfg.seed;
+  p.spec.recompute = point.recompute;
+  p.spec.seed = point.seed;
   for (int c = 0; c < p.schedule.chunks; ++c)
-    p.spec.chunks.push_back(chunk_layers(p.schedule, gc.pp_rank, cfg.pp, c, cfg.layers));
+    p.spec.chunks.push_back(chunk_layers(p.schedule, gc.pp_rank, point.pp, c, layers));
   p.pipe.schedule = p.schedule;
-  p.pipe.stages = cfg.pp;
+  p.pipe.stages = point.pp;
   p.pipe.stage = gc.pp_rank;
   p.pipe.replica = gc.dp_rank;
-  p.pipe.microbatches = static_cast<int>(cfg.microbatches);
+  p.pipe.microbatches = static_cast<int>(point.microbatches);
   p.pipe.train = train;
-  p.pipe.sgd_lr = static_cast<float>(cfg.sgd_lr);
-  p.pipe.seed = cfg.seed;
+  p.pipe.sgd_lr = static_cast<float>(point.sgd_lr);
+  p.pipe.seed = point.seed;
   p.dp.comm = comms.dp.get();
-  p.dp.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
-  p.dp.overlap = cfg.dp_overlap == "on";
-  p.dp.shard = cfg.dp_shard;
-  const CheckPlan plan = plan_check(cfg, job.cuda(), job.min_free_bytes());
-  p.check = plan.enabled && cfg.sgd_lr == 0;
+  p.dp.bucket_bytes = static_cast<size_t>(point.bucket_mb * 1048576.0);
+  p.dp.overlap = point.dp_overlap;
+  p.dp.shard = point.dp_shard;
+  const CheckPlan plan = plan_check(point, job.cuda(), job.min_free_bytes());
+  p.check = plan.enabled && point.sgd_lr == 0;
   p.why_not = !plan.possible ? "tp=1, pp=1, dp=1: the run is itself the reference"
               : !plan.enabled
-                  ? "--check " + cfg.check + " (the one-rank reference needs " +
+                  ? std::string("--check ") + check_mode_name(point.check) +
+                        " (the one-rank reference needs " +
                         std::to_string(static_cast<int64_t>(plan.ref_bytes / 1048576)) + " MiB)"
                   : "--sgd-lr changes the weights every iteration";
   // Train with a pipeline: the measured action times (zb-h1's order is built for them; every
   // schedule's bubble is simulated with them beside the theory's).
-  p.timed_actions = train && cfg.pp > 1;
+  p.timed_actions = train && point.pp > 1;
   return p;
 }
 
@@ -149,20 +152,20 @@ CheckOutcome check_scheduled(JobContext& job, const ScheduledPlan& p, Backend& b
 // theory and simulated bubbles, the action times, and per stage (gathered from the TP rank 0
 // of replica 0 of each stage) the bubble, the exposed exchanges and data-parallel reduction,
 // and the peak activation bytes.
-Attrs pipeline_attrs(JobContext& job, const RunConfig& cfg, const ScheduledPlan& p,
+Attrs pipeline_attrs(JobContext& job, const PointSpec& point, const ScheduledPlan& p,
                      const GridCoords& gc, const StageTimes& times, double peak_bytes,
                      const ActionCosts& costs, double bubble_simulated) {
   const bool reporter = gc.tp_rank == 0 && gc.dp_rank == 0;
   const double mine[4] = {times.bubble, times.exchange_ns, times.dp_exposed_ns, peak_bytes};
-  std::vector<double> stages(static_cast<size_t>(4 * cfg.pp), 0.0);
+  std::vector<double> stages(static_cast<size_t>(4 * point.pp), 0.0);
   if (reporter) std::copy(mine, mine + 4, stages.begin() + 4 * gc.pp_rank);
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, stages.data(), static_cast<int>(stages.size()),
                                 MPI_DOUBLE, MPI_SUM, job.mpi().world()));
   Attrs a = {
       {"schedule", schedule_name(p.schedule)},
-      {"microbatches", static_cast<int64_t>(cfg.microbatches)},
-      {"recompute", cfg.recompute},
-      {"bubble_theory", theory_bubble(p.schedule, cfg.pp, p.pipe.microbatches, p.pipe.train)}};
+      {"microbatches", static_cast<int64_t>(point.microbatches)},
+      {"recompute", std::string(point.recompute ? "full" : "none")},
+      {"bubble_theory", theory_bubble(p.schedule, point.pp, p.pipe.microbatches, p.pipe.train)}};
   if (p.timed_actions) {
     a.insert(a.end(), {{"action_forward_ns", costs.forward},
                        {"action_backward_ns", costs.backward},
@@ -171,7 +174,7 @@ Attrs pipeline_attrs(JobContext& job, const RunConfig& cfg, const ScheduledPlan&
       a.insert(a.end(), {{"action_backward_input_ns", costs.backward_input},
                          {"action_backward_weight_ns", costs.backward_weight}});
   }
-  for (int s = 0; s < cfg.pp; ++s) {
+  for (int s = 0; s < point.pp; ++s) {
     const std::string key = "stage" + std::to_string(s) + ".";
     const double* v = stages.data() + 4 * s;
     a.emplace_back(key + "bubble", v[0]);
@@ -185,7 +188,7 @@ Attrs pipeline_attrs(JobContext& job, const RunConfig& cfg, const ScheduledPlan&
 // Every strategy's result from the protocol's measurement: its summary with the check, the
 // output checksum, the loops, the pipeline figures and the GPU samples, attributed against the
 // roofs on rank 0.
-void collect_scheduled(JobContext& job, const RunConfig& cfg, const ScheduledPlan& p,
+void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledPlan& p,
                        const GridComms& comms, bool exchanges_timed, ProtocolResult& measurement,
                        const CheckOutcome& outcome, const std::string& checksum, double peak_bytes,
                        const ActionCosts& costs, double bubble_simulated, const Roofs& roofs,
@@ -193,23 +196,23 @@ void collect_scheduled(JobContext& job, const RunConfig& cfg, const ScheduledPla
   MpiSession& mpi = job.mpi();
   const GridCoords& gc = comms.grid->coords();
   AttributionInput attribution;
-  attribution.layers = cfg.layers / cfg.pp;
-  attribution.microbatches = cfg.microbatches;
-  attribution.tp = cfg.tp;
-  attribution.dtype = parse_dtype(cfg.dtype);
+  attribution.layers = point.stage_layers();
+  attribution.microbatches = point.microbatches;
+  attribution.tp = point.tp;
+  attribution.dtype = point.dtype;
   attribution.transport = job.transport();
-  add_stage_ops(attribution, cfg, exchanges_timed);
+  add_stage_ops(attribution, point, exchanges_timed);
   for (size_t si = 0; si < measurement.strategies.size(); ++si) {
     StrategyMeasurement& m = measurement.strategies[si];
     StrategyResult r;
     r.name = m.name;
-    r.overlap = p.variants[si].overlap;
+    r.overlap = p.variants[si].overlap.name();
     r.attention = attention_name(p.variants[si].attention);
     r.loops = m.loops;
     r.check = outcome;
     r.rows = std::move(m.rows);
     r.summary = summarize_run(mpi.world(), result.ops, r.rows);
-    const Attrs pipeline = pipeline_attrs(job, cfg, p, gc, stage_times(r.rows, result.ops),
+    const Attrs pipeline = pipeline_attrs(job, point, p, gc, stage_times(r.rows, result.ops),
                                           peak_bytes, costs, bubble_simulated);
     if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;
     if (mpi.rank() == 0) {
@@ -235,15 +238,15 @@ void collect_scheduled(JobContext& job, const RunConfig& cfg, const ScheduledPla
 
 } // namespace
 
-PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const Roofs& roofs,
                                 Watchdog& watchdog) {
   const auto started = std::chrono::steady_clock::now();
   MpiSession& mpi = job.mpi();
   PointResult result;
   watchdog.rearm("creating communicators and allocating weights");
-  GridComms& comms = point_grid(job, cfg, result);
-  Backend& backend = point_backend(job, cfg);
-  const ScheduledPlan p = plan_scheduled(job, cfg, comms);
+  GridComms& comms = point_grid(job, point, result);
+  Backend& backend = point_backend(job, point);
+  const ScheduledPlan p = plan_scheduled(job, point, comms);
 
   StageReference reference;
   std::unique_ptr<TrainStage> stage;
@@ -251,9 +254,9 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   try {
     if (p.check) {
       watchdog.rearm("computing the one-rank reference");
-      reference =
-          compute_stage_reference(backend, p.spec, cfg.layers,
-                                  static_cast<int64_t>(cfg.dp) * cfg.microbatches, p.pipe.train);
+      reference = compute_stage_reference(backend, p.spec, point.model.layers,
+                                          static_cast<int64_t>(point.dp) * point.microbatches,
+                                          p.pipe.train);
     }
     stage = std::make_unique<TrainStage>(backend, comms.tp.get(), p.spec, result.ops);
     backend.synchronize();
@@ -274,9 +277,9 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   ScheduledWorkload workload(driver, *stage, p.variants);
   const double bubble_simulated =
       p.timed_actions
-          ? simulate_pipeline(p.schedule, cfg.pp, pipe.microbatches, pipe.train, costs).bubble()
+          ? simulate_pipeline(p.schedule, point.pp, pipe.microbatches, pipe.train, costs).bubble()
           : 0.0;
-  ProtocolResult measurement = measure_point(job, cfg, workload, backend, watchdog, result);
+  ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
   const CheckOutcome outcome =
       check_scheduled(job, p, backend, *stage, driver, reference, watchdog);
 
@@ -290,7 +293,7 @@ PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roo
   const uint64_t hash = stage_output_hash(backend, *stage, driver, pipe, kFnv1a64Offset, holds);
   const std::string checksum = checksum_over_ranks(mpi.world(), holds, hash);
 
-  collect_scheduled(job, cfg, p, comms, driver.exchanges_timed(), measurement, outcome, checksum,
+  collect_scheduled(job, point, p, comms, driver.exchanges_timed(), measurement, outcome, checksum,
                     static_cast<double>(stage->peak_activation_bytes()), costs, bubble_simulated,
                     roofs, result);
   result.attention_plans = backend.attention_plans();

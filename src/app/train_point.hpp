@@ -10,7 +10,7 @@
 namespace ridgeline {
 
 /// run_point() for a scheduled point (collective).
-PointResult run_scheduled_point(JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const Roofs& roofs,
                                 Watchdog& watchdog);
 
 } // namespace ridgeline

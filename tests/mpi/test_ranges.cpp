@@ -67,15 +67,15 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
   cfg.warmup = 1;
   cfg.iters = 2;
   cfg.sample_ms = 0;
-  const std::vector<std::string> problems = resolve_point(job, cfg);
-  ASSERT_TRUE(problems.empty()) << problems.front();
+  const ResolvedPoint resolved = resolve_point(job, cfg);
+  ASSERT_TRUE(resolved.ok()) << resolved.problems.front();
 
 #if RIDGELINE_TEST_NVTX
   nvtx_capture::clear();
 #endif
   RangeLog log;
   Watchdog watchdog(120, "the ranges test's point");
-  const PointResult point = run_point(job, cfg, Roofs{}, watchdog);
+  const PointResult point = run_point(job, resolved.spec, Roofs{}, watchdog);
   ASSERT_TRUE(point.ok()) << point.status;
 
   // In pairs and properly nested: every pop closed an open range, none is left open.

@@ -17,6 +17,7 @@
 #include "app/config.hpp"
 #include "app/config_file.hpp"
 #include "app/point.hpp"
+#include "app/point_spec.hpp"
 #include "app/tp_point.hpp"
 #include "models/work_model.hpp"
 
@@ -306,7 +307,7 @@ TEST(RunConfig, MemoryCheckCountsTheOverlapBuffers) {
   const std::string tiny = kModels + "/tiny.toml";
   auto bytes = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"--config", tiny});
-    return overlap_memory_bytes(host_defaults(args));
+    return overlap_memory_bytes(point_spec(host_defaults(args)));
   };
   const double full = 128.0 * 1024, stream = 64.0 * 1024;
   EXPECT_EQ(bytes({"--tp", "2", "--overlap", "none,chunked:2"}), 0.0);
@@ -474,8 +475,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(RunConfig, AttentionListsRunEveryOverlapWithEveryImplementation) {
   const auto names = [](const std::vector<std::string>& args) {
     std::vector<std::string> out;
-    for (const Variant& v : point_variants(host_defaults(args)))
-      out.push_back(v.name + "=" + v.overlap + "/" + attention_name(v.attention));
+    for (const Variant& v : point_variants(point_spec(host_defaults(args))))
+      out.push_back(v.name + "=" + v.overlap.name() + "/" + attention_name(v.attention));
     return out;
   };
   EXPECT_EQ(names({}), (std::vector<std::string>{"none=none/fused"}));
@@ -791,6 +792,51 @@ TEST(CommandOptions, ListsRefuseOnlyEmptyRepeatedAndBadItems) {
     EXPECT_EQ(cli_parse_error(good), "") << good.front();
     EXPECT_NE(cli_parse_error(bad), "") << bad.front() << " " << bad.back();
   }
+}
+
+TEST(PointSpec, ResolvesEveryOptionOnceIntoTypes) {
+  const PointSpec train = point_spec(host_defaults(
+      {"--phase",     "train", "--tp",         "2",          "--pp",           "2",
+       "--dp",        "2",     "--batch",      "8",          "--microbatches", "2",
+       "--recompute", "full",  "--overlap",    "async,none", "--attention",    "naive",
+       "--check",     "off",   "--dp-overlap", "off",        "--bucket-mb",    "4"}));
+  EXPECT_EQ(train.phase, RunPhase::train);
+  ASSERT_TRUE(train.scheduled()); // train runs 1f1b unless a schedule is given
+  EXPECT_EQ(train.schedule->kind, ScheduleKind::one_f_one_b);
+  EXPECT_EQ(train.shape.batch, 2); // the global batch 8 over 2 replicas of 2 microbatches
+  EXPECT_EQ(train.stage_layers(), train.model.layers / 2);
+  EXPECT_TRUE(train.recompute);
+  EXPECT_FALSE(train.dp_overlap);
+  EXPECT_EQ(train.bucket_mb, 4.0);
+  EXPECT_EQ(train.check, CheckMode::off);
+  ASSERT_EQ(train.overlaps.size(), 2u);
+  EXPECT_EQ(train.overlaps[0].kind, Overlap::Kind::async);
+  EXPECT_EQ(train.overlaps[1].kind, Overlap::Kind::none);
+  EXPECT_EQ(train.attentions, std::vector<AttentionImpl>{AttentionImpl::naive});
+  EXPECT_FALSE(train.cuda);
+  EXPECT_EQ(train.dtype, DType::f32);
+
+  const PointSpec decode =
+      point_spec(host_defaults({"--phase", "decode", "--context", "64", "--decode-steps", "4",
+                                "--tp", "2", "--overlap", "symm:chunked:2,ce-ring:2"}));
+  EXPECT_EQ(decode.phase, RunPhase::decode);
+  EXPECT_FALSE(decode.scheduled());
+  EXPECT_EQ(decode.context, 64);
+  EXPECT_EQ(decode.shape.context, 64);
+  EXPECT_EQ(decode.shape.decode_steps, 4);
+  EXPECT_EQ(decode.check, CheckMode::automatic);
+  ASSERT_EQ(decode.overlaps.size(), 2u);
+  EXPECT_TRUE(decode.overlaps[0].symmetric);
+  EXPECT_EQ(decode.overlaps[0].chunks(), 2);
+  EXPECT_EQ(decode.overlaps[1].ring_subpieces(), 2);
+
+  const PointSpec scheduled =
+      point_spec(host_defaults({"--pp", "2", "--schedule", "gpipe", "--microbatches", "2"}));
+  EXPECT_EQ(scheduled.phase, RunPhase::prefill);
+  ASSERT_TRUE(scheduled.scheduled());
+  EXPECT_EQ(scheduled.schedule->kind, ScheduleKind::gpipe);
+  EXPECT_EQ(std::string(check_mode_name(CheckMode::automatic)), "auto");
+  EXPECT_EQ(std::string(run_phase_name(RunPhase::train)), "train");
 }
 
 } // namespace

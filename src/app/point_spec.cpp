@@ -1,0 +1,84 @@
+// The typed point (see point_spec.hpp).
+#include "app/point_spec.hpp"
+
+namespace ridgeline {
+
+const char* run_phase_name(RunPhase phase) {
+  switch (phase) {
+  case RunPhase::prefill:
+    return "prefill";
+  case RunPhase::decode:
+    return "decode";
+  case RunPhase::train:
+    return "train";
+  }
+  return "?";
+}
+
+const char* check_mode_name(CheckMode mode) {
+  switch (mode) {
+  case CheckMode::automatic:
+    return "auto";
+  case CheckMode::on:
+    return "on";
+  case CheckMode::off:
+    return "off";
+  }
+  return "?";
+}
+
+PointSpec point_spec(const RunConfig& c) {
+  PointSpec s;
+  s.model = model_spec(c);
+  s.shape = layer_shape(c);
+  s.phase = c.phase == "train"    ? RunPhase::train
+            : c.phase == "decode" ? RunPhase::decode
+                                  : RunPhase::prefill;
+  s.batch = c.batch;
+  s.microbatches = c.microbatches;
+  s.context = s.phase == RunPhase::decode ? c.context : 0;
+  s.decode_steps = c.decode_steps;
+  s.tp = c.tp;
+  s.pp = c.pp;
+  s.dp = c.dp;
+  if (!c.schedule.empty())
+    s.schedule = parse_schedule(c.schedule);
+  else if (s.train())
+    s.schedule = Schedule{ScheduleKind::one_f_one_b, 1};
+  s.recompute = c.recompute == "full";
+  s.sgd_lr = c.sgd_lr;
+  s.dp_overlap = c.dp_overlap == "on";
+  s.bucket_mb = c.bucket_mb;
+  s.dp_shard = c.dp_shard;
+
+  s.cuda = c.backend == "cuda";
+  s.dtype = parse_dtype(c.dtype);
+  for (const std::string& name : overlap_list(c))
+    s.overlaps.push_back(parse_overlap(name));
+  for (const std::string& name : attention_list(c))
+    s.attentions.push_back(parse_attention(name));
+  s.gemm_algo = c.gemm_algo == "search"   ? GemmAlgo::search
+                : c.gemm_algo == "skinny" ? GemmAlgo::skinny
+                                          : GemmAlgo::heuristic;
+  if (s.cuda) s.tuning = parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues});
+  s.allreduce = c.allreduce;
+  s.allreduce_table = c.allreduce_table;
+  s.graphs = c.graphs;
+  s.nccl_max_ctas = c.nccl_max_ctas;
+  s.nccl_min_ctas = c.nccl_min_ctas;
+  s.nccl_cta_policy = c.nccl_cta_policy;
+  s.comm_high_priority = c.comm_priority == "high";
+  s.overlap_gemm_sms = c.overlap_gemm_sms;
+
+  s.warmup = c.warmup;
+  s.iters = c.iters;
+  s.check = c.check == "on"    ? CheckMode::on
+            : c.check == "off" ? CheckMode::off
+                               : CheckMode::automatic;
+  s.seed = c.seed;
+  s.sample_ms = c.sample_ms;
+  s.timeout_s = c.timeout_s;
+  return s;
+}
+
+} // namespace ridgeline
