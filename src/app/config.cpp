@@ -232,17 +232,7 @@ void bind_execution_options(CLI::App& cmd, RunConfig& c) {
 // Overlap: the strategies and their knobs.
 void bind_overlap_options(CLI::App& cmd, RunConfig& c) {
   const char* const ovl = "Overlap";
-  cmd.add_option("--overlap", c.overlap,
-                 "Comma list of strategies run back to back: none (serialized), async (own "
-                 "stream), chunked:K (K token chunks pipelined with their collectives), split:N "
-                 "(N interleaved parts of the batch; of the tokens for one prefill sequence), "
-                 "ce-ring (tp pieces; the collectives as puts into the peers' memory on the copy "
-                 "engines, each beside the GEMM of another piece; MPI messages on the host), "
-                 "ce-ring:K (ce-ring with the row-parallel GEMMs' pieces in K sub-pieces, the "
-                 "peers' partial sums added in the GEMM; without --sequence-parallel each summed "
-                 "sub-piece put into the peers while the next computes), "
-                 "symm:none, symm:async, symm:chunked:K (those with the collectives' buffers in "
-                 "one NCCL symmetric window; ordinary buffers on the host)")
+  cmd.add_option("--overlap", c.overlap, overlap_help())
       ->check(comma_list(overlap_item))
       ->capture_default_str()
       ->group(ovl);

@@ -14,6 +14,7 @@
 #include "collectives/ipc_allreduce.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/kernel_tuning.hpp"
+#include "parallel/overlap.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -203,22 +204,27 @@ void check_overlap(const RunConfig& c, Parsed& d, Problems& p) {
   } catch (const UsageError& e) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
-  // The train phase and scheduled prefill run on the stage executor, which has neither the
-  // chunked and split strategies nor graphs.
+  // The train phase and scheduled prefill run on the stage executor, which runs the
+  // strategies its registry rows say and no graphs.
   if (d.scheduled) {
     const std::string what = d.train ? "the train phase" : "a scheduled prefill (--schedule)";
-    for (const std::string& name : d.overlaps)
-      if (name != "none" && name != "async")
+    std::vector<std::string> runs;
+    for (const OverlapForm& f : overlap_forms())
+      if (f.scheduled_ok) runs.emplace_back(f.word);
+    for (const std::string& name : d.overlaps) {
+      const Overlap o = parse_overlap(name);
+      if (!overlap_form(o.kind).scheduled_ok || o.symmetric)
         p.push_back(
-            "--overlap " + name + ": " + what + " runs none or async" +
+            "--overlap " + name + ": " + what + " runs " + join(runs, " or ") +
             (d.train ? " (the backward's all-reduce beside the weight-gradient GEMM)" : ""));
+    }
     if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
   if (c.graphs)
     for (const std::string& name : d.overlaps)
-      if (parse_overlap(name).kind == Overlap::Kind::ce_ring)
+      if (!overlap_form(parse_overlap(name).kind).graphs_ok)
         p.push_back("--overlap " + name +
                     " numbers its puts on the host, which a captured graph would replay "
                     "unchanged: not with --graphs");
