@@ -125,7 +125,7 @@ AttrKinds = Dict[str, str]
 ROOT_KINDS: AttrKinds = {
     "ridgeline_version": "text", "git_sha": "text", "created_utc": "text", "argv": "text",
     "command": "text", "file_layout": "text", "check": "text", "complete": "flag",
-    "predicted": "flag", "write_seconds": "number"}
+    "predicted": "flag", "write_seconds": "number", "nodes": "count"}
 #: /config: first the keys of kConfigKeys in src/app/run_file_validate.cpp, in its order (not ranged: 0
 #: and -1 stand for "the default" in a sweep's base configuration), then those only the package
 #: checks.

@@ -165,7 +165,7 @@ private:
   std::vector<std::string> shared_problems() {
     std::vector<std::string> problems;
     RunConfig shared = m_o.base;
-    apply_defaults(shared, m_job.backend_name());
+    apply_defaults(shared, m_job.backend_name(), m_mpi.nodes());
     m_o.base.file_layout = shared.file_layout; // one layout for every rewrite of the file
     for (std::string& problem : validate_shared(shared))
       problems.push_back(std::move(problem));
@@ -545,6 +545,8 @@ void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepA
     const std::string back_to_back = "Comma list of strategies run back to back: ";
     if (description.rfind(back_to_back, 0) == 0)
       description = "Overlap strategy: " + description.substr(back_to_back.size());
+    // `run --tp auto` resolves one degree; a list names its degrees.
+    if (kSweepAxes[a] == std::string("tp")) description = "Tensor-parallel degree";
     cmd.remove_option(scalar);
     const std::string axis = kSweepAxes[a];
     cmd.add_option(flag, lists[a], description + " (comma list: one point per value)")
@@ -577,6 +579,10 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
           "build with cuDNN); `run --attention a,b` compares them side by side");
   cmd->get_option("--dp")->description(
       "Not taken: each point runs ranks / (tp x pp) data-parallel replicas");
+  cmd->get_option("--tp")->description(
+      "Tensor-parallel degrees (comma list: one point per value). TP is innermost: with ranks "
+      "placed node by node, a TP group of at most a node's ranks stays inside one node and the "
+      "replicas go across nodes; a point whose TP group would span nodes fails");
   cmd->add_flag("--keep-timelines", o->keep_timelines,
                 "Store every point's per-rank timelines of its first repeat (large)")
       ->group("Measurement");
