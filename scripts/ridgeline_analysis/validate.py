@@ -137,7 +137,7 @@ CONFIG_KINDS: AttrKinds = {
                      "keep_timelines", "repeats", "ranks_per_file", "sample_ms"), "int"),
     **dict.fromkeys(("timeout_s", "rope_theta", "norm_eps", "sgd_lr", "bucket_mb"), "number"),
     **dict.fromkeys(("model", "strategy", "schedule", "recompute", "attention", "check", "mlp",
-                     "norm", "rotary"), "text")}
+                     "norm", "rotary", "sweep_slice"), "text")}
 SUMMARY_KINDS: AttrKinds = {
     "count": "int", "warmup_to_steady": "int",
     **dict.fromkeys(("mean_ns", "min_ns", "max_ns", "exposed_comm_ns", "exposed_interconnect_ns",

@@ -38,7 +38,22 @@ struct SweepOptions {
   std::string lists[std::size(kSweepAxes)]; ///< as given; split by split_list (empty items kept)
   bool keep_timelines = false;
   int repeats = 3;
+  std::string slice; ///< "I/N" as given, or empty: the whole grid
 };
+
+// --slice I/N: the I-th (1-based) of N slices of the grid's distinct points.
+struct Slice {
+  int64_t index = 1, count = 1;
+};
+
+Slice parse_slice(const std::string& text) {
+  Slice s;
+  const size_t slash = text.find('/');
+  if (text.empty() || slash == std::string::npos) return s;
+  s.index = std::stoll(text.substr(0, slash));
+  s.count = std::stoll(text.substr(slash + 1));
+  return s;
+}
 
 // The p50 step of `point`'s ok repeats that is their median (the lower middle of an even count),
 // so that it names one repeat.
@@ -131,7 +146,7 @@ class SweepRun {
 public:
   SweepRun(CommandContext& ctx, SweepOptions o)
       : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, m_o.base.backend, m_o.base.allow_shared_gpu),
-        m_mpi(m_job.mpi()) {}
+        m_mpi(m_job.mpi()), m_slice(parse_slice(m_o.slice)) {}
 
   int run() {
     if (reject_if_any(m_ctx, "invalid GPU placement", m_job.placement_problems())) return 2;
@@ -141,6 +156,10 @@ public:
     // The grid: every combination, the last axis fastest; a point's options are those of the
     // base configuration with its axis values.
     m_grid = sweep_grid(m_o.base, m_lists);
+    if (m_slice.count > static_cast<int64_t>(m_grid.size())) {
+      reject_if_any(m_ctx, "invalid sweep", {slice_problem(m_grid.size())});
+      return 2;
+    }
     const std::vector<std::string>& transports = m_lists[transport_axis()];
     for (const std::string& warning :
          m_job.use_transport(transports.empty() ? m_o.base.transport : transports.front()))
@@ -148,6 +167,10 @@ public:
     obtain_sweep_roofs();
     start_file();
     plan_points();
+    if (m_rows.empty()) {
+      reject_if_any(m_ctx, "invalid sweep", {slice_problem(m_seen)});
+      return 2;
+    }
     const int stopped = run_repeats();
     if (stopped != 0) return stopped_status(stopped);
     return finish();
@@ -230,6 +253,7 @@ private:
         m_data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(m_lists[a], ","));
     m_data.config.emplace_back("keep_timelines", static_cast<int64_t>(m_o.keep_timelines));
     m_data.config.emplace_back("repeats", static_cast<int64_t>(m_o.repeats));
+    if (!m_o.slice.empty()) m_data.config.emplace_back("sweep_slice", m_o.slice);
     m_data.topology = m_job.topology({});
     if (!m_roofs.empty()) add_roofs(m_data, m_roofs, {{"transport", m_job.transport()}});
     m_fixed_tables = m_data.tables.size();
@@ -238,8 +262,14 @@ private:
     m_layout = {parse_file_layout(m_o.base.file_layout), m_o.base.ranks_per_file};
   }
 
+  std::string slice_problem(size_t points) const {
+    return "--slice " + m_o.slice + " selects no point: the grid has " + std::to_string(points) +
+           " distinct point(s), fewer than its " + std::to_string(m_slice.count) + " slices";
+  }
+
   // The points, each once: decode ignores --seq and prefill --context, so such combinations
-  // repeat a point.
+  // repeat a point. A slice I/N keeps the I-th, (I+N)-th, ... of them: the slices of one grid are
+  // disjoint, together they are the grid, and each gets its share of small and large points.
   void plan_points() {
     std::set<std::string> labels;
     const std::vector<std::string> all_axes(std::begin(kSweepAxes), std::end(kSweepAxes));
@@ -254,6 +284,8 @@ private:
         row.axis[a] = sweep_axis_value(cfg, a);
       row.label = m_axes.empty() ? "point" : sweep_row_label(row, m_axes);
       if (!labels.insert(sweep_row_label(row, all_axes)).second) continue;
+      m_seen = labels.size();
+      if (static_cast<int64_t>(labels.size() - 1) % m_slice.count != m_slice.index - 1) continue;
       row.repeats = 0;
       // "pending" until its first repeat runs (what a file written midway shows).
       row.status = problems.empty() ? "pending" : "failed: " + join(problems, "; ");
@@ -468,6 +500,8 @@ private:
   SweepOptions m_o;
   JobContext m_job;
   MpiSession& m_mpi;
+  Slice m_slice;
+  size_t m_seen = 0; ///< distinct points of the whole grid
   std::vector<std::string> m_lists[std::size(kSweepAxes)];
   std::vector<std::string> m_axes;
   std::vector<RunConfig> m_grid;
@@ -593,6 +627,23 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
                   "where the crossing times differ beyond their intervals (1: no intervals)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str()
+      ->group("Measurement");
+  cmd->add_option(
+         "--slice", o->slice,
+         "I/N: run only the I-th of N slices of the grid (its I-th, (I+N)-th, ... distinct "
+         "point), e.g. one per task of a Slurm job array; the slices' files, joined with "
+         "`ridgeline report` or ridgeline_analysis, are the whole sweep")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const size_t slash = v.find('/');
+            std::string i = v.substr(0, slash),
+                        n = slash == std::string::npos ? "" : v.substr(slash + 1);
+            const CLI::Validator count = integer_in(1, 1000000);
+            if (!count(i).empty() || !count(n).empty() || std::stoll(i) > std::stoll(n))
+              return "expected I/N with 1 <= I <= N <= 1000000, got '" + v + "'";
+            return "";
+          },
+          "I/N"))
       ->group("Measurement");
   cmd->footer(
       "Every combination of the listed values is one point, run in turn by every rank, --repeats "
