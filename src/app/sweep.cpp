@@ -643,7 +643,8 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
               return "expected I/N with 1 <= I <= N <= 1000000, got '" + v + "'";
             return "";
           },
-          "I/N"))
+          ""))
+      ->type_name("I/N")
       ->group("Measurement");
   cmd->footer(
       "Every combination of the listed values is one point, run in turn by every rank, --repeats "
