@@ -122,7 +122,11 @@ chmod 755 "$state" "$state/munge"
 # The network: a bridge in a namespace of its own and a veth pair from it to each host's
 # namespace. Nothing is created in this machine's own namespace and no host has a route beyond
 # the subnet.
-ip netns add "$hub"
+if ! ip netns add "$hub"; then
+  echo "slurm-multinode-ci: cannot create a network namespace here (a container without" \
+    "CAP_SYS_ADMIN, or a kernel without network namespaces): the two-node cluster cannot be built" >&2
+  exit 2
+fi
 made_ns+=("$hub")
 ip -n "$hub" link set lo up
 ip -n "$hub" link add br0 type bridge
