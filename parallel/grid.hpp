@@ -1,8 +1,12 @@
-// The process grid: world ranks laid out as dp x pp x tp with TP innermost (TP groups stay on
-// one node), and the sub-communicators of each dimension.
+// The process grid: world ranks laid out as dp x pp x tp with TP innermost, the nodes the ranks
+// sit on, and the sub-communicators of each dimension. With ranks placed node by node (block),
+// a TP group of at most a node's ranks stays inside one node and PP/DP go across nodes.
 #pragma once
 
 #include <mpi.h>
+
+#include <string>
+#include <vector>
 
 namespace ridgeline {
 
@@ -15,6 +19,18 @@ struct GridCoords {
 
 GridCoords grid_coords(int world_rank, int tp, int pp);
 int grid_rank(const GridCoords& c, int tp, int pp);
+
+/// The nodes of a job, from the host name of each world rank (element r: rank r).
+struct NodeMap {
+  int nodes = 0;                 ///< distinct hosts
+  int ranks_per_node = 0;        ///< the ranks of each node where every node has as many, else 0
+  std::vector<int> node_of_rank; ///< per world rank: its node, numbered in order of first rank
+};
+NodeMap map_nodes(const std::vector<std::string>& hosts);
+
+/// Why the TP groups of `tp` consecutive world ranks cannot each sit on one node (the first
+/// group that spans nodes, named by its ranks and hosts), or empty where they all do.
+std::string tp_span_problem(const std::vector<std::string>& hosts, int tp);
 
 /// Owns the TP, PP and DP sub-communicators of this rank. Every rank of `world` constructs it.
 class ProcessGrid {

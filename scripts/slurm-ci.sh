@@ -23,7 +23,6 @@ if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
   echo "slurm-ci.sh: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
   exit 2
 fi
-start_s=$SECONDS
 if [[ ! -x $bin ]]; then
   echo "slurm-ci: no binary at $bin" >&2
   exit 2
@@ -32,34 +31,9 @@ if (( EUID != 0 )); then
   echo "slurm-ci: must run as root (slurmd runs jobs as root here; no cgroups)" >&2
   exit 2
 fi
-
-log() { echo "slurm-ci [$((SECONDS - start_s))s]: $*"; }
-
-# bounded MAX_S CMD...: CMD for at most MAX_S seconds and never past the total budget.
-bounded() {
-  local max_s=$1 left_s=$((budget_s - (SECONDS - start_s)))
-  shift
-  (( left_s < max_s )) && max_s=$left_s
-  if (( max_s <= 0 )); then
-    echo "slurm-ci: the time budget of ${budget_s}s is spent" >&2
-    return 124
-  fi
-  timeout --kill-after=5 "$max_s" "$@"
-}
-
-# wait_until WHAT MAX_S CMD...: polls CMD once a second until it succeeds.
-wait_until() {
-  local what=$1 max_s=$2
-  shift 2
-  local deadline_s=$((SECONDS + max_s))
-  until bounded 10 "$@" > /dev/null 2>&1; do
-    if (( SECONDS >= deadline_s || SECONDS - start_s >= budget_s )); then
-      echo "slurm-ci: timed out after ${max_s}s waiting for $what" >&2
-      return 1
-    fi
-    sleep 1
-  done
-}
+ci=slurm-ci
+# shellcheck source=scripts/slurm-ci-common.sh
+source "$repo/scripts/slurm-ci-common.sh"
 
 install_slurm() {
   local tool missing=0
@@ -116,14 +90,7 @@ mkdir -p "$state"/{munge,log,ctld,spool,results}
 # munged wants its socket directory searchable by all; the key itself stays 0600.
 chmod 755 "$state" "$state/munge"
 
-# munged: its own key, socket and files, so a system munged (if any) is left alone.
-sock=$state/munge/munge.socket
-bounded 10 mungekey --create --keyfile="$state/munge/munge.key"
-munged -F --force --socket="$sock" --key-file="$state/munge/munge.key" \
-  --pid-file="$state/munge/munged.pid" --seed-file="$state/munge/munged.seed" \
-  > "$state/log/munged.out" 2>&1 &
-pids+=($!)
-wait_until "munged" 15 bash -c "munge --socket='$sock' -n | unmunge --socket='$sock'"
+start_munged "$state/munge" "$state/log/munged.out"
 log "munged up"
 
 # Two free TCP ports on localhost, so a system Slurm or another CI run does not collide.

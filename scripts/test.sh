@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test that runs without a GPU: build, then ctest (unit, mpi, e2e; gpu tests skip
 # without a device), the Python analysis tests on a file the binary writes, and the Slurm
-# scripts against a real local Slurm when this machine allows starting one (root).
+# scripts against a real local Slurm, one node and two in network namespaces, when this machine
+# allows starting them (root).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -18,6 +19,7 @@ rm -rf "$main_job"
 RIDGELINE_BIN="$repo/build/src/ridgeline" python3 -m pytest -q scripts/tests
 if [ "$(id -u)" -eq 0 ]; then
   scripts/slurm-ci.sh "$repo/build"
+  scripts/slurm-multinode-ci.sh "$repo/build"
 else
-  echo "test.sh: Slurm test not run: starting slurmctld/slurmd needs root"
+  echo "test.sh: Slurm tests not run: starting slurmctld/slurmd and network namespaces need root"
 fi

@@ -125,7 +125,7 @@ AttrKinds = Dict[str, str]
 ROOT_KINDS: AttrKinds = {
     "ridgeline_version": "text", "git_sha": "text", "created_utc": "text", "argv": "text",
     "command": "text", "file_layout": "text", "check": "text", "complete": "flag",
-    "predicted": "flag", "write_seconds": "number"}
+    "predicted": "flag", "write_seconds": "number", "nodes": "count"}
 #: /config: first the keys of kConfigKeys in src/app/run_file_validate.cpp, in its order (not ranged: 0
 #: and -1 stand for "the default" in a sweep's base configuration), then those only the package
 #: checks.
@@ -137,7 +137,7 @@ CONFIG_KINDS: AttrKinds = {
                      "keep_timelines", "repeats", "ranks_per_file", "sample_ms"), "int"),
     **dict.fromkeys(("timeout_s", "rope_theta", "norm_eps", "sgd_lr", "bucket_mb"), "number"),
     **dict.fromkeys(("model", "strategy", "schedule", "recompute", "attention", "check", "mlp",
-                     "norm", "rotary"), "text")}
+                     "norm", "rotary", "sweep_slice"), "text")}
 SUMMARY_KINDS: AttrKinds = {
     "count": "int", "warmup_to_steady": "int",
     **dict.fromkeys(("mean_ns", "min_ns", "max_ns", "exposed_comm_ns", "exposed_interconnect_ns",

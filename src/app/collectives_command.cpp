@@ -480,6 +480,7 @@ int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
                {"created_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")},
                {"argv", join(ctx.argv, " ")},
                {"world_size", static_cast<int64_t>(mpi.size())},
+               {"nodes", static_cast<int64_t>(mpi.nodes())},
                {"command", std::string("collectives")},
                {"check", std::string("passed")},
                {"complete", int64_t{0}}};

@@ -56,6 +56,7 @@ const LayerRule kLayerRules[] = {
     {S::root, "file_layout", L::configuration, 0},
     {S::root, "node_files", L::configuration, 0},
     {S::root, "world_size", L::hardware, 0},
+    {S::root, "nodes", L::hardware, 0},
     // /stack: what the fingerprint records.
     {S::stack, "os_machine", L::hardware, 0},
     {S::stack, "gpu_link_matrix", L::hardware, 0},

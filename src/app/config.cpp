@@ -132,8 +132,20 @@ void bind_workload_options(CLI::App& cmd, RunConfig& c) {
 // Parallelism: the grid and its layout.
 void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
   const char* const par = "Parallelism";
-  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")
-      ->check(integer_in(1, kIntMax))
+  cmd.add_option("--tp", c.tp,
+                 "Tensor-parallel degree, or auto: the ranks of one node (its GPUs), with --dp "
+                 "then taking the ranks left over. TP is innermost (world rank = (dp_rank x pp + "
+                 "pp_rank) x tp + tp_rank): with ranks placed node by node, each TP group stays "
+                 "inside one node and PP and DP go across nodes; a TP group that would span nodes "
+                 "is refused")
+      ->transform(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v != "auto") return integer_in(1, kIntMax)(v);
+            v = "0"; // resolved to the ranks of a node once the job knows its nodes
+            return "";
+          },
+          ""))
+      ->type_name("INT|auto")
       ->capture_default_str()
       ->group(par);
   cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")
@@ -158,8 +170,8 @@ void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
                "optimizer keeps 1/dp of them)")
       ->group(par);
   cmd.add_flag("--allow-tp-across-nodes", c.allow_tp_across_nodes,
-               "Run a tensor-parallel group that spans nodes (refused otherwise: TP is innermost "
-               "and belongs on one node's links)")
+               "Run a tensor-parallel group that spans nodes (refused otherwise: TP exchanges "
+               "every layer's activations and belongs on one node's links)")
       ->group(par);
 }
 
@@ -303,8 +315,8 @@ void bind_measurement_options(CLI::App& cmd, RunConfig& c) {
          "--file-layout", c.file_layout,
          "How the ranks' timelines reach the disk: single (one file, every rank writing its "
          "own rows through MPI-IO; needs parallel HDF5), per-node (a file per node written by "
-         "its first rank, joined by external links in the --out file) or auto (single with "
-         "parallel HDF5, else per-node)")
+         "its first rank, joined by external links in the --out file) or auto (per-node when "
+         "the job spans nodes or HDF5 is serial, else single)")
       ->capture_default_str()
       ->group(meas);
   cmd.add_flag("--per-rank-files", c.per_rank_files, "The per-node layout: --file-layout per-node")
@@ -354,7 +366,7 @@ void bind_run_options(CLI::App& cmd, RunConfig& c) {
   bind_measurement_options(cmd, c);
 }
 
-void apply_defaults(RunConfig& c, const std::string& backend) {
+void apply_defaults(RunConfig& c, const std::string& backend, int nodes) {
   const bool host = backend == "host";
   const bool preset = c.hidden > 0;
   if (c.backend == "auto") c.backend = backend;
@@ -401,10 +413,25 @@ void apply_defaults(RunConfig& c, const std::string& backend) {
     } catch (const UsageError&) {
     }
   }
+  // A job across nodes writes a file per node: each node's writer stays on its node's
+  // filesystem client instead of funnelling every rank's rows through one.
   if (c.file_layout == "auto")
-    c.file_layout = c.per_rank_files || c.ranks_per_file > 0
+    c.file_layout = c.per_rank_files || c.ranks_per_file > 0 || nodes > 1
                         ? "per-node"
                         : file_layout_name(default_file_layout());
+}
+
+std::vector<std::string> resolve_grid(RunConfig& c, const NodeMap& nodes, int world_size) {
+  if (c.tp != 0) return {};
+  if (nodes.ranks_per_node == 0)
+    return {"--tp auto takes the ranks of one node, but the " + std::to_string(nodes.nodes) +
+            " nodes run different numbers of ranks: give --tp a number, or as many ranks to "
+            "every node (--ntasks-per-node)"};
+  c.tp = nodes.ranks_per_node;
+  const int64_t tp_pp = static_cast<int64_t>(c.tp) * c.pp;
+  if (c.dp == 1 && c.pp > 0 && tp_pp != world_size && world_size % tp_pp == 0)
+    c.dp = static_cast<int>(world_size / tp_pp);
+  return {};
 }
 
 ModelSpec model_spec(const RunConfig& c) {

@@ -13,6 +13,7 @@
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
 #include "models/model_spec.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline {
 
@@ -100,8 +101,12 @@ void bind_run_options(CLI::App& cmd, RunConfig& cfg);
 std::string run_dtype_problem(const std::string& value);
 /// Fills the fields left unset (never given) with the embedded default for `backend` ("host"
 /// or "cuda"): a model small enough for 2 CPU cores on the host, the reference h=8192 layer on
-/// GPUs.
-void apply_defaults(RunConfig& cfg, const std::string& backend);
+/// GPUs. --file-layout auto: per-node where the job spans `nodes` > 1 or HDF5 is serial.
+void apply_defaults(RunConfig& cfg, const std::string& backend, int nodes = 1);
+/// `--tp auto` (tp 0): the ranks of one node, and --dp left at 1 then the ranks left over
+/// (world / (tp x pp)). Returns why it cannot be resolved (nodes of different sizes), else
+/// nothing; a numeric --tp is left as it is.
+std::vector<std::string> resolve_grid(RunConfig& cfg, const NodeMap& nodes, int world_size);
 /// The problems of the options every point of a job shares: the backend's name, the output
 /// files' directories and the roofs file (part of validate(); sweep checks them up front).
 std::vector<std::string> validate_shared(const RunConfig& cfg);

@@ -206,6 +206,7 @@ Attrs JobContext::root_attrs(const std::string& command) const {
           {"created_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")},
           {"argv", join(m_cmd.argv, " ")},
           {"world_size", static_cast<int64_t>(m_cmd.mpi.size())},
+          {"nodes", static_cast<int64_t>(m_cmd.mpi.nodes())},
           {"command", command}};
 }
 

@@ -1,7 +1,6 @@
 // One point of a job (see point.hpp).
 #include "app/point.hpp"
 
-#include <algorithm>
 #include <cstdio>
 
 #include "app/tp_point.hpp"
@@ -12,27 +11,23 @@
 namespace ridgeline {
 
 ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
-  apply_defaults(cfg, job.backend_name());
+  const std::vector<std::string> hosts = allgather_strings(job.mpi().world(), job.mpi().hostname());
+  const NodeMap nodes = map_nodes(hosts);
+  apply_defaults(cfg, job.backend_name(), nodes.nodes);
   ResolvedPoint resolved;
   std::vector<std::string>& problems = resolved.problems;
-  problems = validate(cfg, job.mpi().size());
+  // A --tp auto that cannot be resolved leaves no grid for validate() to judge.
+  problems = resolve_grid(cfg, nodes, job.mpi().size());
+  if (problems.empty()) problems = validate(cfg, job.mpi().size());
   if (cfg.backend == "cuda" && job.gpus() == 0)
     problems.push_back("--backend cuda: no CUDA device is visible");
-  // TP is innermost (world rank = (dp_rank * pp + pp_rank) * tp + tp_rank) so that a TP group
-  // sits on one node's links; a group that spans nodes is refused unless asked for.
-  const std::vector<std::string> hosts = allgather_strings(job.mpi().world(), job.mpi().hostname());
+  // TP is innermost, so that a TP group sits on one node's links; a group that spans nodes is
+  // refused unless asked for.
   if (cfg.tp > 1 && !cfg.allow_tp_across_nodes && static_cast<int64_t>(hosts.size()) % cfg.tp == 0)
-    for (size_t g = 0; g < hosts.size(); g += static_cast<size_t>(cfg.tp))
-      if (std::any_of(hosts.begin() + static_cast<std::ptrdiff_t>(g),
-                      hosts.begin() + static_cast<std::ptrdiff_t>(g) + cfg.tp,
-                      [&](const std::string& h) { return h != hosts[g]; })) {
-        problems.push_back("the TP group of world ranks " + std::to_string(g) + ".." +
-                           std::to_string(g + static_cast<size_t>(cfg.tp) - 1) + " spans nodes (" +
-                           hosts[g] +
-                           " and others): place --tp ranks on one "
-                           "node (--map-by, --ntasks-per-node) or pass --allow-tp-across-nodes");
-        break;
-      }
+    if (const std::string span = tp_span_problem(hosts, cfg.tp); !span.empty())
+      problems.push_back(span + ": place the ranks node by node (mpirun --map-by ppr:N:node, srun "
+                                "--distribution=block) with --tp at most the ranks of a node "
+                                "(--tp auto), or pass --allow-tp-across-nodes");
   if (!all_ranks_true(job.mpi().world(), problems.empty())) {
     if (problems.empty()) problems.emplace_back("another rank rejected the configuration");
     return resolved;

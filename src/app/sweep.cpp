@@ -38,7 +38,22 @@ struct SweepOptions {
   std::string lists[std::size(kSweepAxes)]; ///< as given; split by split_list (empty items kept)
   bool keep_timelines = false;
   int repeats = 3;
+  std::string slice; ///< "I/N" as given, or empty: the whole grid
 };
+
+// --slice I/N: the I-th (1-based) of N slices of the grid's distinct points.
+struct Slice {
+  int64_t index = 1, count = 1;
+};
+
+Slice parse_slice(const std::string& text) {
+  Slice s;
+  const size_t slash = text.find('/');
+  if (text.empty() || slash == std::string::npos) return s;
+  s.index = std::stoll(text.substr(0, slash));
+  s.count = std::stoll(text.substr(slash + 1));
+  return s;
+}
 
 // The p50 step of `point`'s ok repeats that is their median (the lower middle of an even count),
 // so that it names one repeat.
@@ -131,7 +146,7 @@ class SweepRun {
 public:
   SweepRun(CommandContext& ctx, SweepOptions o)
       : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, m_o.base.backend, m_o.base.allow_shared_gpu),
-        m_mpi(m_job.mpi()) {}
+        m_mpi(m_job.mpi()), m_slice(parse_slice(m_o.slice)) {}
 
   int run() {
     if (reject_if_any(m_ctx, "invalid GPU placement", m_job.placement_problems())) return 2;
@@ -141,6 +156,10 @@ public:
     // The grid: every combination, the last axis fastest; a point's options are those of the
     // base configuration with its axis values.
     m_grid = sweep_grid(m_o.base, m_lists);
+    if (m_slice.count > static_cast<int64_t>(m_grid.size())) {
+      reject_if_any(m_ctx, "invalid sweep", {slice_problem(m_grid.size())});
+      return 2;
+    }
     const std::vector<std::string>& transports = m_lists[transport_axis()];
     for (const std::string& warning :
          m_job.use_transport(transports.empty() ? m_o.base.transport : transports.front()))
@@ -148,6 +167,10 @@ public:
     obtain_sweep_roofs();
     start_file();
     plan_points();
+    if (m_rows.empty()) {
+      reject_if_any(m_ctx, "invalid sweep", {slice_problem(m_seen)});
+      return 2;
+    }
     const int stopped = run_repeats();
     if (stopped != 0) return stopped_status(stopped);
     return finish();
@@ -165,7 +188,7 @@ private:
   std::vector<std::string> shared_problems() {
     std::vector<std::string> problems;
     RunConfig shared = m_o.base;
-    apply_defaults(shared, m_job.backend_name());
+    apply_defaults(shared, m_job.backend_name(), m_mpi.nodes());
     m_o.base.file_layout = shared.file_layout; // one layout for every rewrite of the file
     for (std::string& problem : validate_shared(shared))
       problems.push_back(std::move(problem));
@@ -231,6 +254,7 @@ private:
         m_data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], join(m_lists[a], ","));
     m_data.config.emplace_back("keep_timelines", static_cast<int64_t>(m_o.keep_timelines));
     m_data.config.emplace_back("repeats", static_cast<int64_t>(m_o.repeats));
+    if (!m_o.slice.empty()) m_data.config.emplace_back("sweep_slice", m_o.slice);
     m_data.topology = m_job.topology({});
     if (!m_roofs.empty()) add_roofs(m_data, m_roofs, {{"transport", m_job.transport()}});
     m_fixed_tables = m_data.tables.size();
@@ -239,8 +263,14 @@ private:
     m_layout = {parse_file_layout(m_o.base.file_layout), m_o.base.ranks_per_file};
   }
 
+  std::string slice_problem(size_t points) const {
+    return "--slice " + m_o.slice + " selects no point: the grid has " + std::to_string(points) +
+           " distinct point(s), fewer than its " + std::to_string(m_slice.count) + " slices";
+  }
+
   // The points, each once: decode ignores --seq and prefill --context, so such combinations
-  // repeat a point.
+  // repeat a point. A slice I/N keeps the I-th, (I+N)-th, ... of them: the slices of one grid are
+  // disjoint, together they are the grid, and each gets its share of small and large points.
   void plan_points() {
     std::set<std::string> labels;
     const std::vector<std::string> all_axes(std::begin(kSweepAxes), std::end(kSweepAxes));
@@ -256,6 +286,8 @@ private:
         row.axis[a] = sweep_axis_value(cfg, a);
       row.label = m_axes.empty() ? "point" : sweep_row_label(row, m_axes);
       if (!labels.insert(sweep_row_label(row, all_axes)).second) continue;
+      m_seen = labels.size();
+      if (static_cast<int64_t>(labels.size() - 1) % m_slice.count != m_slice.index - 1) continue;
       row.repeats = 0;
       // "pending" until its first repeat runs (what a file written midway shows).
       row.status = problems.empty() ? "pending" : "failed: " + join(problems, "; ");
@@ -471,6 +503,8 @@ private:
   SweepOptions m_o;
   JobContext m_job;
   MpiSession& m_mpi;
+  Slice m_slice;
+  size_t m_seen = 0; ///< distinct points of the whole grid
   std::vector<std::string> m_lists[std::size(kSweepAxes)];
   std::vector<std::string> m_axes;
   std::vector<RunConfig> m_grid;
@@ -549,6 +583,8 @@ void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepA
     const std::string back_to_back = "Comma list of strategies run back to back: ";
     if (description.rfind(back_to_back, 0) == 0)
       description = "Overlap strategy: " + description.substr(back_to_back.size());
+    // `run --tp auto` resolves one degree; a list names its degrees.
+    if (kSweepAxes[a] == std::string("tp")) description = "Tensor-parallel degree";
     cmd.remove_option(scalar);
     const std::string axis = kSweepAxes[a];
     cmd.add_option(flag, lists[a], description + " (comma list: one point per value)")
@@ -581,6 +617,10 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
           "build with cuDNN); `run --attention a,b` compares them side by side");
   cmd->get_option("--dp")->description(
       "Not taken: each point runs ranks / (tp x pp) data-parallel replicas");
+  cmd->get_option("--tp")->description(
+      "Tensor-parallel degrees (comma list: one point per value). TP is innermost: with ranks "
+      "placed node by node, a TP group of at most a node's ranks stays inside one node and the "
+      "replicas go across nodes; a point whose TP group would span nodes fails");
   cmd->add_flag("--keep-timelines", o->keep_timelines,
                 "Store every point's per-rank timelines of its first repeat (large)")
       ->group("Measurement");
@@ -591,6 +631,24 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
                   "where the crossing times differ beyond their intervals (1: no intervals)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str()
+      ->group("Measurement");
+  cmd->add_option(
+         "--slice", o->slice,
+         "I/N: run only the I-th of N slices of the grid (its I-th, (I+N)-th, ... distinct "
+         "point), e.g. one per task of a Slurm job array; the slices' files, joined with "
+         "`ridgeline report` or ridgeline_analysis, are the whole sweep")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const size_t slash = v.find('/');
+            std::string i = v.substr(0, slash),
+                        n = slash == std::string::npos ? "" : v.substr(slash + 1);
+            const CLI::Validator count = integer_in(1, 1000000);
+            if (!count(i).empty() || !count(n).empty() || std::stoll(i) > std::stoll(n))
+              return "expected I/N with 1 <= I <= N <= 1000000, got '" + v + "'";
+            return "";
+          },
+          ""))
+      ->type_name("I/N")
       ->group("Measurement");
   cmd->footer(
       "Every combination of the listed values is one point, run in turn by every rank, --repeats "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <set>
 
 #include "error.hpp"
 
@@ -26,6 +27,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   char host[HOST_NAME_MAX + 1] = {};
   gethostname(host, sizeof(host) - 1);
   m_hostname = host;
+  const std::vector<std::string> hosts = allgather_strings(MPI_COMM_WORLD, m_hostname);
+  m_nodes = static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size());
   m_board = std::make_unique<progress::Board>(MPI_COMM_WORLD, m_rank, m_hostname);
 }
 

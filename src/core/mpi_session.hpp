@@ -27,6 +27,8 @@ public:
   int local_rank() const { return m_local_rank; }
   int local_size() const { return m_local_size; }
   const std::string& hostname() const { return m_hostname; }
+  /// Hosts the job runs on (distinct host names over the ranks).
+  int nodes() const { return m_nodes; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
   /// The ranks of this host (local_rank() is the rank in it); e.g. to agree on GPU placement.
   MPI_Comm local() const { return m_local_comm; }
@@ -44,6 +46,7 @@ private:
   int m_size = 1;
   int m_local_rank = 0;
   int m_local_size = 1;
+  int m_nodes = 1;
   std::string m_hostname;
   MPI_Comm m_error_comm = MPI_COMM_NULL;
   /// Where every rank of this host is, for the watchdog's message and the progress line.

@@ -23,13 +23,18 @@ grep -oE -- "--[a-z][a-z0-9-]*" "$work/help.txt" | sort -u >"$work/offered.txt"
 # Options of other tools that the pages show, and anchors that look like options.
 cat >>"$work/offered.txt" <<'EOF'
 --allow-run-as-root
+--array
 --bind-to
 --cpu-bind
+--cpus-per-task
+--distribution
 --exclusive
 --gpus-per-task
 --map-by
 --mpi
+--ntasks
 --ntasks-per-node
+--output
 --oversubscribe
 --wait
 --test-dir

@@ -2,15 +2,17 @@
 # The batch scripts check their numbers before anything runs, without Slurm: an empty or zero TP
 # list, a TP maximum of 0 and a count that is not a positive integer end the job with exit 2 and
 # launch nothing, and a value holding a command ($(...) inside an array index, which bash
-# arithmetic would run) is refused, never run. mpirun and the binary are stand-ins that record
-# being launched.
+# arithmetic would run) is refused, never run; so are a job array whose task ids have gaps
+# (a slice would never run) and one output file for every task of an array. A good array task
+# runs its own slice into its own file. mpirun and the binary are stand-ins that record being
+# launched and how.
 # Usage: sbatch_arguments.sh REPO_DIR
 set -uo pipefail
 repo=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/bin" "$work/out"
-printf '#!/bin/sh\ntouch "%s/launched"\n' "$work" >"$work/bin/mpirun"
+printf '#!/bin/sh\necho "$*" >>"%s/launched"\n' "$work" >"$work/bin/mpirun"
 printf '#!/bin/sh\nexit 0\n' >"$work/bin/ridgeline"
 chmod +x "$work/bin/mpirun" "$work/bin/ridgeline"
 
@@ -50,6 +52,20 @@ expect scaling.sbatch 2 "must be a positive integer" 'SLURM_NTASKS_PER_NODE=a[$(
 expect run.sbatch 2 "must be a positive integer" 'SLURM_JOB_NUM_NODES=a[$(touch pwned)]'
 expect run.sbatch 2 "must be a positive integer" 'SLURM_NTASKS_PER_NODE=a[$(touch pwned)]'
 expect run.sbatch 2 "must be a positive integer" SLURM_CPUS_PER_TASK=0
+expect roofs.sbatch 2 "RIDGELINE_LAUNCHER must be mpirun or srun" RIDGELINE_LAUNCHER=ssh
+expect collectives.sbatch 2 "must be a positive integer" 'SLURM_JOB_NUM_NODES=a[$(touch pwned)]'
+array=(SLURM_ARRAY_JOB_ID=7 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=3 SLURM_ARRAY_TASK_COUNT=3)
+expect sweep.sbatch 2 "must be consecutive" SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_JOB_ID=7 \
+  SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=5 SLURM_ARRAY_TASK_COUNT=2
+expect sweep.sbatch 2 "must be an integer" 'SLURM_ARRAY_TASK_ID=a[$(touch pwned)]' "${array[@]}"
+expect sweep.sbatch 2 "RIDGELINE_OUT names one file" SLURM_ARRAY_TASK_ID=2 "${array[@]}" \
+  RIDGELINE_OUT="$work/out/one.h5"
+expect sweep.sbatch 0 "slice 2/3" SLURM_ARRAY_TASK_ID=2 "${array[@]}"
+grep -q -- "sweep --tp 1,2 --slice 2/3 --out $work/out/ridgeline-sweep-7-2.h5" "$work/launched" || {
+  echo "FAIL: array task 2 of 3 did not run slice 2/3 into ridgeline-sweep-7-2.h5:"
+  sed 's/^/    /' "$work/launched"
+  failures=$((failures + 1))
+}
 # The checks let a good list through: both points launch and succeed.
 expect scaling.sbatch 0 "2 succeeded, 0 failed" "RIDGELINE_TP_LIST=1 2"
 [ -e "$work/launched" ] || { echo "FAIL: the good list launched nothing"; failures=$((failures + 1)); }

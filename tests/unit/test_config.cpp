@@ -505,6 +505,13 @@ TEST(RunConfig, DefaultsFillOnlyTheOptionsNotGiven) {
   EXPECT_THROW(parse({"--phase", "decode", "--context", "-1"}), CLI::ValidationError);
 }
 
+TEST(RunConfig, TpAutoIsTheOnlyWordTpTakes) {
+  EXPECT_EQ(parse({"--tp", "auto"}).tp, 0) << "0 stands for auto until the nodes are known";
+  EXPECT_EQ(parse({"--tp", "4"}).tp, 4);
+  for (const char* bad : {"0", "-2", "Auto", "node", "2.5"})
+    EXPECT_THROW(parse({"--tp", bad}), CLI::ValidationError) << bad;
+}
+
 TEST(RunConfig, OverlapListRefusesEmptyAndRepeatedItems) {
   // validate() holds the same rule for configurations built without the command line.
   for (const char* overlap : {"none,none", "async,", ",", "split:2,split:2"}) {

@@ -1,0 +1,333 @@
+#!/bin/bash
+# A real two-node Slurm cluster on this one machine, built from network namespaces this script
+# creates and removes: a bridge in a namespace of its own, one namespace per host (the
+# controller and two compute nodes) joined to it by veth pairs, addresses that exist only inside
+# those namespaces and no route out. Each daemon runs with its own host name (UTS namespace) and
+# its own /tmp, /dev/shm and /etc/hosts (mount namespace), as on separate machines; one munged
+# serves them all through its socket. The slurm/ recipes are submitted with --nodes=2 and each
+# job is checked: exit code, files in the submit directory, `ridgeline validate`, TP groups
+# inside a node and the file's two nodes, a sweep as a job array joined by `ridgeline report`
+# and the Python join, roofs and collectives across nodes, and a layout that cannot be placed
+# refused once with exit 2. Open MPI's TCP paths are held to the namespaces' subnet by
+# variables of the jobs, never by global settings. Every wait is bounded
+# (RIDGELINE_SLURM_CI_BUDGET_S in all, default 420 s) and everything is torn down on exit.
+# Needs root (namespaces, daemons as root, no cgroups).
+#   scripts/slurm-multinode-ci.sh BUILD_DIR
+set -euo pipefail
+
+if (( $# != 1 )); then
+  echo "usage: $0 BUILD_DIR (the build holding src/ridgeline)" >&2
+  exit 2
+fi
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=$(cd "$1" && pwd)/src/ridgeline
+budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-420}
+# Checked as text before any arithmetic, which would run the commands an unchecked value holds.
+if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
+  echo "slurm-multinode-ci: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
+  exit 2
+fi
+if [[ ! -x $bin ]]; then
+  echo "slurm-multinode-ci: no binary at $bin" >&2
+  exit 2
+fi
+if (( EUID != 0 )); then
+  echo "slurm-multinode-ci: must run as root (network namespaces; slurmd runs jobs as root)" >&2
+  exit 2
+fi
+ci=slurm-multinode-ci
+# shellcheck source=scripts/slurm-ci-common.sh
+source "$repo/scripts/slurm-ci-common.sh"
+# Each node gets an empty /tmp of its own: the checkout and the build must lie outside it.
+for path in "$repo" "$bin"; do
+  if [[ $path == /tmp/* ]]; then
+    echo "slurm-multinode-ci: $path is under /tmp, which each node replaces with its own" >&2
+    exit 2
+  fi
+done
+
+fail() {
+  echo "slurm-multinode-ci: $*" >&2
+  exit 1
+}
+
+for tool in ip unshare munged mungekey slurmctld slurmd sbatch sinfo squeue scancel mpirun; do
+  command -v "$tool" > /dev/null || { echo "slurm-multinode-ci: $tool is missing" >&2; exit 2; }
+done
+
+# The cluster: names unique to this run, so that two runs (or a system Slurm) never meet.
+tag=rl$$
+hub=$tag-hub
+subnet=10.199.77
+hosts=(rlctl rlnode1 rlnode2)
+addrs=("$subnet.1" "$subnet.2" "$subnet.3")
+made_ns=()
+state=""
+pids=()
+jobs_started=()
+
+in_ns() { # in_ns HOST CMD...: CMD in HOST's network namespace (clients: sbatch, squeue, ...)
+  local host=$1
+  shift
+  ip netns exec "$tag-$host" "$@"
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT
+  local job
+  for job in "${jobs_started[@]}"; do
+    in_ns rlctl timeout 10 scancel "$job" 2> /dev/null || true
+  done
+  # slurmd ends the jobs' processes: stopping it before the jobs are gone would leave them.
+  local deadline_s=$((SECONDS + 20))
+  while (( ${#jobs_started[@]} )) && (( SECONDS < deadline_s )) &&
+    [[ -n $(in_ns rlctl timeout 5 squeue -h 2> /dev/null) ]]; do
+    sleep 1
+  done
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do
+    timeout 10 tail --pid="$pid" -f /dev/null 2> /dev/null || kill -KILL "$pid" 2> /dev/null || true
+  done
+  # Whatever still runs in a namespace of ours (a rank a failed job left) ends with it.
+  local ns
+  for ns in "${made_ns[@]}"; do
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -KILL "$pid" 2> /dev/null || true; done
+  done
+  for ns in "${made_ns[@]}"; do ip netns del "$ns" 2> /dev/null || true; done
+  if [[ -n $state ]]; then
+    if (( rc == 0 )); then
+      rm -rf "$state"
+    else
+      local f
+      for f in "$state"/log/*; do
+        echo "---- $f (last 30 lines)"
+        tail -n 30 "$f"
+      done
+      echo "slurm-multinode-ci: kept $state for inspection"
+    fi
+  fi
+  log "$( (( rc == 0 )) && echo PASSED || echo "FAILED (exit $rc)")"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# /tmp is replaced on every node, so the shared state lives elsewhere.
+state=$(mktemp -d /var/tmp/ridgeline-slurm-nodes.XXXXXX)
+mkdir -p "$state"/{munge,log,ctld,spool,submit}
+chmod 755 "$state" "$state/munge"
+
+# The network: a bridge in a namespace of its own and a veth pair from it to each host's
+# namespace. Nothing is created in this machine's own namespace and no host has a route beyond
+# the subnet.
+if ! ip netns add "$hub"; then
+  echo "slurm-multinode-ci: cannot create a network namespace here (a container without" \
+    "CAP_SYS_ADMIN, or a kernel without network namespaces): the two-node cluster cannot be built" >&2
+  exit 2
+fi
+made_ns+=("$hub")
+ip -n "$hub" link set lo up
+ip -n "$hub" link add br0 type bridge
+ip -n "$hub" link set br0 up
+{
+  echo "127.0.0.1 localhost"
+  for i in "${!hosts[@]}"; do echo "${addrs[$i]} ${hosts[$i]}"; done
+} > "$state/hosts"
+for i in "${!hosts[@]}"; do
+  ns=$tag-${hosts[$i]}
+  ip netns add "$ns"
+  made_ns+=("$ns")
+  ip -n "$hub" link add "v$i-$tag" type veth peer name eth0 netns "$ns"
+  ip -n "$hub" link set "v$i-$tag" master br0 up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "${addrs[$i]}/24" dev eth0
+  ip -n "$ns" link set eth0 up
+done
+if [[ -n $(ip -n "$tag-rlnode1" route show default) ]]; then
+  fail "a node has a default route"
+fi
+log "network: ${hosts[*]} on $subnet.0/24 in namespaces $tag-*"
+
+# munged in this machine's namespace: its socket is a file, reached from every node.
+start_munged "$state/munge" "$state/log/munged.out"
+
+mem_mib=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
+export SLURM_CONF=$state/slurm.conf
+{
+  cat <<CONF
+ClusterName=rlmulti
+SlurmctldHost=rlctl(${addrs[0]})
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock
+StateSaveLocation=$state/ctld
+# One spool and pid file per node: the nodes share this machine's filesystem.
+SlurmdSpoolDir=$state/spool/%n
+SlurmctldPidFile=$state/slurmctld.pid
+SlurmdPidFile=$state/slurmd-%n.pid
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+KillWait=5
+SlurmdTimeout=60
+InactiveLimit=0
+MinJobAge=300
+CONF
+  # The nodes share the machine's memory: each claims a quarter, below what slurmd reports.
+  for i in 1 2; do
+    echo "NodeName=${hosts[$i]} NodeAddr=${addrs[$i]} CPUs=$(nproc) RealMemory=$((mem_mib / 4)) State=UNKNOWN"
+  done
+  echo "PartitionName=ci Nodes=${hosts[1]},${hosts[2]} Default=YES MaxTime=INFINITE State=UP"
+} > "$SLURM_CONF"
+
+# start_host HOST NAME CMD...: CMD as HOST, in the background, logging to log/NAME.out.
+start_host() {
+  local host=$1 name=$2
+  shift 2
+  # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree slurmd reads.
+  nsenter --net="/run/netns/$tag-$host" unshare --uts --mount --propagation private bash -c '
+    set -e
+    hostname "$1"
+    mount --bind "$2" /etc/hosts
+    mount -t tmpfs -o size=1g,mode=1777 tmpfs /tmp
+    mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+    shift 2
+    exec "$@"' start_host "$host" "$state/hosts" "$@" > "$state/log/$name.out" 2>&1 &
+  pids+=($!)
+}
+start_host rlctl slurmctld slurmctld -D -i -f "$SLURM_CONF"
+for host in rlnode1 rlnode2; do
+  mkdir -p "$state/spool/$host"
+  start_host "$host" "slurmd-$host" slurmd -D -N "$host" -f "$SLURM_CONF"
+done
+wait_until "both nodes idle in sinfo" 60 \
+  bash -c "[[ \$(ip netns exec '$tag-rlctl' sinfo -h -N -o %T | sort -u) == idle ]] &&
+           (( \$(ip netns exec '$tag-rlctl' sinfo -h -N -o %N | wc -l) == 2 ))"
+log "slurmctld and two slurmd up: $(in_ns rlctl sinfo -h -N -o '%N %T %c CPUs' | tr '\n' ';')"
+
+# The jobs' environment: the binary, a tiny model, and Open MPI held to the cluster's subnet
+# (its TCP paths, and the daemons' out-of-band channel), given to sbatch for these jobs only.
+submit_dir=$state/submit
+unset RIDGELINE_REPO RIDGELINE_RESULTS RIDGELINE_OUT RIDGELINE_TP_LIST RIDGELINE_LAUNCHER
+export RIDGELINE_BIN=$bin
+export RIDGELINE_CONFIG=models/tiny.toml
+export RIDGELINE_MPIRUN_FLAGS="--allow-run-as-root"
+export OPENBLAS_NUM_THREADS=1
+job_env=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_tcp_if_include="$subnet.0/24"
+  OMPI_MCA_oob_tcp_if_include="$subnet.0/24")
+sbatch_overrides=(--nodes=2 --ntasks-per-node=2 --gpus-per-task=0 --oversubscribe --time=00:05:00)
+
+# submit NAME SCRIPT [SBATCH OPTIONS...]: sbatch --wait from the submit directory; prints the
+# job's logs and sets $job; returns the job's exit code (an array's: the largest).
+submit() {
+  local name=$1 script=$2 rc=0 f
+  shift 2
+  (cd "$submit_dir" && bounded 200 ip netns exec "$tag-rlctl" env "${job_env[@]}" \
+    sbatch --parsable --wait "${sbatch_overrides[@]}" "$@" "$script") > "$state/sbatch.out" || rc=$?
+  job=$(head -n 1 "$state/sbatch.out" | cut -d ';' -f 1)
+  [[ -n $job ]] && jobs_started+=("$job")
+  log "$name: job ${job:-?} finished with exit code $rc"
+  for f in "$submit_dir"/*"-${job:-none}"*.out; do
+    [[ -f $f ]] || continue
+    echo "---- $(basename "$f")"
+    cat "$f"
+  done
+  echo "----"
+  return "$rc"
+}
+
+# check_file FILE KIND: valid, and what a job across the two nodes must record.
+check_file() {
+  [[ -f $1 ]] || fail "no $1 in the submit directory"
+  bounded 60 "$bin" validate "$1" > /dev/null || fail "ridgeline validate refused $1"
+  PYTHONPATH=$repo/scripts bounded 60 python3 - "$1" "$2" <<'PY' || fail "$1: $2 checks failed"
+import sys
+import h5py
+path, kind = sys.argv[1], sys.argv[2]
+with h5py.File(path, "r") as f:
+    nodes = int(f.attrs["nodes"])
+    hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in f["topology/host"][()]]
+    assert nodes == 2, f"root nodes = {nodes}, expected 2"
+    assert sorted(set(hosts)) == ["rlnode1", "rlnode2"], f"hosts {hosts}"
+    layout = f.attrs.get("file_layout", b"single")
+    layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+    if kind in ("run", "sweep"):
+        assert layout == "per-node", f"file_layout {layout}, expected per-node across nodes"
+    if kind == "run":
+        tp, pp, dp = (int(f["config"].attrs[k]) for k in ("tp", "pp", "dp"))
+        assert (tp, pp, dp) == (2, 2, 1), f"tp, pp, dp = {tp}, {pp}, {dp}"
+        for g in range(0, len(hosts), tp):
+            assert len(set(hosts[g:g + tp])) == 1, f"TP group {g}..{g + tp - 1} spans {hosts[g:g + tp]}"
+        assert len({hosts[0], hosts[tp]}) == 2, "the pipeline stages share a node"
+        check = f["summary"].attrs["check"]
+        check = check.decode() if isinstance(check, bytes) else str(check)
+        assert check.startswith("passed"), f"the check against the reference: {check!r}"
+print(f"{path}: {kind}, {nodes} nodes, hosts {hosts}, layout {layout}")
+PY
+}
+
+
+# 1. A train run: TP inside each node (--tp auto: the node's 2 ranks) x PP 2 across the nodes,
+#    launched by mpirun, checked against the TP=1 reference.
+export RIDGELINE_ARGS="--tp auto --pp 2 --phase train --batch 4 --microbatches 2 --warmup 1 --iters 2 --roofs none"
+submit run "$repo/slurm/run.sbatch" || fail "the run job failed"
+run_job=$job
+check_file "$submit_dir/ridgeline-$run_job.h5" run
+
+# 2. A layout that cannot be placed: TP 4 over two nodes of 2 ranks. Refused before anything
+#    runs, printed once, exit 2 from every rank, no file.
+export RIDGELINE_ARGS="--tp 4 --warmup 1 --iters 2 --roofs none"
+refused_rc=0
+submit refused "$repo/slurm/run.sbatch" || refused_rc=$?
+(( refused_rc == 2 )) || fail "a TP group across nodes: the job exited $refused_rc, not 2"
+refused_log=$submit_dir/ridgeline-$job.out
+(( $(grep -c "spans nodes" "$refused_log") == 1 )) ||
+  fail "the refusal is not printed exactly once in $refused_log"
+[[ ! -e $submit_dir/ridgeline-$job.h5 ]] || fail "the refused job left ridgeline-$job.h5"
+
+# 3. A sweep as a job array of two slices through srun (PMIx), each over both nodes (TP inside a
+#    node, the replicas across) with its timelines in the per-node layout, joined afterwards by
+#    `ridgeline report` and the Python join.
+export RIDGELINE_LAUNCHER=srun RIDGELINE_SRUN_FLAGS="--mpi=pmix"
+export RIDGELINE_ARGS="--tp 1,2 --batch 1,2 --warmup 1 --iters 2 --repeats 1 --roofs none --keep-timelines"
+submit sweep "$repo/slurm/sweep.sbatch" --array=1-2 --output=ridgeline-sweep-%A-%a.out || fail "the sweep array failed"
+sweep_job=$job
+slices=("$submit_dir/ridgeline-sweep-$sweep_job-1.h5" "$submit_dir/ridgeline-sweep-$sweep_job-2.h5")
+for f in "${slices[@]}"; do check_file "$f" sweep; done
+bounded 60 "$bin" report "${slices[@]}" > "$state/report.out" || fail "ridgeline report refused the slices"
+grep -q "== joined: 2 files, 4 points" "$state/report.out" ||
+  { cat "$state/report.out"; fail "the report did not join the two slices into 4 points"; }
+PYTHONPATH=$repo/scripts bounded 60 python3 - "${slices[@]}" <<'PY' || fail "the Python join failed"
+import sys
+from ridgeline_analysis import analysis, reader
+joined = analysis.join_sweeps([reader.load(p) for p in sys.argv[1:]])
+labels = sorted(str(x) for x in joined.points["label"])
+assert joined.axes == ["tp", "batch"], joined.axes
+assert labels == ["tp=1 batch=1", "tp=1 batch=2", "tp=2 batch=1", "tp=2 batch=2"], labels
+assert all(str(s) == "ok" for s in joined.points["status"]), list(joined.points["status"])
+print("python join:", ", ".join(labels))
+PY
+
+# 4. Roofs (srun) and collectives (mpirun) over all four ranks of both nodes.
+export RIDGELINE_ARGS="--quick"
+submit roofs "$repo/slurm/roofs.sbatch" || fail "the roofs job failed"
+check_file "$submit_dir/ridgeline-roofs-$job.h5" roofs
+export RIDGELINE_LAUNCHER=mpirun
+export RIDGELINE_ARGS="--max-bytes 64K --iters 2 --warmup 1"
+submit collectives "$repo/slurm/collectives.sbatch" || fail "the collectives job failed"
+check_file "$submit_dir/ridgeline-collectives-$job.h5" collectives
+
+# Nothing was written into the source tree.
+stray=$(git -C "$repo" status --porcelain --untracked-files=all -- '*.h5' '*.out' | head -n 5)
+[[ -z $stray ]] || fail "the jobs wrote into the source tree: $stray"
