@@ -8,12 +8,13 @@
 #include <variant>
 #include <vector>
 
+#include "app/run_file_schema_data.hpp"
 #include "core/stats.hpp"
 #include "core/timeline.hpp"
 
 namespace ridgeline {
 
-inline constexpr int64_t kSchemaVersion = 1;
+inline constexpr int64_t kSchemaVersion = schema::kVersion;
 
 /// An HDF5 attribute value: 64-bit integer, double or UTF-8 string.
 using AttrValue = std::variant<int64_t, double, std::string>;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <exception>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,8 +39,33 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
 void validate_collectives(hid_t file, std::vector<std::string>& problems);
 /// The interconnect roof (/roofs/interconnect); its lower envelope when `envelope_required`.
 void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope_required);
-/// One /roofs (or /sweep) table against its fields.
-void validate_fields(hid_t file, const RoofTable& spec, std::vector<std::string>& problems);
+/// The schema's conditions that hold for the object checked ("repeats", "envelope", ...): what
+/// they require is then required.
+using Conditions = std::set<std::string>;
+/// The table at `path` against `spec`: each field it requires missing or of another class is a
+/// problem (an optional one only where present). The table when every required field is there.
+std::optional<h5::Table> validate_table(hid_t file, const std::string& path,
+                                        const schema::Table& spec, const Conditions& held,
+                                        std::vector<std::string>& problems);
+/// The table at `spec.path` (one without placeholders), as validate_table().
+std::optional<h5::Table> validate_table(hid_t file, const schema::Table& spec,
+                                        const Conditions& held, std::vector<std::string>& problems);
+/// A problem per attribute of `group` (in its order) present in `attrs` but not of its type,
+/// where its type is checked generically (not `code`); names with <...> match by prefix.
+void check_attribute_types(const Attrs& attrs, const std::string& where,
+                           const schema::AttributeGroup& group, std::vector<std::string>& problems);
+/// The attributes of `group` that `held` requires (always, or by a condition that holds).
+std::vector<std::string> required_attributes(const schema::AttributeGroup& group,
+                                             const Conditions& held = {});
+/// The `required` of attribute `name` of `group` ("optional" where the group lacks it).
+inline const char* find_required(const schema::AttributeGroup& group, const std::string& name) {
+  for (const schema::Attribute& attribute : schema::attributes_of(group))
+    if (name == attribute.name) return attribute.required;
+  return "optional";
+}
+/// The attributes of `group` that `condition` alone requires.
+std::vector<std::string> attributes_required_by(const schema::AttributeGroup& group,
+                                                const char* condition);
 /// Every /roofs table of a roofs, run or sweep file.
 void validate_roofs(hid_t file, std::vector<std::string>& problems);
 

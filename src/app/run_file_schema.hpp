@@ -1,8 +1,9 @@
-// The run file's layout as data, shared by its writer (run_file_write.cpp), reader
-// (run_file_read.cpp) and validator (run_file_validate*.cpp): required attributes and groups,
-// the fields of every table, and the small typed accessors all three use. The layout is
-// documented in docs/SCHEMA.md: change both together, and bump kSchemaVersion for incompatible
-// changes. Internal to the run file's sources.
+// The run file's layout, shared by its writer (run_file_write.cpp), reader (run_file_read.cpp)
+// and validator (run_file_validate*.cpp): the schema's tables (generated from
+// run_file_schema.json, which also generates docs/SCHEMA.md's field tables), the bindings of
+// summary fields to their struct members, and the small typed accessors all three use. Bump
+// kSchemaVersion (and the JSON's schema_version) for incompatible changes. Internal to the run
+// file's sources.
 #pragma once
 
 #include <cstdint>
@@ -14,75 +15,22 @@
 
 #include "app/h5.hpp"
 #include "app/run_data.hpp"
+#include "app/run_file_schema_data.hpp"
 #include "app/summary.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 
 namespace ridgeline::run_file_detail {
 
-inline const char* const kRootAttrs[] = {
-    "schema_version", "ridgeline_version", "git_sha", "created_utc", "argv", "world_size"};
-inline const char* const kGroups[] = {"/stack", "/config", "/topology",
-                                      "/ops",   "/ranks",  "/summary"};
-// The stack fingerprint writes these on every build, with or without CUDA.
-inline const char* const kStackAttrs[] = {"mpi_library", "hdf5", "build_type"};
+namespace sf = schema::field;
+namespace sa = schema::attr;
+
 // Files of `ridgeline collectives` (root attribute command = "collectives") hold no timelines:
 // their results are tables under /collectives and the fitted roof under /roofs/interconnect.
 inline const char* const kCollectivesCommand = "collectives";
-inline const char* const kCollectivesGroups[] = {"/stack", "/config", "/topology", "/collectives",
-                                                 "/roofs"};
-inline const char* const kRoofPath = "/roofs/interconnect";
+inline const char* const kRoofPath = schema::tables::roofs_interconnect.path;
 // A /collectives table whose name ends with this holds per-iteration samples.
 inline const char* const kSamplesSuffix = "_samples_ns";
-inline const char* const kResultIntColumns[] = {"size_bytes", "count", "wrong", "iters"};
-inline const char* const kResultNumberColumns[] = {"time_mean_ns", "time_p50_ns",   "time_p95_ns",
-                                                   "time_p99_ns",  "time_min_ns",   "algbw_gbps",
-                                                   "busbw_gbps",   "busbw_p50_gbps"};
-inline const char* const kRoofTextColumns[] = {"collective", "dtype", "transport"};
-inline const char* const kRoofIntColumns[] = {"group_size", "fit_min_bytes", "fit_max_bytes"};
-inline const char* const kRoofNumberColumns[] = {"alpha_us", "beta_gbps"};
-// The lower envelope, added within schema version 1: collectives files written before it lack
-// it; roofs, run and sweep files (which attribute with it) always have it.
-inline const char* const kRoofEnvelopeColumns[] = {"floor_alpha_us", "floor_beta_gbps"};
-// The other /roofs tables of roofs, run and sweep files: (table, text, integer, number fields).
-struct RoofTable {
-  const char* path;
-  std::vector<const char*> text, ints, numbers;
-};
-inline const RoofTable kRoofTables[] = {
-    {"/roofs/gemm",
-     {"dtype", "label"},
-     {"m", "n", "k", "reps"},
-     {"best_ns", "p50_ns", "tflops", "sm_clock_mhz"}},
-    {"/roofs/memory", {"kind"}, {"bytes", "reps"}, {"best_ns", "p50_ns", "gbps", "sm_clock_mhz"}},
-    {"/roofs/launch", {"kind"}, {"launches"}, {"ns_per_launch", "sm_clock_mhz"}}};
-// Sweep files: a row per point and the crossovers found.
-inline const RoofTable kSweepTables[] = {
-    {"/sweep/points",
-     {"status", "label", "phase", "overlap", "transport", "dtype", "ceiling", "check"},
-     {"point", "tp", "batch", "seq", "context", "hidden"},
-     {"step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
-      "exposed_interconnect_ns", "step_flops", "step_hbm_bytes", "step_comm_bytes"}},
-    {"/sweep/crossovers",
-     {"axis", "fixed", "kind", "before_value", "at_value", "note"},
-     {"predicted", "before_point", "at_point"},
-     {"rising_ns", "falling_ns"}}};
-// Sweeps measured with repeats: each repeat, each point's intervals, each crossover's status.
-inline const RoofTable kSweepRepeatTables[] = {
-    {"/sweep/repeats",
-     {"status", "ceiling"},
-     {"point", "repeat"},
-     {"step_p50_ns", "step_p99_ns", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
-      "exposed_interconnect_ns"}},
-    {"/sweep/points",
-     {},
-     {"repeats"},
-     {"step_p50_lo_ns", "step_p50_hi_ns", "compute_lo_ns", "compute_hi_ns", "hbm_lo_ns",
-      "hbm_hi_ns", "interconnect_lo_ns", "interconnect_hi_ns", "launch_lo_ns", "launch_hi_ns"}},
-    {"/sweep/crossovers",
-     {"status"},
-     {},
-     {"rising_lo_ns", "rising_hi_ns", "falling_lo_ns", "falling_hi_ns"}}};
 // Top-level groups of the run layout; every other group may hold NamedTables.
 inline const char* const kLayoutGroups[] = {"stack", "config",  "topology", "ops",
                                             "ranks", "summary", "points"};
@@ -132,12 +80,20 @@ inline constexpr NumberField kAggregateNumbers[] = {
     {"launch_bound_ns", &OpAggregate::launch_bound_ns},
     {"bound_ns", &OpAggregate::bound_ns},
     {"efficiency", &OpAggregate::efficiency}};
-// Attribution fields, added within schema version 1: files written before them lack them.
+// Attribution fields, added within schema version 1: files written before them lack them (the
+// optional fields of /summary/ops).
 inline bool is_attribution_field(const std::string& name) {
-  for (const char* f : {"ceiling", "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns",
-                        "launch_bound_ns", "bound_ns", "efficiency"})
-    if (name == f) return true;
+  for (const schema::Field& field : schema::fields(schema::tables::summary_ops))
+    if (name == field.name) return !schema::always(field.required);
   return false;
+}
+
+// "a, b or c": the values of one of the schema's enums, as a problem names them.
+template <size_t N> std::string one_of(const char* const (&values)[N]) {
+  std::string text;
+  for (size_t i = 0; i < N; ++i)
+    text += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + values[i];
+  return text;
 }
 
 inline std::string number_text(double value) {

@@ -74,6 +74,76 @@ void validate_checksum(const Attrs& attrs, const std::string& where,
                        "' is not " + kOutputChecksumAlgorithm);
 }
 
+namespace {
+
+// What `value` is, as a problem words it: "the string 'x'" or "the number 2".
+std::string found_text(const AttrValue& value) {
+  if (std::holds_alternative<std::string>(value))
+    return "the string '" + attr_to_string(value) + "'";
+  return "the number " + attr_to_string(value);
+}
+
+// Why `value` is not of `type`, or "".
+std::string type_problem(const AttrValue& value, schema::AttrType type) {
+  const auto* integer = std::get_if<int64_t>(&value);
+  switch (type) {
+  case schema::AttrType::Text:
+    return std::holds_alternative<std::string>(value)
+               ? ""
+               : "must be a string, found " + attr_to_string(value);
+  case schema::AttrType::Number:
+    return std::holds_alternative<std::string>(value)
+               ? "must be a number, found " + found_text(value)
+               : "";
+  case schema::AttrType::Int:
+  case schema::AttrType::Count:
+  case schema::AttrType::Flag:
+    if (integer == nullptr) return "must be an integer, found " + found_text(value);
+    if (type == schema::AttrType::Count && *integer < 1)
+      return "must be an integer >= 1, found " + std::to_string(*integer);
+    if (type == schema::AttrType::Flag && *integer != 0 && *integer != 1)
+      return "must be 0 or 1, found " + std::to_string(*integer);
+    return "";
+  }
+  return "";
+}
+
+} // namespace
+
+void check_attribute_types(const Attrs& attrs, const std::string& where,
+                           const schema::AttributeGroup& group,
+                           std::vector<std::string>& problems) {
+  for (const schema::Attribute& attribute : schema::attributes_of(group)) {
+    if (attribute.code) continue;
+    const std::string name = attribute.name;
+    const size_t family = name.find('<');
+    for (const auto& [key, value] : attrs) {
+      const bool match =
+          family == std::string::npos ? key == name : key.compare(0, family, name, 0, family) == 0;
+      if (!match) continue;
+      if (const std::string problem = type_problem(value, attribute.type); !problem.empty())
+        problems.push_back(where + ": " + key + " " + problem);
+    }
+  }
+}
+
+std::vector<std::string> required_attributes(const schema::AttributeGroup& group,
+                                             const Conditions& held) {
+  std::vector<std::string> names;
+  for (const schema::Attribute& attribute : schema::attributes_of(group))
+    if (schema::always(attribute.required) || held.count(attribute.required) > 0)
+      names.emplace_back(attribute.name);
+  return names;
+}
+
+std::vector<std::string> attributes_required_by(const schema::AttributeGroup& group,
+                                                const char* condition) {
+  std::vector<std::string> names;
+  for (const schema::Attribute& attribute : schema::attributes_of(group))
+    if (std::string(attribute.required) == condition) names.emplace_back(attribute.name);
+  return names;
+}
+
 } // namespace run_file_detail
 
 using namespace run_file_detail;
@@ -83,32 +153,28 @@ namespace {
 void validate_stack(hid_t file, std::vector<std::string>& problems) {
   h5::Handle stack = h5::open_group(file, "/stack");
   const Attrs stack_attrs = h5::read_attrs(stack.id());
-  require_attrs(stack_attrs, "/stack", {std::begin(kStackAttrs), std::end(kStackAttrs)}, problems);
+  require_attrs(stack_attrs, "/stack", required_attributes(schema::attributes::stack), problems);
   // cuDNN's plans are recorded only beside the version of the cuDNN that chose them.
-  if (find_attr(stack_attrs, "cudnn_plans") != nullptr &&
-      find_attr(stack_attrs, "cudnn") == nullptr)
+  if (find_attr(stack_attrs, sa::stack::cudnn_plans) != nullptr &&
+      find_attr(stack_attrs, sa::stack::cudnn) == nullptr)
     problems.push_back("/stack: cudnn_plans without cudnn (the loaded cuDNN version)");
-  if (!require_object(file, "/stack/env", "dataset", problems)) return;
-  const h5::Table env = h5::read_table(file, "/stack/env");
-  column<std::string>(env, "name", "/stack/env");
-  column<std::string>(env, "value", "/stack/env");
+  validate_table(file, schema::tables::stack_env, {}, problems);
 }
 
 // The op table at `path` (/ops, or a point's); returns the number of ops (the valid op_id range).
 int64_t validate_ops(hid_t file, const std::string& path, std::vector<std::string>& problems) {
-  const h5::Table table = h5::read_table(file, path);
-  const auto& ids = column<int64_t>(table, "id", path);
-  column<std::string>(table, "name", path);
-  const auto& kinds = column<std::string>(table, "kind", path);
+  const std::optional<h5::Table> table =
+      validate_table(file, path, schema::tables::ops, {}, problems);
+  if (!table) return -1;
+  const auto& ids = column<int64_t>(*table, sf::ops::id, path);
+  const auto& kinds = column<std::string>(*table, sf::ops::kind, path);
+  const auto& known = schema::enums::op_kind;
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string row = path + ": row " + std::to_string(i) + ": ";
     if (ids[i] != static_cast<int64_t>(i))
       problems.push_back(row + "id " + std::to_string(ids[i]) + ", expected " + std::to_string(i));
-    try {
-      parse_op_kind(kinds[i]);
-    } catch (const Error&) {
+    if (std::find(std::begin(known), std::end(known), kinds[i]) == std::end(known))
       problems.push_back(row + "unknown kind '" + kinds[i] + "'");
-    }
   }
   return static_cast<int64_t>(ids.size());
 }
@@ -117,7 +183,7 @@ int64_t validate_ops(hid_t file, const std::string& path, std::vector<std::strin
 // (files written before it).
 int64_t recorded_rows(hid_t file, const std::string& rank_group) {
   const Attrs attrs = h5::read_attrs(h5::open_group(file, rank_group).id());
-  const AttrValue* rows = find_attr(attrs, "rows");
+  const AttrValue* rows = find_attr(attrs, sa::rank::rows);
   return rows != nullptr && std::holds_alternative<int64_t>(*rows) ? std::get<int64_t>(*rows) : -1;
 }
 
@@ -156,12 +222,9 @@ void validate_timeline(hid_t file, const std::string& path, int64_t op_count, in
 // Optional NVML samples of a rank's GPU: the six fields, times in order.
 void validate_samples(hid_t file, const std::string& path, std::vector<std::string>& problems) {
   if (!h5::exists(file, path)) return;
+  validate_table(file, path, schema::tables::samples, {}, problems);
   const h5::Table table = h5::read_table(file, path);
-  for (const char* field : {"t_ns", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_avg_w",
-                            "temp_c", "clock_event_reasons"})
-    if (h5::find_column(table, field) == nullptr)
-      problems.push_back(path + ": missing field " + field);
-  const h5::Column* t = h5::find_column(table, "t_ns");
+  const h5::Column* t = h5::find_column(table, sf::samples::t_ns);
   if (t == nullptr) return;
   const auto* values = std::get_if<std::vector<int64_t>>(&t->values);
   if (values == nullptr) {
@@ -356,31 +419,9 @@ void validate_gpu_map(hid_t file, std::vector<std::string>& problems) {
 // The /config attributes a reader acts on, with their types: a wrong type must not turn into
 // a default downstream (a tp stored as text read as tp = 1). Values are not ranged here: 0 and
 // -1 stand for "the default" in a sweep's base configuration.
-struct ConfigKey {
-  const char* name;
-  bool integer; ///< else text
-};
-constexpr ConfigKey kConfigKeys[] = {
-    {"tp", true},       {"pp", true},         {"dp", true},           {"batch", true},
-    {"seq", true},      {"layers", true},     {"hidden", true},       {"heads", true},
-    {"kv_heads", true}, {"ffn_hidden", true}, {"microbatches", true}, {"iters", true},
-    {"warmup", true},   {"context", true},    {"phase", false},       {"dtype", false},
-    {"overlap", false}, {"backend", false},   {"transport", false}};
-
 void validate_config(const Attrs& attrs, const std::string& where,
                      std::vector<std::string>& problems) {
-  for (const ConfigKey& key : kConfigKeys) {
-    const AttrValue* value = find_attr(attrs, key.name);
-    if (value == nullptr) continue;
-    const bool text = std::holds_alternative<std::string>(*value);
-    if (key.integer && !std::holds_alternative<int64_t>(*value))
-      problems.push_back(where + ": " + key.name + " must be an integer, found " +
-                         (text ? "the string '" + attr_to_string(*value) + "'"
-                               : "the number " + attr_to_string(*value)));
-    if (!key.integer && !text)
-      problems.push_back(where + ": " + key.name + " must be a string, found " +
-                         attr_to_string(*value));
-  }
+  check_attribute_types(attrs, where, schema::attributes::config, problems);
 }
 
 // Every /points/<k>: its config; a summary as /summary's unless the point failed (status
@@ -396,11 +437,12 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
       validate_config(h5::read_attrs(h5::open_group(file, base + "/config").id()), base + "/config",
                       problems);
     const Attrs attrs = h5::read_attrs(h5::open_group(file, base).id());
-    const AttrValue* status = find_attr(attrs, "status");
+    check_attribute_types(attrs, base, schema::attributes::point, problems);
+    const AttrValue* status = find_attr(attrs, sa::point::status);
     // A failed point has no summary, nor has one an incomplete sweep had not run yet.
     const bool failed = status != nullptr && (attr_to_string(*status).rfind("failed", 0) == 0 ||
                                               attr_to_string(*status) == "pending");
-    const AttrValue* predicted = find_attr(attrs, "predicted");
+    const AttrValue* predicted = find_attr(attrs, sa::point::predicted);
     if (predicted_file && (predicted == nullptr || *predicted != AttrValue(int64_t{1})))
       problems.push_back(base + ": a point of a predicted file lacks predicted = 1");
     if (predicted != nullptr && *predicted == AttrValue(int64_t{1})) {
@@ -409,14 +451,8 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
         problems.push_back(base + ": a predicted point holds a measured summary");
       if (!failed)
         check_section(problems, [&] {
-          const std::string path = base + "/prediction";
-          validate_fields(file,
-                          {path.c_str(),
-                           {"name", "kind", "ceiling", "interconnect_source"},
-                           {},
-                           {"instances", "compute_ns", "hbm_ns", "interconnect_ns", "launch_ns",
-                            "efficiency", "time_ns"}},
-                          problems);
+          validate_table(file, base + "/prediction", schema::tables::prediction, {"predicted"},
+                         problems);
         });
     } else if (!failed && require_object(file, base + "/summary", "group", problems)) {
       validate_summary(file, base, problems);
@@ -436,14 +472,21 @@ void validate_points(hid_t file, int64_t world_size, const std::set<std::string>
 }
 
 // Every repeat in /sweep/repeats, each ok point's medians inside their 95 % intervals (of
-// finite, non-negative times), and each crossover's status one of kCrossoverStatuses.
-void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::string>& problems) {
-  require_attrs(attrs, "/sweep", {"interval"}, problems);
-  for (const RoofTable& spec : kSweepRepeatTables)
-    check_section(problems, [&] { validate_fields(file, spec, problems); });
-  const h5::Table points = h5::read_table(file, "/sweep/points");
-  const auto& status = column<std::string>(points, "status", "/sweep/points");
-  const auto& repeats = column<int64_t>(points, "repeats", "/sweep/points");
+// finite, non-negative times), and each crossover's status one of the schema's; the points and
+// crossovers only where their tables have every field (else they were reported).
+void validate_sweep_repeats(hid_t file, const Attrs& attrs, const std::optional<h5::Table>& table,
+                            const std::optional<h5::Table>& cross,
+                            std::vector<std::string>& problems) {
+  namespace f = sf::sweep_points;
+  require_attrs(attrs, "/sweep", attributes_required_by(schema::attributes::sweep, "repeats"),
+                problems);
+  check_section(problems, [&] {
+    validate_table(file, schema::tables::sweep_repeats, {"repeats"}, problems);
+  });
+  if (!table) return;
+  const h5::Table& points = *table;
+  const auto& status = column<std::string>(points, f::status, "/sweep/points");
+  const auto& repeats = column<int64_t>(points, f::repeats, "/sweep/points");
   const bool complete = !marked_incomplete(attrs);
   for (size_t i = 0; i < status.size(); ++i) {
     if (status[i] == "ok" && repeats[i] < 1)
@@ -453,12 +496,17 @@ void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::str
       problems.push_back("/sweep/points: row " + std::to_string(i) +
                          ": a point not run (pending) in a sweep marked complete");
   }
-  const char* medians[] = {"step_p50", "compute", "hbm", "interconnect", "launch"};
-  for (const char* m : medians) {
-    const std::string base = m;
-    const auto& mid = column<double>(points, (base + "_ns").c_str(), "/sweep/points");
-    const auto& lo = column<double>(points, (base + "_lo_ns").c_str(), "/sweep/points");
-    const auto& hi = column<double>(points, (base + "_hi_ns").c_str(), "/sweep/points");
+  const char* const medians[][4] = {
+      {"step_p50", f::step_p50_ns, f::step_p50_lo_ns, f::step_p50_hi_ns},
+      {"compute", f::compute_ns, f::compute_lo_ns, f::compute_hi_ns},
+      {"hbm", f::hbm_ns, f::hbm_lo_ns, f::hbm_hi_ns},
+      {"interconnect", f::interconnect_ns, f::interconnect_lo_ns, f::interconnect_hi_ns},
+      {"launch", f::launch_ns, f::launch_lo_ns, f::launch_hi_ns}};
+  for (const auto& m : medians) {
+    const std::string base = m[0];
+    const auto& mid = column<double>(points, m[1], "/sweep/points");
+    const auto& lo = column<double>(points, m[2], "/sweep/points");
+    const auto& hi = column<double>(points, m[3], "/sweep/points");
     for (size_t i = 0; i < mid.size(); ++i) {
       if (status[i] != "ok") continue;
       if (!(lo[i] >= 0 && lo[i] <= mid[i] && mid[i] <= hi[i] && std::isfinite(hi[i])))
@@ -468,40 +516,55 @@ void validate_sweep_repeats(hid_t file, const Attrs& attrs, std::vector<std::str
                            number_text(hi[i]) + "]");
     }
   }
-  const h5::Table cross = h5::read_table(file, "/sweep/crossovers");
-  if (row_count(cross) == 0) return;
-  for (const std::string& s : column<std::string>(cross, "status", "/sweep/crossovers"))
-    if (std::find(std::begin(kCrossoverStatuses), std::end(kCrossoverStatuses), s) ==
-        std::end(kCrossoverStatuses))
+  if (!cross || row_count(*cross) == 0) return;
+  const auto& known = schema::enums::crossover_status;
+  for (const std::string& s :
+       column<std::string>(*cross, sf::sweep_crossovers::status, "/sweep/crossovers"))
+    if (std::find(std::begin(known), std::end(known), s) == std::end(known))
       problems.push_back("/sweep/crossovers: unknown status '" + s + "'");
 }
 
-// Sweep files: the point and crossover tables, one /points group per row.
+// Sweep files: the point and crossover tables (with their repeats' fields where the sweep was
+// measured with repeats: the attribute `repeats`), one /points group per row.
 void validate_sweep(hid_t file, std::vector<std::string>& problems) {
-  for (const RoofTable& spec : kSweepTables)
-    check_section(problems, [&] { validate_fields(file, spec, problems); });
-  if (!h5::exists(file, "/sweep/points")) return;
-  const size_t rows = row_count(h5::read_table(file, "/sweep/points"));
+  const Attrs attrs = h5::read_attrs(h5::open_group(file, "/sweep").id());
+  const bool repeated = find_attr(attrs, sa::sweep::repeats) != nullptr;
+  const Conditions held = repeated ? Conditions{"repeats"} : Conditions{};
+  std::optional<h5::Table> points, crossovers;
+  check_section(problems, [&] {
+    points = validate_table(file, schema::tables::sweep_points, held, problems);
+  });
+  check_section(problems, [&] {
+    crossovers = validate_table(file, schema::tables::sweep_crossovers, held, problems);
+  });
+  const char* const points_path = schema::tables::sweep_points.path;
+  if (!h5::exists(file, points_path)) return;
+  const h5::Table stored = h5::read_table(file, points_path);
+  const size_t rows = row_count(stored);
   const size_t groups = h5::exists(file, "/points")
                             ? h5::list_children(h5::open_group(file, "/points").id()).size()
                             : 0;
   if (rows != groups)
     problems.push_back("/sweep/points: " + std::to_string(rows) + " rows but " +
                        std::to_string(groups) + " groups under /points");
-  const Attrs attrs = h5::read_attrs(h5::open_group(file, "/sweep").id());
-  require_attrs(attrs, "/sweep", {"axes", "points", "failed"}, problems);
-  if (const AttrValue* axes = find_attr(attrs, "axes")) {
+  require_attrs(attrs, "/sweep", required_attributes(schema::attributes::sweep), problems);
+  if (const AttrValue* axes = find_attr(attrs, sa::sweep::axes)) {
     const std::string* text = std::get_if<std::string>(axes);
+    const auto& known = schema::enums::sweep_axis;
     if (text == nullptr) problems.push_back("/sweep: axes must be a string");
-    for (const std::string& axis : text ? split_by(*text, ',') : std::vector<std::string>{})
-      if (!axis.empty() &&
-          std::find_if(std::begin(kSweepAxes), std::end(kSweepAxes),
-                       [&](const char* a) { return axis == a; }) == std::end(kSweepAxes))
+    for (const std::string& axis : text ? split_by(*text, ',') : std::vector<std::string>{}) {
+      if (axis.empty()) continue;
+      if (std::find(std::begin(known), std::end(known), axis) == std::end(known))
         problems.push_back("/sweep: axes names '" + axis + "', which is not a sweep axis");
+      else if (h5::find_column(stored, axis) == nullptr)
+        problems.push_back("/sweep: axes names '" + axis + "', which is not a field of " +
+                           points_path);
+    }
   }
-  // Sweeps measured with repeats (the attribute `repeats`; earlier files measured once).
-  if (find_attr(attrs, "repeats") != nullptr)
-    check_section(problems, [&] { validate_sweep_repeats(file, attrs, problems); });
+  check_attribute_types(attrs, "/sweep", schema::attributes::sweep, problems);
+  if (repeated)
+    check_section(problems,
+                  [&] { validate_sweep_repeats(file, attrs, points, crossovers, problems); });
 }
 
 const char* const kIncomplete =
@@ -517,8 +580,8 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
                        attr_to_string(*master) + "': validate that file, which links this one");
     return;
   }
-  require_attrs(root, "/", {std::begin(kRootAttrs), std::end(kRootAttrs)}, problems);
-  if (const AttrValue* value = find_attr(root, "schema_version")) {
+  require_attrs(root, "/", required_attributes(schema::attributes::root), problems);
+  if (const AttrValue* value = find_attr(root, sa::root::schema_version)) {
     const auto* version = std::get_if<int64_t>(value);
     // Another major version may lay the file out differently: nothing else can be checked.
     if (version == nullptr) {
@@ -531,7 +594,7 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
     }
   }
   int64_t world_size = -1;
-  if (const AttrValue* value = find_attr(root, "world_size")) {
+  if (const AttrValue* value = find_attr(root, sa::root::world_size)) {
     const auto* size = std::get_if<int64_t>(value);
     if (size != nullptr && *size >= 1)
       world_size = *size;
@@ -549,35 +612,29 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
                          std::to_string(*held) + " ranks");
       world_size = -1;
     });
+  check_attribute_types(root, "/", schema::attributes::root, problems);
 
   const bool collectives = is_collectives_file(root);
   const bool roofs_file = is_command(root, "roofs");
   const bool sweep_file = is_command(root, "sweep");
-  const AttrValue* predicted_attr = find_attr(root, "predicted");
+  const AttrValue* predicted_attr = find_attr(root, sa::root::predicted);
   const bool predicted_file = predicted_attr != nullptr && *predicted_attr == AttrValue(int64_t{1});
-  if (collectives) require_attrs(root, "/", {"check"}, problems);
-  // `complete` is 0 or 1 where present (root, /sweep).
-  auto check_complete = [&](const Attrs& attrs, const char* where) {
-    const AttrValue* complete = find_attr(attrs, "complete");
-    if (complete != nullptr && *complete != AttrValue(int64_t{0}) &&
-        *complete != AttrValue(int64_t{1}))
-      problems.push_back(std::string(where) + ": complete is " + attr_to_string(*complete) +
-                         ", expected the integer 0 or 1");
-  };
-  check_complete(root, "/");
+  if (collectives)
+    require_attrs(root, "/", attributes_required_by(schema::attributes::root, "collectives"),
+                  problems);
+  // `complete` (0 or 1: its type is the schema's) says whether the job finished.
   if (!accept_incomplete && marked_incomplete(root))
     problems.push_back(std::string("/: ") + kIncomplete);
-  if (sweep_file && h5::exists(file, "/sweep"))
+  if (!accept_incomplete && sweep_file && h5::exists(file, "/sweep"))
     check_section(problems, [&] {
-      const Attrs sweep = h5::read_attrs(h5::open_group(file, "/sweep").id());
-      check_complete(sweep, "/sweep");
-      if (!accept_incomplete && marked_incomplete(sweep))
+      if (marked_incomplete(h5::read_attrs(h5::open_group(file, "/sweep").id())))
         problems.push_back(std::string("/sweep: ") + kIncomplete);
     });
-  std::vector<const char*> groups(std::begin(kGroups), std::end(kGroups));
-  if (collectives) groups.assign(std::begin(kCollectivesGroups), std::end(kCollectivesGroups));
-  if (roofs_file) groups = {"/stack", "/config", "/topology", "/roofs"};
-  if (sweep_file) groups = {"/stack", "/config", "/topology", "/sweep", "/points"};
+  std::vector<const char*> groups(std::begin(schema::files::run), std::end(schema::files::run));
+  if (collectives)
+    groups.assign(std::begin(schema::files::collectives), std::end(schema::files::collectives));
+  if (roofs_file) groups.assign(std::begin(schema::files::roofs), std::end(schema::files::roofs));
+  if (sweep_file) groups.assign(std::begin(schema::files::sweep), std::end(schema::files::sweep));
   std::set<std::string> present;
   for (const char* group : groups)
     check_section(problems, [&] {
@@ -614,6 +671,11 @@ void validate_contents(hid_t file, const std::string& path, std::vector<std::str
   } else if (h5::exists(file, "/roofs")) {
     check_section(problems, [&] { validate_roofs(file, problems); });
   }
+  if (h5::exists(file, "/roofs"))
+    check_section(problems, [&] {
+      check_attribute_types(h5::read_attrs(h5::open_group(file, "/roofs").id()), "/roofs",
+                            schema::attributes::roofs, problems);
+    });
 }
 
 } // namespace

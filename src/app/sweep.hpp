@@ -12,6 +12,7 @@
 #include "app/config.hpp"
 #include "app/roofs.hpp"
 #include "app/run_data.hpp"
+#include "app/run_file_schema_data.hpp"
 #include "models/roofs.hpp"
 
 namespace CLI {
@@ -20,9 +21,9 @@ class App;
 
 namespace ridgeline {
 
-/// The options a sweep takes lists of, in the order points are enumerated (last fastest).
-inline const char* const kSweepAxes[] = {"tp",    "batch",   "seq",       "context", "hidden",
-                                         "phase", "overlap", "transport", "dtype"};
+/// The options a sweep takes lists of, in the order points are enumerated (last fastest): the
+/// schema's sweep axes (the /sweep attribute `axes` names them).
+inline constexpr const auto& kSweepAxes = schema::enums::sweep_axis;
 
 /// How a point's intervals are computed (the /sweep attribute `interval`).
 inline const char* const kIntervalMethod =
@@ -73,8 +74,8 @@ struct SweepRepeat {
 /// overlap at one of them; `unrepeated` where a point was measured once (no interval);
 /// `predicted` for the roofs' point estimate past the grid; `from the first point` where a line
 /// of the grid is interconnect-bound from its first point on.
-inline const char* const kCrossoverStatuses[] = {"found", "within noise", "unrepeated", "predicted",
-                                                 "from the first point"};
+/// The schema's crossover statuses.
+inline constexpr const auto& kCrossoverStatuses = schema::enums::crossover_status;
 
 /// One crossover (or the prediction of one) along an axis.
 struct Crossover {
