@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "app/build_info.hpp"
@@ -370,231 +371,298 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
   return tables;
 }
 
-int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
-  // The CUDA backend's environment switches are checked before any work, as every job does.
-  tuning_env();
-  MpiSession& mpi = ctx.mpi;
-  const int gpus = cuda_device_count();
-  const bool cuda = cfg.backend == "cuda" || (cfg.backend == "auto" && gpus > 0);
-  if (cfg.dtype.empty()) cfg.dtype = cuda ? "bf16" : "fp32";
-  if (cfg.max_bytes.empty()) cfg.max_bytes = cuda ? "1G" : "4M";
-  if (cfg.group_size == 0) cfg.group_size = mpi.size();
-  const GpuBindingResult bound = bind_gpu(mpi, cuda, cfg.allow_shared_gpu);
-  if (reject_if_any(ctx, "invalid GPU placement", bound.problems)) return 2;
-  const int device = bound.binding.device;
-  Resolved r;
-  std::vector<std::string> problems = validate(cfg, cuda, gpus, mpi.size(), r);
-  if (problems.empty()) {
-    // Two buffers of the largest size (ordinary, symmetric, or both: two each), plus host
-    // staging (one more on the host backend, where the "device" buffers are host memory too),
-    // against the smallest free memory of any rank. The custom all-reduce maps two more (its
-    // staging and result regions).
-    const double buffers = (r.ordinary_buffers() ? 2.0 : 0.0) + (r.symmetric ? 2.0 : 0.0) +
-                           (cuda ? 0.0 : 1.0) + (r.custom.empty() ? 0.0 : 2.0);
-    const double need = static_cast<double>(r.sizes.back()) * buffers;
-    int64_t free_bytes =
-        cuda ? query_gpu(device).memory_free_bytes : available_host_bytes(mpi.local_size());
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, mpi.world()));
-    if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))
-      problems.push_back("--max-bytes " + std::to_string(r.sizes.back()) + " needs about " +
-                         fixed(need / 1073741824.0, 2) + " GiB per rank but the smallest free " +
-                         "memory of any rank is " +
-                         fixed(static_cast<double>(free_bytes) / 1073741824.0, 2) + " GiB");
-  }
-  if (reject_if_any(ctx, "invalid collectives configuration", problems)) return 2;
+// One collectives job: the options checked against every rank's memory, the transport, the
+// communicator and the benches, the file's fixed parts, then every sweep, its rows printed and
+// the file rewritten as they are measured.
+class CollectivesRun {
+public:
+  CollectivesRun(CommandContext& ctx, CollectivesConfig cfg)
+      : m_ctx(ctx), m_cfg(std::move(cfg)), m_mpi(ctx.mpi) {}
 
-  std::vector<std::string> warnings;
-  std::vector<EnvSetting> nccl_env;
-  if (cuda) {
-    nccl_env = apply_transport(*find_transport(cfg.transport), warnings);
-    if (cfg.transport == "nvlink")
-      check_nvlink(std::min(gpus, mpi.local_size()), gpu_link_matrix(), warnings);
-  }
-  if (mpi.rank() == 0)
-    for (const std::string& w : warnings)
-      std::cerr << "ridgeline: warning: " << w << "\n";
-  cfg.out = output_path(mpi.world(), cfg.out, "collectives");
-  if (reject_if_any(ctx, "cannot write the results", check_outputs(ctx, {{cfg.out, "--out"}})))
-    return 2;
-
-  Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating buffers");
-  const int groups = mpi.size() / cfg.group_size;
-  const int group_index = mpi.rank() / cfg.group_size;
-  GroupComm group(mpi.world(), group_index, mpi.rank());
-  // The communicator is declared first so that it is destroyed last: an NCCL communicator must
-  // outlive the CUDA graphs (owned by the backend) that captured its collectives.
-  std::unique_ptr<Communicator> comm;
-  // Likewise the custom all-reduce's mapped buffers, read by the kernels the graphs captured.
-  std::unique_ptr<IpcAllReduce> ipc;
-  // The backend's own element type only matters for its kernels, not for collective buffers.
-  std::unique_ptr<Backend> backend =
-      cuda ? make_cuda_backend(device, r.dtype == DType::f16 ? DType::f16 : DType::bf16)
-           : make_host_backend();
-  NcclOptions nccl;
-  nccl.max_ctas = cfg.nccl_max_ctas;
-  nccl.min_ctas = cfg.nccl_min_ctas;
-  nccl.cta_policy = cfg.nccl_cta_policy;
-  nccl.timeout_s = whole_seconds(cfg.timeout_s);
-  // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
-  // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
-  comm = cuda && r.nccl_swept ? make_nccl_communicator(group.get(), nccl)
-                              : make_mpi_communicator(group.get());
-  std::unique_ptr<CollectiveBench> bench;
-  if (r.ordinary_buffers())
-    bench = std::make_unique<CollectiveBench>(*backend, *comm, group.get(), mpi.world(),
-                                              r.sizes.back());
-  // --buffers symmetric: a bench whose two buffers lie in one symmetric window
-  // (collective; every rank gets the same layout, so the same offsets).
-  std::unique_ptr<SymmetricMemory> symmetric;
-  std::unique_ptr<CollectiveBench> symmetric_bench;
-  std::string symmetric_path;
-  if (r.symmetric) {
-    watchdog.rearm("registering the symmetric window");
-    const size_t half = (r.sizes.back() + 4095) / 4096 * 4096;
-    std::string why;
-    symmetric = comm->symmetric_memory(2 * half, why);
-    if (!symmetric) {
-      if (mpi.rank() == 0) std::cerr << "ridgeline: --buffers symmetric: " << why << "\n";
+  int run() {
+    // The CUDA backend's environment switches are checked before any work, as every job does.
+    tuning_env();
+    m_gpus = cuda_device_count();
+    m_cuda = m_cfg.backend == "cuda" || (m_cfg.backend == "auto" && m_gpus > 0);
+    if (m_cfg.dtype.empty()) m_cfg.dtype = m_cuda ? "bf16" : "fp32";
+    if (m_cfg.max_bytes.empty()) m_cfg.max_bytes = m_cuda ? "1G" : "4M";
+    if (m_cfg.group_size == 0) m_cfg.group_size = m_mpi.size();
+    m_bound = bind_gpu(m_mpi, m_cuda, m_cfg.allow_shared_gpu);
+    if (reject_if_any(m_ctx, "invalid GPU placement", m_bound.problems)) return 2;
+    if (reject_if_any(m_ctx, "invalid collectives configuration", problems())) return 2;
+    apply_transport_settings();
+    m_cfg.out = output_path(m_mpi.world(), m_cfg.out, "collectives");
+    if (reject_if_any(m_ctx, "cannot write the results",
+                      check_outputs(m_ctx, {{m_cfg.out, "--out"}})))
       return 2;
+    m_watchdog.emplace(m_cfg.timeout_s, "creating communicators and allocating buffers");
+    make_communicator();
+    if (m_r.symmetric && !make_symmetric_bench()) return 2;
+    if (!m_r.custom.empty()) {
+      m_watchdog->rearm("mapping the custom all-reduce's buffers between the ranks");
+      m_ipc = make_ipc_all_reduce(m_group->get(), m_r.sizes.back());
     }
-    auto keep = [](void*) {};
-    char* base = static_cast<char*>(symmetric->data());
-    symmetric_bench = std::make_unique<CollectiveBench>(*backend, *comm, group.get(), mpi.world(),
-                                                        r.sizes.back(), Buffer(base, half, keep),
-                                                        Buffer(base + half, half, keep));
-    symmetric_path = symmetric->describe();
+    start_file();
+    run_sweeps();
+    return finish();
   }
-  if (!r.custom.empty()) {
-    watchdog.rearm("mapping the custom all-reduce's buffers between the ranks");
-    ipc = make_ipc_all_reduce(group.get(), r.sizes.back());
-  }
-  const SweepOptions opts = sweep_options(cfg, r);
 
-  // Everything but the results, up front (the topology is gathered from every rank): the file
-  // is rewritten after every size, marked complete = 0 until the last.
-  watchdog.rearm("gathering the topology");
-  RunData data;
-  data.root = {{"schema_version", kSchemaVersion},
-               {"ridgeline_version", std::string(build::version)},
-               {"git_sha", std::string(build::git_sha)},
-               {"created_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")},
-               {"argv", join(ctx.argv, " ")},
-               {"world_size", static_cast<int64_t>(mpi.size())},
-               {"nodes", static_cast<int64_t>(mpi.nodes())},
-               {"command", std::string("collectives")},
-               {"check", std::string("passed")},
-               {"complete", int64_t{0}}};
-  data.stack = stack_attrs();
-  data.stack.emplace_back("clock", std::string(backend->clock().name()));
-  data.stack.emplace_back("communicator", std::string(comm->backend()));
-  data.stack.emplace_back("transport", cfg.transport);
-  for (const EnvSetting& e : nccl_env)
-    data.stack.emplace_back(e.name, std::string(e.value));
-  if (cuda) data.stack.emplace_back("gpu_links", link_matrix_text());
-  data.env = performance_env();
-  data.config = config_attrs(cfg, r, cuda ? "cuda" : "host");
-  Attrs coords = gpu_binding_attrs(mpi, bound.binding);
-  coords.emplace_back("group", static_cast<int64_t>(group_index));
-  coords.emplace_back("group_rank", static_cast<int64_t>(comm->rank()));
-  data.topology =
-      gather_attrs(mpi.world(), rank_topology(mpi, cuda ? "cuda" : "host", device, coords));
-
-  std::vector<CollectiveResult> results;
-  OutputFile h5(cfg.out, "--out");
-  int64_t wrong = 0;
-  // Rank 0: the results so far into the file (renamed into place: never a torn file). Between
-  // sizes the file is rewritten once kRewriteEvery times its last write took has passed (at
-  // least 1 s): the other ranks wait at the next size's barrier meanwhile, so this keeps the
-  // job's extra time under 5 %; stdout has every row at once.
-  constexpr double kRewriteEvery = 20;
+private:
+  // Rank 0 rewrites the file between sizes once kRewriteEvery times its last write took has
+  // passed (at least 1 s).
+  static constexpr double kRewriteEvery = 20;
   using clock = std::chrono::steady_clock;
-  clock::time_point next_write = clock::now();
-  auto save = [&](const std::vector<CollectiveResult>& so_far, bool complete) {
-    const clock::time_point started = clock::now();
-    wrong = 0;
-    for (const CollectiveResult& res : so_far)
-      for (const SizeRow& row : res.rows)
-        wrong += row.wrong;
-    for (auto& [key, value] : data.root) {
-      if (key == "check") value = std::string(wrong == 0 ? "passed" : "failed");
-      if (key == "complete") value = static_cast<int64_t>(complete);
-    }
-    data.tables = result_tables(so_far, cfg, r, comm->backend(), groups, symmetric_path);
-    h5.write([&](const std::string& path) { write_run_file(path, data); });
-    const clock::time_point now = clock::now();
-    next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
-                                                 std::chrono::duration_cast<clock::duration>(
-                                                     (now - started) * kRewriteEvery));
-  };
 
-  backend->synchronize();
-  RIDGELINE_CHECK(MPI_Barrier(mpi.world()));
-  backend->clock().start_epoch();
-  // The sweeps: every collective listed once per --buffers kind, all_reduce also once per
-  // custom implementation of --allreduce.
+  // A sweep: a collective on one bench, under its options (its name, its own issue).
   struct Sweep {
     const CollectiveSpec* spec;
     SweepOptions opts;
     CollectiveBench* bench;
   };
-  std::vector<Sweep> sweeps;
-  for (const CollectiveSpec* spec : r.collectives) {
-    const bool library = spec->id != Collective::all_reduce || r.library_all_reduce;
-    if (library && r.ordinary) sweeps.push_back({spec, opts, bench.get()});
-    if (library && r.symmetric) {
-      SweepOptions symm = opts;
-      symm.name = std::string(spec->name) + kSymmetricSuffix;
-      sweeps.push_back({spec, std::move(symm), symmetric_bench.get()});
-    }
-    if (spec->id != Collective::all_reduce) continue;
-    for (IpcAlgo algo : r.custom) {
-      SweepOptions custom = opts;
-      custom.name = std::string("all_reduce_") + ipc_algo_name(algo);
-      custom.issue = [&ipc, algo, dtype = r.dtype](const CallBuffers& buf,
-                                                   const CollectiveShape& shape, Stream stream) {
-        ipc->all_reduce(buf.send, buf.recv, shape.count, dtype, algo, stream);
-      };
-      sweeps.push_back({spec, std::move(custom), bench.get()});
-    }
+
+  // The options' problems, then whether the largest size fits every rank's memory.
+  std::vector<std::string> problems() {
+    std::vector<std::string> problems = validate(m_cfg, m_cuda, m_gpus, m_mpi.size(), m_r);
+    if (!problems.empty()) return problems;
+    // Two buffers of the largest size (ordinary, symmetric, or both: two each), plus host
+    // staging (one more on the host backend, where the "device" buffers are host memory too),
+    // against the smallest free memory of any rank. The custom all-reduce maps two more (its
+    // staging and result regions).
+    const double buffers = (m_r.ordinary_buffers() ? 2.0 : 0.0) + (m_r.symmetric ? 2.0 : 0.0) +
+                           (m_cuda ? 0.0 : 1.0) + (m_r.custom.empty() ? 0.0 : 2.0);
+    const double need = static_cast<double>(m_r.sizes.back()) * buffers;
+    int64_t free_bytes = m_cuda ? query_gpu(m_bound.binding.device).memory_free_bytes
+                                : available_host_bytes(m_mpi.local_size());
+    RIDGELINE_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_INT64_T, MPI_MIN, m_mpi.world()));
+    if (free_bytes >= 0 && need > 0.9 * static_cast<double>(free_bytes))
+      problems.push_back("--max-bytes " + std::to_string(m_r.sizes.back()) + " needs about " +
+                         fixed(need / 1073741824.0, 2) + " GiB per rank but the smallest free " +
+                         "memory of any rank is " +
+                         fixed(static_cast<double>(free_bytes) / 1073741824.0, 2) + " GiB");
+    return problems;
   }
-  for (const Sweep& sweep : sweeps) {
-    // Each size's row is printed (and the file rewritten) as soon as it is measured, as
-    // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
-    CollectiveResult res =
-        sweep.bench->sweep(*sweep.spec, sweep.opts, watchdog, [&](const CollectiveResult& partial) {
-          if (mpi.rank() != 0) return;
-          std::vector<CollectiveResult> so_far = results;
-          so_far.push_back(partial);
-          const std::vector<NamedTable> tables =
-              result_tables(so_far, cfg, r, comm->backend(), groups, symmetric_path);
-          const NamedTable& table = tables[2 * results.size()];
-          if (partial.rows.size() == 1) print_collective_header(std::cout, table, data.config);
-          print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
-          std::cout.flush();
-          if (clock::now() >= next_write) save(so_far, false);
-        });
-    results.push_back(std::move(res));
-    if (mpi.rank() == 0) {
-      if (results.size() < sweeps.size()) save(results, false);
-      const std::vector<NamedTable> tables =
-          result_tables(results, cfg, r, comm->backend(), groups, symmetric_path);
-      const NamedTable& table = tables[2 * (results.size() - 1)];
-      if (results.back().rows.empty()) print_collective_header(std::cout, table, data.config);
+
+  // The transport's NCCL environment (GPUs), its warnings printed once.
+  void apply_transport_settings() {
+    std::vector<std::string> warnings;
+    if (m_cuda) {
+      m_nccl_env = apply_transport(*find_transport(m_cfg.transport), warnings);
+      if (m_cfg.transport == "nvlink")
+        check_nvlink(std::min(m_gpus, m_mpi.local_size()), gpu_link_matrix(), warnings);
+    }
+    if (m_mpi.rank() == 0)
+      for (const std::string& w : warnings)
+        std::cerr << "ridgeline: warning: " << w << "\n";
+  }
+
+  // The rank's group, its backend and communicator, and the bench on ordinary buffers.
+  void make_communicator() {
+    m_groups = m_mpi.size() / m_cfg.group_size;
+    m_group_index = m_mpi.rank() / m_cfg.group_size;
+    m_group.emplace(m_mpi.world(), m_group_index, m_mpi.rank());
+    // The backend's own element type only matters for its kernels, not for collective buffers.
+    m_backend = m_cuda ? make_cuda_backend(m_bound.binding.device,
+                                           m_r.dtype == DType::f16 ? DType::f16 : DType::bf16)
+                       : make_host_backend();
+    NcclOptions nccl;
+    nccl.max_ctas = m_cfg.nccl_max_ctas;
+    nccl.min_ctas = m_cfg.nccl_min_ctas;
+    nccl.cta_policy = m_cfg.nccl_cta_policy;
+    nccl.timeout_s = whole_seconds(m_cfg.timeout_s);
+    // NCCL only where a sweep calls it: the custom all-reduce alone needs MPI to exchange its
+    // handles (and then runs where NCCL would refuse, e.g. ranks sharing a GPU).
+    m_comm = m_cuda && m_r.nccl_swept ? make_nccl_communicator(m_group->get(), nccl)
+                                      : make_mpi_communicator(m_group->get());
+    if (m_r.ordinary_buffers())
+      m_bench = std::make_unique<CollectiveBench>(*m_backend, *m_comm, m_group->get(),
+                                                  m_mpi.world(), m_r.sizes.back());
+  }
+
+  // --buffers symmetric: a bench whose two buffers lie in one symmetric window (collective;
+  // every rank gets the same layout, so the same offsets). False where there is none.
+  bool make_symmetric_bench() {
+    m_watchdog->rearm("registering the symmetric window");
+    const size_t half = (m_r.sizes.back() + 4095) / 4096 * 4096;
+    std::string why;
+    m_symmetric = m_comm->symmetric_memory(2 * half, why);
+    if (!m_symmetric) {
+      if (m_mpi.rank() == 0) std::cerr << "ridgeline: --buffers symmetric: " << why << "\n";
+      return false;
+    }
+    auto keep = [](void*) {};
+    char* base = static_cast<char*>(m_symmetric->data());
+    m_symmetric_bench = std::make_unique<CollectiveBench>(
+        *m_backend, *m_comm, m_group->get(), m_mpi.world(), m_r.sizes.back(),
+        Buffer(base, half, keep), Buffer(base + half, half, keep));
+    m_symmetric_path = m_symmetric->describe();
+    return true;
+  }
+
+  // Everything but the results, up front (the topology is gathered from every rank): the file
+  // is rewritten after every size, marked complete = 0 until the last.
+  void start_file() {
+    m_watchdog->rearm("gathering the topology");
+    m_data.root = {{"schema_version", kSchemaVersion},
+                   {"ridgeline_version", std::string(build::version)},
+                   {"git_sha", std::string(build::git_sha)},
+                   {"created_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")},
+                   {"argv", join(m_ctx.argv, " ")},
+                   {"world_size", static_cast<int64_t>(m_mpi.size())},
+                   {"nodes", static_cast<int64_t>(m_mpi.nodes())},
+                   {"command", std::string("collectives")},
+                   {"check", std::string("passed")},
+                   {"complete", int64_t{0}}};
+    m_data.stack = stack_attrs();
+    m_data.stack.emplace_back("clock", std::string(m_backend->clock().name()));
+    m_data.stack.emplace_back("communicator", std::string(m_comm->backend()));
+    m_data.stack.emplace_back("transport", m_cfg.transport);
+    for (const EnvSetting& e : m_nccl_env)
+      m_data.stack.emplace_back(e.name, std::string(e.value));
+    if (m_cuda) m_data.stack.emplace_back("gpu_links", link_matrix_text());
+    m_data.env = performance_env();
+    m_data.config = config_attrs(m_cfg, m_r, m_cuda ? "cuda" : "host");
+    Attrs coords = gpu_binding_attrs(m_mpi, m_bound.binding);
+    coords.emplace_back("group", static_cast<int64_t>(m_group_index));
+    coords.emplace_back("group_rank", static_cast<int64_t>(m_comm->rank()));
+    m_data.topology = gather_attrs(m_mpi.world(), rank_topology(m_mpi, m_cuda ? "cuda" : "host",
+                                                                m_bound.binding.device, coords));
+    m_h5 = std::make_unique<OutputFile>(m_cfg.out, "--out");
+    m_next_write = clock::now();
+  }
+
+  std::vector<NamedTable> tables_of(const std::vector<CollectiveResult>& results) const {
+    return result_tables(results, m_cfg, m_r, m_comm->backend(), m_groups, m_symmetric_path);
+  }
+
+  // Rank 0: the results so far into the file (renamed into place: never a torn file). The
+  // other ranks wait at the next size's barrier meanwhile, so the rewrites keep the job's extra
+  // time under 5 %; stdout has every row at once.
+  void save(const std::vector<CollectiveResult>& so_far, bool complete) {
+    const clock::time_point started = clock::now();
+    m_wrong = 0;
+    for (const CollectiveResult& res : so_far)
+      for (const SizeRow& row : res.rows)
+        m_wrong += row.wrong;
+    for (auto& [key, value] : m_data.root) {
+      if (key == "check") value = std::string(m_wrong == 0 ? "passed" : "failed");
+      if (key == "complete") value = static_cast<int64_t>(complete);
+    }
+    m_data.tables = tables_of(so_far);
+    m_h5->write([&](const std::string& path) { write_run_file(path, m_data); });
+    const clock::time_point now = clock::now();
+    m_next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
+                                                   std::chrono::duration_cast<clock::duration>(
+                                                       (now - started) * kRewriteEvery));
+  }
+
+  // Every collective listed once per --buffers kind, all_reduce also once per custom
+  // implementation of --allreduce.
+  std::vector<Sweep> plan_sweeps() const {
+    const SweepOptions opts = sweep_options(m_cfg, m_r);
+    std::vector<Sweep> sweeps;
+    for (const CollectiveSpec* spec : m_r.collectives) {
+      const bool library = spec->id != Collective::all_reduce || m_r.library_all_reduce;
+      if (library && m_r.ordinary) sweeps.push_back({spec, opts, m_bench.get()});
+      if (library && m_r.symmetric) {
+        SweepOptions symm = opts;
+        symm.name = std::string(spec->name) + kSymmetricSuffix;
+        sweeps.push_back({spec, std::move(symm), m_symmetric_bench.get()});
+      }
+      if (spec->id != Collective::all_reduce) continue;
+      for (IpcAlgo algo : m_r.custom) {
+        SweepOptions custom = opts;
+        custom.name = std::string("all_reduce_") + ipc_algo_name(algo);
+        custom.issue = [ipc = m_ipc.get(), algo, dtype = m_r.dtype](
+                           const CallBuffers& buf, const CollectiveShape& shape, Stream stream) {
+          ipc->all_reduce(buf.send, buf.recv, shape.count, dtype, algo, stream);
+        };
+        sweeps.push_back({spec, std::move(custom), m_bench.get()});
+      }
+    }
+    return sweeps;
+  }
+
+  void run_sweeps() {
+    m_backend->synchronize();
+    RIDGELINE_CHECK(MPI_Barrier(m_mpi.world()));
+    m_backend->clock().start_epoch();
+    const std::vector<Sweep> sweeps = plan_sweeps();
+    for (const Sweep& sweep : sweeps) {
+      // Each size's row is printed (and the file rewritten) as soon as it is measured, as
+      // nccl-tests does: a job killed at size k keeps sizes 1 .. k-1.
+      CollectiveResult res = sweep.bench->sweep(
+          *sweep.spec, sweep.opts, *m_watchdog,
+          [&](const CollectiveResult& partial) { print_measured_size(partial); });
+      m_results.push_back(std::move(res));
+      if (m_mpi.rank() != 0) continue;
+      if (m_results.size() < sweeps.size()) save(m_results, false);
+      const std::vector<NamedTable> tables = tables_of(m_results);
+      const NamedTable& table = tables[2 * (m_results.size() - 1)];
+      if (m_results.back().rows.empty()) print_collective_header(std::cout, table, m_data.config);
       print_collective_footer(std::cout, table);
     }
   }
-  watchdog.rearm("writing the file");
-  int status = 0;
-  if (mpi.rank() == 0) {
-    save(results, true);
-    print_collectives_summary(std::cout, data.tables, &data.tables.back());
-    if (!h5.lost()) std::cout << "wrote " << h5.path() << "\n";
-    if (wrong > 0)
-      std::cerr << "ridgeline: check FAILED: " << wrong << " wrong elements (see #wrong)\n";
-    status = wrong > 0 ? 3 : output_status({&h5});
+
+  // Rank 0: the row of the size just measured (the header before the first), and the file
+  // rewritten when due.
+  void print_measured_size(const CollectiveResult& partial) {
+    if (m_mpi.rank() != 0) return;
+    std::vector<CollectiveResult> so_far = m_results;
+    so_far.push_back(partial);
+    const std::vector<NamedTable> tables = tables_of(so_far);
+    const NamedTable& table = tables[2 * m_results.size()];
+    if (partial.rows.size() == 1) print_collective_header(std::cout, table, m_data.config);
+    print_collective_rows(std::cout, table, partial.rows.size() - 1, partial.rows.size());
+    std::cout.flush();
+    if (clock::now() >= m_next_write) save(so_far, false);
   }
-  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
-  return status;
+
+  int finish() {
+    m_watchdog->rearm("writing the file");
+    int status = 0;
+    if (m_mpi.rank() == 0) {
+      save(m_results, true);
+      print_collectives_summary(std::cout, m_data.tables, &m_data.tables.back());
+      if (!m_h5->lost()) std::cout << "wrote " << m_h5->path() << "\n";
+      if (m_wrong > 0)
+        std::cerr << "ridgeline: check FAILED: " << m_wrong << " wrong elements (see #wrong)\n";
+      status = m_wrong > 0 ? 3 : output_status({m_h5.get()});
+    }
+    RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_mpi.world()));
+    return status;
+  }
+
+  CommandContext& m_ctx;
+  CollectivesConfig m_cfg;
+  MpiSession& m_mpi;
+  int m_gpus = 0;
+  bool m_cuda = false;
+  GpuBindingResult m_bound;
+  Resolved m_r;
+  std::vector<EnvSetting> m_nccl_env;
+  std::optional<Watchdog> m_watchdog;
+  int m_groups = 0, m_group_index = 0;
+  std::optional<GroupComm> m_group;
+  // The communicator is declared first so that it is destroyed last: an NCCL communicator must
+  // outlive the CUDA graphs (owned by the backend) that captured its collectives.
+  std::unique_ptr<Communicator> m_comm;
+  // Likewise the custom all-reduce's mapped buffers, read by the kernels the graphs captured.
+  std::unique_ptr<IpcAllReduce> m_ipc;
+  std::unique_ptr<Backend> m_backend;
+  std::unique_ptr<CollectiveBench> m_bench;
+  std::unique_ptr<SymmetricMemory> m_symmetric;
+  std::unique_ptr<CollectiveBench> m_symmetric_bench;
+  std::string m_symmetric_path;
+  RunData m_data;
+  std::unique_ptr<OutputFile> m_h5;
+  std::vector<CollectiveResult> m_results;
+  int64_t m_wrong = 0;
+  clock::time_point m_next_write;
+};
+
+int run_collectives(CommandContext& ctx, CollectivesConfig cfg) {
+  return CollectivesRun(ctx, std::move(cfg)).run();
 }
 
 } // namespace

@@ -208,91 +208,132 @@ FilesWritten write_single(MPI_Comm comm, const std::string& path, const RunData&
   return {seconds, 0};
 }
 
+// The node file a rank's rows go to: the ranks sharing it (a node's, shared memory, cut into
+// runs of ranks_per_file), numbered in the order of their first ranks (rank 0 writes node file
+// 0). Every rank of `comm` constructs one.
+struct NodeFile {
+  OwnedComm comm; ///< the ranks sharing the file; its rank 0 (the leader) writes it
+  int rank = 0, size = 0;
+  bool leader = false;
+  int64_t index = 0, files = 0; ///< this node file, node files
+  std::vector<int64_t> file_of; ///< rank 0: each rank's node file
+  std::vector<int> members;     ///< the leader: each member's rank in `comm`, in node order
+
+  NodeFile(MPI_Comm world, int ranks_per_file) {
+    const int world_rank = rank_of(world);
+    {
+      OwnedComm shared;
+      RIDGELINE_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,
+                                          &shared.comm));
+      const int local = rank_of(shared.comm);
+      RIDGELINE_CHECK(MPI_Comm_split(shared.comm, ranks_per_file > 0 ? local / ranks_per_file : 0,
+                                     local, &comm.comm));
+    }
+    rank = rank_of(comm.comm), size = size_of(comm.comm);
+    leader = rank == 0;
+    int64_t numbering[2] = {0, 0}; // this node file, node files
+    {
+      OwnedComm leaders;
+      RIDGELINE_CHECK(MPI_Comm_split(world, leader ? 0 : MPI_UNDEFINED, world_rank, &leaders.comm));
+      if (leader) numbering[0] = rank_of(leaders.comm), numbering[1] = size_of(leaders.comm);
+    }
+    RIDGELINE_CHECK(MPI_Bcast(numbering, 2, MPI_INT64_T, 0, comm.comm));
+    index = numbering[0], files = numbering[1];
+    file_of.resize(world_rank == 0 ? static_cast<size_t>(size_of(world)) : 0);
+    RIDGELINE_CHECK(
+        MPI_Gather(&numbering[0], 1, MPI_INT64_T, file_of.data(), 1, MPI_INT64_T, 0, world));
+    members.resize(leader ? static_cast<size_t>(size) : 0);
+    RIDGELINE_CHECK(MPI_Gather(&world_rank, 1, MPI_INT, members.data(), 1, MPI_INT, 0, comm.comm));
+  }
+};
+
+// The leader writes its node file (`part`) at `tmp`: who it is, then its members' rows one rank
+// at a time, as they arrive. Returns the first failure ("" none).
+std::string write_node_file(const NodeFile& node, const std::string& part, const std::string& tmp,
+                            const std::string& master_name, const std::string& file_set,
+                            const RankRows& mine) {
+  h5::Handle file;
+  std::string error = attempt([&] {
+    file = h5::create_memory_file(tmp);
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    h5::write_attrs(file.id(), {{"schema_version", kSchemaVersion},
+                                {"part_of", master_name},
+                                {"file_set", file_set},
+                                {"node_file", node.index},
+                                {"node_files", node.files},
+                                {"host", std::string(host)}});
+    h5::write_dataset(file.id(), "node_ranks",
+                      std::vector<int64_t>(node.members.begin(), node.members.end()));
+  });
+  for (int i = 0; i < node.size; ++i) {
+    const int64_t world_rank = node.members[static_cast<size_t>(i)];
+    // A failed write still receives every member's rows: the senders must not wait forever.
+    for (size_t g = 0; g < mine.groups.size(); ++g) {
+      std::vector<TimelineRecord> received;
+      if (i > 0) received = recv_rows<TimelineRecord>(node.comm.comm, i, kRowsTag);
+      const std::vector<TimelineRecord>& rows = i > 0 ? received : *mine.timelines[g];
+      if (error.empty())
+        error = attempt([&] {
+          h5::write_timeline(ensure_group(file.id(), rank_group(mine.groups[g], world_rank)).id(),
+                             "timeline", rows);
+        });
+    }
+    std::vector<GpuSample> received;
+    if (i > 0) received = recv_rows<GpuSample>(node.comm.comm, i, kRowsTag);
+    const std::vector<GpuSample>& samples = i > 0 ? received : mine.samples;
+    if (error.empty() && !samples.empty() && !mine.groups.empty())
+      error = attempt([&] {
+        h5::Handle group = ensure_group(file.id(), rank_group(mine.groups.front(), world_rank));
+        h5::write_table(group.id(), "samples", samples_table(samples),
+                        samples.size() > kCompressRows);
+        h5::Handle dataset(H5Dopen2(group.id(), "samples", H5P_DEFAULT), "H5Dopen2",
+                           part + ":samples");
+        h5::write_attr(dataset.id(), "period_ms", mine.sample_period_ms);
+      });
+  }
+  if (error.empty()) error = attempt([&] { h5::save_memory_file(file, tmp); });
+  return error;
+}
+
+// Rank 0: the master file that links every rank's rows in its node file. Returns the seconds
+// from `started` to its last object.
+double write_master_file(const std::string& path, const RunData& data, const RankRows& mine,
+                         const RowCounts& counts, int64_t ranks, const NodeFile& node,
+                         const std::string& file_set, double started) {
+  TemporaryFile master(temporary_name(path));
+  std::vector<std::string> node_file;
+  for (int64_t f : node.file_of)
+    node_file.push_back(std::filesystem::path(node_file_path(path, f)).filename().string());
+  write_run_contents(master.path(), data, skeleton(mine, counts, ranks, &node_file),
+                     {{"file_layout", std::string(kLayoutNames[1])},
+                      {"node_files", node.files},
+                      {"file_set", file_set}});
+  const double seconds = MPI_Wtime() - started;
+  finish(master, path, seconds);
+  return seconds;
+}
+
 FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunData& data,
                             const RankRows& mine, const RowCounts& counts, int ranks_per_file,
                             double started) {
   const int rank = rank_of(comm);
   const int64_t ranks = size_of(comm);
-  // The ranks sharing a node file: a node's (shared memory), cut into runs of ranks_per_file.
-  OwnedComm node;
-  {
-    OwnedComm shared;
-    RIDGELINE_CHECK(
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared.comm));
-    const int local = rank_of(shared.comm);
-    RIDGELINE_CHECK(MPI_Comm_split(shared.comm, ranks_per_file > 0 ? local / ranks_per_file : 0,
-                                   local, &node.comm));
-  }
-  const int node_rank = rank_of(node.comm), node_size = size_of(node.comm);
-  const bool leader = node_rank == 0;
-  // Node files are numbered in the order of their first ranks: rank 0 writes node file 0.
-  int64_t numbering[2] = {0, 0}; // this node file, node files
-  {
-    OwnedComm leaders;
-    RIDGELINE_CHECK(MPI_Comm_split(comm, leader ? 0 : MPI_UNDEFINED, rank, &leaders.comm));
-    if (leader) numbering[0] = rank_of(leaders.comm), numbering[1] = size_of(leaders.comm);
-  }
-  RIDGELINE_CHECK(MPI_Bcast(numbering, 2, MPI_INT64_T, 0, node.comm));
-  const int64_t files = numbering[1];
-  std::vector<int64_t> file_of(rank == 0 ? static_cast<size_t>(ranks) : 0);
-  RIDGELINE_CHECK(
-      MPI_Gather(&numbering[0], 1, MPI_INT64_T, file_of.data(), 1, MPI_INT64_T, 0, comm));
-  std::vector<int> members(leader ? static_cast<size_t>(node_size) : 0);
-  RIDGELINE_CHECK(MPI_Gather(&rank, 1, MPI_INT, members.data(), 1, MPI_INT, 0, node.comm));
+  const NodeFile node(comm, ranks_per_file);
   const std::string file_set = broadcast_string(comm, rank == 0 ? new_file_set_id() : "", 0);
-  const std::string part = node_file_path(path, numbering[0]);
+  const std::string part = node_file_path(path, node.index);
   const std::string master_name = std::filesystem::path(path).filename().string();
 
   // Node files: the first rank writes its members' rows one rank at a time, as they arrive.
   std::unique_ptr<TemporaryFile> part_tmp;
   std::string error;
-  if (leader) {
+  if (node.leader) {
     part_tmp = std::make_unique<TemporaryFile>(temporary_name(part));
-    h5::Handle file;
-    error = attempt([&] {
-      file = h5::create_memory_file(part_tmp->path());
-      char host[256] = {};
-      gethostname(host, sizeof(host) - 1);
-      h5::write_attrs(file.id(), {{"schema_version", kSchemaVersion},
-                                  {"part_of", master_name},
-                                  {"file_set", file_set},
-                                  {"node_file", numbering[0]},
-                                  {"node_files", files},
-                                  {"host", std::string(host)}});
-      h5::write_dataset(file.id(), "node_ranks",
-                        std::vector<int64_t>(members.begin(), members.end()));
-    });
-    for (int i = 0; i < node_size; ++i) {
-      const int64_t world_rank = members[static_cast<size_t>(i)];
-      // A failed write still receives every member's rows: the senders must not wait forever.
-      for (size_t g = 0; g < mine.groups.size(); ++g) {
-        std::vector<TimelineRecord> received;
-        if (i > 0) received = recv_rows<TimelineRecord>(node.comm, i, kRowsTag);
-        const std::vector<TimelineRecord>& rows = i > 0 ? received : *mine.timelines[g];
-        if (error.empty())
-          error = attempt([&] {
-            h5::write_timeline(ensure_group(file.id(), rank_group(mine.groups[g], world_rank)).id(),
-                               "timeline", rows);
-          });
-      }
-      std::vector<GpuSample> received;
-      if (i > 0) received = recv_rows<GpuSample>(node.comm, i, kRowsTag);
-      const std::vector<GpuSample>& samples = i > 0 ? received : mine.samples;
-      if (error.empty() && !samples.empty() && !mine.groups.empty())
-        error = attempt([&] {
-          h5::Handle group = ensure_group(file.id(), rank_group(mine.groups.front(), world_rank));
-          h5::write_table(group.id(), "samples", samples_table(samples),
-                          samples.size() > kCompressRows);
-          h5::Handle dataset(H5Dopen2(group.id(), "samples", H5P_DEFAULT), "H5Dopen2",
-                             part + ":samples");
-          h5::write_attr(dataset.id(), "period_ms", mine.sample_period_ms);
-        });
-    }
-    if (error.empty()) error = attempt([&] { h5::save_memory_file(file, part_tmp->path()); });
+    error = write_node_file(node, part, part_tmp->path(), master_name, file_set, mine);
   } else {
     for (const std::vector<TimelineRecord>* rows : mine.timelines)
-      send_rows(node.comm, 0, kRowsTag, *rows);
-    send_rows(node.comm, 0, kRowsTag, mine.samples);
+      send_rows(node.comm.comm, 0, kRowsTag, *rows);
+    send_rows(node.comm.comm, 0, kRowsTag, mine.samples);
   }
   agree(comm, path, error); // a failed node file's temporary is removed on the way out
 
@@ -301,7 +342,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
   auto remove_part = [&] {
     if (renamed) std::remove(part.c_str());
   };
-  if (leader) {
+  if (node.leader) {
     error = attempt([&] { part_tmp->rename_to(part); });
     renamed = error.empty();
   }
@@ -313,16 +354,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
   double seconds = 0;
   if (rank == 0)
     error = attempt([&] {
-      TemporaryFile master(temporary_name(path));
-      std::vector<std::string> node_file;
-      for (int64_t f : file_of)
-        node_file.push_back(std::filesystem::path(node_file_path(path, f)).filename().string());
-      write_run_contents(master.path(), data, skeleton(mine, counts, ranks, &node_file),
-                         {{"file_layout", std::string(kLayoutNames[1])},
-                          {"node_files", files},
-                          {"file_set", file_set}});
-      seconds = MPI_Wtime() - started;
-      finish(master, path, seconds);
+      seconds = write_master_file(path, data, mine, counts, ranks, node, file_set, started);
     });
   const std::string master_error = first_error(comm, error);
   if (!master_error.empty()) {
@@ -330,7 +362,7 @@ FilesWritten write_per_node(MPI_Comm comm, const std::string& path, const RunDat
     throw Error(master_error.rfind(path, 0) == 0 ? master_error : path + ": " + master_error);
   }
   RIDGELINE_CHECK(MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, comm));
-  return {seconds, files};
+  return {seconds, node.files};
 }
 
 } // namespace

@@ -332,57 +332,88 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
   return r;
 }
 
-int run_model(CommandContext& ctx, ModelOptions o) {
-  JobContext job(ctx, "host");
-  MpiSession& mpi = job.mpi();
+// One `model` job: the inputs read and checked, the points (a measured file's, or the grid of
+// the axis lists, each over every what-if link), each predicted, then the crossovers, the
+// console report and the files of sweep's layout.
+class ModelRun {
+public:
+  ModelRun(CommandContext& ctx, ModelOptions o)
+      : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, "host"), m_mpi(m_job.mpi()) {}
+
+  int run() {
+    if (reject_if_any(m_ctx, "invalid model", output_problems())) return 2;
+    if (reject_if_any(m_ctx, "invalid model", input_problems())) return 2;
+    if (!m_o.calibrate.empty() && reject_if_any(m_ctx, "invalid model", calibration_problems()))
+      return 2;
+    plan_points();
+    start_file();
+    for (size_t k = 0; k < m_grid.size(); ++k)
+      predict_point(k);
+    finish_sweep();
+    int status = 0;
+    if (m_mpi.rank() == 0) status = report();
+    RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_mpi.world()));
+    return status;
+  }
+
+private:
   // Every file the model will write is checked before anything is read.
-  std::vector<NamedFile> inputs = input_files(o.base);
-  inputs.push_back({o.hardware, "--hardware"});
-  inputs.push_back({o.validate, "--validate"});
-  for (const std::string& path : o.calibrate)
-    inputs.push_back({path, "--calibrate"});
-  if (reject_if_any(
-          ctx, "invalid model",
-          check_outputs(
-              ctx,
-              {{o.base.out, "--out"}, {o.base.json, "--json"}, {o.base.markdown, "--markdown"}},
-              inputs)))
-    return 2;
-  std::vector<std::string> problems;
-  Machine machine;
-  std::string roofs_path = o.base.roofs;
-  RunData validated;
-  if (!o.validate.empty()) {
-    try {
-      validated = read_measured(o.validate);
-    } catch (const Error& e) {
-      problems.emplace_back(std::string("--validate: ") + e.what());
-    }
-    if (roofs_path.empty() && o.hardware.empty()) roofs_path = o.validate;
+  std::vector<std::string> output_problems() {
+    std::vector<NamedFile> inputs = input_files(m_o.base);
+    inputs.push_back({m_o.hardware, "--hardware"});
+    inputs.push_back({m_o.validate, "--validate"});
+    for (const std::string& path : m_o.calibrate)
+      inputs.push_back({path, "--calibrate"});
+    return check_outputs(
+        m_ctx,
+        {{m_o.base.out, "--out"}, {m_o.base.json, "--json"}, {m_o.base.markdown, "--markdown"}},
+        inputs);
   }
-  try {
-    if (!o.hardware.empty()) {
-      machine.hw = read_hardware_file(o.hardware);
-      machine.have_links = true;
-      if ((o.link != kMeasuredHost && machine.hw.link(o.link) == nullptr) ||
-          machine.hw.link(o.inter_node) == nullptr)
-        problems.emplace_back("--link/--inter-node: a preset the hardware file lacks");
+
+  // The measured file (--validate), the hardware file and the roofs, read; every problem.
+  std::vector<std::string> input_problems() {
+    std::vector<std::string> problems;
+    m_roofs_path = m_o.base.roofs;
+    if (!m_o.validate.empty()) {
+      try {
+        m_validated = read_measured(m_o.validate);
+      } catch (const Error& e) {
+        problems.emplace_back(std::string("--validate: ") + e.what());
+      }
+      if (m_roofs_path.empty() && m_o.hardware.empty()) m_roofs_path = m_o.validate;
     }
-  } catch (const CLI::Error& e) {
-    problems.emplace_back(e.what());
-  }
-  if (problems.empty()) {
     try {
-      if (!roofs_path.empty() && roofs_path != "none")
-        machine.roofs = read_roofs(roofs_path);
-      else if (machine.have_links)
-        machine.roofs = roofs_from_hardware(machine.hw);
+      if (!m_o.hardware.empty()) {
+        m_machine.hw = read_hardware_file(m_o.hardware);
+        m_machine.have_links = true;
+        if ((m_o.link != kMeasuredHost && m_machine.hw.link(m_o.link) == nullptr) ||
+            m_machine.hw.link(m_o.inter_node) == nullptr)
+          problems.emplace_back("--link/--inter-node: a preset the hardware file lacks");
+      }
+    } catch (const CLI::Error& e) {
+      problems.emplace_back(e.what());
+    }
+    if (problems.empty()) read_machine_roofs(problems);
+    if (m_o.link_gbps.empty() != m_o.link_alpha_us.empty())
+      problems.emplace_back("--link-gbps and --link-alpha-us go together");
+    if (!m_o.link_gbps.empty() && !m_o.validate.empty())
+      problems.emplace_back("--link-gbps: a what-if link predicts a grid, not a measured file");
+    return problems;
+  }
+
+  // The roofs predicted from: a roofs file, else the hardware file's; their problems added.
+  void read_machine_roofs(std::vector<std::string>& problems) {
+    try {
+      if (!m_roofs_path.empty() && m_roofs_path != "none")
+        m_machine.roofs = read_roofs(m_roofs_path);
+      else if (m_machine.have_links)
+        m_machine.roofs = roofs_from_hardware(m_machine.hw);
       else
         problems.emplace_back("give --roofs FILE (measured) or --hardware FILE (models/hardware/)");
-      if (problems.empty() && machine.roofs.gemm.empty())
-        problems.emplace_back("'" + roofs_path + "' holds no /roofs to predict from");
-      if (problems.empty() && o.link == kMeasuredHost &&
-          std::none_of(machine.roofs.interconnect.begin(), machine.roofs.interconnect.end(),
+      if (problems.empty() && m_machine.roofs.gemm.empty())
+        problems.emplace_back("'" + m_roofs_path + "' holds no /roofs to predict from");
+      if (problems.empty() && m_o.link == kMeasuredHost &&
+          std::none_of(m_machine.roofs.interconnect.begin(), m_machine.roofs.interconnect.end(),
                        [](const InterconnectRoof& r) { return r.transport == "host"; }))
         problems.emplace_back("--link measured-host: the roofs hold no interconnect roof measured "
                               "over the host path (transport host)");
@@ -390,250 +421,233 @@ int run_model(CommandContext& ctx, ModelOptions o) {
       problems.emplace_back(e.what());
     }
   }
-  if (o.link_gbps.empty() != o.link_alpha_us.empty())
-    problems.emplace_back("--link-gbps and --link-alpha-us go together");
-  if (!o.link_gbps.empty() && !o.validate.empty())
-    problems.emplace_back("--link-gbps: a what-if link predicts a grid, not a measured file");
-  if (reject_if_any(ctx, "invalid model", problems)) return 2;
 
-  std::ostringstream calibration_text;
-  Calibration cal;
-  if (!o.calibrate.empty()) {
+  std::vector<std::string> calibration_problems() {
     try {
-      cal = calibrate(o.calibrate, o, machine, calibration_text);
+      m_cal = calibrate(m_o.calibrate, m_o, m_machine, m_calibration_text);
     } catch (const Error& e) {
-      problems.emplace_back(std::string("--calibrate: ") + e.what());
+      return {std::string("--calibrate: ") + e.what()};
     }
-    if (reject_if_any(ctx, "invalid model", problems)) return 2;
+    return {};
   }
 
   // The points: the measured file's, or the grid of the axis lists.
-  std::vector<RunConfig> grid;
-  std::vector<const RunSummary*> measured;
-  std::vector<std::string> axes;
-  if (!o.validate.empty()) {
-    if (has_run_layout(validated.root) && validated.points.empty()) {
-      grid.push_back(config_from_attrs(validated.config));
-      measured.push_back(&validated.summary);
-    }
-    for (const RunData::Point& p : validated.points)
-      if (p.has_summary) {
-        grid.push_back(config_from_attrs(p.config));
-        measured.push_back(&p.summary);
+  void plan_points() {
+    if (!m_o.validate.empty()) {
+      if (has_run_layout(m_validated.root) && m_validated.points.empty()) {
+        m_grid.push_back(config_from_attrs(m_validated.config));
+        m_measured.push_back(&m_validated.summary);
       }
-    for (const char* a : kSweepAxes) {
-      std::set<std::string> values;
-      for (const RunConfig& c : grid)
-        values.insert(sweep_axis_value(c, a));
-      if (values.size() > 1) axes.emplace_back(a);
+      for (const RunData::Point& p : m_validated.points)
+        if (p.has_summary) {
+          m_grid.push_back(config_from_attrs(p.config));
+          m_measured.push_back(&p.summary);
+        }
+      for (const char* a : kSweepAxes) {
+        std::set<std::string> values;
+        for (const RunConfig& c : m_grid)
+          values.insert(sweep_axis_value(c, a));
+        if (values.size() > 1) m_axes.emplace_back(a);
+      }
+    } else {
+      std::vector<std::string> lists[std::size(kSweepAxes)];
+      split_sweep_axis_lists(m_o.lists, lists, m_axes);
+      RunConfig base = m_o.base;
+      apply_defaults(base, m_machine.roofs.backend == "host" ? "host" : "cuda");
+      m_grid = sweep_grid(base, lists);
     }
-  } else {
-    std::vector<std::string> lists[std::size(kSweepAxes)];
-    split_sweep_axis_lists(o.lists, lists, axes);
-    RunConfig base = o.base;
-    apply_defaults(base, machine.roofs.backend == "host" ? "host" : "cuda");
-    grid = sweep_grid(base, lists);
+    if (!m_o.link_gbps.empty()) add_what_if_links();
   }
+
   // --link-gbps x --link-alpha-us: every point of the grid over each what-if link (latency
   // outer, bandwidth fastest), each carrying every collective.
-  std::vector<LinkPreset> what_if;
-  if (!o.link_gbps.empty()) {
+  void add_what_if_links() {
     std::vector<RunConfig> each;
-    for (const RunConfig& c : grid)
-      for (double alpha_us : o.link_alpha_us)
-        for (double gbps : o.link_gbps) {
+    for (const RunConfig& c : m_grid)
+      for (double alpha_us : m_o.link_alpha_us)
+        for (double gbps : m_o.link_gbps) {
           each.push_back(c);
-          what_if.push_back({"what-if", gbps, 1.0, alpha_us, "--link-alpha-us"});
+          m_what_if.push_back({"what-if", gbps, 1.0, alpha_us, "--link-alpha-us"});
         }
-    grid = std::move(each);
-    if (o.link_alpha_us.size() > 1) axes.emplace_back(kLinkLatencyAxis);
-    if (o.link_gbps.size() > 1) axes.emplace_back(kLinkBandwidthAxis);
+    m_grid = std::move(each);
+    if (m_o.link_alpha_us.size() > 1) m_axes.emplace_back(kLinkLatencyAxis);
+    if (m_o.link_gbps.size() > 1) m_axes.emplace_back(kLinkBandwidthAxis);
   }
 
-  RunData data;
-  data.root = job.root_attrs("sweep");
-  data.root.emplace_back("file_layout", std::string("single"));
-  data.root.emplace_back("predicted", int64_t{1});
-  data.stack = job.stack();
-  data.env = performance_env();
-  data.config = config_attrs(o.base);
-  data.config.emplace_back("model_source", o.hardware.empty() ? roofs_path : o.hardware);
-  if (!o.validate.empty()) data.config.emplace_back("model_validate", o.validate);
-  data.config.emplace_back("model_link", o.link);
-  data.config.emplace_back("model_inter_node", o.inter_node);
-  data.config.emplace_back("model_nodes", static_cast<int64_t>(o.nodes));
-  data.config.emplace_back("model_gpus_per_node", static_cast<int64_t>(o.gpus_per_node));
-  data.config.emplace_back("model_gap", o.gap);
-  if (!what_if.empty()) {
-    data.config.emplace_back("model_link_gbps", number_list(o.link_gbps));
-    data.config.emplace_back("model_link_alpha_us", number_list(o.link_alpha_us));
+  // The file's fixed parts: root, stack, environment, configuration, topology and roofs.
+  void start_file() {
+    m_data.root = m_job.root_attrs("sweep");
+    m_data.root.emplace_back("file_layout", std::string("single"));
+    m_data.root.emplace_back("predicted", int64_t{1});
+    m_data.stack = m_job.stack();
+    m_data.env = performance_env();
+    Attrs& config = m_data.config;
+    config = config_attrs(m_o.base);
+    config.emplace_back("model_source", m_o.hardware.empty() ? m_roofs_path : m_o.hardware);
+    if (!m_o.validate.empty()) config.emplace_back("model_validate", m_o.validate);
+    config.emplace_back("model_link", m_o.link);
+    config.emplace_back("model_inter_node", m_o.inter_node);
+    config.emplace_back("model_nodes", static_cast<int64_t>(m_o.nodes));
+    config.emplace_back("model_gpus_per_node", static_cast<int64_t>(m_o.gpus_per_node));
+    config.emplace_back("model_gap", m_o.gap);
+    if (!m_what_if.empty()) {
+      config.emplace_back("model_link_gbps", number_list(m_o.link_gbps));
+      config.emplace_back("model_link_alpha_us", number_list(m_o.link_alpha_us));
+    }
+    for (size_t a = 0; a < std::size(kSweepAxes); ++a)
+      if (!m_o.lists[a].empty())
+        config.emplace_back(std::string("sweep_") + kSweepAxes[a], m_o.lists[a]);
+    m_data.topology = m_job.topology({});
+    add_roofs(m_data, m_machine.roofs, {{"transport", m_o.link}});
   }
-  for (size_t a = 0; a < std::size(kSweepAxes); ++a)
-    if (!o.lists[a].empty())
-      data.config.emplace_back(std::string("sweep_") + kSweepAxes[a], o.lists[a]);
-  data.topology = job.topology({});
-  add_roofs(data, machine.roofs, {{"transport", o.link}});
 
-  std::vector<SweepRow> rows;
-  std::vector<double> errors;
-  std::ostringstream detail;
-  // --validate: each measured point's step beside its prediction (for --json and --markdown).
-  std::vector<std::string> checked_labels, measured_sources;
-  std::vector<double> measured_ms, predicted_ms;
-  // The gaps between launches the points used, by source: (gap per launch, points).
-  std::map<std::string, std::pair<double, int64_t>> gaps;
-  for (size_t k = 0; k < grid.size(); ++k) {
-    RunConfig cfg = grid[k];
+  // Point `k` predicted (or failed with its reasons), its row labelled, its prediction table
+  // and, with --validate, its measured step beside it.
+  void predict_point(size_t k) {
+    RunConfig cfg = m_grid[k];
     if (cfg.phase == "prefill") cfg.context = 0;
     RunData::Point point;
     point.has_summary = false;
     point.config = config_attrs(cfg);
-    SweepRow row;
-    std::vector<std::string> point_problems =
-        o.validate.empty() ? validate(cfg, cfg.tp * cfg.pp * cfg.dp) : std::vector<std::string>{};
+    const LinkPreset* link = m_what_if.empty() ? nullptr : &m_what_if[k];
     Placed pl;
-    const LinkPreset* link = what_if.empty() ? nullptr : &what_if[k];
-    if (point_problems.empty()) {
-      pl = place(cfg, o, machine, cal, link);
-      if (!pl.problem.empty()) point_problems.push_back(pl.problem);
-    }
     StepPrediction s;
-    if (point_problems.empty()) {
-      s = predict_step(pl.ops, roofs_for(machine, cfg, o, link != nullptr), pl.options);
-      if (!s.missing.empty())
-        point_problems.push_back("no interconnect roof for " + s.missing +
-                                 ": give --hardware FILE for the link presets");
-    }
-    if (point_problems.empty()) {
-      row = predicted_row(cfg, s, pl.ops);
-    } else {
-      for (const char* a : kSweepAxes)
-        row.axis[a] = sweep_axis_value(cfg, a);
-      row.status = "failed: " + join(point_problems, "; ");
-    }
-    if (link != nullptr) {
-      row.axis[kLinkLatencyAxis] = number_text(link->latency_us);
-      row.axis[kLinkBandwidthAxis] = number_text(link->bandwidth_gbps);
-    }
-    row.point = static_cast<int64_t>(rows.size());
-    row.label = "point";
-    if (!axes.empty()) {
-      row.label.clear();
-      for (const std::string& a : axes)
-        row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
-    }
-    if (row.status == "ok") {
-      auto& used = gaps[pl.gap_source];
-      used.first = pl.options.gap_ns;
-      ++used.second;
-      NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
-                   prediction_table(s),
-                   {{"step_ns", s.step_ns},
-                    {"stage_ns", s.stage_ns},
-                    {"p2p_ns", s.p2p_ns},
-                    {"bubble", s.bubble},
-                    {"dp_gradient_ns", s.dp_gradient_ns},
-                    {"dp_exposed_ns", s.dp_exposed_ns},
-                    {"launches", s.launches},
-                    {"gap_ns", pl.options.gap_ns},
-                    {"gap_source", pl.gap_source}}};
-      data.tables.push_back(std::move(t));
-    }
-    if (!measured.empty() && row.status == "ok") {
-      const RunSummary& sum = *measured[k];
-      const MeasuredStep m = measured_step(sum);
-      errors.push_back((s.step_ns - m.ns) / m.ns);
-      checked_labels.push_back(row.label);
-      measured_ms.push_back(m.ns / 1e6);
-      measured_sources.push_back(m.source);
-      predicted_ms.push_back(s.step_ns / 1e6);
-      print_validation_point(detail, row.label, m.ns, s, sum);
-      point.attrs.emplace_back("measured_step_ns", m.ns);
-      point.attrs.emplace_back("measured_step_source", m.source);
-      point.attrs.emplace_back("step_error", errors.back());
-    }
+    SweepRow row = place_and_predict(cfg, link, pl, s);
+    label_row(row, link);
+    if (row.status == "ok") add_prediction_table(row, pl, s);
+    if (!m_measured.empty() && row.status == "ok") add_measured(*m_measured[k], row, s, point);
     point.attrs.insert(point.attrs.begin(),
                        {{"status", row.status}, {"label", row.label}, {"predicted", int64_t{1}}});
     // A prediction is a point estimate: its interval is the value itself.
     row.step_lo_ns = row.step_hi_ns = row.step_p50_ns;
     for (int c = 0; c < kCeilingClasses; ++c)
       row.class_lo_ns[c] = row.class_hi_ns[c] = row.class_ns[c];
-    rows.push_back(row);
-    data.points.push_back(std::move(point));
+    m_rows.push_back(row);
+    m_data.points.push_back(std::move(point));
   }
-  std::vector<Crossover> crossovers = find_crossovers(rows, axes);
-  // Every point is a prediction, and so is every crossover between them: a point estimate,
-  // whose times carry no interval.
-  for (Crossover& c : crossovers) {
-    c.status = "predicted";
-    c.note = without_point_intervals(c.note);
+
+  // `cfg` placed and its step predicted into `pl` and `s`: its row, or a failed one with why.
+  SweepRow place_and_predict(const RunConfig& cfg, const LinkPreset* link, Placed& pl,
+                             StepPrediction& s) const {
+    std::vector<std::string> point_problems =
+        m_o.validate.empty() ? validate(cfg, cfg.tp * cfg.pp * cfg.dp) : std::vector<std::string>{};
+    if (point_problems.empty()) {
+      pl = place(cfg, m_o, m_machine, m_cal, link);
+      if (!pl.problem.empty()) point_problems.push_back(pl.problem);
+    }
+    if (point_problems.empty()) {
+      s = predict_step(pl.ops, roofs_for(m_machine, cfg, m_o, link != nullptr), pl.options);
+      if (!s.missing.empty())
+        point_problems.push_back("no interconnect roof for " + s.missing +
+                                 ": give --hardware FILE for the link presets");
+    }
+    if (point_problems.empty()) return predicted_row(cfg, s, pl.ops);
+    SweepRow row;
+    for (const char* a : kSweepAxes)
+      row.axis[a] = sweep_axis_value(cfg, a);
+    row.status = "failed: " + join(point_problems, "; ");
+    return row;
   }
-  // What-if links: the points carry their link's bandwidth and latency beside the run axes.
-  Table points = sweep_points_table(rows);
-  if (!what_if.empty()) {
-    std::vector<double> gbps, alpha_us;
-    for (const LinkPreset& l : what_if)
-      gbps.push_back(l.bandwidth_gbps), alpha_us.push_back(l.latency_us);
-    points.push_back({kLinkBandwidthAxis, gbps});
-    points.push_back({kLinkLatencyAxis, alpha_us});
+
+  // The row's what-if link axes, its index and its label (its axes' values).
+  void label_row(SweepRow& row, const LinkPreset* link) const {
+    if (link != nullptr) {
+      row.axis[kLinkLatencyAxis] = number_text(link->latency_us);
+      row.axis[kLinkBandwidthAxis] = number_text(link->bandwidth_gbps);
+    }
+    row.point = static_cast<int64_t>(m_rows.size());
+    row.label = "point";
+    if (!m_axes.empty()) {
+      row.label.clear();
+      for (const std::string& a : m_axes)
+        row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
+    }
   }
-  std::vector<std::string> gap_sources;
-  std::vector<double> gap_us;
-  std::vector<int64_t> gap_points;
-  for (const auto& [source, used] : gaps)
-    gap_sources.push_back(source), gap_us.push_back(used.first / 1e3),
-        gap_points.push_back(used.second);
-  const Table gap_table = {{"source", gap_sources}, {"gap_us", gap_us}, {"points", gap_points}};
-  data.tables.insert(
-      data.tables.begin(),
-      {{"/sweep/points", points, {}}, {"/sweep/crossovers", crossovers_table(crossovers), {}}});
-  int64_t failed = 0;
-  for (const SweepRow& r : rows)
-    failed += r.status == "ok" ? 0 : 1;
-  data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
-                                                {"points", static_cast<int64_t>(rows.size())},
-                                                {"failed", failed},
-                                                {"complete", int64_t{1}},
-                                                {"predicted", int64_t{1}}});
-  int status = 0;
-  if (mpi.rank() == 0) {
-    std::cout << "ridgeline model: " << rows.size() << " point(s) predicted from "
-              << machine.roofs.source << "\n";
-    std::cout << calibration_text.str();
-    for (size_t i = 0; i < gap_sources.size(); ++i) {
+
+  // The point's /points/<k>/prediction table, and the gap it used counted.
+  void add_prediction_table(const SweepRow& row, const Placed& pl, const StepPrediction& s) {
+    auto& used = m_gaps[pl.gap_source];
+    used.first = pl.options.gap_ns;
+    ++used.second;
+    NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
+                 prediction_table(s),
+                 {{"step_ns", s.step_ns},
+                  {"stage_ns", s.stage_ns},
+                  {"p2p_ns", s.p2p_ns},
+                  {"bubble", s.bubble},
+                  {"dp_gradient_ns", s.dp_gradient_ns},
+                  {"dp_exposed_ns", s.dp_exposed_ns},
+                  {"launches", s.launches},
+                  {"gap_ns", pl.options.gap_ns},
+                  {"gap_source", pl.gap_source}}};
+    m_data.tables.push_back(std::move(t));
+  }
+
+  // --validate: the point's measured step beside its prediction.
+  void add_measured(const RunSummary& sum, const SweepRow& row, const StepPrediction& s,
+                    RunData::Point& point) {
+    const MeasuredStep m = measured_step(sum);
+    m_errors.push_back((s.step_ns - m.ns) / m.ns);
+    m_checked_labels.push_back(row.label);
+    m_measured_ms.push_back(m.ns / 1e6);
+    m_measured_sources.push_back(m.source);
+    m_predicted_ms.push_back(s.step_ns / 1e6);
+    print_validation_point(m_detail, row.label, m.ns, s, sum);
+    point.attrs.emplace_back("measured_step_ns", m.ns);
+    point.attrs.emplace_back("measured_step_source", m.source);
+    point.attrs.emplace_back("step_error", m_errors.back());
+  }
+
+  // The crossovers, the points and gaps tables, and the /sweep group.
+  void finish_sweep() {
+    m_crossovers = find_crossovers(m_rows, m_axes);
+    // Every point is a prediction, and so is every crossover between them: a point estimate,
+    // whose times carry no interval.
+    for (Crossover& c : m_crossovers) {
+      c.status = "predicted";
+      c.note = without_point_intervals(c.note);
+    }
+    // What-if links: the points carry their link's bandwidth and latency beside the run axes.
+    m_points = sweep_points_table(m_rows);
+    if (!m_what_if.empty()) {
+      std::vector<double> gbps, alpha_us;
+      for (const LinkPreset& l : m_what_if)
+        gbps.push_back(l.bandwidth_gbps), alpha_us.push_back(l.latency_us);
+      m_points.push_back({kLinkBandwidthAxis, gbps});
+      m_points.push_back({kLinkLatencyAxis, alpha_us});
+    }
+    for (const auto& [source, used] : m_gaps)
+      m_gap_sources.push_back(source), m_gap_us.push_back(used.first / 1e3),
+          m_gap_points.push_back(used.second);
+    m_data.tables.insert(m_data.tables.begin(),
+                         {{"/sweep/points", m_points, {}},
+                          {"/sweep/crossovers", crossovers_table(m_crossovers), {}}});
+    int64_t failed = 0;
+    for (const SweepRow& r : m_rows)
+      failed += r.status == "ok" ? 0 : 1;
+    m_data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(m_axes, ",")},
+                                                    {"points", static_cast<int64_t>(m_rows.size())},
+                                                    {"failed", failed},
+                                                    {"complete", int64_t{1}},
+                                                    {"predicted", int64_t{1}}});
+  }
+
+  // Rank 0: the console report, then the files asked for. Returns the exit status.
+  int report() {
+    std::cout << "ridgeline model: " << m_rows.size() << " point(s) predicted from "
+              << m_machine.roofs.source << "\n";
+    std::cout << m_calibration_text.str();
+    for (size_t i = 0; i < m_gap_sources.size(); ++i) {
       char line[200];
       std::snprintf(line, sizeof(line),
-                    "gap between launches: %.3f us per kernel, %s, at %lld point(s)\n", gap_us[i],
-                    gap_sources[i].c_str(), static_cast<long long>(gap_points[i]));
+                    "gap between launches: %.3f us per kernel, %s, at %lld point(s)\n", m_gap_us[i],
+                    m_gap_sources[i].c_str(), static_cast<long long>(m_gap_points[i]));
       std::cout << line;
     }
-    if (!o.validate.empty()) {
-      std::cout << detail.str();
-      std::vector<double> abs;
-      for (double e : errors)
-        abs.push_back(std::fabs(e));
-      std::sort(abs.begin(), abs.end());
-      if (!abs.empty()) {
-        const double median = abs.size() % 2 ? abs[abs.size() / 2]
-                                             : (abs[abs.size() / 2 - 1] + abs[abs.size() / 2]) / 2;
-        char line[200];
-        std::snprintf(line, sizeof(line),
-                      "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
-                      abs.size(), 100 * abs.back(), 100 * median);
-        std::cout << line;
-        const auto count = [&](const char* source) {
-          return std::count(measured_sources.begin(), measured_sources.end(), std::string(source));
-        };
-        std::cout << "measured step: the uninstrumented loop's median of sub-batch means at "
-                  << count(kUninstrumentedP50)
-                  << ", its mean (a file written before sub-batches) at "
-                  << count(kUninstrumentedMean) << " of " << measured_sources.size()
-                  << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
-      }
-    }
-    print_sweep(std::cout, rows, axes, crossovers);
+    if (!m_o.validate.empty()) print_validation();
+    print_sweep(std::cout, m_rows, m_axes, m_crossovers);
     // The answer of a what-if bandwidth axis, per line of the other axes (each latency).
-    for (const Crossover& c : crossovers) {
+    for (const Crossover& c : m_crossovers) {
       if (c.axis != kLinkBandwidthAxis) continue;
       std::cout << "link crossover [" << c.fixed << "]: ";
       if (c.at_value.empty())
@@ -643,36 +657,96 @@ int run_model(CommandContext& ctx, ModelOptions o) {
                   << c.kind << "; interconnect-bound at " << c.before_value << " GB/s)\n";
     }
     std::cout << "every point is predicted (analytic model), none measured\n";
-    // The same points (and, with --validate, each measured step beside its prediction) as the
-    // HDF5 file of sweep's layout, JSON and markdown, each where asked for.
-    const std::vector<std::pair<std::string, Attrs>> attrs = {{"model", data.root},
-                                                              {"config", data.config}};
+    return write_outputs();
+  }
+
+  // --validate: each measured point beside its prediction, and the step-time error over them.
+  void print_validation() const {
+    std::cout << m_detail.str();
+    std::vector<double> abs;
+    for (double e : m_errors)
+      abs.push_back(std::fabs(e));
+    std::sort(abs.begin(), abs.end());
+    if (abs.empty()) return;
+    const double median =
+        abs.size() % 2 ? abs[abs.size() / 2] : (abs[abs.size() / 2 - 1] + abs[abs.size() / 2]) / 2;
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
+                  abs.size(), 100 * abs.back(), 100 * median);
+    std::cout << line;
+    const auto count = [&](const char* source) {
+      return std::count(m_measured_sources.begin(), m_measured_sources.end(), std::string(source));
+    };
+    std::cout << "measured step: the uninstrumented loop's median of sub-batch means at "
+              << count(kUninstrumentedP50) << ", its mean (a file written before sub-batches) at "
+              << count(kUninstrumentedMean) << " of " << m_measured_sources.size()
+              << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
+  }
+
+  // The same points (and, with --validate, each measured step beside its prediction) as the
+  // HDF5 file of sweep's layout, JSON and markdown, each where asked for.
+  int write_outputs() {
+    const std::vector<std::pair<std::string, Attrs>> attrs = {{"model", m_data.root},
+                                                              {"config", m_data.config}};
+    const Table gap_table = {
+        {"source", m_gap_sources}, {"gap_us", m_gap_us}, {"points", m_gap_points}};
     std::vector<std::pair<std::string, Table>> tables = {
-        {"points", points}, {"crossovers", crossovers_table(crossovers)}, {"gaps", gap_table}};
+        {"points", m_points}, {"crossovers", crossovers_table(m_crossovers)}, {"gaps", gap_table}};
     std::vector<double> error_pct;
-    for (double e : errors)
+    for (double e : m_errors)
       error_pct.push_back(100 * e);
-    if (!o.validate.empty())
+    if (!m_o.validate.empty())
       tables.push_back({"validation",
-                        {{"point", checked_labels},
-                         {"measured_step_ms", measured_ms},
-                         {"measured_step_source", measured_sources},
-                         {"predicted_step_ms", predicted_ms},
+                        {{"point", m_checked_labels},
+                         {"measured_step_ms", m_measured_ms},
+                         {"measured_step_source", m_measured_sources},
+                         {"predicted_step_ms", m_predicted_ms},
                          {"error_pct", error_pct}}});
-    OutputFile h5(o.base.out, "--out");
-    SummaryFiles summaries(o.base.json, o.base.markdown);
+    OutputFile h5(m_o.base.out, "--out");
+    SummaryFiles summaries(m_o.base.json, m_o.base.markdown);
     std::vector<const OutputFile*> files;
-    if (!o.base.out.empty()) {
-      h5.write([&](const std::string& path) { write_run_file(path, data); });
+    if (!m_o.base.out.empty()) {
+      h5.write([&](const std::string& path) { write_run_file(path, m_data); });
       files.push_back(&h5);
     }
     summaries.write("ridgeline model", attrs, tables, files);
     for (const OutputFile* f : files)
       if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
-    status = output_status(files);
+    return output_status(files);
   }
-  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
-  return status;
+
+  CommandContext& m_ctx;
+  ModelOptions m_o;
+  JobContext m_job;
+  MpiSession& m_mpi;
+  Machine m_machine;
+  std::string m_roofs_path;
+  RunData m_validated;
+  std::ostringstream m_calibration_text;
+  Calibration m_cal;
+  std::vector<RunConfig> m_grid;
+  std::vector<const RunSummary*> m_measured; ///< --validate: each point's measured summary
+  std::vector<std::string> m_axes;
+  std::vector<LinkPreset> m_what_if; ///< per point: its what-if link (none without)
+  RunData m_data;
+  std::vector<SweepRow> m_rows;
+  std::vector<Crossover> m_crossovers;
+  Table m_points;
+  // --validate: each measured point's step beside its prediction (for --json and --markdown).
+  std::vector<double> m_errors;
+  std::ostringstream m_detail;
+  std::vector<std::string> m_checked_labels, m_measured_sources;
+  std::vector<double> m_measured_ms, m_predicted_ms;
+  // The gaps between launches the points used, by source: (gap per launch, points).
+  std::map<std::string, std::pair<double, int64_t>> m_gaps;
+  std::vector<std::string> m_gap_sources;
+  std::vector<double> m_gap_us;
+  std::vector<int64_t> m_gap_points;
+};
+
+int run_model(CommandContext& ctx, ModelOptions o) {
+  return ModelRun(ctx, std::move(o)).run();
 }
 
 } // namespace

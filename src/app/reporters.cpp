@@ -21,11 +21,17 @@
 
 namespace ridgeline {
 
-void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
-  auto cfg = [&](const char* key) {
-    const AttrValue* v = find_attr(d.config, key);
-    return v ? attr_to_string(*v) : std::string("?");
-  };
+namespace {
+
+// A configuration value as text, "?" where the file lacks it.
+std::string config_text(const RunData& d, const char* key) {
+  const AttrValue* v = find_attr(d.config, key);
+  return v ? attr_to_string(*v) : std::string("?");
+}
+
+// The run's configuration as the report's first line (debug builds warned first).
+void print_run_line(std::ostream& out, const RunData& d) {
+  auto cfg = [&](const char* key) { return config_text(d, key); };
   const AttrValue* debug = find_attr(d.stack, "debug_build");
   if (debug && attr_to_string(*debug) == "1")
     out << "WARNING: DEBUG BUILD -- timings are not representative; rebuild with "
@@ -40,16 +46,12 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
                 cfg("context").c_str(), cfg("tp").c_str(), cfg("pp").c_str(), cfg("dp").c_str(),
                 cfg("backend").c_str(), cfg("dtype").c_str(), cfg("attention").c_str());
   out << line;
-  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s. Collectives
-  // show no FLOP rate (below), so theirs does not choose the unit.
-  double fastest_tflops = 0;
-  for (const OpAggregate& a : d.summary.ops)
-    if (a.kind != "collective" && a.kind != "p2p")
-      fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
-  const bool giga = fastest_tflops < 1.0;
-  bool attributed = false;
-  for (const OpAggregate& a : d.summary.ops)
-    attributed = attributed || a.ceiling != "none";
+}
+
+// Returns the names of the ops measured faster than their ceiling allows.
+std::vector<std::string> print_op_table(std::ostream& out, const RunSummary& summary, bool giga,
+                                        bool attributed) {
+  char line[512];
   std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7s %11s %7s %10s %10s", "op", "kind", "lane",
                 "count", "p50 (us)", "share", giga ? "GFLOP/s" : "TFLOP/s", "GB/s");
   out << line;
@@ -59,7 +61,7 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   }
   out << "\n";
   std::vector<std::string> over;
-  for (const OpAggregate& a : d.summary.ops) {
+  for (const OpAggregate& a : summary.ops) {
     // A collective's reduction adds are no compute rate worth reading: its rate is GB/s. An op
     // without FLOPs (or bytes) has no such rate at all, rather than a rate of 0.
     const bool comm = a.kind == "collective" || a.kind == "p2p";
@@ -83,6 +85,11 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
     }
     out << "\n";
   }
+  return over;
+}
+
+// What the op table's columns mean, and the notes some runs need beneath it.
+void print_op_legend(std::ostream& out, const RunData& d, bool giga, bool attributed) {
   out << "share: the op's time in a step (the union of its instances' intervals on a rank, so that "
          "instances in flight together count once; the longest rank's; median over the timed "
          "iterations) over the p50 step, at most 100 %; p50: the median instance; "
@@ -96,54 +103,83 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   bool posted = false; // MPI's data-parallel reductions: open from their post to one wait
   for (const OpAggregate& a : d.summary.ops)
     posted = posted || a.name == op::dp_allreduce || a.name == op::dp_reducescatter;
-  if (posted && cfg("backend") == "host")
+  if (posted && config_text(d, "backend") == "host")
     out << "dp buckets (host): each instance runs from its post to the wait that completes every "
            "bucket of the step\n";
   if (const AttrValue* none = find_attr(d.summary.attrs, "unattributed_ops"))
     out << "ceiling none: " << attr_to_string(*none) << "\n";
-  const SeriesStats& st = d.summary.step;
+}
+
+// The step's percentiles and, for decode, the per-token time by bins of context length.
+void print_step_times(std::ostream& out, const RunSummary& summary) {
+  const SeriesStats& st = summary.step;
+  char line[512];
   std::snprintf(line, sizeof(line),
                 "step time (ms): p50 %.4f  p95 %.4f  p99 %.4f  mean %.4f  min %.4f  max %.4f  "
                 "(%zu timed iterations; steady after %lld of %zu warm-up)\n",
                 st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.mean / 1e6, st.min / 1e6, st.max / 1e6,
-                st.count, static_cast<long long>(d.summary.warmup_to_steady),
-                d.summary.warmup_step_ns.size());
+                st.count, static_cast<long long>(summary.warmup_to_steady),
+                summary.warmup_step_ns.size());
   out << line;
-  const std::vector<DecodeBin> bins = decode_bins(d.summary);
-  if (!bins.empty()) {
-    // Each timed iteration generated one token per sequence: the step is the per-token time.
-    std::snprintf(line, sizeof(line),
-                  "per token (ms): p50 %.4f  p95 %.4f  p99 %.4f  over %zu tokens per sequence, "
-                  "context %lld to %lld keys\n",
-                  st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.count,
-                  static_cast<long long>(bins.front().context_first),
-                  static_cast<long long>(bins.back().context_last));
-    out << line;
-    std::snprintf(line, sizeof(line), "%-19s %7s %10s %10s %10s %10s\n", "context (keys)", "tokens",
-                  "p50 ms", "p95 ms", "p99 ms", "mean ms");
-    out << line;
-    for (const DecodeBin& b : bins) {
-      const std::string range =
-          std::to_string(b.context_first) + "-" + std::to_string(b.context_last);
-      std::snprintf(line, sizeof(line), "%-19s %7lld %10.4f %10.4f %10.4f %10.4f\n", range.c_str(),
-                    static_cast<long long>(b.tokens), b.p50_ns / 1e6, b.p95_ns / 1e6,
-                    b.p99_ns / 1e6, b.mean_ns / 1e6);
-      out << line;
-    }
-  }
-  if (const AttrValue* ceiling = find_attr(d.summary.attrs, "ceiling")) {
-    auto ms = [&](const char* key) {
-      const AttrValue* v = find_attr(d.summary.attrs, key);
-      return v ? std::get<double>(*v) / 1e6 : 0.0;
-    };
-    std::snprintf(
-        line, sizeof(line),
-        "step by ceiling (ms, p50 step): compute %.4f  hbm %.4f  interconnect %.4f  launch %.4f"
-        "  -> ceiling: %s\n",
-        ms("step_compute_ns"), ms("step_hbm_ns"), ms("step_interconnect_ns"), ms("step_launch_ns"),
-        attr_to_string(*ceiling).c_str());
+  const std::vector<DecodeBin> bins = decode_bins(summary);
+  if (bins.empty()) return;
+  // Each timed iteration generated one token per sequence: the step is the per-token time.
+  std::snprintf(line, sizeof(line),
+                "per token (ms): p50 %.4f  p95 %.4f  p99 %.4f  over %zu tokens per sequence, "
+                "context %lld to %lld keys\n",
+                st.p50 / 1e6, st.p95 / 1e6, st.p99 / 1e6, st.count,
+                static_cast<long long>(bins.front().context_first),
+                static_cast<long long>(bins.back().context_last));
+  out << line;
+  std::snprintf(line, sizeof(line), "%-19s %7s %10s %10s %10s %10s\n", "context (keys)", "tokens",
+                "p50 ms", "p95 ms", "p99 ms", "mean ms");
+  out << line;
+  for (const DecodeBin& b : bins) {
+    const std::string range =
+        std::to_string(b.context_first) + "-" + std::to_string(b.context_last);
+    std::snprintf(line, sizeof(line), "%-19s %7lld %10.4f %10.4f %10.4f %10.4f\n", range.c_str(),
+                  static_cast<long long>(b.tokens), b.p50_ns / 1e6, b.p95_ns / 1e6, b.p99_ns / 1e6,
+                  b.mean_ns / 1e6);
     out << line;
   }
+}
+
+// The p50 step split by ceiling, where the run was attributed.
+void print_step_by_ceiling(std::ostream& out, const RunSummary& summary) {
+  const AttrValue* ceiling = find_attr(summary.attrs, "ceiling");
+  if (ceiling == nullptr) return;
+  auto ms = [&](const char* key) {
+    const AttrValue* v = find_attr(summary.attrs, key);
+    return v ? std::get<double>(*v) / 1e6 : 0.0;
+  };
+  char line[512];
+  std::snprintf(
+      line, sizeof(line),
+      "step by ceiling (ms, p50 step): compute %.4f  hbm %.4f  interconnect %.4f  launch %.4f"
+      "  -> ceiling: %s\n",
+      ms("step_compute_ns"), ms("step_hbm_ns"), ms("step_interconnect_ns"), ms("step_launch_ns"),
+      attr_to_string(*ceiling).c_str());
+  out << line;
+}
+
+} // namespace
+
+void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
+  print_run_line(out, d);
+  // CPU runs reach a fraction of a TFLOP/s: their rates read better in GFLOP/s. Collectives
+  // show no FLOP rate (below), so theirs does not choose the unit.
+  double fastest_tflops = 0;
+  for (const OpAggregate& a : d.summary.ops)
+    if (a.kind != "collective" && a.kind != "p2p")
+      fastest_tflops = std::max(fastest_tflops, a.achieved_tflops);
+  const bool giga = fastest_tflops < 1.0;
+  bool attributed = false;
+  for (const OpAggregate& a : d.summary.ops)
+    attributed = attributed || a.ceiling != "none";
+  const std::vector<std::string> over = print_op_table(out, d.summary, giga, attributed);
+  print_op_legend(out, d, giga, attributed);
+  print_step_times(out, d.summary);
+  print_step_by_ceiling(out, d.summary);
   for (const std::string& name : over)
     out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > "
         << kEfficiencyLimit << "): a roof or the work model is wrong for it\n";
