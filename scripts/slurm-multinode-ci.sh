@@ -38,13 +38,12 @@ fi
 ci=slurm-multinode-ci
 # shellcheck source=scripts/slurm-ci-common.sh
 source "$repo/scripts/slurm-ci-common.sh"
-# Each node gets an empty /tmp of its own: the checkout and the build must lie outside it.
-for path in "$repo" "$bin"; do
-  if [[ $path == /tmp/* ]]; then
-    echo "slurm-multinode-ci: $path is under /tmp, which each node replaces with its own" >&2
-    exit 2
-  fi
-done
+# Each node gets an empty /tmp of its own; a checkout or build under /tmp is bound back into
+# it (start_host), so that every node sees the binary and the presets at the same path.
+keep=()
+[[ $repo == /tmp/* ]] && keep+=("$repo")
+bin_dir=$(dirname "$bin")
+[[ $bin_dir == /tmp/* && $bin_dir != "$repo"/* ]] && keep+=("$bin_dir")
 
 fail() {
   echo "slurm-multinode-ci: $*" >&2
@@ -196,14 +195,24 @@ start_host() {
   local host=$1 name=$2
   shift 2
   # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree slurmd reads.
+  mkdir -p "$state/machine-tmp-$name"
   nsenter --net="/run/netns/$tag-$host" unshare --uts --mount --propagation private bash -c '
     set -e
     hostname "$1"
     mount --bind "$2" /etc/hosts
+    # The machine'"'"'s /tmp stays reachable here (this mount namespace only), for the paths
+    # in $4 (colon-separated) to be bound back into the node'"'"'s own /tmp.
+    mount --rbind /tmp "$3"
     mount -t tmpfs -o size=1g,mode=1777 tmpfs /tmp
+    IFS=: read -r -a keep <<< "$4"
+    for path in "${keep[@]}"; do
+      mkdir -p "$path"
+      mount --bind "$3/${path#/tmp/}" "$path"
+    done
     mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-    shift 2
-    exec "$@"' start_host "$host" "$state/hosts" "$@" > "$state/log/$name.out" 2>&1 &
+    shift 4
+    exec "$@"' start_host "$host" "$state/hosts" "$state/machine-tmp-$name" \
+    "$(IFS=:; echo "${keep[*]}")" "$@" > "$state/log/$name.out" 2>&1 &
   pids+=($!)
 }
 start_host rlctl slurmctld slurmctld -D -i -f "$SLURM_CONF"
