@@ -1,7 +1,36 @@
-# Sourced by the Slurm CI scripts, never run: their time budget and the bounded waits under it.
-# The sourcing script sets `ci` (its name, for messages) and `budget_s` (seconds, checked as a
-# positive integer) before sourcing; the clock starts here.
+# shellcheck shell=bash disable=SC2034,SC2154
+# Sourced by the Slurm CI scripts, never run: their arguments, time budget and the bounded waits
+# under it. The sourcing script sets `ci` (its name, for messages) and calls
+# `ci_setup DEFAULT_BUDGET_S WHY_ROOT "$@"`, which checks its one argument (the build directory)
+# and sets `repo`, `bin` and `budget_s`; the clock starts at sourcing.
 start_s=$SECONDS
+
+# ci_setup DEFAULT_BUDGET_S WHY_ROOT BUILD_DIR: the checks both scripts make before anything
+# runs, each refusal one line and exit 2.
+ci_setup() {
+  local default_s=$1 why_root=$2
+  shift 2
+  if (( $# != 1 )) || [[ ! -d $1 ]]; then
+    echo "usage: $ci.sh BUILD_DIR (the build holding src/ridgeline, a directory)" >&2
+    exit 2
+  fi
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  bin=$(cd "$1" && pwd)/src/ridgeline
+  budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-$default_s}
+  # Checked as text before any arithmetic, which would run the commands an unchecked value holds.
+  if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
+    echo "$ci: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
+    exit 2
+  fi
+  if [[ ! -x $bin ]]; then
+    echo "$ci: no binary at $bin" >&2
+    exit 2
+  fi
+  if (( EUID != 0 )); then
+    echo "$ci: must run as root ($why_root)" >&2
+    exit 2
+  fi
+}
 
 log() { echo "$ci [$((SECONDS - start_s))s]: $*"; }
 

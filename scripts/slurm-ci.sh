@@ -10,30 +10,11 @@
 #   scripts/slurm-ci.sh BUILD_DIR
 set -euo pipefail
 
-if (( $# != 1 )); then
-  echo "usage: $0 BUILD_DIR (the build holding src/ridgeline)" >&2
-  exit 2
-fi
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin=$(cd "$1" && pwd)/src/ridgeline
-# With at most ~40 s of clean-up after it, the whole script stays under 5 minutes.
-budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-240}
-# Checked as text before any arithmetic, which would run the commands an unchecked value holds.
-if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
-  echo "slurm-ci.sh: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
-  exit 2
-fi
-if [[ ! -x $bin ]]; then
-  echo "slurm-ci: no binary at $bin" >&2
-  exit 2
-fi
-if (( EUID != 0 )); then
-  echo "slurm-ci: must run as root (slurmd runs jobs as root here; no cgroups)" >&2
-  exit 2
-fi
 ci=slurm-ci
 # shellcheck source=scripts/slurm-ci-common.sh
-source "$repo/scripts/slurm-ci-common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/slurm-ci-common.sh"
+# With at most ~40 s of clean-up after it, the whole script stays under 5 minutes.
+ci_setup 240 "slurmd runs jobs as root here; no cgroups" "$@"
 
 install_slurm() {
   local tool missing=0

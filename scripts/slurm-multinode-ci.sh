@@ -15,29 +15,10 @@
 #   scripts/slurm-multinode-ci.sh BUILD_DIR
 set -euo pipefail
 
-if (( $# != 1 )); then
-  echo "usage: $0 BUILD_DIR (the build holding src/ridgeline)" >&2
-  exit 2
-fi
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin=$(cd "$1" && pwd)/src/ridgeline
-budget_s=${RIDGELINE_SLURM_CI_BUDGET_S:-420}
-# Checked as text before any arithmetic, which would run the commands an unchecked value holds.
-if [[ ! $budget_s =~ ^[1-9][0-9]{0,5}$ ]]; then
-  echo "slurm-multinode-ci: RIDGELINE_SLURM_CI_BUDGET_S must be a positive integer, not '$budget_s'" >&2
-  exit 2
-fi
-if [[ ! -x $bin ]]; then
-  echo "slurm-multinode-ci: no binary at $bin" >&2
-  exit 2
-fi
-if (( EUID != 0 )); then
-  echo "slurm-multinode-ci: must run as root (network namespaces; slurmd runs jobs as root)" >&2
-  exit 2
-fi
 ci=slurm-multinode-ci
 # shellcheck source=scripts/slurm-ci-common.sh
-source "$repo/scripts/slurm-ci-common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/slurm-ci-common.sh"
+ci_setup 420 "network namespaces; slurmd runs jobs as root" "$@"
 # Each node gets an empty /tmp of its own; a checkout or build under /tmp is bound back into
 # it (start_host), so that every node sees the binary and the presets at the same path.
 keep=()
