@@ -36,7 +36,6 @@ PointSpec point_spec(const RunConfig& c) {
                                   : RunPhase::prefill;
   s.batch = c.batch;
   s.microbatches = c.microbatches;
-  s.context = s.phase == RunPhase::decode ? c.context : 0;
   s.decode_steps = c.decode_steps;
   s.tp = c.tp;
   s.pp = c.pp;

@@ -28,12 +28,13 @@ const char* run_phase_name(RunPhase phase);
 const char* check_mode_name(CheckMode mode);
 
 struct PointSpec {
-  ModelSpec model;  ///< every layer of the model (model.layers)
-  LayerShape shape; ///< one microbatch of one replica (train: the global batch / dp)
+  ModelSpec model; ///< every layer of the model (model.layers)
+  /// One microbatch of one replica (train: the global batch / dp); decode: shape.context tokens
+  /// cached before the first step.
+  LayerShape shape;
   RunPhase phase = RunPhase::prefill;
   int64_t batch = 1;        ///< --batch (train: the global batch)
   int64_t microbatches = 1; ///< per replica
-  int64_t context = 0;      ///< decode: tokens cached before the first step
   int64_t decode_steps = 0; ///< decode: tokens generated per pass; 0 = the step repeated
 
   // The grid.

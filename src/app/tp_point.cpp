@@ -303,7 +303,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     r.summary = summarize_run(mpi.world(), result.ops, r.rows);
     if (point.decode() && point.decode_steps > 0)
       for (size_t i = 0; i < r.summary.step_ns.size(); ++i)
-        r.summary.step_context.push_back(point.context +
+        r.summary.step_context.push_back(point.shape.context +
                                          static_cast<int64_t>(i) % point.decode_steps + 1);
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));

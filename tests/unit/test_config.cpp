@@ -828,7 +828,6 @@ TEST(PointSpec, ResolvesEveryOptionOnceIntoTypes) {
                                 "--tp", "2", "--overlap", "symm:chunked:2,ce-ring:2"}));
   EXPECT_EQ(decode.phase, RunPhase::decode);
   EXPECT_FALSE(decode.scheduled());
-  EXPECT_EQ(decode.context, 64);
   EXPECT_EQ(decode.shape.context, 64);
   EXPECT_EQ(decode.shape.decode_steps, 4);
   EXPECT_EQ(decode.check, CheckMode::automatic);
