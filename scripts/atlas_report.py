@@ -32,7 +32,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ridgeline_analysis import analysis, output  # noqa: E402
+from ridgeline_analysis import output  # noqa: E402
+from ridgeline_analysis import sweeps as sweep_analysis  # noqa: E402
 from ridgeline_analysis.reader import load  # noqa: E402
 
 CLASSES = ("compute", "hbm", "interconnect", "launch")
@@ -110,7 +111,7 @@ def headline_rows(sweeps):
     predicted TP, a point estimate) and what bounds the other points."""
     rows = []
     for model, phase, transport, run, ok, along in along_tp(sweeps):
-        lines = {analysis._describe(p, [a for a in run.sweep.axes if a != "tp"], "tp")
+        lines = {sweep_analysis._describe(p, [a for a in run.sweep.axes if a != "tp"], "tp")
                  for p in ok}
         found = [c for c in along if int(c["predicted"]) == 0 and c["kind"] == "interconnect"
                  and str(c["status"]) in ("found", "unrepeated")]
@@ -175,8 +176,8 @@ def transport_rows(sweeps):
         if len(by_transport) < 2:
             continue
         runs = [load(p) for _, p in sorted(by_transport.items(), reverse=True)]
-        joined = analysis.join_sweeps(runs)
-        order = analysis.transport_order(runs).get("transport", {})
+        joined = sweep_analysis.join_sweeps(runs)
+        order = sweep_analysis.transport_order(runs).get("transport", {})
         along = joined.crossovers[joined.crossovers["axis"] == "transport"]
         inter = along[along["kind"] == "interconnect"]
         status = Counter(str(s) for s in inter["status"])

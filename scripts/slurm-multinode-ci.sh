@@ -300,8 +300,8 @@ grep -q "== joined: 2 files, 4 points" "$state/report.out" ||
   { cat "$state/report.out"; fail "the report did not join the two slices into 4 points"; }
 PYTHONPATH=$repo/scripts bounded 60 python3 - "${slices[@]}" <<'PY' || fail "the Python join failed"
 import sys
-from ridgeline_analysis import analysis, reader
-joined = analysis.join_sweeps([reader.load(p) for p in sys.argv[1:]])
+from ridgeline_analysis import reader, sweeps
+joined = sweeps.join_sweeps([reader.load(p) for p in sys.argv[1:]])
 labels = sorted(str(x) for x in joined.points["label"])
 assert joined.axes == ["tp", "batch"], joined.axes
 assert labels == ["tp=1 batch=1", "tp=1 batch=2", "tp=2 batch=1", "tp=2 batch=2"], labels

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import analysis, export, output, plots, tidy
+from . import analysis, export, output, plots, sweeps, tidy
 from .reader import Run, SchemaError, Sweep, check, load
 
 COLUMNS = ("run", "model", "phase", "tp", "pp", "dp", "ranks", "iters", "p50_ms", "p95_ms",
@@ -420,14 +420,14 @@ def _sweep_of(run: Run, path: str, command: str) -> Sweep:
 
 
 def _joined_sweep(paths: List[str], command: str) -> Tuple[Sweep, str]:
-    """One file's /sweep, or the join of several (analysis.join_sweeps); and the mark of the
+    """One file's /sweep, or the join of several (sweeps.join_sweeps); and the mark of the
     files (INCOMPLETE if any is incomplete, else "")."""
     runs = [_load(path) for path in paths]
     if len(paths) == 1:
         return _sweep_of(runs[0], paths[0], command), _mark(*runs)
     try:
-        return analysis.join_sweeps(runs), _mark(*runs)
-    except analysis.JoinError as e:
+        return sweeps.join_sweeps(runs), _mark(*runs)
+    except sweeps.JoinError as e:
         raise Refusal(f"{command}: {e}")
 
 
@@ -483,13 +483,13 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         what = "sweep" if len(args.files) == 1 else "join"
         raise Refusal(f"{', '.join(args.files)}: {args.axis!r} is not an axis of this {what}; "
                       f"its axes: {', '.join(sweep.axes) or 'none (one point)'}")
-    scaling = analysis.scaling_series(sweep, args.axis)
+    scaling = sweeps.scaling_series(sweep, args.axis)
     predicted = None
     if args.predicted:
         model, model_mark = _joined_sweep([args.predicted], "scaling")
         if args.axis not in model.axes:
             raise Refusal(f"{args.predicted}: {args.axis!r} is not an axis of this file")
-        predicted = analysis.scaling_series(model, args.axis)
+        predicted = sweeps.scaling_series(model, args.axis)
         mark = mark or model_mark
     title = f"{_names(args.files)}: step time by ceiling along {args.axis}{mark}"
     print(plots.plot_scaling(scaling, _picture_path(args, f"scaling-{args.axis}"), title=title,

@@ -20,8 +20,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from . import output
-from .analysis import (CEILINGS, COMM_LANE, LANES, PIPELINE_ROLES, RidgeLines, Scaling, op_roles,
+from .analysis import (CEILINGS, COMM_LANE, LANES, PIPELINE_ROLES, RidgeLines, op_roles,
                        schedule_actions, timed_rows)
+from .sweeps import Scaling
 
 # One colour per op kind of the schema (/ops kind), stable across runs so plots compare.
 KIND_COLOURS = {

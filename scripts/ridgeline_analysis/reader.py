@@ -158,7 +158,7 @@ class Roofs:
 class Sweep:
     """/sweep of a `ridgeline sweep` file: one /sweep/points row per point (failed ones too) and
     the crossovers the C++ side found (measured) or extrapolated (predicted == 1). Also the view
-    analysis.join_sweeps() makes of several files: then `files` names them, the points have the
+    sweeps.join_sweeps() makes of several files: then `files` names them, the points have the
     fields `file` and `file_point` besides, and the crossovers are computed in Python."""
 
     attrs: Dict[str, Any]

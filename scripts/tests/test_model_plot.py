@@ -2,7 +2,7 @@
 then plot_scaling draws the predicted step dashed beside the measured one."""
 from pathlib import Path
 
-from ridgeline_analysis import analysis, plots, reader
+from ridgeline_analysis import plots, reader, sweeps
 
 from conftest import raw_result, run_ridgeline
 
@@ -16,8 +16,8 @@ def test_predicted_points_are_dashed_beside_measured(tmp_path: Path, monkeypatch
     assert all(str(c) == "predicted" for c in predicted.sweep.points["check"])
     figures = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
-    plots.plot_scaling(analysis.scaling_series(measured.sweep, "seq"), str(tmp_path / "s.png"),
-                       predicted=analysis.scaling_series(predicted.sweep, "seq"))
+    plots.plot_scaling(sweeps.scaling_series(measured.sweep, "seq"), str(tmp_path / "s.png"),
+                       predicted=sweeps.scaling_series(predicted.sweep, "seq"))
     lines = [line for ax in figures[0].axes for line in ax.get_lines()]
     dashed = [line for line in lines if line.get_label() == "step predicted"]
     solid = [line for line in lines if line.get_label() == "step p50"]

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.image import imread
 
 from conftest import analysis_cli
-from ridgeline_analysis import analysis, load
+from ridgeline_analysis import analysis, load, sweeps
 from ridgeline_analysis.reader import ROOF_TABLE_DTYPES, Roofs, Sweep
 
 CLASSES = {"compute", "hbm", "interconnect", "launch"}
@@ -187,7 +187,7 @@ def test_ridge_lines_of_real_roofs(run):
 # ---- scaling series ----
 
 def test_scaling_series_of_the_real_sweep(sweep):
-    tp = analysis.scaling_series(sweep.sweep, "tp")
+    tp = sweeps.scaling_series(sweep.sweep, "tp")
     assert tp.numeric and tp.values == [1, 2]
     assert [g.name for g in tp.groups] == ["batch=1", "batch=4"]
     for group in tp.groups:
@@ -195,11 +195,11 @@ def test_scaling_series_of_the_real_sweep(sweep):
         assert len(set(group.rows["batch"].tolist())) == 1
         assert all(c["fixed"] == group.name and c["axis"] == "tp" for c in group.crossovers)
     assert sum(g.crossovers.size for g in tp.groups) == tp.crossovers.size
-    batch = analysis.scaling_series(sweep.sweep, "batch")
+    batch = sweeps.scaling_series(sweep.sweep, "batch")
     assert [g.name for g in batch.groups] == ["tp=1", "tp=2"]
     assert all(g.rows["batch"].tolist() == [1, 4] for g in batch.groups)
     with pytest.raises(ValueError, match="axes: tp, batch"):
-        analysis.scaling_series(sweep.sweep, "seq")
+        sweeps.scaling_series(sweep.sweep, "seq")
 
 
 def _sweep(rows, axes, crossovers=()):
@@ -223,7 +223,7 @@ def test_scaling_series_groups_and_sorts_by_hand():
         ("tp", "batch=2 phase=decode", "interconnect", 0, "16"),
         ("tp", "phase=prefill batch=10", "hbm", 1, "32"),   # order of `fixed` does not matter
         ("batch", "tp=2 phase=decode", "hbm", 0, "10")])
-    s = analysis.scaling_series(sweep, "tp")
+    s = sweeps.scaling_series(sweep, "tp")
     # Groups by (batch, phase), batch numerically (2 < 10), phase as a string.
     assert [g.fixed for g in s.groups] == [{"batch": "2", "phase": "decode"},
                                            {"batch": "10", "phase": "decode"},
@@ -231,7 +231,7 @@ def test_scaling_series_groups_and_sorts_by_hand():
     assert [g.rows["tp"].tolist() for g in s.groups] == [[2, 16], [2], [2, 4]]  # failed left out
     assert [g.crossovers["kind"].tolist() for g in s.groups] == [["interconnect"], [], ["hbm"]]
     assert s.values == [2, 4, 16]
-    phase = analysis.scaling_series(sweep, "phase")
+    phase = sweeps.scaling_series(sweep, "phase")
     assert not phase.numeric and phase.values == ["decode", "prefill"]
     assert [g.name for g in phase.groups] == ["tp=2 batch=2", "tp=2 batch=10", "tp=4 batch=10",
                                               "tp=16 batch=2"]
@@ -299,7 +299,7 @@ def test_bars_with_a_failed_point(sweep_path, tmp_path):
         del f["points/3/summary"]
     run = load(str(path))
     assert run.points[3].summary is None and run.points[3].status.startswith("failed")
-    assert [g.rows["tp"].tolist() for g in analysis.scaling_series(run.sweep, "tp").groups] \
+    assert [g.rows["tp"].tolist() for g in sweeps.scaling_series(run.sweep, "tp").groups] \
         == [[1, 2], [1]]
     out = tmp_path / "bars.png"
     assert analysis_cli("bars", str(path), "-o", str(out)).returncode == 0
@@ -351,10 +351,10 @@ def test_cli_summary_of_a_sweep(sweep_path, sweep):
 
 def test_find_crossovers_reproduces_the_files_measured_ones(sweep):
     """The Python rule gives what the C++ sweep wrote, field for field (measured rows)."""
-    ours = analysis.find_crossovers(sweep.sweep.points, sweep.sweep.axes)
+    ours = sweeps.find_crossovers(sweep.sweep.points, sweep.sweep.axes)
     cpp = sweep.sweep.crossovers[sweep.sweep.crossovers["predicted"] == 0]
     assert ours.size == cpp.size
-    for name in analysis.CROSSOVER_FIELDS:
+    for name in sweeps.CROSSOVER_FIELDS:
         assert ours[name].tolist() == cpp[name].tolist(), name
 
 
@@ -391,7 +391,7 @@ TRANSPORT_ROWS = [
 
 def test_crossover_rule_by_hand_with_a_transport_axis():
     points = _points_table(TRANSPORT_ROWS)
-    found = analysis.find_crossovers(points, ["tp", "transport"])
+    found = sweeps.find_crossovers(points, ["tp", "transport"])
     got = [(c["axis"], c["fixed"], c["kind"], c["before_value"], c["at_value"],
             int(c["before_point"]), int(c["at_point"]), c["rising_ns"], c["falling_ns"])
            for c in found]
@@ -419,9 +419,9 @@ def test_crossover_rule_by_hand_with_a_transport_axis():
     # Points of one repeat carry no interval: nothing is established beyond noise.
     assert found["status"].tolist() == ["unrepeated"] * 4
     # No axes, or no ok rows: an empty table with the /sweep/crossovers fields.
-    assert analysis.find_crossovers(points, []).size == 0
-    empty = analysis.find_crossovers(points[points["status"] == "x"], ["tp"])
-    assert empty.size == 0 and empty.dtype.names == analysis.CROSSOVER_FIELDS
+    assert sweeps.find_crossovers(points, []).size == 0
+    empty = sweeps.find_crossovers(points[points["status"] == "x"], ["tp"])
+    assert empty.size == 0 and empty.dtype.names == sweeps.CROSSOVER_FIELDS
 
 
 def _repeated(points, spread):
@@ -442,11 +442,11 @@ def _repeated(points, spread):
 
 def test_crossover_found_only_beyond_the_intervals():
     rows = [r for r in TRANSPORT_ROWS if r[1] == "host"][:2]   # hbm 5000 vs 2000 -> 6000 vs 3000
-    clear = analysis.find_crossovers(_repeated(_points_table(rows), 500), ["tp"])
+    clear = sweeps.find_crossovers(_repeated(_points_table(rows), 500), ["tp"])
     assert clear["status"].tolist() == ["found"]
     assert (clear["rising_lo_ns"][0], clear["rising_hi_ns"][0]) == (5500.0, 6500.0)
     # Intervals of +-1600 ns overlap at tp=2 (6000 vs 3000): the same step is within noise.
-    noisy = analysis.find_crossovers(_repeated(_points_table(rows), 1600), ["tp"])
+    noisy = sweeps.find_crossovers(_repeated(_points_table(rows), 1600), ["tp"])
     assert noisy["status"].tolist() == ["within noise"]
     assert noisy["kind"].tolist() == ["interconnect"]
 
@@ -456,12 +456,12 @@ def test_transport_ordered_by_measured_bandwidth():
     text order; a value the order does not rank comes after the ranked ones."""
     points = _repeated(_points_table([r for r in TRANSPORT_ROWS if r[0] == 2]), 100)
     order = {"transport": {"nvlink": 340.0, "host": 27.0}}
-    found = analysis.find_crossovers(points, ["transport"], order)
+    found = sweeps.find_crossovers(points, ["transport"], order)
     # tp=2: nvlink hbm -> host interconnect; then auto (unranked, last) is hbm again: none.
     assert [(c["before_value"], c["at_value"], c["kind"], c["status"]) for c in found] == \
         [("nvlink", "host", "interconnect", "found")]
     keys = sorted(["auto", "host", "nvlink"],
-                  key=lambda v: analysis.axis_order_key("transport", v, order))
+                  key=lambda v: sweeps.axis_order_key("transport", v, order))
     assert keys == ["nvlink", "host", "auto"]
 
 
@@ -469,7 +469,7 @@ def _sweep_run(path, rows, axes, config=None):
     """A Run as reader.load() gives for a sweep file, made of a /sweep/points table."""
     from ridgeline_analysis.reader import Run
     config = {"model": "tiny", "layers": 2, "backend": "cuda", **(config or {})}
-    crossovers = analysis.find_crossovers(_points_table([]), [])
+    crossovers = sweeps.find_crossovers(_points_table([]), [])
     return Run(path=path, attrs={"command": "sweep"}, stack={}, env={}, config=config,
                topology={}, ops=[], timelines={}, summary=None,
                sweep=Sweep({"axes": axes, "complete": 1}, _points_table(rows), crossovers))
@@ -478,7 +478,7 @@ def _sweep_run(path, rows, axes, config=None):
 def test_join_sweeps_by_hand_adds_the_transport_axis():
     nvlink = _sweep_run("decode_nvlink.h5", [r for r in TRANSPORT_ROWS if r[1] == "nvlink"], "tp")
     host = _sweep_run("decode_host.h5", [r for r in TRANSPORT_ROWS if r[1] == "host"], "tp")
-    joined = analysis.join_sweeps([nvlink, host])
+    joined = sweeps.join_sweeps([nvlink, host])
     assert joined.axes == ["tp", "transport"]
     assert joined.files == ["decode_nvlink.h5", "decode_host.h5"]
     assert joined.attrs["points"] == 10 and joined.attrs["failed"] == 1
@@ -489,43 +489,43 @@ def test_join_sweeps_by_hand_adds_the_transport_axis():
     assert p["label"][6] == "tp=2 transport=host"
     # The joined crossovers: the rule on the joined rows (points renumbered).
     assert joined.crossovers.tolist() == \
-        analysis.find_crossovers(p, ["tp", "transport"]).tolist()
+        sweeps.find_crossovers(p, ["tp", "transport"]).tolist()
     along = joined.crossovers[joined.crossovers["axis"] == "transport"]
     assert along[["fixed", "kind", "before_value", "at_value"]].tolist() == \
         [("tp=1", "compute", "host", "nvlink")]
     # The scaling series and its picture take the join like one file's sweep.
-    s = analysis.scaling_series(joined, "transport")
+    s = sweeps.scaling_series(joined, "transport")
     assert s.values == ["host", "nvlink"] and s.groups[0].crossovers["kind"].tolist() == ["compute"]
     # One file: its own /sweep, unchanged.
-    assert analysis.join_sweeps([nvlink]) is nvlink.sweep
+    assert sweeps.join_sweeps([nvlink]) is nvlink.sweep
 
 
 def test_join_sweeps_refusals(run):
     nvlink = _sweep_run("a.h5", TRANSPORT_ROWS[:2], "tp")
     host = _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp")
-    with pytest.raises(analysis.JoinError, match="not a sweep file"):
-        analysis.join_sweeps([nvlink, run])
-    with pytest.raises(analysis.JoinError, match="differ in model"):
-        analysis.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
+    with pytest.raises(sweeps.JoinError, match="not a sweep file"):
+        sweeps.join_sweeps([nvlink, run])
+    with pytest.raises(sweeps.JoinError, match="differ in model"):
+        sweeps.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
                                                  {"model": "llama3-8b"})])
-    with pytest.raises(analysis.JoinError, match="differ in backend"):
-        analysis.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
+    with pytest.raises(sweeps.JoinError, match="differ in backend"):
+        sweeps.join_sweeps([nvlink, _sweep_run("b.h5", TRANSPORT_ROWS[5:7], "tp",
                                                  {"backend": "host"})])
-    with pytest.raises(analysis.JoinError, match="same value of every axis"):
-        analysis.join_sweeps([nvlink, _sweep_run("c.h5", TRANSPORT_ROWS[:1], "tp")])
+    with pytest.raises(sweeps.JoinError, match="same value of every axis"):
+        sweeps.join_sweeps([nvlink, _sweep_run("c.h5", TRANSPORT_ROWS[:1], "tp")])
     prefill = _sweep_run("p.h5", TRANSPORT_ROWS[5:7], "tp")
     prefill.sweep.points["phase"] = "prefill"
-    with pytest.raises(analysis.JoinError, match="phases differ"):
-        analysis.join_sweeps([nvlink, prefill])
-    with pytest.raises(analysis.JoinError, match="no files"):
-        analysis.join_sweeps([])
-    assert analysis.join_sweeps([nvlink, host]).axes == ["tp", "transport"]
+    with pytest.raises(sweeps.JoinError, match="phases differ"):
+        sweeps.join_sweeps([nvlink, prefill])
+    with pytest.raises(sweeps.JoinError, match="no files"):
+        sweeps.join_sweeps([])
+    assert sweeps.join_sweeps([nvlink, host]).axes == ["tp", "transport"]
 
 
 def test_join_of_two_real_sweeps_along_batch(batch_sweep_paths):
     a, b = (load(str(p)) for p in batch_sweep_paths)
     assert a.sweep.axes == b.sweep.axes == ["tp"]   # one batch each: not an axis of either
-    joined = analysis.join_sweeps([a, b])
+    joined = sweeps.join_sweeps([a, b])
     assert joined.axes == ["tp", "batch"]
     p = joined.points
     assert p.size == 4 and joined.files == [str(x) for x in batch_sweep_paths]
@@ -543,13 +543,13 @@ def test_join_of_two_real_sweeps_along_batch(batch_sweep_paths):
         if old != new and (new == "interconnect" or {old, new} == {"hbm", "compute"}):
             expected.append((f"tp={tp}", new, "1", "4", int(before["point"]), int(at["point"]),
                              float(at[f"{new}_ns"]), float(at[f"{old}_ns"])))
-    along = analysis.find_crossovers(p, joined.axes)
+    along = sweeps.find_crossovers(p, joined.axes)
     along = along[along["axis"] == "batch"]
     got = [(c["fixed"], c["kind"], c["before_value"], c["at_value"], int(c["before_point"]),
             int(c["at_point"]), float(c["rising_ns"]), float(c["falling_ns"])) for c in along]
     assert got == expected
     assert joined.crossovers[joined.crossovers["axis"] == "batch"].tolist() == along.tolist()
-    s = analysis.scaling_series(joined, "batch")
+    s = sweeps.scaling_series(joined, "batch")
     assert [g.fixed for g in s.groups] == [{"tp": "1"}, {"tp": "2"}]
     assert [g.rows["batch"].tolist() for g in s.groups] == [[1, 4], [1, 4]]
 

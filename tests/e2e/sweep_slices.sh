@@ -19,14 +19,14 @@ done
 grep -q "== joined: 2 files, 4 points" "$work/report.log"
 PYTHONPATH="$repo/scripts" python3 - "$work/s1.h5" "$work/s2.h5" <<'PY'
 import sys
-from ridgeline_analysis import analysis, reader
+from ridgeline_analysis import reader, sweeps
 runs = [reader.load(p) for p in sys.argv[1:]]
 halves = [sorted(str(x) for x in r.sweep.points["label"]) for r in runs]
 assert halves == [["tp=1 batch=1", "tp=2 batch=1"], ["tp=1 batch=2", "tp=2 batch=2"]], halves
 for i, r in enumerate(runs, 1):
     assert r.sweep.axes == ["tp", "batch"], r.sweep.axes
     assert r.config["sweep_slice"] == f"{i}/2", r.config.get("sweep_slice")
-joined = analysis.join_sweeps(runs)
+joined = sweeps.join_sweeps(runs)
 assert joined.points.size == 4 and joined.axes == ["tp", "batch"], (joined.points, joined.axes)
 print("slices 1/2 and 2/2: disjoint, joined into the 4 points")
 PY
