@@ -75,174 +75,224 @@ Table samples_table(const std::vector<GpuSample>& samples) {
           {"clock_event_reasons", reasons}};
 }
 
-ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Comm comm,
-                            Watchdog& watchdog, const ProtocolOptions& o) {
-  ProtocolResult result;
-  const size_t strategies = w.strategies();
-  result.rounds = interleaved_rounds(strategies);
-  // NVML samples of this rank's GPU through every loop: clocks that fall under the power cap
-  // explain differences between loops that the FLOPs and bytes do not.
-  std::unique_ptr<GpuSampler> sampler;
-  if (o.device >= 0 && o.sample_ms > 0)
-    sampler = std::make_unique<GpuSampler>(o.device, o.sample_ms);
-  std::vector<int64_t> epochs;              // sampler time of each strategy's clock epoch
-  std::vector<Window> instrumented_windows; // per strategy
+namespace {
 
-  auto per_iter = [&](const Recorder& rec, std::pair<size_t, size_t> m, int iters) {
-    return static_cast<double>(rec.mark_ns(m.second) - rec.mark_ns(m.first)) / iters;
+// One run of the protocol, in its steps: each strategy's recorded loop, the uninstrumented
+// rounds, their medians, and the clocks and power over each loop.
+class ProtocolRun {
+public:
+  ProtocolRun(Workload& w, Backend& backend, OpTable& ops, MPI_Comm comm, Watchdog& watchdog,
+              const ProtocolOptions& o)
+      : m_w(w), m_backend(backend), m_ops(ops), m_comm(comm), m_watchdog(watchdog), m_o(o),
+        m_strategies(w.strategies()), m_quiet(backend.clock(), ops),
+        m_sub_batches(std::min(kSubBatches, o.iters)) {
+    m_result.rounds = interleaved_rounds(m_strategies);
+    // NVML samples of this rank's GPU through every loop: clocks that fall under the power cap
+    // explain differences between loops that the FLOPs and bytes do not.
+    if (o.device >= 0 && o.sample_ms > 0)
+      m_sampler = std::make_unique<GpuSampler>(o.device, o.sample_ms);
+    if (w.lane_modes())
+      m_modes.insert(m_modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
+    // Every iteration of every loop below, for the progress line's count and ETA.
+    progress::plan(static_cast<int64_t>(m_strategies) * (o.warmup + o.iters) +
+                   static_cast<int64_t>(m_result.rounds) *
+                       static_cast<int64_t>(m_strategies * m_modes.size()) * o.iters);
+  }
+
+  ProtocolResult run() {
+    for (size_t si = 0; si < m_strategies; ++si)
+      recorded(si);
+    uninstrumented();
+    medians();
+    clocks();
+    return std::move(m_result);
+  }
+
+private:
+  // A sub-batch of an uninstrumented loop: its marks and its iterations.
+  struct SubBatch {
+    size_t begin = 0, end = 0;
+    int iters = 0;
   };
-  std::vector<Workload::Mode> modes = {Workload::Mode::full};
-  if (w.lane_modes())
-    modes.insert(modes.end(), {Workload::Mode::compute_only, Workload::Mode::comm_only});
-  // Every iteration of every loop below, for the progress line's count and ETA.
-  progress::plan(static_cast<int64_t>(strategies) * (o.warmup + o.iters) +
-                 static_cast<int64_t>(result.rounds) *
-                     static_cast<int64_t>(strategies * modes.size()) * o.iters);
-  for (size_t si = 0; si < strategies; ++si) {
-    const std::string name = w.strategy_name(si);
-    w.select(si);
-    w.prepare();
-    Recorder rec(backend.clock(), ops);
-    backend.synchronize();
-    watchdog.rearm("the barrier before the iterations of " + name);
-    RIDGELINE_CHECK(MPI_Barrier(comm));
-    backend.clock().start_epoch();
-    epochs.push_back(sampler ? sampler->now_ns() : 0);
+
+  static double per_iter(const Recorder& rec, size_t begin, size_t end, int iters) {
+    return static_cast<double>(rec.mark_ns(end) - rec.mark_ns(begin)) / iters;
+  }
+  // Where sub-batch `sub` of (round, strategy, mode) sits in m_marks.
+  size_t slot(int round, size_t si, size_t mode, int sub) const {
+    return ((static_cast<size_t>(round) * m_strategies + si) * m_modes.size() + mode) *
+               static_cast<size_t>(m_sub_batches) +
+           static_cast<size_t>(sub);
+  }
+
+  // Strategy si's warm-up and timed iterations, every op stamped.
+  void recorded(size_t si) {
+    const std::string name = m_w.strategy_name(si);
+    m_w.select(si);
+    m_w.prepare();
+    Recorder rec(m_backend.clock(), m_ops);
+    m_backend.synchronize();
+    m_watchdog.rearm("the barrier before the iterations of " + name);
+    RIDGELINE_CHECK(MPI_Barrier(m_comm));
+    m_backend.clock().start_epoch();
+    m_epochs.push_back(m_sampler ? m_sampler->now_ns() : 0);
     size_t timed_start = 0;
     // One phase for the whole loop: inside it only iteration() (atomic stores) marks progress.
-    watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(o.warmup) +
-                   " warm-up, " + std::to_string(o.iters) + " timed)");
-    progress::begin_loop(o.warmup + o.iters);
-    for (int it = 0; it < o.warmup + o.iters; ++it) {
-      watchdog.iteration(it);
-      if (it == o.warmup) timed_start = rec.mark(Lane::compute);
-      rec.set_iteration(it, it < o.warmup);
+    m_watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(m_o.warmup) +
+                     " warm-up, " + std::to_string(m_o.iters) + " timed)");
+    progress::begin_loop(m_o.warmup + m_o.iters);
+    for (int it = 0; it < m_o.warmup + m_o.iters; ++it) {
+      m_watchdog.iteration(it);
+      if (it == m_o.warmup) timed_start = rec.mark(Lane::compute);
+      rec.set_iteration(it, it < m_o.warmup);
       const ranges::Scope range([&] {
-        return name + (it < o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
+        return name + (it < m_o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
       });
-      w.set_position(it < o.warmup ? it : it - o.warmup);
-      w.step(rec);
+      m_w.set_position(it < m_o.warmup ? it : it - m_o.warmup);
+      m_w.step(rec);
     }
     const size_t timed_end = rec.mark(Lane::compute);
-    w.after_timed(rec);
-    watchdog.rearm("waiting for the device to finish " + name);
-    backend.synchronize();
+    m_w.after_timed(rec);
+    m_watchdog.rearm("waiting for the device to finish " + name);
+    m_backend.synchronize();
     rec.flush();
-    instrumented_windows.push_back(
-        {epochs.back() + rec.mark_ns(timed_start), epochs.back() + rec.mark_ns(timed_end)});
-    double instrumented = per_iter(rec, {timed_start, timed_end}, o.iters);
-    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, comm));
-    watchdog.rearm("checking " + name);
-    w.after_flush(rec);
+    m_instrumented_windows.push_back(
+        {m_epochs.back() + rec.mark_ns(timed_start), m_epochs.back() + rec.mark_ns(timed_end)});
+    double instrumented = per_iter(rec, timed_start, timed_end, m_o.iters);
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, m_comm));
+    m_watchdog.rearm("checking " + name);
+    m_w.after_flush(rec);
     StrategyMeasurement m;
     m.name = name;
     m.loops.instrumented_ns = instrumented;
     m.rows = std::move(rec.records());
-    result.strategies.push_back(std::move(m));
+    m_result.strategies.push_back(std::move(m));
   }
 
   // The same steps without per-op stamps (the instrumentation's own cost), then each lane
   // alone. Strategies take turns round by round, so that a drift of clocks or temperature
   // during the job falls on every strategy alike; each time is the median over the rounds.
-  Recorder quiet(backend.clock(), ops);
-  quiet.set_enabled(false);
-  backend.synchronize();
-  RIDGELINE_CHECK(MPI_Barrier(comm));
-  // [round][strategy][mode][sub-batch]: a sub-batch's marks and its iterations.
-  struct SubBatch {
-    size_t begin = 0, end = 0;
-    int iters = 0;
-  };
-  std::vector<SubBatch> marks;
-  const int sub_batches = std::min(kSubBatches, o.iters);
-  auto slot = [&](int round, size_t si, size_t mode, int sub) {
-    return ((static_cast<size_t>(round) * strategies + si) * modes.size() + mode) *
-               static_cast<size_t>(sub_batches) +
-           static_cast<size_t>(sub);
-  };
-  const char* const mode_texts[] = {"step", "compute only", "communication only"};
-  for (int round = 0; round < result.rounds; ++round)
-    for (size_t si = 0; si < strategies; ++si) {
-      w.select(si);
-      for (Workload::Mode mode : modes) {
-        watchdog.rearm("uninstrumented iterations (" + w.strategy_name(si) + ", " +
-                       mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) +
-                       ")");
-        progress::begin_loop(o.iters);
-        w.set_mode(mode);
-        size_t begin = quiet.mark(Lane::compute);
-        int sub_begin = 0;
-        for (int it = 0; it < o.iters; ++it) {
-          watchdog.iteration(it);
-          const ranges::Scope range([&] {
-            const char* loop = mode == Workload::Mode::full           ? " step"
-                               : mode == Workload::Mode::compute_only ? " compute_only"
-                                                                      : " comm_only";
-            return w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
-                   std::to_string(round) + ")";
-          });
-          w.set_position(it);
-          w.step(quiet);
-          // Sub-batch j ends after iteration (j + 1) x iters / sub_batches - 1.
-          const int sub = static_cast<int>(marks.size() % static_cast<size_t>(sub_batches));
-          if (it + 1 == (sub + 1) * o.iters / sub_batches) {
-            const size_t end = quiet.mark(Lane::compute);
-            marks.push_back({begin, end, it + 1 - sub_begin});
-            begin = end;
-            sub_begin = it + 1;
-          }
+  void uninstrumented() {
+    m_quiet.set_enabled(false);
+    m_backend.synchronize();
+    RIDGELINE_CHECK(MPI_Barrier(m_comm));
+    for (int round = 0; round < m_result.rounds; ++round)
+      for (size_t si = 0; si < m_strategies; ++si) {
+        m_w.select(si);
+        for (Workload::Mode mode : m_modes)
+          quiet_loop(round, si, mode);
+      }
+    m_watchdog.rearm("waiting for the device to finish the uninstrumented rounds");
+    m_backend.synchronize();
+    m_quiet.flush();
+  }
+
+  // One uninstrumented loop of strategy si in `mode`, marked in m_sub_batches sub-batches.
+  void quiet_loop(int round, size_t si, Workload::Mode mode) {
+    const char* const mode_texts[] = {"step", "compute only", "communication only"};
+    m_watchdog.rearm("uninstrumented iterations (" + m_w.strategy_name(si) + ", " +
+                     mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) + ")");
+    progress::begin_loop(m_o.iters);
+    m_w.set_mode(mode);
+    size_t begin = m_quiet.mark(Lane::compute);
+    int sub_begin = 0;
+    for (int it = 0; it < m_o.iters; ++it) {
+      m_watchdog.iteration(it);
+      const ranges::Scope range([&] {
+        const char* loop = mode == Workload::Mode::full           ? " step"
+                           : mode == Workload::Mode::compute_only ? " compute_only"
+                                                                  : " comm_only";
+        return m_w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
+               std::to_string(round) + ")";
+      });
+      m_w.set_position(it);
+      m_w.step(m_quiet);
+      // Sub-batch j ends after iteration (j + 1) x iters / sub_batches - 1.
+      const int sub = static_cast<int>(m_marks.size() % static_cast<size_t>(m_sub_batches));
+      if (it + 1 == (sub + 1) * m_o.iters / m_sub_batches) {
+        const size_t end = m_quiet.mark(Lane::compute);
+        m_marks.push_back({begin, end, it + 1 - sub_begin});
+        begin = end;
+        sub_begin = it + 1;
+      }
+    }
+    m_w.set_mode(Workload::Mode::full);
+  }
+
+  // Each loop's time: the median over its rounds' sub-batch means, slowest rank per sub-batch.
+  void medians() {
+    std::vector<double> ns;
+    for (const SubBatch& m : m_marks)
+      ns.push_back(per_iter(m_quiet, m.begin, m.end, m.iters));
+    RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
+                                  MPI_MAX, m_comm));
+    auto median_of = [&](size_t si, size_t mode) {
+      std::vector<double> means;
+      for (int round = 0; round < m_result.rounds; ++round)
+        for (int sub = 0; sub < m_sub_batches; ++sub)
+          means.push_back(ns[slot(round, si, mode, sub)]);
+      return percentile(means, 50);
+    };
+    for (size_t si = 0; si < m_strategies; ++si) {
+      LoopTimes& t = m_result.strategies[si].loops;
+      t.plain_ns = median_of(si, 0);
+      t.sub_batches = m_sub_batches;
+      if (m_modes.size() == 3) {
+        t.compute_only_ns = median_of(si, 1);
+        t.comm_only_ns = median_of(si, 2);
+      }
+    }
+  }
+
+  // The GPU's clocks and power over each strategy's loops, and every rank's samples.
+  void clocks() {
+    // The rounds' marks count from the last strategy's epoch.
+    const std::vector<GpuSample> samples = m_sampler ? m_sampler->stop() : std::vector<GpuSample>{};
+    const char* const mode_names[] = {"step", "compute_only", "comm_only"};
+    for (size_t si = 0; si < m_strategies; ++si) {
+      Attrs& gpu = m_result.strategies[si].gpu;
+      gpu = gpu_means(m_comm, samples, {m_instrumented_windows[si]}, "gpu.instrumented");
+      for (size_t mode = 0; mode < m_modes.size(); ++mode) {
+        std::vector<Window> windows;
+        for (int round = 0; round < m_result.rounds; ++round) {
+          const SubBatch& first = m_marks[slot(round, si, mode, 0)];
+          const SubBatch& last = m_marks[slot(round, si, mode, m_sub_batches - 1)];
+          windows.push_back({m_epochs.back() + m_quiet.mark_ns(first.begin),
+                             m_epochs.back() + m_quiet.mark_ns(last.end)});
         }
-        w.set_mode(Workload::Mode::full);
+        for (auto& kv : gpu_means(m_comm, samples, windows, std::string("gpu.") + mode_names[mode]))
+          gpu.push_back(std::move(kv));
       }
+      if (!gpu.empty()) gpu.emplace_back("gpu.epoch_offset_ns", m_epochs[si] - m_epochs.front());
     }
-  watchdog.rearm("waiting for the device to finish the uninstrumented rounds");
-  backend.synchronize();
-  quiet.flush();
-  std::vector<double> ns;
-  for (const SubBatch& m : marks)
-    ns.push_back(per_iter(quiet, {m.begin, m.end}, m.iters));
-  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
-                                MPI_MAX, comm));
-  auto median_of = [&](size_t si, size_t mode) {
-    std::vector<double> means;
-    for (int round = 0; round < result.rounds; ++round)
-      for (int sub = 0; sub < sub_batches; ++sub)
-        means.push_back(ns[slot(round, si, mode, sub)]);
-    return percentile(means, 50);
-  };
-  for (size_t si = 0; si < strategies; ++si) {
-    LoopTimes& t = result.strategies[si].loops;
-    t.plain_ns = median_of(si, 0);
-    t.sub_batches = sub_batches;
-    if (modes.size() == 3) {
-      t.compute_only_ns = median_of(si, 1);
-      t.comm_only_ns = median_of(si, 2);
-    }
+    // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
+    m_result.samples = samples;
+    for (GpuSample& s : m_result.samples)
+      s.t_ns -= m_epochs.front();
   }
-  // The rounds' marks count from the last strategy's epoch.
-  const std::vector<GpuSample> samples = sampler ? sampler->stop() : std::vector<GpuSample>{};
-  const char* const mode_names[] = {"step", "compute_only", "comm_only"};
-  for (size_t si = 0; si < strategies; ++si) {
-    Attrs& gpu = result.strategies[si].gpu;
-    gpu = gpu_means(comm, samples, {instrumented_windows[si]}, "gpu.instrumented");
-    for (size_t mode = 0; mode < modes.size(); ++mode) {
-      std::vector<Window> windows;
-      for (int round = 0; round < result.rounds; ++round) {
-        const SubBatch& first = marks[slot(round, si, mode, 0)];
-        const SubBatch& last = marks[slot(round, si, mode, sub_batches - 1)];
-        windows.push_back(
-            {epochs.back() + quiet.mark_ns(first.begin), epochs.back() + quiet.mark_ns(last.end)});
-      }
-      for (auto& kv : gpu_means(comm, samples, windows, std::string("gpu.") + mode_names[mode]))
-        gpu.push_back(std::move(kv));
-    }
-    if (!gpu.empty()) gpu.emplace_back("gpu.epoch_offset_ns", epochs[si] - epochs.front());
-  }
-  // Each rank's samples on the first strategy's epoch, like the file's top-level timelines.
-  result.samples = samples;
-  for (GpuSample& s : result.samples)
-    s.t_ns -= epochs.front();
-  return result;
+
+  Workload& m_w;
+  Backend& m_backend;
+  OpTable& m_ops;
+  MPI_Comm m_comm;
+  Watchdog& m_watchdog;
+  const ProtocolOptions& m_o;
+  const size_t m_strategies;
+  ProtocolResult m_result;
+  std::unique_ptr<GpuSampler> m_sampler;
+  std::vector<int64_t> m_epochs;              // sampler time of each strategy's clock epoch
+  std::vector<Window> m_instrumented_windows; // per strategy
+  std::vector<Workload::Mode> m_modes = {Workload::Mode::full};
+  Recorder m_quiet;
+  const int m_sub_batches;
+  std::vector<SubBatch> m_marks; // [round][strategy][mode][sub-batch]
+};
+
+} // namespace
+
+ProtocolResult run_protocol(Workload& w, Backend& backend, OpTable& ops, MPI_Comm comm,
+                            Watchdog& watchdog, const ProtocolOptions& o) {
+  return ProtocolRun(w, backend, ops, comm, watchdog, o).run();
 }
 
 } // namespace ridgeline
