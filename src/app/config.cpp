@@ -464,24 +464,24 @@ LayerShape layer_shape(const RunConfig& c) {
   return s;
 }
 
-std::vector<std::string> overlap_list(const RunConfig& c) {
+std::vector<Overlap> overlap_list(const RunConfig& c) {
   const std::vector<std::string> items = split_list(c.overlap);
   const std::string problem = list_problem(items, overlap_item);
   if (!problem.empty()) throw UsageError(problem);
-  std::vector<std::string> names;
+  std::vector<Overlap> overlaps;
   for (const std::string& item : items)
-    names.push_back(parse_overlap(item).name());
-  return names;
+    overlaps.push_back(parse_overlap(item));
+  return overlaps;
 }
 
-std::vector<std::string> attention_list(const RunConfig& c) {
+std::vector<AttentionImpl> attention_list(const RunConfig& c) {
   const std::vector<std::string> items = split_list(c.attention);
   const std::string problem = list_problem(items, attention_item);
   if (!problem.empty()) throw UsageError(problem);
-  std::vector<std::string> names;
+  std::vector<AttentionImpl> impls;
   for (const std::string& item : items)
-    names.push_back(attention_name(parse_attention(item)));
-  return names;
+    impls.push_back(parse_attention(item));
+  return impls;
 }
 
 Attrs config_attrs(const RunConfig& c) {

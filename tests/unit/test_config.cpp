@@ -836,13 +836,18 @@ TEST(PointSpec, ResolvesEveryOptionOnceIntoTypes) {
   EXPECT_EQ(decode.overlaps[0].chunks(), 2);
   EXPECT_EQ(decode.overlaps[1].ring_subpieces(), 2);
 
-  const PointSpec scheduled =
-      point_spec(host_defaults({"--pp", "2", "--schedule", "gpipe", "--microbatches", "2"}));
+  const PointSpec scheduled = point_spec(
+      host_defaults({"--pp", "2", "--schedule", "gpipe", "--microbatches", "2", "--batch", "2"}));
   EXPECT_EQ(scheduled.phase, RunPhase::prefill);
   ASSERT_TRUE(scheduled.scheduled());
   EXPECT_EQ(scheduled.schedule->kind, ScheduleKind::gpipe);
   EXPECT_EQ(std::string(check_mode_name(CheckMode::automatic)), "auto");
   EXPECT_EQ(std::string(run_phase_name(RunPhase::train)), "train");
+  // A configuration validation refuses has no typed point: its first problem is the error.
+  EXPECT_THROW(point_spec(host_defaults(
+                   {"--pp", "2", "--schedule", "gpipe", "--microbatches", "2", "--batch", "1"})),
+               UsageError);
+  EXPECT_FALSE(validate_point(host_defaults({"--tp", "2"}), 3).problems.empty());
 }
 
 } // namespace
