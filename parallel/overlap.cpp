@@ -13,9 +13,9 @@ const std::vector<OverlapForm>& overlap_forms() {
        nullptr},
       {Overlap::Kind::async, "async", D::none, "", true, true, true, "own stream", async_policy,
        nullptr},
-      {Overlap::Kind::chunked, "chunked", D::required, "K", true, false, true,
+      {Overlap::Kind::chunked, "chunked", D::required, "K", true, true, true,
        "K token chunks pipelined with their collectives", chunked_policy, nullptr},
-      {Overlap::Kind::split, "split", D::required, "N", false, false, true,
+      {Overlap::Kind::split, "split", D::required, "N", false, true, true,
        "N interleaved parts of the batch; of the tokens for one prefill sequence", split_policy,
        split_problems},
       {Overlap::Kind::ce_ring, "ce-ring", D::optional, "K", false, false, false,
@@ -60,11 +60,12 @@ std::vector<std::string> forms_of(const OverlapForm& f, bool bounds) {
   return {};
 }
 
-// The symm: forms: "symm:none, symm:async, symm:chunked:K".
-std::vector<std::string> symmetric_forms() {
+// The symm: forms: "symm:none, symm:async, symm:chunked:K" (those TrainStage runs with
+// `scheduled`).
+std::vector<std::string> symmetric_forms(bool scheduled = false) {
   std::vector<std::string> out;
   for (const OverlapForm& f : overlap_forms())
-    if (f.symmetric_ok)
+    if (f.symmetric_ok && (f.scheduled_ok || !scheduled))
       for (const std::string& form : forms_of(f, false))
         out.push_back("symm:" + form);
   return out;
@@ -103,6 +104,17 @@ std::string overlap_forms_text() {
     for (const std::string& form : forms_of(f, true))
       forms.push_back(form);
   for (const std::string& form : symmetric_forms())
+    forms.push_back(form);
+  return joined(forms);
+}
+
+std::string scheduled_forms_text() {
+  std::vector<std::string> forms;
+  for (const OverlapForm& f : overlap_forms())
+    if (f.scheduled_ok)
+      for (const std::string& form : forms_of(f, false))
+        forms.push_back(form);
+  for (const std::string& form : symmetric_forms(true))
     forms.push_back(form);
   return joined(forms);
 }

@@ -86,6 +86,8 @@ const OverlapForm& overlap_form(Overlap::Kind kind);
 Overlap parse_overlap(const std::string& text);
 /// The accepted forms, comma-separated: "none, async, chunked:K (K >= 2), ..., symm:chunked:K".
 std::string overlap_forms_text();
+/// The forms TrainStage runs (scheduled_ok), comma-separated: "none, async, chunked:K, ...".
+std::string scheduled_forms_text();
 /// --help's description of --overlap: every form with what it does.
 std::string overlap_help();
 

@@ -25,9 +25,10 @@ void split_problems(const Overlap& o, const LayerShape& s, StageExecutor executo
   out.push_back(o.name() + " splits the batch: " + std::to_string(s.batch) +
                 " sequences per microbatch do not divide into " + std::to_string(o.parts()) +
                 " parts" +
-                (train ? std::string(" (the train phase and scheduled prefill split whole "
-                                     "sequences only: their attention backward takes no token "
-                                     "range of a sequence)")
+                (train ? std::string(" (the train stage, which runs the train phase and "
+                                     "scheduled prefill, splits whole sequences only: its "
+                                     "attention and attention backward take no token range of a "
+                                     "sequence)")
                        : std::string()));
 }
 

@@ -16,6 +16,7 @@
 #include "models/attention_cudnn.hpp"
 #include "models/kernel_tuning.hpp"
 #include "parallel/overlap.hpp"
+#include "parallel/overlap_policy.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -213,15 +214,10 @@ void check_overlap(const RunConfig& c, Parsed& d, Problems& p) {
   // strategies its registry rows say and no graphs.
   if (d.scheduled) {
     const std::string what = d.train ? "the train phase" : "a scheduled prefill (--schedule)";
-    std::vector<std::string> runs;
-    for (const OverlapForm& f : overlap_forms())
-      if (f.scheduled_ok) runs.emplace_back(f.word);
-    for (const Overlap& o : overlaps) {
-      if (!overlap_form(o.kind).scheduled_ok || o.symmetric)
-        p.push_back(
-            "--overlap " + o.name() + ": " + what + " runs " + join(runs, " or ") +
-            (d.train ? " (the backward's all-reduce beside the weight-gradient GEMM)" : ""));
-    }
+    for (const Overlap& o : overlaps)
+      if (!overlap_form(o.kind).scheduled_ok)
+        p.push_back("--overlap " + o.name() + ": " + what + " runs " + scheduled_forms_text() +
+                    " (the copy-engine ring has no train-stage form: the forward stage runs it)");
     if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
@@ -276,6 +272,16 @@ void check_division(const RunConfig& c, const Parsed& d, Problems& p) {
       p.push_back("--sequence-parallel: the " + str(tokens) +
                   " tokens per microbatch do not divide into --tp " + str(c.tp) +
                   " equal row blocks");
+  // The stage executor's strategies cut each microbatch into parts (whole sequences) and units
+  // (with tp shards under sequence parallelism); a strategy of one unit is the check above.
+  if (d.scheduled && c.batch % (c.microbatches * (d.train ? c.dp : 1)) == 0) {
+    const LayerShape shape = layer_shape(c);
+    for (const Overlap& o : d.options.overlaps) {
+      if (!overlap_form(o.kind).scheduled_ok || overlap_policy(o).units() == 1) continue;
+      for (const std::string& problem : stage_split_problems(shape, o, StageExecutor::train))
+        p.push_back("--overlap " + problem);
+    }
+  }
   if (one_of(c.phase, {"prefill", "decode"}) && !d.scheduled) {
     const LayerShape shape = layer_shape(c);
     for (const Overlap& o : d.options.overlaps)

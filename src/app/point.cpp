@@ -41,7 +41,8 @@ ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
   const CheckPlan check = plan_check(spec, job.cuda(), free_bytes);
-  const double overlap = overlap_memory_bytes(spec);
+  const double overlap =
+      spec.scheduled() ? scheduled_overlap_bytes(spec) : overlap_memory_bytes(spec);
   const double need =
       (spec.scheduled() ? scheduled_memory_bytes(spec)
                         : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers())) +

@@ -7,6 +7,7 @@
 
 #include "app/run_file.hpp"
 #include "models/work_model.hpp"
+#include "parallel/train_stage.hpp"
 
 namespace ridgeline {
 namespace {
@@ -61,6 +62,16 @@ double scheduled_memory_bytes(const PointSpec& spec) {
       static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
   const double per_mb = spec.recompute ? layers * input : layers * act;
   return weights + static_cast<double>(spec.microbatches) * (per_mb + 3.0 * input) + act;
+}
+
+double scheduled_overlap_bytes(const PointSpec& spec) {
+  TrainSpec stage;
+  stage.model = spec.model;
+  stage.shape = spec.shape;
+  stage.symmetric_buffers =
+      spec.tp > 1 && std::any_of(spec.overlaps.begin(), spec.overlaps.end(),
+                                 [](const Overlap& o) { return o.symmetric; });
+  return TrainStage::overlap_memory_bytes(stage, spec.shape.dtype);
 }
 
 double scheduled_reference_bytes(const PointSpec& spec) {
