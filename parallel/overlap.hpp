@@ -18,8 +18,8 @@ namespace ridgeline {
 ///              of chunk i+1 computes (under sequence parallelism the all-gather of chunk i+1
 ///              runs while the GEMM of chunk i computes)
 ///   split:N    the batch is cut into N parts whose layers interleave, so one part's collective
-///              runs under another part's compute; a single prefill sequence is cut into N
-///              token ranges instead, each attending causally to every earlier token
+///              runs under another part's compute; on TpStage a single prefill sequence is cut
+///              into N token ranges instead, each attending causally to every earlier token
 ///   ce-ring    the tokens are cut into tp pieces and the collectives become puts into the peers'
 ///              memory (a PeerExchange: the copy engines on GPUs, MPI messages on the host):
 ///              under sequence parallelism each rank puts its rows into every peer while its

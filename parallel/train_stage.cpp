@@ -17,6 +17,14 @@ constexpr int64_t kAlign = 64;
 int64_t aligned(int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
+
+// Throws UsageError unless the train stage runs `overlap` on `shape`.
+void require_runs(const Overlap& overlap, const LayerShape& shape) {
+  if (!overlap_form(overlap.kind).scheduled_ok)
+    throw UsageError("the train stage does not run --overlap " + overlap.name());
+  const std::vector<std::string> problems = policy_problems(overlap, shape, StageExecutor::train);
+  if (!problems.empty()) throw UsageError(problems.front());
+}
 } // namespace
 
 std::vector<size_t> TrainStage::collective_buffers(const TrainSpec& spec, DType dtype) {
@@ -46,10 +54,7 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
   RIDGELINE_REQUIRE(m_geo.stream_tokens * s.tp == m_geo.tokens || !m_geo.sequence_parallel,
                     "sequence parallelism needs the tokens of a microbatch to divide by tp");
-  const std::vector<std::string> problems = policy_problems(spec.overlap, s, StageExecutor::train);
-  if (!problems.empty()) throw UsageError(problems.front());
-  if (!overlap_form(spec.overlap.kind).scheduled_ok)
-    throw UsageError("the train stage does not run --overlap " + spec.overlap.name());
+  require_runs(spec.overlap, s);
   m_plan = train_layer_plan(spec.model, s, spec.attention);
   m_index.assign(t_count, -1);
   for (size_t i = 0; i < m_plan.size(); ++i) {
@@ -144,11 +149,7 @@ void TrainStage::place_symmetric_buffers() {
 }
 
 void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
-  const std::vector<std::string> problems =
-      policy_problems(overlap, m_spec.shape, StageExecutor::train);
-  if (!problems.empty()) throw UsageError(problems.front());
-  if (!overlap_form(overlap.kind).scheduled_ok)
-    throw UsageError("the train stage does not run --overlap " + overlap.name());
+  require_runs(overlap, m_spec.shape);
   m_spec.attention = attention;
   m_spec.overlap = overlap;
   m_policy = overlap_policy(overlap);
