@@ -229,7 +229,9 @@ void bind_execution_options(CLI::App& cmd, RunConfig& c) {
          "--allreduce-table", c.allreduce_table,
          "With --allreduce auto: a file of `ridgeline collectives --collectives "
          "all_reduce --allreduce nccl,oneshot,push,push-ll,twoshot` on this machine at this --tp "
-         "and --dtype (timed with --graph for a run with --graphs)")
+         "and --dtype (timed with --graph for a run with --graphs); a comma list of such files "
+         "(one per --group-size) serves a sweep over several --tp, each point reading the tables "
+         "of its group size")
       ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "

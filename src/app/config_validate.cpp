@@ -140,8 +140,10 @@ void check_allreduce(const RunConfig& c, Problems& p) {
       p.push_back("--allreduce auto chooses from measured times: give --allreduce-table FILE "
                   "(ridgeline collectives --collectives all_reduce --allreduce "
                   "nccl,oneshot,push,push-ll,twoshot)");
-    else if (stat(c.allreduce_table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      p.push_back("--allreduce-table: '" + c.allreduce_table + "' is not a readable file");
+    else
+      for (const std::string& table : split_list(c.allreduce_table))
+        if (stat(table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+          p.push_back("--allreduce-table: '" + table + "' is not a readable file");
   } else if (!c.allreduce_table.empty()) {
     p.push_back("--allreduce-table is read by --allreduce auto (got --allreduce " + c.allreduce +
                 ")");
@@ -323,7 +325,11 @@ void check_sizes(const RunConfig& c, const Parsed& d, Problems& p) {
 } // namespace
 
 std::vector<NamedFile> input_files(const RunConfig& c) {
-  return {{c.roofs == "none" ? "" : c.roofs, "--roofs"}, {c.allreduce_table, "--allreduce-table"}};
+  std::vector<NamedFile> files = {{c.roofs == "none" ? "" : c.roofs, "--roofs"}};
+  if (!c.allreduce_table.empty())
+    for (const std::string& table : split_list(c.allreduce_table))
+      files.push_back({table, "--allreduce-table"});
+  return files;
 }
 
 namespace {

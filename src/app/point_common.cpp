@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "app/command_support.hpp"
 #include "app/run_file.hpp"
 #include "models/work_model.hpp"
 #include "parallel/train_stage.hpp"
@@ -134,19 +135,13 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
 
 namespace {
 
-// The all-reduce times of a `ridgeline collectives --allreduce ...` file, for --allreduce auto:
+// The all-reduce times of `ridgeline collectives --allreduce ...` files, for --allreduce auto:
 // every implementation's p50 by size, from the tables of the run's group size and dtype.
-std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int tp,
-                                                  const std::string& dtype) {
-  const RunData d = read_run_file(path, false);
-  const AttrValue* command = find_attr(d.root, "command");
-  if (command == nullptr || attr_to_string(*command) != "collectives")
-    throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
-  std::vector<AllReduceTiming> out;
-  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
-  std::vector<std::pair<std::string, std::string>> impls = {{"/collectives/all_reduce", "nccl"}};
-  for (const std::string& name : ipc_algo_names())
-    impls.emplace_back("/collectives/all_reduce_" + name, name);
+using ImplTables = std::vector<std::pair<std::string, std::string>>; // table path, implementation
+
+// One file's tables of group size `tp` and `dtype`, appended to `out`.
+void read_allreduce_tables(const RunData& d, const std::string& path, const ImplTables& impls,
+                           int tp, const std::string& dtype, std::vector<AllReduceTiming>& out) {
   for (const auto& [table_path, impl] : impls)
     for (const NamedTable& t : d.tables) {
       if (t.path != table_path) continue;
@@ -170,8 +165,25 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
       for (size_t i = 0; i < sizes->size(); ++i)
         out.push_back({impl, static_cast<size_t>((*sizes)[i]), (*p50)[i]});
     }
+}
+
+// `paths`: one file, or a comma list of them (one per group size, for a sweep over --tp).
+std::vector<AllReduceTiming> read_allreduce_table(const std::string& paths, int tp,
+                                                  const std::string& dtype) {
+  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
+  ImplTables impls = {{"/collectives/all_reduce", "nccl"}};
+  for (const std::string& name : ipc_algo_names())
+    impls.emplace_back("/collectives/all_reduce_" + name, name);
+  std::vector<AllReduceTiming> out;
+  for (const std::string& path : split_list(paths)) {
+    const RunData d = read_run_file(path, false);
+    const AttrValue* command = find_attr(d.root, "command");
+    if (command == nullptr || attr_to_string(*command) != "collectives")
+      throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
+    read_allreduce_tables(d, path, impls, tp, dtype, out);
+  }
   if (out.empty())
-    throw UsageError("--allreduce-table " + path + ": no all-reduce measured at group size " +
+    throw UsageError("--allreduce-table " + paths + ": no all-reduce measured at group size " +
                      std::to_string(tp) + " in " + dtype +
                      " (ridgeline collectives --collectives all_reduce --allreduce "
                      "nccl,oneshot,push,push-ll,twoshot with as many ranks as --tp)");

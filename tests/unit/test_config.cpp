@@ -187,6 +187,12 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--allreduce", "auto", "--tp", "2"},
                 1,
                 "--allreduce auto chooses from measured times: give --allreduce-table FILE"},
+        // A list (one file per group size) names the file that cannot be read, not the list.
+        BadCase{"allreduce_table_list_missing",
+                {"--allreduce", "auto", "--tp", "2", "--allreduce-table",
+                 kModels + "/tiny.toml,no-such-table.h5"},
+                2,
+                "--allreduce-table: 'no-such-table.h5' is not a readable file"},
         BadCase{"allreduce_table_without_auto",
                 {"--allreduce-table", "x.h5"},
                 1,
@@ -880,6 +886,19 @@ TEST(PointSpec, ResolvesEveryOptionOnceIntoTypes) {
                    {"--pp", "2", "--schedule", "gpipe", "--microbatches", "2", "--batch", "1"})),
                UsageError);
   EXPECT_FALSE(validate_point(host_defaults({"--tp", "2"}), 3).problems.empty());
+}
+
+// --allreduce-table takes one file per group size: each is an input no output may overwrite.
+TEST(InputFiles, NameEveryAllReduceTableOfAList) {
+  RunConfig c;
+  c.roofs = "roofs.h5";
+  c.allreduce_table = "g2.h5,g4.h5";
+  const std::vector<NamedFile> files = input_files(c);
+  std::vector<std::string> tables;
+  for (const NamedFile& f : files)
+    if (f.option == "--allreduce-table") tables.push_back(f.path);
+  EXPECT_EQ(tables, (std::vector<std::string>{"g2.h5", "g4.h5"}));
+  EXPECT_EQ(files.front().path, "roofs.h5");
 }
 
 } // namespace
