@@ -19,7 +19,10 @@ validate_sweep_*.json (`model --validate`). Writes into OUTPAGE:
     NVLink keeps them compute- or HBM-bound (the join of the two sweeps along the transport);
   - model_error.md: the model's step error on every measured point;
   - train_layouts.md: the train step at the node's largest TP beside TP/2 x PP2;
-  - repro.md: the crossovers of each sweep run twice, side by side.
+  - repro.md: the crossovers of each sweep run twice, side by side;
+  - custom_ar.md: decode with NCCL's all-reduce beside the custom one where it is faster
+    (customar_<model>_decode_{nccl,auto}_<transport>.h5, with the tables
+    allreduce_g<G>_<transport>.h5 the choice came from), point by point with intervals.
 """
 import csv
 import glob
@@ -248,6 +251,104 @@ def train_layout_rows(dirs, sweeps):
     return rows
 
 
+CUSTOM_AR = re.compile(r"customar_(?P<model>.+)_decode_(?P<impl>nccl|auto)_(?P<transport>[a-z]+)\.h5$")
+AR_TABLE = re.compile(r"allreduce_g(?P<group>\d+)_(?P<transport>[a-z]+)\.h5$")
+
+
+def allreduce_tables(path):
+    """(implementation, size_bytes, time_p50_ns) rows of a `collectives --allreduce` file, as
+    --allreduce auto reads them: NCCL's own table only where it was NCCL's."""
+    import h5py
+    rows = []
+    with h5py.File(path, "r") as f:
+        for name, ds in f.get("collectives", {}).items():
+            if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None or not (
+                    name == "all_reduce" or name.startswith("all_reduce_")):
+                continue
+            if not {"size_bytes", "time_p50_ns"} <= set(ds.dtype.names):
+                continue
+            backend = ds.attrs.get("backend", b"")
+            backend = backend.decode() if isinstance(backend, bytes) else str(backend)
+            if name == "all_reduce" and backend != "nccl":
+                continue
+            impl = "nccl" if name == "all_reduce" else name[len("all_reduce_"):]
+            rows += [(impl, int(r["size_bytes"]), float(r["time_p50_ns"])) for r in ds[()]]
+    return rows
+
+
+def choose_allreduce(rows, nbytes):
+    """The implementation --allreduce auto takes for a message of `nbytes`: the lowest median
+    at the smallest measured size that holds it (the largest measured for a larger one)."""
+    if not rows:
+        return "-"
+    holding = [size for _, size, _ in rows if size >= nbytes]
+    at = min(holding) if holding else max(size for _, size, _ in rows)
+    return min((t, impl) for impl, size, t in rows if size == at)[1]
+
+
+def custom_ar_rows(dirs):
+    """Per model and decode point at TP >= 2: NCCL's all-reduce beside the custom one where it
+    is faster (measured one after the other in one job), each with its 95 % interval, the
+    implementation the tables chose for the layer's all-reduce and each point's ceiling."""
+    pairs = defaultdict(dict)
+    for (model, impl, transport), path in files(dirs, CUSTOM_AR).items():
+        pairs[(model, transport)][impl] = path
+    tables = {}
+    for (group, transport), path in files(dirs, AR_TABLE).items():
+        tables[(int(group), transport)] = allreduce_tables(path)
+    rows = []
+    for (model, transport), both in sorted(pairs.items()):
+        if set(both) != {"nccl", "auto"}:
+            continue
+        runs = {impl: load(path) for impl, path in both.items()}
+        hidden = int(runs["auto"].config.get("hidden", 0))
+        width = 2 if str(runs["auto"].config.get("dtype", "bf16")) in ("bf16", "fp16") else 4
+        by_key = {}
+        for impl, run in runs.items():
+            for p in run.sweep.ok():
+                key = (int(p["tp"]), int(p["batch"]), int(p["context"]))
+                by_key.setdefault(key, {})[impl] = p
+        for (tp, batch, context), got in sorted(by_key.items()):
+            if tp < 2 or set(got) != {"nccl", "auto"}:
+                continue
+            n, a = got["nccl"], got["auto"]
+            if float(a["step_p50_hi_ns"]) < float(n["step_p50_lo_ns"]):
+                verdict = "faster"
+            elif float(a["step_p50_lo_ns"]) > float(n["step_p50_hi_ns"]):
+                verdict = "slower"
+            else:
+                verdict = "within noise"
+            rows.append({
+                "model": model, "transport": transport, "tp": tp, "batch": batch,
+                "context": context,
+                "chosen": choose_allreduce(tables.get((tp, transport), []),
+                                           batch * hidden * width),
+                "nccl": f"{ms_interval(n)} ({n['ceiling']})",
+                "custom_where_faster": f"{ms_interval(a)} ({a['ceiling']})",
+                "ratio": float(a["step_p50_ns"]) / float(n["step_p50_ns"]),
+                "verdict": verdict})
+    return rows
+
+
+def custom_ar_summary(rows):
+    """Per model and TP: how many points the custom all-reduce made faster beyond the
+    intervals, and the range of the step ratio."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["model"], r["transport"], r["tp"])].append(r)
+    out = []
+    for (model, transport, tp), rs in sorted(groups.items()):
+        ratios = [r["ratio"] for r in rs]
+        out.append({"model": model, "transport": transport, "tp": tp, "points": len(rs),
+                    "faster": sum(r["verdict"] == "faster" for r in rs),
+                    "within_noise": sum(r["verdict"] == "within noise" for r in rs),
+                    "slower": sum(r["verdict"] == "slower" for r in rs),
+                    "ratio_range": f"{min(ratios):.3f}-{max(ratios):.3f}",
+                    "chosen": ", ".join(f"{k} {v}" for k, v in
+                                        Counter(r["chosen"] for r in rs).most_common())})
+    return out
+
+
 def ms_interval(p):
     lo = float(p["step_p50_lo_ns"]) if "step_p50_lo_ns" in p.dtype.names else float(p["step_p50_ns"])
     hi = float(p["step_p50_hi_ns"]) if "step_p50_hi_ns" in p.dtype.names else float(p["step_p50_ns"])
@@ -423,6 +524,15 @@ def _main(argv):
                                                        "per_layer_ratio"]))
     repro = repro_rows(sweeps)
     write(page, "repro.md", markdown(repro, ["sweep", "first", "second", "same", "differ"]))
+    custom = custom_ar_rows(dirs)
+    custom_sum = custom_ar_summary(custom)
+    custom_columns = ["model", "transport", "tp", "points", "faster", "within_noise", "slower",
+                      "ratio_range", "chosen"]
+    if custom:
+        write(page, "custom_ar.md",
+              markdown(custom_sum, custom_columns) + "\n" +
+              markdown(custom, ["model", "transport", "tp", "batch", "context", "chosen", "nccl",
+                                "custom_where_faster", "ratio", "verdict"]))
     for phase in ("prefill", "decode", "train"):
         picture(page, phase, sweeps, predicted)
     print(markdown(head, ["model", "phase", "transport", "measured", "predicted"]))
@@ -431,6 +541,8 @@ def _main(argv):
         print(markdown(errors, error_columns))
     if repro:
         print(markdown(repro, ["sweep", "same", "differ"]))
+    if custom_sum:
+        print(markdown(custom_sum, custom_columns))
     return 0
 
 

@@ -53,6 +53,13 @@ for name in names:
 assert len(glob.glob(os.path.join(h5, "validate_sweep_tiny_*.json"))) == len(names)
 assert glob.glob(os.path.join(h5, "predicted_tiny_decode_auto_*.h5"))
 PY
+# The custom all-reduce's decode pair runs on GPUs only: two real decode sweeps stand in for
+# it here, with a host all-reduce table (MPI's, which --allreduce auto never chooses).
+cp "$work/atlas/h5/sweep_tiny_decode_auto.h5" "$work/atlas/h5/customar_tiny_decode_nccl_auto.h5"
+cp "$work/atlas/h5/sweep_tiny_decode_auto_again.h5" \
+  "$work/atlas/h5/customar_tiny_decode_auto_auto.h5"
+mpiexec --oversubscribe -np 2 "$bin" collectives --collectives all_reduce -e 64K --iters 3 \
+  --warmup 1 --out "$work/atlas/h5/allreduce_g2_auto.h5" >/dev/null
 page=$work/page
 python3 "$repo/scripts/atlas_report.py" "$page" "$work/atlas" >"$work/report.txt"
 for f in headline.md crossovers.md crossovers.csv transport.md model_error.md repro.md \
@@ -61,4 +68,6 @@ for f in headline.md crossovers.md crossovers.csv transport.md model_error.md re
 done
 grep -q "| tiny | decode | auto |" "$page/headline.md"
 grep -q "tiny decode auto" "$page/repro.md"
+# Both decode points at TP 2 (batch 1 and 2), NCCL's beside the other, no choice from MPI's table.
+[ "$(grep -c '^| tiny | auto | 2 | [12] | 16 | - |' "$page/custom_ar.md")" = 2 ]
 echo "e2e atlas ok"
