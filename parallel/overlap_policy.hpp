@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "core/ranges.hpp"
 #include "core/timeline.hpp"
+#include "models/backend.hpp"
 #include "models/model_spec.hpp"
 #include "parallel/overlap.hpp"
 
@@ -74,6 +76,27 @@ void column_site(const OverlapPolicy& p, int part, Gather&& gather, Wait&& wait,
     if (u + 1 < first + k) gather(u + 1);
     gemm(u, p.parts > 1 || u + 1 < first + k);
   }
+}
+
+/// One collective of a site as both executors issue it: on `queue` (on its own lane it first
+/// waits for the compute that produced its input), in a range named `name`, recorded as `op_id`
+/// of `layer` with `cost`. issue(stream) launches it. Stream-ordered (NCCL) or blocking (MPI on a
+/// null stream), it ends where the next stamp lands; a non-blocking MPI request's handle goes to
+/// `open`, for the executor's wait to end it once complete. The range covers the issue only: a
+/// non-blocking collective's end is recorded where the compute it overlaps has run.
+template <class Issue>
+void issue_collective(Backend& backend, const Communicator& comm, Recorder& rec, Lane queue,
+                      int32_t op_id, int32_t layer, const OpCost& cost, const std::string& name,
+                      std::vector<size_t>& open, Issue&& issue) {
+  if (queue == Lane::comm) backend.wait_fence(Lane::comm, backend.fence(Lane::compute));
+  const ranges::Scope range(name);
+  const size_t handle = rec.begin(op_id, layer, Lane::comm, cost, queue);
+  const Stream stream = backend.stream(queue);
+  issue(stream);
+  if (comm.stream_ordered() || stream == nullptr)
+    rec.end(handle);
+  else
+    open.push_back(handle);
 }
 
 /// symm:'s block: every buffer of `sizes` bytes at a 4 KiB boundary, in order (the same sizes

@@ -52,10 +52,6 @@ const char* const kSlotNames[s_count] = {op::norm1,
                                          op::reducescatter_mlp,
                                          op::residual2};
 
-OpCost scaled(const OpCost& c, double share) {
-  return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
-}
-
 } // namespace
 
 std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype) {
@@ -344,23 +340,10 @@ bool TpStage::fused(GemmEpilogue::Kind kind) const {
 template <class Issue>
 void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue) {
   if (!communicating()) return;
-  const Lane queue = comm_queue();
-  // On its own queue a collective must still wait for the compute that produced its input.
-  if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
   const auto i = static_cast<size_t>(slot);
-  // The range covers the issue: a non-blocking collective's end is recorded later, where the
-  // ranges of the compute it overlaps have opened and closed.
-  const ranges::Scope range(m_slot_specs[i]->name);
-  const size_t handle = rec.begin(m_op_ids[i], static_cast<int32_t>(layer), Lane::comm,
-                                  scaled(m_slot_specs[i]->cost, share), queue);
-  const Stream stream = m_backend.stream(queue);
-  issue(stream);
-  // Stream-ordered (NCCL) or blocking (MPI on a null stream): it ends where the next stamp
-  // lands. A non-blocking MPI request ends when wait_comm() completes it.
-  if (m_comm->stream_ordered() || stream == nullptr)
-    rec.end(handle);
-  else
-    m_open_comm.push_back(handle);
+  issue_collective(m_backend, *m_comm, rec, comm_queue(), m_op_ids[i], static_cast<int32_t>(layer),
+                   scaled(m_slot_specs[i]->cost, share), m_slot_specs[i]->name, m_open_comm,
+                   std::forward<Issue>(issue));
 }
 
 void TpStage::wait_comm(Recorder& rec, size_t fence) {

@@ -12,12 +12,6 @@
 namespace ridgeline {
 using namespace train_detail;
 
-namespace {
-OpCost scaled(const OpCost& c, double share) {
-  return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
-}
-} // namespace
-
 // What one layer's forward or backward works on: the layer, its saved activations and, in the
 // backward, the gradients it reads and writes (views of the whole microbatch or, under
 // sequence parallelism, of this rank's rows where named so).
@@ -68,24 +62,13 @@ ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer, double share
 void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
                                const std::function<void(Stream)>& issue) {
   if (m_spec.shape.tp == 1) return;
-  const Lane queue = m_policy.queue;
-  // On its own lane a collective must still wait for the compute that produced its input.
-  if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
   const int i = m_index[static_cast<size_t>(op)];
   RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
   const OpSpec& o = m_plan[static_cast<size_t>(i)];
-  const ranges::Scope range(o.name);
   // Every collective of a layer covers one unit of its site.
-  const size_t handle = rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer),
-                                  Lane::comm, scaled(o.cost, 1.0 / m_policy.units()), queue);
-  const Stream stream = m_backend.stream(queue);
-  issue(stream);
-  // Stream-ordered (NCCL) or blocking (MPI on a null stream): it ends where the next stamp
-  // lands. A non-blocking MPI request ends when wait_tp() completes it.
-  if (m_comm->stream_ordered() || stream == nullptr)
-    rec.end(handle);
-  else
-    m_open_comm.push_back(handle);
+  issue_collective(m_backend, *m_comm, rec, m_policy.queue, m_ids[static_cast<size_t>(i)],
+                   static_cast<int32_t>(layer), scaled(o.cost, 1.0 / m_policy.units()), o.name,
+                   m_open_comm, issue);
 }
 
 void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {

@@ -36,6 +36,11 @@ struct OpCost {
   double comm_bytes = 0;
 };
 
+/// The cost of `share` of an op (a unit, a chunk or a part of its site).
+inline OpCost scaled(const OpCost& c, double share) {
+  return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
+}
+
 /// One row of /ranks/<r>/timeline. The layout is the file's compound type: change both together.
 struct TimelineRecord {
   int32_t op_id;
