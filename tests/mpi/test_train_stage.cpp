@@ -81,7 +81,9 @@ TEST_P(TrainStageMatchesTp1, UnderEveryStrategy) {
   OpTable ops;
   TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
   // On MPI there is no symmetric memory: symm:S runs S on ordinary buffers and says so.
-  if (tp > 1) EXPECT_EQ(stage.symmetric_path().rfind("none: ", 0), 0u) << stage.symmetric_path();
+  if (tp > 1) {
+    EXPECT_EQ(stage.symmetric_path().rfind("none: ", 0), 0u) << stage.symmetric_path();
+  }
   PipelineSpec pipe;
   pipe.schedule = Schedule{c.schedule, 1};
   pipe.microbatches = microbatches;
