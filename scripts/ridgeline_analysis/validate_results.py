@@ -445,6 +445,12 @@ def _roof(f: h5py.File, found: List[str], envelope_required: bool) -> None:
     alpha_us, beta_gbps, floor_alpha_us, floor_beta_gbps = schema.field_names(
         spec.id, "alpha_us", "beta_gbps", "floor_alpha_us", "floor_beta_gbps")
     envelope = envelope_required or floor_alpha_us in table.dtype.names
+    (scope,) = schema.field_names(spec.id, "scope")
+    if scope in table.dtype.names:
+        for i, text in enumerate(column(table, scope, "string", ROOF_PATH)):
+            if text not in schema.ENUMS["scope"]:
+                found.append(f"{ROOF_PATH}: row {i}: {scope} '{text}' is not "
+                             f"{schema.one_of(schema.ENUMS['scope'])}")
     for i in range(table.size):
         alpha, beta = float(table[alpha_us][i]), float(table[beta_gbps][i])
         if not (alpha >= 0 and beta > 0):

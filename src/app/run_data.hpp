@@ -68,6 +68,9 @@ struct OpAggregate {
   double bound_ns = 0;              ///< the largest: the time the op's ceiling allows
   std::string ceiling = "none";     ///< compute | hbm | interconnect | launch | none
   double efficiency = 0;            ///< bound_ns / p50_ns
+  /// Collectives and p2p ops: the scope of their group ("intra", "inter", "hier"), whose roof
+  /// bounds them; "" for other ops and in files written before scopes.
+  std::string scope;
 };
 
 /// /summary: step-time distribution and per-op aggregates.

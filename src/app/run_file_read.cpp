@@ -289,7 +289,10 @@ Roofs read_roofs(const std::string& path) {
                               column<double>(l, "ns_per_launch", path)[i],
                               column<double>(l, "sm_clock_mhz", path)[i]});
     const h5::Table c = h5::read_table(file.id(), kRoofPath);
-    for (size_t i = 0; i < row_count(c); ++i)
+    // Files written before scopes measured within a node only.
+    const bool scoped = h5::find_column(c, "scope") != nullptr;
+    const bool spans = h5::find_column(c, "group_nodes") != nullptr;
+    for (size_t i = 0; i < row_count(c); ++i) {
       roofs.interconnect.push_back(
           {column<std::string>(c, "collective", path)[i], column<int64_t>(c, "group_size", path)[i],
            column<std::string>(c, "dtype", path)[i], column<std::string>(c, "transport", path)[i],
@@ -298,6 +301,13 @@ Roofs read_roofs(const std::string& path) {
            column<double>(c, "floor_beta_gbps", path)[i],
            column<int64_t>(c, "fit_min_bytes", path)[i],
            column<int64_t>(c, "fit_max_bytes", path)[i]});
+      InterconnectRoof& roof = roofs.interconnect.back();
+      if (scoped && !parse_scope(column<std::string>(c, "scope", path)[i], roof.scope))
+        throw UsageError(path + ": /roofs/interconnect row " + std::to_string(i) + " has scope '" +
+                         column<std::string>(c, "scope", path)[i] +
+                         "' (expected intra, inter or hier)");
+      if (spans) roof.group_nodes = column<int64_t>(c, "group_nodes", path)[i];
+    }
     return roofs;
   } catch (const UsageError&) {
     throw;

@@ -278,14 +278,15 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
           mhz.push_back(r.sm_clock_mhz);
     launch = {{"kind", kind}, {"launches", launches}, {"ns_per_launch", ns}, {"sm_clock_mhz", mhz}};
   }
-  std::vector<std::string> names, dtypes, transports;
-  std::vector<int64_t> groups, fit_min, fit_max;
+  std::vector<std::string> names, dtypes, transports, scopes;
+  std::vector<int64_t> groups, fit_min, fit_max, group_nodes;
   std::vector<double> alpha, beta, floor_alpha, floor_beta;
   for (const InterconnectRoof& r : roofs.interconnect) {
     names.push_back(r.collective), groups.push_back(r.group_size), dtypes.push_back(r.dtype);
     transports.push_back(r.transport), alpha.push_back(r.alpha_us), beta.push_back(r.beta_gbps);
     floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
     fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
+    scopes.emplace_back(scope_name(r.scope)), group_nodes.push_back(r.group_nodes);
   }
   data.tables.push_back(
       {"/roofs/gemm",
@@ -316,11 +317,14 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
         {"floor_alpha_us", floor_alpha},
         {"floor_beta_gbps", floor_beta},
         {"fit_min_bytes", fit_min},
-        {"fit_max_bytes", fit_max}},
+        {"fit_max_bytes", fit_max},
+        {"scope", scopes},
+        {"group_nodes", group_nodes}},
        {{"method",
-         std::string("a short nccl-tests-style sweep per collective and group size (groups of "
-                     "consecutive ranks, run concurrently); alpha/beta: least squares on the "
-                     "medians; floor_*: the lower envelope of the fastest calls")}}});
+         std::string("a short nccl-tests-style sweep per collective, group size and scope (the "
+                     "groups of one layout run concurrently: within each node, one rank per node, "
+                     "every rank of several nodes); alpha/beta: least squares on the medians; "
+                     "floor_*: the lower envelope of the fastest calls")}}});
   Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
   for (DType d : {DType::bf16, DType::f16, DType::f32})
     if (roofs.peak_tflops(d) > 0)

@@ -279,6 +279,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
   attribution.tp = point.tp;
   attribution.dtype = point.dtype;
   attribution.transport = job.transport();
+  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp);
   attribution.graph_op = point.graphs ? op::stage_graph : "";
   for (const char* name : {op::send_act, op::recv_act}) {
     OpSpec p2p;
