@@ -252,7 +252,7 @@ void reduce_gradients(StepPrediction& s, const Roofs& roofs, const PredictOption
   if (!o.train || buckets.empty()) return;
   if (source.empty())
     s.missing = std::string(o.dp_shard ? "reduce_scatter" : "all_reduce") + " over " +
-                std::to_string(o.dp) + " ranks";
+                std::to_string(o.dp) + " ranks (" + scope_name(o.dp_scope) + ")";
   const std::vector<double> ready =
       o.dp_overlap ? bucket_ready_before_end_ns(buckets, o.layers, layer_backward_ns)
                    : std::vector<double>(buckets.size(), 0.0);
@@ -288,7 +288,8 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
       once_launches += op.instances * op.work.kernels;
     } else if (op.comm_lane) {
       if (op.work.group_size > 1 && op.work.comm_bytes > 0 && p.interconnect_source.empty())
-        s.missing = op.work.collective + " over " + std::to_string(op.work.group_size) + " ranks";
+        s.missing = op.work.collective + " over " + std::to_string(op.work.group_size) +
+                    " ranks (" + scope_name(op.work.scope) + ")";
       s.comm_lane_ns += t;
     } else {
       s.compute_lane_ns += t;

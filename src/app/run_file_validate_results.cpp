@@ -491,8 +491,8 @@ void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope
     const auto& scopes = column<std::string>(table, f::scope, kRoofPath);
     for (size_t i = 0; i < scopes.size(); ++i)
       if (std::find(std::begin(known), std::end(known), scopes[i]) == std::end(known))
-        problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) + ": " +
-                           f::scope + " '" + scopes[i] + "' is not " + one_of(known));
+        problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) + ": " + f::scope +
+                           " '" + scopes[i] + "' is not " + one_of(known));
   }
   for (size_t i = 0; i < alpha.size(); ++i) {
     if (!(alpha[i] >= 0 && beta[i] > 0))

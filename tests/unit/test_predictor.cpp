@@ -294,7 +294,7 @@ TEST(Predictor, TrainStepAddsTheExposedGradientReductionAndTheStepOps) {
   EXPECT_EQ(s.ops.back().name, "dp_reducescatter");
   // No roof and no link for the DP group: named as missing.
   o.dp_link = nullptr;
-  EXPECT_EQ(predict_step({fwd, bwd, zero}, r, o).missing, "reduce_scatter over 4 ranks");
+  EXPECT_EQ(predict_step({fwd, bwd, zero}, r, o).missing, "reduce_scatter over 4 ranks (intra)");
 }
 
 TEST(Predictor, StepCombinesLanesAndPipelineSlots) {
