@@ -819,10 +819,17 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
           },
           "PRESET"))
       ->group("Prediction");
-  cmd->add_option("--inter-node", o->inter_node, "Link preset between nodes: ib-ndr")
+  cmd->add_option("--inter-node", o->inter_node,
+                  "Link preset between nodes: ib-ndr (for groups across nodes without a measured "
+                  "inter or hier roof of their size)")
       ->check(CLI::Validator(link_name, "PRESET"))
       ->group("Prediction");
-  cmd->add_option("--nodes", o->nodes, "Nodes")->check(integer_in(1, 1 << 20))->group("Prediction");
+  cmd->add_option("--nodes", o->nodes,
+                  "Nodes: the ranks placed node by node, TP innermost; each collective takes the "
+                  "measured roof of its group's scope (intra, inter, hier) where the roofs hold "
+                  "one, else its link's preset, and the console says which")
+      ->check(integer_in(1, 1 << 20))
+      ->group("Prediction");
   cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")
       ->check(integer_in(1, 1024))
       ->group("Prediction");
