@@ -5,7 +5,9 @@
 #include <chrono>
 #include <iostream>
 
+#include "app/node_summary.hpp"
 #include "app/run_file.hpp"
+#include "app/summary.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -254,6 +256,14 @@ Attrs point_stack(const JobContext& job, const PointResult& point) {
     stack.emplace_back("cudnn_plans", plans);
   }
   return stack;
+}
+
+RunSummary summarize_point(JobContext& job, const OpTable& ops,
+                           const std::vector<TimelineRecord>& rows) {
+  MpiSession& mpi = job.mpi();
+  RunSummary summary = summarize_run(mpi.world(), ops, rows);
+  summary.nodes = summarize_nodes(mpi.world(), map_nodes(mpi.hosts()), mpi.hosts(), rows);
+  return summary;
 }
 
 } // namespace ridgeline

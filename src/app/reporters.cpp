@@ -157,6 +157,35 @@ void print_step_times(std::ostream& out, const RunSummary& summary) {
   }
 }
 
+// A run across nodes: each node's compute time and span per step, and the node that stands out.
+void print_nodes(std::ostream& out, const RunSummary& summary) {
+  if (summary.nodes.empty()) return;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-20s %5s %32s %32s\n", "node", "ranks",
+                "compute ms: p50 [95 % interval]", "span ms: p50 [95 % interval]");
+  out << line;
+  auto cell = [](const Interval& i) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.4f [%.4f, %.4f]", i.median / 1e6, i.lo / 1e6, i.hi / 1e6);
+    return std::string(text);
+  };
+  std::string slow;
+  for (const NodeFigures& f : summary.nodes) {
+    std::snprintf(line, sizeof(line), "%-20s %5lld %32s %32s%s\n", f.node.c_str(),
+                  static_cast<long long>(f.ranks), cell(f.compute).c_str(), cell(f.span).c_str(),
+                  f.slow ? "  slow" : "");
+    out << line;
+    if (f.slow) slow += (slow.empty() ? "" : ", ") + f.node;
+  }
+  out << "per node and step: compute, the longest of its ranks' compute-lane time (no wait for "
+         "other ranks); span, the longest of its ranks' first-to-last op; slow: a compute "
+         "interval above the other nodes' together\n";
+  out << (slow.empty() ? std::string("slow nodes: none stands out\n")
+                       : "slow nodes: " + slow +
+                             " (every collective waits for them: the whole job runs at their "
+                             "pace)\n");
+}
+
 // The p50 step split by ceiling, where the run was attributed.
 void print_step_by_ceiling(std::ostream& out, const RunSummary& summary) {
   const AttrValue* ceiling = find_attr(summary.attrs, "ceiling");
@@ -192,6 +221,7 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   const std::vector<std::string> over = print_op_table(out, d.summary, giga, attributed);
   print_op_legend(out, d, giga, attributed);
   print_step_times(out, d.summary);
+  print_nodes(out, d.summary);
   print_step_by_ceiling(out, d.summary);
   for (const std::string& name : over)
     out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > "

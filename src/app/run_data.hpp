@@ -73,6 +73,19 @@ struct OpAggregate {
   std::string scope;
 };
 
+/// One node of a run across nodes (/summary/nodes): its ranks' times per timed iteration, each
+/// iteration the longest of its ranks'.
+struct NodeFigures {
+  std::string node;  ///< the node's name (its ranks' host, or RIDGELINE_NODE_NAME)
+  int64_t ranks = 0; ///< its ranks
+  /// Compute-lane time per iteration (the ops the rank itself runs, no wait for other ranks):
+  /// median and 95 % interval.
+  Interval compute;
+  Interval span; ///< the span per iteration, first op start to last op end (waits included)
+  /// Its compute interval lies above the other nodes' (their per-iteration times together).
+  bool slow = false;
+};
+
 /// /summary: step-time distribution and per-op aggregates.
 struct RunSummary {
   std::vector<double> step_ns;        ///< per timed iteration, max over ranks
@@ -83,6 +96,7 @@ struct RunSummary {
   int64_t warmup_to_steady = 0;
   std::vector<OpAggregate> ops;
   Attrs attrs; ///< check results and other scalars (check_passed, check_max_rel_error, ...)
+  std::vector<NodeFigures> nodes; ///< a run across nodes: each node's figures (else empty)
 };
 
 /// Decode steps of one range of context lengths (--decode-steps): the per-token time there.

@@ -19,6 +19,7 @@
 
 #include "app/command_support.hpp"
 #include "app/h5.hpp"
+#include "app/node_summary.hpp"
 #include "app/run_file_schema.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
@@ -116,6 +117,8 @@ RunSummary read_summary(hid_t file, const std::string& base = "") {
   for (auto& entry : attrs)
     if (!is_step_attr(entry.first)) summary.attrs.push_back(std::move(entry));
   summary.ops = read_aggregates(file, where + "/ops");
+  if (h5::exists(group.id(), "nodes"))
+    summary.nodes = nodes_from_table(h5::read_table(group.id(), "nodes"));
   return summary;
 }
 

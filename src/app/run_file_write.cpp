@@ -19,6 +19,7 @@
 
 #include "app/command_support.hpp"
 #include "app/h5.hpp"
+#include "app/node_summary.hpp"
 #include "app/run_file_schema.hpp"
 #include "app/run_file_write.hpp"
 #include "app/summary.hpp"
@@ -140,6 +141,12 @@ void write_summary(hid_t file, const RunSummary& summary) {
   h5::write_attr(group.id(), "warmup_to_steady", summary.warmup_to_steady);
   h5::write_attrs(group.id(), summary.attrs);
   h5::write_table(group.id(), "ops", aggregates_table(summary.ops), false);
+  // A run across nodes: each node's figures, and the nodes that stand out named.
+  if (!summary.nodes.empty()) {
+    h5::write_table(group.id(), "nodes", nodes_table(summary.nodes), false);
+    if (find_attr(summary.attrs, "slow_nodes") == nullptr)
+      h5::write_attr(group.id(), "slow_nodes", slow_nodes(summary.nodes));
+  }
   if (!summary.step_context.empty()) {
     h5::write_dataset(group.id(), "decode_context", summary.step_context);
     h5::write_table(group.id(), "decode_bins", decode_bins_table(decode_bins(summary)), false);

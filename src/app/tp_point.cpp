@@ -301,7 +301,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     r.check = workload.checks()[si];
     r.output_checksum = workload.checksums()[si];
     r.rows = std::move(m.rows);
-    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    r.summary = summarize_point(job, result.ops, r.rows);
     if (point.decode() && point.decode_steps > 0)
       for (size_t i = 0; i < r.summary.step_ns.size(); ++i)
         r.summary.step_context.push_back(point.shape.context +

@@ -215,7 +215,7 @@ void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledP
     r.loops = m.loops;
     r.check = outcome;
     r.rows = std::move(m.rows);
-    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    r.summary = summarize_point(job, result.ops, r.rows);
     const Attrs pipeline = pipeline_attrs(job, point, p, gc, stage_times(r.rows, result.ops),
                                           peak_bytes, costs, bubble_simulated);
     if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;

@@ -3,9 +3,9 @@
 # interconnect rows within a node (intra), one rank per node (inter) and over all four ranks
 # (hier), and both validators accept the file; a TP 2 x DP 2 train run across the two nodes
 # attributes its TP collectives to the intra roof and its data-parallel reduction to the inter
-# one; `model --nodes 2` places the same grid and names the measured roofs it used; a collectives
-# sweep over the four ranks records its group as hier. Scopes and names only: nothing timed is
-# asserted.
+# one, and its summary holds each node's figures; `model --nodes 2` places the same grid and
+# names the measured roofs it used; a collectives sweep over the four ranks records its group
+# as hier. Scopes and names only: nothing timed is asserted.
 # Usage: roofs_scopes.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -32,6 +32,10 @@ two_nodes run --config "$repo/models/tiny.toml" --phase train --tp 2 --dp 2 --ba
 grep -Eq "^op .* ceiling +eff +scope$" "$work/run_report.log"
 grep -Eq "^allreduce_mlp .* interconnect .* intra$" "$work/run_report.log"
 grep -Eq "^dp_allreduce .* interconnect .* inter$" "$work/run_report.log"
+# Each node's figures, and a verdict on slow nodes (which one, if any, is the machine's business).
+grep -Eq "^node-a +2 " "$work/run_report.log"
+grep -Eq "^node-b +2 " "$work/run_report.log"
+grep -Eq "^slow nodes: " "$work/run_report.log"
 
 "$bin" model --roofs "$work/roofs.h5" --config "$repo/models/tiny.toml" --backend host \
   --phase train --tp 2 --dp 2 --batch 4 --nodes 2 --gpus-per-node 2 --out "$work/model.h5" \
@@ -82,6 +86,11 @@ with h5py.File(f"{work}/run.h5", "r") as f:
     assert scope["allreduce_mlp"] == "intra" and scope["dp_allreduce"] == "inter", scope
     assert scope["fc1_gemm"] == "", scope
     assert ceiling["dp_allreduce"] == "interconnect", ceiling
+    nodes = f["summary/nodes"][()]
+    assert text(nodes["node"]) == ["node-a", "node-b"] and list(nodes["ranks"]) == [2, 2], nodes
+    assert "slow_nodes" in f["summary"].attrs
+run = load(f"{work}/run.h5")
+assert run.summary.nodes is not None and run.summary.nodes.size == 2
 
 with h5py.File(f"{work}/model.h5", "r") as f:
     p = f["points/0/prediction"][()]
