@@ -18,11 +18,13 @@ two_nodes() {
     : -n 2 -x RIDGELINE_NODE_NAME=node-b "$bin" "$@"
 }
 
-two_nodes roofs --quick --collectives all_reduce,sendrecv --out "$work/roofs.h5" | tee "$work/roofs.log"
+two_nodes roofs --quick --collectives all_reduce,sendrecv --out "$work/roofs.h5" \
+  | tee "$work/roofs.log"
 "$bin" validate "$work/roofs.h5"
 "$bin" report "$work/roofs.h5" > "$work/roofs_report.log"
-for row in "all_reduce +x2 +intra +1 node" "all_reduce +x2 +inter +2 nodes" "all_reduce +x4 +hier +2 nodes"; do
-  grep -Eq "interconnect $row" "$work/roofs_report.log" || { echo "roofs report lacks '$row'" >&2; exit 1; }
+for row in "x2 +intra +1 node" "x2 +inter +2 nodes" "x4 +hier +2 nodes"; do
+  grep -Eq "interconnect all_reduce +$row" "$work/roofs_report.log" ||
+    { echo "roofs report lacks all_reduce '$row'" >&2; exit 1; }
 done
 
 two_nodes run --config "$repo/models/tiny.toml" --phase train --tp 2 --dp 2 --batch 4 \
@@ -41,8 +43,10 @@ grep -Eq "^slow nodes: " "$work/run_report.log"
   --phase train --tp 2 --dp 2 --batch 4 --nodes 2 --gpus-per-node 2 --out "$work/model.h5" \
   > "$work/model.log"
 "$bin" validate "$work/model.h5"
-grep -q "^interconnect all_reduce x2 intra: the measured intra roof, at 1 point(s)$" "$work/model.log"
-grep -q "^interconnect all_reduce x2 inter: the measured inter roof, at 1 point(s)$" "$work/model.log"
+for scope in intra inter; do
+  grep -q "^interconnect all_reduce x2 $scope: the measured $scope roof, at 1 point(s)$" \
+    "$work/model.log"
+done
 
 two_nodes collectives --collectives all_reduce --max-bytes 16K --warmup 1 --iters 2 \
   --out "$work/coll.h5" > "$work/coll.log"
