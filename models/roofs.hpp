@@ -74,7 +74,7 @@ struct InterconnectRoof {
 };
 
 /// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,
-/// interconnect rows cover every group size measured).
+/// interconnect rows cover every group size and scope measured).
 struct Roofs {
   std::string backend; ///< "host" or "cuda"
   std::string source;  ///< how the roofs were obtained (command, quick/full, or the file read)
