@@ -2,24 +2,29 @@
 #include "parallel/overlap.hpp"
 
 #include "core/error.hpp"
+#include "parallel/overlap_strategies.hpp"
 
 namespace ridgeline {
 
 const std::vector<OverlapForm>& overlap_forms() {
   using D = OverlapForm::Degree;
   static const std::vector<OverlapForm> forms = {
-      {Overlap::Kind::none, "none", D::none, "", true, true, true, "serialized"},
-      {Overlap::Kind::async, "async", D::none, "", true, true, true, "own stream"},
-      {Overlap::Kind::chunked, "chunked", D::required, "K", true, false, true,
-       "K token chunks pipelined with their collectives"},
-      {Overlap::Kind::split, "split", D::required, "N", false, false, true,
-       "N interleaved parts of the batch; of the tokens for one prefill sequence"},
+      {Overlap::Kind::none, "none", D::none, "", true, true, true, "serialized", none_policy,
+       nullptr},
+      {Overlap::Kind::async, "async", D::none, "", true, true, true, "own stream", async_policy,
+       nullptr},
+      {Overlap::Kind::chunked, "chunked", D::required, "K", true, true, true,
+       "K token chunks pipelined with their collectives", chunked_policy, nullptr},
+      {Overlap::Kind::split, "split", D::required, "N", false, true, true,
+       "N interleaved parts of the batch; of the tokens for one prefill sequence", split_policy,
+       split_problems},
       {Overlap::Kind::ce_ring, "ce-ring", D::optional, "K", false, false, false,
        "tp pieces; the collectives as puts into the peers' memory on the copy engines, each "
        "beside the GEMM of another piece; MPI messages on the host. ce-ring:K cuts the "
        "row-parallel GEMMs' pieces in K sub-pieces, the peers' partial sums added in the GEMM; "
        "without --sequence-parallel each summed sub-piece is put into the peers while the next "
-       "computes"}};
+       "computes",
+       ce_ring_policy, ce_ring_problems}};
   return forms;
 }
 
@@ -55,11 +60,12 @@ std::vector<std::string> forms_of(const OverlapForm& f, bool bounds) {
   return {};
 }
 
-// The symm: forms: "symm:none, symm:async, symm:chunked:K".
-std::vector<std::string> symmetric_forms() {
+// The symm: forms: "symm:none, symm:async, symm:chunked:K" (those TrainStage runs with
+// `scheduled`).
+std::vector<std::string> symmetric_forms(bool scheduled = false) {
   std::vector<std::string> out;
   for (const OverlapForm& f : overlap_forms())
-    if (f.symmetric_ok)
+    if (f.symmetric_ok && (f.scheduled_ok || !scheduled))
       for (const std::string& form : forms_of(f, false))
         out.push_back("symm:" + form);
   return out;
@@ -102,6 +108,17 @@ std::string overlap_forms_text() {
   return joined(forms);
 }
 
+std::string scheduled_forms_text() {
+  std::vector<std::string> forms;
+  for (const OverlapForm& f : overlap_forms())
+    if (f.scheduled_ok)
+      for (const std::string& form : forms_of(f, false))
+        forms.push_back(form);
+  for (const std::string& form : symmetric_forms(true))
+    forms.push_back(form);
+  return joined(forms);
+}
+
 std::string overlap_help() {
   std::vector<std::string> items;
   for (const OverlapForm& f : overlap_forms()) {
@@ -125,31 +142,19 @@ Overlap parse_overlap(const std::string& text) {
   return o;
 }
 
-bool splits_tokens(const LayerShape& s, const Overlap& o) {
-  return o.parts() > 1 && s.batch == 1 && s.phase == Phase::prefill;
+int Overlap::parts() const {
+  return overlap_policy(*this).parts;
+}
+int Overlap::chunks() const {
+  return overlap_policy(*this).chunks;
+}
+int Overlap::ring_subpieces() const {
+  return overlap_policy(*this).ring_subpieces;
 }
 
-std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap& o) {
-  std::vector<std::string> p;
-  const int64_t t = s.tokens();
-  const bool sp = s.sequence_parallel && s.tp > 1;
-  if (s.batch % o.parts() != 0 && !splits_tokens(s, o))
-    p.push_back(o.name() + " splits the batch: " + std::to_string(s.batch) +
-                " sequences per microbatch do not divide into " + std::to_string(o.parts()) +
-                " parts");
-  const int64_t units = static_cast<int64_t>(o.parts()) * o.chunks();
-  const int64_t divisor = units * (sp ? s.tp : 1);
-  if (t % divisor != 0)
-    p.push_back(o.name() + (sp ? " with sequence parallelism" : "") + ": the " + std::to_string(t) +
-                " tokens per microbatch do not divide into " + std::to_string(divisor) +
-                " equal row blocks" + (sp ? " (chunks x parts x tp)" : " (chunks x parts)"));
-  const int sub = o.ring_subpieces();
-  if (o.kind == Overlap::Kind::ce_ring && s.tp > 1 && (sub > 1 || !sp) && t % (s.tp * sub) != 0)
-    p.push_back(o.name() + ": the " + std::to_string(t) +
-                " tokens per microbatch do not divide into " + std::to_string(s.tp * sub) +
-                (sub > 1 ? " sub-pieces (tp pieces of " + std::to_string(sub) + ")"
-                         : " pieces (one per tp rank)"));
-  return p;
+std::vector<std::string> stage_split_problems(const LayerShape& s, const Overlap& o,
+                                              StageExecutor executor) {
+  return policy_problems(o, s, executor);
 }
 
 } // namespace ridgeline

@@ -18,8 +18,8 @@ namespace ridgeline {
 ///              of chunk i+1 computes (under sequence parallelism the all-gather of chunk i+1
 ///              runs while the GEMM of chunk i computes)
 ///   split:N    the batch is cut into N parts whose layers interleave, so one part's collective
-///              runs under another part's compute; a single prefill sequence is cut into N
-///              token ranges instead, each attending causally to every earlier token
+///              runs under another part's compute; on TpStage a single prefill sequence is cut
+///              into N token ranges instead, each attending causally to every earlier token
 ///   ce-ring    the tokens are cut into tp pieces and the collectives become puts into the peers'
 ///              memory (a PeerExchange: the copy engines on GPUs, MPI messages on the host):
 ///              under sequence parallelism each rank puts its rows into every peer while its
@@ -43,14 +43,20 @@ struct Overlap {
   int degree = 1;         ///< K for chunked and ce-ring, N for split
   bool symmetric = false; ///< symm: the collectives' buffers in symmetric memory
 
-  int parts() const { return kind == Kind::split ? degree : 1; }
-  int chunks() const { return kind == Kind::chunked ? degree : 1; }
-  /// Sub-pieces of each piece in ce-ring's row-parallel GEMMs (1 for every other kind).
-  int ring_subpieces() const { return kind == Kind::ce_ring ? degree : 1; }
+  /// What its policy (overlap_policy.hpp) cuts a microbatch into: parts (split:N), chunks of
+  /// each part (chunked:K), and sub-pieces of each ring piece (ce-ring:K); 1 elsewhere.
+  int parts() const;
+  int chunks() const;
+  int ring_subpieces() const;
   /// "none", "async", "chunked:K", "split:N", "ce-ring", "ce-ring:K" or "symm:" and one of the
   /// first three (parse_overlap's inverse).
   std::string name() const;
 };
+
+struct OverlapPolicy;
+/// The stage executors: TpStage (prefill and decode forward) and TrainStage (the train phase,
+/// forward and backward, and scheduled prefill).
+enum class StageExecutor { forward, train };
 
 /// One registry row: a kind of strategy and what the code around it needs to know of it.
 struct OverlapForm {
@@ -61,9 +67,15 @@ struct OverlapForm {
   enum class Degree { none, required, optional } degree;
   const char* letter;  ///< the degree's letter in the forms (K, N); "" without one
   bool symmetric_ok;   ///< may run in symmetric memory (symm:)
-  bool scheduled_ok;   ///< the stage executor of the train phase and scheduled prefill runs it
+  bool scheduled_ok;   ///< TrainStage (the train phase and scheduled prefill) runs it
   bool graphs_ok;      ///< its steps may be captured in a CUDA graph and replayed
   const char* summary; ///< what it does, for --help
+  /// What the executors run (its maker, in overlap_<word>.cpp).
+  OverlapPolicy (*policy)(const Overlap& overlap);
+  /// Its own problems on a shape for an executor (the batch or the tokens its cuts need), added
+  /// to those of every strategy (its units' row blocks); null: none of its own.
+  void (*problems)(const Overlap& overlap, const LayerShape& shape, StageExecutor executor,
+                   std::vector<std::string>& out);
 };
 /// Every strategy kind, in the order of the forms --help lists.
 const std::vector<OverlapForm>& overlap_forms();
@@ -74,14 +86,19 @@ const OverlapForm& overlap_form(Overlap::Kind kind);
 Overlap parse_overlap(const std::string& text);
 /// The accepted forms, comma-separated: "none, async, chunked:K (K >= 2), ..., symm:chunked:K".
 std::string overlap_forms_text();
+/// The forms TrainStage runs (scheduled_ok), comma-separated: "none, async, chunked:K, ...".
+std::string scheduled_forms_text();
 /// --help's description of --overlap: every form with what it does.
 std::string overlap_help();
 
-/// Whether split:N cuts the tokens of a single prefill sequence rather than the batch.
+/// Whether split:N cuts the tokens of a single prefill sequence rather than the batch (TpStage
+/// only: TrainStage's attention backward takes whole sequences).
 bool splits_tokens(const LayerShape& shape, const Overlap& overlap);
-/// The problems that make `spec`'s token split impossible (empty = fine): under split:N the
-/// batch must divide into N parts (or be one prefill sequence, split by tokens); chunks (and tp
-/// shards under sequence parallelism) must divide the tokens.
-std::vector<std::string> stage_split_problems(const LayerShape& shape, const Overlap& overlap);
+/// The problems that make `spec`'s token split impossible for `executor` (empty = fine): under
+/// split:N the batch must divide into N parts (or, on TpStage, be one prefill sequence, split by
+/// tokens); chunks (and tp shards under sequence parallelism) must divide the tokens; ce-ring's
+/// pieces too.
+std::vector<std::string> stage_split_problems(const LayerShape& shape, const Overlap& overlap,
+                                              StageExecutor executor = StageExecutor::forward);
 
 } // namespace ridgeline

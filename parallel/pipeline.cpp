@@ -103,21 +103,29 @@ PipelineDriver::PipelineDriver(Backend& backend, Communicator* pp, const DataPar
   const int64_t t = stage.geometry().stream_tokens, h = stage.geometry().hidden;
   m_act_bytes = static_cast<double>(t * h) * static_cast<double>(dtype_size(dt));
   for (int mb = 0; mb < spec.microbatches; ++mb) {
-    const int64_t global = static_cast<int64_t>(spec.replica) * spec.microbatches + mb;
-    const int64_t row = stage.first_row(global);
-    if (spec.stage == 0) {
-      m_inputs.push_back(backend.allocate(t, h));
-      backend.fill_random(m_inputs.back().view(t, h, dt),
-                          GenKey{spec.seed, tensor_id(-1, role_input), h, 1.0f}, row, 0);
-    }
-    if (spec.train && spec.stage == spec.stages - 1) {
-      m_grads.push_back(backend.allocate(t, h));
-      backend.fill_random(m_grads.back().view(t, h, dt),
-                          GenKey{spec.seed, tensor_id(-1, role_grad_output), h, 1.0f}, row, 0);
-    }
+    if (spec.stage == 0) m_inputs.push_back(backend.allocate(t, h));
+    if (spec.train && spec.stage == spec.stages - 1) m_grads.push_back(backend.allocate(t, h));
   }
+  refresh_inputs();
   m_dp_shard = dp.shard;
   stage.set_data_parallel(dp);
+}
+
+void PipelineDriver::refresh_inputs() {
+  if (m_stage.row_units() == m_row_units) return;
+  m_row_units = m_stage.row_units();
+  const DType dt = m_backend.dtype();
+  const int64_t t = m_stage.geometry().stream_tokens, h = m_stage.geometry().hidden;
+  for (size_t mb = 0; mb < m_inputs.size() || mb < m_grads.size(); ++mb) {
+    const int64_t global =
+        static_cast<int64_t>(m_spec.replica) * m_spec.microbatches + static_cast<int64_t>(mb);
+    if (mb < m_inputs.size())
+      m_stage.fill_rows(m_inputs[mb].view(t, h, dt),
+                        GenKey{m_spec.seed, tensor_id(-1, role_input), h, 1.0f}, global);
+    if (mb < m_grads.size())
+      m_stage.fill_rows(m_grads[mb].view(t, h, dt),
+                        GenKey{m_spec.seed, tensor_id(-1, role_grad_output), h, 1.0f}, global);
+  }
 }
 
 void PipelineDriver::step(Recorder& rec) {

@@ -59,6 +59,10 @@ public:
 
   /// One iteration of the program (and, training, the gradient reduction and SGD step).
   void step(Recorder& rec);
+  /// Generates the first stage's inputs and the last stage's loss gradients again where the
+  /// rows this rank holds changed with the stage's strategy (TrainStage::row_units); after
+  /// TrainStage::set_variant.
+  void refresh_inputs();
   /// Runs one more iteration that keeps what the check compares (untimed, unrecorded): the
   /// last stage's outputs (forward only) or the first stage's input gradients (train), one per
   /// microbatch.
@@ -86,6 +90,7 @@ private:
   bool m_has_exchanges = false;
   int32_t m_exchange_id = -1, m_wait_id = -1, m_flush_id = -1;
   std::vector<Buffer> m_inputs, m_grads;
+  int m_row_units = 0; ///< the layout m_inputs and m_grads were generated for
   Buffer m_flush_buf;
   double m_act_bytes = 0;
   bool m_capture = false;

@@ -76,7 +76,8 @@ StageReference compute_stage_reference(Backend& backend, const TrainSpec& spec, 
   const ranges::Scope range(kReferenceRange);
   TrainSpec ref = spec;
   ref.shape.tp = 1;
-  ref.async_comm = false;
+  ref.overlap = Overlap{};
+  ref.symmetric_buffers = false;
   ref.tp_rank = 0;
   ref.recompute = false;
   ref.chunks = {{0, layers}};
@@ -113,11 +114,16 @@ double stage_check_error(Backend& backend, const TrainStage& stage, const Pipeli
                          std::string& skipped) {
   double err = 0;
   const int mbs = spec.microbatches;
-  // This rank's rows of a reference tensor of the stream (all of them without sequence
-  // parallelism).
+  // This rank's rows of a reference tensor of the stream, in the order it holds them (all of
+  // them without sequence parallelism).
   const LayerGeometry& geo = stage.geometry();
   auto my_rows = [&](const std::vector<float>& full) {
-    return block(full, geo.hidden, stage.first_row(0), geo.stream_tokens, 0, geo.hidden);
+    std::vector<float> mine;
+    for (const auto& [first, rows] : stage.row_blocks(0)) {
+      const std::vector<float> b = block(full, geo.hidden, first, rows, 0, geo.hidden);
+      mine.insert(mine.end(), b.begin(), b.end());
+    }
+    return mine;
   };
   auto global = [&](int mb) { return static_cast<size_t>(spec.replica * mbs + mb); };
   if (!spec.train && spec.stage == spec.stages - 1)

@@ -64,14 +64,6 @@ std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype
   return std::vector<size_t>(w_count, bytes);
 }
 
-namespace {
-// The symmetric block's alignment of each buffer.
-constexpr size_t kSymmetricAlign = 4096;
-size_t symmetric_aligned(size_t bytes) {
-  return (bytes + kSymmetricAlign - 1) / kSymmetricAlign * kSymmetricAlign;
-}
-} // namespace
-
 std::vector<size_t> TpStage::collective_buffers(const StageSpec& spec, DType dtype) {
   if (spec.shape.tp == 1) return {};
   const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
@@ -102,7 +94,8 @@ double TpStage::overlap_memory_bytes(const StageSpec& spec, DType dtype, bool ex
 
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
                  PeerExchange* exchange)
-    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec) {
+    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec),
+      m_policy(overlap_policy(spec.overlap)) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -136,7 +129,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_fl = g.ffn;
   m_tokens = g.tokens;
   m_stream_tokens = g.stream_tokens;
-  m_units = spec.overlap.parts() * spec.overlap.chunks();
+  m_units = m_policy.units();
   if (ring() && exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
 
@@ -193,10 +186,12 @@ void TpStage::set_decode_step(int64_t step) {
 void TpStage::set_overlap(const Overlap& overlap) {
   const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
   if (!problems.empty()) throw UsageError(problems.front());
-  if (overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
+  const OverlapPolicy policy = overlap_policy(overlap);
+  if (policy.ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
   m_spec.overlap = overlap;
-  m_units = overlap.parts() * overlap.chunks();
+  m_policy = policy;
+  m_units = policy.units();
 }
 
 void TpStage::set_attention(AttentionImpl impl) {
@@ -217,30 +212,16 @@ Tensor TpStage::stream_view(void* data) const {
 
 void TpStage::place_symmetric_buffers() {
   if (m_spec.shape.tp == 1) {
-    m_symmetric_path = "none: at tp 1 the stage has no collective";
+    m_symmetric.path = "none: at tp 1 the stage has no collective";
     return;
   }
-  // Every collective buffer once, each at a 4 KiB boundary: the same sizes in the same order
-  // on every rank, hence the same offsets (what NCCL_WIN_COLL_SYMMETRIC asks of the caller).
-  const std::vector<size_t> sizes = collective_buffers(m_spec, m_backend.dtype());
   void** const slots[] = {&m_symm.ln,      &m_symm.proj_full,  &m_symm.fc2_full,
                           &m_symm.ln_full, &m_symm.proj_shard, &m_symm.fc2_shard};
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (size_t size : sizes) {
-    offsets.push_back(total);
-    total += symmetric_aligned(size);
-  }
-  std::string why;
-  m_symmetric = m_comm->symmetric_memory(total, why);
-  if (!m_symmetric) {
-    m_symmetric_path = "none: " + why + "; the symm: strategies run on ordinary buffers";
-    return;
-  }
-  m_allocated += m_symmetric->bytes();
-  for (size_t i = 0; i < sizes.size(); ++i)
-    *slots[i] = static_cast<char*>(m_symmetric->data()) + offsets[i];
-  m_symmetric_path = m_symmetric->describe();
+  m_symmetric = place_symmetric(*m_comm, collective_buffers(m_spec, m_backend.dtype()));
+  if (!m_symmetric.memory) return;
+  m_allocated += m_symmetric.memory->bytes();
+  for (size_t i = 0; i < m_symmetric.buffers.size(); ++i)
+    *slots[i] = m_symmetric.buffers[i];
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -292,12 +273,12 @@ Tensor TpStage::unit_piece(const Tensor& shard, int unit) const {
 }
 
 Tensor TpStage::part_rows(const Tensor& full, int part) const {
-  const int64_t n = m_tokens / m_spec.overlap.parts();
+  const int64_t n = m_tokens / m_policy.parts;
   return full.rows_slice(part * n, n);
 }
 
 Tensor TpStage::part_stream(const Tensor& stream, int part) const {
-  const int64_t n = m_stream_tokens / m_spec.overlap.parts();
+  const int64_t n = m_stream_tokens / m_policy.parts;
   return stream.rows_slice(part * n, n);
 }
 
@@ -328,7 +309,7 @@ std::vector<float> TpStage::gather_output() {
 }
 
 Lane TpStage::comm_queue() const {
-  return m_spec.overlap.kind == Overlap::Kind::none ? Lane::compute : Lane::comm;
+  return m_policy.queue;
 }
 
 ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double share) const {
@@ -355,7 +336,7 @@ ScopedOp TpStage::fused_op(Recorder& rec, int slot, std::initializer_list<int> f
 
 bool TpStage::fused(GemmEpilogue::Kind kind) const {
   return m_spec.shape.phase == Phase::decode && computing() && !m_sp && !ring() && !split() &&
-         m_spec.overlap.parts() == 1 && m_spec.overlap.chunks() == 1 &&
+         m_policy.parts == 1 && m_policy.chunks == 1 &&
          (kind != GemmEpilogue::Kind::residual || m_spec.shape.tp == 1) &&
          m_backend.fuses_epilogue(m_tokens, kind);
 }
@@ -402,7 +383,7 @@ void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, con
   if (!computing()) return;
   const int64_t h = m_spec.model.hidden;
   const DType dt = m_backend.dtype();
-  const ScopedOp op = compute_op(rec, slot, layer, 1.0 / m_spec.overlap.parts());
+  const ScopedOp op = compute_op(rec, slot, layer, 1.0 / m_policy.parts);
   if (m_spec.model.norm == NormKind::layernorm)
     m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
                          static_cast<float>(m_spec.model.norm_eps));
@@ -424,7 +405,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   const Tensor ln = stream_view(bufs().ln);
   if (!m_sp) {
     if (!computing()) return;
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_spec.overlap.parts());
+    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_policy.parts);
     gemm(part_rows(ln, part), w, part_rows(out, part), split());
     return;
   }
@@ -432,40 +413,41 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
     ring_column_gemm(rec, gemm_slot, gather_slot, layer, w, out);
     return;
   }
+  // Each unit's GEMM waits for that unit's gather only (the next one's is issued after the
+  // fence) and computes while the next unit's gather runs.
   const Tensor full = full_view(bufs().ln_full);
-  const int k = m_spec.overlap.chunks(), first = part * k;
-  gather_unit(rec, gather_slot, layer, ln, full, first);
-  for (int u = first; u < first + k; ++u) {
-    // Wait for unit u's gather only (u + 1's is issued after the fence), then compute on it
-    // while the next unit's gather runs.
-    wait_comm(rec, m_backend.fence(Lane::comm));
-    if (u + 1 < first + k) gather_unit(rec, gather_slot, layer, ln, full, u + 1);
-    if (!computing()) continue;
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
-    gemm(unit_rows(full, u), w, unit_rows(out, u), split() || u + 1 < first + k);
-  }
+  column_site(
+      m_policy, part, [&](int u) { gather_unit(rec, gather_slot, layer, ln, full, u); },
+      [&] { wait_comm(rec, m_backend.fence(Lane::comm)); },
+      [&](int u, bool beside_comm) {
+        if (!computing()) return;
+        const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
+        gemm(unit_rows(full, u), w, unit_rows(out, u), beside_comm);
+      });
 }
 
 size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                          const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                          int part) {
-  const int k = m_spec.overlap.chunks(), first = part * k;
-  for (int u = first; u < first + k; ++u) {
-    const Tensor rows = unit_rows(out_full, u);
-    if (computing()) {
-      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
-      gemm(unit_rows(in, u), w, rows, split() || u > first);
-    }
-    collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
-      if (m_sp)
-        m_comm->reduce_scatter(rows.data, unit_piece(out_shard, u).data,
-                               static_cast<size_t>(rows.elements() / m_spec.shape.tp), rows.dtype,
-                               ReduceOp::sum, st);
-      else
-        m_comm->all_reduce(rows.data, rows.data, static_cast<size_t>(rows.elements()), rows.dtype,
-                           ReduceOp::sum, st);
-    });
-  }
+  row_site(
+      m_policy, part,
+      [&](int u, bool beside_comm) {
+        if (!computing()) return;
+        const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
+        gemm(unit_rows(in, u), w, unit_rows(out_full, u), beside_comm);
+      },
+      [&](int u) {
+        const Tensor rows = unit_rows(out_full, u);
+        collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
+          if (m_sp)
+            m_comm->reduce_scatter(rows.data, unit_piece(out_shard, u).data,
+                                   static_cast<size_t>(rows.elements() / m_spec.shape.tp),
+                                   rows.dtype, ReduceOp::sum, st);
+          else
+            m_comm->all_reduce(rows.data, rows.data, static_cast<size_t>(rows.elements()),
+                               rows.dtype, ReduceOp::sum, st);
+        });
+      });
   return comm_queue() == Lane::comm ? m_backend.fence(Lane::comm) : 0;
 }
 
@@ -475,7 +457,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const LayerShape& s = m_spec.shape;
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
-  const int parts = m_spec.overlap.parts();
+  const int parts = m_policy.parts;
   const double share = 1.0 / parts;
   const Tensor ln = stream_view(bufs().ln);
   const Tensor qkv = m_qkv_buf.view(m_tokens, (m_hl + 2 * m_kvl) * m_d, dt);
@@ -591,7 +573,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const ModelSpec& m = m_spec.model;
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
-  const double share = 1.0 / m_spec.overlap.parts();
+  const double share = 1.0 / m_policy.parts;
   wait_comm(rec, fence);
   const Tensor reduced = m_sp ? part_stream(stream_view(bufs().proj_shard), part)
                               : part_rows(full_view(bufs().proj_full), part);
@@ -692,7 +674,7 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
     return;
   }
   {
-    const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.overlap.parts());
+    const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_policy.parts);
     if (m_pending_fc2.peer >= 0)
       m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
                              part_stream(y, part));
@@ -710,7 +692,7 @@ void TpStage::forward(Recorder& rec) {
     ~Chain() { backend.set_launch_chain(false); }
   } chain(m_backend);
   const int64_t n = m_spec.num_layers;
-  const int parts = m_spec.overlap.parts();
+  const int parts = m_policy.parts;
   const Tensor tmp = m_tmp_buf.view(m_stream_tokens, m_spec.model.hidden, m_backend.dtype());
   Tensor x = m_input;
   std::vector<size_t> fences(static_cast<size_t>(parts));

@@ -20,6 +20,7 @@
 #include "models/work_model.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap.hpp"
+#include "parallel/overlap_policy.hpp"
 
 namespace ridgeline {
 
@@ -93,7 +94,7 @@ public:
   /// Where the symm: strategies' collective buffers live (StageSpec::symmetric_buffers): the
   /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
   /// Empty without symmetric_buffers.
-  const std::string& symmetric_path() const { return m_symmetric_path; }
+  const std::string& symmetric_path() const { return m_symmetric.path; }
   const std::vector<OpSpec>& op_specs() const { return m_ops; }
 
   /// One GEMM of the layer timed alone: `reps` back-to-back calls of the same shape on fresh
@@ -125,7 +126,7 @@ private:
   // A GEMM of the layer; one that runs beside a collective in flight (`beside_comm`) targets
   // overlap_gemm_sms SMs so that NCCL's kernel can start before the GEMM ends.
   void gemm(const Tensor& a, const Tensor& w, Tensor c, bool beside_comm);
-  bool split() const { return m_spec.overlap.kind == Overlap::Kind::split; }
+  bool split() const { return m_policy.parts > 1; }
   void norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
             const Buffer& beta, Tensor out);
   // Column-parallel GEMM of one part: under sequence parallelism each unit's all-gather is
@@ -140,7 +141,7 @@ private:
   // ce-ring: the column-parallel GEMM beside the puts of this rank's rows (sequence
   // parallelism), and the row-parallel GEMM piece by piece with its reduce-scatter (and, without
   // sequence parallelism, the all-gather of the summed pieces) as puts.
-  bool ring() const { return m_spec.overlap.kind == Overlap::Kind::ce_ring && m_spec.shape.tp > 1; }
+  bool ring() const { return m_policy.ring && m_spec.shape.tp > 1; }
   void ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
                         const Tensor& w, Tensor out);
   // What ring_row_gemm() left for the op that reads its rows next. Under sequence parallelism:
@@ -220,6 +221,7 @@ private:
   Communicator* m_comm;
   PeerExchange* m_exchange;
   StageSpec m_spec;
+  OverlapPolicy m_policy; ///< m_spec.overlap's
   StageMode m_mode = StageMode::full;
   bool m_sp = false;
   std::vector<OpSpec> m_ops;
@@ -248,9 +250,8 @@ private:
   // stage has one (ce-ring puts into them). m_symm: the same in the communicator's symmetric
   // memory (the symm: strategies), else equal to m_plain.
   CommBuffers m_plain, m_symm;
-  std::unique_ptr<SymmetricMemory> m_symmetric;
-  std::string m_symmetric_path;
-  const CommBuffers& bufs() const { return m_spec.overlap.symmetric ? m_symm : m_plain; }
+  SymmetricBuffers m_symmetric;
+  const CommBuffers& bufs() const { return m_policy.symmetric ? m_symm : m_plain; }
   void place_symmetric_buffers();
   Tensor m_input, m_output;
 };
@@ -263,7 +264,7 @@ inline void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRow
   const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
   // Each peer's last sub-piece (its whole piece without sub-pieces); the comm lane waited for
   // the others before `landed`.
-  const int sub = m_spec.overlap.ring_subpieces();
+  const int sub = m_policy.ring_subpieces;
   const size_t q_bytes = bytes / static_cast<size_t>(sub);
   const size_t tail = bytes - q_bytes;
   const Stream compute = m_backend.stream(Lane::compute);

@@ -79,7 +79,7 @@ void TpStage::ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRec
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                             const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                             size_t reduce_window, size_t out_window, PendingPiece& pending) {
-  if (m_spec.overlap.ring_subpieces() > 1) {
+  if (m_policy.ring_subpieces > 1) {
     ring_row_gemm_subpieces(rec, gemm_slot, reduce_slot, layer, in, w, out_full, out_shard,
                             reduce_window, out_window, pending);
     return;
@@ -163,7 +163,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
                                       Tensor out_shard, size_t reduce_window, size_t out_window,
                                       PendingPiece& pending) {
   const NoLaunchChain plain(m_backend);
-  const int tp = m_spec.shape.tp, r = m_spec.tp_rank, sub = m_spec.overlap.ring_subpieces();
+  const int tp = m_spec.shape.tp, r = m_spec.tp_rank, sub = m_policy.ring_subpieces;
   const int64_t n = m_tokens / tp, q = n / sub;
   const Tensor own = m_sp ? out_shard : out_full.rows_slice(r * n, n);
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);

@@ -7,129 +7,45 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "parallel/train_stage_detail.hpp"
 
 namespace ridgeline {
+using namespace train_detail;
 namespace {
-// The ops of one layer the executor runs, forward then backward; each is resolved once to its
-// plan entry, which gives its op id and cost.
-enum TrainOp {
-  t_norm1,
-  t_qkv,
-  t_rotary,
-  t_attention,
-  t_proj,
-  t_ar_attn,
-  t_res1_norm2,
-  t_fc1,
-  t_act,
-  t_fc2,
-  t_ar_mlp,
-  t_res2,
-  t_fc2_dgrad,
-  t_fc2_wgrad,
-  t_act_bwd,
-  t_fc1_dgrad,
-  t_ar_mlp_bwd,
-  t_fc1_wgrad,
-  t_norm2_bwd,
-  t_res2_bwd,
-  t_proj_dgrad,
-  t_proj_wgrad,
-  t_attention_bwd,
-  t_rotary_bwd,
-  t_qkv_dgrad,
-  t_ar_attn_bwd,
-  t_qkv_wgrad,
-  t_norm1_bwd,
-  t_res1_bwd,
-  // Sequence parallelism's collectives, forward then backward.
-  t_ag_attn,
-  t_rs_attn,
-  t_ag_mlp,
-  t_rs_mlp,
-  t_ag_mlp_bwd,
-  t_rs_mlp_bwd,
-  t_ag_attn_bwd,
-  t_rs_attn_bwd,
-  t_count
-};
-const char* const kTrainOpNames[t_count] = {op::norm1,
-                                            op::qkv,
-                                            op::rotary,
-                                            op::attention,
-                                            op::proj,
-                                            op::allreduce_attn,
-                                            op::residual1_norm2,
-                                            op::fc1,
-                                            op::act,
-                                            op::fc2,
-                                            op::allreduce_mlp,
-                                            op::residual2,
-                                            op::fc2_dgrad,
-                                            op::fc2_wgrad,
-                                            op::act_bwd,
-                                            op::fc1_dgrad,
-                                            op::allreduce_mlp_bwd,
-                                            op::fc1_wgrad,
-                                            op::norm2_bwd,
-                                            op::residual2_bwd,
-                                            op::proj_dgrad,
-                                            op::proj_wgrad,
-                                            op::attention_bwd,
-                                            op::rotary_bwd,
-                                            op::qkv_dgrad,
-                                            op::allreduce_attn_bwd,
-                                            op::qkv_wgrad,
-                                            op::norm1_bwd,
-                                            op::residual1_bwd,
-                                            op::allgather_attn,
-                                            op::reducescatter_attn,
-                                            op::allgather_mlp,
-                                            op::reducescatter_mlp,
-                                            op::allgather_mlp_bwd,
-                                            op::reducescatter_mlp_bwd,
-                                            op::allgather_attn_bwd,
-                                            op::reducescatter_attn_bwd};
-
 // Gradient tensors start at multiples of this many elements (aligned for vector loads).
 constexpr int64_t kAlign = 64;
 int64_t aligned(int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
+
+// Throws UsageError unless the train stage runs `overlap` on `shape`.
+void require_runs(const Overlap& overlap, const LayerShape& shape) {
+  if (!overlap_form(overlap.kind).scheduled_ok)
+    throw UsageError("the train stage does not run --overlap " + overlap.name());
+  const std::vector<std::string> problems = policy_problems(overlap, shape, StageExecutor::train);
+  if (!problems.empty()) throw UsageError(problems.front());
+}
 } // namespace
 
-// What one layer's forward saved for its backward (recompute: only x), and, when the weight
-// gradients are deferred, the gradients they need. Under sequence parallelism x and y1 are this
-// rank's rows (stream_tokens) and ln1, ln2 the gathered norm outputs (every row, what the
-// GEMMs read); dy and dy1 are then the gathered gradients the weight-gradient GEMMs read.
-struct TrainStage::LayerActs {
-  Buffer x_buf, ln1_buf, qkv_buf, attn_buf, lse_buf, y1_buf, ln2_buf, fc1_buf, act_buf;
-  Buffer dy_buf, dy1_buf, dfc1_buf, dqkv_buf, dyg_buf; ///< dyg: dy gathered (sequence parallel)
-  Tensor x, ln1, qkv, attn, y1, ln2, fc1, act;
-  void* lse = nullptr;
-  Tensor dy, dy1, dfc1, dqkv; ///< gradients of the layer's output, y1, fc1 and qkv
-};
+std::vector<size_t> TrainStage::collective_buffers(const TrainSpec& spec, DType dtype) {
+  if (spec.shape.tp == 1) return {};
+  const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
+  const size_t row = static_cast<size_t>(g.hidden) * dtype_size(dtype);
+  const size_t full = static_cast<size_t>(g.tokens) * row;
+  const size_t stream = static_cast<size_t>(g.stream_tokens) * row;
+  // proj, fc2, dln; under sequence parallelism also dy_full, dy1_full, ln_rows, rs_rows.
+  if (!g.sequence_parallel) return {full, full, full};
+  return {full, full, full, full, full, stream, stream};
+}
 
-// One microbatch's activations on one chunk.
-struct TrainStage::Slot {
-  size_t bytes = 0; ///< what the set holds (activations, boundary tensors, kept gradients)
-  std::vector<LayerActs> layers;
-  Buffer out_buf, grad_in_buf, grad_out_buf;
-  Tensor out, grad_in, grad_out;
-};
-
-// Buffers every microbatch shares: the forward's unsaved outputs, the backward's working
-// gradients (all of them when the weight gradients run at once), and the recomputed layer.
-struct TrainStage::Scratch {
-  Buffer proj, fc2, dtmp, dact, dattn, dln, ping, pong;
-  // Sequence parallelism: a norm's output on this rank's rows before its all-gather, a
-  // reduce-scatter's output (this rank's rows), and the gathered output gradient.
-  Buffer ln_rows, rs_rows, dy_full;
-  LayerActs acts; ///< the recomputed forward (recompute) or the backward's gradients
-};
+double TrainStage::overlap_memory_bytes(const TrainSpec& spec, DType dtype) {
+  return spec.symmetric_buffers
+             ? static_cast<double>(symmetric_block_bytes(collective_buffers(spec, dtype)))
+             : 0.0;
+}
 
 TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops)
-    : m_backend(backend), m_comm(tp_comm), m_spec(spec) {
+    : m_backend(backend), m_comm(tp_comm), m_spec(spec), m_policy(overlap_policy(spec.overlap)) {
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -138,6 +54,7 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
   RIDGELINE_REQUIRE(m_geo.stream_tokens * s.tp == m_geo.tokens || !m_geo.sequence_parallel,
                     "sequence parallelism needs the tokens of a microbatch to divide by tp");
+  require_runs(spec.overlap, s);
   m_plan = train_layer_plan(spec.model, s, spec.attention);
   m_index.assign(t_count, -1);
   for (size_t i = 0; i < m_plan.size(); ++i) {
@@ -209,13 +126,33 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   sc.acts.dy1 = sc.acts.dy1_buf.view(t, h, dt);
   sc.acts.dfc1 = sc.acts.dfc1_buf.view(t, m_geo.fc1_cols(), dt);
   sc.acts.dqkv = sc.acts.dqkv_buf.view(t, m_geo.qkv_cols(), dt);
+  m_plain = {sc.proj.data(),   sc.fc2.data(),     sc.dln.data(),    sc.dy_full.data(),
+             sc.acts.dy1.data, sc.ln_rows.data(), sc.rs_rows.data()};
+  m_symm = m_plain;
+  if (spec.symmetric_buffers) place_symmetric_buffers();
 }
 
 TrainStage::~TrainStage() = default;
 
-void TrainStage::set_variant(AttentionImpl attention, bool async_comm) {
+void TrainStage::place_symmetric_buffers() {
+  if (m_spec.shape.tp == 1) {
+    m_symmetric.path = "none: at tp 1 the stage has no collective";
+    return;
+  }
+  void** const slots[] = {&m_symm.proj,     &m_symm.fc2,     &m_symm.dln,    &m_symm.dy_full,
+                          &m_symm.dy1_full, &m_symm.ln_rows, &m_symm.rs_rows};
+  m_symmetric = place_symmetric(*m_comm, collective_buffers(m_spec, m_backend.dtype()));
+  if (!m_symmetric.memory) return;
+  m_allocated += m_symmetric.memory->bytes();
+  for (size_t i = 0; i < m_symmetric.buffers.size(); ++i)
+    *slots[i] = m_symmetric.buffers[i];
+}
+
+void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
+  require_runs(overlap, m_spec.shape);
   m_spec.attention = attention;
-  m_spec.async_comm = async_comm;
+  m_spec.overlap = overlap;
+  m_policy = overlap_policy(overlap);
   // The same ops in the same order (their ids stay); the naive attention's costs differ (it
   // writes its score matrices).
   m_plan = train_layer_plan(m_spec.model, m_spec.shape, attention);
@@ -296,311 +233,33 @@ Tensor TrainStage::gradient_out(int microbatch, int chunk) {
   return slot(microbatch, chunk).grad_out;
 }
 
-int64_t TrainStage::first_row(int64_t global_mb) const {
-  return global_mb * m_geo.tokens +
-         (m_geo.sequence_parallel ? m_spec.tp_rank * m_geo.stream_tokens : 0);
+std::vector<std::pair<int64_t, int64_t>> TrainStage::row_blocks(int64_t global_mb) const {
+  const int64_t first = global_mb * m_geo.tokens;
+  if (!m_geo.sequence_parallel) return {{first, m_geo.tokens}};
+  const int units = row_units();
+  const int64_t unit = m_geo.tokens / units, piece = unit / m_spec.shape.tp;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int u = 0; u < units; ++u)
+    blocks.emplace_back(first + u * unit + m_spec.tp_rank * piece, piece);
+  return blocks;
+}
+
+void TrainStage::fill_rows(Tensor t, const GenKey& key, int64_t global_mb) {
+  int64_t row = 0;
+  for (const auto& [first, rows] : row_blocks(global_mb)) {
+    m_backend.fill_random(t.rows_slice(row, rows), key, first, 0);
+    row += rows;
+  }
 }
 
 void TrainStage::fill_input(int microbatch, int chunk, int64_t global_mb) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_geo.hidden, 1.0f};
-  m_backend.fill_random(activation_in(microbatch, chunk), key, first_row(global_mb), 0);
+  fill_rows(activation_in(microbatch, chunk), key, global_mb);
 }
 
 void TrainStage::fill_grad_output(int microbatch, int chunk, int64_t global_mb) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_grad_output), m_geo.hidden, 1.0f};
-  m_backend.fill_random(gradient_in(microbatch, chunk), key, first_row(global_mb), 0);
-}
-
-ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer) const {
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  const OpSpec& o = m_plan[static_cast<size_t>(i)];
-  return ScopedOp(rec, m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer), o.lane, o.cost,
-                  Lane::compute);
-}
-
-void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
-                               const std::function<void(Stream)>& issue) {
-  if (m_spec.shape.tp == 1) return;
-  const Lane queue = m_spec.async_comm ? Lane::comm : Lane::compute;
-  if (queue == Lane::comm) m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  const OpSpec& o = m_plan[static_cast<size_t>(i)];
-  const ranges::Scope range(o.name);
-  const size_t handle = rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer),
-                                  Lane::comm, o.cost, queue);
-  const Stream stream = m_backend.stream(queue);
-  issue(stream);
-  if (m_comm->stream_ordered() || stream == nullptr)
-    rec.end(handle);
-  else
-    m_open_comm.push_back(handle);
-}
-
-void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
-  tp_collective(rec, op, layer, [&](Stream stream) {
-    m_comm->all_reduce(t.data, t.data, static_cast<size_t>(t.elements()), t.dtype, ReduceOp::sum,
-                       stream);
-  });
-}
-
-void TrainStage::tp_all_gather(Recorder& rec, int op, int64_t layer, const Tensor& rows,
-                               Tensor full) {
-  tp_collective(rec, op, layer, [&](Stream stream) {
-    m_comm->all_gather(rows.data, full.data, static_cast<size_t>(rows.elements()), rows.dtype,
-                       stream);
-  });
-}
-
-void TrainStage::tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const Tensor& full,
-                                   Tensor rows) {
-  tp_collective(rec, op, layer, [&](Stream stream) {
-    m_comm->reduce_scatter(full.data, rows.data, static_cast<size_t>(rows.elements()), rows.dtype,
-                           ReduceOp::sum, stream);
-  });
-}
-
-void TrainStage::wait_tp(Recorder& rec) {
-  if (m_spec.shape.tp == 1 || !m_spec.async_comm) return;
-  m_comm->complete(m_backend.stream(Lane::comm));
-  for (size_t handle : m_open_comm)
-    rec.end(handle);
-  m_open_comm.clear();
-  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
-}
-
-void TrainStage::forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor y) {
-  const ModelSpec& m = m_spec.model;
-  const LayerShape& s = m_spec.shape;
-  const LayerWeights& w = m_weights[local];
-  const int64_t layer = m_global[local];
-  const DType dt = m_backend.dtype();
-  const int64_t h = m.hidden, t = m_geo.tokens, d = m_geo.head_dim;
-  const float eps = static_cast<float>(m.norm_eps);
-  auto norm = [&](int op, const Tensor& in, const Buffer& gamma, const Buffer& beta, Tensor out) {
-    const ScopedOp scope = op_scope(rec, op, layer);
-    if (m.norm == NormKind::layernorm)
-      m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out, eps);
-    else
-      m_backend.rms_norm(in, gamma.view(1, h, dt), out, eps);
-  };
-  // Under sequence parallelism a norm runs on this rank's rows and its output is gathered for
-  // the column-parallel GEMM; the row-parallel GEMM's partial sums are reduce-scattered back
-  // onto this rank's rows instead of all-reduced.
-  const bool sp = m_geo.sequence_parallel;
-  const int64_t ts = m_geo.stream_tokens;
-  const Tensor ln_rows = sp ? m_scratch->ln_rows.view(ts, h, dt) : Tensor{};
-  const Tensor rs_rows = sp ? m_scratch->rs_rows.view(ts, h, dt) : Tensor{};
-  norm(t_norm1, a.x, w.ln1_gamma, w.ln1_beta, sp ? ln_rows : a.ln1);
-  if (sp) {
-    tp_all_gather(rec, t_ag_attn, layer, ln_rows, a.ln1);
-    wait_tp(rec);
-  }
-  {
-    const ScopedOp scope = op_scope(rec, t_qkv, layer);
-    m_backend.gemm(a.ln1, w.wqkv.view(m_geo.qkv_cols(), h, dt), a.qkv);
-  }
-  if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, t_rotary, layer);
-    m_backend.rotary(a.qkv.cols_slice(0, m_geo.q_cols() + m_geo.kv_cols()),
-                     m_geo.heads + m_geo.kv_heads, d, s.seq, 0, static_cast<float>(m.rope_theta));
-  }
-  {
-    AttentionShape shape;
-    shape.batch = s.batch;
-    shape.seq = shape.context = shape.capacity = s.seq;
-    shape.heads = m_geo.heads;
-    shape.kv_heads = m_geo.kv_heads;
-    shape.head_dim = d;
-    const ScopedOp scope = op_scope(rec, t_attention, layer);
-    m_backend.attention_train(shape, a.qkv.cols_slice(0, m_geo.q_cols()),
-                              a.qkv.cols_slice(m_geo.q_cols(), m_geo.kv_cols()),
-                              a.qkv.cols_slice(m_geo.q_cols() + m_geo.kv_cols(), m_geo.kv_cols()),
-                              a.attn, a.lse, m_spec.attention);
-  }
-  const Tensor proj = m_scratch->proj.view(t, h, dt);
-  {
-    const ScopedOp scope = op_scope(rec, t_proj, layer);
-    m_backend.gemm(a.attn, w.wo.view(h, m_geo.q_cols(), dt), proj);
-  }
-  if (sp)
-    tp_reduce_scatter(rec, t_rs_attn, layer, proj, rs_rows);
-  else
-    tp_all_reduce(rec, t_ar_attn, layer, proj);
-  wait_tp(rec);
-  {
-    // y1 = x + the attention branch, and its norm, in one kernel.
-    const ScopedOp scope = op_scope(rec, t_res1_norm2, layer);
-    const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
-    m_backend.add_norm(a.x, sp ? rs_rows : proj, a.y1, w.ln2_gamma.view(1, h, dt), beta,
-                       sp ? ln_rows : a.ln2, eps);
-  }
-  if (sp) {
-    tp_all_gather(rec, t_ag_mlp, layer, ln_rows, a.ln2);
-    wait_tp(rec);
-  }
-  {
-    const ScopedOp scope = op_scope(rec, t_fc1, layer);
-    m_backend.gemm(a.ln2, w.w1.view(m_geo.fc1_cols(), h, dt), a.fc1);
-  }
-  {
-    const ScopedOp scope = op_scope(rec, t_act, layer);
-    if (m_geo.swiglu)
-      m_backend.swiglu(a.fc1, a.act);
-    else
-      m_backend.gelu(a.fc1, a.act);
-  }
-  const Tensor fc2 = m_scratch->fc2.view(t, h, dt);
-  {
-    const ScopedOp scope = op_scope(rec, t_fc2, layer);
-    m_backend.gemm(a.act, w.w2.view(h, m_geo.ffn, dt), fc2);
-  }
-  if (sp)
-    tp_reduce_scatter(rec, t_rs_mlp, layer, fc2, rs_rows);
-  else
-    tp_all_reduce(rec, t_ar_mlp, layer, fc2);
-  wait_tp(rec);
-  const ScopedOp scope = op_scope(rec, t_res2, layer);
-  m_backend.add(a.y1, sp ? rs_rows : fc2, y);
-}
-
-// The input-gradient half of one layer's backward; with `saved` null the weight gradients run
-// here too, each right after the input gradient it shares its operand with (and beside the
-// TP all-reduce under async), else the gradients they need stay in `saved`.
-void TrainStage::backward_layer_input(Recorder& rec, size_t local, LayerActs& a, LayerActs* saved,
-                                      const Tensor& dy, Tensor dx) {
-  const ModelSpec& m = m_spec.model;
-  const LayerShape& s = m_spec.shape;
-  const LayerWeights& w = m_weights[local];
-  const LayerGrads& g = m_grads[local];
-  const int64_t layer = m_global[local];
-  const DType dt = m_backend.dtype();
-  const int64_t h = m.hidden, t = m_geo.tokens, d = m_geo.head_dim;
-  const float eps = static_cast<float>(m.norm_eps);
-  const bool now = saved == nullptr;
-  LayerActs& grads = now ? m_scratch->acts : *saved;
-  // Under sequence parallelism dy, dx and the norms' gradients are this rank's rows; the
-  // output gradients are gathered for the row-parallel GEMMs (the forward reduce-scattered
-  // their outputs) and the column-parallel GEMMs' input gradients reduce-scattered.
-  const bool sp = m_geo.sequence_parallel;
-  const int64_t ts = m_geo.stream_tokens;
-  const Tensor dy_full =
-      !sp ? dy : (now ? m_scratch->dy_full.view(t, h, dt) : grads.dyg_buf.view(t, h, dt));
-  if (sp) {
-    tp_all_gather(rec, t_ag_mlp_bwd, layer, dy, dy_full);
-    wait_tp(rec);
-  }
-  if (!now) grads.dy = dy_full;
-  const Tensor dact = m_scratch->dact.view(t, m_geo.ffn, dt);
-  const Tensor dln_full = m_scratch->dln.view(t, h, dt);
-  const Tensor dln = sp ? m_scratch->rs_rows.view(ts, h, dt) : dln_full;
-  const Tensor dy1 = sp ? m_scratch->ln_rows.view(ts, h, dt) : grads.dy1;
-  const Tensor dtmp = m_scratch->dtmp.view(ts, h, dt);
-  const Tensor dattn = m_scratch->dattn.view(t, m_geo.q_cols(), dt);
-  // The input gradient of a column-parallel GEMM, summed over the TP ranks.
-  auto sum_tp = [&](int all_reduce, int reduce_scatter) {
-    if (sp)
-      tp_reduce_scatter(rec, reduce_scatter, layer, dln_full, dln);
-    else
-      tp_all_reduce(rec, all_reduce, layer, dln_full);
-  };
-  auto wgrad = [&](int op, const Tensor& dout, const Tensor& in, Tensor dw) {
-    const ScopedOp scope = op_scope(rec, op, layer);
-    m_backend.gemm(dout, Trans::yes, in, Trans::no, dw, true, Lane::compute);
-  };
-  auto norm_bwd = [&](int op, const Tensor& x, const Buffer& gamma, Tensor dgamma, Tensor dbeta) {
-    const ScopedOp scope = op_scope(rec, op, layer);
-    if (m.norm == NormKind::layernorm)
-      m_backend.layer_norm_backward(x, gamma.view(1, h, dt), dln, dtmp, dgamma, dbeta, eps, true);
-    else
-      m_backend.rms_norm_backward(x, gamma.view(1, h, dt), dln, dtmp, dgamma, eps, true);
-  };
-
-  // MLP: dact = dy W2; dfc1 through the activation; dln2 = dfc1 W1, summed over TP.
-  {
-    const ScopedOp scope = op_scope(rec, t_fc2_dgrad, layer);
-    m_backend.gemm(dy_full, Trans::no, w.w2.view(h, m_geo.ffn, dt), Trans::no, dact, false,
-                   Lane::compute);
-  }
-  if (now) wgrad(t_fc2_wgrad, dy_full, a.act, g.w2);
-  {
-    const ScopedOp scope = op_scope(rec, t_act_bwd, layer);
-    if (m_geo.swiglu)
-      m_backend.swiglu_backward(a.fc1, dact, grads.dfc1);
-    else
-      m_backend.gelu_backward(a.fc1, dact, grads.dfc1);
-  }
-  {
-    const ScopedOp scope = op_scope(rec, t_fc1_dgrad, layer);
-    m_backend.gemm(grads.dfc1, Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt), Trans::no, dln_full,
-                   false, Lane::compute);
-  }
-  sum_tp(t_ar_mlp_bwd, t_rs_mlp_bwd);
-  if (now) wgrad(t_fc1_wgrad, grads.dfc1, a.ln2, g.w1);
-  wait_tp(rec);
-  norm_bwd(t_norm2_bwd, a.y1, w.ln2_gamma, g.ln2_gamma, g.ln2_beta);
-  {
-    const ScopedOp scope = op_scope(rec, t_res2_bwd, layer);
-    m_backend.add(dy, dtmp, dy1);
-  }
-  if (sp) {
-    tp_all_gather(rec, t_ag_attn_bwd, layer, dy1, grads.dy1);
-    wait_tp(rec);
-  }
-
-  // Attention: dattn = dy1 Wo; attention backward into dqkv; rotary's inverse; dln1 = dqkv
-  // Wqkv, summed over TP.
-  {
-    const ScopedOp scope = op_scope(rec, t_proj_dgrad, layer);
-    m_backend.gemm(grads.dy1, Trans::no, w.wo.view(h, m_geo.q_cols(), dt), Trans::no, dattn, false,
-                   Lane::compute);
-  }
-  if (now) wgrad(t_proj_wgrad, grads.dy1, a.attn, g.wo);
-  {
-    AttentionShape shape;
-    shape.batch = s.batch;
-    shape.seq = shape.context = shape.capacity = s.seq;
-    shape.heads = m_geo.heads;
-    shape.kv_heads = m_geo.kv_heads;
-    shape.head_dim = d;
-    const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
-    const ScopedOp scope = op_scope(rec, t_attention_bwd, layer);
-    m_backend.attention_backward(shape, a.qkv.cols_slice(0, q), a.qkv.cols_slice(q, kv),
-                                 a.qkv.cols_slice(q + kv, kv), a.attn, dattn, a.lse,
-                                 grads.dqkv.cols_slice(0, q), grads.dqkv.cols_slice(q, kv),
-                                 grads.dqkv.cols_slice(q + kv, kv), m_spec.attention);
-  }
-  if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, t_rotary_bwd, layer);
-    m_backend.rotary_backward(grads.dqkv.cols_slice(0, m_geo.q_cols() + m_geo.kv_cols()),
-                              m_geo.heads + m_geo.kv_heads, d, s.seq, 0,
-                              static_cast<float>(m.rope_theta));
-  }
-  {
-    const ScopedOp scope = op_scope(rec, t_qkv_dgrad, layer);
-    m_backend.gemm(grads.dqkv, Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt), Trans::no, dln_full,
-                   false, Lane::compute);
-  }
-  sum_tp(t_ar_attn_bwd, t_rs_attn_bwd);
-  if (now) wgrad(t_qkv_wgrad, grads.dqkv, a.ln1, g.wqkv);
-  wait_tp(rec);
-  norm_bwd(t_norm1_bwd, a.x, w.ln1_gamma, g.ln1_gamma, g.ln1_beta);
-  const ScopedOp scope = op_scope(rec, t_res1_bwd, layer);
-  m_backend.add(dy1, dtmp, dx);
-}
-
-void TrainStage::backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a) {
-  const LayerGrads& g = m_grads[local];
-  const int64_t layer = m_global[local];
-  auto wgrad = [&](int op, const Tensor& dout, const Tensor& in, Tensor dw) {
-    const ScopedOp scope = op_scope(rec, op, layer);
-    m_backend.gemm(dout, Trans::yes, in, Trans::no, dw, true, Lane::compute);
-  };
-  wgrad(t_fc2_wgrad, a.dy, a.act, g.w2);
-  wgrad(t_fc1_wgrad, a.dfc1, a.ln2, g.w1);
-  wgrad(t_proj_wgrad, a.dy1, a.attn, g.wo);
-  wgrad(t_qkv_wgrad, a.dqkv, a.ln1, g.wqkv);
+  fill_rows(gradient_in(microbatch, chunk), key, global_mb);
 }
 
 void TrainStage::allocate_saved(LayerActs& a) {

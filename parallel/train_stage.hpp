@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "models/backend.hpp"
 #include "models/layer_plan.hpp"
 #include "parallel/layer_weights.hpp"
+#include "parallel/overlap_policy.hpp"
 
 namespace ridgeline {
 
@@ -24,9 +26,15 @@ struct TrainSpec {
   ModelSpec model;
   LayerShape shape; ///< per microbatch (prefill-shaped: batch sequences of seq tokens)
   AttentionImpl attention = AttentionImpl::fused;
-  /// TP collectives on the comm lane, the backward's all-reduce beside the weight-gradient GEMM
-  /// (--overlap async); on the compute lane otherwise (--overlap none).
-  bool async_comm = false;
+  /// The strategy of the TP collectives (overlap_policy.hpp), forward and backward: none,
+  /// async, chunked:K, split:N (whole sequences per part) or symm: one of the first three; not
+  /// ce-ring. Under async and every strategy after it the collectives run on the comm lane and
+  /// the backward's input-gradient reductions beside the weight-gradient GEMMs.
+  Overlap overlap;
+  /// Whether the symm: strategies may run: the stage then asks its communicator for symmetric
+  /// memory at construction (collective over the TP group) and keeps a second set of its shared
+  /// collective buffers in it.
+  bool symmetric_buffers = false;
   int tp_rank = 0;
   /// Per local model chunk: its first global layer and layer count.
   std::vector<std::pair<int64_t, int64_t>> chunks;
@@ -53,8 +61,16 @@ struct LayerGrads {
 
 class TrainStage {
 public:
+  /// Throws UsageError when spec.overlap cannot run on spec.shape (policy_problems).
   TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops);
   ~TrainStage();
+  /// The buffers the collectives read or write that every microbatch shares (the row-parallel
+  /// outputs, the input gradients' partial sums and, under sequence parallelism, the norms'
+  /// rows, the reduce-scatters' outputs and the gathered output gradients), bytes each, in the
+  /// order the symm: strategies' symmetric block holds them; none at tp 1.
+  static std::vector<size_t> collective_buffers(const TrainSpec& spec, DType dtype);
+  /// What a stage built with spec.symmetric_buffers allocates for them beyond the rest.
+  static double overlap_memory_bytes(const TrainSpec& spec, DType dtype);
 
   int chunks() const { return static_cast<int>(m_spec.chunks.size()); }
   void set_data_parallel(const DataParallel& dp) { m_dp = dp; }
@@ -66,9 +82,16 @@ public:
   Tensor gradient_in(int microbatch, int chunk);
   /// The gradient of the chunk's input after backward / backward_input.
   Tensor gradient_out(int microbatch, int chunk);
-  /// The first row of global microbatch `global_mb`'s stream (every microbatch's rows counted
-  /// in order) that this rank holds: its own block under sequence parallelism.
-  int64_t first_row(int64_t global_mb) const;
+  /// The rows of global microbatch `global_mb`'s stream (every microbatch's rows counted in
+  /// order) that this rank holds, as (first row, rows) in the order it holds them: all of them,
+  /// or under sequence parallelism its 1/tp share of every unit of the current strategy (a chunk
+  /// of a part), so that a unit's all-gather lands the unit's rows contiguous and in token order.
+  std::vector<std::pair<int64_t, int64_t>> row_blocks(int64_t global_mb) const;
+  /// Units of that layout (1 without sequence parallelism): it changes with the strategy.
+  int row_units() const { return m_geo.sequence_parallel ? m_policy.units() : 1; }
+  /// Generates this rank's rows (row_blocks) of global microbatch `global_mb` of the generated
+  /// tensor `key` into `t` ([stream tokens, hidden]).
+  void fill_rows(Tensor t, const GenKey& key, int64_t global_mb);
   /// Model input of global microbatch `global_mb` into activation_in(microbatch, chunk).
   void fill_input(int microbatch, int chunk, int64_t global_mb);
   /// The loss gradient of global microbatch `global_mb` (generated: the loss is the sum of the
@@ -96,8 +119,15 @@ public:
   /// schedule takes at once, allocated before the first iteration, since an allocation inside
   /// one serialises the device behind the transfers in flight.
   void reserve(int chunk, int sets);
-  /// Switches the attention implementation and where TP collectives run (weights stay).
-  void set_variant(AttentionImpl attention, bool async_comm);
+  /// Switches the attention implementation and the overlap strategy (weights stay); throws
+  /// UsageError where the strategy cannot run on the stage's shape. Under sequence parallelism
+  /// the rows a rank holds follow the strategy's units (row_blocks): inputs made for another
+  /// strategy must be generated again.
+  void set_variant(AttentionImpl attention, const Overlap& overlap);
+  /// Where the symm: strategies' collective buffers live (TrainSpec::symmetric_buffers): the
+  /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
+  /// Empty without symmetric_buffers.
+  const std::string& symmetric_path() const { return m_symmetric.path; }
   /// The most bytes of microbatch activation sets alive at once so far (with the gradients
   /// zero-bubble schedules keep for their deferred weight gradients).
   size_t peak_activation_bytes() const { return m_peak_bytes; }
@@ -114,31 +144,73 @@ private:
   struct LayerActs;
   struct Slot;
   struct Scratch;
+  struct LayerPass;
   Slot& slot(int microbatch, int chunk);
   std::unique_ptr<Slot> new_slot(int chunk);
   LayerActs& recompute_acts();
   // Allocates what a layer's forward saves for its backward (all but its input).
   void allocate_saved(LayerActs& a);
   Buffer alloc(int64_t rows, int64_t cols);
+  void place_symmetric_buffers();
+
+  // One layer's forward and backward (train_layer.cpp), part by part in phases separated by
+  // the row-parallel sites' collectives (split:N interleaves the parts phase by phase); each
+  // phase but the last returns the comm-lane fence the next one waits for.
   void forward_layer(Recorder& rec, size_t local, LayerActs& a, Tensor y);
+  size_t forward_attention(Recorder& rec, LayerPass& pass, int part);
+  size_t forward_mlp(Recorder& rec, LayerPass& pass, int part, size_t fence);
+  void forward_residual(Recorder& rec, LayerPass& pass, int part, size_t fence);
   void backward_layer_input(Recorder& rec, size_t local, LayerActs& a, LayerActs* saved,
                             const Tensor& dy, Tensor dx);
+  size_t backward_mlp(Recorder& rec, LayerPass& pass, int part);
+  size_t backward_attention(Recorder& rec, LayerPass& pass, int part, size_t fence);
+  void backward_residual(Recorder& rec, LayerPass& pass, int part, size_t fence);
   void backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a);
-  // A TP collective of plan op `op`: on the comm lane under async_comm, recorded from its issue.
+  // A column-parallel GEMM of one part, gemm(input rows, output rows): under sequence
+  // parallelism on `full`'s units gathered from this rank's `rows` (column_site); without, on
+  // the part's rows of `full` (its input) at once.
+  template <class Gemm>
+  void column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t layer, const Tensor& rows,
+                   const Tensor& full, const Tensor& out, int part, Gemm&& gemm);
+  // A row-parallel GEMM of one part, gemm(unit) writing `full`'s unit rows, each unit's partial
+  // sums all-reduced in place (or reduce-scattered into `rows` under sequence parallelism) right
+  // after it (row_site). Returns the fence after the part's collectives.
+  template <class Gemm>
+  size_t row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int reduce_scatter_op,
+                  int64_t layer, const Tensor& full, const Tensor& rows, int part, Gemm&& gemm);
+  void norm(Recorder& rec, int op, int64_t layer, const Tensor& in, const Buffer& gamma,
+            const Buffer& beta, Tensor out);
+  void norm_backward(Recorder& rec, int op, int64_t layer, const Tensor& x, const Buffer& gamma,
+                     const Tensor& dy, Tensor dx, Tensor dgamma, Tensor dbeta);
+  // dw += dout^T in, for a weight gradient of plan op `op`.
+  void weight_gradient(Recorder& rec, int op, int64_t layer, double share, const Tensor& dout,
+                       const Tensor& in, Tensor dw);
+  // A TP collective of plan op `op` on one unit: on the policy's lane, recorded from its issue.
   void tp_collective(Recorder& rec, int op, int64_t layer,
                      const std::function<void(Stream)>& issue);
   void tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t);
   void tp_all_gather(Recorder& rec, int op, int64_t layer, const Tensor& rows, Tensor full);
   void tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const Tensor& full, Tensor rows);
+  // The comm lane's fence after what was issued so far (0 where collectives run on the compute
+  // lane), and the compute's wait for it, completing what the host started.
+  size_t tp_fence();
+  void wait_tp(Recorder& rec, size_t fence);
+  // Rows of a tensor of the stream or of the whole microbatch: unit u (a chunk of a part) and
+  // part p.
+  Tensor unit(const Tensor& t, int u) const;
+  Tensor part(const Tensor& t, int p) const;
+  Tensor full_view(void* data) const;   // [tokens, hidden]
+  Tensor stream_view(void* data) const; // [stream tokens, hidden]
 
-  void wait_tp(Recorder& rec);
   void layer_done(Recorder& rec, size_t local);
   void issue_buckets(Recorder& rec, bool all);
-  ScopedOp op_scope(Recorder& rec, int op, int64_t layer) const;
+  // A compute op of plan op `op` covering `share` of its per-layer cost.
+  ScopedOp op_scope(Recorder& rec, int op, int64_t layer, double share = 1.0) const;
 
   Backend& m_backend;
   Communicator* m_comm;
   TrainSpec m_spec;
+  OverlapPolicy m_policy; ///< m_spec.overlap's
   LayerGeometry m_geo;
   DataParallel m_dp;
   std::vector<OpSpec> m_plan;          ///< forward then backward ops of one layer
@@ -153,6 +225,23 @@ private:
   std::map<std::pair<int, int>, std::unique_ptr<Slot>> m_live;
   std::vector<std::vector<std::unique_ptr<Slot>>> m_free; ///< per chunk
   std::unique_ptr<Scratch> m_scratch;
+  // The shared buffers the collectives read or write: the row-parallel outputs (proj, fc2), the
+  // column-parallel GEMMs' input gradients (dln) and, under sequence parallelism, the gathered
+  // output gradients (dy_full, dy1_full), a norm's rows before their all-gather and a
+  // reduce-scatter's output (ln_rows, rs_rows). m_plain: in the scratch buffers; m_symm: the
+  // same in the communicator's symmetric memory (the symm: strategies), else equal to m_plain.
+  struct CommBuffers {
+    void* proj = nullptr;
+    void* fc2 = nullptr;
+    void* dln = nullptr;
+    void* dy_full = nullptr;
+    void* dy1_full = nullptr;
+    void* ln_rows = nullptr;
+    void* rs_rows = nullptr;
+  };
+  CommBuffers m_plain, m_symm;
+  SymmetricBuffers m_symmetric;
+  const CommBuffers& bufs() const { return m_policy.symmetric ? m_symm : m_plain; }
   std::vector<size_t> m_open_comm;
   int m_microbatches = 1;
   std::vector<int> m_weight_passes; ///< per local layer: weight gradients done this iteration

@@ -20,6 +20,11 @@
 #   `measure` stage left in OUTDIR (on any machine: it needs no GPU). ATLAS_DEADLINE_S []: steps
 #   that would start later than this many seconds after the start are skipped (and reported), so
 #   that a job with a time limit ends with its files.
+#   ATLAS_CUSTOM_AR [llama3-8b llama3-70b]: on GPUs over NVLink, these models' decode steps are
+#   also measured with the custom all-reduce where it is the faster one (--allreduce auto, from
+#   all-reduce tables of every group size measured first, allreduce_g<G>_nvlink.h5), right after
+#   the same grid with NCCL's (TP 2 and up), in customar_<model>_decode_{nccl,auto}_nvlink.h5,
+#   after the phases of ATLAS_MODELS; "" for none.
 # NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,10 +93,26 @@ if [[ " ${stages[*]} " == *" measure "* ]]; then
 else
   transports_measured=()
 fi
+read -r -a custom_ar <<<"${ATLAS_CUSTOM_AR-llama3-8b llama3-70b}"
 for transport in "${transports_measured[@]}"; do
   roofs=$out/h5/roofs_$transport.h5
   step "roofs_$transport" "${mpirun[@]}" -np "$ranks" "$bin" roofs --transport "$transport" \
     --timeout 300 --out "$roofs"
+  # The custom all-reduce against NCCL's at every group size, timed in CUDA graphs as decode
+  # replays them, up to the largest decode all-reduce (256 tokens x 16384 x 2 B = 8 MiB).
+  ar_tables=""
+  if [ "$transport" = nvlink ] && [ "$gpus" != 0 ] && [ "$ranks" -ge 2 ] &&
+    [ "${#custom_ar[@]}" -gt 0 ] && [[ " ${phases[*]} " == *" decode "* ]]; then
+    g=2
+    while [ "$g" -le "$ranks" ]; do
+      table=$out/h5/allreduce_g${g}_$transport.h5
+      step "allreduce_g${g}_$transport" "${mpirun[@]}" -np "$ranks" "$bin" collectives \
+        --collectives all_reduce --allreduce nccl,oneshot,push,push-ll,twoshot --graph \
+        --group-size "$g" -b 1K -e 16M --transport "$transport" --timeout 300 --out "$table"
+      [ ! -f "$table" ] || ar_tables=${ar_tables:+$ar_tables,}$table
+      g=$((g * 2))
+    done
+  fi
   # Phase by phase, every model before the next phase: a job cut short keeps whole phases.
   for phase in "${phases[@]}"; do
     for model in "${models[@]}"; do
@@ -111,6 +132,21 @@ for transport in "${transports_measured[@]}"; do
       fi
     done
   done
+  # Decode with NCCL's all-reduce, then the same grid with the custom one where it is faster.
+  if [ -n "$ar_tables" ]; then
+    read -r -a grid <<<"$(phase_args decode)"
+    for model in "${custom_ar[@]}"; do
+      for ar in nccl auto; do
+        with_table=()
+        [ "$ar" = nccl ] || with_table=(--allreduce-table "$ar_tables")
+        name=customar_${model}_decode_${ar}_$transport
+        step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" \
+          --roofs "$roofs" --config "$repo/models/$model.toml" --layers 1 --tp "${tps#1,}" \
+          "${grid[@]}" --graphs "${extra[@]}" --allreduce "$ar" "${with_table[@]}" \
+          --repeats "$repeats" --timeout 300 --quiet --out "$out/h5/$name.h5"
+      done
+    done
+  fi
   # Train with pipeline parallelism beside TP at the same ranks: TP ranks/2 x PP2.
   if [ "$ranks" -ge 4 ] && [[ " ${phases[*]} " == *" train "* ]]; then
     read -r -a grid <<<"$(phase_args train)"

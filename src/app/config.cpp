@@ -229,7 +229,9 @@ void bind_execution_options(CLI::App& cmd, RunConfig& c) {
          "--allreduce-table", c.allreduce_table,
          "With --allreduce auto: a file of `ridgeline collectives --collectives "
          "all_reduce --allreduce nccl,oneshot,push,push-ll,twoshot` on this machine at this --tp "
-         "and --dtype (timed with --graph for a run with --graphs)")
+         "and --dtype (timed with --graph for a run with --graphs); a comma list of such files "
+         "(one per --group-size) serves a sweep over several --tp, each point reading the tables "
+         "of its group size")
       ->group(exec);
   cmd.add_flag("--graphs", c.graphs,
                "Capture one step (kernels and collectives) as a CUDA graph and replay it: removes "
@@ -464,24 +466,24 @@ LayerShape layer_shape(const RunConfig& c) {
   return s;
 }
 
-std::vector<std::string> overlap_list(const RunConfig& c) {
+std::vector<Overlap> overlap_list(const RunConfig& c) {
   const std::vector<std::string> items = split_list(c.overlap);
   const std::string problem = list_problem(items, overlap_item);
   if (!problem.empty()) throw UsageError(problem);
-  std::vector<std::string> names;
+  std::vector<Overlap> overlaps;
   for (const std::string& item : items)
-    names.push_back(parse_overlap(item).name());
-  return names;
+    overlaps.push_back(parse_overlap(item));
+  return overlaps;
 }
 
-std::vector<std::string> attention_list(const RunConfig& c) {
+std::vector<AttentionImpl> attention_list(const RunConfig& c) {
   const std::vector<std::string> items = split_list(c.attention);
   const std::string problem = list_problem(items, attention_item);
   if (!problem.empty()) throw UsageError(problem);
-  std::vector<std::string> names;
+  std::vector<AttentionImpl> impls;
   for (const std::string& item : items)
-    names.push_back(attention_name(parse_attention(item)));
-  return names;
+    impls.push_back(parse_attention(item));
+  return impls;
 }
 
 Attrs config_attrs(const RunConfig& c) {

@@ -12,8 +12,10 @@
 #include "app/commands.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
+#include "models/backend.hpp"
 #include "models/model_spec.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/overlap.hpp"
 
 namespace ridgeline {
 
@@ -119,10 +121,10 @@ ModelSpec model_spec(const RunConfig& cfg);
 LayerShape layer_shape(const RunConfig& cfg);
 /// The overlap strategies of --overlap, in order (throws UsageError on a bad, empty or repeated
 /// entry).
-std::vector<std::string> overlap_list(const RunConfig& cfg);
+std::vector<Overlap> overlap_list(const RunConfig& cfg);
 /// The attention implementations of --attention, in order (throws UsageError on a bad, empty or
 /// repeated entry).
-std::vector<std::string> attention_list(const RunConfig& cfg);
+std::vector<AttentionImpl> attention_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);
 

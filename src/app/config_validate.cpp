@@ -11,10 +11,12 @@
 #include "app/command_support.hpp"
 #include "app/config.hpp"
 #include "app/file_layout.hpp"
+#include "app/point_spec.hpp"
 #include "collectives/ipc_allreduce.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/kernel_tuning.hpp"
 #include "parallel/overlap.hpp"
+#include "parallel/overlap_policy.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/tp_layer.hpp"
 
@@ -45,14 +47,14 @@ void choice(Problems& p, const std::string& v, const char* name,
   p.push_back(std::string(name) + " must be one of " + join(ok, ", ") + " (got '" + v + "')");
 }
 
-// What the topic checks share: the strings parsed once, and whether the dimensions and the grid
-// are positive (the divisibility checks need both).
+// What the topic checks share: the strings parsed once (what the typed point is built from),
+// and whether the dimensions and the grid are positive (the divisibility checks need both).
 struct Parsed {
   bool dims_ok = true, grid_ok = true;
   bool train = false;
-  bool scheduled = false;                        ///< train, or prefill with --schedule
-  Schedule schedule;                             ///< --schedule, or the train phase's 1f1b
-  std::vector<std::string> attentions, overlaps; ///< canonical names
+  bool scheduled = false; ///< train, or prefill with --schedule
+  Schedule schedule;      ///< --schedule, or the train phase's 1f1b
+  PointOptions options;   ///< the lists, the kernel switches and a scheduled point's schedule
 };
 
 // Sizes, counts and the measurement's numbers.
@@ -106,17 +108,19 @@ void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
   if (c.dp_shard && c.sgd_lr > 0)
     p.push_back("--sgd-lr updates whole gradients; with --dp-shard each replica holds 1/dp of "
                 "them (no sharded optimizer step is modelled)");
-  d.schedule = Schedule{ScheduleKind::one_f_one_b, 1};
+  Schedule& schedule = d.schedule;
+  schedule = Schedule{ScheduleKind::one_f_one_b, 1};
   if (!c.schedule.empty()) {
     try {
-      d.schedule = parse_schedule(c.schedule);
+      schedule = parse_schedule(c.schedule);
     } catch (const UsageError& e) {
-      d.schedule = Schedule{};
+      schedule = Schedule{};
       p.push_back(std::string("--schedule: ") + e.what());
     }
     if (c.phase == "decode") p.push_back("--schedule pipelines prefill or train, not decode");
   }
-  if (d.train && d.schedule.kind == ScheduleKind::zb_h1 && c.recompute == "full")
+  if (d.scheduled) d.options.schedule = schedule;
+  if (d.train && schedule.kind == ScheduleKind::zb_h1 && c.recompute == "full")
     p.push_back("--schedule zb-h1 defers weight gradients, which need the saved activations: "
                 "use --recompute none");
   choice(p, c.mlp, "--mlp", {"gelu", "swiglu"});
@@ -136,8 +140,10 @@ void check_allreduce(const RunConfig& c, Problems& p) {
       p.push_back("--allreduce auto chooses from measured times: give --allreduce-table FILE "
                   "(ridgeline collectives --collectives all_reduce --allreduce "
                   "nccl,oneshot,push,push-ll,twoshot)");
-    else if (stat(c.allreduce_table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      p.push_back("--allreduce-table: '" + c.allreduce_table + "' is not a readable file");
+    else
+      for (const std::string& table : split_list(c.allreduce_table))
+        if (stat(table.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+          p.push_back("--allreduce-table: '" + table + "' is not a readable file");
   } else if (!c.allreduce_table.empty()) {
     p.push_back("--allreduce-table is read by --allreduce auto (got --allreduce " + c.allreduce +
                 ")");
@@ -156,12 +162,13 @@ void check_allreduce(const RunConfig& c, Problems& p) {
 
 // The backend's kernels and libraries: attention, GEMM, all-reduce, dtype, graphs, NCCL.
 void check_kernels(const RunConfig& c, Parsed& d, Problems& p) {
+  std::vector<AttentionImpl>& attentions = d.options.attentions;
   try {
-    d.attentions = attention_list(c);
+    attentions = attention_list(c);
   } catch (const UsageError& e) {
     p.push_back(std::string("--attention: ") + e.what());
   }
-  if (std::find(d.attentions.begin(), d.attentions.end(), "cudnn") != d.attentions.end()) {
+  if (std::find(attentions.begin(), attentions.end(), AttentionImpl::cudnn) != attentions.end()) {
     if (c.backend != "cuda")
       p.push_back("--attention cudnn needs the cuda backend (cuDNN runs on NVIDIA GPUs; got "
                   "--backend " +
@@ -199,8 +206,9 @@ void check_kernels(const RunConfig& c, Parsed& d, Problems& p) {
 
 // The overlap strategies and what each executor can run.
 void check_overlap(const RunConfig& c, Parsed& d, Problems& p) {
+  std::vector<Overlap>& overlaps = d.options.overlaps;
   try {
-    d.overlaps = overlap_list(c);
+    overlaps = overlap_list(c);
   } catch (const UsageError& e) {
     p.push_back(std::string("--overlap: ") + e.what());
   }
@@ -208,24 +216,18 @@ void check_overlap(const RunConfig& c, Parsed& d, Problems& p) {
   // strategies its registry rows say and no graphs.
   if (d.scheduled) {
     const std::string what = d.train ? "the train phase" : "a scheduled prefill (--schedule)";
-    std::vector<std::string> runs;
-    for (const OverlapForm& f : overlap_forms())
-      if (f.scheduled_ok) runs.emplace_back(f.word);
-    for (const std::string& name : d.overlaps) {
-      const Overlap o = parse_overlap(name);
-      if (!overlap_form(o.kind).scheduled_ok || o.symmetric)
-        p.push_back(
-            "--overlap " + name + ": " + what + " runs " + join(runs, " or ") +
-            (d.train ? " (the backward's all-reduce beside the weight-gradient GEMM)" : ""));
-    }
+    for (const Overlap& o : overlaps)
+      if (!overlap_form(o.kind).scheduled_ok)
+        p.push_back("--overlap " + o.name() + ": " + what + " runs " + scheduled_forms_text() +
+                    " (the copy-engine ring has no train-stage form: the forward stage runs it)");
     if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
     p.push_back("--graphs captures one stage without pipeline transfers: use --pp 1");
   if (c.graphs)
-    for (const std::string& name : d.overlaps)
-      if (!overlap_form(parse_overlap(name).kind).graphs_ok)
-        p.push_back("--overlap " + name +
+    for (const Overlap& o : overlaps)
+      if (!overlap_form(o.kind).graphs_ok)
+        p.push_back("--overlap " + o.name() +
                     " numbers its puts on the host, which a captured graph would replay "
                     "unchanged: not with --graphs");
   if (c.backend == "cuda" && !one_of(c.dtype, {"bf16", "fp16"}))
@@ -272,18 +274,29 @@ void check_division(const RunConfig& c, const Parsed& d, Problems& p) {
       p.push_back("--sequence-parallel: the " + str(tokens) +
                   " tokens per microbatch do not divide into --tp " + str(c.tp) +
                   " equal row blocks");
+  // The stage executor's strategies cut each microbatch into parts (whole sequences) and units
+  // (with tp shards under sequence parallelism); a strategy of one unit is the check above.
+  if (d.scheduled && c.batch % (c.microbatches * (d.train ? c.dp : 1)) == 0) {
+    const LayerShape shape = layer_shape(c);
+    for (const Overlap& o : d.options.overlaps) {
+      if (!overlap_form(o.kind).scheduled_ok || overlap_policy(o).units() == 1) continue;
+      for (const std::string& problem : stage_split_problems(shape, o, StageExecutor::train))
+        p.push_back("--overlap " + problem);
+    }
+  }
   if (one_of(c.phase, {"prefill", "decode"}) && !d.scheduled) {
     const LayerShape shape = layer_shape(c);
-    for (const std::string& name : d.overlaps)
-      for (const std::string& problem : stage_split_problems(shape, parse_overlap(name)))
+    for (const Overlap& o : d.options.overlaps)
+      for (const std::string& problem : stage_split_problems(shape, o))
         p.push_back("--overlap " + problem);
   }
 }
 
 // Kernels, BLAS and MPI take 32-bit counts: every tensor must stay below 2^31 elements.
 void check_sizes(const RunConfig& c, const Parsed& d, Problems& p) {
+  const std::vector<AttentionImpl>& attentions = d.options.attentions;
   const bool naive =
-      std::find(d.attentions.begin(), d.attentions.end(), "naive") != d.attentions.end();
+      std::find(attentions.begin(), attentions.end(), AttentionImpl::naive) != attentions.end();
   const double mb_batch = static_cast<double>(c.batch / c.microbatches);
   const bool decode = c.phase == "decode";
   const double tokens = decode ? mb_batch : mb_batch * static_cast<double>(c.seq);
@@ -312,10 +325,17 @@ void check_sizes(const RunConfig& c, const Parsed& d, Problems& p) {
 } // namespace
 
 std::vector<NamedFile> input_files(const RunConfig& c) {
-  return {{c.roofs == "none" ? "" : c.roofs, "--roofs"}, {c.allreduce_table, "--allreduce-table"}};
+  std::vector<NamedFile> files = {{c.roofs == "none" ? "" : c.roofs, "--roofs"}};
+  if (!c.allreduce_table.empty())
+    for (const std::string& table : split_list(c.allreduce_table))
+      files.push_back({table, "--allreduce-table"});
+  return files;
 }
 
-std::vector<std::string> validate_shared(const RunConfig& c) {
+namespace {
+
+// validate_shared(), keeping the kernel switches it parses in `tuning` (when not null).
+std::vector<std::string> shared_problems(const RunConfig& c, KernelTuning* tuning) {
   std::vector<std::string> p;
   if (!one_of(c.backend, {"auto", "host", "cuda"}))
     p.push_back("--backend must be one of auto, host, cuda (got '" + c.backend + "')");
@@ -340,10 +360,12 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
   if (c.ranks_per_file > 0 && c.file_layout == "single")
     p.push_back("--ranks-per-file applies to the per-node layout, not to --file-layout single");
   // The kernel switches: a value they do not take, else any value without the cuda backend.
-  if (!c.pdl.empty() || !c.skinny_rows.empty() || !c.epilogues.empty()) {
+  const bool switched = !c.pdl.empty() || !c.skinny_rows.empty() || !c.epilogues.empty();
+  if (switched || c.backend == "cuda") {
     try {
-      parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues});
-      if (c.backend == "host")
+      const KernelTuning parsed = parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues});
+      if (tuning != nullptr) *tuning = parsed;
+      if (switched && c.backend == "host")
         p.push_back("--pdl, --skinny-rows and --epilogues switch the CUDA backend's kernels: "
                     "need the cuda backend");
     } catch (const UsageError& e) {
@@ -359,8 +381,15 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
   return p;
 }
 
-std::vector<std::string> validate(const RunConfig& c, int world_size) {
-  Problems p;
+} // namespace
+
+std::vector<std::string> validate_shared(const RunConfig& c) {
+  return shared_problems(c, nullptr);
+}
+
+ValidatedPoint validate_point(const RunConfig& c, int world_size) {
+  ValidatedPoint v;
+  Problems& p = v.problems;
   Parsed d;
   check_numbers(c, d, p);
   check_workload(c, d, p);
@@ -371,9 +400,14 @@ std::vector<std::string> validate(const RunConfig& c, int world_size) {
                 str(world_size) + " ranks are running (mpirun -np N)");
   if (d.dims_ok) check_division(c, d, p);
   if (d.dims_ok && d.grid_ok) check_sizes(c, d, p);
-  for (std::string& problem : validate_shared(c))
+  for (std::string& problem : shared_problems(c, &d.options.tuning))
     p.push_back(std::move(problem));
-  return p;
+  if (p.empty()) v.spec = point_spec(c, std::move(d.options));
+  return v;
+}
+
+std::vector<std::string> validate(const RunConfig& c, int world_size) {
+  return validate_point(c, world_size).problems;
 }
 
 } // namespace ridgeline

@@ -16,9 +16,13 @@ ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
   apply_defaults(cfg, job.backend_name(), nodes.nodes);
   ResolvedPoint resolved;
   std::vector<std::string>& problems = resolved.problems;
-  // A --tp auto that cannot be resolved leaves no grid for validate() to judge.
+  // A --tp auto that cannot be resolved leaves no grid for validation to judge.
   problems = resolve_grid(cfg, nodes, job.mpi().size());
-  if (problems.empty()) problems = validate(cfg, job.mpi().size());
+  if (problems.empty()) {
+    ValidatedPoint validated = validate_point(cfg, job.mpi().size());
+    problems = std::move(validated.problems);
+    resolved.spec = std::move(validated.spec);
+  }
   if (cfg.backend == "cuda" && job.gpus() == 0)
     problems.push_back("--backend cuda: no CUDA device is visible");
   // TP is innermost, so that a TP group sits on one node's links; a group that spans nodes is
@@ -32,12 +36,13 @@ ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
     if (problems.empty()) problems.emplace_back("another rank rejected the configuration");
     return resolved;
   }
-  const PointSpec& spec = resolved.spec = point_spec(cfg);
+  const PointSpec& spec = resolved.spec;
   // Memory: this stage, plus the TP=1 reference model when checking, against the smallest
   // free memory of any rank, before anything is allocated.
   const int64_t free_bytes = job.min_free_bytes();
   const CheckPlan check = plan_check(spec, job.cuda(), free_bytes);
-  const double overlap = overlap_memory_bytes(spec);
+  const double overlap =
+      spec.scheduled() ? scheduled_overlap_bytes(spec) : overlap_memory_bytes(spec);
   const double need =
       (spec.scheduled() ? scheduled_memory_bytes(spec)
                         : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers())) +

@@ -5,10 +5,12 @@
 #include <chrono>
 #include <iostream>
 
+#include "app/command_support.hpp"
 #include "app/node_summary.hpp"
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "models/work_model.hpp"
+#include "parallel/train_stage.hpp"
 
 namespace ridgeline {
 namespace {
@@ -63,6 +65,16 @@ double scheduled_memory_bytes(const PointSpec& spec) {
       static_cast<double>(s.tokens() * m.hidden) * static_cast<double>(dtype_size(s.dtype));
   const double per_mb = spec.recompute ? layers * input : layers * act;
   return weights + static_cast<double>(spec.microbatches) * (per_mb + 3.0 * input) + act;
+}
+
+double scheduled_overlap_bytes(const PointSpec& spec) {
+  TrainSpec stage;
+  stage.model = spec.model;
+  stage.shape = spec.shape;
+  stage.symmetric_buffers =
+      spec.tp > 1 && std::any_of(spec.overlaps.begin(), spec.overlaps.end(),
+                                 [](const Overlap& o) { return o.symmetric; });
+  return TrainStage::overlap_memory_bytes(stage, spec.shape.dtype);
 }
 
 double scheduled_reference_bytes(const PointSpec& spec) {
@@ -125,19 +137,13 @@ Attrs overlap_attrs(const StrategyResult& r, double serialized_ns) {
 
 namespace {
 
-// The all-reduce times of a `ridgeline collectives --allreduce ...` file, for --allreduce auto:
+// The all-reduce times of `ridgeline collectives --allreduce ...` files, for --allreduce auto:
 // every implementation's p50 by size, from the tables of the run's group size and dtype.
-std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int tp,
-                                                  const std::string& dtype) {
-  const RunData d = read_run_file(path, false);
-  const AttrValue* command = find_attr(d.root, "command");
-  if (command == nullptr || attr_to_string(*command) != "collectives")
-    throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
-  std::vector<AllReduceTiming> out;
-  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
-  std::vector<std::pair<std::string, std::string>> impls = {{"/collectives/all_reduce", "nccl"}};
-  for (const std::string& name : ipc_algo_names())
-    impls.emplace_back("/collectives/all_reduce_" + name, name);
+using ImplTables = std::vector<std::pair<std::string, std::string>>; // table path, implementation
+
+// One file's tables of group size `tp` and `dtype`, appended to `out`.
+void read_allreduce_tables(const RunData& d, const std::string& path, const ImplTables& impls,
+                           int tp, const std::string& dtype, std::vector<AllReduceTiming>& out) {
   for (const auto& [table_path, impl] : impls)
     for (const NamedTable& t : d.tables) {
       if (t.path != table_path) continue;
@@ -161,8 +167,25 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& path, int t
       for (size_t i = 0; i < sizes->size(); ++i)
         out.push_back({impl, static_cast<size_t>((*sizes)[i]), (*p50)[i]});
     }
+}
+
+// `paths`: one file, or a comma list of them (one per group size, for a sweep over --tp).
+std::vector<AllReduceTiming> read_allreduce_table(const std::string& paths, int tp,
+                                                  const std::string& dtype) {
+  // The tables `collectives --allreduce` writes: the communicator's own, then all_reduce_NAME.
+  ImplTables impls = {{"/collectives/all_reduce", "nccl"}};
+  for (const std::string& name : ipc_algo_names())
+    impls.emplace_back("/collectives/all_reduce_" + name, name);
+  std::vector<AllReduceTiming> out;
+  for (const std::string& path : split_list(paths)) {
+    const RunData d = read_run_file(path, false);
+    const AttrValue* command = find_attr(d.root, "command");
+    if (command == nullptr || attr_to_string(*command) != "collectives")
+      throw UsageError("--allreduce-table " + path + ": not a file of `ridgeline collectives`");
+    read_allreduce_tables(d, path, impls, tp, dtype, out);
+  }
   if (out.empty())
-    throw UsageError("--allreduce-table " + path + ": no all-reduce measured at group size " +
+    throw UsageError("--allreduce-table " + paths + ": no all-reduce measured at group size " +
                      std::to_string(tp) + " in " + dtype +
                      " (ridgeline collectives --collectives all_reduce --allreduce "
                      "nccl,oneshot,push,push-ll,twoshot with as many ranks as --tp)");

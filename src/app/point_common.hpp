@@ -77,6 +77,10 @@ std::vector<Variant> point_variants(const PointSpec& spec);
 /// Bytes one rank needs for a scheduled point's stage: weights and gradients of its layers and
 /// the activations of every microbatch a stage may hold at once.
 double scheduled_memory_bytes(const PointSpec& spec);
+/// What a scheduled point's stage allocates beyond that for its strategies: with a symm:
+/// strategy at tp > 1, the symmetric block of its shared collective buffers
+/// (TrainStage::overlap_memory_bytes).
+double scheduled_overlap_bytes(const PointSpec& spec);
 /// The check's one-rank reference model of a scheduled point: the bytes it allocates (every
 /// layer's weights and gradients, one microbatch's activations) and what it keeps in host
 /// memory (every layer's gradients, each global microbatch's output and input gradient, fp32).

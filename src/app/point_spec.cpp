@@ -1,6 +1,11 @@
 // The typed point (see point_spec.hpp).
 #include "app/point_spec.hpp"
 
+#include <algorithm>
+#include <climits>
+
+#include "core/error.hpp"
+
 namespace ridgeline {
 
 const char* run_phase_name(RunPhase phase) {
@@ -27,7 +32,7 @@ const char* check_mode_name(CheckMode mode) {
   return "?";
 }
 
-PointSpec point_spec(const RunConfig& c) {
+PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
   PointSpec s;
   s.model = model_spec(c);
   s.shape = layer_shape(c);
@@ -40,10 +45,7 @@ PointSpec point_spec(const RunConfig& c) {
   s.tp = c.tp;
   s.pp = c.pp;
   s.dp = c.dp;
-  if (!c.schedule.empty())
-    s.schedule = parse_schedule(c.schedule);
-  else if (s.train())
-    s.schedule = Schedule{ScheduleKind::one_f_one_b, 1};
+  s.schedule = parsed.schedule;
   s.recompute = c.recompute == "full";
   s.sgd_lr = c.sgd_lr;
   s.dp_overlap = c.dp_overlap == "on";
@@ -52,14 +54,12 @@ PointSpec point_spec(const RunConfig& c) {
 
   s.cuda = c.backend == "cuda";
   s.dtype = parse_dtype(c.dtype);
-  for (const std::string& name : overlap_list(c))
-    s.overlaps.push_back(parse_overlap(name));
-  for (const std::string& name : attention_list(c))
-    s.attentions.push_back(parse_attention(name));
+  s.overlaps = std::move(parsed.overlaps);
+  s.attentions = std::move(parsed.attentions);
   s.gemm_algo = c.gemm_algo == "search"   ? GemmAlgo::search
                 : c.gemm_algo == "skinny" ? GemmAlgo::skinny
                                           : GemmAlgo::heuristic;
-  if (s.cuda) s.tuning = parse_kernel_tuning({c.pdl, c.skinny_rows, c.epilogues});
+  if (s.cuda) s.tuning = parsed.tuning;
   s.allreduce = c.allreduce;
   s.allreduce_table = c.allreduce_table;
   s.graphs = c.graphs;
@@ -78,6 +78,13 @@ PointSpec point_spec(const RunConfig& c) {
   s.sample_ms = c.sample_ms;
   s.timeout_s = c.timeout_s;
   return s;
+}
+
+PointSpec point_spec(const RunConfig& c) {
+  const int64_t ranks = static_cast<int64_t>(c.tp) * c.pp * c.dp;
+  ValidatedPoint v = validate_point(c, static_cast<int>(std::min<int64_t>(ranks, INT32_MAX)));
+  if (!v.problems.empty()) throw UsageError(v.problems.front());
+  return std::move(v.spec);
 }
 
 } // namespace ridgeline

@@ -79,8 +79,25 @@ struct PointSpec {
   bool decode() const { return phase == RunPhase::decode; }
 };
 
-/// The typed point of a completed configuration that validate() accepted (throws UsageError on
-/// a string it cannot parse, which validate() would have named).
+/// What validation parses of a configuration's strings, once, for the typed point.
+struct PointOptions {
+  std::optional<Schedule> schedule; ///< a scheduled point's (train: 1f1b unless given)
+  std::vector<Overlap> overlaps;
+  std::vector<AttentionImpl> attentions;
+  KernelTuning tuning; ///< the cuda backend's switches
+};
+/// The typed point of a configuration validation accepted, from the options it parsed.
+PointSpec point_spec(const RunConfig& cfg, PointOptions parsed);
+
+/// Every problem of a completed configuration for `world_size` ranks and, when there is none,
+/// its typed point: each option is parsed once, by the check that judges it.
+struct ValidatedPoint {
+  std::vector<std::string> problems;
+  PointSpec spec; ///< meaningful only when `problems` is empty
+};
+ValidatedPoint validate_point(const RunConfig& cfg, int world_size);
+/// The typed point of a configuration for its own grid's ranks (tp x pp x dp); throws
+/// UsageError naming its first problem.
 PointSpec point_spec(const RunConfig& cfg);
 
 } // namespace ridgeline

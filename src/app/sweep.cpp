@@ -219,8 +219,9 @@ private:
     for (RunConfig cfg : m_grid) {
       apply_defaults(cfg, m_job.backend_name());
       replicate(cfg, world);
-      if (!validate(cfg, world).empty()) continue;
-      const PointSpec point = point_spec(cfg);
+      const ValidatedPoint validated = validate_point(cfg, world);
+      if (!validated.problems.empty()) continue;
+      const PointSpec& point = validated.spec;
       if (std::find(dtypes.begin(), dtypes.end(), point.dtype) == dtypes.end())
         dtypes.push_back(point.dtype);
       for (const RoofsPlan::Shape& shape : layer_gemm_shapes(point))

@@ -480,7 +480,7 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
     }
   if (!borrowed.empty()) note = "assumes " + *borrowed.begin() + " at tp=" + std::to_string(cfg.tp);
   const DType dtype = parse_dtype(cfg.dtype);
-  const AttentionImpl attn = parse_attention(attention_list(cfg).front());
+  const AttentionImpl attn = attention_list(cfg).front();
   const double instances = static_cast<double>(cfg.layers / cfg.pp * cfg.microbatches);
   for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), attn)) {
     const OpBounds b = op_bounds(op_work(o, o.cost, cfg.tp, dtype), r, transport);

@@ -1,9 +1,12 @@
 // Scheduled pipeline points (see train_point.hpp).
 #include "app/train_point.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/attribution.hpp"
@@ -20,26 +23,31 @@ namespace ridgeline {
 namespace {
 
 // The protocol's view of a pipeline stage: one strategy per variant (the stage's attention
-// and whether its TP collectives run beside the compute), each iteration the driver's step.
+// and overlap strategy), each iteration the driver's step; after each strategy's timed loop,
+// `check` checks it (every rank).
 class ScheduledWorkload final : public Workload {
 public:
-  ScheduledWorkload(PipelineDriver& driver, TrainStage& stage, const std::vector<Variant>& variants)
-      : m_driver(driver), m_stage(stage), m_variants(variants) {}
+  ScheduledWorkload(PipelineDriver& driver, TrainStage& stage, const std::vector<Variant>& variants,
+                    std::function<void()> check)
+      : m_driver(driver), m_stage(stage), m_variants(variants), m_check(std::move(check)) {}
 
   size_t strategies() const override { return m_variants.size(); }
   std::string strategy_name(size_t s) const override { return m_variants[s].name; }
   bool lane_modes() const override { return false; }
   void select(size_t s) override {
-    m_stage.set_variant(m_variants[s].attention,
-                        m_variants[s].overlap.kind == Overlap::Kind::async);
+    m_stage.set_variant(m_variants[s].attention, m_variants[s].overlap);
+    // Under sequence parallelism the rows a rank holds follow the strategy's units.
+    m_driver.refresh_inputs();
   }
   void set_mode(Mode) override {}
   void step(Recorder& rec) override { m_driver.step(rec); }
+  void after_flush(Recorder&) override { m_check(); }
 
 private:
   PipelineDriver& m_driver;
   TrainStage& m_stage;
   const std::vector<Variant>& m_variants;
+  std::function<void()> m_check;
 };
 
 // The stage's ops outside its layers, for attribution: gradient zeroing and the SGD step
@@ -98,7 +106,10 @@ ScheduledPlan plan_scheduled(JobContext& job, const PointSpec& point, GridComms&
   p.spec.model = point.model;
   p.spec.shape = point.shape;
   p.spec.attention = p.variants.front().attention;
-  p.spec.async_comm = p.variants.front().overlap.kind == Overlap::Kind::async;
+  p.spec.overlap = p.variants.front().overlap;
+  p.spec.symmetric_buffers =
+      point.tp > 1 && std::any_of(point.overlaps.begin(), point.overlaps.end(),
+                                  [](const Overlap& o) { return o.symmetric; });
   p.spec.tp_rank = gc.tp_rank;
   p.spec.recompute = point.recompute;
   p.spec.seed = point.seed;
@@ -193,9 +204,10 @@ Attrs pipeline_attrs(JobContext& job, const PointSpec& point, const ScheduledPla
 // roofs on rank 0.
 void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledPlan& p,
                        const GridComms& comms, bool exchanges_timed, ProtocolResult& measurement,
-                       const CheckOutcome& outcome, const std::string& checksum, double peak_bytes,
-                       const ActionCosts& costs, double bubble_simulated, const Roofs& roofs,
-                       PointResult& result) {
+                       const std::vector<CheckOutcome>& outcomes,
+                       const std::vector<std::string>& checksums, double peak_bytes,
+                       const ActionCosts& costs, double bubble_simulated,
+                       const std::string& symmetric_path, const Roofs& roofs, PointResult& result) {
   MpiSession& mpi = job.mpi();
   const GridCoords& gc = comms.grid->coords();
   AttributionInput attribution;
@@ -213,7 +225,8 @@ void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledP
     r.overlap = p.variants[si].overlap.name();
     r.attention = attention_name(p.variants[si].attention);
     r.loops = m.loops;
-    r.check = outcome;
+    r.check = outcomes[si];
+    r.output_checksum = checksums[si];
     r.rows = std::move(m.rows);
     r.summary = summarize_point(job, result.ops, r.rows);
     const Attrs pipeline = pipeline_attrs(job, point, p, gc, stage_times(r.rows, result.ops),
@@ -223,11 +236,12 @@ void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledP
       Attrs& a = r.summary.attrs;
       a = check_attrs(r.check);
       a.emplace_back("check_compares", std::string(p.pipe.train ? "gradients" : "outputs"));
-      a.insert(a.end(), {{"output_checksum", checksum},
+      a.insert(a.end(), {{"output_checksum", r.output_checksum},
                          {"output_checksum_algorithm", std::string(kOutputChecksumAlgorithm)}});
       for (auto& kv : loop_attrs(r.loops))
         a.push_back(std::move(kv));
       a.insert(a.end(), {{"overlap", r.overlap}, {"attention", r.attention}});
+      if (p.variants[si].overlap.symmetric) a.emplace_back("symmetric_memory", symmetric_path);
       a.insert(a.end(), pipeline.begin(), pipeline.end());
       a.insert(a.end(), m.gpu.begin(), m.gpu.end());
       if (!roofs.empty()) {
@@ -278,28 +292,29 @@ PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const R
   PipelineSpec pipe = p.pipe;
   pipe.costs = costs;
   PipelineDriver driver(backend, comms.pp.get(), p.dp, *stage, result.ops, pipe);
-  ScheduledWorkload workload(driver, *stage, p.variants);
+  // Each strategy's check after its timed loop: one more iteration from the same weights, and
+  // the output checksum of what the check compares, whether or not the check ran.
+  std::vector<CheckOutcome> outcomes;
+  std::vector<std::string> checksums;
+  auto check = [&] {
+    outcomes.push_back(check_scheduled(job, p, backend, *stage, driver, reference, watchdog));
+    if (!p.check) {
+      watchdog.rearm("one more iteration for the output checksum");
+      driver.capture();
+    }
+    bool holds = false;
+    const uint64_t hash = stage_output_hash(backend, *stage, driver, pipe, kFnv1a64Offset, holds);
+    checksums.push_back(checksum_over_ranks(mpi.world(), holds, hash));
+  };
+  ScheduledWorkload workload(driver, *stage, p.variants, check);
   const double bubble_simulated =
       p.timed_actions
           ? simulate_pipeline(p.schedule, point.pp, pipe.microbatches, pipe.train, costs).bubble()
           : 0.0;
   ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
-  const CheckOutcome outcome =
-      check_scheduled(job, p, backend, *stage, driver, reference, watchdog);
-
-  // The output checksum, whether or not the check ran: what the check compares after one more
-  // iteration from the same weights, hashed per rank.
-  if (!p.check) {
-    watchdog.rearm("one more iteration for the output checksum");
-    driver.capture();
-  }
-  bool holds = false;
-  const uint64_t hash = stage_output_hash(backend, *stage, driver, pipe, kFnv1a64Offset, holds);
-  const std::string checksum = checksum_over_ranks(mpi.world(), holds, hash);
-
-  collect_scheduled(job, point, p, comms, driver.exchanges_timed(), measurement, outcome, checksum,
-                    static_cast<double>(stage->peak_activation_bytes()), costs, bubble_simulated,
-                    roofs, result);
+  collect_scheduled(job, point, p, comms, driver.exchanges_timed(), measurement, outcomes,
+                    checksums, static_cast<double>(stage->peak_activation_bytes()), costs,
+                    bubble_simulated, stage->symmetric_path(), roofs, result);
   result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The train phase on the host backend: the gradients of every layout and every schedule (with and
-# without sequence parallelism) equal one rank's (the run's check, which exits non-zero on a failure), the files validate, and the
-# stages run gpipe's and 1f1b's order (p = 2, m = 4).
+# The train phase on the host backend: the gradients of every layout, every schedule (with and
+# without sequence parallelism) and every overlap strategy the train stage runs equal one rank's
+# (the run's check, which exits non-zero on a failure), the files validate, and the stages run
+# gpipe's and 1f1b's order (p = 2, m = 4).
 # Usage: train.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -32,6 +33,33 @@ run 4 tp2_pp2 --tp 2 --pp 2 --microbatches 2 --attention naive
 # Sequence parallelism: each rank's rows of the stream, the input gradient compared per rank.
 run 2 tp2_sp --tp 2 --microbatches 2 --overlap none,async --sequence-parallel
 run 4 tp2_pp2_sp --tp 2 --pp 2 --microbatches 2 --schedule zb-h1 --sequence-parallel
+# Every strategy the train stage runs, forward and backward: each one's gradients checked against
+# one rank (a check line per strategy), each recorded as a point of the file under its name, and
+# the file valid to the Python validator too.
+strategies() { # NP NAME OVERLAPS [options...]
+  local np=$1 name=$2 overlaps=$3
+  shift 3
+  run "$np" "$name" --overlap "$overlaps" "$@"
+  local n
+  n=$(grep -c "^check: passed" "$work/$name.log")
+  [ "$n" -eq "$(tr ',' '\n' <<<"$overlaps" | wc -l)" ] || { cat "$work/$name.log"; exit 1; }
+  PYTHONPATH="$repo/scripts" python3 - "$work/$name.h5" "$overlaps" <<'PY'
+import sys
+import h5py
+from ridgeline_analysis import validate
+path, overlaps = sys.argv[1:]
+assert validate.problems(path) == [], validate.problems(path)
+with h5py.File(path) as f:
+    assert f["config"].attrs["overlap"] == overlaps, f["config"].attrs["overlap"]
+    got = [f["points"][k]["summary"].attrs["overlap"] for k in sorted(f["points"], key=int)]
+    assert got == overlaps.split(","), got
+PY
+}
+strategies 2 tp2_strategies none,chunked:2,split:2,symm:chunked:2 --tp 2 --microbatches 2
+strategies 2 tp2_sp_strategies chunked:2,split:2,symm:none,symm:async --tp 2 --microbatches 2 \
+  --sequence-parallel
+strategies 4 tp2_pp2_sp_strategies split:2,chunked:2 --tp 2 --pp 2 --microbatches 2 \
+  --schedule zb-h1 --sequence-parallel
 # Forward only through a schedule: the outputs are checked instead.
 mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase prefill --pp 2 --microbatches 4 \
   --schedule interleaved:2 --out "$work/prefill.h5" >"$work/prefill.log"

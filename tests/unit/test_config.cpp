@@ -17,6 +17,7 @@
 #include "app/config.hpp"
 #include "app/config_file.hpp"
 #include "app/point.hpp"
+#include "app/point_common.hpp"
 #include "app/point_spec.hpp"
 #include "app/tp_point.hpp"
 #include "models/work_model.hpp"
@@ -186,6 +187,12 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--allreduce", "auto", "--tp", "2"},
                 1,
                 "--allreduce auto chooses from measured times: give --allreduce-table FILE"},
+        // A list (one file per group size) names the file that cannot be read, not the list.
+        BadCase{"allreduce_table_list_missing",
+                {"--allreduce", "auto", "--tp", "2", "--allreduce-table",
+                 kModels + "/tiny.toml,no-such-table.h5"},
+                2,
+                "--allreduce-table: 'no-such-table.h5' is not a readable file"},
         BadCase{"allreduce_table_without_auto",
                 {"--allreduce-table", "x.h5"},
                 1,
@@ -233,10 +240,11 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--nccl-cta-policy", "zero"},
                 1,
                 "--nccl-cta-policy needs the cuda backend (NCCL)"},
-        BadCase{"symm_train",
-                {"--tp", "2", "--phase", "train", "--overlap", "symm:none"},
+        BadCase{"ce_ring_train",
+                {"--tp", "2", "--phase", "train", "--overlap", "none,ce-ring:2"},
                 2,
-                "--overlap symm:none: the train phase runs none or async"},
+                "--overlap ce-ring:2: the train phase runs none, async, chunked:K, split:N, "
+                "symm:none, symm:async, symm:chunked:K"},
         BadCase{"gemm_sms_host",
                 {"--overlap-gemm-sms", "100"},
                 1,
@@ -248,18 +256,27 @@ INSTANTIATE_TEST_SUITE_P(
                  "2", "--microbatches", "2"},
                 2,
                 "--sequence-parallel: the 3 tokens per microbatch do not divide into --tp 2"},
-        BadCase{"train_chunked",
-                {"--phase", "train", "--overlap", "chunked:2"},
-                1,
-                "the train phase runs none or async"},
+        BadCase{"train_split_tokens",
+                {"--phase", "train", "--tp", "2", "--overlap", "split:2", "--batch", "2",
+                 "--microbatches", "2"},
+                2,
+                "split:2 splits the batch: 1 sequences per microbatch do not divide into 2 parts "
+                "(the train stage, which runs the train phase and scheduled prefill, splits whole "
+                "sequences only"},
+        BadCase{"train_chunked_rows",
+                {"--phase", "train", "--tp", "2", "--sequence-parallel", "--overlap", "chunked:4",
+                 "--seq", "6", "--batch", "2", "--microbatches", "2"},
+                2,
+                "chunked:4 with sequence parallelism: the 6 tokens per microbatch do not divide "
+                "into 8 equal row blocks"},
         BadCase{"zb_recompute",
                 {"--phase", "train", "--schedule", "zb-h1", "--recompute", "full"},
                 1,
                 "--schedule zb-h1 defers weight gradients"},
-        BadCase{"scheduled_prefill_chunked",
-                {"--schedule", "gpipe", "--overlap", "chunked:2"},
+        BadCase{"scheduled_prefill_ce_ring",
+                {"--schedule", "gpipe", "--overlap", "ce-ring"},
                 1,
-                "a scheduled prefill (--schedule) runs none or async"},
+                "--overlap ce-ring: a scheduled prefill (--schedule) runs none, async, chunked:K"},
         BadCase{"scheduled_prefill_sequence_parallel_rows",
                 {"--schedule", "gpipe", "--tp", "2", "--sequence-parallel", "--seq", "5", "--batch",
                  "1"},
@@ -324,6 +341,22 @@ TEST(RunConfig, MemoryCheckCountsTheOverlapBuffers) {
             2 * full + 3 * full + 3 * stream);
 }
 
+TEST(RunConfig, MemoryCheckOfAScheduledPointCountsItsSymmetricBlock) {
+  const std::string tiny = kModels + "/tiny.toml";
+  auto bytes = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", tiny, "--phase", "train", "--microbatches", "1"});
+    return scheduled_overlap_bytes(point_spec(host_defaults(args)));
+  };
+  // tiny: 128 tokens of hidden 256 in fp32; the train stage's shared collective buffers
+  // (TrainStage::collective_buffers) once more in the symmetric block.
+  const double full = 128.0 * 1024, stream = 64.0 * 1024;
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "none,chunked:2"}), 0.0);
+  EXPECT_EQ(bytes({"--overlap", "symm:none"}), 0.0); // tp 1: no collective
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "symm:none"}), 3 * full);
+  EXPECT_EQ(bytes({"--tp", "2", "--sequence-parallel", "--overlap", "async,symm:chunked:2"}),
+            5 * full + 2 * stream);
+}
+
 TEST(RunConfig, EveryProblemIsReportedAtOnce) {
   const std::vector<std::string> problems =
       validate(host_defaults({"--tp", "3", "--hidden", "1000", "--heads", "16", "--rotary", "maybe",
@@ -344,8 +377,13 @@ TEST(RunConfig, GoodShapesPass) {
       {"--heads", "16", "--kv-heads", "2", "--tp", "4"}, // KV heads replicated across ranks
       {"--phase", "decode", "--context", "100", "--overlap", "split:2"},
       {"--pp", "2", "--microbatches", "2", "--batch", "2"},
-      {"--attention", "fused,naive", "--overlap", "none,async"}};
-  const int ranks[] = {2, 2, 4, 1, 2, 1};
+      {"--attention", "fused,naive", "--overlap", "none,async"},
+      // The train stage runs every strategy but ce-ring, forward and backward.
+      {"--phase", "train", "--tp", "2", "--sequence-parallel", "--batch", "4", "--microbatches",
+       "2", "--overlap", "none,async,chunked:2,split:2,symm:none,symm:async,symm:chunked:2"},
+      {"--schedule", "1f1b", "--pp", "2", "--batch", "4", "--microbatches", "2", "--overlap",
+       "split:2,symm:chunked:2"}};
+  const int ranks[] = {2, 2, 4, 1, 2, 1, 2, 2};
   for (size_t i = 0; i < good.size(); ++i) {
     const std::vector<std::string> problems = validate(host_defaults(good[i]), ranks[i]);
     EXPECT_TRUE(problems.empty()) << "case " << i << joined(problems);
@@ -836,13 +874,31 @@ TEST(PointSpec, ResolvesEveryOptionOnceIntoTypes) {
   EXPECT_EQ(decode.overlaps[0].chunks(), 2);
   EXPECT_EQ(decode.overlaps[1].ring_subpieces(), 2);
 
-  const PointSpec scheduled =
-      point_spec(host_defaults({"--pp", "2", "--schedule", "gpipe", "--microbatches", "2"}));
+  const PointSpec scheduled = point_spec(
+      host_defaults({"--pp", "2", "--schedule", "gpipe", "--microbatches", "2", "--batch", "2"}));
   EXPECT_EQ(scheduled.phase, RunPhase::prefill);
   ASSERT_TRUE(scheduled.scheduled());
   EXPECT_EQ(scheduled.schedule->kind, ScheduleKind::gpipe);
   EXPECT_EQ(std::string(check_mode_name(CheckMode::automatic)), "auto");
   EXPECT_EQ(std::string(run_phase_name(RunPhase::train)), "train");
+  // A configuration validation refuses has no typed point: its first problem is the error.
+  EXPECT_THROW(point_spec(host_defaults(
+                   {"--pp", "2", "--schedule", "gpipe", "--microbatches", "2", "--batch", "1"})),
+               UsageError);
+  EXPECT_FALSE(validate_point(host_defaults({"--tp", "2"}), 3).problems.empty());
+}
+
+// --allreduce-table takes one file per group size: each is an input no output may overwrite.
+TEST(InputFiles, NameEveryAllReduceTableOfAList) {
+  RunConfig c;
+  c.roofs = "roofs.h5";
+  c.allreduce_table = "g2.h5,g4.h5";
+  const std::vector<NamedFile> files = input_files(c);
+  std::vector<std::string> tables;
+  for (const NamedFile& f : files)
+    if (f.option == "--allreduce-table") tables.push_back(f.path);
+  EXPECT_EQ(tables, (std::vector<std::string>{"g2.h5", "g4.h5"}));
+  EXPECT_EQ(files.front().path, "roofs.h5");
 }
 
 } // namespace

@@ -2,9 +2,11 @@
 // conversions, errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "collectives/half_types.hpp"
@@ -266,12 +268,20 @@ TEST(Error, CheckNamesCallAndLocation) {
 namespace ridgeline {
 namespace {
 
+// The watchdog tests hold to one rule: a stall the watchdog must not see is far shorter than
+// its timeout, and one it must see far longer, so that a loaded machine (a thread that wakes a
+// few hundred milliseconds late) changes neither outcome. Only a failing death test waits out
+// the whole sleep.
+constexpr std::chrono::seconds kLongerThanAnyStall{60};
+constexpr double kKeepAliveTimeoutS = 1.5;
+constexpr std::chrono::milliseconds kKeepAliveStep{50};
+
 TEST(WatchdogDeathTest, ExitsWhenAPhaseOverruns) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         Watchdog w(0.2, "waiting for a peer");
-        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::this_thread::sleep_for(kLongerThanAnyStall);
       },
       ::testing::ExitedWithCode(124), "timed out after 0 s: waiting for a peer");
 }
@@ -283,7 +293,7 @@ TEST(WatchdogDeathTest, NamesTheIterationItStoppedAt) {
         Watchdog w(0.3, "recorded iterations of none");
         for (int it = 0; it < 4; ++it)
           w.iteration(it);
-        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::this_thread::sleep_for(kLongerThanAnyStall);
       },
       ::testing::ExitedWithCode(124),
       "timed out after 0 s: recorded iterations of none, iteration 3");
@@ -321,23 +331,31 @@ TEST(CheckedMul, RefusesProductsBeyond64Bits) {
 }
 
 // iteration() alone (atomic stores, no lock) restarts the countdown: a loop of many short
-// iterations outlasts the timeout.
+// iterations outlasts the timeout. The loop runs until more than the timeout has passed, not
+// for a count of iterations, and each iteration is a small part of the timeout.
 TEST(Watchdog, IterationsKeepTheProcessAlive) {
-  Watchdog w(0.4, "a long loop");
-  for (int it = 0; it < 12; ++it) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto outlast = std::chrono::duration<double>(4.0 / 3.0 * kKeepAliveTimeoutS);
+  Watchdog w(kKeepAliveTimeoutS, "a long loop");
+  int it = 0;
+  for (; clock::now() - start < outlast; ++it) {
+    std::this_thread::sleep_for(kKeepAliveStep);
     w.iteration(it);
   }
   EXPECT_EQ(progress::phase(), "a long loop");
-  EXPECT_EQ(progress::position().second, 11);
+  EXPECT_EQ(progress::position().second, it - 1);
 }
 
+// Each rearm restarts the countdown: four phases, each a third of the timeout, outlast it.
 TEST(Watchdog, RearmAndDisarmKeepTheProcessAlive) {
-  Watchdog w(0.3, "phase one");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  w.rearm("phase two");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  SUCCEED();
+  const auto phase = std::chrono::duration<double>(kKeepAliveTimeoutS / 3);
+  Watchdog w(kKeepAliveTimeoutS, "phase 0");
+  for (int k = 1; k <= 4; ++k) {
+    std::this_thread::sleep_for(phase);
+    w.rearm("phase " + std::to_string(k));
+  }
+  EXPECT_EQ(progress::phase(), "phase 4");
 }
 
 } // namespace
