@@ -38,7 +38,8 @@ RankSeries rank_series(const std::vector<TimelineRecord>& mine, size_t iteration
     first[i] = std::min(first[i], r.t_start_ns);
     last[i] = std::max(last[i], r.t_end_ns);
     if (r.lane == static_cast<uint8_t>(Lane::compute))
-      s.compute_ns[i] = std::max(0.0, s.compute_ns[i]) + static_cast<double>(r.t_end_ns - r.t_start_ns);
+      s.compute_ns[i] =
+          std::max(0.0, s.compute_ns[i]) + static_cast<double>(r.t_end_ns - r.t_start_ns);
   }
   for (size_t i = 0; i < iterations; ++i)
     if (first[i] != INT64_MAX) {
@@ -131,9 +132,9 @@ Table nodes_table(const std::vector<NodeFigures>& nodes) {
     c50.push_back(f.compute.median), clo.push_back(f.compute.lo), chi.push_back(f.compute.hi);
     s50.push_back(f.span.median), slo.push_back(f.span.lo), shi.push_back(f.span.hi);
   }
-  return {{"node", name},          {"ranks", ranks},      {"compute_p50_ns", c50},
-          {"compute_lo_ns", clo},  {"compute_hi_ns", chi}, {"span_p50_ns", s50},
-          {"span_lo_ns", slo},     {"span_hi_ns", shi},    {"slow", slow}};
+  return {{"node", name},         {"ranks", ranks},       {"compute_p50_ns", c50},
+          {"compute_lo_ns", clo}, {"compute_hi_ns", chi}, {"span_p50_ns", s50},
+          {"span_lo_ns", slo},    {"span_hi_ns", shi},    {"slow", slow}};
 }
 
 std::vector<NodeFigures> nodes_from_table(const Table& table) {

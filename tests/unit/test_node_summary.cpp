@@ -20,9 +20,8 @@ RankSeries series(double compute, double span, size_t n = 20) {
 }
 
 TEST(Nodes, AStandingOutNodeIsNamedSlow) {
-  const std::vector<NodeFigures> f =
-      node_figures({"a", "b", "c"}, {2, 2, 2},
-                   {series(1000, 5000), series(1010, 5000), series(3000, 5010)});
+  const std::vector<NodeFigures> f = node_figures(
+      {"a", "b", "c"}, {2, 2, 2}, {series(1000, 5000), series(1010, 5000), series(3000, 5010)});
   ASSERT_EQ(f.size(), 3u);
   EXPECT_FALSE(f[0].slow);
   EXPECT_FALSE(f[1].slow);
@@ -37,7 +36,8 @@ TEST(Nodes, AStandingOutNodeIsNamedSlow) {
 
 TEST(Nodes, NodesWithinEachOthersSpreadAreNotSlow) {
   // The same series on every node, and a node whose median is higher but inside the spread.
-  std::vector<NodeFigures> f = node_figures({"a", "b"}, {1, 1}, {series(1000, 2000), series(1000, 2000)});
+  std::vector<NodeFigures> f =
+      node_figures({"a", "b"}, {1, 1}, {series(1000, 2000), series(1000, 2000)});
   EXPECT_EQ(slow_nodes(f), "");
   RankSeries wide{{900, 1000, 1100, 1200, 1300}, {2000, 2000, 2000, 2000, 2000}};
   RankSeries higher{{1000, 1100, 1200, 1300, 1400}, {2000, 2000, 2000, 2000, 2000}};
@@ -71,8 +71,11 @@ TEST(Nodes, RankSeriesSumsTheComputeLaneAndSpansEveryOp) {
     return r;
   };
   const std::vector<TimelineRecord> rows = {
-      row(0, Lane::compute, 0, 100),   row(0, Lane::comm, 100, 400), row(0, Lane::compute, 400, 450),
-      row(1, Lane::compute, 500, 520), row(1, Lane::p2p, 520, 900),
+      row(0, Lane::compute, 0, 100),
+      row(0, Lane::comm, 100, 400),
+      row(0, Lane::compute, 400, 450),
+      row(1, Lane::compute, 500, 520),
+      row(1, Lane::p2p, 520, 900),
       row(0, Lane::compute, 0, 9999, 1)}; // a warm-up row: left out
   const RankSeries s = rank_series(rows, 3);
   EXPECT_EQ(s.compute_ns, (std::vector<double>{150, 20, -1}));
