@@ -14,10 +14,10 @@ namespace ridgeline {
 /// Which pass of the train phase an op belongs to (prefill and decode: forward only).
 enum class Pass : uint8_t { forward, backward_input, backward_weight };
 
-/// One op of a layer as the work model sees it.
 /// The grid group a collective runs over (p2p ops run between a pair of neighbouring stages).
 enum class CommGroup : int { tp = 0, pp = 1, dp = 2 };
 
+/// One op of a layer as the work model sees it.
 struct OpSpec {
   std::string name;
   Pass pass = Pass::forward;
