@@ -3,9 +3,9 @@
 # interconnect rows within a node (intra), one rank per node (inter) and over all four ranks
 # (hier), and both validators accept the file; a TP 2 x DP 2 train run across the two nodes
 # attributes its TP collectives to the intra roof and its data-parallel reduction to the inter
-# one, and its summary holds each node's figures; `model --nodes 2` places the same grid and
-# names the measured roofs it used; a collectives sweep over the four ranks records its group
-# as hier. Scopes and names only: nothing timed is asserted.
+# one (report and compare say so), and its summary holds each node's figures; `model --nodes 2`
+# places the same grid and names the measured roofs it used; a collectives sweep over the four
+# ranks records its group as hier. Scopes and names only: nothing timed is asserted.
 # Usage: roofs_scopes.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -38,6 +38,9 @@ grep -Eq "^dp_allreduce .* interconnect .* inter$" "$work/run_report.log"
 grep -Eq "^node-a +2 " "$work/run_report.log"
 grep -Eq "^node-b +2 " "$work/run_report.log"
 grep -Eq "^slow nodes: " "$work/run_report.log"
+# compare names each collective's scope beside its ceiling.
+"$bin" compare "$work/run.h5" "$work/run.h5" > "$work/compare.log"
+grep -Eq "^dp_allreduce .* interconnect \(inter\) / interconnect \(inter\)" "$work/compare.log"
 
 "$bin" model --roofs "$work/roofs.h5" --config "$repo/models/tiny.toml" --backend host \
   --phase train --tp 2 --dp 2 --batch 4 --nodes 2 --gpus-per-node 2 --out "$work/model.h5" \
