@@ -45,10 +45,11 @@ OpBounds op_bounds(const OpWork& op, const Roofs& roofs, const std::string& tran
     // A collective's own reduction and its HBM traffic are inside the interconnect roof, which
     // was measured on the same collective: only that roof and the launch floor apply.
     if (op.group_size > 1 && op.comm_bytes > 0) {
-      const InterconnectRoof* r = roofs.interconnect_for(op.collective, op.group_size, transport);
+      const InterconnectRoof* r =
+          roofs.interconnect_for(op.collective, op.group_size, transport, op.scope);
       if (r == nullptr) {
-        b.missing =
-            op.collective + " over " + std::to_string(op.group_size) + " ranks (" + transport + ")";
+        b.missing = op.collective + " over " + std::to_string(op.group_size) + " ranks (" +
+                    scope_name(op.scope) + ", " + transport + ")";
       } else {
         const double bus_bytes = op.comm_bytes * op.busbw_factor;
         b.interconnect_ns = r->floor_alpha_us * 1e3 +

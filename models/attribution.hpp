@@ -21,10 +21,11 @@ struct OpWork {
   OpKind kind = OpKind::other;
   double flops = 0;
   double hbm_bytes = 0;
-  double comm_bytes = 0;   ///< nccl-tests size of a collective's message (bytes)
-  std::string collective;  ///< registry name for collective/p2p ops ("" otherwise)
-  int64_t group_size = 1;  ///< ranks taking part in the collective
-  double busbw_factor = 0; ///< bus bytes / size of that collective at group_size
+  double comm_bytes = 0;      ///< nccl-tests size of a collective's message (bytes)
+  std::string collective;     ///< registry name for collective/p2p ops ("" otherwise)
+  int64_t group_size = 1;     ///< ranks taking part in the collective
+  Scope scope = Scope::intra; ///< where those ranks sit: the interconnect roof of that scope
+  double busbw_factor = 0;    ///< bus bytes / size of that collective at group_size
   DType dtype = DType::f32;
   /// Kernels the op launches; the launch bound is kernels x the launch floor.
   int kernels = 1;
@@ -43,7 +44,8 @@ struct OpBounds {
   double of(Ceiling c) const;
 };
 
-/// The bounds of `op` under `roofs` on `transport` (the collectives' transport).
+/// The bounds of `op` under `roofs` on `transport` (the collectives' transport); a collective's
+/// interconnect roof is the row of its collective, group size and scope, never another scope's.
 OpBounds op_bounds(const OpWork& op, const Roofs& roofs, const std::string& transport);
 
 /// Efficiency = bound / measured; above this an op ran faster than its own ceiling allows,

@@ -188,9 +188,12 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
   const OpWork& w = op.work;
   double roof_ns = 0;
   if (op.comm_lane) {
+    p.collective = w.collective;
+    p.group_size = w.group_size;
+    p.scope = w.scope;
     if (w.group_size > 1 && w.comm_bytes > 0) {
       if (const InterconnectRoof* r =
-              roofs.interconnect_for(w.collective, w.group_size, o.transport)) {
+              roofs.interconnect_for(w.collective, w.group_size, o.transport, w.scope)) {
         p.interconnect_ns = in_step_collective_ns(*r, w.comm_bytes * w.busbw_factor);
         p.interconnect_source = "roofs";
       } else if (const LinkPreset* link = w.kind == OpKind::p2p ? o.pp_link : o.tp_link) {
@@ -218,19 +221,19 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
 
 namespace {
 
-// One bucket's reduction over the dp replicas: the roofs' row of its collective and group size
-// where they stand for the DP groups, else the DP link preset; `source` names which ("" and 0
-// ns without either).
+// One bucket's reduction over the dp replicas: the roofs' row of its collective, group size and
+// the DP groups' scope, else the DP link preset; `source` names which ("" and 0 ns without
+// either).
 double bucket_reduction_ns(double bytes, const Roofs& roofs, const PredictOptions& o,
                            std::string& source) {
   const double n = static_cast<double>(o.dp);
   const char* collective = o.dp_shard ? "reduce_scatter" : "all_reduce";
   const double factor = (o.dp_shard ? 1.0 : 2.0) * (n - 1.0) / n;
-  if (o.dp_roofs)
-    if (const InterconnectRoof* r = roofs.interconnect_for(collective, o.dp, o.transport)) {
-      source = "roofs";
-      return in_step_collective_ns(*r, bytes * factor);
-    }
+  if (const InterconnectRoof* r =
+          roofs.interconnect_for(collective, o.dp, o.transport, o.dp_scope)) {
+    source = "roofs";
+    return in_step_collective_ns(*r, bytes * factor);
+  }
   source = o.dp_link != nullptr ? o.dp_link->name : "";
   return o.dp_link != nullptr ? link_collective_ns(*o.dp_link, bytes, factor) : 0.0;
 }
@@ -249,7 +252,7 @@ void reduce_gradients(StepPrediction& s, const Roofs& roofs, const PredictOption
   if (!o.train || buckets.empty()) return;
   if (source.empty())
     s.missing = std::string(o.dp_shard ? "reduce_scatter" : "all_reduce") + " over " +
-                std::to_string(o.dp) + " ranks";
+                std::to_string(o.dp) + " ranks (" + scope_name(o.dp_scope) + ")";
   const std::vector<double> ready =
       o.dp_overlap ? bucket_ready_before_end_ns(buckets, o.layers, layer_backward_ns)
                    : std::vector<double>(buckets.size(), 0.0);
@@ -261,6 +264,9 @@ void reduce_gradients(StepPrediction& s, const Roofs& roofs, const PredictOption
   p.interconnect_ns = p.time_ns = s.dp_gradient_ns / p.instances;
   p.ceiling = Ceiling::interconnect;
   p.interconnect_source = source;
+  p.collective = o.dp_shard ? "reduce_scatter" : "all_reduce";
+  p.group_size = o.dp;
+  p.scope = o.dp_scope;
   s.ops.push_back(std::move(p));
 }
 
@@ -282,7 +288,8 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
       once_launches += op.instances * op.work.kernels;
     } else if (op.comm_lane) {
       if (op.work.group_size > 1 && op.work.comm_bytes > 0 && p.interconnect_source.empty())
-        s.missing = op.work.collective + " over " + std::to_string(op.work.group_size) + " ranks";
+        s.missing = op.work.collective + " over " + std::to_string(op.work.group_size) +
+                    " ranks (" + scope_name(op.work.scope) + ")";
       s.comm_lane_ns += t;
     } else {
       s.compute_lane_ns += t;
@@ -305,8 +312,10 @@ StepPrediction predict_step(const std::vector<PredictOp>& ops, const Roofs& roof
     send.group_size = 2;
     send.comm_bytes = o.p2p_bytes;
     send.busbw_factor = 1;
+    send.scope = o.p2p_scope;
     PredictOp op{"pp_send", send, 0, 0, 0, 1, true};
-    s.p2p_ns = predict_op(op, roofs, o).interconnect_ns;
+    s.p2p = predict_op(op, roofs, o);
+    s.p2p_ns = s.p2p.interconnect_ns;
   }
   if (o.dp > 1) reduce_gradients(s, roofs, o, backward_ns);
   s.bubble = pipeline_bubble(o.pp, o.microbatches);

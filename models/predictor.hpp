@@ -117,13 +117,14 @@ struct PredictOptions {
   bool dp_overlap = true;
   bool dp_shard = false;
   int64_t layers = 1; ///< layers of one stage (whose gradients fill the buffer)
-  /// The roofs' interconnect rows stand for the DP groups (they lie within a node); else only
-  /// dp_link prices them.
-  bool dp_roofs = true;
+  /// Where the pipeline's neighbouring stages and the DP groups sit (a TP collective's scope is
+  /// in its OpWork): a measured roof serves a group only where its scope is the group's.
+  Scope p2p_scope = Scope::intra;
+  Scope dp_scope = Scope::intra;
   std::string transport;               ///< the roofs' transport for measured interconnect rows
   const LinkPreset* tp_link = nullptr; ///< TP collectives where the roofs have no row
-  const LinkPreset* pp_link = nullptr; ///< pipeline sends
-  const LinkPreset* dp_link = nullptr; ///< gradient all-reduce
+  const LinkPreset* pp_link = nullptr; ///< pipeline sends where the roofs have no row
+  const LinkPreset* dp_link = nullptr; ///< gradient all-reduce where the roofs have no row
   /// Achieved fraction of its roof per op kind ("gemm", "attention", ...); absent: 1.
   std::map<std::string, double> efficiency;
 };
@@ -138,6 +139,10 @@ struct OpPrediction {
   double time_ns = 0;    ///< max(compute, hbm, interconnect) / efficiency, at least launch
   Ceiling ceiling = Ceiling::none;
   std::string interconnect_source; ///< "roofs" (a measured row) or the link preset's name
+  /// Collectives and p2p ops: what they run, over how many ranks, and where those sit.
+  std::string collective;
+  int64_t group_size = 0;
+  Scope scope = Scope::intra;
 };
 
 /// One step predicted (one rank, the slowest stage).
@@ -149,6 +154,7 @@ struct StepPrediction {
   double gap_ns = 0;          ///< launches x the gap: on the compute lane, in the launch class
   double stage_ns = 0;        ///< one microbatch through the stage, by the overlap policy
   double p2p_ns = 0;          ///< one microbatch's send to the next stage
+  OpPrediction p2p;           ///< that send as predicted (pp > 1; its source and scope)
   double bubble = 0;          ///< pipeline_bubble(pp, microbatches)
   double dp_gradient_ns = 0;  ///< the gradient reduction's buckets, one after another
   double dp_exposed_ns = 0;   ///< train: the part of it after the backward, in the step
@@ -169,7 +175,8 @@ struct StepPrediction {
 /// the roof has no fit. In ns.
 double in_step_collective_ns(const InterconnectRoof& r, double bus_bytes);
 
-/// Predicts one op under `roofs` (and the links where the roofs have no interconnect row).
+/// Predicts one op under `roofs` (and the links where the roofs have no interconnect row of the
+/// op's collective, group size and scope).
 OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOptions& o);
 
 /// Predicts a step: every op (instances per microbatch through the stage), the gaps between

@@ -5,6 +5,31 @@
 
 namespace ridgeline {
 
+const char* scope_name(Scope s) {
+  switch (s) {
+  case Scope::inter:
+    return "inter";
+  case Scope::hier:
+    return "hier";
+  case Scope::intra:
+    break;
+  }
+  return "intra";
+}
+
+bool parse_scope(const std::string& name, Scope& out) {
+  for (Scope s : kScopes)
+    if (name == scope_name(s)) {
+      out = s;
+      return true;
+    }
+  return false;
+}
+
+Scope wider_scope(Scope a, Scope b) {
+  return static_cast<int>(a) >= static_cast<int>(b) ? a : b;
+}
+
 double Roofs::peak_tflops(DType dtype) const {
   double best = 0;
   for (const GemmRoof& g : gemm)
@@ -49,14 +74,15 @@ double Roofs::launch_floor_ns() const {
 }
 
 const InterconnectRoof* Roofs::interconnect_for(const std::string& collective, int64_t group_size,
-                                                const std::string& transport) const {
+                                                const std::string& transport, Scope scope) const {
   auto same_path = [](const std::string& a, const std::string& b) {
     auto nv = [](const std::string& t) { return t == "auto" || t == "nvlink"; };
     return a == b || (nv(a) && nv(b));
   };
   std::vector<const InterconnectRoof*> candidates;
   for (const InterconnectRoof& r : interconnect)
-    if (r.collective == collective && r.group_size == group_size) candidates.push_back(&r);
+    if (r.collective == collective && r.group_size == group_size && r.scope == scope)
+      candidates.push_back(&r);
   for (const InterconnectRoof* r : candidates)
     if (same_path(r->transport, transport)) return r;
   // Roofs measured over one transport only (e.g. MPI on the host) serve every run.

@@ -1,7 +1,7 @@
 // The machine's measured roofs (the /roofs group of a file): dense GEMM rate per dtype, memory
 // bandwidth by working-set size, the launch floor, and the interconnect per collective, group
-// size and transport. Plain data with the lookups attribution needs; `ridgeline roofs` (and the
-// short measurement of `run`/`sweep`) fill it, the run file stores and reads it.
+// size, scope and transport. Plain data with the lookups attribution needs; `ridgeline roofs` (and
+// the short measurement of `run`/`sweep`) fill it, the run file stores and reads it.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,19 @@ struct LaunchRoof {
   double sm_clock_mhz = -1;
 };
 
-/// One collective's interconnect roof for one group size and transport.
+/// Where the ranks of a communicator group sit: all on one node (intra), one on each of several
+/// nodes (inter), or on several nodes with several on some (hier: a node's links and the
+/// network both carry the collective).
+enum class Scope : int { intra = 0, inter = 1, hier = 2 };
+inline constexpr Scope kScopes[] = {Scope::intra, Scope::inter, Scope::hier};
+const char* scope_name(Scope s);
+/// The scope named `name` ("intra", "inter", "hier"); false for any other text.
+bool parse_scope(const std::string& name, Scope& out);
+/// Of two groups' scopes, the one that crosses more: hier over inter over intra (the group
+/// whose collective is slowest sets the pace of the others).
+Scope wider_scope(Scope a, Scope b);
+
+/// One collective's interconnect roof for one group size, scope and transport.
 struct InterconnectRoof {
   std::string collective; ///< collective registry name: all_reduce, all_gather, ...
   int64_t group_size = 0;
@@ -56,10 +68,13 @@ struct InterconnectRoof {
   double floor_alpha_us = 0;
   double floor_beta_gbps = 0;
   int64_t fit_min_bytes = 0, fit_max_bytes = 0;
+  /// Where each measured group's ranks sat (files without the column: intra).
+  Scope scope = Scope::intra;
+  int64_t group_nodes = 1; ///< the nodes each measured group spans
 };
 
 /// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,
-/// interconnect rows cover every group size measured).
+/// interconnect rows cover every group size and scope measured).
 struct Roofs {
   std::string backend; ///< "host" or "cuda"
   std::string source;  ///< how the roofs were obtained (command, quick/full, or the file read)
@@ -82,10 +97,12 @@ struct Roofs {
   double hbm_gbps() const;
   /// Device-side floor of one kernel: graph_node where measured, else eager; 0 if neither.
   double launch_floor_ns() const;
-  /// The roof of `collective` over `group_size` ranks on `transport` ("auto" and "nvlink" stand
-  /// for each other; any transport matches when the roofs have only one); nullptr if absent.
+  /// The roof of `collective` over `group_size` ranks of `scope` on `transport` ("auto" and
+  /// "nvlink" stand for each other; any transport matches when the roofs have only one);
+  /// nullptr if absent: a roof of another scope never stands in.
   const InterconnectRoof* interconnect_for(const std::string& collective, int64_t group_size,
-                                           const std::string& transport) const;
+                                           const std::string& transport,
+                                           Scope scope = Scope::intra) const;
 };
 
 } // namespace ridgeline

@@ -14,6 +14,9 @@ namespace ridgeline {
 /// Which pass of the train phase an op belongs to (prefill and decode: forward only).
 enum class Pass : uint8_t { forward, backward_input, backward_weight };
 
+/// The grid group a collective runs over (p2p ops run between a pair of neighbouring stages).
+enum class CommGroup : int { tp = 0, pp = 1, dp = 2 };
+
 /// One op of a layer as the work model sees it.
 struct OpSpec {
   std::string name;
@@ -27,6 +30,8 @@ struct OpSpec {
   /// For collectives: the ranks of its group; 0 for the tensor-parallel group (the layer's
   /// collectives). Data-parallel and pipeline collectives name theirs.
   int64_t group_size = 0;
+  /// For collectives: which group of the grid that is (its scope on the nodes picks the roof).
+  CommGroup group = CommGroup::tp;
   /// For GEMMs: c[m, n] = a[m, k] * w[n, k]^T on this rank (0 for other ops).
   int64_t m = 0, n = 0, k = 0;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "core/error.hpp"
 
@@ -48,6 +49,83 @@ std::string tp_span_problem(const std::vector<std::string>& hosts, int tp) {
                std::to_string(g) + " on " + hosts[g] + ", rank " + std::to_string(r) + " on " +
                hosts[r] + ")";
   return "";
+}
+
+Scope group_scope(const NodeMap& nodes, const std::vector<int>& ranks) {
+  std::map<int, int> per_node;
+  for (int r : ranks)
+    ++per_node[nodes.node_of_rank.at(static_cast<size_t>(r))];
+  if (per_node.size() <= 1) return Scope::intra;
+  for (const auto& [node, count] : per_node)
+    if (count > 1) return Scope::hier;
+  return Scope::inter;
+}
+
+namespace {
+
+// The widest scope of the groups that `key` sorts the ranks into.
+template <class Key> Scope widest(const NodeMap& nodes, Key key) {
+  std::map<int, std::vector<int>> groups;
+  for (int r = 0; r < static_cast<int>(nodes.node_of_rank.size()); ++r)
+    groups[key(r)].push_back(r);
+  Scope s = Scope::intra;
+  for (const auto& [k, ranks] : groups)
+    s = wider_scope(s, group_scope(nodes, ranks));
+  return s;
+}
+
+// The group sizes measured over `n` ranks or nodes: powers of two from 2 dividing n, and n.
+std::vector<int> layout_sizes(int n) {
+  std::vector<int> sizes;
+  for (int g = 2; g <= n; g *= 2)
+    if (n % g == 0) sizes.push_back(g);
+  if (n >= 2 && (sizes.empty() || sizes.back() != n)) sizes.push_back(n);
+  return sizes;
+}
+
+} // namespace
+
+GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp) {
+  GridScopes s;
+  const int stage = tp * pp;
+  s.tp = widest(nodes, [&](int r) { return r / tp; });
+  s.pp = widest(nodes, [&](int r) { return r / stage * tp + r % tp; });
+  s.dp = widest(nodes, [&](int r) { return r % stage; });
+  const int ranks = static_cast<int>(nodes.node_of_rank.size());
+  for (int r = 0; r + tp < ranks; ++r)
+    if ((r / tp) % pp + 1 < pp) s.p2p = wider_scope(s.p2p, group_scope(nodes, {r, r + tp}));
+  return s;
+}
+
+std::vector<GroupLayout> roof_layouts(const NodeMap& nodes) {
+  const int ranks = static_cast<int>(nodes.node_of_rank.size());
+  std::vector<int> count(static_cast<size_t>(nodes.nodes), 0), local(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r)
+    local[static_cast<size_t>(r)] = count[static_cast<size_t>(nodes.node_of_rank[r])]++;
+  int common = 0; // the largest count that divides every node's ranks
+  for (int c : count)
+    common = std::gcd(common, c);
+  std::vector<GroupLayout> out;
+  auto add = [&](Scope scope, int size, int group_nodes, auto color_of) {
+    GroupLayout l{scope, size, group_nodes, {}};
+    for (int r = 0; r < ranks; ++r)
+      l.color.push_back(
+          color_of(nodes.node_of_rank[static_cast<size_t>(r)], local[static_cast<size_t>(r)]));
+    out.push_back(std::move(l));
+  };
+  for (int g : layout_sizes(common))
+    add(Scope::intra, g, 1, [&](int node, int i) { return node * ranks + i / g; });
+  if (nodes.nodes < 2) return out;
+  if (nodes.ranks_per_node == 0) {
+    add(Scope::hier, ranks, nodes.nodes, [](int, int) { return 0; });
+    return out;
+  }
+  for (int h : layout_sizes(nodes.nodes))
+    add(Scope::inter, h, h, [&](int node, int i) { return i * nodes.nodes + node / h; });
+  if (nodes.ranks_per_node > 1)
+    for (int h : layout_sizes(nodes.nodes))
+      add(Scope::hier, h * nodes.ranks_per_node, h, [&](int node, int) { return node / h; });
+  return out;
 }
 
 ProcessGrid::ProcessGrid(MPI_Comm world, int tp, int pp, int dp)

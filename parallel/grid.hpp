@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "models/roofs.hpp"
+
 namespace ridgeline {
 
 /// Coordinates of one rank. world = (dp_rank * pp + pp_rank) * tp + tp_rank.
@@ -31,6 +33,37 @@ NodeMap map_nodes(const std::vector<std::string>& hosts);
 /// Why the TP groups of `tp` consecutive world ranks cannot each sit on one node (the first
 /// group that spans nodes, named by its ranks and hosts), or empty where they all do.
 std::string tp_span_problem(const std::vector<std::string>& hosts, int tp);
+
+/// The scope of the group of world `ranks` (indices into nodes.node_of_rank): intra on one node,
+/// inter with one rank on each of several nodes, else hier.
+Scope group_scope(const NodeMap& nodes, const std::vector<int>& ranks);
+
+/// Where the grid's groups sit, each the widest scope over every group of its kind, for the
+/// grid of tp x pp over all of nodes.node_of_rank's ranks (dp = ranks / (tp x pp)).
+struct GridScopes {
+  Scope tp = Scope::intra;  ///< TP groups: tp consecutive ranks
+  Scope pp = Scope::intra;  ///< pipeline groups: one rank of each stage (the flush's all-reduce)
+  Scope dp = Scope::intra;  ///< data-parallel groups: the replicas of one (tp rank, stage)
+  Scope p2p = Scope::intra; ///< pairs of neighbouring stages (the pipeline's sends)
+};
+GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp);
+
+/// One cut of the world into groups for the interconnect roofs: every group has group_size
+/// ranks on group_nodes nodes, all of one scope.
+struct GroupLayout {
+  Scope scope = Scope::intra;
+  int group_size = 0;
+  int group_nodes = 1;
+  std::vector<int> color; ///< per world rank: its group (MPI_Comm_split's color)
+};
+
+/// The groups the interconnect roofs are measured over, every group of a layout running at
+/// once: intra, each node's ranks in groups of g consecutive ones (g dividing every node's
+/// ranks); with several nodes of as many ranks each, inter, the ranks of one local index on h
+/// consecutive nodes, and (more than one rank a node) hier, every rank of h consecutive nodes;
+/// with nodes of different sizes, hier over every rank. g and h: the powers of two from 2 that
+/// divide the count, and the count itself.
+std::vector<GroupLayout> roof_layouts(const NodeMap& nodes);
 
 /// Owns the TP, PP and DP sub-communicators of this rank. Every rank of `world` constructs it.
 class ProcessGrid {

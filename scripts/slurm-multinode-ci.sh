@@ -7,10 +7,11 @@
 # serves them all through its socket. The slurm/ recipes are submitted with --nodes=2 and each
 # job is checked: exit code, files in the submit directory, `ridgeline validate`, TP groups
 # inside a node and the file's two nodes, a sweep as a job array joined by `ridgeline report`
-# and the Python join, roofs and collectives across nodes, and a layout that cannot be placed
-# refused once with exit 2. Open MPI's TCP paths are held to the namespaces' subnet by
-# variables of the jobs, never by global settings. Every wait is bounded
-# (RIDGELINE_SLURM_CI_BUDGET_S in all, default 420 s) and everything is torn down on exit.
+# and the Python join, roofs (rows within a node, one rank per node and over both nodes' ranks)
+# and collectives across nodes, and a layout that cannot be placed refused once with exit 2.
+# Open MPI's TCP paths are held to the namespaces' subnet by variables of the jobs, never by
+# global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 420 s)
+# and everything is torn down on exit.
 # Needs root (namespaces, daemons as root, no cgroups).
 #   scripts/slurm-multinode-ci.sh BUILD_DIR
 set -euo pipefail
@@ -263,6 +264,15 @@ with h5py.File(path, "r") as f:
         check = f["summary"].attrs["check"]
         check = check.decode() if isinstance(check, bytes) else str(check)
         assert check.startswith("passed"), f"the check against the reference: {check!r}"
+    if kind == "roofs":
+        # Two nodes of 2 ranks: each collective within a node, one rank per node, and all four.
+        rows = f["roofs/interconnect"][()]
+        text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
+        got = {(text(r["collective"]), int(r["group_size"]), text(r["scope"]),
+                int(r["group_nodes"])) for r in rows}
+        for want in (("all_reduce", 2, "intra", 1), ("all_reduce", 2, "inter", 2),
+                     ("all_reduce", 4, "hier", 2)):
+            assert want in got, f"no {want} row in /roofs/interconnect: {sorted(got)}"
 print(f"{path}: {kind}, {nodes} nodes, hosts {hosts}, layout {layout}")
 PY
 }
@@ -309,7 +319,8 @@ assert all(str(s) == "ok" for s in joined.points["status"]), list(joined.points[
 print("python join:", ", ".join(labels))
 PY
 
-# 4. Roofs (srun) and collectives (mpirun) over all four ranks of both nodes.
+# 4. Roofs (srun) and collectives (mpirun) over all four ranks of both nodes: the roofs hold each
+#    collective within a node, one rank per node and over all four ranks.
 export RIDGELINE_ARGS="--quick"
 submit roofs "$repo/slurm/roofs.sbatch" || fail "the roofs job failed"
 check_file "$submit_dir/ridgeline-roofs-$job.h5" roofs

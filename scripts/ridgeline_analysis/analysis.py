@@ -574,10 +574,10 @@ class RidgeLines(NamedTuple):
 def ridge_lines(roofs: Roofs, dtype: Optional[str] = None) -> RidgeLines:
     """The ridge lines of `roofs`: peak = the GEMM peak of `dtype` (default: the highest peak),
     hbm_bw = the copy bandwidth at the largest measured size, net_bw = floor_beta_gbps of the
-    all_reduce roof at the largest group size (ties: the roofs' transport, then the fastest).
-    The floor beta is the lower envelope's bus bandwidth the attribution uses, so an op's
-    interconnect intensity is measured against the same roof as its ceiling. ValueError if the
-    roofs lack a GEMM peak or an HBM bandwidth."""
+    all_reduce roof within a node at the largest group size (ties: the roofs' transport, then
+    the fastest). The floor beta is the lower envelope's bus bandwidth the attribution uses, so
+    an op's interconnect intensity is measured against the same roof as its ceiling. ValueError
+    if the roofs lack a GEMM peak or an HBM bandwidth."""
     peaks = roofs.peak_tflops()
     if not peaks:
         raise ValueError("the roofs have no GEMM peak")
@@ -587,7 +587,7 @@ def ridge_lines(roofs: Roofs, dtype: Optional[str] = None) -> RidgeLines:
     if not hbm > 0:
         raise ValueError("the roofs have no HBM copy bandwidth")
     net, source = math.nan, "no all_reduce interconnect roof"
-    rows = roofs.interconnect_rows("all_reduce")
+    rows = roofs.interconnect_rows("all_reduce", "intra")
     rows = rows[np.isfinite(rows["floor_beta_gbps"]) & (rows["floor_beta_gbps"] > 0)]
     if rows.size:
         rows = rows[rows["group_size"] == rows["group_size"].max()]
@@ -595,6 +595,7 @@ def ridge_lines(roofs: Roofs, dtype: Optional[str] = None) -> RidgeLines:
         rows = same if same.size else rows
         row = rows[np.argmax(rows["floor_beta_gbps"])]
         net = float(row["floor_beta_gbps"]) * 1e9
-        source = (f"all_reduce over {int(row['group_size'])} ranks ({row['transport']}): "
+        source = (f"all_reduce over {int(row['group_size'])} ranks within a node "
+                  f"({row['transport']}): "
                   f"floor beta {float(row['floor_beta_gbps']):.4g} GB/s")
     return RidgeLines(dtype, peaks[dtype] * 1e12, hbm * 1e9, net, source)

@@ -47,8 +47,13 @@ ROOF_TABLE_DTYPES = {
     "interconnect": np.dtype([("collective", "U16"), ("group_size", "<i8"), ("dtype", "U8"),
                               ("transport", "U8"), ("alpha_us", "<f8"), ("beta_gbps", "<f8"),
                               ("floor_alpha_us", "<f8"), ("floor_beta_gbps", "<f8"),
-                              ("fit_min_bytes", "<i8"), ("fit_max_bytes", "<i8")]),
+                              ("fit_min_bytes", "<i8"), ("fit_max_bytes", "<i8"),
+                              ("scope", "U8"), ("group_nodes", "<i8")]),
 }
+
+#: Values of /roofs/interconnect fields that files written before them lack: every row was
+#: measured within one node.
+INTERCONNECT_DEFAULTS = {"scope": "intra", "group_nodes": 1}
 
 
 class SchemaError(Exception):
@@ -97,6 +102,9 @@ class Summary:
     # range (empty without it).
     decode_context: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     decode_bins: Optional[np.ndarray] = None
+    # A run across nodes: each node's compute time and span per step, and whether it is slow
+    # (/summary/nodes; None on one node and in files written before it).
+    nodes: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -147,11 +155,17 @@ class Roofs:
                 return attr(self.attrs, f"launch_{kind}_ns", "number", where="/roofs")
         return float("nan")
 
-    def interconnect_rows(self, collective: Optional[str] = None) -> np.ndarray:
-        """/roofs/interconnect rows, all or those of one collective (e.g. "all_reduce")."""
-        if collective is None:
-            return self.interconnect
-        return self.interconnect[self.interconnect["collective"] == collective]
+    def interconnect_rows(self, collective: Optional[str] = None,
+                          scope: Optional[str] = None) -> np.ndarray:
+        """/roofs/interconnect rows, all or those of one collective (e.g. "all_reduce") and of
+        one scope ("intra": groups within a node; "inter": one rank per node; "hier": several
+        nodes, several ranks on some)."""
+        rows = self.interconnect
+        if collective is not None:
+            rows = rows[rows["collective"] == collective]
+        if scope is not None:
+            rows = rows[rows["scope"] == scope]
+        return rows
 
 
 @dataclass
@@ -500,13 +514,31 @@ def _summary(group: h5py.Group) -> Summary:
         decode_context=(_read(group["decode_context"]) if "decode_context" in group
                         else np.empty(0, np.int64)),
         decode_bins=_decode_table(_read(group["decode_bins"])) if "decode_bins" in group else None,
+        nodes=_decode_table(_read(group["nodes"])) if "nodes" in group else None,
     )
 
 
 def _roofs(group: h5py.Group) -> Roofs:
     tables = {name: _decode_table(_read(group[name])) if name in group else np.empty(0, dtype)
               for name, dtype in ROOF_TABLE_DTYPES.items()}
+    tables["interconnect"] = _with_defaults(tables["interconnect"], INTERCONNECT_DEFAULTS)
     return Roofs(attrs=_attrs(group), **tables)
+
+
+def _with_defaults(table: np.ndarray, defaults: Mapping[str, Any]) -> np.ndarray:
+    """`table` with each field of `defaults` it lacks added, every row holding the default."""
+    missing = [(name, value) for name, value in defaults.items()
+               if name not in (table.dtype.names or ())]
+    if not missing:
+        return table
+    dtype = np.dtype(table.dtype.descr + [(name, ROOF_TABLE_DTYPES["interconnect"][name])
+                                          for name, _ in missing])
+    out = np.empty(table.shape, dtype)
+    for name in table.dtype.names or ():
+        out[name] = table[name]
+    for name, value in missing:
+        out[name] = value
+    return out
 
 
 def _sweep(group: h5py.Group) -> Sweep:

@@ -217,13 +217,13 @@ def find_crossovers(points: np.ndarray, axes: Sequence[str],
 
 def transport_order(runs: Sequence[Run]) -> AxisOrder:
     """{"transport": {value: GB/s}} from each run's roofs: the all-reduce roof's fitted bus
-    bandwidth at the largest group measured (as the C++ interconnect_gbps()); a run without
-    one ranks nothing. The first run of a transport gives its figure."""
+    bandwidth at the largest group measured within a node (as the C++ interconnect_gbps()); a
+    run without one ranks nothing. The first run of a transport gives its figure."""
     ranks: Dict[str, float] = {}
     for run in runs:
         if run.sweep is None or not run.sweep.points.size or run.roofs is None:
             continue
-        rows = run.roofs.interconnect_rows("all_reduce")
+        rows = run.roofs.interconnect_rows("all_reduce", "intra")
         if not rows.size:
             continue
         transport = str(run.sweep.points["transport"][0])

@@ -171,8 +171,28 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
             found.append(f"{bins_path}: the bins hold {int(tokens.sum())} tokens but "
                          f"decode_context has {ctx.size}")
 
+    def nodes() -> None:
+        path = base + T["summary_nodes"].path
+        if not _exists(f, path):
+            return
+        table = _table(f, path, T["summary_nodes"], (), found)
+        if table is None:
+            return
+        ranks, slow = column(table, "ranks", "int", path), column(table, "slow", "int", path)
+        for i in range(table.size):
+            row = f"{path}: row {i}: "
+            if ranks[i] < 1:
+                found.append(row + "ranks must be >= 1")
+            if slow[i] not in (0, 1):
+                found.append(row + "slow must be 0 or 1")
+            for lo, p50, hi in (("compute_lo_ns", "compute_p50_ns", "compute_hi_ns"),
+                                ("span_lo_ns", "span_p50_ns", "span_hi_ns")):
+                if not (column(table, lo, "float", path)[i] <= column(table, p50, "float", path)[i]
+                        <= column(table, hi, "float", path)[i]):
+                    found.append(row + f"expected {lo} <= {p50} <= {hi}")
+
     for checks in (steps, warmup, attrs, ops, lambda: _run_repeats(f, base, found), decode,
-                   lambda: _pipeline(f, base, found)):
+                   nodes, lambda: _pipeline(f, base, found)):
         _section(found, checks)
 
 
@@ -445,6 +465,12 @@ def _roof(f: h5py.File, found: List[str], envelope_required: bool) -> None:
     alpha_us, beta_gbps, floor_alpha_us, floor_beta_gbps = schema.field_names(
         spec.id, "alpha_us", "beta_gbps", "floor_alpha_us", "floor_beta_gbps")
     envelope = envelope_required or floor_alpha_us in table.dtype.names
+    (scope,) = schema.field_names(spec.id, "scope")
+    if scope in table.dtype.names:
+        for i, text in enumerate(column(table, scope, "string", ROOF_PATH)):
+            if text not in schema.ENUMS["scope"]:
+                found.append(f"{ROOF_PATH}: row {i}: {scope} '{text}' is not "
+                             f"{schema.one_of(schema.ENUMS['scope'])}")
     for i in range(table.size):
         alpha, beta = float(table[alpha_us][i]), float(table[beta_gbps][i])
         if not (alpha >= 0 and beta > 0):

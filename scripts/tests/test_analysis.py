@@ -34,7 +34,7 @@ def test_reader_loads_every_group(run):
         "flops", "hbm_bytes", "comm_bytes", "achieved_tflops", "achieved_gbps",
         # attribution against the measured roofs
         "compute_bound_ns", "hbm_bound_ns", "interconnect_bound_ns", "launch_bound_ns",
-        "bound_ns", "ceiling", "efficiency"}
+        "bound_ns", "ceiling", "efficiency", "scope"}
     assert ops["name"].dtype.kind == "U" and ops.size > 0
     assert run.summary.step_time_ns.shape == (3,)
     assert run.summary.warmup_step_time_ns.shape == (1,)

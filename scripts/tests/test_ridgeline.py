@@ -132,6 +132,8 @@ def test_intensity_edges():
 def _roofs(interconnect_rows, transport="nvlink"):
     def table(name, rows):
         return np.array(rows, dtype=ROOF_TABLE_DTYPES[name])
+    # Rows given without a scope were measured within a node.
+    interconnect_rows = [r if len(r) == 12 else (*r, "intra", 1) for r in interconnect_rows]
     return Roofs(
         attrs={"backend": "cuda", "transport": transport, "gemm_peak_tflops.bf16": 800.0},
         gemm=table("gemm", [("bf16", "square", 8192, 8192, 8192, 20, 1.0, 1.0, 790.0, 1980.0),
@@ -148,14 +150,17 @@ def test_ridge_lines_by_hand():
     rows = [("all_reduce", 2, "bf16", "nvlink", 5.0, 300.0, 4.0, 350.0, 1024, 1 << 30),
             ("all_reduce", 8, "bf16", "net", 9.0, 40.0, 8.0, 50.0, 1024, 1 << 30),
             ("all_reduce", 8, "bf16", "nvlink", 9.0, 150.0, 8.0, 200.0, 1024, 1 << 30),
-            ("all_gather", 8, "bf16", "nvlink", 9.0, 900.0, 8.0, 999.0, 1024, 1 << 30)]
+            ("all_gather", 8, "bf16", "nvlink", 9.0, 900.0, 8.0, 999.0, 1024, 1 << 30),
+            # Across nodes: a larger group, never the roof of the ops within a node.
+            ("all_reduce", 16, "bf16", "nvlink", 9.0, 500.0, 8.0, 600.0, 1024, 1 << 30, "hier", 2)]
     roofs = _roofs(rows)
+    assert roofs.interconnect_rows("all_reduce", "hier").size == 1
     assert roofs.peak_tflops() == {"bf16": 800.0, "fp32": 60.0}
     assert roofs.hbm_gbps() == 4000.0          # the copy row with the largest bytes
     assert roofs.launch_floor_ns() == 900.0    # graph_node where measured
     lines = analysis.ridge_lines(roofs, "bf16")
     assert lines.peak_flops == 800e12 and lines.hbm_bw == 4000e9
-    assert lines.net_bw == 200e9               # all_reduce, 8 ranks, the roofs' transport
+    assert lines.net_bw == 200e9               # all_reduce, 8 ranks in a node, the roofs' transport
     assert lines.x_ridge == pytest.approx(200.0)
     assert lines.y_ridge == pytest.approx(4000.0)
     # The diagonal (HBM time = network time) passes through the ridge point.
@@ -182,6 +187,14 @@ def test_ridge_lines_of_real_roofs(run):
                                           / run.roofs.hbm_gbps())
     reduce = run.roofs.interconnect_rows("all_reduce")
     assert lines.net_bw == pytest.approx(reduce["floor_beta_gbps"].max() * 1e9)
+
+
+def test_roofs_written_before_scopes_read_as_within_a_node():
+    golden = Path(__file__).resolve().parents[2] / "tests" / "golden" / "roofs.h5"
+    with h5py.File(golden, "r") as f:
+        assert "scope" not in f["roofs/interconnect"].dtype.names
+    rows = load(str(golden)).roofs.interconnect_rows()
+    assert rows.size and set(rows["scope"]) == {"intra"} and set(rows["group_nodes"]) == {1}
 
 
 # ---- scaling series ----

@@ -29,7 +29,8 @@ void store_bounds(OpAggregate& a, const OpBounds& b) {
 
 } // namespace
 
-OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype) {
+OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype,
+               const GridScopes& scopes) {
   OpWork w;
   w.kind = spec.kind;
   w.flops = cost.flops;
@@ -38,6 +39,10 @@ OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype) {
   w.collective = spec.collective;
   w.group_size = spec.kind == OpKind::p2p ? 2 : spec.group_size > 0 ? spec.group_size : tp;
   w.dtype = dtype;
+  w.scope = spec.kind == OpKind::p2p      ? scopes.p2p
+            : spec.group == CommGroup::pp ? scopes.pp
+            : spec.group == CommGroup::dp ? scopes.dp
+                                          : scopes.tp;
   if (const CollectiveSpec* c = find_collective(spec.collective))
     w.busbw_factor = c->busbw_factor(static_cast<int>(w.group_size));
   return w;
@@ -58,7 +63,8 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
     std::vector<double> per_step;
     OpBounds total;
     for (const OpSpec& s : in.specs) {
-      bounds.push_back(op_bounds(op_work(s, s.cost, in.tp, in.dtype), roofs, in.transport));
+      bounds.push_back(
+          op_bounds(op_work(s, s.cost, in.tp, in.dtype, in.scopes), roofs, in.transport));
       if (!bounds.back().missing.empty()) missing.insert(bounds.back().missing);
       per_step.push_back(static_cast<double>(in.layers * in.microbatches));
     }
@@ -93,9 +99,10 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
       step_comm += a.comm_bytes * n;
       Ceiling ceiling = Ceiling::none;
       if (spec != nullptr) {
-        const OpBounds b =
-            op_bounds(op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype),
-                      roofs, in.transport);
+        const OpWork work =
+            op_work(*spec, OpCost{a.flops, a.hbm_bytes, a.comm_bytes}, in.tp, in.dtype, in.scopes);
+        const OpBounds b = op_bounds(work, roofs, in.transport);
+        if (comm) a.scope = scope_name(work.scope);
         if (!b.missing.empty()) {
           missing.insert(b.missing);
           lacks[a.name] = b.missing;

@@ -11,6 +11,7 @@
 #include "models/attribution.hpp"
 #include "models/roofs.hpp"
 #include "models/work_model.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline {
 
@@ -28,6 +29,7 @@ struct AttributionInput {
   int tp = 1;
   DType dtype = DType::f32;
   std::string transport; ///< the job's interconnect transport
+  GridScopes scopes;     ///< where the grid's groups sit on the job's nodes
   std::string graph_op;  ///< non-empty: each microbatch is one replayed graph, recorded as this op
 };
 
@@ -37,7 +39,9 @@ struct AttributionInput {
 /// [, unattributed_ops: every op left with ceiling none, and why]).
 void attribute(RunSummary& summary, const AttributionInput& input, const Roofs& roofs);
 
-/// The work of one op for attribution: its per-instance costs, collective and group.
-OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype);
+/// The work of one op for attribution: its per-instance costs, collective, group and the
+/// group's scope (p2p ops: scopes.p2p; collectives: the scope of their CommGroup).
+OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype,
+               const GridScopes& scopes = {});
 
 } // namespace ridgeline

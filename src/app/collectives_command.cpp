@@ -8,7 +8,9 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "app/build_info.hpp"
@@ -28,6 +30,7 @@
 #include "core/watchdog.hpp"
 #include "models/cuda_backend.hpp"
 #include "models/kernel_tuning.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline {
 namespace {
@@ -271,11 +274,11 @@ Attrs config_attrs(const CollectivesConfig& c, const Resolved& r, const std::str
 std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& results,
                                       const CollectivesConfig& c, const Resolved& r,
                                       const std::string& comm_backend, int groups,
-                                      const std::string& symmetric) {
+                                      const std::string& symmetric, Scope scope, int group_nodes) {
   std::vector<NamedTable> tables;
   const int n = c.group_size;
-  std::vector<std::string> roof_names, roof_dtypes, roof_transports;
-  std::vector<int64_t> roof_groups, roof_min, roof_max;
+  std::vector<std::string> roof_names, roof_dtypes, roof_transports, roof_scopes;
+  std::vector<int64_t> roof_groups, roof_min, roof_max, roof_nodes;
   std::vector<double> roof_alpha, roof_beta, roof_floor_alpha, roof_floor_beta;
   for (const CollectiveResult& res : results) {
     const CollectiveSpec& spec = *res.spec;
@@ -353,6 +356,8 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
       roof_floor_beta.push_back(res.floor_beta_gbps);
       roof_min.push_back(size.front());
       roof_max.push_back(size.back());
+      roof_scopes.emplace_back(scope_name(scope));
+      roof_nodes.push_back(group_nodes);
     }
   }
   tables.push_back({"/roofs/interconnect",
@@ -365,7 +370,9 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
                      {"floor_alpha_us", roof_floor_alpha},
                      {"floor_beta_gbps", roof_floor_beta},
                      {"fit_min_bytes", roof_min},
-                     {"fit_max_bytes", roof_max}},
+                     {"fit_max_bytes", roof_max},
+                     {"scope", roof_scopes},
+                     {"group_nodes", roof_nodes}},
                     {{"backend", comm_backend},
                      {"fit", std::string("least squares on relative error, of time_p50_ns")}}});
   return tables;
@@ -461,6 +468,14 @@ private:
     m_groups = m_mpi.size() / m_cfg.group_size;
     m_group_index = m_mpi.rank() / m_cfg.group_size;
     m_group.emplace(m_mpi.world(), m_group_index, m_mpi.rank());
+    // Where group 0 (the one the results report) sits on the nodes.
+    const NodeMap nodes = map_nodes(m_mpi.hosts());
+    std::vector<int> first(static_cast<size_t>(m_cfg.group_size));
+    std::iota(first.begin(), first.end(), 0);
+    m_group0_scope = group_scope(nodes, first);
+    m_group0_nodes = static_cast<int>(
+        std::set<int>(nodes.node_of_rank.begin(), nodes.node_of_rank.begin() + m_cfg.group_size)
+            .size());
     // The backend's own element type only matters for its kernels, not for collective buffers.
     m_backend = m_cuda ? make_cuda_backend(m_bound.binding.device,
                                            m_r.dtype == DType::f16 ? DType::f16 : DType::bf16)
@@ -514,6 +529,8 @@ private:
                    {"check", std::string("passed")},
                    {"complete", int64_t{0}}};
     m_data.stack = stack_attrs();
+    for (auto& kv : node_name_attrs(m_mpi))
+      m_data.stack.push_back(std::move(kv));
     m_data.stack.emplace_back("clock", std::string(m_backend->clock().name()));
     m_data.stack.emplace_back("communicator", std::string(m_comm->backend()));
     m_data.stack.emplace_back("transport", m_cfg.transport);
@@ -532,7 +549,8 @@ private:
   }
 
   std::vector<NamedTable> tables_of(const std::vector<CollectiveResult>& results) const {
-    return result_tables(results, m_cfg, m_r, m_comm->backend(), m_groups, m_symmetric_path);
+    return result_tables(results, m_cfg, m_r, m_comm->backend(), m_groups, m_symmetric_path,
+                         m_group0_scope, m_group0_nodes);
   }
 
   // Rank 0: the results so far into the file (renamed into place: never a torn file). The
@@ -643,6 +661,8 @@ private:
   std::vector<EnvSetting> m_nccl_env;
   std::optional<Watchdog> m_watchdog;
   int m_groups = 0, m_group_index = 0;
+  Scope m_group0_scope = Scope::intra; ///< where group 0, which the results report, sits
+  int m_group0_nodes = 1;
   std::optional<GroupComm> m_group;
   // The communicator is declared first so that it is destroyed last: an NCCL communicator must
   // outlive the CUDA graphs (owned by the backend) that captured its collectives.

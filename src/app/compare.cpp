@@ -33,6 +33,7 @@ struct Timing {
   std::vector<double> samples; // ns; empty when only the median was kept
   double p50_ns = 0;
   std::string ceiling; // the op's (or step's) ceiling; "" where the file kind has none
+  std::string scope;   // a collective's scope (intra, inter, hier); "" for others and older files
 };
 
 // What is compared as a whole: a run (or one of its strategies), a sweep point, a collective.
@@ -61,12 +62,13 @@ std::vector<Timing> run_timings(const std::vector<double>& step_ns, const Attrs&
                                 const std::vector<OpAggregate>& ops, const OpTable& table,
                                 const std::vector<std::vector<TimelineRecord>>& timelines) {
   std::vector<Timing> out;
-  out.push_back({"step", step_ns, percentile(step_ns, 50), text_attr(summary, "ceiling", "none")});
+  out.push_back(
+      {"step", step_ns, percentile(step_ns, 50), text_attr(summary, "ceiling", "none"), ""});
   const std::map<std::string, std::vector<double>> series =
       op_totals_per_iteration(table, timelines);
   for (const OpAggregate& op : ops) {
     const auto it = series.find(op.name);
-    Timing t{op.name, {}, op.per_step_p50_ns, op.ceiling};
+    Timing t{op.name, {}, op.per_step_p50_ns, op.ceiling, op.scope};
     if (it != series.end()) t.samples = it->second;
     out.push_back(std::move(t));
   }
@@ -82,18 +84,20 @@ const std::vector<T>& field(const Table& table, const char* name, const std::str
   return std::get<std::vector<T>>(c->values);
 }
 
-// /points/<k>/summary/ops rows, as far as compare needs them (name, per-step median, ceiling;
-// files written before attribution have no ceiling: "none").
+// /points/<k>/summary/ops rows, as far as compare needs them (name, per-step median, ceiling,
+// scope; files written before attribution have no ceiling: "none", nor before scopes a scope).
 std::vector<OpAggregate> point_ops(hid_t summary, const std::string& where) {
   const Table table = h5::read_table(summary, "ops");
   const auto& names = field<std::string>(table, "name", where);
   const auto& per_step = field<double>(table, "per_step_p50_ns", where);
   const bool attributed = h5::find_column(table, "ceiling") != nullptr;
+  const bool scoped = h5::find_column(table, "scope") != nullptr;
   std::vector<OpAggregate> ops(names.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     ops[i].name = names[i];
     ops[i].per_step_p50_ns = per_step[i];
     if (attributed) ops[i].ceiling = field<std::string>(table, "ceiling", where)[i];
+    if (scoped) ops[i].scope = field<std::string>(table, "scope", where)[i];
   }
   return ops;
 }
@@ -173,7 +177,7 @@ std::vector<Unit> collective_units(const RunData& d) {
     const auto& sizes = field<int64_t>(t.table, "size_bytes", t.path);
     const auto& p50 = field<double>(t.table, "time_p50_ns", t.path);
     for (size_t i = 0; i < sizes.size(); ++i)
-      u.timings.push_back({size_text(sizes[i]), {}, p50[i], ""});
+      u.timings.push_back({size_text(sizes[i]), {}, p50[i], "", ""});
     if (const NamedTable* samples = find_table(d, t.path + suffix)) {
       const auto& index = field<int64_t>(samples->table, "size_index", samples->path);
       const auto& time = field<double>(samples->table, "time_ns", samples->path);
@@ -233,6 +237,7 @@ struct Row {
   bool compared = false; // both sides have the timing
   std::string note;      // why there is no verdict
   std::string ceiling_a, ceiling_b;
+  std::string scope_a, scope_b; // a collective's scope in A and in B ("" where not recorded)
 };
 
 const char* verdict_of(const Row& r) {
@@ -257,13 +262,13 @@ const Timing* find_timing(const Unit& u, const std::string& name) {
 
 void compare_units(const Unit& a, const Unit& b, const std::string& label, std::vector<Row>& rows) {
   if (a.status != "ok" || b.status != "ok") {
-    Row r{label, "step", {}, false, "", "", ""};
+    Row r{label, "step", {}, false, "", "", "", "", ""};
     r.note = a.status != "ok" ? "A: " + a.status : "B: " + b.status;
     rows.push_back(r);
     return;
   }
   for (const Timing& ta : a.timings) {
-    Row r{label, ta.name, {}, false, "", ta.ceiling, ""};
+    Row r{label, ta.name, {}, false, "", ta.ceiling, "", ta.scope, ""};
     const Timing* tb = find_timing(b, ta.name);
     if (tb == nullptr) {
       r.note = "only in A";
@@ -273,6 +278,7 @@ void compare_units(const Unit& a, const Unit& b, const std::string& label, std::
     }
     r.compared = true;
     r.ceiling_b = tb->ceiling;
+    r.scope_b = tb->scope;
     if (!ta.samples.empty() && !tb->samples.empty()) {
       r.change = compare_medians(ta.samples, tb->samples);
       if (!r.change.has_interval) r.note = "fewer than " + std::to_string(kMinSamples) + " samples";
@@ -284,7 +290,8 @@ void compare_units(const Unit& a, const Unit& b, const std::string& label, std::
   }
   for (const Timing& tb : b.timings)
     if (find_timing(a, tb.name) == nullptr) {
-      Row r{label, tb.name, medians_only(0, tb.p50_ns), false, "only in B", "", tb.ceiling};
+      Row r{label, tb.name, medians_only(0, tb.p50_ns), false, "only in B", "", tb.ceiling,
+            "",    tb.scope};
       rows.push_back(r);
     }
 }
@@ -310,7 +317,7 @@ std::vector<Row> compare_files(const ResultFile& a, const ResultFile& b,
     const auto ub = std::find_if(b.units.begin(), b.units.end(),
                                  [&](const Unit& u) { return u.label == ua.label; });
     if (ub == b.units.end()) {
-      rows.push_back({ua.label, "", {}, false, "only in A", "", ""});
+      rows.push_back({ua.label, "", {}, false, "only in A", "", "", "", ""});
       continue;
     }
     compare_units(ua, *ub, ua.label, rows);
@@ -319,7 +326,7 @@ std::vector<Row> compare_files(const ResultFile& a, const ResultFile& b,
   for (const Unit& ub : b.units)
     if (std::none_of(a.units.begin(), a.units.end(),
                      [&](const Unit& u) { return u.label == ub.label; }))
-      rows.push_back({ub.label, "", {}, false, "only in B", "", ""});
+      rows.push_back({ub.label, "", {}, false, "only in B", "", "", "", ""});
   sort_stack_differences(diffs);
   return rows;
 }
@@ -488,9 +495,12 @@ void print_rows(std::ostream& out, const std::vector<Row>& rows, const std::stri
                   a.c_str(), b.c_str(), r.compared ? pct(c.change).c_str() : "-", interval.c_str(),
                   noise.c_str(), verdict_of(r));
     std::string text = line;
+    // A collective's ceiling names the scope of the roof that bounds it: "interconnect (inter)".
+    auto ceiling = [](const std::string& c, const std::string& scope) {
+      return (c.empty() ? "-" : c) + (scope.empty() ? "" : " (" + scope + ")");
+    };
     if (ceilings && !r.item.empty())
-      text += "  " + (r.ceiling_a.empty() ? "-" : r.ceiling_a) + " / " +
-              (r.ceiling_b.empty() ? "-" : r.ceiling_b);
+      text += "  " + ceiling(r.ceiling_a, r.scope_a) + " / " + ceiling(r.ceiling_b, r.scope_b);
     if (!r.note.empty()) text += "  (" + r.note + ")";
     put_line(out, text);
   }
@@ -534,7 +544,7 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
     layer.push_back(stack_layer_id(d.layer)), source.push_back(key_source_name(d.source));
     key.push_back(d.key), va.push_back(d.a), vb.push_back(d.b);
   }
-  std::vector<std::string> unit, item, verdict, note, ca, cb;
+  std::vector<std::string> unit, item, verdict, note, ca, cb, sa, sb;
   std::vector<int64_t> na, nb;
   std::vector<double> pa, pb, change, lo, hi, noise;
   for (const Row& r : rows) {
@@ -542,7 +552,8 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
     const double none = NAN;
     unit.push_back(r.unit), item.push_back(r.item), verdict.push_back(verdict_of(r)),
         note.push_back(r.note);
-    ca.push_back(r.ceiling_a), cb.push_back(r.ceiling_b);
+    ca.push_back(r.ceiling_a), cb.push_back(r.ceiling_b), sa.push_back(r.scope_a),
+        sb.push_back(r.scope_b);
     na.push_back(static_cast<int64_t>(c.a_count)), nb.push_back(static_cast<int64_t>(c.b_count));
     pa.push_back(c.a_p50_ns), pb.push_back(c.b_p50_ns);
     change.push_back(r.compared ? 100 * c.change : none);
@@ -570,6 +581,8 @@ int write_outputs(const CompareOptions& o, const ResultFile& a, const ResultFile
         {"verdict", verdict},
         {"ceiling_a", ca},
         {"ceiling_b", cb},
+        {"scope_a", sa},
+        {"scope_b", sb},
         {"note", note}}},
       {"checksums", {{"unit", sum_unit}, {"a", sum_a}, {"b", sum_b}, {"verdict", sum_verdict}}}};
   OutputFile json(o.json, "--json"), markdown(o.markdown, "--markdown");

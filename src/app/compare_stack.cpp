@@ -61,6 +61,7 @@ const LayerRule kLayerRules[] = {
     {S::stack, "os_machine", L::hardware, 0},
     {S::stack, "gpu_link_matrix", L::hardware, 0},
     {S::stack, "gpu_links", L::hardware, 0},
+    {S::stack, "node_names", L::hardware, 0}, // nodes named by RIDGELINE_NODE_NAME
     {S::stack, "driver", L::driver, 0},
     {S::stack, "cuda_driver_api", L::driver, 0},
     {S::stack, "kernel", L::driver, 0},
@@ -135,6 +136,7 @@ const LayerRule kLayerRules[] = {
     {S::env, "OMPI_APP_CTX_NUM_PROCS", L::hardware, 0},
     {S::env, "OMPI_MCA_orte_ess_num_procs", L::hardware, 0},
     {S::env, "OMPI_MCA_orte_num_nodes", L::hardware, 0},
+    {S::env, "RIDGELINE_NODE_NAME", L::hardware, 0},
     {S::env, "CUDA_VERSION", L::cuda, 0},
     {S::env, "NCCL_VERSION", L::nccl, 0},
     {S::env, "*", L::environment, 0},

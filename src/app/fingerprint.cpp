@@ -203,6 +203,11 @@ Attrs stack_attrs() {
   return a;
 }
 
+Attrs node_name_attrs(const MpiSession& mpi) {
+  if (!mpi.node_names_given()) return {};
+  return {{"node_names", std::string(kNodeNameVariable)}};
+}
+
 std::vector<std::pair<std::string, std::string>> performance_env() {
   // RIDGELINE_*: the project's own switches, so that compare names the one an A/B changed.
   static const char* const prefixes[] = {"NCCL_",   "CUDA_",  "OMPI_",     "UCX_",
@@ -235,6 +240,8 @@ Attrs rank_topology(const MpiSession& mpi, const std::string& backend, int devic
              {"memory_total_bytes", meminfo_bytes("MemTotal")},
              {"backend", backend},
              {"device", static_cast<int64_t>(device)}};
+  // Nodes named by RIDGELINE_NODE_NAME: `host` is the node's name, this the machine's.
+  if (mpi.node_names_given()) a.emplace_back("os_host", mpi.os_hostname());
   // What this node's ranks may use after cgroup and Slurm limits, and which limit bound it.
   const HostMemory usable = host_memory(MemorySources::of_this_process());
   a.emplace_back("host_memory_usable_bytes", usable.bytes);

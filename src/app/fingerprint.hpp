@@ -13,6 +13,9 @@ namespace ridgeline {
 
 /// Versions and build facts of this process (/stack attributes).
 Attrs stack_attrs();
+/// How the job's nodes were named: `node_names` = RIDGELINE_NODE_NAME where any rank's node name
+/// came from it, nothing where every rank's is its host name (/stack attributes).
+Attrs node_name_attrs(const MpiSession& mpi);
 /// NCCL_*, CUDA_*, OMPI_*, UCX_*, SLURM_*, OMP_*, OPENBLAS_*, CUBLAS*, RIDGELINE_*, PMIX_RANK... as
 /// set now, sorted.
 std::vector<std::pair<std::string, std::string>> performance_env();

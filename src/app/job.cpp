@@ -221,6 +221,8 @@ Attrs JobContext::stack() const {
   if (const std::string links = link_matrix_text(); !links.empty())
     s.emplace_back("gpu_link_matrix", links);
   s.emplace_back("transport", transport());
+  for (auto& kv : node_name_attrs(m_cmd.mpi))
+    s.push_back(std::move(kv));
   for (const auto& [name, value] : m_transport_env)
     s.emplace_back(name, value);
   return s;

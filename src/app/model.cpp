@@ -230,6 +230,13 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   const LinkPreset* intra = m.have_links ? m.hw.link(o.link) : nullptr;
   const LinkPreset* inter = m.have_links ? m.hw.link(o.inter_node) : nullptr;
   if (what_if != nullptr) intra = inter = what_if;
+  // The groups placed node by node, --gpus-per-node ranks a node, TP innermost: a group within a
+  // node takes the link within one, any other the link between nodes.
+  NodeMap nodes;
+  for (int64_t r = 0; r < ranks; ++r)
+    nodes.node_of_rank.push_back(static_cast<int>(r / o.gpus_per_node));
+  const GridScopes scopes = grid_scopes(nodes, cfg.tp, cfg.pp);
+  auto link = [&](Scope s) { return s == Scope::intra ? intra : inter; };
   PredictOptions& po = p.options;
   po.graphs = cfg.graphs;
   po.overlap = cfg.overlap != "none";
@@ -237,9 +244,11 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   po.microbatches = cfg.microbatches;
   po.dp = cfg.dp;
   po.transport = o.link == kMeasuredHost ? "host" : cfg.transport;
-  po.tp_link = cfg.tp > o.gpus_per_node ? inter : intra;
-  po.pp_link = static_cast<int64_t>(cfg.tp) * cfg.pp > o.gpus_per_node ? inter : intra;
-  po.dp_link = ranks > o.gpus_per_node ? inter : intra;
+  po.tp_link = link(scopes.tp);
+  po.pp_link = link(scopes.p2p);
+  po.dp_link = link(scopes.dp);
+  po.p2p_scope = scopes.p2p;
+  po.dp_scope = scopes.dp;
   po.p2p_bytes = static_cast<double>(shape.tokens() * cfg.hidden * dtype_size(dtype));
   const int64_t layers = std::max<int64_t>(1, cfg.layers / cfg.pp);
   po.gradient_bytes = layer_weight_bytes(spec, cfg.tp, dtype) * static_cast<double>(layers);
@@ -248,7 +257,6 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   po.dp_overlap = cfg.dp_overlap != "off";
   po.dp_shard = cfg.dp_shard;
   po.layers = layers;
-  po.dp_roofs = ranks <= o.gpus_per_node && what_if == nullptr;
   if (const auto e = cal.efficiency.find(cfg.phase); e != cal.efficiency.end())
     po.efficiency = e->second;
   set_gap(p, cfg, o, m, cal);
@@ -259,7 +267,7 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   for (const OpSpec& s : plan) {
     PredictOp op;
     op.name = s.name;
-    op.work = op_work(s, s.cost, cfg.tp, dtype);
+    op.work = op_work(s, s.cost, cfg.tp, dtype, scopes);
     op.m = s.m, op.n = s.n, op.k = s.k;
     op.instances = static_cast<double>(layers);
     op.comm_lane = s.lane != Lane::compute;
@@ -270,15 +278,18 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   return p;
 }
 
-Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o, bool what_if) {
+Roofs roofs_for(const Machine& m, const ModelOptions& o, bool what_if) {
   Roofs r = m.roofs;
+  auto drop = [&r](auto unwanted) {
+    r.interconnect.erase(std::remove_if(r.interconnect.begin(), r.interconnect.end(), unwanted),
+                         r.interconnect.end());
+  };
   if (o.link == kMeasuredHost)
-    r.interconnect.erase(
-        std::remove_if(r.interconnect.begin(), r.interconnect.end(),
-                       [](const InterconnectRoof& i) { return i.transport != "host"; }),
-        r.interconnect.end());
-  if (what_if || cfg.tp > o.gpus_per_node || (o.link != "nvlink" && o.link != kMeasuredHost))
-    r.interconnect.clear();
+    drop([](const InterconnectRoof& i) { return i.transport != "host"; });
+  // A preset chosen for the links within a node replaces the rows measured within one.
+  if (o.link != "nvlink" && o.link != kMeasuredHost)
+    drop([](const InterconnectRoof& i) { return i.scope == Scope::intra; });
+  if (what_if) r.interconnect.clear();
   return r;
 }
 
@@ -288,12 +299,24 @@ namespace {
 
 using namespace model_detail;
 
+// How a collective of a prediction was priced: the measured roof of its scope, or the preset
+// assumed where the roofs have none ("" for compute ops).
+std::string roof_used(const OpPrediction& p) {
+  if (p.interconnect_source.empty()) return "";
+  const std::string scope = scope_name(p.scope);
+  const std::string what = p.collective + " x" + std::to_string(p.group_size) + " " + scope;
+  if (p.interconnect_source == "roofs") return what + ": the measured " + scope + " roof";
+  return what + ": preset " + p.interconnect_source + " (assumed: the roofs hold no " + scope +
+         " row of it)";
+}
+
 Table prediction_table(const StepPrediction& s) {
-  std::vector<std::string> name, kind, ceiling, source;
+  std::vector<std::string> name, kind, ceiling, source, scope;
   std::vector<double> inst, comp, hbm, ic, launch, eff, time;
   for (const OpPrediction& p : s.ops) {
     name.push_back(p.name), kind.push_back(p.kind), ceiling.push_back(ceiling_name(p.ceiling));
     source.push_back(p.interconnect_source);
+    scope.emplace_back(p.interconnect_source.empty() ? "" : scope_name(p.scope));
     inst.push_back(p.instances), comp.push_back(p.compute_ns), hbm.push_back(p.hbm_ns);
     ic.push_back(p.interconnect_ns), launch.push_back(p.launch_ns), eff.push_back(p.efficiency);
     time.push_back(p.time_ns);
@@ -308,7 +331,8 @@ Table prediction_table(const StepPrediction& s) {
           {"efficiency", eff},
           {"time_ns", time},
           {"ceiling", ceiling},
-          {"interconnect_source", source}};
+          {"interconnect_source", source},
+          {"interconnect_scope", scope}};
 }
 
 SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
@@ -536,7 +560,7 @@ private:
       if (!pl.problem.empty()) point_problems.push_back(pl.problem);
     }
     if (point_problems.empty()) {
-      s = predict_step(pl.ops, roofs_for(m_machine, cfg, m_o, link != nullptr), pl.options);
+      s = predict_step(pl.ops, roofs_for(m_machine, m_o, link != nullptr), pl.options);
       if (!s.missing.empty())
         point_problems.push_back("no interconnect roof for " + s.missing +
                                  ": give --hardware FILE for the link presets");
@@ -569,6 +593,14 @@ private:
     auto& used = m_gaps[pl.gap_source];
     used.first = pl.options.gap_ns;
     ++used.second;
+    // Each interconnect roof the point used (or the preset in its place), counted once a point.
+    std::set<std::string> roofs;
+    for (const OpPrediction& p : s.ops)
+      roofs.insert(roof_used(p));
+    roofs.insert(roof_used(s.p2p));
+    roofs.erase("");
+    for (const std::string& r : roofs)
+      ++m_roofs_used[r];
     NamedTable t{"/points/" + std::to_string(row.point) + "/prediction",
                  prediction_table(s),
                  {{"step_ns", s.step_ns},
@@ -644,6 +676,8 @@ private:
                     m_gap_sources[i].c_str(), static_cast<long long>(m_gap_points[i]));
       std::cout << line;
     }
+    for (const auto& [used, points] : m_roofs_used)
+      std::cout << "interconnect " << used << ", at " << points << " point(s)\n";
     if (!m_o.validate.empty()) print_validation();
     print_sweep(std::cout, m_rows, m_axes, m_crossovers);
     // The answer of a what-if bandwidth axis, per line of the other axes (each latency).
@@ -743,6 +777,7 @@ private:
   std::vector<std::string> m_gap_sources;
   std::vector<double> m_gap_us;
   std::vector<int64_t> m_gap_points;
+  std::map<std::string, int64_t> m_roofs_used; ///< roof_used() of the collectives: points
 };
 
 int run_model(CommandContext& ctx, ModelOptions o) {
@@ -784,10 +819,17 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
           },
           "PRESET"))
       ->group("Prediction");
-  cmd->add_option("--inter-node", o->inter_node, "Link preset between nodes: ib-ndr")
+  cmd->add_option("--inter-node", o->inter_node,
+                  "Link preset between nodes: ib-ndr (for groups across nodes without a measured "
+                  "inter or hier roof of their size)")
       ->check(CLI::Validator(link_name, "PRESET"))
       ->group("Prediction");
-  cmd->add_option("--nodes", o->nodes, "Nodes")->check(integer_in(1, 1 << 20))->group("Prediction");
+  cmd->add_option("--nodes", o->nodes,
+                  "Nodes: the ranks placed node by node, TP innermost; each collective takes the "
+                  "measured roof of its group's scope (intra, inter, hier) where the roofs hold "
+                  "one, else its link's preset, and the console says which")
+      ->check(integer_in(1, 1 << 20))
+      ->group("Prediction");
   cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")
       ->check(integer_in(1, 1024))
       ->group("Prediction");

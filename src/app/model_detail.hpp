@@ -53,9 +53,10 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
              const LinkPreset* what_if = nullptr);
 
 /// The roofs the groups of a point see: measured interconnect rows stand only for the
-/// transport they were measured on, within a node (--link measured-host: the host path's rows
-/// alone); a what-if link replaces them all.
-Roofs roofs_for(const Machine& m, const RunConfig& cfg, const ModelOptions& o, bool what_if);
+/// transport and the scope they were measured on (--link measured-host: the host path's rows
+/// alone; a --link preset other than nvlink replaces the rows within a node); a what-if link
+/// replaces them all.
+Roofs roofs_for(const Machine& m, const ModelOptions& o, bool what_if);
 
 /// A measured file for --validate or --calibrate, checked as `ridgeline validate` checks it: a
 /// damaged file is refused with its first problem (Error); an incomplete one (its job was

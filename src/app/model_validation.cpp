@@ -57,7 +57,7 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
     for (const auto& [config, summary] : points) {
       const RunConfig cfg = config_from_attrs(config);
       Placed pl = place(cfg, o, m, {});
-      const Roofs roofs = roofs_for(m, cfg, o, false);
+      const Roofs roofs = roofs_for(m, o, false);
       for (const PredictOp& op : pl.ops) {
         if (op.comm_lane) continue;
         const OpPrediction p = predict_op(op, roofs, pl.options);

@@ -11,7 +11,7 @@
 namespace ridgeline {
 
 ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
-  const std::vector<std::string> hosts = allgather_strings(job.mpi().world(), job.mpi().hostname());
+  const std::vector<std::string>& hosts = job.mpi().hosts();
   const NodeMap nodes = map_nodes(hosts);
   apply_defaults(cfg, job.backend_name(), nodes.nodes);
   ResolvedPoint resolved;

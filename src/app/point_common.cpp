@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "app/command_support.hpp"
+#include "app/node_summary.hpp"
 #include "app/run_file.hpp"
+#include "app/summary.hpp"
 #include "models/work_model.hpp"
 #include "parallel/train_stage.hpp"
 
@@ -277,6 +279,14 @@ Attrs point_stack(const JobContext& job, const PointResult& point) {
     stack.emplace_back("cudnn_plans", plans);
   }
   return stack;
+}
+
+RunSummary summarize_point(JobContext& job, const OpTable& ops,
+                           const std::vector<TimelineRecord>& rows) {
+  MpiSession& mpi = job.mpi();
+  RunSummary summary = summarize_run(mpi.world(), ops, rows);
+  summary.nodes = summarize_nodes(mpi.world(), map_nodes(mpi.hosts()), mpi.hosts(), rows);
+  return summary;
 }
 
 } // namespace ridgeline

@@ -109,6 +109,11 @@ bool all_built(JobContext& job, const std::string& failure, PointResult& result)
 ProtocolResult measure_point(JobContext& job, const PointSpec& spec, Workload& workload,
                              Backend& backend, Watchdog& watchdog, PointResult& result);
 
+/// The summary of one strategy's rows over the job's ranks (summarize_run), with, on a job
+/// across nodes, each node's figures on rank 0 (summarize_nodes). Every rank calls.
+RunSummary summarize_point(JobContext& job, const OpTable& ops,
+                           const std::vector<TimelineRecord>& rows);
+
 /// The overlap metrics of one strategy (serialized: the `none` strategy's time when it ran,
 /// else compute-only + comm-only). exposed_comm_ns is max(0, step - compute-only), and 0 (as is
 /// overlap_efficiency) for a step that runs no collective or p2p op.

@@ -55,8 +55,14 @@ std::vector<std::string> print_op_table(std::ostream& out, const RunSummary& sum
   std::snprintf(line, sizeof(line), "%-16s %-11s %-7s %7s %11s %7s %10s %10s", "op", "kind", "lane",
                 "count", "p50 (us)", "share", giga ? "GFLOP/s" : "TFLOP/s", "GB/s");
   out << line;
+  // The scope of each collective's roof, where the file records it (written since scopes).
+  bool scoped = false;
+  for (const OpAggregate& a : summary.ops)
+    scoped = scoped || !a.scope.empty();
+  scoped = scoped && attributed;
   if (attributed) {
-    std::snprintf(line, sizeof(line), " %11s %-12s %6s", "bound (us)", "ceiling", "eff");
+    std::snprintf(line, sizeof(line), " %11s %-12s %6s%s", "bound (us)", "ceiling", "eff",
+                  scoped ? "  scope" : "");
     out << line;
   }
   out << "\n";
@@ -81,6 +87,7 @@ std::vector<std::string> print_op_table(std::ostream& out, const RunSummary& sum
         std::snprintf(line, sizeof(line), " %11.2f %-12s %6.3f", a.bound_ns / 1e3,
                       a.ceiling.c_str(), a.efficiency);
       out << line;
+      if (scoped) out << "  " << (a.scope.empty() ? "-" : a.scope);
       if (a.efficiency > kEfficiencyLimit) over.push_back(a.name);
     }
     out << "\n";
@@ -99,6 +106,12 @@ void print_op_legend(std::ostream& out, const RunData& d, bool giga, bool attrib
   if (attributed)
     out << "; bound: the time its ceiling (the roof allowing the longest time) allows one "
            "instance; eff = bound / p50";
+  bool scoped = false;
+  for (const OpAggregate& a : d.summary.ops)
+    scoped = scoped || !a.scope.empty();
+  if (attributed && scoped)
+    out << "; scope: where a collective's group sat (intra: one node; inter: one rank per node; "
+           "hier: several nodes, several ranks on some), whose interconnect roof bounds it";
   out << "\n";
   bool posted = false; // MPI's data-parallel reductions: open from their post to one wait
   for (const OpAggregate& a : d.summary.ops)
@@ -144,6 +157,35 @@ void print_step_times(std::ostream& out, const RunSummary& summary) {
   }
 }
 
+// A run across nodes: each node's compute time and span per step, and the node that stands out.
+void print_nodes(std::ostream& out, const RunSummary& summary) {
+  if (summary.nodes.empty()) return;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-20s %5s %32s %32s\n", "node", "ranks",
+                "compute ms: p50 [95 % interval]", "span ms: p50 [95 % interval]");
+  out << line;
+  auto cell = [](const Interval& i) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.4f [%.4f, %.4f]", i.median / 1e6, i.lo / 1e6, i.hi / 1e6);
+    return std::string(text);
+  };
+  std::string slow;
+  for (const NodeFigures& f : summary.nodes) {
+    std::snprintf(line, sizeof(line), "%-20s %5lld %32s %32s%s\n", f.node.c_str(),
+                  static_cast<long long>(f.ranks), cell(f.compute).c_str(), cell(f.span).c_str(),
+                  f.slow ? "  slow" : "");
+    out << line;
+    if (f.slow) slow += (slow.empty() ? "" : ", ") + f.node;
+  }
+  out << "per node and step: compute, the longest of its ranks' compute-lane time (no wait for "
+         "other ranks); span, the longest of its ranks' first-to-last op; slow: a compute "
+         "interval above the other nodes' together\n";
+  out << (slow.empty() ? std::string("slow nodes: none stands out\n")
+                       : "slow nodes: " + slow +
+                             " (every collective waits for them: the whole job runs at their "
+                             "pace)\n");
+}
+
 // The p50 step split by ceiling, where the run was attributed.
 void print_step_by_ceiling(std::ostream& out, const RunSummary& summary) {
   const AttrValue* ceiling = find_attr(summary.attrs, "ceiling");
@@ -179,6 +221,7 @@ void print_report(std::ostream& out, const RunData& d, bool all_scalars) {
   const std::vector<std::string> over = print_op_table(out, d.summary, giga, attributed);
   print_op_legend(out, d, giga, attributed);
   print_step_times(out, d.summary);
+  print_nodes(out, d.summary);
   print_step_by_ceiling(out, d.summary);
   for (const std::string& name : over)
     out << "WARNING: " << name << " ran faster than its ceiling allows (efficiency > "
@@ -484,9 +527,13 @@ void print_collective_footer(std::ostream& os, const NamedTable& t) {
 void print_collectives_summary(std::ostream& os, const std::vector<NamedTable>& tables,
                                const NamedTable* roof) {
   os << "#\n# Avg bus bandwidth and interconnect roof (time = alpha + size * factor / beta)\n";
+  // Files written since scopes name where group 0's ranks sat.
+  bool scoped = false;
+  if (roof != nullptr)
+    for (const Column& c : roof->table)
+      scoped = scoped || c.name == "scope";
   os << "#" << std::setw(16) << "collective" << std::setw(22) << "avg busbw(GB/s)" << std::setw(12)
-     << "alpha(us)" << std::setw(13) << "beta(GB/s)"
-     << "\n";
+     << "alpha(us)" << std::setw(13) << "beta(GB/s)" << (scoped ? "   scope" : "") << "\n";
   for (const NamedTable& t : tables) {
     if (!is_collective_result(t)) continue;
     const std::string name = collective_name(t);
@@ -498,6 +545,7 @@ void print_collectives_summary(std::ostream& os, const std::vector<NamedTable>& 
         if (names[i] == name) {
           os << std::setw(12) << fixed(column_of<double>(*roof, "alpha_us")[i], 2) << std::setw(13)
              << fixed(column_of<double>(*roof, "beta_gbps")[i], 3);
+          if (scoped) os << "   " << column_of<std::string>(*roof, "scope")[i];
           fitted = true;
         }
     }

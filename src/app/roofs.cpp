@@ -19,6 +19,7 @@
 #include "models/cuda_backend.hpp"
 #include "models/roof_probes.hpp"
 #include "models/work_model.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline {
 namespace {
@@ -51,6 +52,54 @@ struct Windows {
   std::vector<std::pair<int64_t, int64_t>> spans;
   int64_t now() const { return sampler ? sampler->now_ns() : 0; }
 };
+
+// Interconnect: each collective over every layout of groups the job's nodes allow
+// (roof_layouts: within a node, one rank per node, and every rank of several nodes), every group
+// of a layout running at once, as a grid's groups of one kind do.
+void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backend,
+                          Watchdog& watchdog, Roofs& roofs) {
+  MPI_Comm world = job.mpi().world();
+  SweepOptions sweep;
+  sweep.sizes = size_sweep(8, plan.interconnect_max_bytes, 4.0);
+  sweep.dtype = backend.dtype();
+  sweep.warmup = 3;
+  sweep.iters = plan.interconnect_iters;
+  sweep.timeout_s = plan.timeout_s;
+  const int rank = job.mpi().rank();
+  for (const GroupLayout& layout : roof_layouts(map_nodes(job.mpi().hosts()))) {
+    GroupComm group(world, layout.color[static_cast<size_t>(rank)], rank);
+    NcclOptions nccl;
+    nccl.timeout_s = whole_seconds(plan.timeout_s);
+    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
+    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
+    for (const std::string& name : plan.collectives) {
+      const CollectiveSpec* spec = find_collective(name);
+      if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
+      const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
+      int64_t wrong = 0;
+      for (const SizeRow& row : r.rows)
+        wrong += row.wrong;
+      if (wrong > 0)
+        throw Error("interconnect roof: " + name + " (" + scope_name(layout.scope) + ") returned " +
+                    std::to_string(wrong) + " wrong elements");
+      if (!r.fitted) continue;
+      InterconnectRoof roof;
+      roof.collective = name;
+      roof.group_size = layout.group_size;
+      roof.dtype = dtype_name(sweep.dtype);
+      roof.transport = job.transport();
+      roof.alpha_us = r.fit.alpha_us;
+      roof.beta_gbps = r.fit.beta_gbps;
+      roof.floor_alpha_us = r.floor_alpha_us;
+      roof.floor_beta_gbps = r.floor_beta_gbps;
+      roof.fit_min_bytes = static_cast<int64_t>(r.rows.front().shape.size_bytes);
+      roof.fit_max_bytes = static_cast<int64_t>(r.rows.back().shape.size_bytes);
+      roof.scope = layout.scope;
+      roof.group_nodes = layout.group_nodes;
+      roofs.interconnect.push_back(roof);
+    }
+  }
+}
 
 } // namespace
 
@@ -174,47 +223,7 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     roofs.launch.push_back(l);
   }
 
-  // Interconnect: every group size 2, 4, ... that divides the ranks, groups of consecutive
-  // ranks (as TP groups are) running concurrently.
-  const int ranks = job.mpi().size();
-  SweepOptions sweep;
-  sweep.sizes = size_sweep(8, plan.interconnect_max_bytes, 4.0);
-  sweep.dtype = backend.dtype();
-  sweep.warmup = 3;
-  sweep.iters = plan.interconnect_iters;
-  sweep.timeout_s = plan.timeout_s;
-  for (int g = 2; g <= ranks; g *= 2) {
-    if (ranks % g != 0) continue;
-    GroupComm group(world, job.mpi().rank() / g, job.mpi().rank());
-    NcclOptions nccl;
-    nccl.timeout_s = whole_seconds(plan.timeout_s);
-    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
-    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
-    for (const std::string& name : plan.collectives) {
-      const CollectiveSpec* spec = find_collective(name);
-      if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
-      const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
-      int64_t wrong = 0;
-      for (const SizeRow& row : r.rows)
-        wrong += row.wrong;
-      if (wrong > 0)
-        throw Error("interconnect roof: " + name + " returned " + std::to_string(wrong) +
-                    " wrong elements");
-      if (!r.fitted) continue;
-      InterconnectRoof roof;
-      roof.collective = name;
-      roof.group_size = g;
-      roof.dtype = dtype_name(sweep.dtype);
-      roof.transport = job.transport();
-      roof.alpha_us = r.fit.alpha_us;
-      roof.beta_gbps = r.fit.beta_gbps;
-      roof.floor_alpha_us = r.floor_alpha_us;
-      roof.floor_beta_gbps = r.floor_beta_gbps;
-      roof.fit_min_bytes = static_cast<int64_t>(r.rows.front().shape.size_bytes);
-      roof.fit_max_bytes = static_cast<int64_t>(r.rows.back().shape.size_bytes);
-      roofs.interconnect.push_back(roof);
-    }
-  }
+  measure_interconnect(job, plan, backend, watchdog, roofs);
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
   for (GemmRoof& g : roofs.gemm)
@@ -270,6 +279,11 @@ std::string sm_clock(double mhz) {
   else
     std::snprintf(text, sizeof(text), "  SM %5s", "-");
   return text;
+}
+
+// "1 node", "2 nodes".
+std::string node_count(int64_t nodes) {
+  return std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
 }
 
 } // namespace
@@ -329,13 +343,18 @@ void print_roofs(std::ostream& out, const Roofs& r) {
     out << line;
   }
   for (const InterconnectRoof& c : r.interconnect) {
-    std::snprintf(line, sizeof(line),
-                  "  interconnect %-14s x%-3lld %-6s fit: alpha %8.2f us beta %9.2f GB/s   floor: "
-                  "alpha %8.2f us beta %9.2f GB/s\n",
-                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(),
-                  c.alpha_us, c.beta_gbps, c.floor_alpha_us, c.floor_beta_gbps);
+    std::snprintf(
+        line, sizeof(line),
+        "  interconnect %-14s x%-3lld %-5s %-8s %-6s fit: alpha %8.2f us beta %9.2f GB/s   "
+        "floor: alpha %8.2f us beta %9.2f GB/s\n",
+        c.collective.c_str(), static_cast<long long>(c.group_size), scope_name(c.scope),
+        node_count(c.group_nodes).c_str(), c.transport.c_str(), c.alpha_us, c.beta_gbps,
+        c.floor_alpha_us, c.floor_beta_gbps);
     out << line;
   }
+  if (!r.interconnect.empty())
+    out << "interconnect scope: intra, each group on one node; inter, one rank on each of its "
+           "nodes; hier, several nodes with several ranks on some\n";
   if (clocks) out << "SM: NVML's mean SM clock while the row ran (-: not sampled)\n";
   if (described)
     out << "data sheet, derated: a hardware description's peak times its stated achievable "
@@ -357,9 +376,10 @@ void print_roofs_summary(std::ostream& out, const Roofs& r) {
   std::snprintf(line, sizeof(line), "  launch floor %.3f us\n", r.launch_floor_ns() / 1e3);
   out << line;
   for (const InterconnectRoof& c : r.interconnect) {
-    std::snprintf(line, sizeof(line), "  interconnect %s x%lld (%s): %.2f us + bytes / %.2f GB/s\n",
-                  c.collective.c_str(), static_cast<long long>(c.group_size), c.transport.c_str(),
-                  c.floor_alpha_us, c.floor_beta_gbps);
+    std::snprintf(line, sizeof(line),
+                  "  interconnect %s x%lld %s (%s): %.2f us + bytes / %.2f GB/s\n",
+                  c.collective.c_str(), static_cast<long long>(c.group_size), scope_name(c.scope),
+                  c.transport.c_str(), c.floor_alpha_us, c.floor_beta_gbps);
     out << line;
   }
 }
@@ -541,8 +561,9 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<RoofsOptions>();
   CLI::App* cmd = app.add_subcommand(
       "roofs",
-      "Measure this node's roofs (GEMM peak per dtype, memory read/write/copy bandwidth, launch "
-      "floor, interconnect alpha/beta per collective and group size) -> HDF5 /roofs");
+      "Measure the roofs (GEMM peak per dtype, memory read/write/copy bandwidth, launch floor, "
+      "interconnect alpha/beta per collective, group size and scope: within a node, one rank per "
+      "node and every rank of several nodes, as the job's nodes allow) -> HDF5 /roofs");
   cmd->add_option("--backend", o->backend, "auto | host | cuda")->capture_default_str();
   cmd->add_option("--transport", o->transport,
                   "NCCL transport preset: auto, nvlink, host or net (one per job)")

@@ -12,6 +12,7 @@
 #include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
+#include "app/node_summary.hpp"
 #include "app/point.hpp"
 #include "app/reporters.hpp"
 #include "app/roofs.hpp"
@@ -207,10 +208,13 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
                                        {"step_p50_ns", r.summary.step.p50},
                                        {"step_p95_ns", r.summary.step.p95},
                                        {"step_p99_ns", r.summary.step.p99}});
+      if (!r.summary.nodes.empty()) summary.emplace_back("slow_nodes", slow_nodes(r.summary.nodes));
       attrs.emplace_back("summary " + r.name, summary);
       tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
       if (!r.summary.step_context.empty())
         tables.emplace_back("decode " + r.name, decode_bins_table(decode_bins(r.summary)));
+      if (!r.summary.nodes.empty())
+        tables.emplace_back("nodes " + r.name, nodes_table(r.summary.nodes));
     }
     if (repeats > 1) tables.emplace_back("repeats", repeated.table);
   }

@@ -68,6 +68,22 @@ struct OpAggregate {
   double bound_ns = 0;              ///< the largest: the time the op's ceiling allows
   std::string ceiling = "none";     ///< compute | hbm | interconnect | launch | none
   double efficiency = 0;            ///< bound_ns / p50_ns
+  /// Collectives and p2p ops: the scope of their group ("intra", "inter", "hier"), whose roof
+  /// bounds them; "" for other ops and in files written before scopes.
+  std::string scope;
+};
+
+/// One node of a run across nodes (/summary/nodes): its ranks' times per timed iteration, each
+/// iteration the longest of its ranks'.
+struct NodeFigures {
+  std::string node;  ///< the node's name (its ranks' host, or RIDGELINE_NODE_NAME)
+  int64_t ranks = 0; ///< its ranks
+  /// Compute-lane time per iteration (the ops the rank itself runs, no wait for other ranks):
+  /// median and 95 % interval.
+  Interval compute;
+  Interval span; ///< the span per iteration, first op start to last op end (waits included)
+  /// Its compute interval lies above the other nodes' (their per-iteration times together).
+  bool slow = false;
 };
 
 /// /summary: step-time distribution and per-op aggregates.
@@ -80,6 +96,7 @@ struct RunSummary {
   int64_t warmup_to_steady = 0;
   std::vector<OpAggregate> ops;
   Attrs attrs; ///< check results and other scalars (check_passed, check_max_rel_error, ...)
+  std::vector<NodeFigures> nodes; ///< a run across nodes: each node's figures (else empty)
 };
 
 /// Decode steps of one range of context lengths (--decode-steps): the per-token time there.

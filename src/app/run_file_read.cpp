@@ -19,6 +19,7 @@
 
 #include "app/command_support.hpp"
 #include "app/h5.hpp"
+#include "app/node_summary.hpp"
 #include "app/run_file_schema.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
@@ -116,6 +117,8 @@ RunSummary read_summary(hid_t file, const std::string& base = "") {
   for (auto& entry : attrs)
     if (!is_step_attr(entry.first)) summary.attrs.push_back(std::move(entry));
   summary.ops = read_aggregates(file, where + "/ops");
+  if (h5::exists(group.id(), "nodes"))
+    summary.nodes = nodes_from_table(h5::read_table(group.id(), "nodes"));
   return summary;
 }
 
@@ -289,7 +292,10 @@ Roofs read_roofs(const std::string& path) {
                               column<double>(l, "ns_per_launch", path)[i],
                               column<double>(l, "sm_clock_mhz", path)[i]});
     const h5::Table c = h5::read_table(file.id(), kRoofPath);
-    for (size_t i = 0; i < row_count(c); ++i)
+    // Files written before scopes measured within a node only.
+    const bool scoped = h5::find_column(c, "scope") != nullptr;
+    const bool spans = h5::find_column(c, "group_nodes") != nullptr;
+    for (size_t i = 0; i < row_count(c); ++i) {
       roofs.interconnect.push_back(
           {column<std::string>(c, "collective", path)[i], column<int64_t>(c, "group_size", path)[i],
            column<std::string>(c, "dtype", path)[i], column<std::string>(c, "transport", path)[i],
@@ -298,6 +304,13 @@ Roofs read_roofs(const std::string& path) {
            column<double>(c, "floor_beta_gbps", path)[i],
            column<int64_t>(c, "fit_min_bytes", path)[i],
            column<int64_t>(c, "fit_max_bytes", path)[i]});
+      InterconnectRoof& roof = roofs.interconnect.back();
+      if (scoped && !parse_scope(column<std::string>(c, "scope", path)[i], roof.scope))
+        throw UsageError(path + ": /roofs/interconnect row " + std::to_string(i) + " has scope '" +
+                         column<std::string>(c, "scope", path)[i] +
+                         "' (expected intra, inter or hier)");
+      if (spans) roof.group_nodes = column<int64_t>(c, "group_nodes", path)[i];
+    }
     return roofs;
   } catch (const UsageError&) {
     throw;

@@ -59,7 +59,8 @@ struct TextField {
 inline constexpr TextField kAggregateText[] = {{"name", &OpAggregate::name},
                                                {"kind", &OpAggregate::kind},
                                                {"lane", &OpAggregate::lane},
-                                               {"ceiling", &OpAggregate::ceiling}};
+                                               {"ceiling", &OpAggregate::ceiling},
+                                               {"scope", &OpAggregate::scope}};
 struct NumberField {
   const char* name;
   double OpAggregate::*member;

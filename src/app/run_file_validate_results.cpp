@@ -84,6 +84,32 @@ void validate_decode(hid_t file, const std::string& base, std::vector<std::strin
                        " tokens but decode_context has " + std::to_string(ctx.size()));
 }
 
+// A run across nodes: `base`/summary/nodes, where present.
+void validate_nodes(hid_t file, const std::string& base, std::vector<std::string>& problems) {
+  namespace f = sf::summary_nodes;
+  const std::string path = base + schema::tables::summary_nodes.path;
+  if (!h5::exists(file, path)) return;
+  const std::optional<h5::Table> table =
+      validate_table(file, path, schema::tables::summary_nodes, {}, problems);
+  if (!table) return;
+  const auto& ranks = column<int64_t>(*table, f::ranks, path);
+  const auto& slow = column<int64_t>(*table, f::slow, path);
+  const char* const figures[][3] = {{f::compute_lo_ns, f::compute_p50_ns, f::compute_hi_ns},
+                                    {f::span_lo_ns, f::span_p50_ns, f::span_hi_ns}};
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const std::string row = path + ": row " + std::to_string(i) + ": ";
+    if (ranks[i] < 1) problems.push_back(row + "ranks must be >= 1");
+    if (slow[i] != 0 && slow[i] != 1) problems.push_back(row + "slow must be 0 or 1");
+    for (const auto& names : figures) {
+      const double lo = column<double>(*table, names[0], path)[i];
+      const double p50 = column<double>(*table, names[1], path)[i];
+      const double hi = column<double>(*table, names[2], path)[i];
+      if (!(lo <= p50 && p50 <= hi))
+        problems.push_back(row + "expected " + names[0] + " <= " + names[1] + " <= " + names[2]);
+    }
+  }
+}
+
 // The summary's schedule as schedule_name() writes it: one of the schema's schedules, where
 // interleaved:<V> stands for V >= 2 (decimal, no leading zero).
 bool is_schedule_name(const std::string& name) {
@@ -447,6 +473,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
   });
   check_section(problems, [&] { validate_run_repeats(file, base, problems); });
   check_section(problems, [&] { validate_decode(file, base, problems); });
+  check_section(problems, [&] { validate_nodes(file, base, problems); });
   check_section(problems, [&] { validate_pipeline(file, base, problems); });
 }
 
@@ -486,6 +513,14 @@ void validate_roof(hid_t file, std::vector<std::string>& problems, bool envelope
   const bool envelope = envelope_required || h5::find_column(table, f::floor_alpha_us) != nullptr;
   const auto& alpha = column<double>(table, f::alpha_us, kRoofPath);
   const auto& beta = column<double>(table, f::beta_gbps, kRoofPath);
+  const auto& known = schema::enums::scope;
+  if (h5::find_column(table, f::scope) != nullptr) {
+    const auto& scopes = column<std::string>(table, f::scope, kRoofPath);
+    for (size_t i = 0; i < scopes.size(); ++i)
+      if (std::find(std::begin(known), std::end(known), scopes[i]) == std::end(known))
+        problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) + ": " + f::scope +
+                           " '" + scopes[i] + "' is not " + one_of(known));
+  }
   for (size_t i = 0; i < alpha.size(); ++i) {
     if (!(alpha[i] >= 0 && beta[i] > 0))
       problems.push_back(std::string(kRoofPath) + ": row " + std::to_string(i) + ": expected " +

@@ -19,6 +19,7 @@
 
 #include "app/command_support.hpp"
 #include "app/h5.hpp"
+#include "app/node_summary.hpp"
 #include "app/run_file_schema.hpp"
 #include "app/run_file_write.hpp"
 #include "app/summary.hpp"
@@ -140,6 +141,12 @@ void write_summary(hid_t file, const RunSummary& summary) {
   h5::write_attr(group.id(), "warmup_to_steady", summary.warmup_to_steady);
   h5::write_attrs(group.id(), summary.attrs);
   h5::write_table(group.id(), "ops", aggregates_table(summary.ops), false);
+  // A run across nodes: each node's figures, and the nodes that stand out named.
+  if (!summary.nodes.empty()) {
+    h5::write_table(group.id(), "nodes", nodes_table(summary.nodes), false);
+    if (find_attr(summary.attrs, "slow_nodes") == nullptr)
+      h5::write_attr(group.id(), "slow_nodes", slow_nodes(summary.nodes));
+  }
   if (!summary.step_context.empty()) {
     h5::write_dataset(group.id(), "decode_context", summary.step_context);
     h5::write_table(group.id(), "decode_bins", decode_bins_table(decode_bins(summary)), false);
@@ -278,14 +285,15 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
           mhz.push_back(r.sm_clock_mhz);
     launch = {{"kind", kind}, {"launches", launches}, {"ns_per_launch", ns}, {"sm_clock_mhz", mhz}};
   }
-  std::vector<std::string> names, dtypes, transports;
-  std::vector<int64_t> groups, fit_min, fit_max;
+  std::vector<std::string> names, dtypes, transports, scopes;
+  std::vector<int64_t> groups, fit_min, fit_max, group_nodes;
   std::vector<double> alpha, beta, floor_alpha, floor_beta;
   for (const InterconnectRoof& r : roofs.interconnect) {
     names.push_back(r.collective), groups.push_back(r.group_size), dtypes.push_back(r.dtype);
     transports.push_back(r.transport), alpha.push_back(r.alpha_us), beta.push_back(r.beta_gbps);
     floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
     fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
+    scopes.emplace_back(scope_name(r.scope)), group_nodes.push_back(r.group_nodes);
   }
   data.tables.push_back(
       {"/roofs/gemm",
@@ -316,11 +324,14 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
         {"floor_alpha_us", floor_alpha},
         {"floor_beta_gbps", floor_beta},
         {"fit_min_bytes", fit_min},
-        {"fit_max_bytes", fit_max}},
+        {"fit_max_bytes", fit_max},
+        {"scope", scopes},
+        {"group_nodes", group_nodes}},
        {{"method",
-         std::string("a short nccl-tests-style sweep per collective and group size (groups of "
-                     "consecutive ranks, run concurrently); alpha/beta: least squares on the "
-                     "medians; floor_*: the lower envelope of the fastest calls")}}});
+         std::string("a short nccl-tests-style sweep per collective, group size and scope (the "
+                     "groups of one layout run concurrently: within each node, one rank per node, "
+                     "every rank of several nodes); alpha/beta: least squares on the medians; "
+                     "floor_*: the lower envelope of the fastest calls")}}});
   Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
   for (DType d : {DType::bf16, DType::f16, DType::f32})
     if (roofs.peak_tflops(d) > 0)

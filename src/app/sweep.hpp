@@ -105,7 +105,8 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
                                        const AxisOrder& order = {});
 
 /// The interconnect bandwidth that ranks a file's transport among others: the all-reduce
-/// roof's fitted bus bandwidth at the largest group measured (GB/s); 0 without one.
+/// roof's fitted bus bandwidth at the largest group measured within a node (GB/s); 0 without
+/// one.
 double interconnect_gbps(const Roofs& roofs);
 
 /// Sets `row`'s medians, intervals, repeat count and ceiling from its ok repeats among

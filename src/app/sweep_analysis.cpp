@@ -179,7 +179,8 @@ std::vector<Crossover> find_crossovers(const std::vector<SweepRow>& rows,
 double interconnect_gbps(const Roofs& roofs) {
   const InterconnectRoof* widest = nullptr;
   for (const InterconnectRoof& ic : roofs.interconnect)
-    if (ic.collective == "all_reduce" && (widest == nullptr || ic.group_size > widest->group_size))
+    if (ic.collective == "all_reduce" && ic.scope == Scope::intra &&
+        (widest == nullptr || ic.group_size > widest->group_size))
       widest = &ic;
   return widest ? widest->beta_gbps : 0;
 }
@@ -461,13 +462,16 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
   for (double& t : class_ns)
     t = 0;
   Roofs r = roofs;
-  // A group size never measured (more ranks than the job had) borrows the largest measured.
+  // A TP group (within a node) of a size never measured (more ranks than a node of the job had)
+  // borrows the largest measured within a node.
   std::set<std::string> borrowed;
   for (const InterconnectRoof& ic : roofs.interconnect)
-    if (roofs.interconnect_for(ic.collective, cfg.tp, transport) == nullptr) {
+    if (ic.scope == Scope::intra &&
+        roofs.interconnect_for(ic.collective, cfg.tp, transport) == nullptr) {
       const InterconnectRoof* best = nullptr;
       for (const InterconnectRoof& c : roofs.interconnect)
-        if (c.collective == ic.collective && (best == nullptr || c.group_size > best->group_size))
+        if (c.collective == ic.collective && c.scope == Scope::intra &&
+            (best == nullptr || c.group_size > best->group_size))
           best = &c;
       InterconnectRoof copy = *best;
       copy.group_size = cfg.tp;

@@ -279,6 +279,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
   attribution.tp = point.tp;
   attribution.dtype = point.dtype;
   attribution.transport = job.transport();
+  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp);
   attribution.graph_op = point.graphs ? op::stage_graph : "";
   for (const char* name : {op::send_act, op::recv_act}) {
     OpSpec p2p;
@@ -300,7 +301,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     r.check = workload.checks()[si];
     r.output_checksum = workload.checksums()[si];
     r.rows = std::move(m.rows);
-    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    r.summary = summarize_point(job, result.ops, r.rows);
     if (point.decode() && point.decode_steps > 0)
       for (size_t i = 0; i < r.summary.step_ns.size(); ++i)
         r.summary.step_context.push_back(point.shape.context +

@@ -56,24 +56,27 @@ private:
 // Waits have no roof; nor have MPI's pipeline exchanges, whose recorded time is the posting of
 // non-blocking transfers (the transfers' time is in pp_wait).
 void add_stage_ops(AttributionInput& in, const PointSpec& point, bool exchanges_timed) {
-  auto spec = [](const char* name, OpKind kind, Lane lane, const char* collective, int64_t group) {
+  auto spec = [](const char* name, OpKind kind, Lane lane, const char* collective, int64_t group,
+                 CommGroup over) {
     OpSpec s;
     s.name = name;
     s.kind = kind;
     s.lane = lane;
     s.collective = collective;
     s.group_size = group;
+    s.group = over;
     return s;
   };
-  in.stage = {
-      spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0),
-      spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0),
-      spec(op::dp_allreduce, OpKind::collective, Lane::comm, "all_reduce", point.dp),
-      spec(op::dp_reducescatter, OpKind::collective, Lane::comm, "reduce_scatter", point.dp),
-      spec(op::allreduce_norm_grads, OpKind::collective, Lane::comm, "all_reduce", point.tp),
-      spec(op::pp_flush, OpKind::collective, Lane::comm, "all_reduce", point.pp)};
+  const Lane comm = Lane::comm;
+  const OpKind coll = OpKind::collective;
+  in.stage = {spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0, CommGroup::tp),
+              spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0, CommGroup::tp),
+              spec(op::dp_allreduce, coll, comm, "all_reduce", point.dp, CommGroup::dp),
+              spec(op::dp_reducescatter, coll, comm, "reduce_scatter", point.dp, CommGroup::dp),
+              spec(op::allreduce_norm_grads, coll, comm, "all_reduce", point.tp, CommGroup::tp),
+              spec(op::pp_flush, coll, comm, "all_reduce", point.pp, CommGroup::pp)};
   if (exchanges_timed)
-    in.stage.push_back(spec(op::pp_exchange, OpKind::p2p, Lane::p2p, "sendrecv", 2));
+    in.stage.push_back(spec(op::pp_exchange, OpKind::p2p, Lane::p2p, "sendrecv", 2, CommGroup::pp));
   else
     in.no_roof[op::pp_exchange] =
         "the posting of MPI's non-blocking transfers (their time is in pp_wait)";
@@ -213,6 +216,7 @@ void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledP
   attribution.tp = point.tp;
   attribution.dtype = point.dtype;
   attribution.transport = job.transport();
+  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp);
   add_stage_ops(attribution, point, exchanges_timed);
   for (size_t si = 0; si < measurement.strategies.size(); ++si) {
     StrategyMeasurement& m = measurement.strategies[si];
@@ -224,7 +228,7 @@ void collect_scheduled(JobContext& job, const PointSpec& point, const ScheduledP
     r.check = outcomes[si];
     r.output_checksum = checksums[si];
     r.rows = std::move(m.rows);
-    r.summary = summarize_run(mpi.world(), result.ops, r.rows);
+    r.summary = summarize_point(job, result.ops, r.rows);
     const Attrs pipeline = pipeline_attrs(job, point, p, gc, stage_times(r.rows, result.ops),
                                           peak_bytes, costs, bubble_simulated);
     if (r.check.status.rfind("failed", 0) == 0) result.check_failed = true;

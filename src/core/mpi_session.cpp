@@ -26,9 +26,15 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   RIDGELINE_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m_error_comm));
   char host[HOST_NAME_MAX + 1] = {};
   gethostname(host, sizeof(host) - 1);
-  m_hostname = host;
-  const std::vector<std::string> hosts = allgather_strings(MPI_COMM_WORLD, m_hostname);
-  m_nodes = static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size());
+  m_os_hostname = host;
+  // A node name given to the process places it on a node of that name, whatever host it runs
+  // on: several "nodes" on one machine, for tests of what a job across nodes does.
+  const char* given = std::getenv(kNodeNameVariable);
+  const bool named = given != nullptr && *given != '\0';
+  m_hostname = named ? given : m_os_hostname;
+  m_node_names_given = !all_ranks_true(MPI_COMM_WORLD, !named);
+  m_hosts = allgather_strings(MPI_COMM_WORLD, m_hostname);
+  m_nodes = static_cast<int>(std::set<std::string>(m_hosts.begin(), m_hosts.end()).size());
   m_board = std::make_unique<progress::Board>(MPI_COMM_WORLD, m_rank, m_hostname);
 }
 

@@ -13,6 +13,10 @@
 
 namespace ridgeline {
 
+/// The environment variable that names a rank's node in place of its host name (tests place
+/// ranks of one machine on several nodes with it).
+inline constexpr const char* kNodeNameVariable = "RIDGELINE_NODE_NAME";
+
 /// RAII owner of MPI_Init/MPI_Finalize. Exactly one per process; every rank constructs it.
 class MpiSession {
 public:
@@ -26,7 +30,14 @@ public:
   /// Rank among the processes of this host (MPI_Comm_split_type shared); picks the GPU.
   int local_rank() const { return m_local_rank; }
   int local_size() const { return m_local_size; }
+  /// The node this rank runs on: the host name, or RIDGELINE_NODE_NAME where set.
   const std::string& hostname() const { return m_hostname; }
+  /// The operating system's host name (hostname() unless RIDGELINE_NODE_NAME renamed the node).
+  const std::string& os_hostname() const { return m_os_hostname; }
+  /// Every rank's hostname(), element r for world rank r (what the node map is built from).
+  const std::vector<std::string>& hosts() const { return m_hosts; }
+  /// Whether any rank's node name came from RIDGELINE_NODE_NAME rather than its host.
+  bool node_names_given() const { return m_node_names_given; }
   /// Hosts the job runs on (distinct host names over the ranks).
   int nodes() const { return m_nodes; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
@@ -48,6 +59,9 @@ private:
   int m_local_size = 1;
   int m_nodes = 1;
   std::string m_hostname;
+  std::string m_os_hostname;
+  std::vector<std::string> m_hosts;
+  bool m_node_names_given = false;
   MPI_Comm m_error_comm = MPI_COMM_NULL;
   /// Where every rank of this host is, for the watchdog's message and the progress line.
   std::unique_ptr<progress::Board> m_board;

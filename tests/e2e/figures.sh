@@ -24,7 +24,7 @@ for shard in off on; do
   mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase train --batch 4 --dp 2 \
     --microbatches 2 --bucket-mb 0.1 "${extra[@]}" --roofs "$work/roofs.h5" \
     --out "$work/dp_$shard.h5" >"$work/dp_$shard.log"
-  grep -Eq "^$op +collective +comm .* interconnect +[0-9.]+$" "$work/dp_$shard.log" ||
+  grep -Eq "^$op +collective +comm .* interconnect +[0-9.]+ +intra$" "$work/dp_$shard.log" ||
     { cat "$work/dp_$shard.log"; fail "$op is not attributed to the interconnect"; }
   grep -q "^share: the op's time in a step (the union of its instances' intervals" \
     "$work/dp_$shard.log" || fail "no footnote says what the share is"
@@ -46,10 +46,10 @@ done
 # A pipeline: the ops no roof applies to are named with the reason.
 mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase train --batch 4 --pp 2 \
   --microbatches 2 --roofs "$work/roofs.h5" --out "$work/pp.h5" >"$work/pp.log"
-grep -Eq "^pp_wait +p2p +p2p .* - +none +-$" "$work/pp.log" || fail "pp_wait row: $(grep pp_wait "$work/pp.log")"
+grep -Eq "^pp_wait +p2p +p2p .* - +none +- +-$" "$work/pp.log" || fail "pp_wait row: $(grep pp_wait "$work/pp.log")"
 grep -q "^ceiling none: pp_exchange: the posting of MPI's non-blocking transfers (their time is in pp_wait); pp_wait: the compute waiting for pipeline transfers, no work of its own$" \
   "$work/pp.log" || fail "no reason for the ops without a ceiling"
-grep -Eq "^pp_flush +collective +comm .* interconnect +[0-9.]+$" "$work/pp.log" ||
+grep -Eq "^pp_flush +collective +comm .* interconnect +[0-9.]+ +intra$" "$work/pp.log" ||
   fail "pp_flush is not attributed to the interconnect"
 
 # A step without collectives (tp 1, one rank) exposes none, whatever its loops' noise.

@@ -111,6 +111,37 @@ TEST(Attribution, InterconnectBoundCollective) {
   EXPECT_NEAR(op_bounds(op, sample_roofs(), "auto").bound_ns, 10e3 + 8 / 100.0, 1e-9);
 }
 
+// A collective takes the roof of the scope its group spans: the same collective and group size
+// across nodes is another roof, and never one of another scope in its place.
+TEST(Attribution, CollectiveTakesTheRoofOfItsScope) {
+  Roofs r = sample_roofs(); // all_reduce x2 within a node: 10 us + bus bytes / 100 GB/s
+  InterconnectRoof across = r.interconnect.front();
+  across.scope = Scope::inter;
+  across.group_nodes = 2;
+  across.floor_alpha_us = 40.0;
+  across.floor_beta_gbps = 10.0;
+  r.interconnect.push_back(across);
+  EXPECT_EQ(r.interconnect_for("all_reduce", 2, "nvlink")->scope, Scope::intra);
+  EXPECT_EQ(r.interconnect_for("all_reduce", 2, "nvlink", Scope::inter)->scope, Scope::inter);
+  EXPECT_EQ(r.interconnect_for("all_reduce", 2, "nvlink", Scope::hier), nullptr);
+  OpWork op;
+  op.kind = OpKind::collective;
+  op.comm_bytes = 1e6;
+  op.collective = "all_reduce";
+  op.group_size = 2;
+  op.busbw_factor = 1.0;
+  EXPECT_NEAR(op_bounds(op, r, "nvlink").interconnect_ns, 10e3 + 1e6 / 100.0, 1e-6);
+  op.scope = Scope::inter;
+  EXPECT_NEAR(op_bounds(op, r, "nvlink").interconnect_ns, 40e3 + 1e6 / 10.0, 1e-6);
+  op.scope = Scope::hier;
+  const OpBounds none = op_bounds(op, r, "nvlink");
+  EXPECT_EQ(none.ceiling, Ceiling::none);
+  EXPECT_EQ(none.missing, "all_reduce over 2 ranks (hier, nvlink)");
+  // A file of one node's roofs: a collective across nodes finds no roof.
+  op.scope = Scope::inter;
+  EXPECT_EQ(op_bounds(op, sample_roofs(), "nvlink").ceiling, Ceiling::none);
+}
+
 TEST(Attribution, MissingRoofsAreNamed) {
   OpWork op;
   op.kind = OpKind::collective;

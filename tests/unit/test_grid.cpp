@@ -3,6 +3,8 @@
 // the ranks left over, and the file layout a job across nodes writes by default.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,118 @@ TEST(Nodes, AJobAcrossNodesWritesAFilePerNodeByDefault) {
   given.file_layout = "single";
   apply_defaults(given, "host", 2);
   EXPECT_EQ(given.file_layout, "single"); // what was asked for (validate_shared checks it)
+}
+
+// The scope of a group from where its ranks sit; a grid's groups each the widest of their kind.
+TEST(Scopes, OfAGroupFromItsRanksNodes) {
+  const NodeMap m = map_nodes(block(2, 4));
+  EXPECT_EQ(group_scope(m, {0, 1, 2, 3}), Scope::intra);
+  EXPECT_EQ(group_scope(m, {1}), Scope::intra);
+  EXPECT_EQ(group_scope(m, {0, 4}), Scope::inter);
+  EXPECT_EQ(group_scope(m, {2, 4}), Scope::inter);
+  EXPECT_EQ(group_scope(m, {0, 1, 4}), Scope::hier);
+  EXPECT_EQ(group_scope(m, {0, 1, 2, 3, 4, 5, 6, 7}), Scope::hier);
+  EXPECT_EQ(wider_scope(Scope::inter, Scope::intra), Scope::inter);
+  EXPECT_EQ(wider_scope(Scope::inter, Scope::hier), Scope::hier);
+  Scope parsed = Scope::intra;
+  for (Scope s : kScopes) {
+    EXPECT_TRUE(parse_scope(scope_name(s), parsed));
+    EXPECT_EQ(parsed, s);
+  }
+  EXPECT_FALSE(parse_scope("node", parsed));
+}
+
+TEST(Scopes, OfTheGridsGroups) {
+  // Two nodes of 4: TP 4 inside each node, the replicas (DP 2) one rank per node.
+  GridScopes s = grid_scopes(map_nodes(block(2, 4)), 4, 1);
+  EXPECT_EQ(s.tp, Scope::intra);
+  EXPECT_EQ(s.dp, Scope::inter);
+  EXPECT_EQ(s.pp, Scope::intra); // one stage: a group of one rank
+  // TP 2 x PP 2 x DP 2: stages inside a node, the replicas across.
+  s = grid_scopes(map_nodes(block(2, 4)), 2, 2);
+  EXPECT_EQ(s.tp, Scope::intra);
+  EXPECT_EQ(s.pp, Scope::intra);
+  EXPECT_EQ(s.p2p, Scope::intra);
+  EXPECT_EQ(s.dp, Scope::inter);
+  // TP 2 x PP 2 on two nodes of 2: the stages across.
+  s = grid_scopes(map_nodes(block(2, 2)), 2, 2);
+  EXPECT_EQ(s.tp, Scope::intra);
+  EXPECT_EQ(s.pp, Scope::inter);
+  EXPECT_EQ(s.p2p, Scope::inter);
+  EXPECT_EQ(s.dp, Scope::intra);
+  // DP over every rank of two nodes of 2: hierarchical; TP 8 over them too.
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 2)), 1, 1).dp, Scope::hier);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 8, 1).tp, Scope::hier);
+  // PP 4 of single ranks on two nodes of 2: one pair of stages crosses, the group is hier.
+  s = grid_scopes(map_nodes(block(2, 2)), 1, 4);
+  EXPECT_EQ(s.p2p, Scope::inter);
+  EXPECT_EQ(s.pp, Scope::hier);
+  // One node: everything intra.
+  s = grid_scopes(map_nodes(block(1, 8)), 2, 2);
+  EXPECT_EQ(s.tp, Scope::intra);
+  EXPECT_EQ(s.pp, Scope::intra);
+  EXPECT_EQ(s.dp, Scope::intra);
+  EXPECT_EQ(s.p2p, Scope::intra);
+}
+
+// Every group of a layout has its size, its scope and its nodes.
+void expect_groups(const NodeMap& m, const GroupLayout& l) {
+  std::map<int, std::vector<int>> groups;
+  for (size_t r = 0; r < l.color.size(); ++r)
+    groups[l.color[r]].push_back(static_cast<int>(r));
+  for (const auto& [color, ranks] : groups) {
+    EXPECT_EQ(static_cast<int>(ranks.size()), l.group_size) << scope_name(l.scope);
+    EXPECT_EQ(group_scope(m, ranks), l.scope) << "group " << color;
+    std::set<int> nodes;
+    for (int r : ranks)
+      nodes.insert(m.node_of_rank[static_cast<size_t>(r)]);
+    EXPECT_EQ(static_cast<int>(nodes.size()), l.group_nodes) << "group " << color;
+  }
+}
+
+std::vector<std::string> layout_names(const std::vector<GroupLayout>& layouts) {
+  std::vector<std::string> names;
+  for (const GroupLayout& l : layouts)
+    names.push_back(std::string(scope_name(l.scope)) + " x" + std::to_string(l.group_size));
+  return names;
+}
+
+TEST(Scopes, RoofLayoutsCoverEveryScopeTheNodesAllow) {
+  const NodeMap two = map_nodes(block(2, 2));
+  const std::vector<GroupLayout> l = roof_layouts(two);
+  EXPECT_EQ(layout_names(l), (std::vector<std::string>{"intra x2", "inter x2", "hier x4"}));
+  for (const GroupLayout& g : l)
+    expect_groups(two, g);
+  // The inter groups pair the ranks of one local index: {0, 2} and {1, 3}.
+  EXPECT_EQ(l[1].color[0], l[1].color[2]);
+  EXPECT_NE(l[1].color[0], l[1].color[1]);
+
+  const NodeMap four = map_nodes(block(4, 4));
+  const std::vector<GroupLayout> wide = roof_layouts(four);
+  EXPECT_EQ(layout_names(wide), (std::vector<std::string>{"intra x2", "intra x4", "inter x2",
+                                                          "inter x4", "hier x8", "hier x16"}));
+  for (const GroupLayout& g : wide)
+    expect_groups(four, g);
+  // One node: groups within it only, as before scopes (and the whole node where it is no power
+  // of two).
+  EXPECT_EQ(layout_names(roof_layouts(map_nodes(block(1, 4)))),
+            (std::vector<std::string>{"intra x2", "intra x4"}));
+  EXPECT_EQ(layout_names(roof_layouts(map_nodes(block(1, 6)))),
+            (std::vector<std::string>{"intra x2", "intra x6"}));
+  EXPECT_TRUE(roof_layouts(map_nodes(block(1, 1))).empty());
+  // A rank per node: across nodes only.
+  EXPECT_EQ(layout_names(roof_layouts(map_nodes(block(3, 1)))),
+            (std::vector<std::string>{"inter x3"}));
+  // Nodes of different sizes: groups that fit every node, and every rank.
+  const NodeMap uneven = map_nodes({"a", "a", "a", "a", "b", "b"});
+  const std::vector<GroupLayout> odd = roof_layouts(uneven);
+  EXPECT_EQ(layout_names(odd), (std::vector<std::string>{"intra x2", "hier x6"}));
+  for (const GroupLayout& g : odd)
+    expect_groups(uneven, g);
+  // Round-robin placement: scopes follow the nodes, not the rank numbers.
+  const NodeMap rr = map_nodes({"a", "b", "a", "b"});
+  for (const GroupLayout& g : roof_layouts(rr))
+    expect_groups(rr, g);
 }
 
 } // namespace

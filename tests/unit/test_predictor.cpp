@@ -157,6 +157,67 @@ TEST(Predictor, InStepCollectiveAtTheMedianFitNeverBelowTheEnvelope) {
   EXPECT_DOUBLE_EQ(p.interconnect_ns, 12e3 + 1.5e6 / 100.0);
 }
 
+// A measured roof serves a group only where its scope is the group's: a TP group across nodes
+// takes the preset, the data-parallel reduction and the pipeline send the rows of their scopes.
+TEST(Predictor, RoofsServeOnlyTheirScope) {
+  Roofs roofs = sample_roofs();
+  InterconnectRoof within;
+  within.collective = "all_reduce";
+  within.group_size = 4;
+  within.transport = "auto";
+  within.alpha_us = within.floor_alpha_us = 10.0;
+  within.beta_gbps = within.floor_beta_gbps = 100.0;
+  InterconnectRoof across = within;
+  across.scope = Scope::inter;
+  across.group_nodes = 4;
+  across.alpha_us = across.floor_alpha_us = 30.0;
+  across.beta_gbps = across.floor_beta_gbps = 10.0;
+  InterconnectRoof send = across;
+  send.collective = "sendrecv";
+  send.group_size = 2;
+  send.group_nodes = 2;
+  roofs.interconnect = {within, across, send};
+  LinkPreset ib{"ib-ndr", 50.0, 1.0, 5.0, "test"};
+  PredictOptions o;
+  o.tp_link = o.pp_link = o.dp_link = &ib;
+  PredictOp ar = all_reduce_of_4(1e6);
+  OpPrediction p = predict_op(ar, roofs, o);
+  EXPECT_EQ(p.interconnect_source, "roofs");
+  EXPECT_EQ(p.scope, Scope::intra);
+  EXPECT_DOUBLE_EQ(p.interconnect_ns, 10e3 + 1.5e6 / 100.0);
+  ar.work.scope = Scope::inter;
+  p = predict_op(ar, roofs, o);
+  EXPECT_EQ(p.interconnect_source, "roofs");
+  EXPECT_EQ(p.scope, Scope::inter);
+  EXPECT_DOUBLE_EQ(p.interconnect_ns, 30e3 + 1.5e6 / 10.0);
+  ar.work.scope = Scope::hier; // no hier row: the preset
+  p = predict_op(ar, roofs, o);
+  EXPECT_EQ(p.interconnect_source, "ib-ndr");
+  EXPECT_EQ(p.collective, "all_reduce");
+  EXPECT_EQ(p.group_size, 4);
+  // Data parallel over 4 nodes, a pipeline of 2 stages across nodes.
+  o.dp = 4;
+  o.dp_scope = Scope::inter;
+  o.gradient_bytes = 1e6;
+  o.train = true;
+  o.pp = 2;
+  o.p2p_bytes = 1e6;
+  o.p2p_scope = Scope::inter;
+  StepPrediction s = predict_step({gemm(1024, 1024, 1024)}, roofs, o);
+  EXPECT_EQ(s.ops.back().name, "dp_allreduce");
+  EXPECT_EQ(s.ops.back().interconnect_source, "roofs");
+  EXPECT_EQ(s.ops.back().scope, Scope::inter);
+  EXPECT_DOUBLE_EQ(s.dp_gradient_ns, 30e3 + 1.5e6 / 10.0);
+  EXPECT_EQ(s.p2p.interconnect_source, "roofs");
+  EXPECT_DOUBLE_EQ(s.p2p_ns, 30e3 + 1e6 / 10.0);
+  // The same groups within a node: no intra row of those sizes, so the presets.
+  o.dp_scope = o.p2p_scope = Scope::intra;
+  o.dp = 2;
+  s = predict_step({gemm(1024, 1024, 1024)}, roofs, o);
+  EXPECT_EQ(s.ops.back().interconnect_source, "ib-ndr");
+  EXPECT_EQ(s.p2p.interconnect_source, "ib-ndr");
+}
+
 TEST(Predictor, PipelineBubbleAndGradients) {
   EXPECT_DOUBLE_EQ(pipeline_bubble(1, 8), 0.0);
   EXPECT_DOUBLE_EQ(pipeline_bubble(4, 8), 3.0 / 11.0);
@@ -233,7 +294,7 @@ TEST(Predictor, TrainStepAddsTheExposedGradientReductionAndTheStepOps) {
   EXPECT_EQ(s.ops.back().name, "dp_reducescatter");
   // No roof and no link for the DP group: named as missing.
   o.dp_link = nullptr;
-  EXPECT_EQ(predict_step({fwd, bwd, zero}, r, o).missing, "reduce_scatter over 4 ranks");
+  EXPECT_EQ(predict_step({fwd, bwd, zero}, r, o).missing, "reduce_scatter over 4 ranks (intra)");
 }
 
 TEST(Predictor, StepCombinesLanesAndPipelineSlots) {

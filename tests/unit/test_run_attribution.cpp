@@ -105,6 +105,57 @@ TEST(RunAttribution, OpsWithinTheirCeilingsAreNotCounted) {
   EXPECT_EQ(std::get<std::string>(*find(s.attrs, "ceiling")), "interconnect");
 }
 
+// On two nodes the TP group stays inside one and the replicas go across: the layer's collective
+// takes the roof within a node, the data-parallel bucket the roof across nodes, each op records
+// its scope, and a scope the roofs lack leaves the op unattributed with the reason.
+TEST(RunAttribution, CollectivesTakeTheRoofOfTheScopeTheirGroupSpans) {
+  Roofs r = roofs();
+  InterconnectRoof across = r.interconnect.front(); // all_reduce x2 within a node: 10 us, 100 GB/s
+  across.scope = Scope::inter;
+  across.group_nodes = 2;
+  across.floor_alpha_us = 50.0;
+  across.floor_beta_gbps = 5.0;
+  r.interconnect.push_back(across);
+  AttributionInput in;
+  in.tp = 2;
+  in.dtype = DType::bf16;
+  in.transport = "host";
+  in.scopes = grid_scopes(map_nodes({"a", "a", "b", "b"}), 2, 1);
+  ASSERT_EQ(in.scopes.dp, Scope::inter);
+  in.specs.push_back(
+      spec("allreduce_mlp", OpKind::collective, Lane::comm, 0, 0, 1e6, "all_reduce"));
+  OpSpec dp = spec("dp_allreduce", OpKind::collective, Lane::comm, 0, 0, 0, "all_reduce");
+  dp.group_size = 2;
+  dp.group = CommGroup::dp;
+  in.stage.push_back(dp);
+  RunSummary s;
+  s.step.count = 2;
+  s.step.p50 = 10e6;
+  s.ops.push_back(measured("allreduce_mlp", "collective", 1e6, in.specs[0].cost));
+  s.ops.push_back(measured("dp_allreduce", "collective", 1e6, OpCost{0, 0, 1e6}));
+  s.ops.push_back(measured("norm1", "norm", 1e6, OpCost{}));
+  attribute(s, in, r);
+  EXPECT_EQ(s.ops[0].scope, "intra");
+  EXPECT_NEAR(s.ops[0].interconnect_bound_ns, 10e3 + 1e6 / 100.0, 1e-6);
+  EXPECT_EQ(s.ops[1].scope, "inter");
+  EXPECT_NEAR(s.ops[1].interconnect_bound_ns, 50e3 + 1e6 / 5.0, 1e-6);
+  EXPECT_EQ(s.ops[2].scope, ""); // not a collective
+  // The same ops against one node's roofs: the bucket across nodes has no roof, and says so.
+  RunSummary one_node = s;
+  for (OpAggregate& a : one_node.ops)
+    a.ceiling = "none", a.efficiency = 0, a.scope.clear();
+  one_node.attrs.clear();
+  attribute(one_node, in, roofs());
+  EXPECT_EQ(one_node.ops[0].ceiling, "interconnect");
+  EXPECT_EQ(one_node.ops[1].ceiling, "none");
+  const AttrValue* why = find(one_node.attrs, "unattributed_ops");
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(std::get<std::string>(*why).find("dp_allreduce: the roofs lack all_reduce over 2 "
+                                             "ranks (inter, host)"),
+            std::string::npos)
+      << std::get<std::string>(*why);
+}
+
 // Data-parallel buckets run over the dp replicas, not the TP group: their roof is the
 // all-reduce of the dp group size, and an op no roof applies to says why it has none.
 TEST(RunAttribution, DataParallelBucketsUseTheirOwnGroupsRoof) {
@@ -140,7 +191,7 @@ TEST(RunAttribution, DataParallelBucketsUseTheirOwnGroupsRoof) {
   attribute(t, in, roofs());
   EXPECT_EQ(t.ops[0].ceiling, "none");
   EXPECT_EQ(std::get<std::string>(*find(t.attrs, "unattributed_ops")),
-            "dp_allreduce: the roofs lack all_reduce over 4 ranks (host); pp_wait: a wait; "
+            "dp_allreduce: the roofs lack all_reduce over 4 ranks (intra, host); pp_wait: a wait; "
             "mystery: not in the work model");
 }
 
