@@ -636,24 +636,6 @@ void write_markdown(const std::string& path, const std::string& title,
   write_text_file(path, [&](std::ostream& out) { markdown_document(out, title, attrs, tables); });
 }
 
-SummaryFiles::SummaryFiles(const std::string& json, const std::string& markdown)
-    : m_want_json(!json.empty()), m_want_markdown(!markdown.empty()), m_json(json, "--json"),
-      m_markdown(markdown, "--markdown") {}
-
-void SummaryFiles::write(const std::string& title,
-                         const std::vector<std::pair<std::string, Attrs>>& attrs,
-                         const std::vector<std::pair<std::string, Table>>& tables,
-                         std::vector<const OutputFile*>& files) {
-  if (m_want_json) {
-    m_json.write([&](const std::string& path) { write_json(path, attrs, tables); });
-    files.push_back(&m_json);
-  }
-  if (m_want_markdown) {
-    m_markdown.write([&](const std::string& path) { write_markdown(path, title, attrs, tables); });
-    files.push_back(&m_markdown);
-  }
-}
-
 ConsoleReporter::ConsoleReporter(const MpiSession& mpi, std::function<void(std::ostream&)> print)
     : m_mpi(mpi), m_print(std::move(print)) {}
 

@@ -64,22 +64,6 @@ void write_markdown(const std::string& path, const std::string& title,
                     const std::vector<std::pair<std::string, Attrs>>& attrs,
                     const std::vector<std::pair<std::string, Table>>& tables);
 
-/// A command's --json and --markdown summaries of the same attribute groups and tables, each
-/// written where its path was given; `title` heads the markdown. Rank 0 alone.
-class SummaryFiles {
-public:
-  SummaryFiles(const std::string& json, const std::string& markdown);
-  /// Writes them and appends those it wrote to `files` (for the "wrote" lines and
-  /// output_status()): `files` then points into this object.
-  void write(const std::string& title, const std::vector<std::pair<std::string, Attrs>>& attrs,
-             const std::vector<std::pair<std::string, Table>>& tables,
-             std::vector<const OutputFile*>& files);
-
-private:
-  bool m_want_json, m_want_markdown;
-  OutputFile m_json, m_markdown;
-};
-
 /// One output of a measuring command's results: the console tables, the HDF5 file, or the JSON
 /// and markdown summaries. A command lists its reporters once, in the order they write, and
 /// hands them to JobReports, which checks their files before anything is measured and has each
