@@ -384,7 +384,10 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
 class CollectivesRun {
 public:
   CollectivesRun(CommandContext& ctx, CollectivesConfig cfg)
-      : m_ctx(ctx), m_cfg(std::move(cfg)), m_mpi(ctx.mpi) {}
+      : m_ctx(ctx), m_cfg(std::move(cfg)), m_mpi(ctx.mpi),
+        m_console(m_mpi, [this](std::ostream& out) {
+          print_collectives_summary(out, m_data.tables, &m_data.tables.back());
+        }) {}
 
   int run() {
     // The CUDA backend's environment switches are checked before any work, as every job does.
@@ -399,9 +402,13 @@ public:
     if (reject_if_any(m_ctx, "invalid collectives configuration", problems())) return 2;
     apply_transport_settings();
     m_cfg.out = output_path(m_mpi.world(), m_cfg.out, "collectives");
-    if (reject_if_any(m_ctx, "cannot write the results",
-                      check_outputs(m_ctx, {{m_cfg.out, "--out"}})))
-      return 2;
+    // Rank 0 writes the file, rewritten as the sizes are measured, then the closing table.
+    m_h5.emplace(m_mpi, m_cfg.out, false, [this](const std::string& path) {
+      write_run_file(path, m_data);
+      return std::string();
+    });
+    m_reports.emplace(m_ctx, std::vector<Reporter*>{&*m_h5, &m_console});
+    if (reject_if_any(m_ctx, "cannot write the results", m_reports->file_problems())) return 2;
     m_watchdog.emplace(m_cfg.timeout_s, "creating communicators and allocating buffers");
     make_communicator();
     if (m_r.symmetric && !make_symmetric_bench()) return 2;
@@ -544,7 +551,6 @@ private:
     coords.emplace_back("group_rank", static_cast<int64_t>(m_comm->rank()));
     m_data.topology = gather_attrs(m_mpi.world(), rank_topology(m_mpi, m_cuda ? "cuda" : "host",
                                                                 m_bound.binding.device, coords));
-    m_h5 = std::make_unique<OutputFile>(m_cfg.out, "--out");
     m_next_write = clock::now();
   }
 
@@ -558,6 +564,16 @@ private:
   // time under 5 %; stdout has every row at once.
   void save(const std::vector<CollectiveResult>& so_far, bool complete) {
     const clock::time_point started = clock::now();
+    set_file_contents(so_far, complete);
+    m_h5->write();
+    const clock::time_point now = clock::now();
+    m_next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
+                                                   std::chrono::duration_cast<clock::duration>(
+                                                       (now - started) * kRewriteEvery));
+  }
+
+  // Rank 0: the file's root attributes and tables of the results so far.
+  void set_file_contents(const std::vector<CollectiveResult>& so_far, bool complete) {
     m_wrong = 0;
     for (const CollectiveResult& res : so_far)
       for (const SizeRow& row : res.rows)
@@ -567,11 +583,6 @@ private:
       if (key == "complete") value = static_cast<int64_t>(complete);
     }
     m_data.tables = tables_of(so_far);
-    m_h5->write([&](const std::string& path) { write_run_file(path, m_data); });
-    const clock::time_point now = clock::now();
-    m_next_write = now + std::max<clock::duration>(std::chrono::seconds(1),
-                                                   std::chrono::duration_cast<clock::duration>(
-                                                       (now - started) * kRewriteEvery));
   }
 
   // Every collective listed once per --buffers kind, all_reduce also once per custom
@@ -638,16 +649,11 @@ private:
 
   int finish() {
     m_watchdog->rearm("writing the file");
-    int status = 0;
-    if (m_mpi.rank() == 0) {
-      save(m_results, true);
-      print_collectives_summary(std::cout, m_data.tables, &m_data.tables.back());
-      if (!m_h5->lost()) std::cout << "wrote " << m_h5->path() << "\n";
-      if (m_wrong > 0)
-        std::cerr << "ridgeline: check FAILED: " << m_wrong << " wrong elements (see #wrong)\n";
-      status = m_wrong > 0 ? 3 : output_status({m_h5.get()});
-    }
-    RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_mpi.world()));
+    if (m_mpi.rank() == 0) set_file_contents(m_results, true);
+    // Wrong elements outrank a file written elsewhere.
+    const int status = m_reports->finish(m_wrong > 0 ? 3 : 0);
+    if (m_mpi.rank() == 0 && m_wrong > 0)
+      std::cerr << "ridgeline: check FAILED: " << m_wrong << " wrong elements (see #wrong)\n";
     return status;
   }
 
@@ -675,7 +681,10 @@ private:
   std::unique_ptr<CollectiveBench> m_symmetric_bench;
   std::string m_symmetric_path;
   RunData m_data;
-  std::unique_ptr<OutputFile> m_h5;
+  // What the job writes at the end: the file (also rewritten as it goes on), the closing table.
+  std::optional<Hdf5Reporter> m_h5;
+  ConsoleReporter m_console;
+  std::optional<JobReports> m_reports;
   std::vector<CollectiveResult> m_results;
   int64_t m_wrong = 0;
   clock::time_point m_next_write;

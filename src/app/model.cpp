@@ -362,10 +362,18 @@ SweepRow predicted_row(const RunConfig& cfg, const StepPrediction& s,
 class ModelRun {
 public:
   ModelRun(CommandContext& ctx, ModelOptions o)
-      : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, "host"), m_mpi(m_job.mpi()) {}
+      : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, "host"), m_mpi(m_job.mpi()),
+        m_console(m_mpi, [this](std::ostream& out) { print_model(out); }),
+        m_h5(m_mpi, m_o.base.out, false,
+             [this](const std::string& path) {
+               write_run_file(path, m_data);
+               return std::string();
+             }),
+        m_summaries(m_mpi, m_o.base.json, m_o.base.markdown, "ridgeline model"),
+        m_reports(ctx, {&m_console, &m_h5, &m_summaries}) {}
 
   int run() {
-    if (reject_if_any(m_ctx, "invalid model", output_problems())) return 2;
+    if (reject_if_any(m_ctx, "invalid model", m_reports.file_problems(model_inputs()))) return 2;
     if (reject_if_any(m_ctx, "invalid model", input_problems())) return 2;
     if (!m_o.calibrate.empty() && reject_if_any(m_ctx, "invalid model", calibration_problems()))
       return 2;
@@ -374,24 +382,20 @@ public:
     for (size_t k = 0; k < m_grid.size(); ++k)
       predict_point(k);
     finish_sweep();
-    int status = 0;
-    if (m_mpi.rank() == 0) status = report();
-    RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_mpi.world()));
-    return status;
+    if (m_mpi.rank() == 0) set_summaries();
+    return m_reports.finish();
   }
 
 private:
-  // Every file the model will write is checked before anything is read.
-  std::vector<std::string> output_problems() {
+  // The files the model reads: no output may be one of them. Every file the model will write is
+  // checked against them before anything is read.
+  std::vector<NamedFile> model_inputs() const {
     std::vector<NamedFile> inputs = input_files(m_o.base);
     inputs.push_back({m_o.hardware, "--hardware"});
     inputs.push_back({m_o.validate, "--validate"});
     for (const std::string& path : m_o.calibrate)
       inputs.push_back({path, "--calibrate"});
-    return check_outputs(
-        m_ctx,
-        {{m_o.base.out, "--out"}, {m_o.base.json, "--json"}, {m_o.base.markdown, "--markdown"}},
-        inputs);
+    return inputs;
   }
 
   // The measured file (--validate), the hardware file and the roofs, read; every problem.
@@ -664,39 +668,38 @@ private:
                                                     {"predicted", int64_t{1}}});
   }
 
-  // Rank 0: the console report, then the files asked for. Returns the exit status.
-  int report() {
-    std::cout << "ridgeline model: " << m_rows.size() << " point(s) predicted from "
-              << m_machine.roofs.source << "\n";
-    std::cout << m_calibration_text.str();
+  // Rank 0: the console report.
+  void print_model(std::ostream& out) const {
+    out << "ridgeline model: " << m_rows.size() << " point(s) predicted from "
+        << m_machine.roofs.source << "\n";
+    out << m_calibration_text.str();
     for (size_t i = 0; i < m_gap_sources.size(); ++i) {
       char line[200];
       std::snprintf(line, sizeof(line),
                     "gap between launches: %.3f us per kernel, %s, at %lld point(s)\n", m_gap_us[i],
                     m_gap_sources[i].c_str(), static_cast<long long>(m_gap_points[i]));
-      std::cout << line;
+      out << line;
     }
     for (const auto& [used, points] : m_roofs_used)
-      std::cout << "interconnect " << used << ", at " << points << " point(s)\n";
-    if (!m_o.validate.empty()) print_validation();
-    print_sweep(std::cout, m_rows, m_axes, m_crossovers);
+      out << "interconnect " << used << ", at " << points << " point(s)\n";
+    if (!m_o.validate.empty()) print_validation(out);
+    print_sweep(out, m_rows, m_axes, m_crossovers);
     // The answer of a what-if bandwidth axis, per line of the other axes (each latency).
     for (const Crossover& c : m_crossovers) {
       if (c.axis != kLinkBandwidthAxis) continue;
-      std::cout << "link crossover [" << c.fixed << "]: ";
+      out << "link crossover [" << c.fixed << "]: ";
       if (c.at_value.empty())
-        std::cout << c.note << "\n";
+        out << c.note << "\n";
       else
-        std::cout << "the interconnect is no longer the ceiling from " << c.at_value << " GB/s on ("
-                  << c.kind << "; interconnect-bound at " << c.before_value << " GB/s)\n";
+        out << "the interconnect is no longer the ceiling from " << c.at_value << " GB/s on ("
+            << c.kind << "; interconnect-bound at " << c.before_value << " GB/s)\n";
     }
-    std::cout << "every point is predicted (analytic model), none measured\n";
-    return write_outputs();
+    out << "every point is predicted (analytic model), none measured\n";
   }
 
   // --validate: each measured point beside its prediction, and the step-time error over them.
-  void print_validation() const {
-    std::cout << m_detail.str();
+  void print_validation(std::ostream& out) const {
+    out << m_detail.str();
     std::vector<double> abs;
     for (double e : m_errors)
       abs.push_back(std::fabs(e));
@@ -708,19 +711,19 @@ private:
     std::snprintf(line, sizeof(line),
                   "\nstep-time error over %zu measured point(s): max %.1f %%, median %.1f %%\n",
                   abs.size(), 100 * abs.back(), 100 * median);
-    std::cout << line;
+    out << line;
     const auto count = [&](const char* source) {
       return std::count(m_measured_sources.begin(), m_measured_sources.end(), std::string(source));
     };
-    std::cout << "measured step: the uninstrumented loop's median of sub-batch means at "
-              << count(kUninstrumentedP50) << ", its mean (a file written before sub-batches) at "
-              << count(kUninstrumentedMean) << " of " << m_measured_sources.size()
-              << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
+    out << "measured step: the uninstrumented loop's median of sub-batch means at "
+        << count(kUninstrumentedP50) << ", its mean (a file written before sub-batches) at "
+        << count(kUninstrumentedMean) << " of " << m_measured_sources.size()
+        << " point(s), else the p50 of the timed (per-op instrumented) iterations\n";
   }
 
-  // The same points (and, with --validate, each measured step beside its prediction) as the
-  // HDF5 file of sweep's layout, JSON and markdown, each where asked for.
-  int write_outputs() {
+  // Rank 0: what --json and --markdown hold: the same points and, with --validate, each
+  // measured step beside its prediction.
+  void set_summaries() {
     const std::vector<std::pair<std::string, Attrs>> attrs = {{"model", m_data.root},
                                                               {"config", m_data.config}};
     const Table gap_table = {
@@ -737,17 +740,7 @@ private:
                          {"measured_step_source", m_measured_sources},
                          {"predicted_step_ms", m_predicted_ms},
                          {"error_pct", error_pct}}});
-    OutputFile h5(m_o.base.out, "--out");
-    SummaryFiles summaries(m_o.base.json, m_o.base.markdown);
-    std::vector<const OutputFile*> files;
-    if (!m_o.base.out.empty()) {
-      h5.write([&](const std::string& path) { write_run_file(path, m_data); });
-      files.push_back(&h5);
-    }
-    summaries.write("ridgeline model", attrs, tables, files);
-    for (const OutputFile* f : files)
-      if (!f->lost()) std::cout << "wrote " << f->path() << "\n";
-    return output_status(files);
+    m_summaries.set(attrs, std::move(tables));
   }
 
   CommandContext& m_ctx;
@@ -778,6 +771,11 @@ private:
   std::vector<double> m_gap_us;
   std::vector<int64_t> m_gap_points;
   std::map<std::string, int64_t> m_roofs_used; ///< roof_used() of the collectives: points
+  // What the model prints and writes, in this order.
+  ConsoleReporter m_console;
+  Hdf5Reporter m_h5;
+  SummaryReporter m_summaries;
+  JobReports m_reports;
 };
 
 int run_model(CommandContext& ctx, ModelOptions o) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 #include <string>
 
@@ -683,22 +684,92 @@ void write_markdown(const std::string& path, const std::string& title,
   write_text_file(path, [&](std::ostream& out) { markdown_document(out, title, attrs, tables); });
 }
 
-SummaryFiles::SummaryFiles(const std::string& json, const std::string& markdown)
-    : m_want_json(!json.empty()), m_want_markdown(!markdown.empty()), m_json(json, "--json"),
-      m_markdown(markdown, "--markdown") {}
+ConsoleReporter::ConsoleReporter(const MpiSession& mpi, std::function<void(std::ostream&)> print)
+    : m_mpi(mpi), m_print(std::move(print)) {}
 
-void SummaryFiles::write(const std::string& title,
-                         const std::vector<std::pair<std::string, Attrs>>& attrs,
-                         const std::vector<std::pair<std::string, Table>>& tables,
-                         std::vector<const OutputFile*>& files) {
-  if (m_want_json) {
-    m_json.write([&](const std::string& path) { write_json(path, attrs, tables); });
-    files.push_back(&m_json);
+void ConsoleReporter::write() {
+  if (m_mpi.rank() == 0) m_print(std::cout);
+}
+
+Hdf5Reporter::Hdf5Reporter(const MpiSession& mpi, const std::string& path, bool every_rank,
+                           Writer writer)
+    : m_mpi(mpi), m_path(path), m_every_rank(every_rank), m_writer(std::move(writer)),
+      m_file(path, "--out", !every_rank || mpi.rank() == 0) {}
+
+std::vector<NamedFile> Hdf5Reporter::outputs() const {
+  return {{m_path, "--out"}};
+}
+
+void Hdf5Reporter::write() {
+  if (m_path.empty() || (!m_every_rank && m_mpi.rank() != 0)) return;
+  // A path that fails on any rank moves every rank to rank 0's fallback.
+  m_file.write([&](const std::string& path) {
+    m_note = m_writer(m_every_rank ? broadcast_string(m_mpi.world(), path, 0) : path);
+  });
+}
+
+std::vector<const OutputFile*> Hdf5Reporter::files() const {
+  if (m_path.empty()) return {};
+  return {&m_file};
+}
+
+SummaryReporter::SummaryReporter(const MpiSession& mpi, const std::string& json,
+                                 const std::string& markdown, std::string title)
+    : m_mpi(mpi), m_title(std::move(title)), m_json_path(json), m_markdown_path(markdown),
+      m_json(json, "--json"), m_markdown(markdown, "--markdown") {}
+
+void SummaryReporter::set(std::vector<std::pair<std::string, Attrs>> attrs,
+                          std::vector<std::pair<std::string, Table>> tables) {
+  m_attrs = std::move(attrs);
+  m_tables = std::move(tables);
+}
+
+std::vector<NamedFile> SummaryReporter::outputs() const {
+  return {{m_json_path, "--json"}, {m_markdown_path, "--markdown"}};
+}
+
+void SummaryReporter::write() {
+  if (m_mpi.rank() != 0) return;
+  if (!m_json_path.empty())
+    m_json.write([&](const std::string& path) { write_json(path, m_attrs, m_tables); });
+  if (!m_markdown_path.empty())
+    m_markdown.write(
+        [&](const std::string& path) { write_markdown(path, m_title, m_attrs, m_tables); });
+}
+
+std::vector<const OutputFile*> SummaryReporter::files() const {
+  std::vector<const OutputFile*> files;
+  if (!m_json_path.empty()) files.push_back(&m_json);
+  if (!m_markdown_path.empty()) files.push_back(&m_markdown);
+  return files;
+}
+
+JobReports::JobReports(const CommandContext& ctx, std::vector<Reporter*> reporters)
+    : m_ctx(ctx), m_reporters(std::move(reporters)) {}
+
+std::vector<std::string> JobReports::file_problems(std::vector<NamedFile> inputs) const {
+  std::vector<NamedFile> outputs;
+  for (const Reporter* r : m_reporters)
+    for (NamedFile& f : r->outputs())
+      outputs.push_back(std::move(f));
+  return check_outputs(m_ctx, outputs, std::move(inputs));
+}
+
+int JobReports::finish(int failure) {
+  for (Reporter* r : m_reporters)
+    r->write();
+  int status = 0;
+  if (m_ctx.mpi.rank() == 0) {
+    std::vector<const OutputFile*> files;
+    for (const Reporter* r : m_reporters)
+      for (const OutputFile* f : r->files()) {
+        files.push_back(f);
+        if (!f->lost()) std::cout << "wrote " << f->path() << r->wrote_note() << "\n";
+      }
+    status = failure != 0 ? failure : output_status(files);
   }
-  if (m_want_markdown) {
-    m_markdown.write([&](const std::string& path) { write_markdown(path, title, attrs, tables); });
-    files.push_back(&m_markdown);
-  }
+  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_ctx.mpi.world()));
+  return status;
 }
 
 } // namespace ridgeline

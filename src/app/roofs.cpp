@@ -11,6 +11,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
+#include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_runner.hpp"
 #include "collectives/transport.hpp"
@@ -441,11 +442,11 @@ struct RoofsOptions {
   double timeout_s = 300;
 };
 
-int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
-  JobContext job(ctx, o.backend, o.allow_shared_gpu);
-  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
+// The plan of the options (the defaults where none is given) and, in `problems`, every
+// problem of the options; the buffers are checked against the smallest free memory of any
+// rank once every rank agrees that the options are valid. Every rank calls.
+RoofsPlan roofs_plan(JobContext& job, const RoofsOptions& o, std::vector<std::string>& problems) {
   RoofsPlan plan = RoofsPlan::defaults(job.cuda(), o.quick);
-  std::vector<std::string> problems;
   if (o.backend != "auto" && o.backend != "host" && o.backend != "cuda")
     problems.push_back("--backend must be auto, host or cuda (got '" + o.backend + "')");
   if (o.backend == "cuda" && job.gpus() == 0)
@@ -520,19 +521,35 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
                          std::to_string(free_bytes / 1048576) +
                          " MiB (lower --memory-max-bytes or the GEMM sizes)");
   }
-  // The output file is checked (a probe file created beside it) before anything is measured.
-  const std::string out = output_path(job.mpi().world(), o.out, "roofs");
-  for (std::string& problem : check_outputs(ctx, {{out, "--out"}}))
-    problems.push_back(std::move(problem));
-  if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
   plan.sample_ms = o.sample_ms;
   plan.timeout_s = o.timeout_s;
+  return plan;
+}
+
+int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
+  JobContext job(ctx, o.backend, o.allow_shared_gpu);
+  if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
+  std::vector<std::string> problems;
+  const RoofsPlan plan = roofs_plan(job, o, problems);
+  const std::string out = output_path(job.mpi().world(), o.out, "roofs");
+  // What the job prints and writes once measured, from these.
+  Roofs roofs;
+  RunData data;
+  ConsoleReporter console(job.mpi(), [&](std::ostream& os) { print_roofs(os, roofs); });
+  Hdf5Reporter h5(job.mpi(), out, false, [&](const std::string& path) {
+    write_run_file(path, data);
+    return std::string();
+  });
+  JobReports reports(ctx, {&console, &h5});
+  // The output file is checked (a probe file created beside it) before anything is measured.
+  for (std::string& problem : reports.file_problems())
+    problems.push_back(std::move(problem));
+  if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
   for (const std::string& warning : job.use_transport(o.transport))
     if (job.mpi().rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   Watchdog watchdog(o.timeout_s, "measuring the roofs");
-  const Roofs roofs = measure_roofs(job, plan, watchdog);
+  roofs = measure_roofs(job, plan, watchdog);
   watchdog.rearm("gathering the topology and writing the file");
-  RunData data;
   data.root = job.root_attrs("roofs");
   data.stack = job.stack();
   data.env = performance_env();
@@ -542,17 +559,8 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   data.config.emplace_back("allow_shared_gpu", static_cast<int64_t>(o.allow_shared_gpu ? 1 : 0));
   data.config.emplace_back("out", out);
   data.topology = job.topology({});
-  int status = 0;
-  if (job.mpi().rank() == 0) {
-    add_roofs(data, roofs, {{"transport", job.transport()}});
-    print_roofs(std::cout, roofs);
-    OutputFile h5(out, "--out");
-    if (h5.write([&](const std::string& path) { write_run_file(path, data); }))
-      std::cout << "wrote " << h5.path() << "\n";
-    status = output_status({&h5});
-  }
-  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, job.mpi().world()));
-  return status;
+  if (job.mpi().rank() == 0) add_roofs(data, roofs, {{"transport", job.transport()}});
+  return reports.finish();
 }
 
 } // namespace

@@ -142,6 +142,71 @@ RunData run_file_data(JobContext& job, const RunConfig& cfg, int repeats, const 
   return data;
 }
 
+// The run's console tables: the roofs measured for it, each strategy's summary, then the
+// tables that set the strategies side by side.
+void print_run(std::ostream& out, const RunConfig& cfg, const PointSpec& spec, const Roofs& roofs,
+               const RunData& data, const std::vector<StrategyResult>& results,
+               const RunRepeats& repeated) {
+  if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(out, roofs);
+  for (const StrategyResult& r : results) {
+    RunData shown = data;
+    shown.summary = r.summary;
+    if (results.size() > 1) out << "\n== " << r.name << "\n";
+    print_report(out, shown);
+  }
+  if (spec.scheduled())
+    print_pipeline_table(out, results, spec.pp);
+  else if (!spec.graphs && (results.size() > 1 || spec.tp > 1))
+    print_overlap_table(out, results);
+  if (spec.attentions.size() > 1) print_attention_table(out, results);
+  print_gpu_table(out, results, cfg.sample_ms);
+  if (repeated.count > 1) print_repeats(out, results, repeated.used);
+}
+
+// The --json and --markdown summaries: the run's attributes, and each strategy's summary, ops
+// and decode bins.
+void set_run_summaries(SummaryReporter& summaries, const RunData& data,
+                       const std::vector<StrategyResult>& results, const RunRepeats& repeated) {
+  std::vector<std::pair<std::string, Attrs>> attrs = {{"run", data.root}, {"config", data.config}};
+  std::vector<std::pair<std::string, Table>> tables;
+  for (const StrategyResult& r : results) {
+    Attrs summary = r.summary.attrs;
+    summary.insert(summary.begin(), {{"strategy", r.name},
+                                     {"step_p50_ns", r.summary.step.p50},
+                                     {"step_p95_ns", r.summary.step.p95},
+                                     {"step_p99_ns", r.summary.step.p99}});
+    if (!r.summary.nodes.empty()) summary.emplace_back("slow_nodes", slow_nodes(r.summary.nodes));
+    attrs.emplace_back("summary " + r.name, summary);
+    tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
+    if (!r.summary.step_context.empty())
+      tables.emplace_back("decode " + r.name, decode_bins_table(decode_bins(r.summary)));
+    if (!r.summary.nodes.empty())
+      tables.emplace_back("nodes " + r.name, nodes_table(r.summary.nodes));
+  }
+  if (repeated.count > 1) tables.emplace_back("repeats", repeated.table);
+  summaries.set(std::move(attrs), std::move(tables));
+}
+
+// The answer last: the step's ceiling and shares, and where along tp the interconnect is or
+// would become the ceiling (the full summary is in the file, --json and `report`); then each
+// failed check.
+void print_run_answer(std::ostream& out, JobContext& job, const RunConfig& cfg, const Roofs& roofs,
+                      const std::vector<StrategyResult>& results) {
+  Crossover next;
+  if (!roofs.empty() && cfg.pp == 1)
+    next = predict_crossover("tp", "", cfg, cfg, roofs, job.transport());
+  std::string label = "tp=" + std::to_string(cfg.tp) + " " + cfg.phase;
+  if (results.size() > 1) label += " (" + results.front().name + ")";
+  print_headline(out, results.front().summary, label, results.front().check.status, "tp",
+                 next.at_value, next.note);
+  for (const StrategyResult& r : results)
+    if (r.check.status == "failed")
+      std::cerr << "ridgeline: check FAILED for " << r.name << ": relative L2 error "
+                << r.check.max_rel_error << " exceeds the tolerance " << r.check.tolerance
+                << " (tp=" << cfg.tp << " pp=" << cfg.pp
+                << " output vs the whole model recomputed at TP=1)\n";
+}
+
 int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   JobContext job(ctx, cfg.backend, cfg.allow_shared_gpu);
   MpiSession& mpi = job.mpi();
@@ -155,21 +220,33 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   for (const std::string& warning : job.use_transport(cfg.transport))
     if (mpi.rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   cfg.out = output_path(mpi.world(), cfg.out, "");
+  // What the run prints and writes once measured, in that order, from these.
+  Roofs roofs;
+  RunRepeats repeated;
+  repeated.count = repeats;
+  PointResult point;
+  RunData data;
+  RankRows mine;
+  ConsoleReporter console(mpi, [&](std::ostream& out) {
+    print_run(out, cfg, spec, roofs, data, point.strategies, repeated);
+  });
+  const FileWriteOptions layout{parse_file_layout(cfg.file_layout), cfg.ranks_per_file};
+  Hdf5Reporter h5(mpi, cfg.out, true, [&](const std::string& path) {
+    const FilesWritten written = write_run_files(mpi.world(), path, data, mine, layout);
+    if (written.node_files == 0) return std::string();
+    return " (per-node layout: links to " + std::to_string(written.node_files) + " node file" +
+           (written.node_files > 1 ? "s" : "") + ")";
+  });
+  SummaryReporter summaries(mpi, cfg.json, cfg.markdown, "ridgeline run: " + cfg.model);
+  JobReports reports(ctx, {&console, &h5, &summaries});
   // Every file this run will write is checked before anything is measured.
-  if (reject_if_any(
-          ctx, "cannot write the results",
-          check_outputs(ctx,
-                        {{cfg.out, "--out"}, {cfg.json, "--json"}, {cfg.markdown, "--markdown"}},
-                        input_files(cfg))))
+  if (reject_if_any(ctx, "cannot write the results", reports.file_problems(input_files(cfg))))
     return 2;
   if (mpi.rank() == 0 && !cfg.quiet) progress::enable_line("run");
 
-  const Roofs roofs =
-      obtain_roofs(job, cfg.roofs, {spec.dtype}, layer_gemm_shapes(spec), cfg.timeout_s);
+  roofs = obtain_roofs(job, cfg.roofs, {spec.dtype}, layer_gemm_shapes(spec), cfg.timeout_s);
   Watchdog watchdog(cfg.timeout_s, "creating communicators and allocating weights");
-  RunRepeats repeated;
-  repeated.count = repeats;
-  PointResult point = run_repeats(job, spec, roofs, watchdog, repeated);
+  point = run_repeats(job, spec, roofs, watchdog, repeated);
   if (!point.ok()) {
     if (mpi.rank() == 0) {
       progress::finish_line("failed");
@@ -178,86 +255,14 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
     return 1;
   }
   watchdog.rearm("gathering the topology and writing the file");
-  int status = 0;
-  const std::vector<StrategyResult>& results = point.strategies;
-  RankRows mine;
-  RunData data = run_file_data(job, cfg, repeats, roofs, point, repeated, mine);
-  // The summary first: whatever happens to the files, the numbers are on stdout.
-  std::vector<std::pair<std::string, Attrs>> attrs;
-  std::vector<std::pair<std::string, Table>> tables;
+  data = run_file_data(job, cfg, repeats, roofs, point, repeated, mine);
   if (mpi.rank() == 0) {
     progress::finish_line("");
-    if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(std::cout, roofs);
-    for (const StrategyResult& r : results) {
-      RunData shown = data;
-      shown.summary = r.summary;
-      if (results.size() > 1) std::cout << "\n== " << r.name << "\n";
-      print_report(std::cout, shown);
-    }
-    if (spec.scheduled())
-      print_pipeline_table(std::cout, results, spec.pp);
-    else if (!spec.graphs && (results.size() > 1 || spec.tp > 1))
-      print_overlap_table(std::cout, results);
-    if (spec.attentions.size() > 1) print_attention_table(std::cout, results);
-    print_gpu_table(std::cout, results, cfg.sample_ms);
-    if (repeats > 1) print_repeats(std::cout, results, repeated.used);
-    attrs = {{"run", data.root}, {"config", data.config}};
-    for (const StrategyResult& r : results) {
-      Attrs summary = r.summary.attrs;
-      summary.insert(summary.begin(), {{"strategy", r.name},
-                                       {"step_p50_ns", r.summary.step.p50},
-                                       {"step_p95_ns", r.summary.step.p95},
-                                       {"step_p99_ns", r.summary.step.p99}});
-      if (!r.summary.nodes.empty()) summary.emplace_back("slow_nodes", slow_nodes(r.summary.nodes));
-      attrs.emplace_back("summary " + r.name, summary);
-      tables.emplace_back("ops " + r.name, aggregates_table(r.summary.ops));
-      if (!r.summary.step_context.empty())
-        tables.emplace_back("decode " + r.name, decode_bins_table(decode_bins(r.summary)));
-      if (!r.summary.nodes.empty())
-        tables.emplace_back("nodes " + r.name, nodes_table(r.summary.nodes));
-    }
-    if (repeats > 1) tables.emplace_back("repeats", repeated.table);
-  }
-  // Every rank writes its rows; a path that fails moves every rank to rank 0's fallback.
-  OutputFile h5(cfg.out, "--out", mpi.rank() == 0);
-  FilesWritten written;
-  const FileWriteOptions layout{parse_file_layout(cfg.file_layout), cfg.ranks_per_file};
-  h5.write([&](const std::string& path) {
-    written =
-        write_run_files(mpi.world(), broadcast_string(mpi.world(), path, 0), data, mine, layout);
-  });
-  if (mpi.rank() == 0) {
-    SummaryFiles summaries(cfg.json, cfg.markdown);
-    std::vector<const OutputFile*> files = {&h5};
-    summaries.write("ridgeline run: " + cfg.model, attrs, tables, files);
-    for (const OutputFile* f : files) {
-      if (f->lost()) continue;
-      std::cout << "wrote " << f->path();
-      if (f == &h5 && written.node_files > 0)
-        std::cout << " (per-node layout: links to " << written.node_files << " node file"
-                  << (written.node_files > 1 ? "s" : "") << ")";
-      std::cout << "\n";
-    }
-    status = output_status(files);
-    // The answer last: the step's ceiling and shares, and where along tp the interconnect is or
-    // would become the ceiling (the full summary is in the file, --json and `report`).
-    Crossover next;
-    if (!roofs.empty() && cfg.pp == 1)
-      next = predict_crossover("tp", "", cfg, cfg, roofs, job.transport());
-    std::string label = "tp=" + std::to_string(cfg.tp) + " " + cfg.phase;
-    if (results.size() > 1) label += " (" + results.front().name + ")";
-    print_headline(std::cout, results.front().summary, label, results.front().check.status, "tp",
-                   next.at_value, next.note);
-    for (const StrategyResult& r : results)
-      if (r.check.status == "failed")
-        std::cerr << "ridgeline: check FAILED for " << r.name << ": relative L2 error "
-                  << r.check.max_rel_error << " exceeds the tolerance " << r.check.tolerance
-                  << " (tp=" << cfg.tp << " pp=" << cfg.pp
-                  << " output vs the whole model recomputed at TP=1)\n";
+    set_run_summaries(summaries, data, point.strategies, repeated);
   }
   // A wrong result outranks a file written elsewhere.
-  if (point.check_failed) status = 3;
-  RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mpi.world()));
+  const int status = reports.finish(point.check_failed ? 3 : 0);
+  if (mpi.rank() == 0) print_run_answer(std::cout, job, cfg, roofs, point.strategies);
   return status;
 }
 

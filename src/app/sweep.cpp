@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -146,7 +147,9 @@ class SweepRun {
 public:
   SweepRun(CommandContext& ctx, SweepOptions o)
       : m_ctx(ctx), m_o(std::move(o)), m_job(ctx, m_o.base.backend, m_o.base.allow_shared_gpu),
-        m_mpi(m_job.mpi()), m_slice(parse_slice(m_o.slice)) {}
+        m_mpi(m_job.mpi()), m_slice(parse_slice(m_o.slice)),
+        m_console(m_mpi,
+                  [this](std::ostream& out) { print_sweep(out, m_rows, m_axes, m_crossovers); }) {}
 
   int run() {
     if (reject_if_any(m_ctx, "invalid GPU placement", m_job.placement_problems())) return 2;
@@ -200,12 +203,17 @@ private:
           "transport: run one sweep per transport and join them with `ridgeline report A.h5 "
           "B.h5`");
     m_o.base.out = output_path(m_mpi.world(), m_o.base.out, "sweep");
+    // Every rank takes part in each write of the file, at rank 0's fallback path from the first
+    // write that fails on. Only the last write's note is printed: the checkpoints are counted
+    // before they write, the complete file is not one.
+    m_h5.emplace(m_mpi, m_o.base.out, true, [this](const std::string& path) {
+      write_run_files(m_mpi.world(), path, m_data, m_mine, m_layout);
+      return " (written " + std::to_string(m_checkpoints.writes() + 1) + " times during the sweep)";
+    });
+    m_summary_files.emplace(m_mpi, m_o.base.json, m_o.base.markdown, "ridgeline sweep");
+    m_reports.emplace(m_ctx, std::vector<Reporter*>{&m_console, &*m_h5, &*m_summary_files});
     // Every file the sweep will write is checked before anything is measured.
-    for (std::string& problem : check_outputs(m_ctx,
-                                              {{m_o.base.out, "--out"},
-                                               {m_o.base.json, "--json"},
-                                               {m_o.base.markdown, "--markdown"}},
-                                              input_files(m_o.base)))
+    for (std::string& problem : m_reports->file_problems(input_files(m_o.base)))
       problems.push_back(std::move(problem));
     return problems;
   }
@@ -243,8 +251,7 @@ private:
   // The file's fixed parts: root, stack, environment, configuration, topology and roofs. Rank 0
   // holds the sweep's tables after them. With --keep-timelines every rank keeps its own
   // timeline of each point and writes it (or sends it to its node's writer) at every rewrite of
-  // the file; every rank takes part in each write, at rank 0's fallback path from the first
-  // write that fails on.
+  // the file.
   void start_file() {
     m_data.root = m_job.root_attrs("sweep");
     m_data.stack = m_job.stack();
@@ -260,7 +267,6 @@ private:
     if (!m_roofs.empty()) add_roofs(m_data, m_roofs, {{"transport", m_job.transport()}});
     m_fixed_tables = m_data.tables.size();
     m_fixed_groups = m_data.group_attrs.size();
-    m_h5 = std::make_unique<OutputFile>(m_o.base.out, "--out", m_mpi.rank() == 0);
     m_layout = {parse_file_layout(m_o.base.file_layout), m_o.base.ranks_per_file};
   }
 
@@ -421,6 +427,12 @@ private:
   }
 
   void write(const std::vector<Crossover>& crossovers, bool complete) {
+    set_file_contents(crossovers, complete);
+    m_h5->write();
+  }
+
+  // The file's sweep tables and attributes as they stand (rank 0's hold the rows).
+  void set_file_contents(const std::vector<Crossover>& crossovers, bool complete) {
     m_data.tables.resize(m_fixed_tables);
     m_data.group_attrs.resize(m_fixed_groups);
     m_data.tables.push_back({"/sweep/points", sweep_points_table(m_rows), {}});
@@ -435,10 +447,6 @@ private:
                                                     {"repeats", static_cast<int64_t>(m_o.repeats)},
                                                     {"interval", std::string(kIntervalMethod)},
                                                     {"complete", static_cast<int64_t>(complete)}});
-    m_h5->write([&](const std::string& path) {
-      write_run_files(m_mpi.world(), broadcast_string(m_mpi.world(), path, 0), m_data, m_mine,
-                      m_layout);
-    });
   }
 
   int stopped_status(int stopped) {
@@ -448,7 +456,8 @@ private:
       print_sweep(std::cout, m_rows, m_axes, {});
       std::cerr << "ridgeline: sweep stopped by " << (stopped == SIGINT ? "SIGINT" : "SIGTERM")
                 << " after " << m_checkpoints.runs() << " of " << runs() << " runs";
-      if (!m_h5->lost()) std::cerr << "; '" << m_h5->path() << "' keeps them, marked incomplete";
+      if (!m_h5->file().lost())
+        std::cerr << "; '" << m_h5->file().path() << "' keeps them, marked incomplete";
       std::cerr << "\n";
     }
     return stop::exit_status(stopped);
@@ -457,18 +466,17 @@ private:
   // The crossovers (and, where a line of the grid holds no interconnect crossover, the roofs'
   // prediction), the table on stdout, the complete file and the summaries; the exit status.
   int finish() {
-    std::vector<Crossover> crossovers;
-    int status = 0;
     if (m_mpi.rank() == 0) {
-      crossovers = find_crossovers(m_rows, m_axes);
-      add_predicted_crossovers(crossovers, m_rows, m_axes, m_configs, m_roofs, m_job.transport());
+      m_crossovers = find_crossovers(m_rows, m_axes);
+      add_predicted_crossovers(m_crossovers, m_rows, m_axes, m_configs, m_roofs, m_job.transport());
       progress::finish_line("");
-      // The table first: whatever happens to the files, the numbers are on stdout.
-      print_sweep(std::cout, m_rows, m_axes, crossovers);
+      m_summary_files->set({{"sweep", m_data.root}, {"config", m_data.config}},
+                           {{"points", sweep_points_table(m_rows)},
+                            {"repeats", sweep_repeats_table(m_repeats)},
+                            {"crossovers", crossovers_table(m_crossovers)}});
     }
-    write(crossovers, true);
-    if (m_mpi.rank() == 0) status = write_summaries(crossovers);
-    RIDGELINE_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, m_mpi.world()));
+    set_file_contents(m_crossovers, true);
+    const int status = m_reports->finish();
     if (m_any_failed_check) return 3;
     // Every rank knows the statuses: a sweep of which no point ran has measured nothing.
     if (std::none_of(m_rows.begin(), m_rows.end(),
@@ -478,26 +486,6 @@ private:
       return 1;
     }
     return status;
-  }
-
-  int write_summaries(const std::vector<Crossover>& crossovers) {
-    const std::vector<std::pair<std::string, Attrs>> attrs = {{"sweep", m_data.root},
-                                                              {"config", m_data.config}};
-    const std::vector<std::pair<std::string, Table>> tables = {
-        {"points", sweep_points_table(m_rows)},
-        {"repeats", sweep_repeats_table(m_repeats)},
-        {"crossovers", crossovers_table(crossovers)}};
-    SummaryFiles summaries(m_o.base.json, m_o.base.markdown);
-    std::vector<const OutputFile*> files = {m_h5.get()};
-    summaries.write("ridgeline sweep", attrs, tables, files);
-    for (const OutputFile* f : files)
-      if (!f->lost())
-        std::cout << "wrote " << f->path()
-                  << (f == m_h5.get() ? " (written " + std::to_string(m_checkpoints.writes() + 1) +
-                                            " times during the sweep)"
-                                      : std::string())
-                  << "\n";
-    return output_status(files);
   }
 
   CommandContext& m_ctx;
@@ -512,7 +500,6 @@ private:
   Roofs m_roofs;
   RunData m_data;
   size_t m_fixed_tables = 0, m_fixed_groups = 0;
-  std::unique_ptr<OutputFile> m_h5;
   FileWriteOptions m_layout;
   std::vector<SweepRow> m_rows;
   std::vector<SweepRepeat> m_repeats; ///< rank 0: every repeat that ran, in the order run
@@ -525,6 +512,12 @@ private:
   RankRows m_mine;
   Checkpoints m_checkpoints;
   bool m_any_failed_check = false;
+  std::vector<Crossover> m_crossovers; ///< rank 0, at the end: the sweep's crossovers
+  // What the sweep writes at the end (the file also at every checkpoint), in this order.
+  ConsoleReporter m_console;
+  std::optional<Hdf5Reporter> m_h5;
+  std::optional<SummaryReporter> m_summary_files;
+  std::optional<JobReports> m_reports;
 };
 
 int run_sweep(CommandContext& ctx, SweepOptions o) {
