@@ -123,37 +123,35 @@ TEST(Scopes, OfAGroupFromItsRanksNodes) {
   EXPECT_FALSE(parse_scope("node", parsed));
 }
 
+// The scope of each kind of group of a grid: tp, pp, p2p (a pipeline send), dp.
+void expect_scopes(const GridScopes& s, Scope tp, Scope pp, Scope p2p, Scope dp) {
+  EXPECT_EQ(s.tp, tp);
+  EXPECT_EQ(s.pp, pp);
+  EXPECT_EQ(s.p2p, p2p);
+  EXPECT_EQ(s.dp, dp);
+}
+
 TEST(Scopes, OfTheGridsGroups) {
-  // Two nodes of 4: TP 4 inside each node, the replicas (DP 2) one rank per node.
+  const Scope intra = Scope::intra, inter = Scope::inter, hier = Scope::hier;
+  // Two nodes of 4: TP 4 inside each node, the replicas (DP 2) one rank per node; one stage: a
+  // group of one rank.
   GridScopes s = grid_scopes(map_nodes(block(2, 4)), 4, 1);
-  EXPECT_EQ(s.tp, Scope::intra);
-  EXPECT_EQ(s.dp, Scope::inter);
-  EXPECT_EQ(s.pp, Scope::intra); // one stage: a group of one rank
+  EXPECT_EQ(s.tp, intra);
+  EXPECT_EQ(s.dp, inter);
+  EXPECT_EQ(s.pp, intra);
   // TP 2 x PP 2 x DP 2: stages inside a node, the replicas across.
-  s = grid_scopes(map_nodes(block(2, 4)), 2, 2);
-  EXPECT_EQ(s.tp, Scope::intra);
-  EXPECT_EQ(s.pp, Scope::intra);
-  EXPECT_EQ(s.p2p, Scope::intra);
-  EXPECT_EQ(s.dp, Scope::inter);
+  expect_scopes(grid_scopes(map_nodes(block(2, 4)), 2, 2), intra, intra, intra, inter);
   // TP 2 x PP 2 on two nodes of 2: the stages across.
-  s = grid_scopes(map_nodes(block(2, 2)), 2, 2);
-  EXPECT_EQ(s.tp, Scope::intra);
-  EXPECT_EQ(s.pp, Scope::inter);
-  EXPECT_EQ(s.p2p, Scope::inter);
-  EXPECT_EQ(s.dp, Scope::intra);
+  expect_scopes(grid_scopes(map_nodes(block(2, 2)), 2, 2), intra, inter, inter, intra);
   // DP over every rank of two nodes of 2: hierarchical; TP 8 over them too.
-  EXPECT_EQ(grid_scopes(map_nodes(block(2, 2)), 1, 1).dp, Scope::hier);
-  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 8, 1).tp, Scope::hier);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 2)), 1, 1).dp, hier);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 8, 1).tp, hier);
   // PP 4 of single ranks on two nodes of 2: one pair of stages crosses, the group is hier.
   s = grid_scopes(map_nodes(block(2, 2)), 1, 4);
-  EXPECT_EQ(s.p2p, Scope::inter);
-  EXPECT_EQ(s.pp, Scope::hier);
+  EXPECT_EQ(s.p2p, inter);
+  EXPECT_EQ(s.pp, hier);
   // One node: everything intra.
-  s = grid_scopes(map_nodes(block(1, 8)), 2, 2);
-  EXPECT_EQ(s.tp, Scope::intra);
-  EXPECT_EQ(s.pp, Scope::intra);
-  EXPECT_EQ(s.dp, Scope::intra);
-  EXPECT_EQ(s.p2p, Scope::intra);
+  expect_scopes(grid_scopes(map_nodes(block(1, 8)), 2, 2), intra, intra, intra, intra);
 }
 
 // Every group of a layout has its size, its scope and its nodes.
