@@ -399,11 +399,16 @@ def picture(page, phase, sweeps, predicted):
     models = sorted({m for (m, p, _, again) in sweeps if p == phase and not again})
     if not models:
         return None
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(max(8.0, 5.2 * len(models)), 4.8),
+                             squeeze=False)
     transports = ["nvlink", "host", "auto", "net"]
     hatch = {"nvlink": "", "host": "..", "auto": "", "net": "xx"}
+    names = {"nvlink": "NVLink", "host": "host path", "auto": "auto",
+             "net": "net (NCCL's network path)"}
+    drawn = []
     for ax, model in zip(axes[0], models):
         present = [t for t in transports if (model, phase, t, "") in sweeps]
+        drawn += [t for t in present if t not in drawn]
         width = 0.8 / max(1, len(present))
         ticks = {}
         for j, transport in enumerate(present):
@@ -445,14 +450,16 @@ def picture(page, phase, sweeps, predicted):
         ax.set_title(f"{model} {phase} ({slice_text})", fontsize=10)
         ax.set_ylabel("step (ms)")
     legend = [Patch(color=COLORS[c], label=c) for c in CLASSES]
-    legend += [Patch(facecolor="white", edgecolor="black", label="NVLink"),
-               Patch(facecolor="white", edgecolor="black", hatch="..", label="host path"),
-               Patch(facecolor="white", edgecolor="black", alpha=0.35,
-                     label="predicted (P: one node, IB: across nodes)")]
-    fig.legend(handles=legend, loc="lower center", ncol=7, fontsize=8, frameon=False)
-    fig.suptitle(f"{phase}: step by ceiling along TP; * = interconnect is the ceiling; "
+    legend += [Patch(facecolor="white", edgecolor="black", hatch=hatch[t] or None,
+                     label=names[t]) for t in drawn]
+    legend.append(Patch(facecolor="white", edgecolor="black", alpha=0.35,
+                        label="predicted (P: one node, IB: across nodes)"))
+    # One row where the figure is wide enough, else two.
+    ncol = len(legend) if len(models) > 1 else (len(legend) + 1) // 2
+    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.suptitle(f"{phase}: step by ceiling along TP; * = interconnect is the ceiling;\n"
                  "bars: medians over repeats, whiskers: 95 % interval of the step", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.13 if ncol < len(legend) else 0.08, 1, 0.92))
     out = os.path.join(page, f"atlas_{phase}.png")
     try:
         output.write_file(out, lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
