@@ -10,7 +10,7 @@
 # Usage: scripts/atlas.sh OUTDIR [TRANSPORT...]   (default transports: nvlink host)
 # Environment (defaults in brackets):
 #   RIDGELINE_BIN [build/src/ridgeline]; MPIRUN [mpirun]; ATLAS_RANKS [the node's GPUs];
-#   ATLAS_MODELS [llama3-8b llama3-70b gpt-h8192]; ATLAS_PHASES [decode prefill train];
+#   ATLAS_MODELS [llama3-8b llama3-70b gpt-h8192 llama3-405b]; ATLAS_PHASES [decode prefill train];
 #   ATLAS_REPEATS [3]; ATLAS_SEQ [512,2048,8192,16384]; ATLAS_BATCH [1,16,64,256];
 #   ATLAS_CONTEXT [1024,8192,32768]; ATLAS_TRAIN_SEQ [4096]; ATLAS_ARGS []: extra options of every
 #   sweep; ATLAS_REPRO [1]: the first model's decode and prefill sweeps run a second time in the
@@ -44,7 +44,7 @@ ranks=${ATLAS_RANKS:-$gpus}
 [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "atlas: ATLAS_RANKS must be a positive integer" >&2; exit 2; }
 repeats=${ATLAS_REPEATS:-3}
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "atlas: ATLAS_REPEATS must be a positive integer" >&2; exit 2; }
-read -r -a models <<<"${ATLAS_MODELS:-llama3-8b llama3-70b gpt-h8192}"
+read -r -a models <<<"${ATLAS_MODELS:-llama3-8b llama3-70b gpt-h8192 llama3-405b}"
 read -r -a phases <<<"${ATLAS_PHASES:-decode prefill train}"
 read -r -a extra <<<"${ATLAS_ARGS:-}"
 transports_measured=("${transports[@]}")
