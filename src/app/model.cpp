@@ -483,6 +483,18 @@ private:
       RunConfig base = m_o.base;
       apply_defaults(base, m_machine.roofs.backend == "host" ? "host" : "cuda");
       m_grid = sweep_grid(base, lists);
+      // tp auto: the GPUs of one node, as `run --tp auto` takes the ranks of one; a point it
+      // makes equal to a listed one is predicted once.
+      std::set<std::string> seen;
+      std::vector<RunConfig> distinct;
+      for (RunConfig& c : m_grid) {
+        if (c.tp == 0) c.tp = m_o.gpus_per_node;
+        std::string key;
+        for (const char* a : kSweepAxes)
+          key += sweep_axis_value(c, a) + "|";
+        if (seen.insert(key).second) distinct.push_back(std::move(c));
+      }
+      m_grid = std::move(distinct);
     }
     if (!m_o.link_gbps.empty()) add_what_if_links();
   }

@@ -75,7 +75,7 @@ void replicate(RunConfig& cfg, int world) {
 } // namespace
 
 void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& value) {
-  if (axis == "tp") cfg.tp = std::stoi(value);
+  if (axis == "tp") cfg.tp = value == "auto" ? 0 : std::stoi(value);
   if (axis == "batch") cfg.batch = std::stoll(value);
   if (axis == "seq") cfg.seq = std::stoll(value);
   if (axis == "context") cfg.context = std::stoll(value);
@@ -224,9 +224,11 @@ private:
     const int world = m_mpi.size();
     std::vector<RoofsPlan::Shape> shapes;
     std::vector<DType> dtypes;
+    const NodeMap nodes = map_nodes(m_mpi.hosts());
     for (RunConfig cfg : m_grid) {
       apply_defaults(cfg, m_job.backend_name());
       replicate(cfg, world);
+      if (!resolve_grid(cfg, nodes, world).empty()) continue;
       const ValidatedPoint validated = validate_point(cfg, world);
       if (!validated.problems.empty()) continue;
       const PointSpec& point = validated.spec;
@@ -533,7 +535,7 @@ void split_sweep_axis_lists(const std::string (&given)[std::size(kSweepAxes)],
     if (!given[a].empty()) lists[a] = split_list(given[a]);
     if (sweep_numeric_axis(kSweepAxes[a]))
       for (std::string& v : lists[a])
-        v = std::to_string(std::stoll(v)); // +4 -> 4
+        if (v != "auto") v = std::to_string(std::stoll(v)); // +4 -> 4
     if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
   }
 }
@@ -612,7 +614,9 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
   cmd->get_option("--dp")->description(
       "Not taken: each point runs ranks / (tp x pp) data-parallel replicas");
   cmd->get_option("--tp")->description(
-      "Tensor-parallel degrees (comma list: one point per value). TP is innermost: with ranks "
+      "Tensor-parallel degrees (comma list: one point per value; auto: the ranks of one "
+      "node, as for run, a point equal to a listed degree running once). TP is innermost: with "
+      "ranks "
       "placed node by node, a TP group of at most a node's ranks stays inside one node and the "
       "replicas go across nodes; a point whose TP group would span nodes fails");
   cmd->add_flag("--keep-timelines", o->keep_timelines,

@@ -491,6 +491,11 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
 // One item of an axis list: an integer of the axis's range, or a value of its kind.
 std::string sweep_axis_item(const std::string& axis, const std::string& item,
                             std::string& canonical) {
+  // tp auto: the ranks of one node, resolved per point once the job knows its nodes.
+  if (axis == "tp" && item == "auto") {
+    canonical = item;
+    return "";
+  }
   if (numeric_axis(axis)) {
     std::string text = item;
     const std::string problem = integer_in(

@@ -123,6 +123,26 @@ TEST(SweepCrossovers, TransportOrderedByBandwidth) {
   EXPECT_EQ(c[0].status, "found");
 }
 
+TEST(SweepAxes, TpAutoIsTheRanksOfANode) {
+  std::string canonical;
+  EXPECT_EQ(sweep_axis_item("tp", "auto", canonical), "");
+  EXPECT_EQ(canonical, "auto");
+  EXPECT_NE(sweep_axis_item("tp", "0", canonical), "");
+  EXPECT_NE(sweep_axis_item("batch", "auto", canonical), "");
+  RunConfig cfg;
+  set_sweep_axis(cfg, "tp", "auto");
+  EXPECT_EQ(cfg.tp, 0); // resolved per point, as run's --tp auto
+  std::string with_tp[std::size(kSweepAxes)];
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a)
+    if (kSweepAxes[a] == std::string("tp")) with_tp[a] = "+1,auto";
+  std::vector<std::string> lists[std::size(kSweepAxes)], axes;
+  split_sweep_axis_lists(with_tp, lists, axes);
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a)
+    if (kSweepAxes[a] == std::string("tp"))
+      EXPECT_EQ(lists[a], (std::vector<std::string>{"1", "auto"}));
+  EXPECT_EQ(axes, std::vector<std::string>{"tp"});
+}
+
 TEST(SweepRepeats, AggregateTakesMediansAndTheLargestClass) {
   std::vector<SweepRepeat> repeats(3);
   const double hbm[] = {5000, 4000, 4500}, interconnect[] = {4800, 4900, 4700};
