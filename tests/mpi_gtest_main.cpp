@@ -1,13 +1,28 @@
-// gtest main for every ridgeline test: initialises MPI, keeps gtest's full output on rank 0 and
-// only the failures (prefixed with the rank) on the others, and makes every rank exit with the
-// same status (any rank failing fails all; every test skipped on every rank exits 77). Output is
-// line-buffered and failures go to stderr as they happen, so that a test killed by a timeout (a
-// rank that failed an assertion and left a collective its peers still wait in) still shows which
-// rank failed where.
+// gtest main for every ridgeline test: initialises MPI (built with RIDGELINE_TEST_SESSION: by
+// opening the program's MpiSession, which test_session() hands to the suites), keeps gtest's full
+// output on rank 0 and only the failures (prefixed with the rank) on the others, and makes every
+// rank exit with the same status (any rank failing fails all; every test skipped on every rank
+// exits 77). Output is line-buffered and failures go to stderr as they happen, so that a test
+// killed by a timeout (a rank that failed an assertion and left a collective its peers still wait
+// in) still shows which rank failed where.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
+
+#if RIDGELINE_TEST_SESSION
+#include "tests/support/test_session.hpp"
+
+namespace ridgeline {
+namespace {
+MpiSession* g_session = nullptr;
+} // namespace
+
+MpiSession& test_session() {
+  return *g_session;
+}
+} // namespace ridgeline
+#endif
 
 namespace {
 
@@ -31,7 +46,12 @@ private:
 } // namespace
 
 int main(int argc, char** argv) {
+#if RIDGELINE_TEST_SESSION
+  ridgeline::MpiSession session(&argc, &argv); // finalises MPI when main returns
+  ridgeline::g_session = &session;
+#else
   MPI_Init(&argc, &argv);
+#endif
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -49,6 +69,8 @@ int main(int argc, char** argv) {
   int all_skipped = unit.successful_test_count() == 0 && unit.skipped_test_count() > 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (global == 0 && all_skipped) global = kSkipped;
+#if !RIDGELINE_TEST_SESSION
   MPI_Finalize();
+#endif
   return global;
 }

@@ -20,6 +20,7 @@
 #include "models/cuda_backend.hpp"
 #include "models/work_model.hpp"
 #include "tests/support/range_log.hpp"
+#include "tests/support/test_session.hpp"
 #if RIDGELINE_TEST_NVTX
 #include "tests/support/nvtx_capture.hpp"
 #endif
@@ -33,15 +34,13 @@ constexpr const char* kBackend = "cuda";
 constexpr const char* kBackend = "host";
 #endif
 
-MpiSession* g_mpi = nullptr;
-
 bool is_iteration(const std::string& name) {
   return name.find(": iteration ") != std::string::npos ||
          name.find(": warm-up ") != std::string::npos;
 }
 
 TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
-  MpiSession& mpi = *g_mpi;
+  MpiSession& mpi = test_session();
 #if RIDGELINE_TEST_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   if (cuda_device_count() < mpi.local_size()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
@@ -160,25 +159,3 @@ TEST(Ranges, EveryOpAndIterationOfAPointIsARangeInPairs) {
 
 } // namespace
 } // namespace ridgeline
-
-// This suite builds a JobContext, which needs the program's MpiSession: its own main (with the
-// exit statuses of tests/mpi_gtest_main.cpp: 77 when every test skipped).
-constexpr int kSkipped = 77;
-int main(int argc, char** argv) {
-  ridgeline::MpiSession mpi(&argc, &argv);
-  ridgeline::g_mpi = &mpi;
-  ::testing::InitGoogleTest(&argc, argv);
-  if (mpi.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int local = RUN_ALL_TESTS();
-  int global = 0;
-  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  // Every test skipped on every rank (a GPU test without a device): ctest's skip status.
-  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
-  int all_skipped = unit.successful_test_count() == 0 && unit.skipped_test_count() > 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (global == 0 && all_skipped) global = kSkipped;
-  return global;
-}
