@@ -74,6 +74,16 @@ step() {
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
 
+# sweep_step NAME MODEL ARGS...: one sweep of MODEL over the current transport and its roofs,
+# with ARGS (layers, grid, kernels), written to h5/NAME.h5.
+sweep_step() {
+  local name=$1 model=$2
+  shift 2
+  step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" --roofs "$roofs" \
+    --config "$repo/models/$model.toml" "$@" "${extra[@]}" --repeats "$repeats" --timeout 300 \
+    --quiet --out "$out/h5/$name.h5"
+}
+
 # phase_args PHASE: the grid and options of one phase's sweep.
 phase_args() {
   case $1 in
@@ -121,14 +131,9 @@ for transport in "${transports_measured[@]}"; do
       # Decode's ceiling is often launch overhead: on GPUs it runs as a replayed CUDA graph.
       [ "$phase" != decode ] || [ "$gpus" = 0 ] || kernels=(--graphs)
       name=sweep_${model}_${phase}_$transport
-      step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" --roofs "$roofs" \
-        --config "$repo/models/$model.toml" --layers 1 --tp "$tps" "${grid[@]}" "${kernels[@]}" \
-        "${extra[@]}" --repeats "$repeats" --timeout 300 --quiet --out "$out/h5/$name.h5"
+      sweep_step "$name" "$model" --layers 1 --tp "$tps" "${grid[@]}" "${kernels[@]}"
       if [ "${ATLAS_REPRO:-1}" = 1 ] && [ "$model" = "${models[0]}" ] && [ "$phase" != train ]; then
-        step "${name}_again" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" \
-          --roofs "$roofs" --config "$repo/models/$model.toml" --layers 1 --tp "$tps" "${grid[@]}" \
-          "${kernels[@]}" "${extra[@]}" --repeats "$repeats" --timeout 300 --quiet \
-          --out "$out/h5/${name}_again.h5"
+        sweep_step "${name}_again" "$model" --layers 1 --tp "$tps" "${grid[@]}" "${kernels[@]}"
       fi
     done
   done
@@ -140,10 +145,8 @@ for transport in "${transports_measured[@]}"; do
         with_table=()
         [ "$ar" = nccl ] || with_table=(--allreduce-table "$ar_tables")
         name=customar_${model}_decode_${ar}_$transport
-        step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" \
-          --roofs "$roofs" --config "$repo/models/$model.toml" --layers 1 --tp "${tps#1,}" \
-          "${grid[@]}" --graphs "${extra[@]}" --allreduce "$ar" "${with_table[@]}" \
-          --repeats "$repeats" --timeout 300 --quiet --out "$out/h5/$name.h5"
+        sweep_step "$name" "$model" --layers 1 --tp "${tps#1,}" "${grid[@]}" --graphs \
+          --allreduce "$ar" "${with_table[@]}"
       done
     done
   fi
@@ -152,10 +155,8 @@ for transport in "${transports_measured[@]}"; do
     read -r -a grid <<<"$(phase_args train)"
     for model in "${models[@]}"; do
       name=sweep_${model}_train_pp2_$transport
-      step "$name" "${mpirun[@]}" -np "$ranks" "$bin" sweep --transport "$transport" --roofs "$roofs" \
-        --config "$repo/models/$model.toml" --layers 2 --pp 2 --microbatches "$ranks" \
-        --tp "$((ranks / 2))" "${grid[@]}" \
-        "${extra[@]}" --repeats "$repeats" --timeout 300 --quiet --out "$out/h5/$name.h5"
+      sweep_step "$name" "$model" --layers 2 --pp 2 --microbatches "$ranks" --tp "$((ranks / 2))" \
+        "${grid[@]}"
     done
   fi
 done
