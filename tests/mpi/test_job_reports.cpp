@@ -101,7 +101,8 @@ TEST(JobReports, OutputsThatAreInputsOrEachOtherAreRefusedBeforeAnything) {
                     [](const std::string&) -> std::string { throw Error("never written"); });
   SummaryReporter summaries(ctx.mpi, dir.file("s.txt"), dir.file("s.txt"), "title");
   JobReports reports(ctx, {&file, &summaries});
-  const std::vector<std::string> problems = reports.file_problems({{dir.file("roofs.h5"), "--roofs"}});
+  const std::vector<std::string> problems =
+      reports.file_problems({{dir.file("roofs.h5"), "--roofs"}});
   if (ctx.mpi.rank() == 0) {
     ASSERT_EQ(problems.size(), 2u);
     EXPECT_NE(problems[0].find("--out"), std::string::npos);
