@@ -2,6 +2,10 @@
 #include "models/roofs.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "core/stats.hpp"
 
 namespace ridgeline {
 
@@ -24,6 +28,53 @@ bool parse_scope(const std::string& name, Scope& out) {
       return true;
     }
   return false;
+}
+
+int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference, double pct) {
+  // One figure of every GPU: the median to hold each against, and which way is worse.
+  struct Figure {
+    const char* name;
+    const char* unit;
+    std::function<double(const GpuRoof&)> of;
+    double reference;
+    bool higher_is_worse;
+  };
+  const GpuReference none;
+  const GpuReference& ref = reference != nullptr ? *reference : none;
+  const Figure figures[] = {
+      {"GEMM", "TFLOP/s", [](const GpuRoof& g) { return g.gemm_tflops; }, ref.gemm_tflops, false},
+      {"read", "GB/s", [](const GpuRoof& g) { return g.read_gbps; }, ref.read_gbps, false},
+      {"launch", "ns", [](const GpuRoof& g) { return g.launch_ns; }, ref.launch_ns, true}};
+  auto text = [](const Figure& f, double value, double against, const std::string& what) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%s %.4g %s is %+.0f %% against %s %.4g", f.name, value,
+                  f.unit, 100.0 * (value / against - 1.0), what.c_str(), against);
+    return std::string(line);
+  };
+  const double limit = pct / 100.0;
+  auto worse = [&](const Figure& f, double value, double against) {
+    if (against <= 0 || value <= 0) return false;
+    return f.higher_is_worse ? value > against * (1.0 + limit) : value < against * (1.0 - limit);
+  };
+  for (GpuRoof& g : gpus)
+    g.outlier.clear();
+  for (const Figure& f : figures) {
+    std::vector<double> values;
+    for (const GpuRoof& g : gpus)
+      if (f.of(g) > 0) values.push_back(f.of(g));
+    // Two GPUs have no majority to stand out from.
+    const double median = values.size() >= 3 ? median_in_place(values) : 0;
+    for (GpuRoof& g : gpus) {
+      std::vector<std::string> why;
+      if (worse(f, f.of(g), median)) why.push_back(text(f, f.of(g), median, "the median"));
+      if (worse(f, f.of(g), f.reference))
+        why.push_back(text(f, f.of(g), f.reference, ref.name.empty() ? "the reference" : ref.name));
+      for (const std::string& w : why)
+        g.outlier += (g.outlier.empty() ? "" : "; ") + w;
+    }
+  }
+  return static_cast<int>(
+      std::count_if(gpus.begin(), gpus.end(), [](const GpuRoof& g) { return !g.outlier.empty(); }));
 }
 
 Scope wider_scope(Scope a, Scope b) {

@@ -73,6 +73,33 @@ struct InterconnectRoof {
   int64_t group_nodes = 1; ///< the nodes each measured group spans
 };
 
+/// One GPU's (host backend: one rank's) own figures from the probes every rank ran at once: the
+/// `roofs` command's view of each device of an allocation, before the best over ranks.
+struct GpuRoof {
+  int64_t rank = 0;
+  std::string node;
+  int64_t device = -1;      ///< CUDA device index (-1 on the host backend)
+  double gemm_tflops = 0;   ///< the best GEMM rate of the first measured dtype
+  double read_gbps = 0;     ///< memory read bandwidth at the largest measured size
+  double launch_ns = 0;     ///< eager launch floor
+  std::string outlier = ""; ///< why it stands out ("" when it does not): mark_gpu_outliers()
+};
+
+/// What one GPU of a model is expected to reach, from a hardware description (its data-sheet
+/// peaks times the derating measured on a results page, and its measured launch floor).
+struct GpuReference {
+  std::string name;
+  double gemm_tflops = 0; ///< 0: not compared
+  double read_gbps = 0;
+  double launch_ns = 0;
+};
+
+/// Marks each GPU whose GEMM rate or read bandwidth is more than `pct` % below, or whose launch
+/// floor is more than `pct` % above, the allocation's median (over every GPU, with at least 3)
+/// or the reference (when given and its figure is non-zero): `outlier` names each figure, its
+/// value and what it was held against. Returns how many GPUs stand out. Pure.
+int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference, double pct);
+
 /// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,
 /// interconnect rows cover every group size and scope measured).
 struct Roofs {
@@ -82,6 +109,8 @@ struct Roofs {
   std::vector<MemoryRoof> memory;
   std::vector<LaunchRoof> launch;
   std::vector<InterconnectRoof> interconnect;
+  /// Each GPU's own figures (the `roofs` command, rank 0; not read back for attribution).
+  std::vector<GpuRoof> gpus;
 
   bool empty() const {
     return gemm.empty() && memory.empty() && launch.empty() && interconnect.empty();

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/fingerprint.hpp"
+#include "app/model.hpp"
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "collectives/collective_runner.hpp"
@@ -45,6 +47,40 @@ void best_over_ranks(MPI_Comm comm, double& best_ns, double& p50_ns) {
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MIN, comm));
   best_ns = t[0];
   p50_ns = t[1];
+}
+
+// Each rank's own figures, gathered to rank 0 (every rank calls; the others get none): `own_ns`
+// holds this rank's best time of every GEMM, memory and launch row of `roofs`, in their order.
+std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
+                                      const std::vector<double>& own_ns) {
+  double mine[4] = {0, 0, 0, static_cast<double>(job.device())};
+  size_t row = 0;
+  for (const GemmRoof& g : roofs.gemm) {
+    const double ns = own_ns[row++];
+    if (g.dtype == roofs.gemm.front().dtype && ns > 0)
+      mine[0] = std::max(mine[0], 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                                      static_cast<double>(g.k) / ns / 1e3);
+  }
+  int64_t largest = -1;
+  for (const MemoryRoof& m : roofs.memory) {
+    const double ns = own_ns[row++];
+    if (m.kind == "read" && m.bytes > largest && ns > 0)
+      largest = m.bytes, mine[1] = static_cast<double>(m.bytes) / ns;
+  }
+  for (const LaunchRoof& l : roofs.launch) {
+    const double ns = own_ns[row++];
+    if (l.kind == "eager") mine[2] = ns;
+  }
+  const MpiSession& mpi = job.mpi();
+  std::vector<double> all(mpi.rank() == 0 ? 4 * static_cast<size_t>(mpi.size()) : 0);
+  RIDGELINE_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, mpi.world()));
+  std::vector<GpuRoof> gpus;
+  for (int r = 0; r < (mpi.rank() == 0 ? mpi.size() : 0); ++r) {
+    const double* f = &all[4 * static_cast<size_t>(r)];
+    gpus.push_back(
+        {r, mpi.hosts()[static_cast<size_t>(r)], static_cast<int64_t>(f[3]), f[0], f[1], f[2], ""});
+  }
+  return gpus;
 }
 
 // Windows of each measured row on the sampler's clock, resolved once sampling stops.
@@ -169,12 +205,15 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   Windows w;
   if (job.device() >= 0 && plan.sample_ms > 0)
     w.sampler = std::make_unique<GpuSampler>(job.device(), plan.sample_ms);
-  // Each probe synchronises at its end: a host window around it covers its device time.
+  // Each probe synchronises at its end: a host window around it covers its device time. Every
+  // rank runs it at once; the roof is the best rank's, and each rank keeps its own time too.
+  std::vector<double> own_ns;
   auto timed = [&](auto&& probe) {
     RIDGELINE_CHECK(MPI_Barrier(world));
     const int64_t begin = w.now();
     auto row = probe();
     w.spans.emplace_back(begin, w.now());
+    own_ns.push_back(row.best_ns);
     best_over_ranks(world, row.best_ns, row.p50_ns);
     return row;
   };
@@ -220,10 +259,12 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     const int64_t begin = w.now();
     LaunchRoof l = probe_launch(backend, graph, plan.launches, plan.launch_reps);
     w.spans.emplace_back(begin, w.now());
+    own_ns.push_back(l.ns_per_launch);
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &l.ns_per_launch, 1, MPI_DOUBLE, MPI_MIN, world));
     roofs.launch.push_back(l);
   }
 
+  roofs.gpus = gather_gpu_roofs(job, roofs, own_ns);
   measure_interconnect(job, plan, backend, watchdog, roofs);
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
@@ -440,7 +481,45 @@ struct RoofsOptions {
   int sample_ms = 20;
   std::string out;
   double timeout_s = 300;
+  std::string reference;   ///< a hardware description (models/hardware/*.toml)
+  double outlier_pct = 10; ///< how far from the median or the reference a GPU stands out
+  bool check_gpus = false; ///< exit 3 when one does
 };
+
+// What a GPU of the description's model reaches: the data-sheet peak of `dtype` and HBM
+// bandwidth times the deratings measured on a results page, and the measured launch floor.
+GpuReference gpu_reference(const HardwareSpec& hw, const std::string& dtype) {
+  const double peak = dtype == "bf16"   ? hw.bf16_tflops
+                      : dtype == "fp16" ? hw.fp16_tflops
+                                        : hw.fp32_tflops;
+  return {hw.name, peak * hw.compute_achievable, hw.hbm_gbps * hw.hbm_achievable,
+          hw.launch_eager_ns};
+}
+
+// Each GPU's own figures beside the allocation's median and the reference, outliers named.
+void print_gpu_roofs(std::ostream& out, const std::vector<GpuRoof>& gpus,
+                     const GpuReference* reference, double pct) {
+  if (gpus.empty()) return;
+  char line[256];
+  out << "\nper GPU (each rank's own probes, run at once; outliers beyond " << pct
+      << " % of the median of every GPU" << (reference ? " or of " + reference->name : "")
+      << "):\n";
+  std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12s %12s %11s  %s\n", "rank", "node", "device",
+                "GEMM TFLOP/s", "read GB/s", "launch ns", "stands out");
+  out << line;
+  for (const GpuRoof& g : gpus) {
+    std::snprintf(line, sizeof(line), "%5lld  %-20s %6lld %12.2f %12.1f %11.0f  ",
+                  static_cast<long long>(g.rank), g.node.c_str(), static_cast<long long>(g.device),
+                  g.gemm_tflops, g.read_gbps, g.launch_ns);
+    out << line << (g.outlier.empty() ? "-" : g.outlier) << "\n";
+  }
+  if (reference != nullptr) {
+    std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12.2f %12.1f %11.0f\n", "ref",
+                  reference->name.substr(0, 20).c_str(), "", reference->gemm_tflops,
+                  reference->read_gbps, reference->launch_ns);
+    out << line;
+  }
+}
 
 // The plan of the options (the defaults where none is given) and, in `problems`, every
 // problem of the options; the buffers are checked against the smallest free memory of any
@@ -535,20 +614,37 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   // What the job prints and writes once measured, from these.
   Roofs roofs;
   RunData data;
-  ConsoleReporter console(job.mpi(), [&](std::ostream& os) { print_roofs(os, roofs); });
+  std::optional<GpuReference> reference;
+  int outliers = 0;
+  ConsoleReporter console(job.mpi(), [&](std::ostream& os) {
+    print_roofs(os, roofs);
+    print_gpu_roofs(os, roofs.gpus, reference ? &*reference : nullptr, o.outlier_pct);
+    if (outliers > 0)
+      os << outliers << " GPU(s) stand out" << (o.check_gpus ? " (--check-gpus: exit 3)" : "")
+         << "\n";
+  });
   Hdf5Reporter h5(job.mpi(), out, false, [&](const std::string& path) {
     write_run_file(path, data);
     return std::string();
   });
   JobReports reports(ctx, {&console, &h5});
   // The output file is checked (a probe file created beside it) before anything is measured.
-  for (std::string& problem : reports.file_problems())
+  for (std::string& problem : reports.file_problems({{o.reference, "--reference"}}))
     problems.push_back(std::move(problem));
+  HardwareSpec hw;
+  if (!o.reference.empty()) try {
+      hw = read_hardware_file(o.reference);
+    } catch (const std::exception& e) {
+      problems.push_back(std::string("--reference: ") + e.what());
+    }
   if (reject_if_any(ctx, "invalid roofs configuration", problems)) return 2;
   for (const std::string& warning : job.use_transport(o.transport))
     if (job.mpi().rank() == 0) std::cerr << "ridgeline: warning: " << warning << "\n";
   Watchdog watchdog(o.timeout_s, "measuring the roofs");
   roofs = measure_roofs(job, plan, watchdog);
+  if (!o.reference.empty() && !roofs.gemm.empty())
+    reference = gpu_reference(hw, roofs.gemm.front().dtype);
+  outliers = mark_gpu_outliers(roofs.gpus, reference ? &*reference : nullptr, o.outlier_pct);
   watchdog.rearm("gathering the topology and writing the file");
   data.root = job.root_attrs("roofs");
   data.stack = job.stack();
@@ -558,9 +654,13 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   data.config.emplace_back("transport", job.transport());
   data.config.emplace_back("allow_shared_gpu", static_cast<int64_t>(o.allow_shared_gpu ? 1 : 0));
   data.config.emplace_back("out", out);
+  data.config.emplace_back("reference", o.reference);
+  data.config.emplace_back("outlier_pct", o.outlier_pct);
+  data.config.emplace_back("check_gpus", static_cast<int64_t>(o.check_gpus ? 1 : 0));
   data.topology = job.topology({});
   if (job.mpi().rank() == 0) add_roofs(data, roofs, {{"transport", job.transport()}});
-  return reports.finish();
+  // A GPU that stands out is a failed check only where asked for (an acceptance script's exit).
+  return reports.finish(o.check_gpus && outliers > 0 ? 3 : 0);
 }
 
 } // namespace
@@ -615,6 +715,23 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
                   "Seconds one measurement may wait before the job is aborted (1e9 or more: never)")
       ->check(number_above(0))
       ->capture_default_str();
+  cmd->add_option("--reference", o->reference,
+                  "Hardware description of the GPUs (models/hardware/*.toml): each GPU is held "
+                  "against its data-sheet peaks times the measured deratings and its measured "
+                  "launch floor, beside the allocation's median")
+      ->check(CLI::ExistingFile)
+      ->check(regular_file())
+      ->group("Checks");
+  cmd->add_option("--outlier-pct", o->outlier_pct,
+                  "A GPU stands out when its GEMM rate or read bandwidth is more than this many "
+                  "percent below (its launch floor above) the median of every GPU (3 or more) or "
+                  "the --reference")
+      ->check(CLI::Range(0.1, 1000.0))
+      ->capture_default_str()
+      ->group("Checks");
+  cmd->add_flag("--check-gpus", o->check_gpus,
+                "Exit 3 when a GPU stands out (the file and tables are written all the same)")
+      ->group("Checks");
   cmd->footer("run --roofs FILE and sweep --roofs FILE reuse the file's /roofs for attribution.");
   cmd->callback([o, &action] { action = [o](CommandContext& ctx) { return run_roofs(ctx, *o); }; });
 }

@@ -332,6 +332,27 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
                      "groups of one layout run concurrently: within each node, one rank per node, "
                      "every rank of several nodes); alpha/beta: least squares on the medians; "
                      "floor_*: the lower envelope of the fastest calls")}}});
+  if (!roofs.gpus.empty()) {
+    std::vector<int64_t> rank, device;
+    std::vector<std::string> node, outlier;
+    std::vector<double> tflops, read, launch_ns;
+    for (const GpuRoof& g : roofs.gpus) {
+      rank.push_back(g.rank), node.push_back(g.node), device.push_back(g.device);
+      tflops.push_back(g.gemm_tflops), read.push_back(g.read_gbps),
+          launch_ns.push_back(g.launch_ns), outlier.push_back(g.outlier);
+    }
+    data.tables.push_back(
+        {"/roofs/gpus",
+         {{"rank", rank},
+          {"node", node},
+          {"device", device},
+          {"gemm_tflops", tflops},
+          {"read_gbps", read},
+          {"launch_ns", launch_ns},
+          {"outlier", outlier}},
+         {{"method", std::string("each rank's own best of the probes every rank ran at once, "
+                                 "before the best over ranks that the roofs keep")}}});
+  }
   Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
   for (DType d : {DType::bf16, DType::f16, DType::f32})
     if (roofs.peak_tflops(d) > 0)

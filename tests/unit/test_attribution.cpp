@@ -204,3 +204,44 @@ TEST(Attribution, StepSplitByBounds) {
 
 } // namespace
 } // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+
+// Four GPUs, one slow in GEMM and one slow to launch, held against their median at 10 %.
+std::vector<GpuRoof> four_gpus() {
+  return {{0, "a", 0, 800, 4400, 4300, ""},
+          {1, "a", 1, 790, 4450, 4350, ""},
+          {2, "b", 0, 600, 4420, 4330, ""},
+          {3, "b", 1, 805, 4410, 6000, ""}};
+}
+
+TEST(GpuOutliers, TheMedianNamesTheSlowGemmAndTheSlowLaunch) {
+  std::vector<GpuRoof> gpus = four_gpus();
+  EXPECT_EQ(mark_gpu_outliers(gpus, nullptr, 10), 2);
+  EXPECT_EQ(gpus[0].outlier, "");
+  EXPECT_EQ(gpus[1].outlier, "");
+  // Median of 800, 790, 600, 805: 795; 600 is 25 % below.
+  EXPECT_EQ(gpus[2].outlier, "GEMM 600 TFLOP/s is -25 % against the median 795");
+  // Median launch 4340; 6000 is 38 % above.
+  EXPECT_EQ(gpus[3].outlier, "launch 6000 ns is +38 % against the median 4340");
+  // A wider threshold lets both pass.
+  EXPECT_EQ(mark_gpu_outliers(gpus, nullptr, 40), 0);
+  EXPECT_EQ(gpus[2].outlier, "");
+}
+
+TEST(GpuOutliers, TheReferenceHoldsEveryGpuAndTwoHaveNoMedian) {
+  std::vector<GpuRoof> two = {{0, "a", 0, 800, 4400, 4300, ""}, {1, "a", 1, 400, 4400, 4300, ""}};
+  // Two GPUs: no median to stand out from.
+  EXPECT_EQ(mark_gpu_outliers(two, nullptr, 10), 0);
+  const GpuReference h200{"H200", 801, 4464, 4352};
+  EXPECT_EQ(mark_gpu_outliers(two, &h200, 10), 1);
+  EXPECT_EQ(two[1].outlier, "GEMM 400 TFLOP/s is -50 % against H200 801");
+  // A figure the reference leaves at 0 is not compared.
+  const GpuReference gemm_only{"H200", 801, 0, 0};
+  std::vector<GpuRoof> slow_read = {{0, "a", 0, 800, 100, 90000, ""}};
+  EXPECT_EQ(mark_gpu_outliers(slow_read, &gemm_only, 10), 0);
+}
+
+} // namespace
+} // namespace ridgeline
