@@ -1,13 +1,16 @@
 // Mixture of experts: routing and permutation on hand cases, the controlled routings, the load
-// and imbalance arithmetic of expert-parallel ranks.
+// and imbalance arithmetic of expert-parallel ranks, and the reference layer on the host backend
+// against a naive loop over tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <vector>
 
 #include "core/error.hpp"
+#include "models/moe_layer.hpp"
 #include "models/moe_routing.hpp"
 
 namespace ridgeline {
@@ -149,6 +152,162 @@ TEST(MoeLoad, ImbalanceIsTheMaxOverTheMean) {
   EXPECT_DOUBLE_EQ(imbalance({0, 0}), 1.0);
   EXPECT_DOUBLE_EQ(imbalance({1, 3}), 1.5);
   EXPECT_DOUBLE_EQ(imbalance({6, 0, 0}), 3.0);
+}
+
+ModelSpec small_moe(GatingKind gating, int64_t shared) {
+  ModelSpec m;
+  m.hidden = 32;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 24;
+  m.mlp = MlpKind::swiglu;
+  m.experts = 6;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 24;
+  m.shared_experts = shared;
+  m.gating = gating;
+  return m;
+}
+
+constexpr uint64_t kSeed = 1234;
+constexpr int64_t kLayer = 3;
+
+// Element (row, col) of a logical MoE tensor as make_moe_weights generates it.
+double weight(int64_t role, int64_t cols, int64_t row, int64_t col) {
+  const GenKey key{kSeed, tensor_id(kLayer, role), cols,
+                   1.0f / std::sqrt(static_cast<float>(cols))};
+  return generate(key, row, col);
+}
+
+double silu(double v) {
+  return v / (1.0 + std::exp(-v));
+}
+
+// One SwiGLU expert of width f on token x: gate and up rows from row0 of their tensors, down
+// rows from down_row0 (columns down_col0 on) of a down tensor with down_cols columns.
+std::vector<double> naive_expert(const ModelSpec& m, const float* x, int64_t gate_role,
+                                 int64_t up_role, int64_t down_role, int64_t row0, int64_t f,
+                                 int64_t down_row0, int64_t down_col0, int64_t down_cols) {
+  const int64_t h = m.hidden;
+  std::vector<double> out(static_cast<size_t>(h), 0.0);
+  for (int64_t i = 0; i < f; ++i) {
+    double g = 0, u = 0;
+    for (int64_t c = 0; c < h; ++c) {
+      g += x[c] * weight(gate_role, h, row0 + i, c);
+      u += x[c] * weight(up_role, h, row0 + i, c);
+    }
+    const double a = silu(g) * u;
+    for (int64_t j = 0; j < h; ++j)
+      out[j] += a * weight(down_role, down_cols, down_row0 + j, down_col0 + i);
+  }
+  return out;
+}
+
+// The MoE MLP one token at a time in double, choosing the experts itself (a stable sort of the
+// scores) unless `given` routes them. Writes its choice to `chosen`.
+std::vector<double> naive_moe(const ModelSpec& m, const std::vector<float>& x, int64_t tokens,
+                              const Routing* given, std::vector<int32_t>& chosen) {
+  const int64_t h = m.hidden, f = m.expert_ffn_hidden, k = m.top_k, fs = m.shared_experts * f;
+  std::vector<double> y(static_cast<size_t>(tokens * h), 0.0);
+  chosen.clear();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* xt = x.data() + t * h;
+    std::vector<double> score(static_cast<size_t>(m.experts));
+    for (int64_t e = 0; e < m.experts; ++e) {
+      double l = 0;
+      for (int64_t c = 0; c < h; ++c)
+        l += xt[c] * weight(role_router, h, e, c);
+      score[e] = m.gating == GatingKind::softmax ? l : 1.0 / (1.0 + std::exp(-l));
+    }
+    std::vector<int32_t> order(static_cast<size_t>(m.experts));
+    for (int32_t e = 0; e < m.experts; ++e)
+      order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+    std::vector<double> w(static_cast<size_t>(k));
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j)
+      sum += w[j] = m.gating == GatingKind::softmax ? std::exp(score[order[j]] - score[order[0]])
+                                                    : score[order[j]];
+    for (int64_t j = 0; j < k; ++j) {
+      if (given != nullptr) {
+        order[j] = given->expert[t * k + j];
+        w[j] = given->weight[t * k + j];
+      } else {
+        w[j] /= sum;
+      }
+      chosen.push_back(order[j]);
+      const int64_t e = order[j];
+      const std::vector<double> out = naive_expert(m, xt, role_expert_gate, role_expert_up,
+                                                   role_expert_down, e * f, f, e * h, 0, f);
+      for (int64_t c = 0; c < h; ++c)
+        y[t * h + c] += w[j] * out[c];
+    }
+    if (fs > 0) {
+      const std::vector<double> out =
+          naive_expert(m, xt, role_shared_gate, role_shared_up, role_shared_down, 0, fs, 0, 0, fs);
+      for (int64_t c = 0; c < h; ++c)
+        y[t * h + c] += out[c];
+    }
+  }
+  return y;
+}
+
+// The reference layer on the host backend against the naive loop: the same experts, and the
+// output within fp32's rounding of sums over hidden and f terms.
+void check_layer(const ModelSpec& m, const RoutingControl& control, int64_t tokens) {
+  std::unique_ptr<Backend> backend = make_host_backend();
+  const MoeWeights w = make_moe_weights(*backend, m, kLayer, kSeed, 0, m.experts);
+  Buffer xb = backend->allocate(tokens, m.hidden);
+  Buffer yb = backend->allocate(tokens, m.hidden);
+  const Tensor x = xb.view(tokens, m.hidden, DType::f32);
+  const Tensor y = yb.view(tokens, m.hidden, DType::f32);
+  backend->fill_random(x, GenKey{kSeed, tensor_id(kLayer, 99), m.hidden, 1.0f}, 0, 0);
+  const MoeStep step = moe_forward(*backend, m, w, x, y, control);
+  const std::vector<float> xs = backend->to_host(x), ys = backend->to_host(y);
+  std::vector<int32_t> chosen;
+  const bool router = control.mode == RoutingMode::router;
+  const std::vector<double> ref =
+      naive_moe(m, xs, tokens, router ? nullptr : &step.routing, chosen);
+  EXPECT_EQ(step.routing.expert, chosen);
+  double largest = 0, error = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    largest = std::max(largest, std::abs(ref[i]));
+    error = std::max(error, std::abs(ref[i] - ys[i]));
+  }
+  EXPECT_GT(largest, 0.01);
+  EXPECT_LE(error, 1e-5 * std::max(1.0, largest)) << "largest |y| " << largest;
+}
+
+TEST(MoeLayer, SoftmaxRouterMatchesTheNaiveLoop) {
+  check_layer(small_moe(GatingKind::softmax, 0), RoutingControl{}, 10);
+}
+
+TEST(MoeLayer, SigmoidRouterWithASharedExpertMatchesTheNaiveLoop) {
+  check_layer(small_moe(GatingKind::sigmoid, 1), RoutingControl{}, 9);
+}
+
+TEST(MoeLayer, ControlledRoutingsMatchTheNaiveLoop) {
+  const ModelSpec m = small_moe(GatingKind::softmax, 2);
+  check_layer(m, RoutingControl{RoutingMode::uniform, 0.0, 0}, 7);
+  check_layer(m, RoutingControl{RoutingMode::zipf, 1.5, 11}, 12);
+  EXPECT_EQ(route(RoutingControl{RoutingMode::uniform, 0.0, 0}, m, 7, {}).expert,
+            route_uniform(7, 6, 2).expert);
+}
+
+TEST(MoeLayer, AnyRangeOfExpertsHoldsTheSameNumbersAsTheWholeLayer) {
+  const ModelSpec m = small_moe(GatingKind::softmax, 1);
+  std::unique_ptr<Backend> backend = make_host_backend();
+  const MoeWeights whole = make_moe_weights(*backend, m, kLayer, kSeed, 0, m.experts);
+  const MoeWeights part = make_moe_weights(*backend, m, kLayer, kSeed, 2, 3);
+  ASSERT_EQ(part.gate_up.size(), 3u);
+  const int64_t h = m.hidden, f = m.expert_ffn_hidden;
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(backend->to_host(part.gate_up[e].view(2 * f, h, DType::f32)),
+              backend->to_host(whole.gate_up[e + 2].view(2 * f, h, DType::f32)));
+    EXPECT_EQ(backend->to_host(part.down[e].view(h, f, DType::f32)),
+              backend->to_host(whole.down[e + 2].view(h, f, DType::f32)));
+  }
 }
 
 } // namespace
