@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "models/moe_layer.hpp"
 #include "models/moe_routing.hpp"
+#include "models/work_model.hpp"
 
 namespace ridgeline {
 namespace {
@@ -308,6 +309,60 @@ TEST(MoeLayer, AnyRangeOfExpertsHoldsTheSameNumbersAsTheWholeLayer) {
     EXPECT_EQ(backend->to_host(part.down[e].view(h, f, DType::f32)),
               backend->to_host(whole.down[e + 2].view(h, f, DType::f32)));
   }
+}
+
+TEST(MoeWork, CostsOfTheBusiestRankOnAHandCase) {
+  // The hand routing of MoeLoad's test: h = 4, f = 2, one shared expert, fp32, EP 2.
+  ModelSpec m;
+  m.hidden = 4;
+  m.experts = 4;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 2;
+  m.shared_experts = 1;
+  Routing r;
+  r.tokens = 4;
+  r.experts = 4;
+  r.top_k = 2;
+  r.expert = {0, 1, 2, 3, 0, 2, 1, 0};
+  r.weight.assign(8, 0.5f);
+  const MoeWork w = moe_work(m, moe_load(r, 2), DType::f32);
+  // Router: 2 tokens a rank x [4 experts, 4]: 2*2*4*4 FLOPs; (2*4 + 4*4 + 2*4) x 4 bytes.
+  EXPECT_DOUBLE_EQ(w.router.flops, 64);
+  EXPECT_DOUBLE_EQ(w.router.hbm_bytes, 128);
+  // Rank 0 holds experts 0 (3 rows) and 1 (2 rows): per row 2*4*4 (gate, up) + 2*4*2 (down)
+  // FLOPs; per expert (c*4 + 4*4 + c*4) + (c*2 + 4*2 + c*4) elements = 14c + 24.
+  EXPECT_EQ(w.busiest_rank, 0);
+  EXPECT_DOUBLE_EQ(w.experts.flops, 48.0 * 5);
+  EXPECT_DOUBLE_EQ(w.experts.hbm_bytes, (14.0 * 3 + 24 + 14.0 * 2 + 24) * 4);
+  // Shared (f = 2) on 2 tokens: [2, 4] x [4, 4]^T then [2, 2] x [4, 2]^T.
+  EXPECT_DOUBLE_EQ(w.shared.flops, 64 + 32);
+  EXPECT_DOUBLE_EQ(w.shared.hbm_bytes, (8 + 16 + 8) * 4 + (4 + 8 + 8) * 4);
+  // Rank 0 receives 3 rows and sends 2, rank 1 the reverse: 3 rows x 4 x 4 bytes; mean 2.5 rows.
+  EXPECT_DOUBLE_EQ(w.dispatch.comm_bytes, 48);
+  EXPECT_DOUBLE_EQ(w.combine.comm_bytes, 48);
+  EXPECT_DOUBLE_EQ(w.dispatch_mean_bytes, 40);
+  EXPECT_DOUBLE_EQ(w.rank_imbalance, 1.25);
+  EXPECT_DOUBLE_EQ(w.expert_imbalance, 1.5);
+}
+
+TEST(MoeWork, UniformRoutingOnOneRankSendsNothingAndIsBalanced) {
+  ModelSpec m;
+  m.hidden = 8;
+  m.experts = 8;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 4;
+  const MoeWork one = moe_work(m, moe_load(route_uniform(16, 8, 2), 1), DType::bf16);
+  EXPECT_DOUBLE_EQ(one.dispatch.comm_bytes, 0);
+  EXPECT_DOUBLE_EQ(one.rank_imbalance, 1);
+  // 32 rows, 4 per expert: 6 FLOPs per row and weight element, 3 weights of 8 x 4 a row.
+  EXPECT_DOUBLE_EQ(one.experts.flops, 32.0 * 2 * 3 * 8 * 4);
+  EXPECT_DOUBLE_EQ(one.shared.flops, 0);
+  // On 4 ranks the busiest rank computes a quarter of the rows, and the uniform routing sends
+  // 3/4 of each rank's 8 rows away: 6 rows x 8 x 2 bytes.
+  const MoeWork four = moe_work(m, moe_load(route_uniform(16, 8, 2), 4), DType::bf16);
+  EXPECT_DOUBLE_EQ(four.experts.flops, one.experts.flops / 4);
+  EXPECT_DOUBLE_EQ(four.dispatch.comm_bytes, 6.0 * 8 * 2);
+  EXPECT_DOUBLE_EQ(four.dispatch_mean_bytes, 6.0 * 8 * 2);
 }
 
 } // namespace
