@@ -60,10 +60,24 @@ struct MoeStep {
   Permutation permutation;
 };
 
+/// The router GEMM and the routing of x's tokens under `control`, with its permutation.
+/// Synchronises (the routing is computed on the host).
+MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                  const RoutingControl& control);
+
+/// y = the shared experts of x (0 without shared experts).
+void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y);
+
+/// y += the routed experts' part for the experts `w` holds: the rows `step` assigns to them
+/// gathered from x, the grouped gate and up GEMM, SwiGLU, the grouped down GEMM, and each row
+/// added back to its token times its weight. What one expert-parallel rank computes of the
+/// layer after the dispatch (here x's rows are gathered on the rank itself).
+void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y, const MoeStep& step);
+
 /// y[tokens, hidden] = sum over token t's k experts of weight x expert(x_t), plus the shared
-/// experts of x_t: the router GEMM, the routing, x's rows gathered by expert, the grouped gate
-/// and up GEMM, SwiGLU, the grouped down GEMM, and each row scattered back times its weight.
-/// `w` holds every expert. Synchronises (the routing is computed on the host).
+/// experts of x_t: moe_route(), moe_shared() then moe_routed(). `w` holds every expert.
 MoeStep moe_forward(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
                     Tensor y, const RoutingControl& control);
 

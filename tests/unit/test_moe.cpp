@@ -311,6 +311,36 @@ TEST(MoeLayer, AnyRangeOfExpertsHoldsTheSameNumbersAsTheWholeLayer) {
   }
 }
 
+// The experts split into EP contiguous blocks, each block's rows computed from its own weights
+// onto the shared experts' output: the one-rank layer's numbers, bit for bit (each token's rows
+// are added in expert order both ways).
+TEST(MoeLayer, ExpertBlocksOfEveryEpDegreeAddUpToTheWholeLayer) {
+  const ModelSpec m = small_moe(GatingKind::sigmoid, 1);
+  std::unique_ptr<Backend> backend = make_host_backend();
+  const int64_t tokens = 12, h = m.hidden;
+  const MoeWeights whole = make_moe_weights(*backend, m, kLayer, kSeed, 0, m.experts);
+  Buffer xb = backend->allocate(tokens, h), yb = backend->allocate(tokens, h);
+  const Tensor x = xb.view(tokens, h, DType::f32), y = yb.view(tokens, h, DType::f32);
+  backend->fill_random(x, GenKey{kSeed, tensor_id(kLayer, 99), h, 1.0f}, 0, 0);
+  for (const RoutingControl& control :
+       {RoutingControl{}, RoutingControl{RoutingMode::zipf, 1.2, 5}}) {
+    const MoeStep step = moe_forward(*backend, m, whole, x, y, control);
+    const std::vector<float> expected = backend->to_host(y);
+    for (int ep : {1, 2, 3, 6}) {
+      Buffer zb = backend->allocate(tokens, h);
+      const Tensor z = zb.view(tokens, h, DType::f32);
+      moe_shared(*backend, m, whole, x, z);
+      const int64_t per_rank = m.experts / ep;
+      for (int r = 0; r < ep; ++r)
+        moe_routed(*backend, m,
+                   make_moe_weights(*backend, m, kLayer, kSeed, r * per_rank, per_rank), x, z,
+                   step);
+      EXPECT_EQ(backend->to_host(z), expected)
+          << "ep " << ep << ", " << routing_mode_name(control.mode);
+    }
+  }
+}
+
 TEST(MoeWork, CostsOfTheBusiestRankOnAHandCase) {
   // The hand routing of MoeLoad's test: h = 4, f = 2, one shared expert, fp32, EP 2.
   ModelSpec m;
