@@ -1,6 +1,6 @@
 // The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
-// addend, and a forward GEMM and the op after it (and the RMS norm before it, when asked), in
-// turn.
+// addend, a forward GEMM and the op after it (and the RMS norm before it, when asked), in
+// turn, and the grouped GEMM as one GEMM per group.
 #include "models/backend.hpp"
 
 #include "core/error.hpp"
@@ -11,6 +11,20 @@ void Backend::gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, T
   RIDGELINE_REQUIRE(addend.data != c.data, "gemm_add: the addend is the output");
   copy(addend, c);
   gemm(a, Trans::no, w, Trans::yes, c, true, Lane::compute);
+}
+
+void Backend::grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,
+                           const std::vector<int64_t>& offsets, Tensor c, Lane lane) {
+  RIDGELINE_REQUIRE(offsets.size() == w.size() + 1 && offsets.front() == 0 &&
+                        offsets.back() == a.rows && c.rows == a.rows,
+                    "grouped_gemm: the offsets do not cover the rows of a and c");
+  for (size_t g = 0; g < w.size(); ++g) {
+    const int64_t rows = offsets[g + 1] - offsets[g];
+    RIDGELINE_REQUIRE(rows >= 0, "grouped_gemm: offsets decrease");
+    if (rows == 0) continue;
+    gemm(a.rows_slice(offsets[g], rows), Trans::no, w[g], Trans::yes,
+         c.rows_slice(offsets[g], rows), false, lane);
+  }
 }
 
 void Backend::gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, const GemmEpilogue& e) {

@@ -147,6 +147,13 @@ public:
   void gemm(const Tensor& a, const Tensor& w, Tensor c, Lane lane = Lane::compute) {
     gemm(a, Trans::no, w, Trans::yes, c, false, lane);
   }
+  /// The forward GEMM of each group (an expert's rows): rows [offsets[g], offsets[g + 1]) of c
+  /// are the same rows of a times w[g]^T; groups without rows are skipped. offsets holds
+  /// w.size() + 1 entries from 0 to a.rows. One gemm() per group unless a backend groups them in
+  /// one kernel.
+  virtual void grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,
+                            const std::vector<int64_t>& offsets, Tensor c,
+                            Lane lane = Lane::compute);
   /// c[m, n] = a[m, k] * w[n, k]^T + addend[m, n] (addend may not be c), rounded once where
   /// the backend sums inside the GEMM (cuBLASLt's C input on GPUs); otherwise the addend copied
   /// into c and the product accumulated onto it.

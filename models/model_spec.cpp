@@ -15,6 +15,10 @@ const char* phase_name(Phase p) {
   return p == Phase::prefill ? "prefill" : "decode";
 }
 
+const char* gating_name(GatingKind k) {
+  return k == GatingKind::softmax ? "softmax" : "sigmoid";
+}
+
 MlpKind parse_mlp(const std::string& s) {
   if (s == "gelu") return MlpKind::gelu;
   if (s == "swiglu") return MlpKind::swiglu;
@@ -31,6 +35,12 @@ Phase parse_phase(const std::string& s) {
   if (s == "prefill") return Phase::prefill;
   if (s == "decode") return Phase::decode;
   throw UsageError("unknown phase '" + s + "' (expected prefill or decode)");
+}
+
+GatingKind parse_gating(const std::string& s) {
+  if (s == "softmax") return GatingKind::softmax;
+  if (s == "sigmoid") return GatingKind::sigmoid;
+  throw UsageError("unknown gating '" + s + "' (expected softmax or sigmoid)");
 }
 
 int64_t local_heads(const ModelSpec& m, int tp) {

@@ -12,6 +12,10 @@ namespace ridgeline {
 
 enum class MlpKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
+/// How an MoE router turns its logits into the weights of the chosen experts: softmax
+/// (Mixtral, Qwen3-MoE: top-k of the logits, softmax over those k) or sigmoid (DeepSeek-V3: top-k
+/// of the sigmoid scores, normalised to sum 1 over those k).
+enum class GatingKind { softmax, sigmoid };
 /// Prefill: seq tokens of batch sequences at once. Decode: one new token per sequence
 /// against a KV cache of `context` tokens.
 enum class Phase { prefill, decode };
@@ -19,9 +23,11 @@ enum class Phase { prefill, decode };
 const char* mlp_name(MlpKind k);
 const char* norm_name(NormKind k);
 const char* phase_name(Phase p);
+const char* gating_name(GatingKind k);
 MlpKind parse_mlp(const std::string& s);
 NormKind parse_norm(const std::string& s);
 Phase parse_phase(const std::string& s);
+GatingKind parse_gating(const std::string& s);
 
 /// Dimensions of one transformer block (pre-norm, Megatron layout).
 struct ModelSpec {
@@ -36,8 +42,17 @@ struct ModelSpec {
   bool rotary = false;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  /// Routed experts of the MLP (a mixture of experts); 0: the dense MLP of ffn_hidden.
+  int64_t experts = 0;
+  int64_t top_k = 0;             ///< routed experts each token goes through
+  int64_t expert_ffn_hidden = 0; ///< each expert's SwiGLU inner width (per branch)
+  /// Experts every token goes through beside the routed ones, each of expert_ffn_hidden.
+  int64_t shared_experts = 0;
+  GatingKind gating = GatingKind::softmax;
 
   int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  /// Whether the MLP is a mixture of experts.
+  bool moe() const { return experts > 0; }
 };
 
 /// What one rank of a tensor-parallel group computes per layer.

@@ -2,6 +2,8 @@
 // (the minimum traffic); FLOPs count 2 per multiply-add.
 #include "models/work_model.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -156,6 +158,51 @@ double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layer
   if (s.phase == Phase::decode)
     cache = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.cache_rows()) * kvl * d * e;
   return static_cast<double>(layers) * (layer_weight_bytes(m, s.tp, s.dtype) + cache) + activations;
+}
+
+} // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+OpCost add(const OpCost& a, const OpCost& b) {
+  return OpCost{a.flops + b.flops, a.hbm_bytes + b.hbm_bytes, a.comm_bytes + b.comm_bytes};
+}
+} // namespace
+
+MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype) {
+  RIDGELINE_REQUIRE(m.moe() && static_cast<int64_t>(load.expert_rows.size()) == m.experts &&
+                        static_cast<int>(load.rank_rows.size()) == load.ep,
+                    "moe_work: the load is not of the model's experts");
+  const double e = dtype_size(dtype);
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_ffn_hidden);
+  const double fs = static_cast<double>(m.shared_experts) * f;
+  int64_t assignments = 0;
+  for (int64_t rows : load.expert_rows)
+    assignments += rows;
+  const double tokens = static_cast<double>(assignments) / static_cast<double>(m.top_k) /
+                        static_cast<double>(load.ep);
+  MoeWork w;
+  w.router = gemm_cost(tokens, static_cast<double>(m.experts), h, e);
+  if (fs > 0) w.shared = add(gemm_cost(tokens, 2 * fs, h, e), gemm_cost(tokens, h, fs, e));
+  const auto busiest = std::max_element(load.rank_rows.begin(), load.rank_rows.end());
+  w.busiest_rank = static_cast<int>(busiest - load.rank_rows.begin());
+  const int64_t per_rank = m.experts / load.ep;
+  for (int64_t x = w.busiest_rank * per_rank; x < (w.busiest_rank + 1) * per_rank; ++x) {
+    const double rows = static_cast<double>(load.expert_rows[x]);
+    if (rows > 0)
+      w.experts = add(w.experts, add(gemm_cost(rows, 2 * f, h, e), gemm_cost(rows, h, f, e)));
+  }
+  int64_t most = 0, off_rank = 0;
+  for (int r = 0; r < load.ep; ++r) {
+    most = std::max({most, load.sent_rows[r], load.received_rows[r]});
+    off_rank += load.sent_rows[r];
+  }
+  w.dispatch.comm_bytes = static_cast<double>(most) * h * e;
+  w.combine.comm_bytes = w.dispatch.comm_bytes;
+  w.dispatch_mean_bytes = static_cast<double>(off_rank) / static_cast<double>(load.ep) * h * e;
+  w.rank_imbalance = load.rank_imbalance();
+  w.expert_imbalance = load.expert_imbalance();
+  return w;
 }
 
 } // namespace ridgeline

@@ -8,6 +8,7 @@
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
+#include "models/moe_routing.hpp"
 
 namespace ridgeline {
 
@@ -85,4 +86,28 @@ namespace ridgeline {
 /// Bytes one rank allocates for `layers` layers of a stage: weights, KV caches (decode) and
 /// activation buffers. Used to reject configurations that cannot fit before allocating.
 double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layers);
+} // namespace ridgeline
+
+namespace ridgeline {
+/// One mixture-of-experts MLP on an expert-parallel group (the experts unsplit by TP): the
+/// costs of the busiest rank, the one whose experts receive the most rows.
+struct MoeWork {
+  OpCost router; ///< each rank's tokens x the router [experts, hidden]
+  /// The busiest rank's grouped GEMMs, gate and up [2f, hidden] then down [hidden, f], one per
+  /// expert over its rows; an expert without rows reads no weights.
+  OpCost experts;
+  OpCost shared; ///< the shared experts' gate and up, then down, on each rank's tokens
+  /// The all-to-all before the experts: comm_bytes = the busiest rank's rows sent or received
+  /// off-rank (the larger) x hidden x element size.
+  OpCost dispatch;
+  OpCost combine;                 ///< the rows back: the dispatch's bytes, reversed
+  double dispatch_mean_bytes = 0; ///< the same, the mean over the ranks
+  int busiest_rank = 0;
+  double rank_imbalance = 1;   ///< MoeLoad::rank_imbalance()
+  double expert_imbalance = 1; ///< MoeLoad::expert_imbalance()
+};
+
+/// The work of one MoE MLP of `m` under `load` (its routing on load.ep ranks) with `dtype`
+/// elements. Additive: the dense layer's ops are untouched.
+MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype);
 } // namespace ridgeline

@@ -78,6 +78,25 @@ void bind_model_options(CLI::App& cmd, RunConfig& c) {
       ->check(number_above(0))
       ->capture_default_str()
       ->group(model);
+  cmd.add_option("--experts", c.experts,
+                 "Routed experts of a mixture-of-experts MLP (SwiGLU experts); 0 = a dense MLP")
+      ->check(integer_in(0))
+      ->group(model);
+  cmd.add_option("--top-k", c.top_k, "MoE: routed experts each token goes through")
+      ->check(integer_in(0))
+      ->group(model);
+  cmd.add_option("--expert-ffn-hidden", c.expert_ffn_hidden,
+                 "MoE: each expert's inner size (per SwiGLU branch)")
+      ->check(integer_in(0))
+      ->group(model);
+  cmd.add_option("--shared-experts", c.shared_experts,
+                 "MoE: experts every token goes through beside the routed ones")
+      ->check(integer_in(0))
+      ->group(model);
+  cmd.add_option("--gating", c.gating,
+                 "MoE router: softmax (over the top-k logits) | sigmoid (scores normalised over "
+                 "the top k); default softmax")
+      ->group(model);
 }
 
 // The workload: phase, batch, sequence, context and what a step runs.
@@ -153,6 +172,12 @@ void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
       ->capture_default_str()
       ->group(par);
   cmd.add_option("--dp", c.dp, "Data-parallel degree (tp * pp * dp must equal the ranks)")
+      ->check(integer_in(1, kIntMax))
+      ->capture_default_str()
+      ->group(par);
+  cmd.add_option("--ep", c.ep,
+                 "Expert-parallel degree of an MoE model: the routed experts split into ep "
+                 "contiguous blocks (--experts must divide by it)")
       ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);
@@ -359,7 +384,8 @@ void bind_measurement_options(CLI::App& cmd, RunConfig& c) {
 
 void bind_run_options(CLI::App& cmd, RunConfig& c) {
   cmd.footer("Model presets: --config models/<name>.toml (tiny, gpt-h8192, gpt3-175b, llama3-8b, "
-             "llama3-70b, llama3-405b); options given on the command line override the file.");
+             "llama3-70b, llama3-405b; mixture of experts: mixtral-8x7b, qwen3-moe, deepseek-v3); "
+             "options given on the command line override the file.");
   bind_model_options(cmd, c);
   bind_workload_options(cmd, c);
   bind_parallel_options(cmd, c);
@@ -380,8 +406,11 @@ void apply_defaults(RunConfig& c, const std::string& backend, int nodes) {
     if (c.heads == 0) c.heads = host ? 16 : 64;
     if (c.layers == 0) c.layers = host ? 2 : 1;
   }
-  // A model given by its dimensions alone gets the classic 4h MLP.
-  if (c.ffn_hidden == 0) c.ffn_hidden = 4 * c.hidden;
+  // A model given by its dimensions alone gets the classic 4h MLP; an MoE model without a dense
+  // width, its experts' width.
+  if (c.ffn_hidden == 0)
+    c.ffn_hidden = c.experts > 0 && c.expert_ffn_hidden > 0 ? c.expert_ffn_hidden : 4 * c.hidden;
+  if (c.experts > 0 && c.gating.empty()) c.gating = "softmax";
   if (c.kv_heads == 0) c.kv_heads = c.heads;
   if (c.layers == 0) c.layers = 1;
   if (c.mlp.empty()) c.mlp = "gelu";
@@ -449,6 +478,11 @@ ModelSpec model_spec(const RunConfig& c) {
   m.rotary = c.rotary == "on";
   m.rope_theta = c.rope_theta;
   m.norm_eps = c.norm_eps;
+  m.experts = c.experts;
+  m.top_k = c.top_k;
+  m.expert_ffn_hidden = c.expert_ffn_hidden;
+  m.shared_experts = c.shared_experts;
+  if (!c.gating.empty()) m.gating = parse_gating(c.gating);
   return m;
 }
 

@@ -32,6 +32,11 @@ struct RunConfig {
   std::string rotary = ""; ///< on | off; empty = off unless a preset sets it
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  int64_t experts = 0; ///< routed experts of a mixture-of-experts MLP; 0 = dense
+  int64_t top_k = 0;
+  int64_t expert_ffn_hidden = 0;
+  int64_t shared_experts = 0;
+  std::string gating = ""; ///< softmax | sigmoid; empty = softmax for an MoE model
   // Workload.
   std::string phase = "prefill";
   int64_t batch = 0;
@@ -50,6 +55,7 @@ struct RunConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  int ep = 1; ///< expert-parallel degree: the routed experts split into ep contiguous blocks
   std::string dp_overlap = "on"; ///< train: reduce gradient buckets beside the backward (on | off)
   double bucket_mb = 25;         ///< train: data-parallel gradient bucket size in MiB
   bool dp_shard = false;         ///< train: reduce-scatter the gradients (a sharded optimizer)

@@ -128,6 +128,50 @@ void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
   choice(p, c.rotary, "--rotary", {"on", "off"});
 }
 
+// The mixture of experts: its options belong to an MoE model, and hold together.
+void check_moe(const RunConfig& c, Problems& p) {
+  if (c.experts == 0) {
+    for (auto [v, name] : {std::pair{c.top_k, "--top-k"},
+                           {c.expert_ffn_hidden, "--expert-ffn-hidden"},
+                           {c.shared_experts, "--shared-experts"}})
+      if (v != 0)
+        p.push_back(std::string(name) + " " + str(v) + " needs --experts (a dense MLP has none)");
+    if (!c.gating.empty())
+      p.push_back("--gating " + c.gating + " needs --experts (a dense MLP has no router)");
+    if (c.ep != 1)
+      p.push_back("--ep " + str(c.ep) + " needs --experts (a dense MLP has no experts to split)");
+    return;
+  }
+  const size_t before = p.size();
+  choice(p, c.gating, "--gating", {"softmax", "sigmoid"});
+  if (c.experts < 0) p.push_back("--experts must be >= 0 (got " + str(c.experts) + ")");
+  if (c.top_k < 1)
+    p.push_back("--top-k must be at least 1 with --experts " + str(c.experts) + " (got " +
+                str(c.top_k) + ")");
+  else if (c.top_k > c.experts)
+    p.push_back("--top-k " + str(c.top_k) + " is above --experts " + str(c.experts) +
+                " (each token takes k distinct experts)");
+  if (c.expert_ffn_hidden < 1)
+    p.push_back("--expert-ffn-hidden must be positive with --experts " + str(c.experts) + " (got " +
+                str(c.expert_ffn_hidden) + ")");
+  if (c.shared_experts < 0)
+    p.push_back("--shared-experts must be >= 0 (got " + str(c.shared_experts) + ")");
+  if (c.mlp != "swiglu")
+    p.push_back("--experts: the experts are SwiGLU MLPs (got --mlp " + c.mlp + ")");
+  if (c.ep < 1)
+    p.push_back("--ep must be positive (got " + str(c.ep) + ")");
+  else if (c.experts % c.ep != 0)
+    p.push_back("--experts " + str(c.experts) + " is not divisible by --ep " + str(c.ep) +
+                " (each rank of an expert-parallel group holds as many experts)");
+  // The layer executors run the dense MLP; an MoE layer is computed by the reference layer and
+  // priced by the work model alone (docs/MOE.md). Said of a valid MoE model only, so that a bad
+  // option is the one problem named.
+  if (p.size() == before)
+    p.push_back("--experts " + str(c.experts) +
+                ": run, sweep and model execute dense layers only; the mixture-of-experts layer "
+                "exists as a reference computation and in the work model (docs/MOE.md)");
+}
+
 // The TP all-reduce: NCCL's, one of the project's, or the fastest of a measured table.
 void check_allreduce(const RunConfig& c, Problems& p) {
   std::vector<std::string> all_reduces = {"nccl"};
@@ -393,6 +437,7 @@ ValidatedPoint validate_point(const RunConfig& c, int world_size) {
   Parsed d;
   check_numbers(c, d, p);
   check_workload(c, d, p);
+  check_moe(c, p);
   check_kernels(c, d, p);
   check_overlap(c, d, p);
   if (d.grid_ok && static_cast<int64_t>(c.tp) * c.pp * c.dp != world_size)

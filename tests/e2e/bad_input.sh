@@ -70,6 +70,8 @@ check "--decode-steps: expected an integer >= 0, got '-3'" run "${small[@]}" --p
 check "--decode-steps 4 generates tokens: it needs --phase decode" run "${steps[@]}" --decode-steps 4
 check "is not a multiple of --decode-steps 4" run "${steps[@]}" --phase decode --decode-steps 4 --iters 6
 check "KV cache rows (batch x (context + decode steps))" run "${steps[@]}" --phase decode --batch 64 --decode-steps 100000000
+check "--top-k 9 is above --experts 8" run "${steps[@]}" --mlp swiglu --experts 8 --top-k 9 --expert-ffn-hidden 64
+check "--experts 8 is not divisible by --ep 3" run "${steps[@]}" --mlp swiglu --experts 8 --top-k 2 --expert-ffn-hidden 64 --ep 3
 check "--overlap: 'none' given twice" run "${small[@]}" --overlap none,none
 check "--overlap: empty item" run "${small[@]}" --overlap async,
 check "--model: empty value" run "${small[@]}" --model ""

@@ -86,6 +86,56 @@ TEST(RunConfig, PresetsLoadAndTheCommandLineOverridesThem) {
   }
 }
 
+// The MoE presets load into the model spec; the layer executors refuse them with one problem,
+// the only one a preset has.
+TEST(RunConfig, MoePresetsLoadIntoTheModelSpec) {
+  struct Preset {
+    const char* name;
+    int64_t hidden, experts, top_k, expert_ffn, shared;
+    GatingKind gating;
+  };
+  for (const Preset& e : {Preset{"mixtral-8x7b", 4096, 8, 2, 14336, 0, GatingKind::softmax},
+                          Preset{"qwen3-moe", 2048, 128, 8, 768, 0, GatingKind::softmax},
+                          Preset{"deepseek-v3", 7168, 256, 8, 2048, 1, GatingKind::sigmoid}}) {
+    RunConfig c = parse({"--config", kModels + "/" + e.name + ".toml"});
+    apply_defaults(c, "cuda");
+    const ModelSpec m = model_spec(c);
+    EXPECT_EQ(m.name, e.name);
+    EXPECT_EQ(m.hidden, e.hidden) << e.name;
+    EXPECT_TRUE(m.moe()) << e.name;
+    EXPECT_EQ(m.experts, e.experts) << e.name;
+    EXPECT_EQ(m.top_k, e.top_k) << e.name;
+    EXPECT_EQ(m.expert_ffn_hidden, e.expert_ffn) << e.name;
+    EXPECT_EQ(m.shared_experts, e.shared) << e.name;
+    EXPECT_EQ(m.gating, e.gating) << e.name;
+    EXPECT_EQ(m.mlp, MlpKind::swiglu) << e.name;
+    EXPECT_EQ(m.hidden % m.heads, 0) << e.name;
+    const std::vector<std::string> problems = validate(c, 1);
+    ASSERT_EQ(problems.size(), 1u) << e.name << joined(problems);
+    EXPECT_EQ(mentions(problems, "execute dense layers only"), 1) << e.name;
+  }
+  // Dense: no experts, and the spec as before.
+  const ModelSpec dense = model_spec(host_defaults({"--config", kModels + "/llama3-8b.toml"}));
+  EXPECT_FALSE(dense.moe());
+  EXPECT_EQ(dense.top_k, 0);
+  EXPECT_EQ(dense.ffn_hidden, 14336);
+}
+
+// A bad MoE option is the one problem named: the layer executors' refusal of MoE models is
+// said of valid ones only.
+TEST(RunConfig, ABadMoeOptionIsTheOneProblem) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--top-k", "9"},
+        std::vector<std::string>{"--top-k", "2", "--ep", "3"}}) {
+    std::vector<std::string> all = {"--mlp", "swiglu", "--experts", "8", "--expert-ffn-hidden",
+                                    "64"};
+    all.insert(all.end(), args.begin(), args.end());
+    const std::vector<std::string> problems = validate(host_defaults(all), 1);
+    EXPECT_EQ(problems.size(), 1u) << joined(problems);
+    EXPECT_EQ(mentions(problems, "execute dense layers only"), 0) << joined(problems);
+  }
+}
+
 TEST(RunConfig, EmbeddedDefaultsAreValidOnBothBackends) {
   RunConfig host = parse({});
   apply_defaults(host, "host");
@@ -141,6 +191,35 @@ INSTANTIATE_TEST_SUITE_P(
                 2,
                 "--layers 3 is not divisible by --pp 2"},
         BadCase{"ffn_tp", {"--ffn-hidden", "1001", "--tp", "2"}, 2, "--ffn-hidden 1001"},
+        BadCase{"moe_top_k_above_experts",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "9", "--expert-ffn-hidden", "64"},
+                1,
+                "--top-k 9 is above --experts 8"},
+        BadCase{"moe_top_k_missing",
+                {"--mlp", "swiglu", "--experts", "8", "--expert-ffn-hidden", "64"},
+                1,
+                "--top-k must be at least 1 with --experts 8 (got 0)"},
+        BadCase{"moe_expert_ffn_missing",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2"},
+                1,
+                "--expert-ffn-hidden must be positive with --experts 8"},
+        BadCase{"moe_experts_ep",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--ep", "3"},
+                1,
+                "--experts 8 is not divisible by --ep 3"},
+        BadCase{"moe_gelu",
+                {"--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64"},
+                1,
+                "the experts are SwiGLU MLPs (got --mlp gelu)"},
+        BadCase{"moe_gating",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--gating", "relu"},
+                1,
+                "--gating must be one of softmax, sigmoid"},
+        BadCase{"moe_top_k_dense", {"--top-k", "2"}, 1, "--top-k 2 needs --experts"},
+        BadCase{"moe_ep_dense", {"--ep", "2"}, 1, "--ep 2 needs --experts"},
+        BadCase{"moe_gating_dense", {"--gating", "sigmoid"}, 1, "--gating sigmoid needs --experts"},
         BadCase{"sp_tokens",
                 {"--tp", "4", "--sequence-parallel", "--seq", "6", "--batch", "1"},
                 4,

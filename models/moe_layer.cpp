@@ -1,0 +1,160 @@
+// The mixture-of-experts MLP on one rank (see moe_layer.hpp).
+#include "models/moe_layer.hpp"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+float uniform_scale(int64_t fan_in) {
+  return 1.0f / std::sqrt(static_cast<float>(fan_in));
+}
+
+void require_tokens(const ModelSpec& m, const Tensor& x, const Tensor& y, const char* what) {
+  RIDGELINE_REQUIRE(m.moe() && x.cols == m.hidden && y.rows == x.rows && y.cols == m.hidden,
+                    std::string(what) + ": x and y must be [tokens, hidden] of an MoE model");
+}
+
+} // namespace
+
+Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
+              const std::vector<float>& logits) {
+  switch (control.mode) {
+  case RoutingMode::uniform:
+    return route_uniform(tokens, m.experts, m.top_k);
+  case RoutingMode::zipf:
+    return route_zipf(tokens, m.experts, m.top_k, control.zipf_s, control.seed);
+  case RoutingMode::router:
+    break;
+  }
+  return route_top_k(logits, tokens, m.experts, m.top_k, m.gating);
+}
+
+MoeWeights make_moe_weights(Backend& backend, const ModelSpec& m, int64_t layer, uint64_t seed,
+                            int64_t first_expert, int64_t expert_count) {
+  RIDGELINE_REQUIRE(m.moe() && first_expert >= 0 && expert_count >= 0 &&
+                        first_expert + expert_count <= m.experts,
+                    "make_moe_weights: experts outside the model's");
+  const DType dt = backend.dtype();
+  const int64_t h = m.hidden, f = m.expert_ffn_hidden, fs = m.shared_experts * f;
+  auto key = [&](int64_t role, int64_t global_cols) {
+    return GenKey{seed, tensor_id(layer, role), global_cols, uniform_scale(global_cols)};
+  };
+  MoeWeights w;
+  w.first_expert = first_expert;
+  w.router = backend.allocate(m.experts, h);
+  backend.fill_random(w.router.view(m.experts, h, dt), key(role_router, h), 0, 0);
+  for (int64_t e = first_expert; e < first_expert + expert_count; ++e) {
+    Buffer gate_up = backend.allocate(2 * f, h);
+    const Tensor gu = gate_up.view(2 * f, h, dt);
+    backend.fill_random(gu.rows_slice(0, f), key(role_expert_gate, h), e * f, 0);
+    backend.fill_random(gu.rows_slice(f, f), key(role_expert_up, h), e * f, 0);
+    Buffer down = backend.allocate(h, f);
+    backend.fill_random(down.view(h, f, dt), key(role_expert_down, f), e * h, 0);
+    w.gate_up.push_back(std::move(gate_up));
+    w.down.push_back(std::move(down));
+  }
+  if (fs > 0) {
+    w.shared_gate_up = backend.allocate(2 * fs, h);
+    const Tensor gu = w.shared_gate_up.view(2 * fs, h, dt);
+    backend.fill_random(gu.rows_slice(0, fs), key(role_shared_gate, h), 0, 0);
+    backend.fill_random(gu.rows_slice(fs, fs), key(role_shared_up, h), 0, 0);
+    w.shared_down = backend.allocate(h, fs);
+    backend.fill_random(w.shared_down.view(h, fs, dt), key(role_shared_down, fs), 0, 0);
+  }
+  return w;
+}
+
+MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                  const RoutingControl& control) {
+  RIDGELINE_REQUIRE(m.moe() && x.cols == m.hidden, "moe_route: x must be [tokens, hidden]");
+  const DType dt = backend.dtype();
+  const int64_t tokens = x.rows;
+  MoeStep step;
+  if (tokens == 0) return step;
+  // The router runs in every mode: a controlled routing replaces its choice, not its GEMM.
+  Buffer logits = backend.allocate(tokens, m.experts);
+  const Tensor lt = logits.view(tokens, m.experts, dt);
+  backend.gemm(x, w.router.view(m.experts, m.hidden, dt), lt);
+  step.routing = route(control, m, tokens, backend.to_host(lt));
+  step.permutation = permute(step.routing);
+  return step;
+}
+
+void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y) {
+  require_tokens(m, x, y, "moe_shared");
+  const DType dt = backend.dtype();
+  const int64_t tokens = x.rows, h = m.hidden, fs = m.shared_experts * m.expert_ffn_hidden;
+  if (tokens == 0) return;
+  if (fs == 0) {
+    backend.fill_value(y, 0.0f);
+    return;
+  }
+  Buffer gate_up = backend.allocate(tokens, 2 * fs);
+  const Tensor gu = gate_up.view(tokens, 2 * fs, dt);
+  backend.gemm(x, w.shared_gate_up.view(2 * fs, h, dt), gu);
+  Buffer act = backend.allocate(tokens, fs);
+  const Tensor at = act.view(tokens, fs, dt);
+  backend.swiglu(gu, at);
+  backend.gemm(at, w.shared_down.view(h, fs, dt), y);
+}
+
+void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y, const MoeStep& step) {
+  require_tokens(m, x, y, "moe_routed");
+  const DType dt = backend.dtype();
+  const int64_t h = m.hidden, f = m.expert_ffn_hidden, k = m.top_k;
+  const int64_t first = w.first_expert, count = static_cast<int64_t>(w.gate_up.size());
+  const Permutation& p = step.permutation;
+  RIDGELINE_REQUIRE(step.routing.tokens == x.rows &&
+                        static_cast<int64_t>(p.offsets.size()) == m.experts + 1,
+                    "moe_routed: the step routes other tokens or experts");
+  // The held experts' rows are one contiguous block of the permutation.
+  const int64_t row0 = p.offsets[first], rows = p.offsets[first + count] - row0;
+  if (rows == 0) return;
+  Buffer gathered = backend.allocate(rows, h);
+  const Tensor xp = gathered.view(rows, h, dt);
+  for (int64_t r = 0; r < rows; ++r)
+    backend.copy(x.rows_slice(p.assignment[row0 + r] / k, 1), xp.rows_slice(r, 1));
+
+  std::vector<Tensor> gate_up, down;
+  std::vector<int64_t> offsets;
+  for (int64_t e = 0; e < count; ++e) {
+    gate_up.push_back(w.gate_up[e].view(2 * f, h, dt));
+    down.push_back(w.down[e].view(h, f, dt));
+    offsets.push_back(p.offsets[first + e] - row0);
+  }
+  offsets.push_back(rows);
+  Buffer gate_up_out = backend.allocate(rows, 2 * f);
+  const Tensor gu = gate_up_out.view(rows, 2 * f, dt);
+  backend.grouped_gemm(xp, gate_up, offsets, gu);
+  Buffer act = backend.allocate(rows, f);
+  const Tensor at = act.view(rows, f, dt);
+  backend.swiglu(gu, at);
+  // The experts' outputs overwrite the gathered rows, which nothing reads any more.
+  backend.grouped_gemm(at, down, offsets, xp);
+  // The combine: each row back to its token, times its weight, in permuted order (a token's
+  // rows in the order of its experts' indices).
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = p.assignment[row0 + r];
+    backend.axpy(step.routing.weight[i], xp.rows_slice(r, 1), y.rows_slice(i / k, 1));
+  }
+}
+
+MoeStep moe_forward(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                    Tensor y, const RoutingControl& control) {
+  require_tokens(m, x, y, "moe_forward");
+  RIDGELINE_REQUIRE(w.first_expert == 0 && static_cast<int64_t>(w.gate_up.size()) == m.experts,
+                    "moe_forward: the weights must hold every expert");
+  MoeStep step = moe_route(backend, m, w, x, control);
+  moe_shared(backend, m, w, x, y);
+  moe_routed(backend, m, w, x, y, step);
+  return step;
+}
+
+} // namespace ridgeline

@@ -1,0 +1,84 @@
+// The mixture-of-experts MLP computed on one rank against the Backend: router GEMM, gating,
+// permutation, the experts' SwiGLU as grouped GEMMs, the weighted combine and the shared
+// experts. It is the reference an expert-parallel layout is checked against: the weights come
+// from the counter-based generator, so any rank can generate any expert's numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/backend.hpp"
+#include "models/model_spec.hpp"
+#include "models/moe_routing.hpp"
+
+namespace ridgeline {
+
+/// The generator's roles (tensor_id(layer, role)) of an MoE MLP's logical tensors, apart from
+/// the dense layer's. Experts are stacked: expert e's rows of a gate or up tensor
+/// [experts x f, hidden] are [e x f, (e + 1) x f), of the down tensor [experts x hidden, f]
+/// [e x hidden, (e + 1) x hidden). The shared experts are one SwiGLU of shared x f.
+enum MoeRole : int64_t {
+  role_router = 32,      ///< [experts, hidden]
+  role_expert_gate = 33, ///< [experts x f, hidden]
+  role_expert_up = 34,   ///< [experts x f, hidden]
+  role_expert_down = 35, ///< [experts x hidden, f]
+  role_shared_gate = 36, ///< [shared x f, hidden]
+  role_shared_up = 37,   ///< [shared x f, hidden]
+  role_shared_down = 38, ///< [hidden, shared x f]
+};
+
+/// How the experts are chosen: by the router, or controlled (the router GEMM runs either way).
+struct RoutingControl {
+  RoutingMode mode = RoutingMode::router;
+  double zipf_s = 1.0; ///< zipf: the exponent
+  uint64_t seed = 0;   ///< zipf: the draw's seed
+};
+
+/// The routing of `tokens` tokens of `m` under `control`; `logits` ([tokens x experts]) are
+/// read by the router mode only.
+Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
+              const std::vector<float>& logits);
+
+/// One layer's MoE weights for experts [first_expert, first_expert + expert_count), the
+/// router and the shared experts (whole on every rank).
+struct MoeWeights {
+  int64_t first_expert = 0;
+  Buffer router;               ///< [experts, hidden]
+  std::vector<Buffer> gate_up; ///< per local expert [2f, hidden]: gate rows, then up rows
+  std::vector<Buffer> down;    ///< per local expert [hidden, f]
+  Buffer shared_gate_up;       ///< [2 x shared x f, hidden]; empty without shared experts
+  Buffer shared_down;          ///< [hidden, shared x f]
+};
+
+/// Generates the MoE weights of `layer` (uniform in +-1/sqrt(fan-in)) for the given experts.
+MoeWeights make_moe_weights(Backend& backend, const ModelSpec& m, int64_t layer, uint64_t seed,
+                            int64_t first_expert, int64_t expert_count);
+
+/// What the forward chose, for the checks and the load.
+struct MoeStep {
+  Routing routing;
+  Permutation permutation;
+};
+
+/// The router GEMM and the routing of x's tokens under `control`, with its permutation.
+/// Synchronises (the routing is computed on the host).
+MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                  const RoutingControl& control);
+
+/// y = the shared experts of x (0 without shared experts).
+void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y);
+
+/// y += the routed experts' part for the experts `w` holds: the rows `step` assigns to them
+/// gathered from x, the grouped gate and up GEMM, SwiGLU, the grouped down GEMM, and each row
+/// added back to its token times its weight. What one expert-parallel rank computes of the
+/// layer after the dispatch (here x's rows are gathered on the rank itself).
+void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                Tensor y, const MoeStep& step);
+
+/// y[tokens, hidden] = sum over token t's k experts of weight x expert(x_t), plus the shared
+/// experts of x_t: moe_route(), moe_shared() then moe_routed(). `w` holds every expert.
+MoeStep moe_forward(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
+                    Tensor y, const RoutingControl& control);
+
+} // namespace ridgeline
