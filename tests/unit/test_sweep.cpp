@@ -137,9 +137,11 @@ TEST(SweepAxes, TpAutoIsTheRanksOfANode) {
     if (kSweepAxes[a] == std::string("tp")) with_tp[a] = "+1,auto";
   std::vector<std::string> lists[std::size(kSweepAxes)], axes;
   split_sweep_axis_lists(with_tp, lists, axes);
-  for (size_t a = 0; a < std::size(kSweepAxes); ++a)
-    if (kSweepAxes[a] == std::string("tp"))
+  for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
+    if (kSweepAxes[a] == std::string("tp")) {
       EXPECT_EQ(lists[a], (std::vector<std::string>{"1", "auto"}));
+    }
+  }
   EXPECT_EQ(axes, std::vector<std::string>{"tp"});
 }
 
