@@ -146,6 +146,16 @@ std::string jsonl_row(const std::string& line, Request& r) {
   throw UsageError(where + ": " + problem);
 }
 
+// The whole trace's problem: more output tokens than the schedule may hold, or "".
+std::string total_problem(const std::vector<Request>& requests) {
+  int64_t total = 0;
+  for (const Request& r : requests)
+    total += r.output_tokens;
+  if (total <= kMaxTraceOutputTokens) return "";
+  return "its output tokens total " + std::to_string(total) + ", more than " +
+         std::to_string(kMaxTraceOutputTokens);
+}
+
 } // namespace
 
 TraceFormat trace_format_of(const std::string& path) {
@@ -182,9 +192,12 @@ std::vector<Request> read_trace(const std::string& path, int64_t kv_capacity_tok
       problem =
           request_problem(r, requests.empty() ? nullptr : &requests.back(), kv_capacity_tokens);
     if (!problem.empty()) refuse(where, problem);
+    if (static_cast<int64_t>(requests.size()) == kMaxTraceRequests)
+      refuse(where, "more than " + std::to_string(kMaxTraceRequests) + " requests");
     requests.push_back(r);
   }
   if (requests.empty()) refuse(path, "holds no request");
+  if (const std::string problem = total_problem(requests); !problem.empty()) refuse(path, problem);
   return requests;
 }
 
@@ -197,6 +210,8 @@ void check_trace(const std::vector<Request>& requests, int64_t kv_capacity_token
     if (!problem.empty())
       refuse(source, "request " + std::to_string(requests[k].id) + ": " + problem);
   }
+  if (const std::string problem = total_problem(requests); !problem.empty())
+    refuse(source, problem);
 }
 
 void write_trace(const std::string& path, const std::vector<Request>& requests,
@@ -273,10 +288,14 @@ TraceGenerator parse_trace_generator(const std::string& text) {
     throw UsageError(what + ": unknown key (keys: rate, requests, prompt, output, seed)");
   const std::string& rate = kv["rate"];
   const auto r = std::from_chars(rate.data(), rate.data() + rate.size(), g.rate_per_s);
-  if (r.ec != std::errc() || r.ptr != rate.data() + rate.size() || !(g.rate_per_s > 0) ||
-      !std::isfinite(g.rate_per_s))
-    throw UsageError(what + ": rate '" + rate + "' is not a rate > 0 (requests/s)");
+  // At least 0.001/s: a million gaps of at most 37 / rate s each stay far inside int64 us.
+  if (r.ec != std::errc() || r.ptr != rate.data() + rate.size() || !(g.rate_per_s >= 1e-3) ||
+      !(g.rate_per_s <= 1e9))
+    throw UsageError(what + ": rate '" + rate + "' is not a rate in [0.001, 1e9] (requests/s)");
   g.requests = parse_length(kv["requests"], what + " requests");
+  if (g.requests > kMaxTraceRequests)
+    throw UsageError(what + ": requests=" + std::to_string(g.requests) + " is more than " +
+                     std::to_string(kMaxTraceRequests));
   g.prompt = parse_length_distribution(kv["prompt"], what + " prompt");
   g.output = parse_length_distribution(kv["output"], what + " output");
   const std::string& seed = kv["seed"];

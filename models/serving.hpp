@@ -24,6 +24,12 @@ struct Request {
   int64_t output_tokens = 0; ///< tokens generated, the first one by the step finishing the prompt
 };
 
+/// The most requests a trace may hold: the schedule keeps every step's entries (a decode entry
+/// per output token), which a larger trace would take gigabytes to hold.
+inline constexpr int64_t kMaxTraceRequests = 100000;
+/// The most output tokens a trace may hold in all (each one a decode entry of some step).
+inline constexpr int64_t kMaxTraceOutputTokens = 20000000;
+
 /// Trace file formats: CSV (header `arrival_s,prompt_tokens,output_tokens`, lines starting with
 /// `#` and blank lines skipped) or JSONL (one flat object a line with exactly those three keys,
 /// blank lines skipped). The format is the file name's: `.jsonl` is JSONL, anything else CSV.
@@ -32,8 +38,9 @@ TraceFormat trace_format_of(const std::string& path);
 
 /// Reads and checks a trace: the first problem (a missing or unknown column or key, a
 /// non-numeric field, a negative or non-integer length, an arrival time before the previous
-/// one, a prompt + output longer than `kv_capacity_tokens`) is thrown as one UsageError naming
-/// the file and line. Requests get ids 0, 1, ... in file order.
+/// one, a prompt + output longer than `kv_capacity_tokens`, more than kMaxTraceRequests requests or
+/// kMaxTraceOutputTokens output tokens) is thrown as one UsageError naming the file and line.
+/// Requests get ids 0, 1, ... in file order.
 std::vector<Request> read_trace(const std::string& path, int64_t kv_capacity_tokens);
 
 /// The checks read_trace applies, on requests from elsewhere (a generated trace): the first
@@ -64,8 +71,9 @@ struct TraceGenerator {
   uint64_t seed = 0;
 };
 
-/// Parses `rate=R,requests=N,prompt=D,output=D,seed=S` (any order, every key once; D as in
-/// parse_length_distribution). Throws UsageError naming the key at fault.
+/// Parses `rate=R,requests=N,prompt=D,output=D,seed=S` (any order, every key once; R in
+/// [0.001, 1e9] requests/s, N at most kMaxTraceRequests, D as in parse_length_distribution).
+/// Throws UsageError naming the key at fault.
 TraceGenerator parse_trace_generator(const std::string& text);
 
 /// The generated requests, the same bits on every platform: one std::mt19937_64 seeded with

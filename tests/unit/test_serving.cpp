@@ -75,6 +75,32 @@ TEST(Scheduler, BatchesOfASmallTrace) {
   }
 }
 
+TEST(Scheduler, BatchesOfASeededTrace) {
+  // Arrivals 0, 0.036625, 0.250289, 0.373974 s; prompts 175, 190, 101, 183; outputs 16, 32, 16,
+  // 8 (Generator.SameBitsOnEveryPlatform). Steps of 1 s: all but the first arrived by t=1.
+  const std::vector<Request> r = generate_trace(
+      parse_trace_generator("rate=4,requests=4,prompt=100:200,output=8/16/32,seed=42"));
+  SchedulerConfig c;
+  c.token_budget = 256, c.chunk = 128, c.max_batch = 4, c.kv_capacity_tokens = 4096;
+  const ServingSchedule s = schedule_requests(r, c, one_second);
+  const std::vector<std::string> expected = {
+      "0:prefill 128@0",
+      // 47 + 128 tokens, and 81 of request 2's 101 fill the budget of 256.
+      "0:prefill 47@128 1:prefill 128@0 2:prefill 81@0",
+      "0:decode 1@175 1:prefill 62@128 2:prefill 20@81 3:prefill 128@0",
+      "0:decode 1@176 1:decode 1@190 2:decode 1@101 3:prefill 55@128",
+      "0:decode 1@177 1:decode 1@191 2:decode 1@102 3:decode 1@183"};
+  ASSERT_EQ(s.steps.size(), 34u);
+  for (size_t k = 0; k < expected.size(); ++k)
+    EXPECT_EQ(entries(s.steps[k]), expected[k]) << "step " << k;
+  // First tokens at the end of the step finishing each prompt, then a token a step.
+  const double first[] = {2, 3, 3, 4}, finish[] = {17, 34, 18, 11};
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(s.requests[k].first_token_s, first[k]) << "request " << k;
+    EXPECT_EQ(s.requests[k].finish_s, finish[k]) << "request " << k;
+  }
+}
+
 TEST(Scheduler, AQueuedRequestWaitsForRoomInTheCache) {
   // 16 tokens: 0 holds 9 and 1 holds 4, so 2 (4 more) waits until 1 finishes at t=2.
   const ServingSchedule s = schedule_requests(small_trace(), small_config(16), one_second);
@@ -248,6 +274,10 @@ TEST(Generator, BadSpecificationsAreRefused) {
                UsageError);
   EXPECT_THROW(parse_trace_generator("rate=1,requests=4,prompt=1,output=8,seed=1,x=2"), UsageError);
   EXPECT_THROW(parse_length_distribution("0", "prompt"), UsageError);
+  EXPECT_THROW(parse_trace_generator("rate=1,requests=100001,prompt=1,output=1,seed=1"),
+               UsageError);
+  EXPECT_THROW(check_trace({{0, 0, 1, kMaxTraceOutputTokens + 1}}, int64_t{1} << 40, "t"),
+               UsageError);
 }
 
 ModelSpec small_model() {
