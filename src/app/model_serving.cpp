@@ -39,9 +39,10 @@ std::vector<std::string> config_problems(const ModelOptions& o, const Machine& m
   split_sweep_axis_lists(o.lists, lists, axes);
   if (!axes.empty())
     return {"--trace predicts one configuration: give one value of " + join(axes, ", ")};
-  RunConfig base = o.base;
-  apply_defaults(base, m.roofs.backend == "host" ? "host" : "cuda");
-  cfg = sweep_grid(base, lists).front();
+  // The axes' single values first, then the defaults: a default hidden size applied first would
+  // rescale the preset's MLP when the preset's own hidden size (an axis) comes in.
+  cfg = sweep_grid(o.base, lists).front();
+  apply_defaults(cfg, m.roofs.backend == "host" ? "host" : "cuda");
   // The scheduler sets each step's tokens and contexts: the configuration gives the model, the
   // TP degree and the dtype, checked as a prefill point.
   cfg.phase = "prefill";

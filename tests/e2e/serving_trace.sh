@@ -32,6 +32,8 @@ python3 - "$work/trace.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert [r["metric"] for r in d["latency"]] == ["ttft", "tpot", "e2e"], d["latency"]
+# The preset's layer as given (its MLP not rescaled by a default hidden size).
+assert (d["config"]["hidden"], d["config"]["ffn_hidden"]) == (256, 512), d["config"]
 assert len(d["requests"]) == 3 and all(r["e2e_ms"] > 0 for r in d["requests"]), d["requests"]
 # The schedule is the scheduler's: 100 + 20 + 40 prompt tokens in chunks of at most 32, 64 a step.
 steps = d["steps"]
