@@ -77,6 +77,9 @@ public:
                         pl.options);
   }
 
+  /// Why the configuration cannot be placed on the machine ("": it can).
+  const std::string& problem() const { return m_prefill.problem; }
+
 private:
   const RunConfig& m_cfg;
   ModelSpec m_spec;
@@ -110,8 +113,10 @@ std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
   StepMix probe;
   probe.entries = {{0, EntryKind::decode, 1, 1}, {1, EntryKind::prefill, 1, 0}};
   probe.decode_tokens = probe.prefill_tokens = probe.decode_sequences = probe.prefill_sequences = 1;
-  Calibration none;
-  const StepPrediction s = StepPredictor(t.cfg, o, m, none)(probe);
+  const Calibration none;
+  const StepPredictor predict(t.cfg, o, m, none);
+  if (!predict.problem().empty()) return {predict.problem()};
+  const StepPrediction s = predict(probe);
   if (!s.missing.empty())
     problems.push_back("no interconnect roof for " + s.missing +
                        ": give --hardware FILE for the link presets");
