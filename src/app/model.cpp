@@ -403,7 +403,9 @@ private:
     if (m_mpi.rank() == 0)
       m_summaries.set({{"model", m_job.root_attrs("model")}, {"config", config_attrs(m_trace.cfg)}},
                       trace_tables(m_trace));
-    return m_reports.finish();
+    const int status = m_reports.finish();
+    if (m_mpi.rank() == 0) write_trace_file(m_trace, m_o, std::cout);
+    return status;
   }
 
   // The files the model reads: no output may be one of them. Every file the model will write is

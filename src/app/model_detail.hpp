@@ -26,6 +26,7 @@ inline constexpr const char* kMeasuredHost = "measured-host";
 /// its steps predicted.
 struct ServingOptions {
   std::string trace, trace_gen;
+  std::string write_trace; ///< where the trace's requests are written ("": nowhere)
   SchedulerConfig scheduler;
   double slo_ttft_ms = 0, slo_tpot_ms = 0; ///< goodput's targets (0: none)
   bool requested() const { return !trace.empty() || !trace_gen.empty(); }
@@ -130,6 +131,10 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
 
 /// Binds --trace, --trace-gen and the scheduler's and goodput's options to `s`.
 void bind_serving_options(CLI::App& cmd, ServingOptions& s);
+
+/// --write-trace: the trace's requests written in its file name's format and said so on `out`
+/// (rank 0 calls it, after the report: a file that cannot be written throws Error).
+void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out);
 
 /// The console report of a predicted trace.
 void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o);

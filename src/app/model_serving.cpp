@@ -29,6 +29,18 @@ std::vector<std::string> option_problems(const ModelOptions& o) {
   if (!o.validate.empty())
     problems.emplace_back("--validate predicts a measured file, not a trace");
   if (!o.link_gbps.empty()) problems.emplace_back("--link-gbps predicts a grid, not a trace");
+  if (!s.write_trace.empty()) {
+    std::vector<NamedFile> inputs = input_files(o.base);
+    inputs.push_back({s.trace, "--trace"});
+    inputs.push_back({o.hardware, "--hardware"});
+    for (std::string& p : file_problems({{s.write_trace, "--write-trace"},
+                                         {o.base.json, "--json"},
+                                         {o.base.markdown, "--markdown"}},
+                                        inputs))
+      problems.push_back(std::move(p));
+    for (std::string& p : output_problems(s.write_trace, "--write-trace"))
+      problems.push_back(std::move(p));
+  }
   return problems;
 }
 
@@ -137,6 +149,13 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
   };
   t.schedule = schedule_requests(t.requests, o.serving.scheduler, cost);
   t.metrics = serving_metrics(t.schedule, o.serving.slo_ttft_ms / 1e3, o.serving.slo_tpot_ms / 1e3);
+}
+
+void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out) {
+  const std::string& path = o.serving.write_trace;
+  if (path.empty()) return;
+  write_trace(path, t.requests, trace_format_of(path));
+  out << "wrote the trace's requests to " << path << "\n";
 }
 
 namespace {
@@ -281,6 +300,10 @@ void bind_serving_options(CLI::App& cmd, ServingOptions& s) {
   cmd.add_option("--trace-gen", s.trace_gen,
                  "Generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,output=L,"
                  "seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
+      ->group(group);
+  cmd.add_option("--write-trace", s.write_trace,
+                 "Write the trace's requests to this file (.jsonl: JSONL, else CSV), generated "
+                 "or read: a --trace-gen trace kept to be given again with --trace")
       ->group(group);
   cmd.add_option("--token-budget", s.scheduler.token_budget,
                  "Tokens per step, decode and prefill together")

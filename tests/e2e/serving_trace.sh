@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `ridgeline model --trace` end to end on a tiny model and a hardware description: a CSV trace
 # and a generated one predicted (exit 0, the latency, goodput, mix and ceiling lines, the JSON
-# tables), then bad traces refused on two ranks (exit 2, the message printed once). Nothing
-# measured is asserted: every figure is a prediction.
+# tables), the generated one written and read back to the same predictions, then bad traces
+# refused on two ranks (exit 2, the message printed once). Nothing measured is asserted: every
+# figure is a prediction.
 # Usage: serving_trace.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -43,9 +44,12 @@ assert all(s["prefill_tokens"] + s["decode_tokens"] <= 64 for s in steps), steps
 PY
 
 "$bin" model "${common[@]}" --trace-gen rate=100,requests=20,prompt=16:64,output=2/8,seed=7 \
-  | tee "$work/gen.log"
+  --write-trace "$work/gen.jsonl" | tee "$work/gen.log"
 grep -Eq "^ridgeline model: 20 request\(s\) of --trace-gen rate=100" "$work/gen.log"
 grep -Eq "^goodput: [0-9.]+ request\(s\)/s at no latency target" "$work/gen.log"
+# The generated trace written and given back: the same requests, the same predictions.
+"$bin" model "${common[@]}" --trace "$work/gen.jsonl" >"$work/back.log"
+diff <(sed 1d "$work/gen.log" | grep -v "^wrote") <(sed 1d "$work/back.log")
 
 # Bad traces: every rank exits 2, the message printed once.
 refused() {
@@ -68,5 +72,6 @@ refused "negative.jsonl:1: prompt_tokens -3 is not at least 1" "$work/negative.j
 printf 'arrival_s,prompt_tokens,output_tokens\n0,1000,100\n' >"$work/long.csv"
 refused "long.csv:2: prompt_tokens 1000 + output_tokens 100 exceed the KV cache capacity of 1024" \
   "$work/long.csv"
+refused "is the same file as the input --trace" "$work/trace.csv" --write-trace "$work/trace.csv"
 refused "--trace predicts one configuration: give one value of batch" "$work/trace.csv" --batch 1,4
 echo "serving trace ok"
