@@ -692,7 +692,7 @@ private:
 
   // Rank 0: the console report.
   void print_model(std::ostream& out) const {
-    if (m_o.serving.requested()) return print_trace(out, m_trace, m_o);
+    if (m_o.serving.requested()) return print_trace(out, m_trace, m_o, m_calibration_text.str());
     out << "ridgeline model: " << m_rows.size() << " point(s) predicted from "
         << m_machine.roofs.source << "\n";
     out << m_calibration_text.str();

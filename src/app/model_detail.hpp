@@ -136,8 +136,9 @@ void bind_serving_options(CLI::App& cmd, ServingOptions& s);
 /// (rank 0 calls it, after the report: a file that cannot be written throws Error).
 void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out);
 
-/// The console report of a predicted trace.
-void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o);
+/// The console report of a predicted trace, with `calibration`'s lines (--calibrate's figures).
+void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o,
+                 const std::string& calibration);
 
 /// What --json and --markdown hold of a predicted trace: the latency percentiles, every request
 /// and every step.

@@ -216,7 +216,8 @@ void print_ceilings(std::ostream& out, const TracePrediction& t) {
 
 } // namespace
 
-void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o) {
+void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o,
+                 const std::string& calibration) {
   const SchedulerConfig& c = o.serving.scheduler;
   const ServingMetrics& m = t.metrics;
   out << "ridgeline model: " << t.requests.size() << " request(s) of " << t.source
@@ -225,6 +226,7 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
       << " layer(s), tp " << t.cfg.tp << ", " << t.cfg.dtype << "\n";
   out << "scheduler: token budget " << c.token_budget << ", chunk " << c.chunk << ", max batch "
       << c.max_batch << ", KV cache " << c.kv_capacity_tokens << " tokens\n";
+  out << calibration;
   out << "latency (ms)        p50         p95         p99   requests\n";
   const std::pair<const char*, const Percentiles*> rows[] = {
       {"ttft", &m.ttft_s}, {"tpot", &m.tpot_s}, {"e2e", &m.e2e_s}};
