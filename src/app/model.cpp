@@ -214,6 +214,22 @@ void add_step_ops(std::vector<PredictOp>& ops, double gradient_bytes, const RunC
 
 namespace model_detail {
 
+std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DType dtype,
+                                   const GridScopes& scopes, int64_t layers) {
+  std::vector<PredictOp> ops;
+  for (const OpSpec& s : plan) {
+    PredictOp op;
+    op.name = s.name;
+    op.work = op_work(s, s.cost, tp, dtype, scopes);
+    op.m = s.m, op.n = s.n, op.k = s.k;
+    op.instances = static_cast<double>(layers);
+    op.comm_lane = s.lane != Lane::compute;
+    op.backward = s.pass != Pass::forward;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
 Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, const Calibration& cal,
              const LinkPreset* what_if) {
   Placed p;
@@ -264,16 +280,8 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   // The train phase runs the layer plan's backward after its forward.
   const std::vector<OpSpec> plan =
       cfg.phase == "train" ? train_layer_plan(spec, shape, attn) : layer_ops(spec, shape, attn);
-  for (const OpSpec& s : plan) {
-    PredictOp op;
-    op.name = s.name;
-    op.work = op_work(s, s.cost, cfg.tp, dtype, scopes);
-    op.m = s.m, op.n = s.n, op.k = s.k;
-    op.instances = static_cast<double>(layers);
-    op.comm_lane = s.lane != Lane::compute;
-    op.backward = s.pass != Pass::forward;
-    p.ops.push_back(op);
-  }
+  p.scopes = scopes;
+  p.ops = predict_ops(plan, cfg.tp, dtype, scopes, layers);
   if (po.train) add_step_ops(p.ops, po.gradient_bytes, cfg, layers, dtype);
   return p;
 }
@@ -377,6 +385,7 @@ public:
     if (reject_if_any(m_ctx, "invalid model", input_problems())) return 2;
     if (!m_o.calibrate.empty() && reject_if_any(m_ctx, "invalid model", calibration_problems()))
       return 2;
+    if (m_o.serving.requested()) return predict_serving();
     plan_points();
     start_file();
     for (size_t k = 0; k < m_grid.size(); ++k)
@@ -387,12 +396,25 @@ public:
   }
 
 private:
+  // --trace or --trace-gen: the trace's steps predicted in place of a grid's points.
+  int predict_serving() {
+    if (reject_if_any(m_ctx, "invalid model", trace_problems(m_o, m_machine, m_trace))) return 2;
+    predict_trace(m_trace, m_o, m_machine, m_cal);
+    if (m_mpi.rank() == 0)
+      m_summaries.set({{"model", m_job.root_attrs("model")}, {"config", config_attrs(m_trace.cfg)}},
+                      trace_tables(m_trace));
+    const int status = m_reports.finish();
+    if (m_mpi.rank() == 0) write_trace_file(m_trace, m_o, std::cout);
+    return status;
+  }
+
   // The files the model reads: no output may be one of them. Every file the model will write is
   // checked against them before anything is read.
   std::vector<NamedFile> model_inputs() const {
     std::vector<NamedFile> inputs = input_files(m_o.base);
     inputs.push_back({m_o.hardware, "--hardware"});
     inputs.push_back({m_o.validate, "--validate"});
+    inputs.push_back({m_o.serving.trace, "--trace"});
     for (const std::string& path : m_o.calibrate)
       inputs.push_back({path, "--calibrate"});
     return inputs;
@@ -682,6 +704,7 @@ private:
 
   // Rank 0: the console report.
   void print_model(std::ostream& out) const {
+    if (m_o.serving.requested()) return print_trace(out, m_trace, m_o, m_calibration_text.str());
     out << "ridgeline model: " << m_rows.size() << " point(s) predicted from "
         << m_machine.roofs.source << "\n";
     out << m_calibration_text.str();
@@ -783,6 +806,7 @@ private:
   std::vector<double> m_gap_us;
   std::vector<int64_t> m_gap_points;
   std::map<std::string, int64_t> m_roofs_used; ///< roof_used() of the collectives: points
+  TracePrediction m_trace;                     ///< --trace, --trace-gen
   // What the model prints and writes, in this order.
   ConsoleReporter m_console;
   Hdf5Reporter m_h5;
@@ -878,6 +902,7 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
+  bind_serving_options(*cmd, o->serving);
   cmd->callback([o, &action, &app, cmd] {
     apply_run_table(app, *cmd);
     // A prediction is of one implementation's work (a list would silently predict the first).

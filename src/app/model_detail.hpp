@@ -8,15 +8,29 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.hpp"
 #include "app/config.hpp"
 #include "app/run_data.hpp"
 #include "app/sweep.hpp"
 #include "models/predictor.hpp"
+#include "models/serving.hpp"
+#include "models/work_model.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline::model_detail {
 
 // The link preset of the roofs' own interconnect rows measured over the host path.
 inline constexpr const char* kMeasuredHost = "measured-host";
+
+/// --trace or --trace-gen: a serving trace through the continuous-batching scheduler, each of
+/// its steps predicted.
+struct ServingOptions {
+  std::string trace, trace_gen;
+  std::string write_trace; ///< where the trace's requests are written ("": nowhere)
+  SchedulerConfig scheduler;
+  double slo_ttft_ms = 0, slo_tpot_ms = 0; ///< goodput's targets (0: none)
+  bool requested() const { return !trace.empty() || !trace_gen.empty(); }
+};
 
 struct ModelOptions {
   RunConfig base;
@@ -25,6 +39,7 @@ struct ModelOptions {
   std::vector<std::string> calibrate;
   std::vector<double> link_gbps, link_alpha_us; ///< what-if links: every collective on each
   int nodes = 1, gpus_per_node = 8;
+  ServingOptions serving;
 };
 
 // What a calibration's measured files give, per phase: each op kind's efficiency, and the gap
@@ -45,7 +60,12 @@ struct Placed {
   std::vector<PredictOp> ops;
   std::string problem;
   std::string gap_source; ///< where options.gap_ns comes from
+  GridScopes scopes;      ///< where each group of the configuration sits
 };
+
+/// The predictor's ops of `plan` (one layer's ops on one rank, `layers` instances of each).
+std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DType dtype,
+                                   const GridScopes& scopes, int64_t layers);
 
 /// The ops of one configuration and where its groups run; `what_if`, where given, carries every
 /// collective instead of the roofs and presets.
@@ -82,5 +102,46 @@ MeasuredStep measured_step(const RunSummary& sum);
 /// One measured point beside its prediction: the step and every op, measured and predicted.
 void print_validation_point(std::ostream& out, const std::string& label, double measured,
                             const StepPrediction& s, const RunSummary& summary);
+
+/// A serving trace predicted: its requests, the configuration they run on, the schedule and
+/// each step's prediction.
+struct TracePrediction {
+  std::string source; ///< the trace file, or the generator's specification
+  RunConfig cfg;
+  std::vector<Request> requests;
+  ServingSchedule schedule;
+  /// Each scheduled step's prediction, in order: its time by ceiling and its ceiling.
+  struct Step {
+    double class_ns[kCeilingClasses] = {0, 0, 0, 0};
+    Ceiling ceiling = Ceiling::none;
+  };
+  std::vector<Step> steps;
+  ServingMetrics metrics;
+};
+
+/// Every problem of a --trace or --trace-gen job (options that predict something else, the
+/// scheduler's limits, the configuration, the trace itself); the requests and configuration
+/// into `t` where there is none.
+std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
+                                        TracePrediction& t);
+
+/// `t`'s requests scheduled, each step predicted from its ops (mixed_step_ops) and the metrics.
+void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
+                   const Calibration& cal);
+
+/// Binds --trace, --trace-gen and the scheduler's and goodput's options to `s`.
+void bind_serving_options(CLI::App& cmd, ServingOptions& s);
+
+/// --write-trace: the trace's requests written in its file name's format and said so on `out`
+/// (rank 0 calls it, after the report: a file that cannot be written throws Error).
+void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out);
+
+/// The console report of a predicted trace, with `calibration`'s lines (--calibrate's figures).
+void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o,
+                 const std::string& calibration);
+
+/// What --json and --markdown hold of a predicted trace: the latency percentiles, every request
+/// and every step.
+std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t);
 
 } // namespace ridgeline::model_detail

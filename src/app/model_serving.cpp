@@ -1,0 +1,333 @@
+// `ridgeline model --trace` / `--trace-gen`: a serving trace through the continuous-batching
+// scheduler (models/serving.hpp), every step's mix predicted from the roofs as `model` predicts
+// a layer, and the requests' latencies, goodput and the steps' ceilings reported.
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <ostream>
+
+#include "app/command_support.hpp"
+#include "app/commands.hpp"
+#include "app/model_detail.hpp"
+#include "core/error.hpp"
+
+namespace ridgeline::model_detail {
+
+namespace {
+
+// The problems of options that predict something other than a trace.
+std::vector<std::string> option_problems(const ModelOptions& o) {
+  std::vector<std::string> problems;
+  const ServingOptions& s = o.serving;
+  if (!s.trace.empty() && !s.trace_gen.empty())
+    problems.emplace_back("--trace and --trace-gen: give one trace");
+  if (const std::string p = check_scheduler_config(s.scheduler); !p.empty())
+    problems.push_back("--token-budget/--chunk/--max-batch/--kv-capacity: " + p);
+  if (!o.base.out.empty())
+    problems.emplace_back("--out: a trace's prediction is printed and written by --json and "
+                          "--markdown, not as a sweep file");
+  if (!o.validate.empty())
+    problems.emplace_back("--validate predicts a measured file, not a trace");
+  if (!o.link_gbps.empty()) problems.emplace_back("--link-gbps predicts a grid, not a trace");
+  if (!s.write_trace.empty()) {
+    std::vector<NamedFile> inputs = input_files(o.base);
+    inputs.push_back({s.trace, "--trace"});
+    inputs.push_back({o.hardware, "--hardware"});
+    for (std::string& p : file_problems({{s.write_trace, "--write-trace"},
+                                         {o.base.json, "--json"},
+                                         {o.base.markdown, "--markdown"}},
+                                        inputs))
+      problems.push_back(std::move(p));
+    for (std::string& p : output_problems(s.write_trace, "--write-trace"))
+      problems.push_back(std::move(p));
+  }
+  return problems;
+}
+
+// The one configuration the trace runs on: one value of each axis, one TP group.
+std::vector<std::string> config_problems(const ModelOptions& o, const Machine& m, RunConfig& cfg) {
+  std::vector<std::string> lists[std::size(kSweepAxes)];
+  std::vector<std::string> axes;
+  split_sweep_axis_lists(o.lists, lists, axes);
+  if (!axes.empty())
+    return {"--trace predicts one configuration: give one value of " + join(axes, ", ")};
+  // The axes' single values first, then the defaults: a default hidden size applied first would
+  // rescale the preset's MLP when the preset's own hidden size (an axis) comes in.
+  cfg = sweep_grid(o.base, lists).front();
+  apply_defaults(cfg, m.roofs.backend == "host" ? "host" : "cuda");
+  // The scheduler sets each step's tokens and contexts: the configuration gives the model, the
+  // TP degree and the dtype, checked as a prefill point.
+  cfg.phase = "prefill";
+  cfg.context = 0;
+  if (cfg.pp != 1 || cfg.dp != 1) return {"--trace predicts one TP group: --pp 1 and --dp 1"};
+  return validate(cfg, cfg.tp);
+}
+
+AttentionImpl attention_of(const RunConfig& cfg) {
+  return cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
+}
+
+// A step's predictor: its mix's ops under the options of the phase holding most of its tokens
+// (the calibration's efficiencies and gap of that phase).
+class StepPredictor {
+public:
+  StepPredictor(const RunConfig& cfg, const ModelOptions& o, const Machine& m,
+                const Calibration& cal)
+      : m_cfg(cfg), m_spec(model_spec(cfg)), m_dtype(parse_dtype(cfg.dtype)),
+        m_roofs(roofs_for(m, o, false)) {
+    RunConfig decode = cfg;
+    decode.phase = "decode";
+    m_prefill = place(cfg, o, m, cal);
+    m_decode = place(decode, o, m, cal);
+  }
+
+  StepPrediction operator()(const StepMix& mix) const {
+    const Placed& pl = mix.prefill_tokens >= mix.decode_tokens ? m_prefill : m_decode;
+    const std::vector<OpSpec> ops = mixed_step_ops(m_spec, mix, m_cfg.tp, m_dtype,
+                                                   attention_of(m_cfg), m_cfg.sequence_parallel);
+    return predict_step(predict_ops(ops, m_cfg.tp, m_dtype, pl.scopes, m_cfg.layers), m_roofs,
+                        pl.options);
+  }
+
+  /// Why the configuration cannot be placed on the machine ("": it can).
+  const std::string& problem() const { return m_prefill.problem; }
+
+private:
+  const RunConfig& m_cfg;
+  ModelSpec m_spec;
+  DType m_dtype;
+  Roofs m_roofs;
+  Placed m_prefill, m_decode;
+};
+
+} // namespace
+
+std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
+                                        TracePrediction& t) {
+  std::vector<std::string> problems = option_problems(o);
+  if (!problems.empty()) return problems;
+  problems = config_problems(o, m, t.cfg);
+  if (!problems.empty()) return problems;
+  const int64_t capacity = o.serving.scheduler.kv_capacity_tokens;
+  try {
+    if (!o.serving.trace.empty()) {
+      t.source = o.serving.trace;
+      t.requests = read_trace(o.serving.trace, capacity);
+    } else {
+      t.source = "--trace-gen " + o.serving.trace_gen;
+      t.requests = generate_trace(parse_trace_generator(o.serving.trace_gen));
+      check_trace(t.requests, capacity, "--trace-gen");
+    }
+  } catch (const UsageError& e) {
+    return {e.what()};
+  }
+  // A step of one token of each kind: every roof a step needs, or the one missing.
+  StepMix probe;
+  probe.entries = {{0, EntryKind::decode, 1, 1}, {1, EntryKind::prefill, 1, 0}};
+  probe.decode_tokens = probe.prefill_tokens = probe.decode_sequences = probe.prefill_sequences = 1;
+  const Calibration none;
+  const StepPredictor predict(t.cfg, o, m, none);
+  if (!predict.problem().empty()) return {predict.problem()};
+  const StepPrediction s = predict(probe);
+  if (!s.missing.empty())
+    problems.push_back("no interconnect roof for " + s.missing +
+                       ": give --hardware FILE for the link presets");
+  return problems;
+}
+
+void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
+                   const Calibration& cal) {
+  const StepPredictor predict(t.cfg, o, m, cal);
+  t.steps.clear();
+  auto cost = [&](const StepMix& mix) {
+    const StepPrediction s = predict(mix);
+    TracePrediction::Step step;
+    std::copy(std::begin(s.class_ns), std::end(s.class_ns), step.class_ns);
+    step.ceiling = s.ceiling;
+    t.steps.push_back(step);
+    return s.step_ns;
+  };
+  t.schedule = schedule_requests(t.requests, o.serving.scheduler, cost);
+  t.metrics = serving_metrics(t.schedule, o.serving.slo_ttft_ms / 1e3, o.serving.slo_tpot_ms / 1e3);
+}
+
+void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out) {
+  const std::string& path = o.serving.write_trace;
+  if (path.empty()) return;
+  write_trace(path, t.requests, trace_format_of(path));
+  out << "wrote the trace's requests to " << path << "\n";
+}
+
+namespace {
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
+  char line[256];
+  std::snprintf(line, sizeof(line), fmt, a, b, c, d);
+  return line;
+}
+
+// "TTFT <= 200 ms and TPOT <= 50 ms", or the targets given.
+std::string targets(const ServingOptions& s) {
+  std::vector<std::string> t;
+  if (s.slo_ttft_ms > 0) t.push_back(format("TTFT <= %g ms", s.slo_ttft_ms));
+  if (s.slo_tpot_ms > 0) t.push_back(format("TPOT <= %g ms", s.slo_tpot_ms));
+  return t.empty() ? "no latency target (--slo-ttft-ms, --slo-tpot-ms)" : join(t, " and ");
+}
+
+// The steps by kind and size: how prefill and decode mixed.
+void print_mix(std::ostream& out, const ServingSchedule& s) {
+  int64_t prefill_only = 0, decode_only = 0, mixed = 0, max_tokens = 0, max_seqs = 0;
+  double tokens = 0, seqs = 0;
+  for (const ScheduledStep& step : s.steps) {
+    const StepMix& m = step.mix;
+    prefill_only += m.decode_sequences == 0 ? 1 : 0;
+    decode_only += m.prefill_sequences == 0 ? 1 : 0;
+    mixed += m.prefill_sequences > 0 && m.decode_sequences > 0 ? 1 : 0;
+    tokens += static_cast<double>(m.tokens());
+    seqs += static_cast<double>(m.entries.size());
+    max_tokens = std::max(max_tokens, m.tokens());
+    max_seqs = std::max<int64_t>(max_seqs, static_cast<int64_t>(m.entries.size()));
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, s.steps.size()));
+  out << "steps: " << s.steps.size() << " (prefill only " << prefill_only << ", decode only "
+      << decode_only << ", mixed " << mixed << "); per step "
+      << format("%.1f tokens (max %.0f), %.1f sequences (max %.0f)\n", tokens / n,
+                static_cast<double>(max_tokens), seqs / n, static_cast<double>(max_seqs));
+}
+
+// The steps by ceiling: how many steps each class bound and its share of the predicted time.
+void print_ceilings(std::ostream& out, const TracePrediction& t) {
+  int64_t count[kCeilingClasses] = {0, 0, 0, 0};
+  double class_ns[kCeilingClasses] = {0, 0, 0, 0}, total_ns = 0;
+  for (const TracePrediction::Step& s : t.steps) {
+    if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
+    for (int c = 0; c < kCeilingClasses; ++c)
+      class_ns[c] += s.class_ns[c], total_ns += s.class_ns[c];
+  }
+  out << "ceiling: steps bound by";
+  for (int c = 0; c < kCeilingClasses; ++c)
+    out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c)) << " " << count[c];
+  out << "; time by ceiling";
+  for (int c = 0; c < kCeilingClasses; ++c)
+    out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c))
+        << format(" %.1f %%", total_ns > 0 ? 100 * class_ns[c] / total_ns : 0.0);
+  out << "\n";
+}
+
+} // namespace
+
+void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o,
+                 const std::string& calibration) {
+  const SchedulerConfig& c = o.serving.scheduler;
+  const ServingMetrics& m = t.metrics;
+  out << "ridgeline model: " << t.requests.size() << " request(s) of " << t.source
+      << " through continuous batching, every step predicted\n";
+  out << "configuration: " << (t.cfg.model.empty() ? "custom" : t.cfg.model) << ", " << t.cfg.layers
+      << " layer(s), tp " << t.cfg.tp << ", " << t.cfg.dtype << "\n";
+  out << "scheduler: token budget " << c.token_budget << ", chunk " << c.chunk << ", max batch "
+      << c.max_batch << ", KV cache " << c.kv_capacity_tokens << " tokens\n";
+  out << calibration;
+  out << "latency (ms)        p50         p95         p99   requests\n";
+  const std::pair<const char*, const Percentiles*> rows[] = {
+      {"ttft", &m.ttft_s}, {"tpot", &m.tpot_s}, {"e2e", &m.e2e_s}};
+  for (const auto& [name, p] : rows) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%-10s %12.3f %11.3f %11.3f %10lld\n", name, 1e3 * p->p50,
+                  1e3 * p->p95, 1e3 * p->p99, static_cast<long long>(p->count));
+    out << line;
+  }
+  out << "goodput: " << format("%.3f", m.goodput_per_s) << " request(s)/s at " << targets(o.serving)
+      << " (" << m.good << " of " << m.requests << "); throughput "
+      << format("%.3f request(s)/s over %.3f s\n", m.throughput_per_s, m.span_s);
+  print_mix(out, t.schedule);
+  print_ceilings(out, t);
+  out << "every step is predicted (analytic model), none measured: mixed steps are not run by "
+         "`run`\n";
+}
+
+std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t) {
+  const ServingMetrics& m = t.metrics;
+  const Table latency = {
+      {"metric", std::vector<std::string>{"ttft", "tpot", "e2e"}},
+      {"p50_ms", std::vector<double>{1e3 * m.ttft_s.p50, 1e3 * m.tpot_s.p50, 1e3 * m.e2e_s.p50}},
+      {"p95_ms", std::vector<double>{1e3 * m.ttft_s.p95, 1e3 * m.tpot_s.p95, 1e3 * m.e2e_s.p95}},
+      {"p99_ms", std::vector<double>{1e3 * m.ttft_s.p99, 1e3 * m.tpot_s.p99, 1e3 * m.e2e_s.p99}},
+      {"requests", std::vector<int64_t>{m.ttft_s.count, m.tpot_s.count, m.e2e_s.count}}};
+  std::vector<int64_t> id, prompt, output;
+  std::vector<double> arrival, ttft, tpot, e2e;
+  for (size_t k = 0; k < t.requests.size(); ++k) {
+    const RequestTimes& r = t.schedule.requests[k];
+    id.push_back(r.id), prompt.push_back(t.requests[k].prompt_tokens);
+    output.push_back(r.output_tokens), arrival.push_back(r.arrival_s);
+    ttft.push_back(1e3 * r.ttft_s()), tpot.push_back(1e3 * r.tpot_s());
+    e2e.push_back(1e3 * r.e2e_s());
+  }
+  std::vector<double> start, duration;
+  std::vector<int64_t> prefill, decode, prefill_seqs, decode_seqs;
+  std::vector<std::string> ceiling;
+  for (size_t k = 0; k < t.schedule.steps.size(); ++k) {
+    const ScheduledStep& s = t.schedule.steps[k];
+    start.push_back(1e3 * s.start_s), duration.push_back(1e3 * (s.end_s - s.start_s));
+    prefill.push_back(s.mix.prefill_tokens), decode.push_back(s.mix.decode_tokens);
+    prefill_seqs.push_back(s.mix.prefill_sequences), decode_seqs.push_back(s.mix.decode_sequences);
+    ceiling.emplace_back(ceiling_name(t.steps[k].ceiling));
+  }
+  return {{"latency", latency},
+          {"requests",
+           {{"id", id},
+            {"arrival_s", arrival},
+            {"prompt_tokens", prompt},
+            {"output_tokens", output},
+            {"ttft_ms", ttft},
+            {"tpot_ms", tpot},
+            {"e2e_ms", e2e}}},
+          {"steps",
+           {{"start_ms", start},
+            {"duration_ms", duration},
+            {"prefill_tokens", prefill},
+            {"decode_tokens", decode},
+            {"prefill_sequences", prefill_seqs},
+            {"decode_sequences", decode_seqs},
+            {"ceiling", ceiling}}}};
+}
+
+void bind_serving_options(CLI::App& cmd, ServingOptions& s) {
+  const char* group = "Serving trace";
+  cmd.add_option("--trace", s.trace,
+                 "Serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl): its "
+                 "requests through continuous batching, every step predicted (docs/SERVING.md)")
+      ->check(CLI::ExistingFile)
+      ->check(regular_file())
+      ->group(group);
+  cmd.add_option("--trace-gen", s.trace_gen,
+                 "Generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,output=L,"
+                 "seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
+      ->group(group);
+  cmd.add_option("--write-trace", s.write_trace,
+                 "Write the trace's requests to this file (.jsonl: JSONL, else CSV), generated "
+                 "or read: a --trace-gen trace kept to be given again with --trace")
+      ->group(group);
+  cmd.add_option("--token-budget", s.scheduler.token_budget,
+                 "Tokens per step, decode and prefill together")
+      ->check(integer_in(1, int64_t{1} << 30))
+      ->group(group);
+  cmd.add_option("--chunk", s.scheduler.chunk, "Prefill tokens of one sequence per step at most")
+      ->check(integer_in(1, int64_t{1} << 30))
+      ->group(group);
+  cmd.add_option("--max-batch", s.scheduler.max_batch, "Sequences per step at most")
+      ->check(integer_in(1, int64_t{1} << 30))
+      ->group(group);
+  cmd.add_option("--kv-capacity", s.scheduler.kv_capacity_tokens,
+                 "KV cache tokens of all running sequences together (a request holds its "
+                 "prompt + output from its first step to its last)")
+      ->check(integer_in(2, int64_t{1} << 40))
+      ->group(group);
+  cmd.add_option("--slo-ttft-ms", s.slo_ttft_ms, "Goodput's time-to-first-token target (ms)")
+      ->check(number_above(0))
+      ->group(group);
+  cmd.add_option("--slo-tpot-ms", s.slo_tpot_ms, "Goodput's time-per-output-token target (ms)")
+      ->check(number_above(0))
+      ->group(group);
+}
+
+} // namespace ridgeline::model_detail
