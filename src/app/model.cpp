@@ -502,9 +502,11 @@ private:
     } else {
       std::vector<std::string> lists[std::size(kSweepAxes)];
       split_sweep_axis_lists(m_o.lists, lists, m_axes);
-      RunConfig base = m_o.base;
-      apply_defaults(base, m_machine.roofs.backend == "host" ? "host" : "cuda");
-      m_grid = sweep_grid(base, lists);
+      // The axes' values first, then the defaults (as sweep does): a preset's hidden size given
+      // as an axis value must not rescale its MLP from the default hidden size.
+      m_grid = sweep_grid(m_o.base, lists);
+      for (RunConfig& c : m_grid)
+        apply_defaults(c, m_machine.roofs.backend == "host" ? "host" : "cuda");
       // tp auto: the GPUs of one node, as `run --tp auto` takes the ranks of one; a point it
       // makes equal to a listed one is predicted once.
       std::set<std::string> seen;

@@ -115,4 +115,19 @@ sed 's/^hbm_gbps = /hbm_gbs = /' "$repo/models/hardware/h200-sxm.toml" >"$work/b
 line=$(grep -n '^hbm_gbs' "$work/bad.toml" | cut -d: -f1)
 expect_usage_error "bad.toml:$line: unknown key 'hbm_gbs'" model --hardware "$work/bad.toml"
 expect_usage_error "give --roofs FILE (measured) or --hardware FILE" model --tp 2
+# A preset's dimensions reach the prediction as given: its hidden size, an axis value, never
+# rescales its MLP from the default hidden size.
+for preset in "llama3-8b 4096 14336" "llama3-405b 16384 53248"; do
+  read -r name hidden ffn <<<"$preset"
+  "$bin" model --config "$repo/models/$name.toml" --hardware "$repo/models/hardware/h200-sxm.toml" \
+    --layers 1 --phase decode --batch 1 --context 1024 --out "$work/$name.h5" >/dev/null
+  python3 - "$work/$name.h5" "$hidden" "$ffn" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1]) as f:
+    config = f["/points/0/config"].attrs
+    got = (int(config["hidden"]), int(config["ffn_hidden"]))
+    assert got == (int(sys.argv[2]), int(sys.argv[3])), got
+PY
+done
 echo "model e2e: ok"
