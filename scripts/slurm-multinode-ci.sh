@@ -364,8 +364,11 @@ fault_job=$(in_ns rlctl squeue -h -n ridgeline-fault -o %i | head -n 1)
 [[ -n $fault_job ]] && jobs_started+=("$fault_job")
 [[ -n $fault_job ]] || fail "the fault job is not in the queue"
 (( fault_started == 0 )) || fail "the fault job's ranks never started on rlnode3"
-# Past MPI's start and the first agreement: the ranks are measuring when they are killed.
-sleep 8
+# The ranks are measuring when they are killed: rank 0's progress line (every 5 s) counts
+# iterations in the job's log.
+wait_until "the fault job's first iterations" 60 \
+  grep -q "^run: [0-9]* of [0-9]* iterations" "$submit_dir/ridgeline-$fault_job.out" ||
+  fail "the fault job never reported its iterations"
 victims=$(node_ranks rlnode3 | tr '\n' ' ')
 [[ -n $victims ]] || fail "the fault job's ranks on rlnode3 ended before they were killed"
 # shellcheck disable=SC2086 # one pid per word
