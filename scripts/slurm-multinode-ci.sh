@@ -1,16 +1,19 @@
 #!/bin/bash
-# A real two-node Slurm cluster on this one machine, built from network namespaces this script
+# A real three-node Slurm cluster on this one machine, built from network namespaces this script
 # creates and removes: a bridge in a namespace of its own, one namespace per host (the
-# controller and two compute nodes) joined to it by veth pairs, addresses that exist only inside
+# controller and three compute nodes) joined to it by veth pairs, addresses that exist only inside
 # those namespaces and no route out. Each daemon runs with its own host name (UTS namespace) and
 # its own /tmp, /dev/shm and /etc/hosts (mount namespace), as on separate machines; one munged
-# serves them all through its socket. The slurm/ recipes are submitted with --nodes=2 and each
+# serves them all through its socket. The slurm/ recipes are submitted with --nodes=3 and each
 # job is checked: exit code, files in the submit directory, `ridgeline validate`, TP groups
-# inside a node and the file's two nodes, a sweep as a job array joined by `ridgeline report`
-# and the Python join, roofs (rows within a node, one rank per node and over both nodes' ranks)
-# and collectives across nodes, and a layout that cannot be placed refused once with exit 2.
+# inside a node and PP stages on the file's three nodes, a sweep as a job array joined by
+# `ridgeline report` and the Python join, roofs (rows within a node, one rank per node and over
+# all three nodes' ranks) and collectives across nodes, and a layout that cannot be placed refused
+# once with exit 2. One fault: the ranks of the third node are killed (SIGKILL) while a run is
+# under way; the job must end non-zero within the run's --timeout and a margin, name the node
+# in its log, and leave no file that validates as complete.
 # Open MPI's TCP paths are held to the namespaces' subnet by variables of the jobs, never by
-# global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 420 s)
+# global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 600 s)
 # and everything is torn down on exit.
 # Needs root (namespaces, daemons as root, no cgroups).
 #   scripts/slurm-multinode-ci.sh BUILD_DIR
@@ -19,7 +22,7 @@ set -euo pipefail
 ci=slurm-multinode-ci
 # shellcheck source=scripts/slurm-ci-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm-ci-common.sh"
-ci_setup 420 "network namespaces; slurmd runs jobs as root" "$@"
+ci_setup 600 "network namespaces; slurmd runs jobs as root" "$@"
 # Each node gets an empty /tmp of its own; a checkout or build under /tmp is bound back into
 # it (start_host), so that every node sees the binary and the presets at the same path.
 keep=()
@@ -40,8 +43,9 @@ done
 tag=rl$$
 hub=$tag-hub
 subnet=10.199.77
-hosts=(rlctl rlnode1 rlnode2)
-addrs=("$subnet.1" "$subnet.2" "$subnet.3")
+hosts=(rlctl rlnode1 rlnode2 rlnode3)
+addrs=("$subnet.1" "$subnet.2" "$subnet.3" "$subnet.4")
+nodes=("${hosts[@]:1}")
 made_ns=()
 state=""
 pids=()
@@ -105,7 +109,7 @@ chmod 755 "$state" "$state/munge"
 # the subnet.
 if ! ip netns add "$hub"; then
   echo "slurm-multinode-ci: cannot create a network namespace here (a container without" \
-    "CAP_SYS_ADMIN, or a kernel without network namespaces): the two-node cluster cannot be built" >&2
+    "CAP_SYS_ADMIN, or a kernel without network namespaces): the three-node cluster cannot be built" >&2
   exit 2
 fi
 made_ns+=("$hub")
@@ -126,9 +130,9 @@ for i in "${!hosts[@]}"; do
   ip -n "$ns" addr add "${addrs[$i]}/24" dev eth0
   ip -n "$ns" link set eth0 up
 done
-if [[ -n $(ip -n "$tag-rlnode1" route show default) ]]; then
-  fail "a node has a default route"
-fi
+for host in "${hosts[@]}"; do
+  [[ -z $(ip -n "$tag-$host" route show default) ]] || fail "$host has a default route"
+done
 log "network: ${hosts[*]} on $subnet.0/24 in namespaces $tag-*"
 
 # munged in this machine's namespace: its socket is a file, reached from every node.
@@ -166,10 +170,10 @@ InactiveLimit=0
 MinJobAge=300
 CONF
   # The nodes share the machine's memory: each claims a quarter, below what slurmd reports.
-  for i in 1 2; do
+  for i in 1 2 3; do
     echo "NodeName=${hosts[$i]} NodeAddr=${addrs[$i]} CPUs=$(nproc) RealMemory=$((mem_mib / 4)) State=UNKNOWN"
   done
-  echo "PartitionName=ci Nodes=${hosts[1]},${hosts[2]} Default=YES MaxTime=INFINITE State=UP"
+  echo "PartitionName=ci Nodes=$(IFS=,; echo "${nodes[*]}") Default=YES MaxTime=INFINITE State=UP"
 } > "$SLURM_CONF"
 
 # start_host HOST NAME CMD...: CMD as HOST, in the background, logging to log/NAME.out.
@@ -198,14 +202,14 @@ start_host() {
   pids+=($!)
 }
 start_host rlctl slurmctld slurmctld -D -i -f "$SLURM_CONF"
-for host in rlnode1 rlnode2; do
+for host in "${nodes[@]}"; do
   mkdir -p "$state/spool/$host"
   start_host "$host" "slurmd-$host" slurmd -D -N "$host" -f "$SLURM_CONF"
 done
-wait_until "both nodes idle in sinfo" 60 \
+wait_until "the three nodes idle in sinfo" 60 \
   bash -c "[[ \$(ip netns exec '$tag-rlctl' sinfo -h -N -o %T | sort -u) == idle ]] &&
-           (( \$(ip netns exec '$tag-rlctl' sinfo -h -N -o %N | wc -l) == 2 ))"
-log "slurmctld and two slurmd up: $(in_ns rlctl sinfo -h -N -o '%N %T %c CPUs' | tr '\n' ';')"
+           (( \$(ip netns exec '$tag-rlctl' sinfo -h -N -o %N | wc -l) == 3 ))"
+log "slurmctld and three slurmd up: $(in_ns rlctl sinfo -h -N -o '%N %T %c CPUs' | tr '\n' ';')"
 
 # The jobs' environment: the binary, a tiny model, and Open MPI held to the cluster's subnet
 # (its TCP paths, and the daemons' out-of-band channel), given to sbatch for these jobs only.
@@ -217,7 +221,7 @@ export RIDGELINE_MPIRUN_FLAGS="--allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1
 job_env=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_tcp_if_include="$subnet.0/24"
   OMPI_MCA_oob_tcp_if_include="$subnet.0/24")
-sbatch_overrides=(--nodes=2 --ntasks-per-node=2 --gpus-per-task=0 --oversubscribe --time=00:05:00)
+sbatch_overrides=(--nodes=3 --ntasks-per-node=2 --gpus-per-task=0 --oversubscribe --time=00:05:00)
 
 # submit NAME SCRIPT [SBATCH OPTIONS...]: sbatch --wait from the submit directory; prints the
 # job's logs and sets $job; returns the job's exit code (an array's: the largest).
@@ -238,7 +242,7 @@ submit() {
   return "$rc"
 }
 
-# check_file FILE KIND: valid, and what a job across the two nodes must record.
+# check_file FILE KIND: valid, and what a job across the three nodes must record.
 check_file() {
   [[ -f $1 ]] || fail "no $1 in the submit directory"
   bounded 60 "$bin" validate "$1" > /dev/null || fail "ridgeline validate refused $1"
@@ -249,45 +253,48 @@ path, kind = sys.argv[1], sys.argv[2]
 with h5py.File(path, "r") as f:
     nodes = int(f.attrs["nodes"])
     hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in f["topology/host"][()]]
-    assert nodes == 2, f"root nodes = {nodes}, expected 2"
-    assert sorted(set(hosts)) == ["rlnode1", "rlnode2"], f"hosts {hosts}"
+    assert nodes == 3, f"root nodes = {nodes}, expected 3"
+    assert sorted(set(hosts)) == ["rlnode1", "rlnode2", "rlnode3"], f"hosts {hosts}"
     layout = f.attrs.get("file_layout", b"single")
     layout = layout.decode() if isinstance(layout, bytes) else str(layout)
     if kind in ("run", "sweep"):
         assert layout == "per-node", f"file_layout {layout}, expected per-node across nodes"
     if kind == "run":
         tp, pp, dp = (int(f["config"].attrs[k]) for k in ("tp", "pp", "dp"))
-        assert (tp, pp, dp) == (2, 2, 1), f"tp, pp, dp = {tp}, {pp}, {dp}"
+        assert (tp, pp, dp) == (2, 3, 1), f"tp, pp, dp = {tp}, {pp}, {dp}"
         for g in range(0, len(hosts), tp):
             assert len(set(hosts[g:g + tp])) == 1, f"TP group {g}..{g + tp - 1} spans {hosts[g:g + tp]}"
-        assert len({hosts[0], hosts[tp]}) == 2, "the pipeline stages share a node"
+        stages = [hosts[s * tp] for s in range(pp)]
+        assert len(set(stages)) == pp, f"the pipeline stages share a node: {stages}"
         check = f["summary"].attrs["check"]
         check = check.decode() if isinstance(check, bytes) else str(check)
         assert check.startswith("passed"), f"the check against the reference: {check!r}"
     if kind == "roofs":
-        # Two nodes of 2 ranks: each collective within a node, one rank per node, and all four.
+        # Three nodes of 2 ranks: each collective within a node, one rank on each of the three
+        # nodes, and all six ranks.
         rows = f["roofs/interconnect"][()]
         text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
         got = {(text(r["collective"]), int(r["group_size"]), text(r["scope"]),
                 int(r["group_nodes"])) for r in rows}
-        for want in (("all_reduce", 2, "intra", 1), ("all_reduce", 2, "inter", 2),
-                     ("all_reduce", 4, "hier", 2)):
+        for want in (("all_reduce", 2, "intra", 1), ("all_reduce", 3, "inter", 3),
+                     ("all_reduce", 6, "hier", 3)):
             assert want in got, f"no {want} row in /roofs/interconnect: {sorted(got)}"
 print(f"{path}: {kind}, {nodes} nodes, hosts {hosts}, layout {layout}")
 PY
 }
 
 
-# 1. A train run: TP inside each node (--tp auto: the node's 2 ranks) x PP 2 across the nodes,
-#    launched by mpirun, checked against the TP=1 reference.
-export RIDGELINE_ARGS="--tp auto --pp 2 --phase train --batch 4 --microbatches 2 --warmup 1 --iters 2 --roofs none"
+# 1. A train run: TP inside each node (--tp auto: the node's 2 ranks) x PP 3 across the nodes,
+#    one stage per node, launched by mpirun, checked against the TP=1 reference.
+export RIDGELINE_ARGS="--tp auto --pp 3 --layers 3 --phase train --batch 3 --microbatches 3 --warmup 1 --iters 2 --roofs none"
 submit run "$repo/slurm/run.sbatch" || fail "the run job failed"
 run_job=$job
 check_file "$submit_dir/ridgeline-$run_job.h5" run
 
-# 2. A layout that cannot be placed: TP 4 over two nodes of 2 ranks. Refused before anything
-#    runs, printed once, exit 2 from every rank, no file.
-export RIDGELINE_ARGS="--tp 4 --warmup 1 --iters 2 --roofs none"
+# 2. A layout that cannot be placed: TP 6 over three nodes of 2 ranks (a model whose sizes TP 6
+#    divides, so that the span is the only problem). Refused before anything runs, printed once,
+#    exit 2 from every rank, no file.
+export RIDGELINE_ARGS="--tp 6 --hidden 384 --heads 6 --kv-heads 6 --ffn-hidden 768 --warmup 1 --iters 2 --roofs none"
 refused_rc=0
 submit refused "$repo/slurm/run.sbatch" || refused_rc=$?
 (( refused_rc == 2 )) || fail "a TP group across nodes: the job exited $refused_rc, not 2"
@@ -296,7 +303,7 @@ refused_log=$submit_dir/ridgeline-$job.out
   fail "the refusal is not printed exactly once in $refused_log"
 [[ ! -e $submit_dir/ridgeline-$job.h5 ]] || fail "the refused job left ridgeline-$job.h5"
 
-# 3. A sweep as a job array of two slices through srun (PMIx), each over both nodes (TP inside a
+# 3. A sweep as a job array of two slices through srun (PMIx), each over the three nodes (TP inside a
 #    node, the replicas across) with its timelines in the per-node layout, joined afterwards by
 #    `ridgeline report` and the Python join.
 export RIDGELINE_LAUNCHER=srun RIDGELINE_SRUN_FLAGS="--mpi=pmix"
@@ -319,8 +326,8 @@ assert all(str(s) == "ok" for s in joined.points["status"]), list(joined.points[
 print("python join:", ", ".join(labels))
 PY
 
-# 4. Roofs (srun) and collectives (mpirun) over all four ranks of both nodes: the roofs hold each
-#    collective within a node, one rank per node and over all four ranks.
+# 4. Roofs (srun) and collectives (mpirun) over the six ranks of the three nodes: the roofs hold
+#    each collective within a node, one rank on each node and over all six ranks.
 export RIDGELINE_ARGS="--quick"
 submit roofs "$repo/slurm/roofs.sbatch" || fail "the roofs job failed"
 check_file "$submit_dir/ridgeline-roofs-$job.h5" roofs
@@ -328,6 +335,76 @@ export RIDGELINE_LAUNCHER=mpirun
 export RIDGELINE_ARGS="--max-bytes 64K --iters 2 --warmup 1"
 submit collectives "$repo/slurm/collectives.sbatch" || fail "the collectives job failed"
 check_file "$submit_dir/ridgeline-collectives-$job.h5" collectives
+
+# 5. A fault: a long run over the three nodes (TP 2 in each x DP 3, mpirun) whose two ranks on
+#    the third node are killed (SIGKILL, inside that node's namespace) once the run is under way.
+#    The job must end within the run's --timeout and a margin, non-zero, name the third node in
+#    its log, leave no file that validates as complete and no rank running on any node.
+fault_timeout_s=30
+fault_margin_s=45
+export RIDGELINE_ARGS="--tp auto --dp 3 --warmup 1 --iters 100000 --roofs none --timeout $fault_timeout_s"
+fault_rc=0
+(cd "$submit_dir" && bounded 240 ip netns exec "$tag-rlctl" env "${job_env[@]}" \
+  sbatch --parsable --wait "${sbatch_overrides[@]}" --job-name=ridgeline-fault \
+  "$repo/slurm/run.sbatch") > "$state/fault-sbatch.out" 2>&1 &
+fault_sbatch=$!
+# node_ranks HOST: the pids of the ridgeline processes running in HOST's namespace.
+node_ranks() {
+  local pid
+  for pid in $(ip netns pids "$tag-$1" 2> /dev/null); do
+    [[ $(cat "/proc/$pid/comm" 2> /dev/null) == ridgeline ]] && echo "$pid"
+  done
+  return 0
+}
+fault_started=0
+wait_until "the fault job's two ranks on rlnode3" 90 \
+  bash -c "(( \$(for p in \$(ip netns pids '$tag-rlnode3'); do cat /proc/\$p/comm 2> /dev/null; done |
+             grep -cx ridgeline) == 2 ))" || fault_started=$?
+fault_job=$(in_ns rlctl squeue -h -n ridgeline-fault -o %i | head -n 1)
+[[ -n $fault_job ]] && jobs_started+=("$fault_job")
+[[ -n $fault_job ]] || fail "the fault job is not in the queue"
+(( fault_started == 0 )) || fail "the fault job's ranks never started on rlnode3"
+# The ranks are measuring when they are killed: rank 0's progress line (every 5 s) counts
+# iterations in the job's log.
+wait_until "the fault job's first iterations" 60 \
+  grep -q "^run: [0-9]* of [0-9]* iterations" "$submit_dir/ridgeline-$fault_job.out" ||
+  fail "the fault job never reported its iterations"
+victims=$(node_ranks rlnode3 | tr '\n' ' ')
+[[ -n $victims ]] || fail "the fault job's ranks on rlnode3 ended before they were killed"
+# shellcheck disable=SC2086 # one pid per word
+kill -KILL $victims
+killed_s=$SECONDS
+log "fault: killed the ranks of job ${fault_job:-?} on rlnode3 (pids $victims)"
+# The job's end is polled once a second here (sbatch --wait polls ever more slowly).
+wait_until "the fault job's end" $((fault_timeout_s + fault_margin_s)) \
+  bash -c "[[ -z \$(ip netns exec '$tag-rlctl' squeue -h -j '$fault_job' \
+             -t pending,running,completing,configuring,suspended -o %i) ]]" || true
+took_s=$((SECONDS - killed_s))
+# A job still running is cancelled here, so that its log is complete below.
+(( took_s <= fault_timeout_s + fault_margin_s )) || in_ns rlctl timeout 10 scancel "$fault_job" || true
+wait "$fault_sbatch" || fault_rc=$?
+log "fault: job ${fault_job:-?} finished with exit code $fault_rc, ${took_s}s after the kill"
+fault_log=$submit_dir/ridgeline-$fault_job.out
+echo "---- $(basename "$fault_log")"
+cat "$fault_log" 2> /dev/null || true
+echo "----"
+(( fault_rc != 0 )) || fail "the fault job exited 0 after its ranks on rlnode3 were killed"
+(( took_s <= fault_timeout_s + fault_margin_s )) ||
+  fail "the fault job still ran ${took_s}s after the kill, beyond --timeout ${fault_timeout_s}s + ${fault_margin_s}s"
+named=$(grep -E "rlnode3.*(signal 9|[Kk]illed|is gone|not answering)|(signal 9|[Kk]illed|is gone|not answering).*rlnode3" \
+  "$fault_log" | head -n 1)
+[[ -n $named ]] || fail "the fault job's log does not name rlnode3 as the node whose ranks were killed"
+log "fault: the log says: $named"
+fault_file=$submit_dir/ridgeline-$fault_job.h5
+if [[ -e $fault_file ]]; then
+  if bounded 60 "$bin" validate "$fault_file" > "$state/fault-validate.out" 2>&1 &&
+    ! grep -qi incomplete "$state/fault-validate.out"; then
+    fail "the fault job left $fault_file, which validates as complete"
+  fi
+fi
+wait_until "no rank of the fault job left on any node" 30 \
+  bash -c "! for h in ${nodes[*]}; do ip netns pids '$tag-'\$h; done | xargs -r -I{} cat /proc/{}/comm 2> /dev/null | grep -qx ridgeline" ||
+  fail "ranks of the fault job still run after it ended"
 
 # Nothing was written into the source tree.
 stray=$(git -C "$repo" status --porcelain --untracked-files=all -- '*.h5' '*.out' | head -n 5)

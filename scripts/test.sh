@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test that runs without a GPU: build, then ctest (unit, mpi, e2e; gpu tests skip
 # without a device), the Python analysis tests on a file the binary writes, and the Slurm
-# scripts against a real local Slurm, one node and two in network namespaces, when this machine
+# scripts against a real local Slurm, one node and three in network namespaces, when this machine
 # allows starting them (root).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
