@@ -501,3 +501,7 @@ def _roofs(f: h5py.File, found: List[str]) -> None:
                                  f"{_number(float(values[i]))}")
         _section(found, one)
     _section(found, lambda: _roof(f, found, envelope_required=True))
+    # Each GPU's own figures: optional, but complete where present.
+    gpus = T["roofs_gpus"]
+    if _exists(f, gpus.path):
+        _section(found, lambda: _table(f, gpus.path, gpus, (), found))

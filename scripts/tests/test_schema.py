@@ -157,6 +157,14 @@ def collectives_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def roofs_path(tmp_path_factory):
+    """A real two-rank `ridgeline roofs --quick` file, with each rank's own figures."""
+    workdir = tmp_path_factory.mktemp("schema_roofs")
+    run_ridgeline(workdir, "roofs", "--quick", "--out", "roofs.h5")
+    return workdir / "roofs.h5"
+
+
+@pytest.fixture(scope="module")
 def decode_path(tmp_path_factory):
     """A real two-rank TP=2 decode run of models/tiny.toml generating 2 tokens twice over."""
     workdir = tmp_path_factory.mktemp("schema_decode")
@@ -166,9 +174,11 @@ def decode_path(tmp_path_factory):
     return workdir / "steps.h5"
 
 
-#: The real files the cases are enumerated from: each kind of file, and the run files whose
-#: configuration requires more (scheduled pipelines, decode steps).
-FILES = ("run_path", "train_run_path", "decode_path", "sweep_path", "collectives_path")
+#: The real files the cases are enumerated from: each kind of file (roofs with each GPU's own
+#: figures), and the run files whose configuration requires more (scheduled pipelines, decode
+#: steps).
+FILES = ("run_path", "train_run_path", "decode_path", "sweep_path", "collectives_path",
+         "roofs_path")
 
 
 @pytest.mark.parametrize("fixture", FILES)

@@ -264,7 +264,7 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     roofs.launch.push_back(l);
   }
 
-  roofs.gpus = gather_gpu_roofs(job, roofs, own_ns);
+  if (plan.per_gpu) roofs.gpus = gather_gpu_roofs(job, roofs, own_ns);
   measure_interconnect(job, plan, backend, watchdog, roofs);
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
@@ -609,7 +609,8 @@ int run_roofs(CommandContext& ctx, const RoofsOptions& o) {
   JobContext job(ctx, o.backend, o.allow_shared_gpu);
   if (reject_if_any(ctx, "invalid GPU placement", job.placement_problems())) return 2;
   std::vector<std::string> problems;
-  const RoofsPlan plan = roofs_plan(job, o, problems);
+  RoofsPlan plan = roofs_plan(job, o, problems);
+  plan.per_gpu = true;
   const std::string out = output_path(job.mpi().world(), o.out, "roofs");
   // What the job prints and writes once measured, from these.
   Roofs roofs;

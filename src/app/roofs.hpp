@@ -35,6 +35,8 @@ struct RoofsPlan {
   int sample_ms = 20;
   double timeout_s = kDefaultTimeoutSeconds;
   std::string source; ///< recorded as /roofs source
+  /// Each GPU's own figures kept (Roofs::gpus): the `roofs` command's; a run's roofs keep none.
+  bool per_gpu = false;
 
   /// The defaults: full (`ridgeline roofs`) or quick (inside `run` and `sweep`).
   static RoofsPlan defaults(bool cuda, bool quick);

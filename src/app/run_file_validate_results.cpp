@@ -601,6 +601,10 @@ void validate_roofs(hid_t file, std::vector<std::string>& problems) {
       }
     });
   check_section(problems, [&] { validate_roof(file, problems, true); });
+  // Each GPU's own figures: optional, but complete where present.
+  if (h5::exists(file, schema::tables::roofs_gpus.path))
+    check_section(problems,
+                  [&] { validate_table(file, schema::tables::roofs_gpus, {}, problems); });
 }
 
 } // namespace ridgeline::run_file_detail
