@@ -142,7 +142,7 @@ void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backe
 
 RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
   RoofsPlan p;
-  p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+  p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv"};
   if (cuda) {
     p.dtypes =
         quick ? std::vector<DType>{DType::bf16} : std::vector<DType>{DType::bf16, DType::f16};
