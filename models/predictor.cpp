@@ -196,7 +196,9 @@ OpPrediction predict_op(const PredictOp& op, const Roofs& roofs, const PredictOp
               roofs.interconnect_for(w.collective, w.group_size, o.transport, w.scope)) {
         p.interconnect_ns = in_step_collective_ns(*r, w.comm_bytes * w.busbw_factor);
         p.interconnect_source = "roofs";
-      } else if (const LinkPreset* link = w.kind == OpKind::p2p ? o.pp_link : o.tp_link) {
+      } else if (const LinkPreset* link = w.kind == OpKind::p2p       ? o.pp_link
+                                          : op.group == CommGroup::ep ? o.ep_link
+                                                                      : o.tp_link) {
         p.interconnect_ns = link_collective_ns(*link, w.comm_bytes, w.busbw_factor);
         p.interconnect_source = link->name;
       }

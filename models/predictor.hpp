@@ -9,6 +9,7 @@
 
 #include "models/attribution.hpp"
 #include "models/roofs.hpp"
+#include "models/work_model.hpp"
 
 namespace ridgeline {
 
@@ -94,6 +95,7 @@ struct PredictOp {
   bool backward = false;       ///< a backward op of the train phase (its layers' gradients)
   /// Runs once per step (the train phase's gradient zeroing and update), not per microbatch.
   bool per_step = false;
+  CommGroup group = CommGroup::tp; ///< a collective's group (its link where the roofs lack it)
 };
 
 /// What decides the step besides the ops.
@@ -125,6 +127,7 @@ struct PredictOptions {
   const LinkPreset* tp_link = nullptr; ///< TP collectives where the roofs have no row
   const LinkPreset* pp_link = nullptr; ///< pipeline sends where the roofs have no row
   const LinkPreset* dp_link = nullptr; ///< gradient all-reduce where the roofs have no row
+  const LinkPreset* ep_link = nullptr; ///< MoE all-to-alls where the roofs have no row
   /// Achieved fraction of its roof per op kind ("gemm", "attention", ...); absent: 1.
   std::map<std::string, double> efficiency;
 };

@@ -206,3 +206,49 @@ MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype) {
 }
 
 } // namespace ridgeline
+
+namespace ridgeline {
+
+std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn,
+                                  const MoeLoad& load) {
+  RIDGELINE_REQUIRE(s.tp == 1, "moe_layer_ops: the experts are unsplit by TP (tp 1)");
+  const MoeWork w = moe_work(m, load, s.dtype);
+  std::vector<OpSpec> ops = layer_ops(m, s, attn);
+  // At tp 1 the dense MLP is fc1, the activation and fc2, before the residual add kept last.
+  const OpSpec residual2 = ops.back();
+  ops.erase(std::find_if(ops.begin(), ops.end(), [](const OpSpec& o) { return o.name == op::fc1; }),
+            ops.end());
+  auto gemm = [](const char* name, const OpCost& c, int64_t rows, int64_t cols, int64_t inner) {
+    OpSpec o;
+    o.name = name;
+    o.kind = OpKind::gemm;
+    o.cost = c;
+    o.m = rows, o.n = cols, o.k = inner;
+    return o;
+  };
+  auto all_to_all = [&](const char* name, const OpCost& c) {
+    OpSpec o;
+    o.name = name;
+    o.kind = OpKind::collective;
+    o.lane = Lane::comm;
+    o.cost = c;
+    o.collective = "all_to_all";
+    o.group_size = load.ep;
+    o.group = CommGroup::ep;
+    return o;
+  };
+  const int64_t f = m.expert_ffn_hidden;
+  ops.push_back(gemm(op::moe_router, w.router, s.tokens(), m.experts, m.hidden));
+  // On one rank every expert is local: no all-to-all runs (as no all-reduce at tp 1).
+  if (load.ep > 1) ops.push_back(all_to_all(op::moe_dispatch, w.dispatch));
+  // The grouped GEMMs' shape for the roofs: the busiest rank's mean rows per expert it holds.
+  const int64_t rows = load.rank_rows[static_cast<size_t>(w.busiest_rank)] / (m.experts / load.ep);
+  ops.push_back(gemm(op::moe_experts, w.experts, rows, 2 * f, m.hidden));
+  if (load.ep > 1) ops.push_back(all_to_all(op::moe_combine, w.combine));
+  if (m.shared_experts > 0)
+    ops.push_back(gemm(op::moe_shared, w.shared, s.tokens(), 2 * m.shared_experts * f, m.hidden));
+  ops.push_back(residual2);
+  return ops;
+}
+
+} // namespace ridgeline

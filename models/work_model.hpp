@@ -15,8 +15,9 @@ namespace ridgeline {
 /// Which pass of the train phase an op belongs to (prefill and decode: forward only).
 enum class Pass : uint8_t { forward, backward_input, backward_weight };
 
-/// The grid group a collective runs over (p2p ops run between a pair of neighbouring stages).
-enum class CommGroup : int { tp = 0, pp = 1, dp = 2 };
+/// The grid group a collective runs over (p2p ops run between a pair of neighbouring stages;
+/// ep: an MoE layer's expert-parallel group, ep of the data-parallel ranks).
+enum class CommGroup : int { tp = 0, pp = 1, dp = 2, ep = 3 };
 
 /// One op of a layer as the work model sees it.
 struct OpSpec {
@@ -60,6 +61,12 @@ inline constexpr const char* allgather_attn = "allgather_attn";
 inline constexpr const char* reducescatter_attn = "reducescatter_attn";
 inline constexpr const char* allgather_mlp = "allgather_mlp";
 inline constexpr const char* reducescatter_mlp = "reducescatter_mlp";
+/// An MoE layer's MLP (moe_layer_ops), in place of fc1 to the MLP's collectives.
+inline constexpr const char* moe_router = "moe_router_gemm";
+inline constexpr const char* moe_dispatch = "moe_dispatch";
+inline constexpr const char* moe_experts = "moe_experts_gemm";
+inline constexpr const char* moe_combine = "moe_combine";
+inline constexpr const char* moe_shared = "moe_shared_gemm";
 inline constexpr const char* send_act = "pp_send";
 inline constexpr const char* recv_act = "pp_recv";
 /// A whole stage replayed as one captured graph (--graphs): one op per step.
@@ -110,4 +117,14 @@ struct MoeWork {
 /// The work of one MoE MLP of `m` under `load` (its routing on load.ep ranks) with `dtype`
 /// elements. Additive: the dense layer's ops are untouched.
 MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype);
+
+/// Every op of one MoE layer on the busiest rank of its expert-parallel group (s.tp 1: the
+/// experts are unsplit by TP): layer_ops' attention ops unchanged, then in place of the MLP's
+/// GEMMs and collectives the router GEMM, the dispatch all-to-all over load.ep ranks (the
+/// busiest rank's bytes), the experts' grouped GEMMs (the busiest rank's rows), the combine
+/// all-to-all (both all-to-alls only where load.ep > 1) and, with shared experts, their GEMMs; then
+/// the residual add. The costs are moe_work's. `load` routes s.tokens() x load.ep tokens: each rank
+/// its own batch.
+std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn,
+                                  const MoeLoad& load);
 } // namespace ridgeline

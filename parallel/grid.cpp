@@ -85,12 +85,13 @@ std::vector<int> layout_sizes(int n) {
 
 } // namespace
 
-GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp) {
+GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp, int ep) {
   GridScopes s;
   const int stage = tp * pp;
   s.tp = widest(nodes, [&](int r) { return r / tp; });
   s.pp = widest(nodes, [&](int r) { return r / stage * tp + r % tp; });
   s.dp = widest(nodes, [&](int r) { return r % stage; });
+  s.ep = widest(nodes, [&](int r) { return r / (stage * ep) * stage + r % stage; });
   const int ranks = static_cast<int>(nodes.node_of_rank.size());
   for (int r = 0; r + tp < ranks; ++r)
     if ((r / tp) % pp + 1 < pp) s.p2p = wider_scope(s.p2p, group_scope(nodes, {r, r + tp}));

@@ -39,14 +39,16 @@ std::string tp_span_problem(const std::vector<std::string>& hosts, int tp);
 Scope group_scope(const NodeMap& nodes, const std::vector<int>& ranks);
 
 /// Where the grid's groups sit, each the widest scope over every group of its kind, for the
-/// grid of tp x pp over all of nodes.node_of_rank's ranks (dp = ranks / (tp x pp)).
+/// grid of tp x pp over all of nodes.node_of_rank's ranks (dp = ranks / (tp x pp)); an MoE
+/// layer's expert-parallel groups are `ep` consecutive replicas of the data-parallel groups.
 struct GridScopes {
   Scope tp = Scope::intra;  ///< TP groups: tp consecutive ranks
   Scope pp = Scope::intra;  ///< pipeline groups: one rank of each stage (the flush's all-reduce)
   Scope dp = Scope::intra;  ///< data-parallel groups: the replicas of one (tp rank, stage)
   Scope p2p = Scope::intra; ///< pairs of neighbouring stages (the pipeline's sends)
+  Scope ep = Scope::intra;  ///< expert-parallel groups: ep consecutive replicas of one dp group
 };
-GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp);
+GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp, int ep = 1);
 
 /// One cut of the world into groups for the interconnect roofs: every group has group_size
 /// ranks on group_nodes nodes, all of one scope.

@@ -42,6 +42,7 @@ OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype,
   w.scope = spec.kind == OpKind::p2p      ? scopes.p2p
             : spec.group == CommGroup::pp ? scopes.pp
             : spec.group == CommGroup::dp ? scopes.dp
+            : spec.group == CommGroup::ep ? scopes.ep
                                           : scopes.tp;
   if (const CollectiveSpec* c = find_collective(spec.collective))
     w.busbw_factor = c->busbw_factor(static_cast<int>(w.group_size));

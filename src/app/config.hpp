@@ -120,8 +120,9 @@ std::vector<std::string> resolve_grid(RunConfig& cfg, const NodeMap& nodes, int 
 std::vector<std::string> validate_shared(const RunConfig& cfg);
 /// The files a configuration reads (--roofs, --allreduce-table): no output may be one of them.
 std::vector<NamedFile> input_files(const RunConfig& cfg);
-/// Every problem with a completed configuration for `world_size` ranks (empty = valid).
-std::vector<std::string> validate(const RunConfig& cfg, int world_size);
+/// Every problem with a completed configuration for `world_size` ranks (empty = valid);
+/// `executes` false for a configuration predicted, never run (an MoE model is then valid).
+std::vector<std::string> validate(const RunConfig& cfg, int world_size, bool executes = true);
 /// The model and per-microbatch layer shape of a validated configuration.
 ModelSpec model_spec(const RunConfig& cfg);
 LayerShape layer_shape(const RunConfig& cfg);

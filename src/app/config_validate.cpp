@@ -129,7 +129,7 @@ void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
 }
 
 // The mixture of experts: its options belong to an MoE model, and hold together.
-void check_moe(const RunConfig& c, Problems& p) {
+void check_moe(const RunConfig& c, bool executes, Problems& p) {
   if (c.experts == 0) {
     for (auto [v, name] : {std::pair{c.top_k, "--top-k"},
                            {c.expert_ffn_hidden, "--expert-ffn-hidden"},
@@ -166,10 +166,11 @@ void check_moe(const RunConfig& c, Problems& p) {
   // The layer executors run the dense MLP; an MoE layer is computed by the reference layer and
   // priced by the work model alone (docs/MOE.md). Said of a valid MoE model only, so that a bad
   // option is the one problem named.
-  if (p.size() == before)
+  if (executes && p.size() == before)
     p.push_back("--experts " + str(c.experts) +
-                ": run, sweep and model execute dense layers only; the mixture-of-experts layer "
-                "exists as a reference computation and in the work model (docs/MOE.md)");
+                ": run and sweep execute dense layers only; the mixture-of-experts layer exists "
+                "as a reference computation and in the work model, which `ridgeline model` "
+                "predicts (docs/MOE.md)");
 }
 
 // The TP all-reduce: NCCL's, one of the project's, or the fastest of a measured table.
@@ -431,13 +432,13 @@ std::vector<std::string> validate_shared(const RunConfig& c) {
   return shared_problems(c, nullptr);
 }
 
-ValidatedPoint validate_point(const RunConfig& c, int world_size) {
+ValidatedPoint validate_point(const RunConfig& c, int world_size, bool executes) {
   ValidatedPoint v;
   Problems& p = v.problems;
   Parsed d;
   check_numbers(c, d, p);
   check_workload(c, d, p);
-  check_moe(c, p);
+  check_moe(c, executes, p);
   check_kernels(c, d, p);
   check_overlap(c, d, p);
   if (d.grid_ok && static_cast<int64_t>(c.tp) * c.pp * c.dp != world_size)
@@ -451,8 +452,8 @@ ValidatedPoint validate_point(const RunConfig& c, int world_size) {
   return v;
 }
 
-std::vector<std::string> validate(const RunConfig& c, int world_size) {
-  return validate_point(c, world_size).problems;
+std::vector<std::string> validate(const RunConfig& c, int world_size, bool executes) {
+  return validate_point(c, world_size, executes).problems;
 }
 
 } // namespace ridgeline

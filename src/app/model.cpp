@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -137,6 +138,25 @@ namespace {
 
 using namespace model_detail;
 
+// The exponent of --routing zipf:S (S >= 0), or nothing where `routing` is not of that form.
+std::optional<double> zipf_exponent(const std::string& routing) {
+  if (routing.rfind("zipf:", 0) != 0) return std::nullopt;
+  try {
+    size_t used = 0;
+    const double s = std::stod(routing.substr(5), &used);
+    if (used == routing.size() - 5 && s >= 0) return s;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Nanoseconds as milliseconds, 4 decimals.
+std::string ms_text(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4f", ns / 1e6);
+  return text;
+}
+
 // A what-if link's figure as an axis value and in a list ("%g": 2.5, 100).
 std::string number_text(double v) {
   char text[32];
@@ -214,6 +234,12 @@ void add_step_ops(std::vector<PredictOp>& ops, double gradient_bytes, const RunC
 
 namespace model_detail {
 
+Routing moe_routing(const ModelOptions& o, int64_t tokens, const ModelSpec& spec) {
+  if (o.routing == "uniform") return route_uniform(tokens, spec.experts, spec.top_k);
+  return route_zipf(tokens, spec.experts, spec.top_k, std::stod(o.routing.substr(5)),
+                    o.routing_seed);
+}
+
 std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DType dtype,
                                    const GridScopes& scopes, int64_t layers) {
   std::vector<PredictOp> ops;
@@ -225,6 +251,7 @@ std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DTyp
     op.instances = static_cast<double>(layers);
     op.comm_lane = s.lane != Lane::compute;
     op.backward = s.pass != Pass::forward;
+    op.group = s.group;
     ops.push_back(op);
   }
   return ops;
@@ -246,12 +273,23 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   const LinkPreset* intra = m.have_links ? m.hw.link(o.link) : nullptr;
   const LinkPreset* inter = m.have_links ? m.hw.link(o.inter_node) : nullptr;
   if (what_if != nullptr) intra = inter = what_if;
+  // An MoE layer: each rank of an EP group (ep of the data-parallel ranks) holds experts / ep
+  // experts and its own batch; its experts unsplit by TP, its training not modelled.
+  const bool moe = spec.moe();
+  if (moe && (cfg.tp != 1 || cfg.phase == "train" || cfg.dp % cfg.ep != 0)) {
+    p.problem = "an MoE layer is predicted at --tp 1 (its experts are unsplit by TP), in prefill "
+                "or decode, with --ep dividing --dp (EP groups are ep of the data-parallel "
+                "ranks); got tp " +
+                std::to_string(cfg.tp) + ", " + cfg.phase + ", ep " + std::to_string(cfg.ep) +
+                ", dp " + std::to_string(cfg.dp);
+    return p;
+  }
   // The groups placed node by node, --gpus-per-node ranks a node, TP innermost: a group within a
   // node takes the link within one, any other the link between nodes.
   NodeMap nodes;
   for (int64_t r = 0; r < ranks; ++r)
     nodes.node_of_rank.push_back(static_cast<int>(r / o.gpus_per_node));
-  const GridScopes scopes = grid_scopes(nodes, cfg.tp, cfg.pp);
+  const GridScopes scopes = grid_scopes(nodes, cfg.tp, cfg.pp, moe ? cfg.ep : 1);
   auto link = [&](Scope s) { return s == Scope::intra ? intra : inter; };
   PredictOptions& po = p.options;
   po.graphs = cfg.graphs;
@@ -263,6 +301,7 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   po.tp_link = link(scopes.tp);
   po.pp_link = link(scopes.p2p);
   po.dp_link = link(scopes.dp);
+  po.ep_link = link(scopes.ep);
   po.p2p_scope = scopes.p2p;
   po.dp_scope = scopes.dp;
   po.p2p_bytes = static_cast<double>(shape.tokens() * cfg.hidden * dtype_size(dtype));
@@ -278,8 +317,15 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   set_gap(p, cfg, o, m, cal);
   const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
   // The train phase runs the layer plan's backward after its forward.
-  const std::vector<OpSpec> plan =
-      cfg.phase == "train" ? train_layer_plan(spec, shape, attn) : layer_ops(spec, shape, attn);
+  std::vector<OpSpec> plan;
+  if (moe) {
+    const MoeLoad load = moe_load(moe_routing(o, shape.tokens() * cfg.ep, spec), cfg.ep);
+    plan = moe_layer_ops(spec, shape, attn, load);
+    p.rank_imbalance = load.rank_imbalance();
+  } else {
+    plan =
+        cfg.phase == "train" ? train_layer_plan(spec, shape, attn) : layer_ops(spec, shape, attn);
+  }
   p.scopes = scopes;
   p.ops = predict_ops(plan, cfg.tp, dtype, scopes, layers);
   if (po.train) add_step_ops(p.ops, po.gradient_bytes, cfg, layers, dtype);
@@ -448,6 +494,11 @@ private:
       problems.emplace_back("--link-gbps and --link-alpha-us go together");
     if (!m_o.link_gbps.empty() && !m_o.validate.empty())
       problems.emplace_back("--link-gbps: a what-if link predicts a grid, not a measured file");
+    if (!m_o.ep.empty() && !m_o.validate.empty())
+      problems.emplace_back("--ep: a list of degrees predicts a grid, not a measured file");
+    if (m_o.routing != "uniform" && !zipf_exponent(m_o.routing))
+      problems.emplace_back("--routing must be uniform or zipf:S with S >= 0 (got '" + m_o.routing +
+                            "')");
     return problems;
   }
 
@@ -520,7 +571,20 @@ private:
       }
       m_grid = std::move(distinct);
     }
+    if (!m_o.ep.empty()) add_ep_axis();
     if (!m_o.link_gbps.empty()) add_what_if_links();
+  }
+
+  // --ep: every point of the grid at each expert-parallel degree, in the order given.
+  void add_ep_axis() {
+    std::vector<RunConfig> each;
+    for (const RunConfig& c : m_grid)
+      for (int ep : m_o.ep) {
+        each.push_back(c);
+        each.back().ep = ep;
+      }
+    m_grid = std::move(each);
+    if (m_o.ep.size() > 1) m_axes.emplace_back(kEpAxis);
   }
 
   // --link-gbps x --link-alpha-us: every point of the grid over each what-if link (latency
@@ -554,6 +618,16 @@ private:
     config.emplace_back("model_nodes", static_cast<int64_t>(m_o.nodes));
     config.emplace_back("model_gpus_per_node", static_cast<int64_t>(m_o.gpus_per_node));
     config.emplace_back("model_gap", m_o.gap);
+    if (!m_o.ep.empty()) {
+      std::vector<std::string> eps;
+      for (int ep : m_o.ep)
+        eps.push_back(std::to_string(ep));
+      config.emplace_back("model_ep", join(eps, ","));
+    }
+    if (m_o.base.experts > 0) {
+      config.emplace_back("model_routing", m_o.routing);
+      config.emplace_back("model_routing_seed", static_cast<int64_t>(m_o.routing_seed));
+    }
     if (!m_what_if.empty()) {
       config.emplace_back("model_link_gbps", number_list(m_o.link_gbps));
       config.emplace_back("model_link_alpha_us", number_list(m_o.link_alpha_us));
@@ -577,7 +651,9 @@ private:
     Placed pl;
     StepPrediction s;
     SweepRow row = place_and_predict(cfg, link, pl, s);
+    if (!m_o.ep.empty()) row.axis[kEpAxis] = std::to_string(cfg.ep);
     label_row(row, link);
+    if (row.status == "ok" && model_spec(cfg).moe()) add_moe_point(row, cfg, pl, s);
     if (row.status == "ok") add_prediction_table(row, pl, s);
     if (!m_measured.empty() && row.status == "ok") add_measured(*m_measured[k], row, s, point);
     point.attrs.insert(point.attrs.begin(),
@@ -593,8 +669,9 @@ private:
   // `cfg` placed and its step predicted into `pl` and `s`: its row, or a failed one with why.
   SweepRow place_and_predict(const RunConfig& cfg, const LinkPreset* link, Placed& pl,
                              StepPrediction& s) const {
-    std::vector<std::string> point_problems =
-        m_o.validate.empty() ? validate(cfg, cfg.tp * cfg.pp * cfg.dp) : std::vector<std::string>{};
+    std::vector<std::string> point_problems = m_o.validate.empty()
+                                                  ? validate(cfg, cfg.tp * cfg.pp * cfg.dp, false)
+                                                  : std::vector<std::string>{};
     if (point_problems.empty()) {
       pl = place(cfg, m_o, m_machine, m_cal, link);
       if (!pl.problem.empty()) point_problems.push_back(pl.problem);
@@ -626,6 +703,65 @@ private:
       for (const std::string& a : m_axes)
         row.label += (row.label.empty() ? "" : " ") + a + "=" + row.axis.at(a);
     }
+  }
+
+  // An MoE point's all-to-all beside the step's compute- and HBM-bound time (what the ep
+  // crossover compares).
+  void add_moe_point(const SweepRow& row, const RunConfig& cfg, const Placed& pl,
+                     const StepPrediction& s) {
+    const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);
+    double all_to_all_ns = 0;
+    for (const OpPrediction& p : s.ops)
+      if (p.collective == "all_to_all") all_to_all_ns += p.time_ns * p.instances * slots;
+    MoePoint mp{row.label,
+                cfg.ep,
+                all_to_all_ns,
+                s.class_ns[static_cast<int>(Ceiling::compute)],
+                s.class_ns[static_cast<int>(Ceiling::hbm)],
+                pl.rank_imbalance,
+                ""};
+    // The line of the crossover: the point's other axes.
+    for (const std::string& a : m_axes)
+      if (a != kEpAxis) mp.fixed += (mp.fixed.empty() ? "" : " ") + a + "=" + row.axis.at(a);
+    m_moe.push_back(mp);
+  }
+
+  // Per line of the other axes, the lowest --ep at which the all-to-all's time exceeds both
+  // the compute-bound and the HBM-bound time of the step: from there the all-to-all is the
+  // ceiling of the MoE layer.
+  std::vector<std::string> ep_crossovers() const {
+    std::vector<std::string> lines;
+    std::vector<std::string> fixed;
+    for (const MoePoint& p : m_moe)
+      if (std::find(fixed.begin(), fixed.end(), p.fixed) == fixed.end()) fixed.push_back(p.fixed);
+    for (const std::string& f : fixed) {
+      const MoePoint* first = nullptr;
+      for (const MoePoint& p : m_moe)
+        if (p.fixed == f && p.all_to_all_ns > std::max(p.compute_ns, p.hbm_ns) &&
+            (first == nullptr || p.ep < first->ep))
+          first = &p;
+      std::string line = "all-to-all crossover" + (f.empty() ? "" : " [" + f + "]") + ": ";
+      if (first == nullptr)
+        line += "the all-to-all stays below the compute- and HBM-bound time at every --ep";
+      else
+        line += "the all-to-all exceeds the compute- and HBM-bound time from ep " +
+                std::to_string(first->ep) + " on (" + ms_text(first->all_to_all_ns) +
+                " ms against " + ms_text(std::max(first->compute_ns, first->hbm_ns)) + " ms)";
+      lines.push_back(line);
+    }
+    return lines;
+  }
+
+  Table moe_table() const {
+    std::vector<std::string> label;
+    std::vector<int64_t> ep;
+    std::vector<double> a2a, compute, hbm, imbalance;
+    for (const MoePoint& p : m_moe) {
+      label.push_back(p.label), ep.push_back(p.ep), a2a.push_back(p.all_to_all_ns);
+      compute.push_back(p.compute_ns), hbm.push_back(p.hbm_ns), imbalance.push_back(p.imbalance);
+    }
+    return {{"point", label},        {"ep", ep},      {"all_to_all_ns", a2a},
+            {"compute_ns", compute}, {"hbm_ns", hbm}, {"rank_imbalance", imbalance}};
   }
 
   // The point's /points/<k>/prediction table, and the gap it used counted.
@@ -688,6 +824,12 @@ private:
       m_points.push_back({kLinkBandwidthAxis, gbps});
       m_points.push_back({kLinkLatencyAxis, alpha_us});
     }
+    if (!m_o.ep.empty()) {
+      std::vector<int64_t> eps;
+      for (const RunConfig& c : m_grid)
+        eps.push_back(c.ep);
+      m_points.push_back({kEpAxis, eps});
+    }
     for (const auto& [source, used] : m_gaps)
       m_gap_sources.push_back(source), m_gap_us.push_back(used.first / 1e3),
           m_gap_points.push_back(used.second);
@@ -697,7 +839,11 @@ private:
     int64_t failed = 0;
     for (const SweepRow& r : m_rows)
       failed += r.status == "ok" ? 0 : 1;
-    m_data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(m_axes, ",")},
+    // /sweep's axes are the schema's sweep axes; the ep degree is a column of /sweep/points.
+    std::vector<std::string> axes;
+    for (const std::string& a : m_axes)
+      if (a != kEpAxis) axes.push_back(a);
+    m_data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
                                                     {"points", static_cast<int64_t>(m_rows.size())},
                                                     {"failed", failed},
                                                     {"complete", int64_t{1}},
@@ -730,6 +876,22 @@ private:
       else
         out << "the interconnect is no longer the ceiling from " << c.at_value << " GB/s on ("
             << c.kind << "; interconnect-bound at " << c.before_value << " GB/s)\n";
+    }
+    if (!m_moe.empty()) {
+      out << "\nMoE all-to-all (dispatch + combine, " << m_o.routing
+          << " routing) against the step's compute- and HBM-bound time:\n";
+      char line[200];
+      std::snprintf(line, sizeof(line), "%-28s %4s %14s %12s %12s %10s\n", "point", "ep",
+                    "all_to_all_ms", "compute_ms", "hbm_ms", "imbalance");
+      out << line;
+      for (const MoePoint& p : m_moe) {
+        std::snprintf(line, sizeof(line), "%-28s %4d %14.4f %12.4f %12.4f %10.3f\n",
+                      p.label.c_str(), p.ep, p.all_to_all_ns / 1e6, p.compute_ns / 1e6,
+                      p.hbm_ns / 1e6, p.imbalance);
+        out << line;
+      }
+      for (const std::string& l : ep_crossovers())
+        out << l << "\n";
     }
     out << "every point is predicted (analytic model), none measured\n";
   }
@@ -767,6 +929,11 @@ private:
         {"source", m_gap_sources}, {"gap_us", m_gap_us}, {"points", m_gap_points}};
     std::vector<std::pair<std::string, Table>> tables = {
         {"points", m_points}, {"crossovers", crossovers_table(m_crossovers)}, {"gaps", gap_table}};
+    if (!m_moe.empty()) {
+      const std::vector<std::string> lines = ep_crossovers();
+      tables.push_back({"moe", moe_table()});
+      tables.push_back({"moe_crossovers", {{"line", lines}}});
+    }
     std::vector<double> error_pct;
     for (double e : m_errors)
       error_pct.push_back(100 * e);
@@ -793,6 +960,15 @@ private:
   std::vector<const RunSummary*> m_measured; ///< --validate: each point's measured summary
   std::vector<std::string> m_axes;
   std::vector<LinkPreset> m_what_if; ///< per point: its what-if link (none without)
+  /// An MoE point predicted: its all-to-all and the step's compute- and HBM-bound time (ns).
+  struct MoePoint {
+    std::string label;
+    int ep = 1;
+    double all_to_all_ns = 0, compute_ns = 0, hbm_ns = 0;
+    double imbalance = 1; ///< the busiest EP rank's rows over the mean
+    std::string fixed;    ///< the point's axes other than ep
+  };
+  std::vector<MoePoint> m_moe;
   RunData m_data;
   std::vector<SweepRow> m_rows;
   std::vector<Crossover> m_crossovers;
@@ -903,6 +1079,23 @@ void setup_model_command(CLI::App& app, CommandAction& action) {
                   "or --hardware)")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
+      ->group("Prediction");
+  cmd->remove_option(cmd->get_option("--ep"));
+  cmd->add_option("--ep", o->ep,
+                  "Expert-parallel degrees of an MoE model (comma list, a grid axis): an EP group "
+                  "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank "
+                  "holding experts / ep experts and its own batch; the dispatch and combine "
+                  "all-to-alls run over it. Prints where the all-to-all exceeds the compute- and "
+                  "HBM-bound time (all-to-all crossover)")
+      ->delimiter(',')
+      ->check(integer_in(1, 1 << 16))
+      ->group("Prediction");
+  cmd->add_option("--routing", o->routing,
+                  "MoE routing predicted: uniform (every expert floor or ceil of the mean rows) "
+                  "or zipf:S (expert e drawn with probability ~ (e + 1)^-S, the hot experts on "
+                  "the first EP rank)")
+      ->group("Prediction");
+  cmd->add_option("--routing-seed", o->routing_seed, "Seed of --routing zipf:S's draws")
       ->group("Prediction");
   bind_serving_options(*cmd, o->serving);
   cmd->callback([o, &action, &app, cmd] {

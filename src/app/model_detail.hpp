@@ -39,6 +39,13 @@ struct ModelOptions {
   std::vector<std::string> calibrate;
   std::vector<double> link_gbps, link_alpha_us; ///< what-if links: every collective on each
   int nodes = 1, gpus_per_node = 8;
+  /// --ep: the expert-parallel degrees of an MoE model, each point of the grid at each (empty:
+  /// the run options' --ep alone).
+  std::vector<int> ep;
+  /// --routing: how an MoE layer's tokens choose their experts, "uniform" or "zipf:S", drawn
+  /// from --routing-seed.
+  std::string routing = "uniform";
+  uint64_t routing_seed = 1;
   ServingOptions serving;
 };
 
@@ -59,9 +66,13 @@ struct Placed {
   PredictOptions options;
   std::vector<PredictOp> ops;
   std::string problem;
-  std::string gap_source; ///< where options.gap_ns comes from
-  GridScopes scopes;      ///< where each group of the configuration sits
+  std::string gap_source;    ///< where options.gap_ns comes from
+  GridScopes scopes;         ///< where each group of the configuration sits
+  double rank_imbalance = 0; ///< an MoE layer's busiest EP rank's rows over the mean (dense: 0)
 };
+
+/// An MoE layer's routing of `tokens` tokens (those of every rank of its EP group) by --routing.
+Routing moe_routing(const ModelOptions& o, int64_t tokens, const ModelSpec& spec);
 
 /// The predictor's ops of `plan` (one layer's ops on one rank, `layers` instances of each).
 std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DType dtype,

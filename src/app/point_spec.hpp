@@ -95,7 +95,7 @@ struct ValidatedPoint {
   std::vector<std::string> problems;
   PointSpec spec; ///< meaningful only when `problems` is empty
 };
-ValidatedPoint validate_point(const RunConfig& cfg, int world_size);
+ValidatedPoint validate_point(const RunConfig& cfg, int world_size, bool executes = true);
 /// The typed point of a configuration for its own grid's ranks (tp x pp x dp); throws
 /// UsageError naming its first problem.
 PointSpec point_spec(const RunConfig& cfg);

@@ -142,7 +142,7 @@ void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backe
 
 RoofsPlan RoofsPlan::defaults(bool cuda, bool quick) {
   RoofsPlan p;
-  p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+  p.collectives = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv"};
   if (cuda) {
     p.dtypes =
         quick ? std::vector<DType>{DType::bf16} : std::vector<DType>{DType::bf16, DType::f16};
@@ -705,7 +705,7 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
       ->check(byte_count());
   cmd->add_option("--collectives", o->collectives,
                   "Collectives of the interconnect roof (default "
-                  "all_reduce,all_gather,reduce_scatter,sendrecv)")
+                  "all_reduce,all_gather,reduce_scatter,all_to_all,sendrecv)")
       ->check(comma_list(collective_name_item));
   cmd->add_option("--sample-ms", o->sample_ms,
                   "NVML sampling period during the measurement (0 = off)")

@@ -35,6 +35,8 @@ inline const char* const kIntervalMethod =
 /// being the step's ceiling.
 inline const char* const kLinkBandwidthAxis = "link_gbps";
 inline const char* const kLinkLatencyAxis = "link_alpha_us";
+/// `model`'s --ep list: an MoE model's expert-parallel degree, beside kSweepAxes.
+inline const char* const kEpAxis = "ep";
 
 /// One point as the /sweep/points table holds it.
 struct SweepRow {

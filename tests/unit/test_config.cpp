@@ -113,6 +113,8 @@ TEST(RunConfig, MoePresetsLoadIntoTheModelSpec) {
     const std::vector<std::string> problems = validate(c, 1);
     ASSERT_EQ(problems.size(), 1u) << e.name << joined(problems);
     EXPECT_EQ(mentions(problems, "execute dense layers only"), 1) << e.name;
+    // Predicted, never run (`model`): the preset is valid.
+    EXPECT_TRUE(validate(c, 1, false).empty()) << e.name << joined(validate(c, 1, false));
   }
   // Dense: no experts, and the spec as before.
   const ModelSpec dense = model_spec(host_defaults({"--config", kModels + "/llama3-8b.toml"}));

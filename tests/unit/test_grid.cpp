@@ -152,6 +152,13 @@ TEST(Scopes, OfTheGridsGroups) {
   EXPECT_EQ(s.pp, hier);
   // One node: everything intra.
   expect_scopes(grid_scopes(map_nodes(block(1, 8)), 2, 2), intra, intra, intra, intra);
+  // EP groups of consecutive DP replicas on two nodes of 4 (TP 1): EP 4 inside each node, EP 8
+  // over both; without EP each rank is its own group.
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1, 4).ep, intra);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1, 8).ep, hier);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1).ep, intra);
+  // TP 2 x EP 2 on nodes of 4: a group of two replicas of one TP rank, within a node.
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 2, 1, 2).ep, intra);
 }
 
 // Every group of a layout has its size, its scope and its nodes.

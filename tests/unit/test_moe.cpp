@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -393,6 +394,88 @@ TEST(MoeWork, UniformRoutingOnOneRankSendsNothingAndIsBalanced) {
   EXPECT_DOUBLE_EQ(four.experts.flops, one.experts.flops / 4);
   EXPECT_DOUBLE_EQ(four.dispatch.comm_bytes, 6.0 * 8 * 2);
   EXPECT_DOUBLE_EQ(four.dispatch_mean_bytes, 6.0 * 8 * 2);
+}
+
+// A tiny MoE layer: h 8, 2 heads, 4 experts of 4, top 2, one shared expert; 8 tokens a rank.
+ModelSpec tiny_moe() {
+  ModelSpec m;
+  m.hidden = 8;
+  m.heads = 2;
+  m.kv_heads = 2;
+  m.ffn_hidden = 4;
+  m.mlp = MlpKind::swiglu;
+  m.experts = 4;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 4;
+  m.shared_experts = 1;
+  return m;
+}
+
+LayerShape eight_tokens() {
+  LayerShape s;
+  s.seq = 8;
+  s.dtype = DType::f32;
+  return s;
+}
+
+TEST(MoeLayerOps, AttentionUnchangedThenTheMoeMlpOnOneRank) {
+  const ModelSpec m = tiny_moe();
+  const LayerShape s = eight_tokens();
+  const std::vector<OpSpec> dense = layer_ops(m, s, AttentionImpl::fused);
+  const std::vector<OpSpec> ops =
+      moe_layer_ops(m, s, AttentionImpl::fused, moe_load(route_uniform(8, 4, 2), 1));
+  std::vector<std::string> names;
+  for (const OpSpec& o : ops)
+    names.push_back(o.name);
+  const std::vector<std::string> expected = {
+      op::norm1,      op::qkv,         op::attention,  op::proj,     op::residual1_norm2,
+      op::moe_router, op::moe_experts, op::moe_shared, op::residual2};
+  EXPECT_EQ(names, expected);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(ops[i].cost.flops, dense[i].cost.flops) << ops[i].name;
+    EXPECT_EQ(ops[i].cost.hbm_bytes, dense[i].cost.hbm_bytes) << ops[i].name;
+  }
+  EXPECT_EQ(ops.back().cost.hbm_bytes, dense.back().cost.hbm_bytes);
+  // Router [8, 8] x [4, 8]^T: 2*8*4*8 FLOPs, (64 + 32 + 32) floats.
+  const OpSpec& router = find_op(ops, op::moe_router);
+  EXPECT_DOUBLE_EQ(router.cost.flops, 512);
+  EXPECT_DOUBLE_EQ(router.cost.hbm_bytes, 128.0 * 4);
+  // 16 rows, 4 per expert: 2*4*(2*4)*8 + 2*4*8*4 FLOPs an expert; (32 + 64 + 32) + (16 + 32 + 32)
+  // floats an expert.
+  const OpSpec& experts = find_op(ops, op::moe_experts);
+  EXPECT_DOUBLE_EQ(experts.cost.flops, 4.0 * (512 + 256));
+  EXPECT_DOUBLE_EQ(experts.cost.hbm_bytes, 4.0 * 208 * 4);
+  EXPECT_EQ(experts.m, 4);
+  EXPECT_EQ(experts.n, 8);
+  EXPECT_EQ(experts.k, 8);
+  // One shared expert of 4 on 8 tokens: [8, 8] x [8, 8]^T then [8, 4] x [8, 4]^T.
+  const OpSpec& shared = find_op(ops, op::moe_shared);
+  EXPECT_DOUBLE_EQ(shared.cost.flops, 1024 + 512);
+  EXPECT_DOUBLE_EQ(shared.cost.hbm_bytes, ((64 + 64 + 64) + (32 + 32 + 64)) * 4.0);
+  // On one rank no row leaves it: no all-to-all (the names above).
+}
+
+TEST(MoeLayerOps, TwoRanksSendHalfTheirRows) {
+  // 16 tokens on 2 ranks, experts 0-1 on rank 0: an even token takes experts 0 and 1, an odd
+  // one 2 and 3, so each rank sends its 4 odd (or even) tokens' 8 rows: 8 x 8 floats each way.
+  const ModelSpec m = tiny_moe();
+  const std::vector<OpSpec> ops =
+      moe_layer_ops(m, eight_tokens(), AttentionImpl::fused, moe_load(route_uniform(16, 4, 2), 2));
+  for (const char* name : {op::moe_dispatch, op::moe_combine}) {
+    const OpSpec& a2a = find_op(ops, name);
+    EXPECT_EQ(a2a.kind, OpKind::collective);
+    EXPECT_EQ(a2a.lane, Lane::comm);
+    EXPECT_EQ(a2a.collective, "all_to_all");
+    EXPECT_EQ(a2a.group, CommGroup::ep);
+    EXPECT_EQ(a2a.group_size, 2);
+    EXPECT_DOUBLE_EQ(a2a.cost.comm_bytes, 8.0 * 8 * 4);
+    EXPECT_DOUBLE_EQ(a2a.cost.flops, 0);
+  }
+  // The order: router, dispatch, experts, combine, shared, residual.
+  EXPECT_EQ(ops[ops.size() - 5].name, op::moe_dispatch);
+  EXPECT_EQ(ops[ops.size() - 3].name, op::moe_combine);
+  // Each rank's experts compute 16 rows: half of the 32.
+  EXPECT_DOUBLE_EQ(find_op(ops, op::moe_experts).cost.flops, 2.0 * (512 + 256) * 2);
 }
 
 } // namespace
