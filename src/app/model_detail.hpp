@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 
 namespace ridgeline::model_detail {
 
+/// The link presets a hardware description holds.
+inline constexpr const char* kLinks[] = {"nvlink", "pcie-gen5", "ib-ndr"};
 // The link preset of the roofs' own interconnect rows measured over the host path.
 inline constexpr const char* kMeasuredHost = "measured-host";
 
@@ -73,6 +76,8 @@ struct Placed {
 
 /// An MoE layer's routing of `tokens` tokens (those of every rank of its EP group) by --routing.
 Routing moe_routing(const ModelOptions& o, int64_t tokens, const ModelSpec& spec);
+/// The exponent S of --routing zipf:S (S >= 0), or nothing where `routing` is not of that form.
+std::optional<double> zipf_exponent(const std::string& routing);
 
 /// The predictor's ops of `plan` (one layer's ops on one rank, `layers` instances of each).
 std::vector<PredictOp> predict_ops(const std::vector<OpSpec>& plan, int tp, DType dtype,
@@ -142,6 +147,8 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
 
 /// Binds --trace, --trace-gen and the scheduler's and goodput's options to `s`.
 void bind_serving_options(CLI::App& cmd, ServingOptions& s);
+/// Binds `model`'s own options (machine, links, what-ifs, calibration, validation, EP) to `o`.
+void bind_model_options(CLI::App& cmd, ModelOptions& o);
 
 /// --write-trace: the trace's requests written in its file name's format and said so on `out`
 /// (rank 0 calls it, after the report: a file that cannot be written throws Error).
