@@ -34,15 +34,15 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
                : "unknown link preset '" + v + "' (expected nvlink, pcie-gen5 or ib-ndr)";
   };
   cmd.add_option("--hardware", o.hardware,
-                  "Hardware description (models/hardware/*.toml): data-sheet peaks, deratings and "
-                  "the link presets; --roofs FILE, where given, takes precedence for the roofs")
+                 "Hardware description (models/hardware/*.toml): data-sheet peaks, deratings and "
+                 "the link presets; --roofs FILE, where given, takes precedence for the roofs")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
   cmd.add_option("--link", o.link,
-                  "Link preset within a node: nvlink or pcie-gen5 (the hardware file's data-sheet "
-                  "figures), or measured-host (the roofs' own interconnect rows measured over the "
-                  "host path, transport host)")
+                 "Link preset within a node: nvlink or pcie-gen5 (the hardware file's data-sheet "
+                 "figures), or measured-host (the roofs' own interconnect rows measured over the "
+                 "host path, transport host)")
       ->check(CLI::Validator(
           [link_name](const std::string& v) {
             return v == kMeasuredHost ? std::string() : link_name(v);
@@ -50,68 +50,68 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
           "PRESET"))
       ->group("Prediction");
   cmd.add_option("--inter-node", o.inter_node,
-                  "Link preset between nodes: ib-ndr (for groups across nodes without a measured "
-                  "inter or hier roof of their size)")
+                 "Link preset between nodes: ib-ndr (for groups across nodes without a measured "
+                 "inter or hier roof of their size)")
       ->check(CLI::Validator(link_name, "PRESET"))
       ->group("Prediction");
   cmd.add_option("--nodes", o.nodes,
-                  "Nodes: the ranks placed node by node, TP innermost; each collective takes the "
-                  "measured roof of its group's scope (intra, inter, hier) where the roofs hold "
-                  "one, else its link's preset, and the console says which")
+                 "Nodes: the ranks placed node by node, TP innermost; each collective takes the "
+                 "measured roof of its group's scope (intra, inter, hier) where the roofs hold "
+                 "one, else its link's preset, and the console says which")
       ->check(integer_in(1, 1 << 20))
       ->group("Prediction");
   cmd.add_option("--gpus-per-node", o.gpus_per_node, "GPUs per node")
       ->check(integer_in(1, 1024))
       ->group("Prediction");
   cmd.add_option("--link-gbps", o.link_gbps,
-                  "What-if link bandwidths (GB/s, comma list, with --link-alpha-us): every "
-                  "collective at latency + bytes x its busbw factor / bandwidth, in place of the "
-                  "roofs and presets; prints the lowest bandwidth at which the step's ceiling is "
-                  "no longer the interconnect (link crossover), per latency")
+                 "What-if link bandwidths (GB/s, comma list, with --link-alpha-us): every "
+                 "collective at latency + bytes x its busbw factor / bandwidth, in place of the "
+                 "roofs and presets; prints the lowest bandwidth at which the step's ceiling is "
+                 "no longer the interconnect (link crossover), per latency")
       ->delimiter(',')
       ->check(number_above(0))
       ->group("Prediction");
   cmd.add_option("--link-alpha-us", o.link_alpha_us,
-                  "What-if link latencies (us, comma list, with --link-gbps): each one's "
-                  "collectives over every bandwidth")
+                 "What-if link latencies (us, comma list, with --link-gbps): each one's "
+                 "collectives over every bandwidth")
       ->delimiter(',')
       ->check(number_above(0, true))
       ->group("Prediction");
   cmd.add_option("--gap", o.gap,
-                  "Gap between launches added per kernel of every op and collective: auto "
-                  "(--graphs: the roofs' graph node floor; eager: the gaps --calibrate measured "
-                  "for the phase, else the roofs' eager launch floor), roofs (the floors alone) "
-                  "or none")
+                 "Gap between launches added per kernel of every op and collective: auto "
+                 "(--graphs: the roofs' graph node floor; eager: the gaps --calibrate measured "
+                 "for the phase, else the roofs' eager launch floor), roofs (the floors alone) "
+                 "or none")
       ->check(CLI::IsMember({"auto", "roofs", "none"}))
       ->group("Prediction");
   cmd.add_option("--calibrate", o.calibrate,
-                  "Measured run or sweep file: each op kind's efficiency against its roofs, and "
-                  "the gap between eager launches its uninstrumented steps left, per phase, "
-                  "applied to the predictions and printed (may be repeated)")
+                 "Measured run or sweep file: each op kind's efficiency against its roofs, and "
+                 "the gap between eager launches its uninstrumented steps left, per phase, "
+                 "applied to the predictions and printed (may be repeated)")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
   cmd.add_option("--validate", o.validate,
-                  "Predict every measured point of this run or sweep file and print predicted "
-                  "vs measured per op and per step (roofs: the file's own /roofs unless --roofs "
-                  "or --hardware)")
+                 "Predict every measured point of this run or sweep file and print predicted "
+                 "vs measured per op and per step (roofs: the file's own /roofs unless --roofs "
+                 "or --hardware)")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
   cmd.remove_option(cmd.get_option("--ep"));
   cmd.add_option("--ep", o.ep,
-                  "Expert-parallel degrees of an MoE model (comma list, a grid axis): an EP group "
-                  "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank "
-                  "holding experts / ep experts and its own batch; the dispatch and combine "
-                  "all-to-alls run over it. Prints where the all-to-all exceeds the compute- and "
-                  "HBM-bound time (all-to-all crossover)")
+                 "Expert-parallel degrees of an MoE model (comma list, a grid axis): an EP group "
+                 "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank "
+                 "holding experts / ep experts and its own batch; the dispatch and combine "
+                 "all-to-alls run over it. Prints where the all-to-all exceeds the compute- and "
+                 "HBM-bound time (all-to-all crossover)")
       ->delimiter(',')
       ->check(integer_in(1, 1 << 16))
       ->group("Prediction");
   cmd.add_option("--routing", o.routing,
-                  "MoE routing predicted: uniform (every expert floor or ceil of the mean rows) "
-                  "or zipf:S (expert e drawn with probability ~ (e + 1)^-S, the hot experts on "
-                  "the first EP rank)")
+                 "MoE routing predicted: uniform (every expert floor or ceil of the mean rows) "
+                 "or zipf:S (expert e drawn with probability ~ (e + 1)^-S, the hot experts on "
+                 "the first EP rank)")
       ->group("Prediction");
   cmd.add_option("--routing-seed", o.routing_seed, "Seed of --routing zipf:S's draws")
       ->group("Prediction");
