@@ -489,11 +489,11 @@ struct RoofsOptions {
 // What a GPU of the description's model reaches: the data-sheet peak of `dtype` and HBM
 // bandwidth times the deratings measured on a results page, and the measured launch floor.
 GpuReference gpu_reference(const HardwareSpec& hw, const std::string& dtype) {
-  const double peak = dtype == "bf16"   ? hw.bf16_tflops
-                      : dtype == "fp16" ? hw.fp16_tflops
-                                        : hw.fp32_tflops;
-  return {hw.name, peak * hw.compute_achievable, hw.hbm_gbps * hw.hbm_achievable,
-          hw.launch_eager_ns};
+  const Roofs r = roofs_from_hardware(hw); // the one place a description's deratings apply
+  GpuReference ref{hw.name, r.peak_tflops(parse_dtype(dtype)), r.hbm_gbps(), 0};
+  for (const LaunchRoof& l : r.launch)
+    if (l.kind == "eager") ref.launch_ns = l.ns_per_launch;
+  return ref;
 }
 
 // Each GPU's own figures beside the allocation's median and the reference, outliers named.
