@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <set>
+#include <string>
 
 #include "core/stats.hpp"
 
@@ -38,13 +40,16 @@ int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference,
     std::function<double(const GpuRoof&)> of;
     double reference;
     bool higher_is_worse;
+    bool per_node = false; ///< one figure a node: the median is over nodes
   };
   const GpuReference none;
   const GpuReference& ref = reference != nullptr ? *reference : none;
   const Figure figures[] = {
       {"GEMM", "TFLOP/s", [](const GpuRoof& g) { return g.gemm_tflops; }, ref.gemm_tflops, false},
       {"read", "GB/s", [](const GpuRoof& g) { return g.read_gbps; }, ref.read_gbps, false},
-      {"launch", "ns", [](const GpuRoof& g) { return g.launch_ns; }, ref.launch_ns, true}};
+      {"launch", "ns", [](const GpuRoof& g) { return g.launch_ns; }, ref.launch_ns, true},
+      // A node's link against the other nodes' (no reference: it depends on the transport).
+      {"node link", "GB/s", [](const GpuRoof& g) { return g.node_busbw_gbps; }, 0, false, true}};
   auto text = [](const Figure& f, double value, double against, const std::string& what) {
     char line[160];
     std::snprintf(line, sizeof(line), "%s %.4g %s is %+.0f %% against %s %.4g", f.name, value,
@@ -60,9 +65,10 @@ int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference,
     g.outlier.clear();
   for (const Figure& f : figures) {
     std::vector<double> values;
+    std::set<std::string> nodes;
     for (const GpuRoof& g : gpus)
-      if (f.of(g) > 0) values.push_back(f.of(g));
-    // Two GPUs have no majority to stand out from.
+      if (f.of(g) > 0 && (!f.per_node || nodes.insert(g.node).second)) values.push_back(f.of(g));
+    // Two GPUs (or nodes) have no majority to stand out from.
     const double median = values.size() >= 3 ? median_in_place(values) : 0;
     for (GpuRoof& g : gpus) {
       std::vector<std::string> why;

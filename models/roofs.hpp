@@ -83,6 +83,9 @@ struct GpuRoof {
   double read_gbps = 0;     ///< memory read bandwidth at the largest measured size
   double launch_ns = 0;     ///< eager launch floor
   std::string outlier = ""; ///< why it stands out ("" when it does not): mark_gpu_outliers()
+  /// Its node's link: the bus bandwidth of the group of every rank of its node (all nodes at
+  /// once) in the first measured collective at the largest size; 0 with one rank on the node.
+  double node_busbw_gbps = 0;
 };
 
 /// What one GPU of a model is expected to reach, from a hardware description (its data-sheet
@@ -96,8 +99,10 @@ struct GpuReference {
 
 /// Marks each GPU whose GEMM rate or read bandwidth is more than `pct` % below, or whose launch
 /// floor is more than `pct` % above, the allocation's median (over every GPU, with at least 3)
-/// or the reference (when given and its figure is non-zero): `outlier` names each figure, its
-/// value and what it was held against. Returns how many GPUs stand out. Pure.
+/// or the reference (when given and its figure is non-zero), and each GPU of a node whose node
+/// link is more than `pct` % below the median of the nodes (one figure a node, with at least 3
+/// nodes): `outlier` names each figure, its value and what it was held against. Returns how many
+/// GPUs stand out. Pure.
 int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference, double pct);
 
 /// Every roof of one machine (one rank's device; ranks of one node share the figures of rank 0,

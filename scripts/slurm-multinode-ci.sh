@@ -279,6 +279,13 @@ with h5py.File(path, "r") as f:
         for want in (("all_reduce", 2, "intra", 1), ("all_reduce", 3, "inter", 3),
                      ("all_reduce", 6, "hier", 3)):
             assert want in got, f"no {want} row in /roofs/interconnect: {sorted(got)}"
+        # Every GPU's own figures, with its node's link: one figure per node, measured on each.
+        gpus = f["roofs/gpus"][()]
+        links = {}
+        for g in gpus:
+            links.setdefault(text(g["node"]), set()).add(float(g["node_busbw_gbps"]))
+        assert len(links) == 3, f"/roofs/gpus names {sorted(links)}, expected three nodes"
+        assert all(len(v) == 1 and min(v) > 0 for v in links.values()), f"node links: {links}"
 print(f"{path}: {kind}, {nodes} nodes, hosts {hosts}, layout {layout}")
 PY
 }

@@ -50,10 +50,11 @@ void best_over_ranks(MPI_Comm comm, double& best_ns, double& p50_ns) {
 }
 
 // Each rank's own figures, gathered to rank 0 (every rank calls; the others get none): `own_ns`
-// holds this rank's best time of every GEMM, memory and launch row of `roofs`, in their order.
+// holds this rank's best time of every GEMM, memory and launch row of `roofs`, in their order;
+// `node_busbw_gbps` its node group's bus bandwidth (measure_interconnect).
 std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
-                                      const std::vector<double>& own_ns) {
-  double mine[4] = {0, 0, 0, static_cast<double>(job.device())};
+                                      const std::vector<double>& own_ns, double node_busbw_gbps) {
+  double mine[5] = {0, 0, 0, static_cast<double>(job.device()), node_busbw_gbps};
   size_t row = 0;
   for (const GemmRoof& g : roofs.gemm) {
     const double ns = own_ns[row++];
@@ -72,13 +73,13 @@ std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
     if (l.kind == "eager") mine[2] = ns;
   }
   const MpiSession& mpi = job.mpi();
-  std::vector<double> all(mpi.rank() == 0 ? 4 * static_cast<size_t>(mpi.size()) : 0);
-  RIDGELINE_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, mpi.world()));
+  std::vector<double> all(mpi.rank() == 0 ? 5 * static_cast<size_t>(mpi.size()) : 0);
+  RIDGELINE_CHECK(MPI_Gather(mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, mpi.world()));
   std::vector<GpuRoof> gpus;
   for (int r = 0; r < (mpi.rank() == 0 ? mpi.size() : 0); ++r) {
-    const double* f = &all[4 * static_cast<size_t>(r)];
-    gpus.push_back(
-        {r, mpi.hosts()[static_cast<size_t>(r)], static_cast<int64_t>(f[3]), f[0], f[1], f[2], ""});
+    const double* f = &all[5 * static_cast<size_t>(r)];
+    gpus.push_back({r, mpi.hosts()[static_cast<size_t>(r)], static_cast<int64_t>(f[3]), f[0], f[1],
+                    f[2], "", f[4]});
   }
   return gpus;
 }
@@ -92,9 +93,13 @@ struct Windows {
 
 // Interconnect: each collective over every layout of groups the job's nodes allow
 // (roof_layouts: within a node, one rank per node, and every rank of several nodes), every group
-// of a layout running at once, as a grid's groups of one kind do.
-void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backend,
-                          Watchdog& watchdog, Roofs& roofs) {
+// of a layout running at once, as a grid's groups of one kind do. Returns this rank's node link:
+// the bus bandwidth its own group reached in the largest intra-node layout, for the first
+// collective at the largest size (0 where the node holds one rank), which tells the nodes apart.
+double measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backend,
+                            Watchdog& watchdog, Roofs& roofs) {
+  double node_busbw_gbps = 0;
+  int node_group = 0;
   MPI_Comm world = job.mpi().world();
   SweepOptions sweep;
   sweep.sizes = size_sweep(8, plan.interconnect_max_bytes, 4.0);
@@ -113,6 +118,14 @@ void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backe
       const CollectiveSpec* spec = find_collective(name);
       if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
       const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
+      // Each rank's rows are its own group's (the max over the group's ranks per sample).
+      if (layout.scope == Scope::intra && name == plan.collectives.front() &&
+          layout.group_size > node_group && !r.rows.empty()) {
+        const SizeRow& last = r.rows.back();
+        node_group = layout.group_size;
+        node_busbw_gbps = busbw_gbps(*spec, layout.group_size,
+                                     static_cast<double>(last.shape.size_bytes), last.time_ns.p50);
+      }
       int64_t wrong = 0;
       for (const SizeRow& row : r.rows)
         wrong += row.wrong;
@@ -136,6 +149,7 @@ void measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& backe
       roofs.interconnect.push_back(roof);
     }
   }
+  return node_busbw_gbps;
 }
 
 } // namespace
@@ -264,8 +278,8 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
     roofs.launch.push_back(l);
   }
 
-  if (plan.per_gpu) roofs.gpus = gather_gpu_roofs(job, roofs, own_ns);
-  measure_interconnect(job, plan, backend, watchdog, roofs);
+  const double node_busbw_gbps = measure_interconnect(job, plan, backend, watchdog, roofs);
+  if (plan.per_gpu) roofs.gpus = gather_gpu_roofs(job, roofs, own_ns, node_busbw_gbps);
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
   for (GemmRoof& g : roofs.gemm)
@@ -504,13 +518,13 @@ void print_gpu_roofs(std::ostream& out, const std::vector<GpuRoof>& gpus,
   out << "\nper GPU (each rank's own probes, run at once; outliers beyond " << pct
       << " % of the median of every GPU" << (reference ? " or of " + reference->name : "")
       << "):\n";
-  std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12s %12s %11s  %s\n", "rank", "node", "device",
-                "GEMM TFLOP/s", "read GB/s", "launch ns", "stands out");
+  std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12s %12s %11s %14s  %s\n", "rank", "node",
+                "device", "GEMM TFLOP/s", "read GB/s", "launch ns", "node link GB/s", "stands out");
   out << line;
   for (const GpuRoof& g : gpus) {
-    std::snprintf(line, sizeof(line), "%5lld  %-20s %6lld %12.2f %12.1f %11.0f  ",
+    std::snprintf(line, sizeof(line), "%5lld  %-20s %6lld %12.2f %12.1f %11.0f %14.2f  ",
                   static_cast<long long>(g.rank), g.node.c_str(), static_cast<long long>(g.device),
-                  g.gemm_tflops, g.read_gbps, g.launch_ns);
+                  g.gemm_tflops, g.read_gbps, g.launch_ns, g.node_busbw_gbps);
     out << line << (g.outlier.empty() ? "-" : g.outlier) << "\n";
   }
   if (reference != nullptr) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every GPU's own roofs on the host backend (3 ranks): /roofs/gpus holds a row per rank; a
+# Every GPU's own roofs on the host backend (3 ranks): /roofs/gpus holds a row per rank, with its
+# node's link (one node here, one figure); a
 # reference no rank can reach makes every rank stand out, and --check-gpus then exits 3 with the
 # file written and valid; a reference that is not a hardware description is refused with exit 2
 # before anything is measured. Which rank stands out against the median is timing, never asserted.
@@ -31,6 +32,8 @@ with h5py.File(f"{work}/roofs.h5") as f:
     gpus = f["/roofs/gpus"][()]
     assert sorted(gpus["rank"].tolist()) == [0, 1, 2], gpus
     assert (gpus["gemm_tflops"] > 0).all() and (gpus["read_gbps"] > 0).all(), gpus
+    # One node of 3 ranks: one group, so one node link, the same on every rank.
+    assert (gpus["node_busbw_gbps"] > 0).all() and len(set(gpus["node_busbw_gbps"])) == 1, gpus
     assert f["/config"].attrs["check_gpus"] == 0
 with h5py.File(f"{work}/checked.h5") as f:
     gpus = f["/roofs/gpus"][()]

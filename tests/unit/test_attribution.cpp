@@ -243,5 +243,26 @@ TEST(GpuOutliers, TheReferenceHoldsEveryGpuAndTwoHaveNoMedian) {
   EXPECT_EQ(mark_gpu_outliers(slow_read, &gemm_only, 10), 0);
 }
 
+// The node link is one figure a node: its median is over nodes, so a node of many ranks does not
+// outvote the others, and two nodes have no median.
+TEST(GpuOutliers, TheNodeLinkIsHeldAgainstTheMedianOfTheNodes) {
+  auto gpu = [](int64_t rank, const std::string& node, double link) {
+    GpuRoof g{rank, node, 0, 800, 4400, 4300, ""};
+    g.node_busbw_gbps = link;
+    return g;
+  };
+  // Node c holds four ranks at 150 GB/s, a and b one each at 300: the median of the nodes is 300.
+  std::vector<GpuRoof> gpus = {gpu(0, "a", 300), gpu(1, "b", 310), gpu(2, "c", 150),
+                               gpu(3, "c", 150), gpu(4, "c", 150), gpu(5, "c", 150)};
+  EXPECT_EQ(mark_gpu_outliers(gpus, nullptr, 10), 4);
+  EXPECT_EQ(gpus[0].outlier, "");
+  EXPECT_EQ(gpus[2].outlier, "node link 150 GB/s is -50 % against the median 300");
+  EXPECT_EQ(gpus[5].outlier, gpus[2].outlier);
+  // Two nodes: no median; a node of one rank (link 0) is never compared.
+  std::vector<GpuRoof> two = {gpu(0, "a", 300), gpu(1, "a", 300), gpu(2, "b", 100),
+                              gpu(3, "b", 100), gpu(4, "d", 0)};
+  EXPECT_EQ(mark_gpu_outliers(two, nullptr, 10), 0);
+}
+
 } // namespace
 } // namespace ridgeline
