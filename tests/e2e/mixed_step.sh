@@ -2,7 +2,7 @@
 # Mixed steps end to end on the host backend: prefill chunks after cached tokens beside decode
 # tokens at ragged contexts, under tp 2 with two strategies, every step checked against the
 # TP=1 model; the step's mix in the console summary and in /summary of a valid file, its ops
-# under the work model's names.
+# under the work model's names, which `model --validate` predicts again.
 # Usage: mixed_step.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -23,6 +23,10 @@ grep -q '"mix_context_max": ' "$work/mixed.json"
 "$bin" validate "$work/mixed.h5"
 "$bin" report "$work/mixed.h5" >"$work/mixed.report"
 grep -q "attention_decode" "$work/mixed.report"
+# The model predicts the measured step with the ops the run attributed.
+"$bin" model --validate "$work/mixed.h5" --hardware "$repo/models/hardware/h200-sxm.toml" \
+  >"$work/mixed.model"
+grep -q "attention_prefill" "$work/mixed.model"
 if command -v h5dump >/dev/null; then
   h5dump -A "$work/mixed.h5" >"$work/mixed.h5dump"
   grep -q 'ATTRIBUTE "mix_decode_sequences"' "$work/mixed.h5dump"
