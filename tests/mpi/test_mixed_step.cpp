@@ -21,23 +21,10 @@ int world(bool size) {
   return v;
 }
 
-ModelSpec llama_like() {
-  ModelSpec m;
-  m.hidden = 128;
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.layers = 2;
-  m.mlp = MlpKind::swiglu;
-  m.norm = NormKind::rmsnorm;
-  m.rotary = true;
-  return m;
-}
-
 // A stage of two layers running `mix` on this rank of `tp`.
 StageSpec mixed_stage(const StepMix& mix, int tp, const std::string& overlap) {
   StageSpec spec;
-  spec.model = llama_like();
+  spec.model = small_llama_model();
   spec.shape.phase = Phase::prefill;
   spec.shape.batch = 1;
   spec.shape.seq = mix.tokens();
