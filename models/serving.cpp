@@ -305,6 +305,21 @@ TraceGenerator parse_trace_generator(const std::string& text) {
   return g;
 }
 
+std::vector<int64_t> ragged_contexts(const std::string& dist, int64_t count, uint64_t seed) {
+  const std::string what = "--context-dist";
+  const std::string kind = "uniform:";
+  if (dist.compare(0, kind.size(), kind) != 0)
+    throw UsageError(what + ": unknown distribution '" + dist + "' (uniform:LO:HI)");
+  const LengthDistribution d = parse_length_distribution(dist.substr(kind.size()), what);
+  if (!d.values.empty())
+    throw UsageError(what + ": '" + dist + "' is not uniform:LO:HI with LO <= HI");
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(draw_length(d, rng()));
+  return out;
+}
+
 std::vector<Request> generate_trace(const TraceGenerator& g) {
   std::mt19937_64 rng(g.seed);
   std::vector<Request> requests;
@@ -535,6 +550,53 @@ std::vector<OpSpec> mixed_step_ops(const ModelSpec& m, const StepMix& mix, int t
     }
   }
   return ops;
+}
+
+} // namespace ridgeline
+
+namespace ridgeline {
+
+StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts, int64_t prefill_seqs,
+                       int64_t chunk, int64_t chunk_context) {
+  StepMix mix;
+  int64_t request = 0;
+  for (int64_t context : decode_contexts) {
+    mix.entries.push_back({request++, EntryKind::decode, 1, context});
+    ++mix.decode_tokens;
+    ++mix.decode_sequences;
+  }
+  for (int64_t i = 0; i < prefill_seqs; ++i) {
+    mix.entries.push_back({request++, EntryKind::prefill, chunk, chunk_context});
+    mix.prefill_tokens += chunk;
+    ++mix.prefill_sequences;
+  }
+  return mix;
+}
+
+MixSummary mix_summary(const StepMix& mix) {
+  MixSummary s;
+  s.prefill_tokens = mix.prefill_tokens;
+  s.decode_tokens = mix.decode_tokens;
+  s.prefill_sequences = mix.prefill_sequences;
+  s.decode_sequences = mix.decode_sequences;
+  double sum = 0;
+  bool first = true;
+  for (const StepEntry& e : mix.entries) {
+    if (e.kind != EntryKind::decode) continue;
+    s.context_min = first ? e.context : std::min(s.context_min, e.context);
+    s.context_max = first ? e.context : std::max(s.context_max, e.context);
+    first = false;
+    sum += static_cast<double>(e.context);
+  }
+  if (mix.decode_sequences > 0) s.context_mean = sum / static_cast<double>(mix.decode_sequences);
+  return s;
+}
+
+int64_t mix_cache_rows(const StepMix& mix) {
+  int64_t rows = 0;
+  for (const StepEntry& e : mix.entries)
+    rows = std::max(rows, e.context + e.tokens);
+  return rows;
 }
 
 } // namespace ridgeline

@@ -186,6 +186,32 @@ struct ServingMetrics {
 /// target <= 0 is no target).
 ServingMetrics serving_metrics(const ServingSchedule& s, double slo_ttft_s, double slo_tpot_s);
 
+/// A mixed step's decode contexts drawn from `dist` (`uniform:LO:HI`: whole numbers in
+/// [LO, HI], LO >= 1), the same on every platform: one std::mt19937_64 seeded with `seed`, one
+/// raw draw a context, LO + draw mod (HI - LO + 1), as generate_trace() draws a length. Throws
+/// UsageError naming --context-dist for an unknown distribution or a bad bound.
+std::vector<int64_t> ragged_contexts(const std::string& dist, int64_t count, uint64_t seed);
+
+/// One mixed step as `ridgeline run --phase mixed` runs it: a decode entry (one token) at each
+/// of `decode_contexts`, then `prefill_seqs` chunks of `chunk` tokens, each after
+/// `chunk_context` tokens of its sequence already cached (StepMix's order: decode first).
+StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts, int64_t prefill_seqs,
+                       int64_t chunk, int64_t chunk_context);
+
+/// What a mixed step holds: its tokens and sequences of each kind, and the contexts (cached
+/// tokens before the step) of its decode entries (all 0 without any).
+struct MixSummary {
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+  int64_t prefill_sequences = 0, decode_sequences = 0;
+  int64_t context_min = 0, context_max = 0;
+  double context_mean = 0;
+};
+MixSummary mix_summary(const StepMix& mix);
+
+/// KV cache rows a sequence of `mix` needs: the largest context + tokens of its entries (each
+/// sequence of the step gets a block of this many rows).
+int64_t mix_cache_rows(const StepMix& mix);
+
 /// Op names of a mixed step beyond the layer's: the attention of its prefill chunks and of its
 /// decode tokens, each one kernel over all entries of its kind.
 namespace op {

@@ -6,53 +6,13 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "parallel/tp_layer_slots.hpp"
 #include "parallel/tp_layer_windows.hpp"
 
 namespace ridgeline {
 
 using namespace tp_ring;
-
-namespace {
-// Indices into the op table of a layer, resolved once so the forward loop does no lookups.
-enum Slot {
-  s_norm1,
-  s_ag_attn,
-  s_qkv,
-  s_rotary,
-  s_kv_append,
-  s_attention,
-  s_proj,
-  s_ar_attn,
-  s_rs_attn,
-  s_res1_norm2,
-  s_ag_mlp,
-  s_fc1,
-  s_act,
-  s_fc2,
-  s_ar_mlp,
-  s_rs_mlp,
-  s_res2,
-  s_count
-};
-const char* const kSlotNames[s_count] = {op::norm1,
-                                         op::allgather_attn,
-                                         op::qkv,
-                                         op::rotary,
-                                         op::kv_append,
-                                         op::attention,
-                                         op::proj,
-                                         op::allreduce_attn,
-                                         op::reducescatter_attn,
-                                         op::residual1_norm2,
-                                         op::allgather_mlp,
-                                         op::fc1,
-                                         op::act,
-                                         op::fc2,
-                                         op::allreduce_mlp,
-                                         op::reducescatter_mlp,
-                                         op::residual2};
-
-} // namespace
+using namespace tp_slots;
 
 std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype) {
   const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
@@ -106,7 +66,13 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
       RIDGELINE_REQUIRE(exchange->window_bytes(w) >= need[w], "peer exchange windows too small");
   }
   m_sp = s.sequence_parallel && s.tp > 1;
-  m_ops = layer_ops(m, s, spec.attention);
+  if (spec.mixed()) {
+    RIDGELINE_REQUIRE(s.phase == Phase::prefill && s.batch == 1 && s.seq == spec.mix.tokens(),
+                      "a mixed step runs as a prefill of one sequence of its tokens");
+    const std::string problem = mixed_overlap_problem(spec.overlap, s.sequence_parallel);
+    if (!problem.empty()) throw UsageError(problem);
+  }
+  m_ops = stage_ops(spec, spec.attention);
   m_op_ids.assign(s_count, -1);
   m_slot_specs.assign(s_count, nullptr);
   for (const OpSpec& o : m_ops) {
@@ -182,6 +148,10 @@ void TpStage::set_decode_step(int64_t step) {
 void TpStage::set_overlap(const Overlap& overlap) {
   const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
   if (!problems.empty()) throw UsageError(problems.front());
+  if (m_spec.mixed())
+    if (const std::string problem = mixed_overlap_problem(overlap, m_spec.shape.sequence_parallel);
+        !problem.empty())
+      throw UsageError(problem);
   const OverlapPolicy policy = overlap_policy(overlap);
   if (policy.ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
@@ -193,7 +163,7 @@ void TpStage::set_overlap(const Overlap& overlap) {
 void TpStage::set_attention(AttentionImpl impl) {
   m_spec.attention = impl;
   // In place: the slots point into m_ops.
-  for (const OpSpec& o : layer_ops(m_spec.model, m_spec.shape, impl))
+  for (const OpSpec& o : stage_ops(m_spec, impl))
     for (OpSpec& mine : m_ops)
       if (mine.name == o.name) mine.cost = o.cost;
 }
@@ -237,13 +207,15 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
       make_layer_weights(m_backend, m, layer_geometry(m, m_spec.shape, m_spec.tp_rank), layer,
                          m_spec.tp_rank, seed, m_allocated);
 
-  if (m_spec.shape.phase == Phase::decode) {
+  if (m_spec.shape.phase == Phase::decode || m_spec.mixed()) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
-    // the slots the decode steps append to. Shards are columns of the global
-    // [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its values, in
-    // the order the QKV projection writes them, so that one copy appends both.
+    // the slots the decode steps (or a mixed step's tokens) append to. Shards are columns of
+    // the global [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its
+    // values, in the order the QKV projection writes them, so that one copy appends both.
     const LayerShape& s = m_spec.shape;
-    const int64_t rows = s.batch * s.cache_rows();
+    const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_spec.mix.entries.size()) *
+                                              mix_cache_rows(m_spec.mix)
+                                        : s.batch * s.cache_rows();
     const int64_t kv_cols = m.kv_heads * m_d;
     w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
     const Tensor cache = w.kv_cache.view(rows, 2 * m_kvl * m_d, dt);
@@ -487,7 +459,9 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const int64_t n = s.seq / parts;
   const int64_t nb = by_tokens ? 1 : s.batch / parts, b0 = by_tokens ? 0 : part * nb;
   const Tensor pq = part_rows(qkv, part);
-  if (computing()) {
+  if (computing() && m_spec.mixed()) {
+    mixed_attention(rec, layer, w, qkv, attn);
+  } else if (computing()) {
     if (m.rotary && !fold_rotary) {
       const ScopedOp op = compute_op(rec, s_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);

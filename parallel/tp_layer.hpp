@@ -17,6 +17,7 @@
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
+#include "models/serving.hpp"
 #include "models/work_model.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap.hpp"
@@ -39,7 +40,26 @@ struct StageSpec {
   int64_t first_layer = 0; ///< global index of this stage's first layer
   int64_t num_layers = 1;
   uint64_t seed = 0;
+  /// A mixed step's sequences (decode tokens and prefill chunks, each at its own context);
+  /// empty for prefill and decode. The shape is then a prefill of one sequence of
+  /// mix.tokens() tokens: the GEMMs run over every token of the step, the attention sequence
+  /// by sequence against each one's KV cache.
+  StepMix mix;
+  bool mixed() const { return !mix.entries.empty(); }
 };
+
+/// The ops of one layer of `spec`'s stage on its rank as the work model sees them: layer_ops(),
+/// or for a mixed step mixed_step_ops() (the same pricing `ridgeline model --trace` predicts
+/// with).
+std::vector<OpSpec> stage_ops(const StageSpec& spec, AttentionImpl attention);
+/// Bytes of the KV caches of a mixed step's sequences on one rank over `layers` layers (each
+/// sequence a block of mix_cache_rows(mix) rows of this rank's keys and values); 0 without one.
+double mixed_cache_bytes(const ModelSpec& m, const StepMix& mix, int tp, DType dtype,
+                         int64_t layers);
+/// Why a mixed step cannot run under `overlap` ("" if it can): its attention runs sequence by
+/// sequence on the whole step, so the strategy may not cut the step into parts (split:N), nor
+/// put its rows through a ring (ce-ring); sequence parallelism is refused likewise.
+std::string mixed_overlap_problem(const Overlap& overlap, bool sequence_parallel);
 
 /// What a forward() runs: everything, the compute without collectives, or the collectives
 /// without compute (same messages, same order); the last two isolate each lane's time.
@@ -120,6 +140,10 @@ private:
   // the first two returns the comm-lane fence the next phase waits for.
   size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
                          int part);
+  // A mixed step's rotary, cache appends and attention, sequence by sequence
+  // (tp_layer_mixed.cpp).
+  void mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& qkv,
+                       const Tensor& attn);
   size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
                    int part, size_t fence);
   void final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence);

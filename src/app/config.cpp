@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "app/command_support.hpp"
+#include "app/config_mixed.hpp"
 #include "app/file_layout.hpp"
 #include "models/kernel_tuning.hpp"
 #include "parallel/tp_layer.hpp"
@@ -104,7 +105,9 @@ void bind_workload_options(CLI::App& cmd, RunConfig& c) {
   const char* const work = "Workload";
   cmd.add_option("--phase", c.phase,
                  "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of "
-                 "--context) | train (prefill-shaped forward and backward, gradients checked)")
+                 "--context) | train (prefill-shaped forward and backward, gradients checked) | "
+                 "mixed (run: prefill chunks and decode tokens of their own sequences in one "
+                 "step)")
       ->capture_default_str()
       ->group(work);
   cmd.add_option("--batch", c.batch, "Sequences per step")->check(integer_in(1))->group(work);
@@ -420,6 +423,7 @@ void apply_defaults(RunConfig& c, const std::string& backend, int nodes) {
   if (c.batch == 0) c.batch = decode ? (host ? 8 : 64) : 1;
   if (decode) c.seq = 1;
   if (c.seq == 0) c.seq = host ? 512 : 4096;
+  apply_mixed_defaults(c, host);
   if (c.context < 0) c.context = decode ? (host ? 256 : 1) : 0;
   if (c.iters == 0)
     c.iters =
@@ -494,6 +498,11 @@ LayerShape layer_shape(const RunConfig& c) {
   s.seq = s.phase == Phase::decode ? 1 : c.seq;
   s.context = s.phase == Phase::decode ? c.context : 0;
   s.decode_steps = s.phase == Phase::decode && c.decode_steps > 0 ? c.decode_steps : 1;
+  if (c.phase == "mixed") {
+    // The GEMMs run over every token of the step: a prefill of one sequence of them.
+    s.batch = 1;
+    s.seq = mixed_tokens(c);
+  }
   s.tp = c.tp;
   s.dtype = parse_dtype(c.dtype);
   s.sequence_parallel = c.sequence_parallel;
@@ -520,7 +529,9 @@ std::vector<AttentionImpl> attention_list(const RunConfig& c) {
   return impls;
 }
 
-Attrs config_attrs(const RunConfig& c) {
+namespace {
+// Every option of the configuration, whatever its phase.
+Attrs option_attrs(const RunConfig& c) {
   return {{"model", c.model},
           {"hidden", c.hidden},
           {"heads", c.heads},
@@ -577,6 +588,14 @@ Attrs config_attrs(const RunConfig& c) {
           {"timeout_s", c.timeout_s},
           {"sample_ms", static_cast<int64_t>(c.sample_ms)},
           {"roofs", c.roofs}};
+}
+} // namespace
+
+Attrs config_attrs(const RunConfig& c) {
+  Attrs attrs = option_attrs(c);
+  for (auto& kv : mixed_config_attrs(c))
+    attrs.push_back(std::move(kv));
+  return attrs;
 }
 
 } // namespace ridgeline

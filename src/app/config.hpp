@@ -46,6 +46,15 @@ struct RunConfig {
   /// 0 = every iteration repeats the step at position context.
   int64_t decode_steps = 0;
   int64_t microbatches = 1;
+  // A mixed step (--phase mixed; options of `run` alone, config_mixed.hpp). Negative or 0:
+  // unset.
+  int64_t prefill_seqs = -1;  ///< sequences prefilled by a chunk each
+  int64_t chunk = 0;          ///< prefill tokens of each chunk
+  int64_t chunk_context = -1; ///< tokens of each prefilled sequence already cached
+  int64_t decode_batch = -1;  ///< decode tokens (one per sequence)
+  std::string contexts;       ///< the decode sequences' cached tokens, a comma list
+  std::string context_dist;   ///< or drawn from uniform:LO:HI
+  uint64_t context_seed = 1;
   /// Pipeline schedule: gpipe | 1f1b | interleaved:V | zb-h1; "" = the train phase's 1f1b, and
   /// for prefill the unscheduled stage loop (blocking transfers, no flush).
   std::string schedule = "";

@@ -10,6 +10,7 @@
 
 #include "app/command_support.hpp"
 #include "app/config.hpp"
+#include "app/config_mixed.hpp"
 #include "app/file_layout.hpp"
 #include "app/point_spec.hpp"
 #include "collectives/ipc_allreduce.hpp"
@@ -93,7 +94,7 @@ void check_numbers(const RunConfig& c, Parsed& d, Problems& p) {
 
 // The phase, the training options and the pipeline schedule.
 void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
-  choice(p, c.phase, "--phase", {"prefill", "decode", "train"});
+  choice(p, c.phase, "--phase", {"prefill", "decode", "train", "mixed"});
   choice(p, c.recompute, "--recompute", {"none", "full"});
   choice(p, c.dp_overlap, "--dp-overlap", {"on", "off"});
   d.train = c.phase == "train";
@@ -329,7 +330,7 @@ void check_division(const RunConfig& c, const Parsed& d, Problems& p) {
         p.push_back("--overlap " + problem);
     }
   }
-  if (one_of(c.phase, {"prefill", "decode"}) && !d.scheduled) {
+  if (one_of(c.phase, {"prefill", "decode", "mixed"}) && !d.scheduled) {
     const LayerShape shape = layer_shape(c);
     for (const Overlap& o : d.options.overlaps)
       for (const std::string& problem : stage_split_problems(shape, o))
@@ -441,6 +442,8 @@ ValidatedPoint validate_point(const RunConfig& c, int world_size, bool executes)
   check_moe(c, executes, p);
   check_kernels(c, d, p);
   check_overlap(c, d, p);
+  for (std::string& problem : mixed_problems(c, d.options.overlaps, executes))
+    p.push_back(std::move(problem));
   if (d.grid_ok && static_cast<int64_t>(c.tp) * c.pp * c.dp != world_size)
     p.push_back("tp * pp * dp = " + str(static_cast<int64_t>(c.tp) * c.pp * c.dp) + " but " +
                 str(world_size) + " ranks are running (mpirun -np N)");

@@ -16,6 +16,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config_file.hpp"
+#include "app/config_mixed.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
 #include "app/model_detail.hpp"
@@ -198,6 +199,9 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
     const MoeLoad load = moe_load(moe_routing(o, shape.tokens() * cfg.ep, spec), cfg.ep);
     plan = moe_layer_ops(spec, shape, attn, load);
     p.rank_imbalance = load.rank_imbalance();
+  } else if (cfg.phase == "mixed") {
+    // A measured mixed step (--validate): priced as `run` attributed it.
+    plan = mixed_step_ops(spec, mixed_step_of(cfg), cfg.tp, dtype, attn, cfg.sequence_parallel);
   } else {
     plan =
         cfg.phase == "train" ? train_layer_plan(spec, shape, attn) : layer_ops(spec, shape, attn);

@@ -115,6 +115,11 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.overlap = text("overlap", "none");
   c.sequence_parallel = i64("sequence_parallel", 0) != 0;
   c.transport = text("transport", "auto");
+  // A mixed step's sequences (absent elsewhere).
+  c.prefill_seqs = i64("prefill_seqs", -1), c.chunk = i64("chunk", 0);
+  c.chunk_context = i64("chunk_context", -1), c.decode_batch = i64("decode_batch", -1);
+  c.contexts = text("contexts", ""), c.context_dist = text("context_dist", "");
+  c.context_seed = static_cast<uint64_t>(i64("context_seed", 1));
   return c;
 }
 

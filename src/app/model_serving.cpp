@@ -241,8 +241,8 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
       << format("%.3f request(s)/s over %.3f s\n", m.throughput_per_s, m.span_s);
   print_mix(out, t.schedule);
   print_ceilings(out, t);
-  out << "every step is predicted (analytic model), none measured: mixed steps are not run by "
-         "`run`\n";
+  out << "every step is predicted (analytic model), none measured: `run --phase mixed` times "
+         "one mixed step\n";
 }
 
 std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t) {

@@ -7,6 +7,7 @@
 #include "app/train_point.hpp"
 #include "core/error.hpp"
 #include "models/work_model.hpp"
+#include "parallel/tp_layer.hpp"
 
 namespace ridgeline {
 
@@ -45,7 +46,9 @@ ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
       spec.scheduled() ? scheduled_overlap_bytes(spec) : overlap_memory_bytes(spec);
   const double need =
       (spec.scheduled() ? scheduled_memory_bytes(spec)
-                        : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers())) +
+                        : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers()) +
+                              mixed_cache_bytes(spec.model, spec.mix, spec.tp, spec.dtype,
+                                                spec.stage_layers())) +
       overlap + (check.enabled ? check.ref_bytes : 0.0);
   // A point plans for 90 % of it: the rest stays for the CUDA context, cuBLASLt's workspaces
   // and NCCL's buffers.

@@ -10,6 +10,7 @@
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "models/work_model.hpp"
+#include "parallel/tp_layer.hpp"
 #include "parallel/train_stage.hpp"
 
 namespace ridgeline {
@@ -40,7 +41,8 @@ CheckPlan plan_check(const PointSpec& spec, bool cuda, int64_t free_bytes) {
     LayerShape tp1 = spec.shape;
     tp1.tp = 1;
     tp1.sequence_parallel = false;
-    p.ref_bytes = stage_memory_bytes(spec.model, tp1, spec.model.layers);
+    p.ref_bytes = stage_memory_bytes(spec.model, tp1, spec.model.layers) +
+                  mixed_cache_bytes(spec.model, spec.mix, 1, spec.dtype, spec.model.layers);
     p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(spec.model.hidden) *
                    static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
     p.possible = spec.tp > 1 || spec.pp > 1;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "app/config_mixed.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -16,6 +17,8 @@ const char* run_phase_name(RunPhase phase) {
     return "decode";
   case RunPhase::train:
     return "train";
+  case RunPhase::mixed:
+    return "mixed";
   }
   return "?";
 }
@@ -38,7 +41,9 @@ PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
   s.shape = layer_shape(c);
   s.phase = c.phase == "train"    ? RunPhase::train
             : c.phase == "decode" ? RunPhase::decode
+            : c.phase == "mixed"  ? RunPhase::mixed
                                   : RunPhase::prefill;
+  s.mix = mixed_step_of(c);
   s.batch = c.batch;
   s.microbatches = c.microbatches;
   s.decode_steps = c.decode_steps;

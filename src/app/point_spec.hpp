@@ -13,13 +13,15 @@
 #include "models/backend.hpp"
 #include "models/kernel_tuning.hpp"
 #include "models/model_spec.hpp"
+#include "models/serving.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/schedule.hpp"
 
 namespace ridgeline {
 
-/// What a point runs: a prefill or decode step, or a training step (forward and backward).
-enum class RunPhase { prefill, decode, train };
+/// What a point runs: a prefill or decode step, a training step (forward and backward), or a
+/// mixed step (prefill chunks and decode tokens of their own sequences).
+enum class RunPhase { prefill, decode, train, mixed };
 /// --check: auto (when the reference fits), on, off.
 enum class CheckMode { automatic, on, off };
 
@@ -36,6 +38,8 @@ struct PointSpec {
   int64_t batch = 1;        ///< --batch (train: the global batch)
   int64_t microbatches = 1; ///< per replica
   int64_t decode_steps = 0; ///< decode: tokens generated per pass; 0 = the step repeated
+  /// Mixed: the step's sequences (shape is then a prefill of one sequence of its tokens).
+  StepMix mix;
 
   // The grid.
   int tp = 1, pp = 1, dp = 1;
@@ -77,6 +81,7 @@ struct PointSpec {
   int64_t stage_layers() const { return model.layers / pp; }
   bool train() const { return phase == RunPhase::train; }
   bool decode() const { return phase == RunPhase::decode; }
+  bool mixed() const { return phase == RunPhase::mixed; }
 };
 
 /// What validation parses of a configuration's strings, once, for the typed point.

@@ -9,6 +9,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config.hpp"
+#include "app/config_mixed.hpp"
 #include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
@@ -275,6 +276,7 @@ void setup_run_command(CLI::App& app, CommandAction& action) {
       "Run one configuration: timed tensor/pipeline-parallel layers on every rank, each op and the "
       "step placed against the roofs -> HDF5 + summary");
   bind_run_options(*cmd, *cfg);
+  bind_mixed_options(*cmd, *cfg);
   auto repeats = std::make_shared<int>(1);
   cmd->add_option("--repeats", *repeats,
                   "Measure the point R times: the file keeps the repeat whose step p50 is the "

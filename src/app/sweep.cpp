@@ -289,6 +289,9 @@ private:
       ResolvedPoint resolved = resolve_point(m_job, cfg);
       std::vector<std::string>& problems = resolved.problems;
       if (cfg.phase == "prefill") cfg.context = 0;
+      if (cfg.phase == "mixed")
+        problems.emplace_back("--phase mixed runs with `ridgeline run`, whose options give its "
+                              "step's sequences");
       SweepRow row;
       row.point = static_cast<int64_t>(m_rows.size());
       for (const char* a : kSweepAxes)

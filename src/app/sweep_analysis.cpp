@@ -16,6 +16,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config_file.hpp"
+#include "app/config_mixed.hpp"
 #include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
@@ -482,7 +483,12 @@ void predict_classes(const RunConfig& cfg, const Roofs& roofs, const std::string
   const DType dtype = parse_dtype(cfg.dtype);
   const AttentionImpl attn = attention_list(cfg).front();
   const double instances = static_cast<double>(cfg.layers / cfg.pp * cfg.microbatches);
-  for (const OpSpec& o : layer_ops(model_spec(cfg), layer_shape(cfg), attn)) {
+  // A mixed step as `model --trace` prices it.
+  const std::vector<OpSpec> ops = cfg.phase == "mixed"
+                                      ? mixed_step_ops(model_spec(cfg), mixed_step_of(cfg), cfg.tp,
+                                                       dtype, attn, cfg.sequence_parallel)
+                                      : layer_ops(model_spec(cfg), layer_shape(cfg), attn);
+  for (const OpSpec& o : ops) {
     const OpBounds b = op_bounds(op_work(o, o.cost, cfg.tp, dtype), r, transport);
     if (b.ceiling != Ceiling::none) class_ns[static_cast<int>(b.ceiling)] += b.bound_ns * instances;
   }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "app/attribution.hpp"
+#include "app/config_mixed.hpp"
 #include "app/summary.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -268,7 +269,6 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
                 Backend& backend, ProtocolResult& measurement, const Roofs& roofs,
                 PointResult& result) {
   MpiSession& mpi = job.mpi();
-  const ModelSpec& model = spec.model;
   const int64_t stage_layers = spec.num_layers;
   // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
   // transfers and, under graphs, the replayed stage.
@@ -353,7 +353,11 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
       if (strategies[si].overlap.symmetric)
         a.emplace_back("symmetric_memory", stage.symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).
-      attribution.specs = layer_ops(model, spec.shape, strategies[si].attention);
+      attribution.specs = stage_ops(spec, strategies[si].attention);
+      // A mixed step: what it held, beside its time by ceiling.
+      if (point.mixed())
+        for (auto& kv : mix_attrs(point.mix))
+          a.push_back(std::move(kv));
       if (!roofs.empty()) attribute(r.summary, attribution, roofs);
     }
   }
@@ -394,6 +398,7 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   spec.overlap_gemm_sms = point.overlap_gemm_sms;
   spec.overlap = strategies.front().overlap;
   spec.symmetric_buffers = any_overlap(point, symmetric_kind);
+  spec.mix = point.mix;
   const bool last_stage = gc.pp_rank == point.pp - 1;
   const CheckPlan check = plan_check(point, job.cuda(), job.min_free_bytes());
   const std::string why_not =

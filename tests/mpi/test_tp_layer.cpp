@@ -186,17 +186,8 @@ INSTANTIATE_TEST_SUITE_P(
 // repeats the first pass exactly, which the protocol's repeated passes rely on.
 TEST(DecodeSteps, EveryStepMatchesTp1) {
   const int tp = world_size();
-  ModelSpec m;
-  m.hidden = 128;
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.layers = 2;
-  m.mlp = MlpKind::swiglu;
-  m.norm = NormKind::rmsnorm;
-  m.rotary = true;
   StageSpec spec;
-  spec.model = m;
+  spec.model = small_llama_model();
   spec.shape.phase = Phase::decode;
   spec.shape.batch = 3;
   spec.shape.context = 7;

@@ -25,6 +25,21 @@ inline std::vector<float> tp1_stage_output(Backend& backend, const StageSpec& sp
   return backend.to_host(ref.output());
 }
 
+/// A Llama-style two-layer model small enough for every rank of an MPI test: grouped-query
+/// attention (8 heads, 4 KV heads), SwiGLU, RMS norm and rotary.
+inline ModelSpec small_llama_model() {
+  ModelSpec m;
+  m.hidden = 128;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn_hidden = 256;
+  m.layers = 2;
+  m.mlp = MlpKind::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rotary = true;
+  return m;
+}
+
 /// The small two-layer prefill stage the GPU stage tests run, on rank `rank` of `tp`.
 inline StageSpec small_prefill_stage(int tp, int rank, bool sequence_parallel,
                                      const std::string& overlap) {

@@ -328,5 +328,69 @@ TEST(MixedStep, DecodeTokensAndAChunkAfterCachedTokens) {
   EXPECT_DOUBLE_EQ(find_op(ops, op::kv_append).cost.hbm_bytes, 4.0 * 2 * 4 * 32 * 2);
 }
 
+// The ragged contexts of a mixed step: one raw draw of std::mt19937_64 each (whose outputs the
+// standard fixes), lo + draw mod (hi - lo + 1); the same seed, the same contexts.
+TEST(MixedStep, RaggedContextsAreSeededDraws) {
+  const std::vector<int64_t> got = ragged_contexts("uniform:10:1000", 5, 7);
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> want;
+  for (int i = 0; i < 5; ++i)
+    want.push_back(10 + static_cast<int64_t>(rng() % 991));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(ragged_contexts("uniform:10:1000", 5, 7), got);
+  EXPECT_NE(ragged_contexts("uniform:10:1000", 5, 8), got);
+  // The first draw of seed 7, fixed: a platform that differs fails here.
+  EXPECT_EQ(ragged_contexts("uniform:1:1000000", 1, 7)[0],
+            1 + static_cast<int64_t>(std::mt19937_64(7)() % 1000000));
+  EXPECT_EQ(ragged_contexts("uniform:4:4", 3, 1), (std::vector<int64_t>{4, 4, 4}));
+  EXPECT_TRUE(ragged_contexts("uniform:1:9", 0, 1).empty());
+}
+
+TEST(MixedStep, RaggedContextsRefuseBadDistributions) {
+  auto message = [](const std::string& dist) {
+    try {
+      ragged_contexts(dist, 2, 1);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("normal:1:9"),
+            "--context-dist: unknown distribution 'normal:1:9' (uniform:LO:HI)");
+  EXPECT_NE(message("uniform:0:9").find("not a whole number of tokens >= 1"), std::string::npos);
+  EXPECT_NE(message("uniform:9:1").find("--context-dist"), std::string::npos);
+  EXPECT_NE(message("uniform:5").find("not uniform:LO:HI"), std::string::npos);
+  EXPECT_NE(message("uniform:a:9").find("--context-dist"), std::string::npos);
+}
+
+// A run's mixed step: decode entries first, then the chunks, and what it holds.
+TEST(MixedStep, MixBookkeeping) {
+  const StepMix mix = mixed_step_mix({30, 10, 20}, 2, 16, 8);
+  ASSERT_EQ(mix.entries.size(), 5u);
+  EXPECT_EQ(mix.entries[0].kind, EntryKind::decode);
+  EXPECT_EQ(mix.entries[2].context, 20);
+  EXPECT_EQ(mix.entries[3].kind, EntryKind::prefill);
+  EXPECT_EQ(mix.entries[4].tokens, 16);
+  EXPECT_EQ(mix.entries[4].context, 8);
+  EXPECT_EQ(mix.entries[4].request, 4);
+  EXPECT_EQ(mix.tokens(), 35);
+  const MixSummary s = mix_summary(mix);
+  EXPECT_EQ(s.prefill_tokens, 32);
+  EXPECT_EQ(s.decode_tokens, 3);
+  EXPECT_EQ(s.prefill_sequences, 2);
+  EXPECT_EQ(s.decode_sequences, 3);
+  EXPECT_EQ(s.context_min, 10);
+  EXPECT_EQ(s.context_max, 30);
+  EXPECT_DOUBLE_EQ(s.context_mean, 20.0);
+  // Each sequence's cache block: the largest context + tokens (a chunk of 16 after 8; a decode
+  // token after 30).
+  EXPECT_EQ(mix_cache_rows(mix), 31);
+  EXPECT_EQ(mix_cache_rows(mixed_step_mix({}, 1, 64, 100)), 164);
+  const MixSummary chunks_only = mix_summary(mixed_step_mix({}, 1, 64, 100));
+  EXPECT_EQ(chunks_only.decode_sequences, 0);
+  EXPECT_EQ(chunks_only.context_max, 0);
+  EXPECT_DOUBLE_EQ(chunks_only.context_mean, 0.0);
+}
+
 } // namespace
 } // namespace ridgeline

@@ -1,0 +1,138 @@
+// A mixed step on a TpStage: decode tokens and prefill chunks of several sequences in one
+// step. The GEMMs and collectives run over every token of the step as the prefill schedule
+// runs them; here, the attention, each sequence at its own context against its own block of
+// the KV cache.
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "parallel/overlap_policy.hpp"
+#include "parallel/tp_layer.hpp"
+#include "parallel/tp_layer_slots.hpp"
+
+namespace ridgeline {
+
+using namespace tp_slots;
+
+std::vector<OpSpec> stage_ops(const StageSpec& spec, AttentionImpl attention) {
+  if (!spec.mixed()) return layer_ops(spec.model, spec.shape, attention);
+  return mixed_step_ops(spec.model, spec.mix, spec.shape.tp, spec.shape.dtype, attention,
+                        spec.shape.sequence_parallel);
+}
+
+double mixed_cache_bytes(const ModelSpec& m, const StepMix& mix, int tp, DType dtype,
+                         int64_t layers) {
+  const double rows =
+      static_cast<double>(mix.entries.size()) * static_cast<double>(mix_cache_rows(mix));
+  const double row_bytes = 2.0 * static_cast<double>(local_kv_heads(m, tp) * m.head_dim()) *
+                           static_cast<double>(dtype_size(dtype));
+  return static_cast<double>(layers) * rows * row_bytes;
+}
+
+std::string mixed_overlap_problem(const Overlap& overlap, bool sequence_parallel) {
+  if (sequence_parallel)
+    return "--phase mixed: no --sequence-parallel (each sequence's attention reads its rows of "
+           "the whole step)";
+  const OverlapPolicy policy = overlap_policy(overlap);
+  if (policy.parts > 1 || policy.ring || policy.symmetric)
+    return "--phase mixed runs --overlap none, async or chunked:K (got " + overlap.name() +
+           "): its attention runs sequence by sequence over the whole step";
+  return "";
+}
+
+namespace {
+
+// Consecutive entries of one kind, length and context: one attention call for them all (a
+// batch of equal sequences), their cache blocks adjacent.
+struct EntryRun {
+  size_t first = 0;  // entry index: the run's first cache block
+  int64_t count = 0; // sequences
+  int64_t row0 = 0;  // the run's first row of the step's tokens
+  EntryKind kind = EntryKind::decode;
+  int64_t tokens = 0, context = 0;
+};
+
+std::vector<EntryRun> entry_runs(const StepMix& mix) {
+  std::vector<EntryRun> runs;
+  int64_t row = 0;
+  for (size_t i = 0; i < mix.entries.size(); ++i) {
+    const StepEntry& e = mix.entries[i];
+    if (!runs.empty() && runs.back().kind == e.kind && runs.back().tokens == e.tokens &&
+        runs.back().context == e.context)
+      ++runs.back().count;
+    else
+      runs.push_back({i, 1, row, e.kind, e.tokens, e.context});
+    row += e.tokens;
+  }
+  return runs;
+}
+
+} // namespace
+
+void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& w,
+                              const Tensor& qkv, const Tensor& attn) {
+  const ModelSpec& m = m_spec.model;
+  const StepMix& mix = m_spec.mix;
+  const int64_t cap = mix_cache_rows(mix), kv_cols = m_kvl * m_d;
+  const Tensor cache = w.kv_cache.view(static_cast<int64_t>(mix.entries.size()) * cap, 2 * kv_cols,
+                                       m_backend.dtype());
+  const std::vector<EntryRun> runs = entry_runs(mix);
+  auto rows_of = [&](const Tensor& t, const EntryRun& r) {
+    return t.rows_slice(r.row0, r.count * r.tokens);
+  };
+  auto blocks_of = [&](const EntryRun& r) {
+    return cache.rows_slice(static_cast<int64_t>(r.first) * cap, r.count * cap);
+  };
+  if (m.rotary) {
+    // Each sequence's tokens at their own positions: context, context + 1, ...
+    const ScopedOp op = compute_op(rec, s_rotary, layer, 1.0);
+    for (const EntryRun& r : runs)
+      m_backend.rotary(rows_of(qkv, r).cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d,
+                       r.tokens, r.context, static_cast<float>(m.rope_theta));
+  }
+  // The step's keys and values into each sequence's block after its cached tokens.
+  auto append = [&](const EntryRun& r) {
+    const Tensor kv_new = rows_of(qkv, r).cols_slice(m_hl * m_d, 2 * kv_cols);
+    const Tensor blocks = blocks_of(r);
+    if (r.tokens == 1) {
+      m_backend.copy(kv_new, blocks.strided_rows(r.context, r.count, cap));
+      return;
+    }
+    for (int64_t j = 0; j < r.count; ++j)
+      m_backend.copy(kv_new.rows_slice(j * r.tokens, r.tokens),
+                     blocks.rows_slice(j * cap + r.context, r.tokens));
+  };
+  auto attend = [&](const EntryRun& r) {
+    AttentionShape shape;
+    shape.batch = r.count;
+    shape.seq = r.tokens;
+    shape.context = r.context + r.tokens;
+    shape.capacity = cap;
+    shape.heads = m_hl;
+    shape.kv_heads = m_kvl;
+    shape.head_dim = m_d;
+    const Tensor blocks = blocks_of(r);
+    m_backend.attention(shape, rows_of(qkv, r).cols_slice(0, m_hl * m_d),
+                        blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
+                        rows_of(attn, r), m_spec.attention);
+  };
+  // The work model's ops: the decode tokens' appends, then each kind's attention (a prefill
+  // chunk's append is part of its attention's traffic).
+  if (mix.decode_sequences > 0) {
+    const ScopedOp op = compute_op(rec, s_kv_append, layer, 1.0);
+    for (const EntryRun& r : runs)
+      if (r.kind == EntryKind::decode) append(r);
+  }
+  for (const EntryKind kind : {EntryKind::prefill, EntryKind::decode}) {
+    if ((kind == EntryKind::prefill ? mix.prefill_sequences : mix.decode_sequences) == 0) continue;
+    const ScopedOp op =
+        compute_op(rec, kind == EntryKind::prefill ? s_attn_prefill : s_attn_decode, layer, 1.0);
+    for (const EntryRun& r : runs) {
+      if (r.kind != kind) continue;
+      if (kind == EntryKind::prefill) append(r);
+      attend(r);
+    }
+  }
+}
+
+} // namespace ridgeline
