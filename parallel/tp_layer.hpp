@@ -24,6 +24,15 @@
 
 namespace ridgeline {
 
+/// An MLP in place of a stage's dense one (an MoE layer's), run whole at tp 1: it reads the
+/// second norm's output x [tokens, hidden], writes the MLP's output y [tokens, hidden] (which
+/// the stage then adds to the residual stream) and records its own ops.
+class StageMlp {
+public:
+  virtual ~StageMlp() = default;
+  virtual void forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) = 0;
+};
+
 /// What one stage computes.
 struct StageSpec {
   ModelSpec model;
@@ -39,6 +48,7 @@ struct StageSpec {
   int64_t first_layer = 0; ///< global index of this stage's first layer
   int64_t num_layers = 1;
   uint64_t seed = 0;
+  StageMlp* mlp = nullptr; ///< not owned; null: the dense MLP (else tp 1, one part)
 };
 
 /// What a forward() runs: everything, the compute without collectives, or the collectives
