@@ -343,7 +343,8 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
           choices += (choices.empty() ? "" : "; ") + line;
         a.emplace_back("gemm_algorithms", choices);
       }
-      if (!point.graphs)
+      // The overlap metrics need the lanes measured apart (not under graphs, nor an MoE step).
+      if (workload.lane_modes())
         for (auto& kv : overlap_attrs(r, serialized_ns))
           if (kv.first != "step_ns") a.push_back(kv);
       const Attrs& gpu = measurement.strategies[si].gpu;
