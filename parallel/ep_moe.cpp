@@ -59,7 +59,7 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
                       m_work.shared, Lane::compute);
     moe_shared(m_backend, m, w, x, y);
   } else {
-    moe_shared(m_backend, m, w, x, y); // y = 0: the routed rows are added to it
+    m_backend.fill_value(y, 0.0f); // the routed rows are added to it
   }
   if (m_spec.ep == 1) {
     const ScopedOp op(rec, experts, at, Lane::compute, m_work.experts, Lane::compute);

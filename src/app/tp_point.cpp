@@ -267,6 +267,21 @@ bool ce_ring_kind(const Overlap& o) {
   return o.kind == Overlap::Kind::ce_ring;
 }
 
+// Each probed GEMM's standalone TFLOP/s and its op's achieved figure over it. An MoE layer runs
+// no dense MLP: its probes time GEMMs of no op.
+void probe_attrs(const StageWorkload& workload, const std::vector<OpAggregate>& ops, bool moe,
+                 Attrs& a) {
+  for (size_t i = 0; i < workload.probes().size(); ++i) {
+    const TpStage::GemmProbe& probe = workload.probes()[i];
+    if (moe && (probe.op == op::fc1 || probe.op == op::fc2)) continue;
+    const double ref_tflops = probe.flops / workload.probe_ns()[i] / 1e3;
+    a.emplace_back("gemm_reference_tflops." + probe.op, ref_tflops);
+    for (const OpAggregate& op : ops)
+      if (op.name == probe.op && ref_tflops > 0)
+        a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
+  }
+}
+
 // Every strategy's result from the protocol's measurement, with rank 0's summary attributes
 // (check, checksum, loops, overlap metrics, GEMM probes) and the attribution against the roofs.
 void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
@@ -349,16 +364,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
           if (kv.first != "step_ns") a.push_back(kv);
       const Attrs& gpu = measurement.strategies[si].gpu;
       a.insert(a.end(), gpu.begin(), gpu.end());
-      for (size_t i = 0; i < workload.probes().size(); ++i) {
-        const TpStage::GemmProbe& probe = workload.probes()[i];
-        // An MoE layer runs no dense MLP: its probes time GEMMs of no op.
-        if (moe != nullptr && (probe.op == op::fc1 || probe.op == op::fc2)) continue;
-        const double ref_tflops = probe.flops / workload.probe_ns()[i] / 1e3;
-        a.emplace_back("gemm_reference_tflops." + probe.op, ref_tflops);
-        for (const OpAggregate& op : r.summary.ops)
-          if (op.name == probe.op && ref_tflops > 0)
-            a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
-      }
+      probe_attrs(workload, r.summary.ops, moe != nullptr, a);
       a.emplace_back("attention", r.attention);
       a.insert(a.end(), moe_attrs.begin(), moe_attrs.end());
       if (strategies[si].overlap.symmetric)

@@ -3,7 +3,7 @@
 # (--ep 2, Zipf routing), Qwen3-MoE with two EP groups of 2 in 4 ranks, and DeepSeek-V3 (a
 # shared expert, sigmoid gating) decoding with the router's choice; each checked against one
 # rank computing every expert, its dispatch and combine timed as ops, the load imbalance in the
-# console and the file, and a file both validators accept.
+# console and the file, and a file both validators accept; then a sweep of two such points.
 # Usage: run_moe.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -38,4 +38,9 @@ run qwen 4 qwen3-moe --seq 16 --batch 1 --dp 4 --ep 2 --routing uniform
 grep -q "^moe_rank_imbalance: 1$" "$work/qwen.log"
 run deepseek 2 deepseek-v3 --ffn-hidden 256 --phase decode --context 16 --batch 4 --dp 2 --ep 2
 grep -q "^moe_shared_gemm " "$work/deepseek.log"
+# sweep runs each point the same way.
+mpiexec -n 2 --oversubscribe "$bin" sweep --config "$repo/models/mixtral-8x7b.toml" "${small[@]}" \
+  --seq 16,32 --batch 1 --ep 2 --routing uniform --repeats 1 --out "$work/sweep.h5" | tee "$work/sweep.log"
+[ "$(grep -c "^ridgeline: MoE ep 2, routing uniform" "$work/sweep.log")" -eq 2 ]
+"$bin" validate "$work/sweep.h5"
 echo "run_moe: ok"
