@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/device.hpp"
 #include "core/dtype.hpp"
@@ -58,6 +59,15 @@ public:
   /// send and recv hold size() * count elements; block j of send goes to rank j.
   virtual void all_to_all(const void* send, void* recv, size_t count, DType dtype,
                           Stream stream) = 0;
+  /// The all-to-all of blocks of unequal sizes: send_counts[j] elements from send +
+  /// send_offsets[j] go to rank j, which receives them at recv + its recv_offsets[me]; every
+  /// rank's recv_counts[i] is rank i's send_counts[me] (counts and offsets in elements, size()
+  /// each). Asynchronous like all_to_all. This default runs grouped send/recv pairs (NCCL's
+  /// all-to-all-v), skipping empty blocks; the MPI communicator runs MPI_Ialltoallv.
+  virtual void all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
+                            const std::vector<size_t>& send_offsets, void* recv,
+                            const std::vector<size_t>& recv_counts,
+                            const std::vector<size_t>& recv_offsets, DType dtype, Stream stream);
   virtual void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
                          Stream stream) = 0;
   virtual void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,

@@ -2,6 +2,7 @@
 // completed by complete(stream); blocking when the stream is null. bf16/fp16 reductions use
 // user-defined MPI operations that accumulate in fp32.
 #include <cstring>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -123,6 +124,24 @@ public:
     finish(req, stream, Post{});
   }
 
+  void all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
+                    const std::vector<size_t>& send_offsets, void* recv,
+                    const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_offsets,
+                    DType dtype, Stream stream) override {
+    // MPI keeps pointers to the int arrays until the request completes: they live in m_v_args
+    // (one set per stream) until then.
+    std::vector<int>& a = m_v_args[stream].emplace_back();
+    for (const std::vector<size_t>* v : {&send_counts, &send_offsets, &recv_counts, &recv_offsets})
+      for (size_t x : *v)
+        a.push_back(to_int(x));
+    const int n = m_size;
+    MPI_Request req;
+    RIDGELINE_CHECK(MPI_Ialltoallv(send, a.data(), a.data() + n, mpi_type(dtype), recv,
+                                   a.data() + 2 * n, a.data() + 3 * n, mpi_type(dtype), m_comm,
+                                   &req));
+    finish(req, stream, Post{});
+  }
+
   void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
                  Stream stream) override {
     if (m_rank == root && send != recv) std::memcpy(recv, send, count * dtype_size(dtype));
@@ -165,6 +184,7 @@ public:
           MPI_Waitall(static_cast<int>(it->second.size()), it->second.data(), MPI_STATUSES_IGNORE));
       it->second.clear();
     }
+    m_v_args.erase(stream);
     auto pit = m_post.find(stream);
     if (pit != m_post.end()) {
       for (const Post& p : pit->second)
@@ -261,10 +281,32 @@ private:
   int m_group_depth = 0;
   std::map<Stream, std::vector<MPI_Request>> m_pending;
   std::map<Stream, std::vector<Post>> m_post;
+  std::map<Stream, std::deque<std::vector<int>>> m_v_args; ///< all_to_all_v's counts in flight
   std::map<int, MPI_Op> m_ops;
 };
 
 } // namespace
+
+void Communicator::all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
+                                const std::vector<size_t>& send_offsets, void* recv,
+                                const std::vector<size_t>& recv_counts,
+                                const std::vector<size_t>& recv_offsets, DType dtype,
+                                Stream stream) {
+  const size_t n = static_cast<size_t>(size()), e = dtype_size(dtype);
+  if (send_counts.size() != n || send_offsets.size() != n || recv_counts.size() != n ||
+      recv_offsets.size() != n)
+    throw Error("all_to_all_v: counts and offsets need one entry per rank of the group");
+  group_start();
+  for (size_t peer = 0; peer < n; ++peer) {
+    if (send_counts[peer] > 0)
+      this->send(static_cast<const char*>(send) + send_offsets[peer] * e, send_counts[peer], dtype,
+                 static_cast<int>(peer), stream);
+    if (recv_counts[peer] > 0)
+      this->recv(static_cast<char*>(recv) + recv_offsets[peer] * e, recv_counts[peer], dtype,
+                 static_cast<int>(peer), stream);
+  }
+  group_end();
+}
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {

@@ -2,6 +2,7 @@
 #include "models/moe_layer.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,24 @@ void require_tokens(const ModelSpec& m, const Tensor& x, const Tensor& y, const 
 }
 
 } // namespace
+
+std::optional<RoutingControl> parse_routing(const std::string& text, uint64_t seed) {
+  RoutingControl c;
+  c.seed = seed;
+  if (text == "router" || text == "uniform") {
+    c.mode = text == "router" ? RoutingMode::router : RoutingMode::uniform;
+    return c;
+  }
+  if (text.rfind("zipf:", 0) != 0) return std::nullopt;
+  try {
+    size_t used = 0;
+    c.zipf_s = std::stod(text.substr(5), &used);
+    c.mode = RoutingMode::zipf;
+    if (used == text.size() - 5 && c.zipf_s >= 0) return c;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
 
 Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
               const std::vector<float>& logits) {
@@ -104,11 +123,46 @@ void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
   backend.gemm(at, w.shared_down.view(h, fs, dt), y);
 }
 
+void moe_gather(Backend& backend, const ModelSpec& m, const Tensor& x, const MoeStep& step,
+                int64_t row0, Tensor rows) {
+  for (int64_t r = 0; r < rows.rows; ++r)
+    backend.copy(x.rows_slice(step.permutation.assignment[row0 + r] / m.top_k, 1),
+                 rows.rows_slice(r, 1));
+}
+
+void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tensor rows,
+                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert) {
+  RIDGELINE_REQUIRE(offsets.size() == group_expert.size() + 1 && offsets.back() == rows.rows,
+                    "moe_experts: the groups must cover the rows");
+  const DType dt = backend.dtype();
+  const int64_t h = m.hidden, f = m.expert_ffn_hidden, n = rows.rows;
+  if (n == 0) return;
+  std::vector<Tensor> gate_up, down;
+  for (int64_t e : group_expert) {
+    gate_up.push_back(w.gate_up[static_cast<size_t>(e)].view(2 * f, h, dt));
+    down.push_back(w.down[static_cast<size_t>(e)].view(h, f, dt));
+  }
+  Buffer gate_up_out = backend.allocate(n, 2 * f);
+  const Tensor gu = gate_up_out.view(n, 2 * f, dt);
+  backend.grouped_gemm(rows, gate_up, offsets, gu);
+  Buffer act = backend.allocate(n, f);
+  const Tensor at = act.view(n, f, dt);
+  backend.swiglu(gu, at);
+  // The experts' outputs overwrite their inputs, which nothing reads any more.
+  backend.grouped_gemm(at, down, offsets, rows);
+}
+
+void moe_combine(Backend& backend, const ModelSpec& m, const Tensor& rows, const MoeStep& step,
+                 int64_t row0, Tensor y) {
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const int64_t i = step.permutation.assignment[row0 + r];
+    backend.axpy(step.routing.weight[i], rows.rows_slice(r, 1), y.rows_slice(i / m.top_k, 1));
+  }
+}
+
 void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
                 Tensor y, const MoeStep& step) {
   require_tokens(m, x, y, "moe_routed");
-  const DType dt = backend.dtype();
-  const int64_t h = m.hidden, f = m.expert_ffn_hidden, k = m.top_k;
   const int64_t first = w.first_expert, count = static_cast<int64_t>(w.gate_up.size());
   const Permutation& p = step.permutation;
   RIDGELINE_REQUIRE(step.routing.tokens == x.rows &&
@@ -117,33 +171,17 @@ void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
   // The held experts' rows are one contiguous block of the permutation.
   const int64_t row0 = p.offsets[first], rows = p.offsets[first + count] - row0;
   if (rows == 0) return;
-  Buffer gathered = backend.allocate(rows, h);
-  const Tensor xp = gathered.view(rows, h, dt);
-  for (int64_t r = 0; r < rows; ++r)
-    backend.copy(x.rows_slice(p.assignment[row0 + r] / k, 1), xp.rows_slice(r, 1));
-
-  std::vector<Tensor> gate_up, down;
-  std::vector<int64_t> offsets;
+  Buffer gathered = backend.allocate(rows, m.hidden);
+  const Tensor xp = gathered.view(rows, m.hidden, backend.dtype());
+  moe_gather(backend, m, x, step, row0, xp);
+  std::vector<int64_t> offsets, group_expert;
   for (int64_t e = 0; e < count; ++e) {
-    gate_up.push_back(w.gate_up[e].view(2 * f, h, dt));
-    down.push_back(w.down[e].view(h, f, dt));
     offsets.push_back(p.offsets[first + e] - row0);
+    group_expert.push_back(e);
   }
   offsets.push_back(rows);
-  Buffer gate_up_out = backend.allocate(rows, 2 * f);
-  const Tensor gu = gate_up_out.view(rows, 2 * f, dt);
-  backend.grouped_gemm(xp, gate_up, offsets, gu);
-  Buffer act = backend.allocate(rows, f);
-  const Tensor at = act.view(rows, f, dt);
-  backend.swiglu(gu, at);
-  // The experts' outputs overwrite the gathered rows, which nothing reads any more.
-  backend.grouped_gemm(at, down, offsets, xp);
-  // The combine: each row back to its token, times its weight, in permuted order (a token's
-  // rows in the order of its experts' indices).
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = p.assignment[row0 + r];
-    backend.axpy(step.routing.weight[i], xp.rows_slice(r, 1), y.rows_slice(i / k, 1));
-  }
+  moe_experts(backend, m, w, xp, offsets, group_expert);
+  moe_combine(backend, m, xp, step, row0, y);
 }
 
 MoeStep moe_forward(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,

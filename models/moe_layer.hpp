@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "models/backend.hpp"
@@ -33,6 +35,10 @@ struct RoutingControl {
   double zipf_s = 1.0; ///< zipf: the exponent
   uint64_t seed = 0;   ///< zipf: the draw's seed
 };
+
+/// "router", "uniform" or "zipf:S" (S >= 0) with the zipf draw's seed; nothing where `text` is
+/// none of them.
+std::optional<RoutingControl> parse_routing(const std::string& text, uint64_t seed);
 
 /// The routing of `tokens` tokens of `m` under `control`; `logits` ([tokens x experts]) are
 /// read by the router mode only.
@@ -75,6 +81,20 @@ void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
 /// layer after the dispatch (here x's rows are gathered on the rank itself).
 void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
                 Tensor y, const MoeStep& step);
+
+/// The parts of moe_routed(), for an expert-parallel rank that moves the rows between them.
+/// moe_gather: rows[r] = the token of permuted row row0 + r of `step` (rows: [n, hidden]).
+void moe_gather(Backend& backend, const ModelSpec& m, const Tensor& x, const MoeStep& step,
+                int64_t row0, Tensor rows);
+/// rows [n, hidden] in place through the experts `w` holds: group g, rows [offsets[g],
+/// offsets[g + 1]), through w's local expert group_expert[g] (the grouped gate and up GEMM,
+/// SwiGLU, the grouped down GEMM; empty groups skipped).
+void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tensor rows,
+                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert);
+/// The combine: y[token] += weight x rows[r] for permuted row row0 + r of `step`, in permuted
+/// order (a token's rows in the order of its experts' indices).
+void moe_combine(Backend& backend, const ModelSpec& m, const Tensor& rows, const MoeStep& step,
+                 int64_t row0, Tensor y);
 
 /// y[tokens, hidden] = sum over token t's k experts of weight x expert(x_t), plus the shared
 /// experts of x_t: moe_route(), moe_shared() then moe_routed(). `w` holds every expert.

@@ -56,6 +56,8 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
                     "tensor parallelism needs a communicator of tp ranks");
+  RIDGELINE_REQUIRE(spec.mlp == nullptr || (s.tp == 1 && overlap_policy(spec.overlap).parts == 1),
+                    "a stage's own MLP runs whole at tp 1");
   const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
   if (!problems.empty()) throw UsageError(problems.front());
   if (exchange) {
@@ -305,7 +307,8 @@ ScopedOp TpStage::fused_op(Recorder& rec, int slot, std::initializer_list<int> f
 bool TpStage::fused(GemmEpilogue::Kind kind) const {
   return m_spec.shape.phase == Phase::decode && computing() && !m_sp && !ring() && !split() &&
          m_policy.parts == 1 && m_policy.chunks == 1 &&
-         (kind != GemmEpilogue::Kind::residual || m_spec.shape.tp == 1) &&
+         (kind != GemmEpilogue::Kind::residual ||
+          (m_spec.shape.tp == 1 && m_spec.mlp == nullptr)) &&
          m_backend.fuses_epilogue(m_tokens, kind);
 }
 
@@ -577,6 +580,10 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
                            static_cast<float>(m.norm_eps));
     }
     release_pending(m_pending_proj);
+    if (m_spec.mlp != nullptr) {
+      if (computing()) m_spec.mlp->forward(rec, layer, ln, full_view(bufs().fc2_full));
+      return 0;
+    }
     const GemmEpilogue::Kind act_kind =
         swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
     if (fused(act_kind)) {

@@ -25,6 +25,15 @@
 
 namespace ridgeline {
 
+/// An MLP in place of a stage's dense one (an MoE layer's), run whole at tp 1: it reads the
+/// second norm's output x [tokens, hidden], writes the MLP's output y [tokens, hidden] (which
+/// the stage then adds to the residual stream) and records its own ops.
+class StageMlp {
+public:
+  virtual ~StageMlp() = default;
+  virtual void forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) = 0;
+};
+
 /// What one stage computes.
 struct StageSpec {
   ModelSpec model;
@@ -46,6 +55,7 @@ struct StageSpec {
   /// by sequence against each one's KV cache.
   StepMix mix;
   bool mixed() const { return !mix.entries.empty(); }
+  StageMlp* mlp = nullptr; ///< not owned; null: the dense MLP (else tp 1, one part)
 };
 
 /// The ops of one layer of `spec`'s stage on its rank as the work model sees them: layer_ops(),

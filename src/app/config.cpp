@@ -184,6 +184,16 @@ void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
       ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);
+  cmd.add_option("--routing", c.routing,
+                 "MoE routing: router (the router's top-k), uniform (every expert floor or ceil "
+                 "of the mean rows) or zipf:S (expert e drawn with probability ~ (e + 1)^-S, the "
+                 "hot experts on the first EP rank)")
+      ->capture_default_str()
+      ->group(par);
+  cmd.add_option("--routing-seed", c.routing_seed,
+                 "MoE: seed of --routing zipf:S's draws (EP rank r draws with seed + r)")
+      ->capture_default_str()
+      ->group(par);
   cmd.add_option("--dp-overlap", c.dp_overlap,
                  "Train: on (reduce each gradient bucket as soon as its layers are final, beside "
                  "the rest of the backward) | off (after the whole backward)")

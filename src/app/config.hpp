@@ -65,9 +65,11 @@ struct RunConfig {
   int pp = 1;
   int dp = 1;
   int ep = 1; ///< expert-parallel degree: the routed experts split into ep contiguous blocks
-  std::string dp_overlap = "on"; ///< train: reduce gradient buckets beside the backward (on | off)
-  double bucket_mb = 25;         ///< train: data-parallel gradient bucket size in MiB
-  bool dp_shard = false;         ///< train: reduce-scatter the gradients (a sharded optimizer)
+  std::string routing = "router"; ///< MoE: router | uniform | zipf:S
+  uint64_t routing_seed = 0;      ///< MoE: the seed of zipf:S's draws
+  std::string dp_overlap = "on";  ///< train: reduce gradient buckets beside the backward (on | off)
+  double bucket_mb = 25;          ///< train: data-parallel gradient bucket size in MiB
+  bool dp_shard = false;          ///< train: reduce-scatter the gradients (a sharded optimizer)
   bool allow_tp_across_nodes = false; ///< run a TP group that spans nodes (refused otherwise)
   // Backend and kernels.
   std::string backend = "auto";        ///< auto | host | cuda

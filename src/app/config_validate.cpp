@@ -16,6 +16,7 @@
 #include "collectives/ipc_allreduce.hpp"
 #include "models/attention_cudnn.hpp"
 #include "models/kernel_tuning.hpp"
+#include "models/moe_layer.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/overlap_policy.hpp"
 #include "parallel/schedule.hpp"
@@ -129,6 +130,27 @@ void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
   choice(p, c.rotary, "--rotary", {"on", "off"});
 }
 
+// What the MoE executor runs: the attention at tp 1, the experts over EP groups of ep
+// consecutive data-parallel replicas, forward only.
+void check_moe_layout(const RunConfig& c, Problems& p) {
+  const std::string moe = "--experts " + str(c.experts) + ": ";
+  if (c.phase == "train")
+    p.push_back(moe + "an MoE layer runs forward only (prefill or decode); --phase train is not "
+                      "executed for MoE models");
+  else if (!c.schedule.empty())
+    p.push_back(moe + "--schedule runs dense layers only; run an MoE model without it");
+  if (c.tp != 1)
+    p.push_back(moe + "the experts are unsplit by TP: an MoE point runs at --tp 1 (got --tp " +
+                str(c.tp) + "; EP x TP is not executed)");
+  if (c.pp != 1) p.push_back(moe + "an MoE point runs one pipeline stage (--pp 1)");
+  if (c.dp >= 1 && c.ep >= 1 && c.dp % c.ep != 0)
+    p.push_back("--ep " + str(c.ep) + " does not divide the " + str(c.dp) +
+                " data-parallel ranks: an EP group is ep consecutive replicas (run ep x N ranks "
+                "with --dp ep x N)");
+  if (c.graphs)
+    p.push_back(moe + "--graphs captures a step, but an MoE step routes its tokens on the host");
+}
+
 // The mixture of experts: its options belong to an MoE model, and hold together.
 void check_moe(const RunConfig& c, bool executes, Problems& p) {
   if (c.experts == 0) {
@@ -141,6 +163,8 @@ void check_moe(const RunConfig& c, bool executes, Problems& p) {
       p.push_back("--gating " + c.gating + " needs --experts (a dense MLP has no router)");
     if (c.ep != 1)
       p.push_back("--ep " + str(c.ep) + " needs --experts (a dense MLP has no experts to split)");
+    if (c.routing != "router")
+      p.push_back("--routing " + c.routing + " needs --experts (a dense MLP has no router)");
     return;
   }
   const size_t before = p.size();
@@ -164,14 +188,10 @@ void check_moe(const RunConfig& c, bool executes, Problems& p) {
   else if (c.experts % c.ep != 0)
     p.push_back("--experts " + str(c.experts) + " is not divisible by --ep " + str(c.ep) +
                 " (each rank of an expert-parallel group holds as many experts)");
-  // The layer executors run the dense MLP; an MoE layer is computed by the reference layer and
-  // priced by the work model alone (docs/MOE.md). Said of a valid MoE model only, so that a bad
-  // option is the one problem named.
-  if (executes && p.size() == before)
-    p.push_back("--experts " + str(c.experts) +
-                ": run and sweep execute dense layers only; the mixture-of-experts layer exists "
-                "as a reference computation and in the work model, which `ridgeline model` "
-                "predicts (docs/MOE.md)");
+  if (!parse_routing(c.routing, c.routing_seed))
+    p.push_back("--routing must be router, uniform or zipf:S with S >= 0 (got '" + c.routing +
+                "')");
+  if (executes && p.size() == before) check_moe_layout(c, p);
 }
 
 // The TP all-reduce: NCCL's, one of the project's, or the fastest of a measured table.

@@ -11,14 +11,9 @@ namespace ridgeline::model_detail {
 
 // The exponent of --routing zipf:S (S >= 0), or nothing where `routing` is not of that form.
 std::optional<double> zipf_exponent(const std::string& routing) {
-  if (routing.rfind("zipf:", 0) != 0) return std::nullopt;
-  try {
-    size_t used = 0;
-    const double s = std::stod(routing.substr(5), &used);
-    if (used == routing.size() - 5 && s >= 0) return s;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  const std::optional<RoutingControl> c = parse_routing(routing, 0);
+  if (!c || c->mode != RoutingMode::zipf) return std::nullopt;
+  return c->zipf_s;
 }
 
 Routing moe_routing(const ModelOptions& o, int64_t tokens, const ModelSpec& spec) {
@@ -108,6 +103,8 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
       ->delimiter(',')
       ->check(integer_in(1, 1 << 16))
       ->group("Prediction");
+  cmd.remove_option(cmd.get_option("--routing"));
+  cmd.remove_option(cmd.get_option("--routing-seed"));
   cmd.add_option("--routing", o.routing,
                  "MoE routing predicted: uniform (every expert floor or ceil of the mean rows) "
                  "or zipf:S (expert e drawn with probability ~ (e + 1)^-S, the hot experts on "

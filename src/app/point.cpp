@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "app/moe_point.hpp"
 #include "app/tp_point.hpp"
 #include "app/train_point.hpp"
 #include "core/error.hpp"
@@ -49,7 +50,7 @@ ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
                         : stage_memory_bytes(spec.model, spec.shape, spec.stage_layers()) +
                               mixed_cache_bytes(spec.model, spec.mix, spec.tp, spec.dtype,
                                                 spec.stage_layers())) +
-      overlap + (check.enabled ? check.ref_bytes : 0.0);
+      overlap + (check.enabled ? check.ref_bytes : 0.0) + moe_memory_bytes(spec, check.enabled);
   // A point plans for 90 % of it: the rest stays for the CUDA context, cuBLASLt's workspaces
   // and NCCL's buffers.
   const double plannable = 0.9 * static_cast<double>(free_bytes);

@@ -45,7 +45,8 @@ CheckPlan plan_check(const PointSpec& spec, bool cuda, int64_t free_bytes) {
                   mixed_cache_bytes(spec.model, spec.mix, 1, spec.dtype, spec.model.layers);
     p.host_bytes = static_cast<double>(tp1.tokens()) * static_cast<double>(spec.model.hidden) *
                    static_cast<double>(sizeof(float) * std::max<int64_t>(tp1.decode_steps, 1));
-    p.possible = spec.tp > 1 || spec.pp > 1;
+    // An expert-parallel layout is checked against every expert on one rank.
+    p.possible = spec.tp > 1 || spec.pp > 1 || spec.ep > 1;
   }
   const double auto_limit =
       cuda && free_bytes > 0 ? static_cast<double>(free_bytes) / 4 : kCheckAutoLimitBytes;
@@ -196,12 +197,17 @@ std::vector<AllReduceTiming> read_allreduce_table(const std::string& paths, int 
 
 } // namespace
 
-GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& result) {
+NcclOptions point_nccl(const PointSpec& spec) {
   NcclOptions nccl;
   nccl.max_ctas = spec.nccl_max_ctas;
   nccl.min_ctas = spec.nccl_min_ctas;
   nccl.cta_policy = spec.nccl_cta_policy;
   nccl.timeout_s = whole_seconds(spec.timeout_s);
+  return nccl;
+}
+
+GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& result) {
+  const NcclOptions nccl = point_nccl(spec);
   // The custom all-reduce's buffers hold the largest TP all-reduce of the run: a microbatch's
   // tokens x hidden (the layer's outputs forward, its input gradients backward).
   TpAllReduce all_reduce;

@@ -90,6 +90,8 @@ double scheduled_reference_host_bytes(const PointSpec& spec);
 /// The point's process grid and communicators (collective; built once per job and shape), with
 /// this rank's coordinates put in `result`.
 GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& result);
+/// The NCCL options of the point's communicators.
+NcclOptions point_nccl(const PointSpec& spec);
 /// The job's backend in the point's dtype, with its GEMM algorithm choice set.
 Backend& point_backend(JobContext& job, const PointSpec& spec);
 

@@ -50,6 +50,8 @@ PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
   s.tp = c.tp;
   s.pp = c.pp;
   s.dp = c.dp;
+  s.ep = c.ep;
+  s.routing = parse_routing(c.routing, c.routing_seed).value_or(RoutingControl{});
   s.schedule = parsed.schedule;
   s.recompute = c.recompute == "full";
   s.sgd_lr = c.sgd_lr;

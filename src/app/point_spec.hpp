@@ -14,6 +14,7 @@
 #include "models/kernel_tuning.hpp"
 #include "models/model_spec.hpp"
 #include "models/serving.hpp"
+#include "models/moe_layer.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/schedule.hpp"
 
@@ -43,6 +44,9 @@ struct PointSpec {
 
   // The grid.
   int tp = 1, pp = 1, dp = 1;
+  /// MoE: the expert-parallel degree (ep consecutive data-parallel replicas) and the routing.
+  int ep = 1;
+  RoutingControl routing;
   /// The pipeline schedule of a scheduled point (train: 1f1b unless given; prefill: only with
   /// --schedule); unset for the unscheduled stage loop.
   std::optional<Schedule> schedule;

@@ -7,6 +7,7 @@
 
 #include "app/attribution.hpp"
 #include "app/config_mixed.hpp"
+#include "app/moe_point.hpp"
 #include "app/summary.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -21,9 +22,11 @@ namespace {
 // The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
 // last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
 // stage's output with it checks the TP shards, the collectives and the pipeline transfers.
-// One output per decode step (steps run in order, the cache growing), else one.
+// One output per decode step (steps run in order, the cache growing), else one. An MoE model's
+// reference runs `mlp` (every expert on this rank) on this rank's input `input`.
 std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageSpec& spec,
-                                                  bool holder, int64_t all_layers) {
+                                                  bool holder, int64_t all_layers, StageMlp* mlp,
+                                                  int64_t input) {
   if (!holder) return {};
   const ranges::Scope range(kReferenceRange);
   StageSpec ref_spec = spec;
@@ -33,9 +36,10 @@ std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageS
   ref_spec.tp_rank = 0;
   ref_spec.first_layer = 0;
   ref_spec.num_layers = all_layers;
+  ref_spec.mlp = mlp;
   OpTable scratch_ops;
   TpStage ref(backend, nullptr, ref_spec, scratch_ops);
-  ref.fill_input(0);
+  ref.fill_input(input);
   Recorder silent(backend.clock(), scratch_ops);
   silent.set_enabled(false);
   const bool decode = spec.shape.phase == Phase::decode;
@@ -55,11 +59,11 @@ public:
   StageWorkload(const PointSpec& point, Backend& backend, GridComms& comms, TpStage& stage,
                 OpTable& ops, const std::vector<Variant>& strategies, const StageSpec& spec,
                 const std::vector<std::vector<float>>& reference, const CheckPlan& check,
-                const std::string& why_not)
+                const std::string& why_not, int64_t input)
       : m_point(point), m_backend(backend), m_comms(comms), m_stage(stage), m_ops(ops),
         m_strategies(strategies), m_spec(spec), m_reference(reference), m_check(check),
         m_why_not(why_not), m_steps(point.decode() ? point.decode_steps : 0),
-        m_graphs(strategies.size()) {
+        m_graphs(strategies.size()), m_input(input) {
     const GridCoords& gc = comms.grid->coords();
     m_first = gc.pp_rank == 0;
     m_last = gc.pp_rank == point.pp - 1;
@@ -81,7 +85,8 @@ public:
 
   size_t strategies() const override { return m_strategies.size(); }
   std::string strategy_name(size_t s) const override { return m_strategies[s].name; }
-  bool lane_modes() const override { return !m_point.graphs; }
+  // An MoE layer's all-to-alls need its routing: its lanes are not run apart.
+  bool lane_modes() const override { return !m_point.graphs && !m_point.model.moe(); }
   void select(size_t s) override {
     m_current = s;
     m_stage.set_overlap(m_strategies[s].overlap);
@@ -119,7 +124,7 @@ public:
   }
   // Under sequence parallelism a rank's rows depend on the strategy's chunking: refill.
   void prepare() override {
-    if (m_first) m_stage.fill_input(0);
+    if (m_first) m_stage.fill_input(m_input);
   }
   void set_mode(Mode mode) override {
     m_stage.set_mode(mode == Mode::full           ? StageMode::full
@@ -249,6 +254,7 @@ private:
   std::vector<double> m_probe_ns;
   std::vector<CheckOutcome> m_checks;
   std::vector<std::string> m_checksums;
+  int64_t m_input = 0; ///< the microbatch index of the input (an MoE replica's own tokens)
 };
 
 // Whether any --overlap strategy of the point is of a kind: what its stage must be built with.
@@ -262,12 +268,27 @@ bool ce_ring_kind(const Overlap& o) {
   return o.kind == Overlap::Kind::ce_ring;
 }
 
+// Each probed GEMM's standalone TFLOP/s and its op's achieved figure over it. An MoE layer runs
+// no dense MLP: its probes time GEMMs of no op.
+void probe_attrs(const StageWorkload& workload, const std::vector<OpAggregate>& ops, bool moe,
+                 Attrs& a) {
+  for (size_t i = 0; i < workload.probes().size(); ++i) {
+    const TpStage::GemmProbe& probe = workload.probes()[i];
+    if (moe && (probe.op == op::fc1 || probe.op == op::fc2)) continue;
+    const double ref_tflops = probe.flops / workload.probe_ns()[i] / 1e3;
+    a.emplace_back("gemm_reference_tflops." + probe.op, ref_tflops);
+    for (const OpAggregate& op : ops)
+      if (op.name == probe.op && ref_tflops > 0)
+        a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
+  }
+}
+
 // Every strategy's result from the protocol's measurement, with rank 0's summary attributes
 // (check, checksum, loops, overlap metrics, GEMM probes) and the attribution against the roofs.
 void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
                 const std::vector<Variant>& strategies, StageWorkload& workload, TpStage& stage,
                 Backend& backend, ProtocolResult& measurement, const Roofs& roofs,
-                PointResult& result) {
+                const MoePoint* moe, PointResult& result) {
   MpiSession& mpi = job.mpi();
   const int64_t stage_layers = spec.num_layers;
   // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
@@ -279,7 +300,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
   attribution.tp = point.tp;
   attribution.dtype = point.dtype;
   attribution.transport = job.transport();
-  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp);
+  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp, point.ep);
   attribution.graph_op = point.graphs ? op::stage_graph : "";
   for (const char* name : {op::send_act, op::recv_act}) {
     OpSpec p2p;
@@ -309,6 +330,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
+  const Attrs moe_attrs = moe != nullptr ? moe->attrs(mpi.rank() == 0) : Attrs{};
   if (mpi.rank() == 0) {
     for (size_t si = 0; si < result.strategies.size(); ++si) {
       StrategyResult& r = result.strategies[si];
@@ -336,24 +358,20 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
           choices += (choices.empty() ? "" : "; ") + line;
         a.emplace_back("gemm_algorithms", choices);
       }
-      if (!point.graphs)
+      // The overlap metrics need the lanes measured apart (not under graphs, nor an MoE step).
+      if (workload.lane_modes())
         for (auto& kv : overlap_attrs(r, serialized_ns))
           if (kv.first != "step_ns") a.push_back(kv);
       const Attrs& gpu = measurement.strategies[si].gpu;
       a.insert(a.end(), gpu.begin(), gpu.end());
-      for (size_t i = 0; i < workload.probes().size(); ++i) {
-        const TpStage::GemmProbe& probe = workload.probes()[i];
-        const double ref_tflops = probe.flops / workload.probe_ns()[i] / 1e3;
-        a.emplace_back("gemm_reference_tflops." + probe.op, ref_tflops);
-        for (const OpAggregate& op : r.summary.ops)
-          if (op.name == probe.op && ref_tflops > 0)
-            a.emplace_back("gemm_vs_reference." + op.name, op.achieved_tflops / ref_tflops);
-      }
+      probe_attrs(workload, r.summary.ops, moe != nullptr, a);
       a.emplace_back("attention", r.attention);
+      a.insert(a.end(), moe_attrs.begin(), moe_attrs.end());
       if (strategies[si].overlap.symmetric)
         a.emplace_back("symmetric_memory", stage.symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).
-      attribution.specs = stage_ops(spec, strategies[si].attention);
+      attribution.specs = moe != nullptr ? moe->layer_ops(spec.shape, strategies[si].attention)
+                                         : stage_ops(spec, strategies[si].attention);
       // A mixed step: what it held, beside its time by ceiling.
       if (point.mixed())
         for (auto& kv : mix_attrs(point.mix))
@@ -425,22 +443,34 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   // Allocation may fail on one rank only (another process took the memory): agree first.
   std::vector<std::vector<float>> reference;
   std::unique_ptr<TpStage> stage;
+  std::unique_ptr<MoePoint> moe;
   try {
+    if (point.model.moe()) {
+      watchdog.rearm("creating the expert-parallel group and its experts");
+      moe = std::make_unique<MoePoint>(job, point, comms, backend, result.ops, check.enabled);
+      spec.mlp = moe->mlp();
+    }
     watchdog.rearm("computing the TP=1 reference output");
     if (check.enabled)
       reference =
-          reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, point.model.layers);
+          reference_outputs(backend, spec, last_stage && gc.tp_rank == 0, point.model.layers,
+                            moe ? moe->reference() : nullptr, moe ? moe->input_index() : 0);
     stage = std::make_unique<TpStage>(backend, comms.tp.get(), spec, result.ops, exchange.get());
     backend.synchronize();
   } catch (const Error& e) {
     failure = e.what();
   }
   if (!all_built(job, failure, result)) return result;
+  if (moe) {
+    watchdog.rearm("routing one step for the MoE layer's load");
+    moe->prime(*stage, backend, result.ops);
+  }
 
   StageWorkload workload(point, backend, comms, *stage, result.ops, strategies, spec, reference,
-                         check, why_not);
+                         check, why_not, moe ? moe->input_index() : 0);
   ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
-  collect_tp(job, point, spec, strategies, workload, *stage, backend, measurement, roofs, result);
+  collect_tp(job, point, spec, strategies, workload, *stage, backend, measurement, roofs, moe.get(),
+             result);
   result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;

@@ -86,8 +86,7 @@ TEST(RunConfig, PresetsLoadAndTheCommandLineOverridesThem) {
   }
 }
 
-// The MoE presets load into the model spec; the layer executors refuse them with one problem,
-// the only one a preset has.
+// The MoE presets load into the model spec and are valid for run (at --tp 1) and for model.
 TEST(RunConfig, MoePresetsLoadIntoTheModelSpec) {
   struct Preset {
     const char* name;
@@ -110,11 +109,12 @@ TEST(RunConfig, MoePresetsLoadIntoTheModelSpec) {
     EXPECT_EQ(m.gating, e.gating) << e.name;
     EXPECT_EQ(m.mlp, MlpKind::swiglu) << e.name;
     EXPECT_EQ(m.hidden % m.heads, 0) << e.name;
-    const std::vector<std::string> problems = validate(c, 1);
-    ASSERT_EQ(problems.size(), 1u) << e.name << joined(problems);
-    EXPECT_EQ(mentions(problems, "execute dense layers only"), 1) << e.name;
-    // Predicted, never run (`model`): the preset is valid.
+    EXPECT_TRUE(validate(c, 1).empty()) << e.name << joined(validate(c, 1));
     EXPECT_TRUE(validate(c, 1, false).empty()) << e.name << joined(validate(c, 1, false));
+    // Expert parallelism over two data-parallel replicas.
+    c.dp = 2;
+    c.ep = 2;
+    EXPECT_TRUE(validate(c, 2).empty()) << e.name << joined(validate(c, 2));
   }
   // Dense: no experts, and the spec as before.
   const ModelSpec dense = model_spec(host_defaults({"--config", kModels + "/llama3-8b.toml"}));
@@ -123,8 +123,8 @@ TEST(RunConfig, MoePresetsLoadIntoTheModelSpec) {
   EXPECT_EQ(dense.ffn_hidden, 14336);
 }
 
-// A bad MoE option is the one problem named: the layer executors' refusal of MoE models is
-// said of valid ones only.
+// A bad MoE option is the one problem named: what the MoE executor does not run is said of
+// valid models only.
 TEST(RunConfig, ABadMoeOptionIsTheOneProblem) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--top-k", "9"},
@@ -133,8 +133,10 @@ TEST(RunConfig, ABadMoeOptionIsTheOneProblem) {
                                     "64"};
     all.insert(all.end(), args.begin(), args.end());
     const std::vector<std::string> problems = validate(host_defaults(all), 1);
+    all.insert(all.end(), {"--phase", "train"});
+    const std::vector<std::string> train = validate(host_defaults(all), 1);
     EXPECT_EQ(problems.size(), 1u) << joined(problems);
-    EXPECT_EQ(mentions(problems, "execute dense layers only"), 0) << joined(problems);
+    EXPECT_EQ(train, problems) << joined(train);
   }
 }
 
@@ -222,6 +224,33 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"moe_top_k_dense", {"--top-k", "2"}, 1, "--top-k 2 needs --experts"},
         BadCase{"moe_ep_dense", {"--ep", "2"}, 1, "--ep 2 needs --experts"},
         BadCase{"moe_gating_dense", {"--gating", "sigmoid"}, 1, "--gating sigmoid needs --experts"},
+        BadCase{
+            "moe_routing_dense", {"--routing", "uniform"}, 1, "--routing uniform needs --experts"},
+        BadCase{"moe_routing",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--routing", "zipf:-1"},
+                1,
+                "--routing must be router, uniform or zipf:S with S >= 0 (got 'zipf:-1')"},
+        BadCase{"moe_ep_ranks",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--dp", "3", "--ep", "2"},
+                3,
+                "--ep 2 does not divide the 3 data-parallel ranks"},
+        BadCase{"moe_train",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--phase", "train"},
+                1,
+                "--phase train is not executed for MoE models"},
+        BadCase{"moe_tp",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--tp", "2"},
+                2,
+                "an MoE point runs at --tp 1 (got --tp 2; EP x TP is not executed)"},
+        BadCase{"moe_graphs",
+                {"--mlp", "swiglu", "--experts", "8", "--top-k", "2", "--expert-ffn-hidden", "64",
+                 "--graphs"},
+                1,
+                "--graphs captures a step"},
         BadCase{"sp_tokens",
                 {"--tp", "4", "--sequence-parallel", "--seq", "6", "--batch", "1"},
                 4,

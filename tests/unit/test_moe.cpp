@@ -14,6 +14,7 @@
 #include "models/moe_layer.hpp"
 #include "models/moe_routing.hpp"
 #include "models/work_model.hpp"
+#include "tests/support/small_moe.hpp"
 
 namespace ridgeline {
 namespace {
@@ -154,21 +155,6 @@ TEST(MoeLoad, ImbalanceIsTheMaxOverTheMean) {
   EXPECT_DOUBLE_EQ(imbalance({0, 0}), 1.0);
   EXPECT_DOUBLE_EQ(imbalance({1, 3}), 1.5);
   EXPECT_DOUBLE_EQ(imbalance({6, 0, 0}), 3.0);
-}
-
-ModelSpec small_moe(GatingKind gating, int64_t shared) {
-  ModelSpec m;
-  m.hidden = 32;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 24;
-  m.mlp = MlpKind::swiglu;
-  m.experts = 6;
-  m.top_k = 2;
-  m.expert_ffn_hidden = 24;
-  m.shared_experts = shared;
-  m.gating = gating;
-  return m;
 }
 
 constexpr uint64_t kSeed = 1234;

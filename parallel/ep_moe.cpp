@@ -1,0 +1,147 @@
+// The expert-parallel MoE MLP (see ep_moe.hpp).
+#include "parallel/ep_moe.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace ridgeline {
+namespace {
+
+// Rows to elements of `hidden` each.
+std::vector<size_t> elements(const std::vector<int64_t>& rows, int64_t hidden) {
+  std::vector<size_t> out;
+  for (int64_t r : rows)
+    out.push_back(static_cast<size_t>(r * hidden));
+  return out;
+}
+
+} // namespace
+
+EpMoe::EpMoe(Backend& backend, Communicator* ep_comm, MPI_Comm counts, const EpMoeSpec& spec)
+    : m_backend(backend), m_comm(ep_comm), m_counts(counts), m_spec(spec) {
+  const ModelSpec& m = spec.model;
+  RIDGELINE_REQUIRE(m.moe() && spec.ep >= 1 && m.experts % spec.ep == 0 && spec.ep_rank >= 0 &&
+                        spec.ep_rank < spec.ep,
+                    "EpMoe: the experts must split evenly over the expert-parallel group");
+  RIDGELINE_REQUIRE(spec.ep == 1 || (ep_comm != nullptr && ep_comm->size() == spec.ep &&
+                                     ep_comm->rank() == spec.ep_rank),
+                    "EpMoe: expert parallelism needs a communicator over the group");
+  const int64_t local = m.experts / spec.ep;
+  for (int64_t l = 0; l < spec.num_layers; ++l)
+    m_weights.push_back(
+        make_moe_weights(backend, m, spec.first_layer + l, spec.seed, spec.ep_rank * local, local));
+  m_routings.resize(static_cast<size_t>(spec.num_layers));
+  if (spec.ep > 1) {
+    const int64_t rows = spec.tokens * m.top_k;
+    m_send = backend.allocate(rows, m.hidden);
+    m_recv = backend.allocate(spec.ep * rows, m.hidden);
+  }
+}
+
+void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
+  const ModelSpec& m = m_spec.model;
+  const size_t l = static_cast<size_t>(layer - m_spec.first_layer);
+  const int32_t at = static_cast<int32_t>(layer);
+  const MoeWeights& w = m_weights[l];
+  OpTable& table = rec.ops();
+  const int32_t router = table.intern(op::moe_router, OpKind::gemm),
+                experts = table.intern(op::moe_experts, OpKind::gemm);
+  MoeStep step;
+  {
+    const ScopedOp op(rec, router, at, Lane::compute, m_work.router, Lane::compute);
+    step = moe_route(m_backend, m, w, x, m_spec.routing);
+  }
+  m_routings[l] = step.routing;
+  if (m.shared_experts > 0) {
+    const ScopedOp op(rec, table.intern(op::moe_shared, OpKind::gemm), at, Lane::compute,
+                      m_work.shared, Lane::compute);
+    moe_shared(m_backend, m, w, x, y);
+  } else {
+    m_backend.fill_value(y, 0.0f); // the routed rows are added to it
+  }
+  if (m_spec.ep == 1) {
+    const ScopedOp op(rec, experts, at, Lane::compute, m_work.experts, Lane::compute);
+    moe_routed(m_backend, m, w, x, y, step);
+    m_rows.push_back(x.rows * m.top_k);
+    return;
+  }
+  const DType dt = m_backend.dtype();
+  const int64_t h = m.hidden, le = m.experts / m_spec.ep;
+  const Stream stream = m_backend.stream(Lane::compute);
+  const Tensor sent = m_send.view(x.rows * m.top_k, h, dt);
+  EpExchange plan;
+  {
+    // The dispatch: the counts (host), the rows packed in permuted order, the all-to-all-v.
+    const ScopedOp op(rec, table.intern(op::moe_dispatch, OpKind::collective), at, Lane::comm,
+                      m_work.dispatch, Lane::compute);
+    const std::vector<int64_t> counts = dispatch_counts(step.permutation, m_spec.ep);
+    std::vector<int64_t> received(counts.size());
+    RIDGELINE_CHECK(MPI_Alltoall(counts.data(), static_cast<int>(le), MPI_INT64_T, received.data(),
+                                 static_cast<int>(le), MPI_INT64_T, m_counts));
+    plan = plan_exchange(step.permutation, m_spec.ep, m_spec.ep_rank, received);
+    moe_gather(m_backend, m, x, step, 0, sent);
+    m_comm->all_to_all_v(sent.data, elements(plan.send_counts, h), elements(plan.send_offsets, h),
+                         m_recv.data(), elements(plan.recv_counts, h),
+                         elements(plan.recv_offsets, h), dt, stream);
+    m_comm->complete(stream);
+  }
+  const Tensor rows = m_recv.view(plan.received(), h, dt);
+  {
+    const ScopedOp op(rec, experts, at, Lane::compute, m_work.experts, Lane::compute);
+    moe_experts(m_backend, m, w, rows, plan.group_offsets, plan.group_expert);
+  }
+  {
+    // The combine: every row back where it came from, then added to its token.
+    const ScopedOp op(rec, table.intern(op::moe_combine, OpKind::collective), at, Lane::comm,
+                      m_work.combine, Lane::compute);
+    m_comm->all_to_all_v(rows.data, elements(plan.recv_counts, h), elements(plan.recv_offsets, h),
+                         sent.data, elements(plan.send_counts, h), elements(plan.send_offsets, h),
+                         dt, stream);
+    m_comm->complete(stream);
+    moe_combine(m_backend, m, sent, step, 0, y);
+  }
+  m_rows.push_back(plan.received());
+}
+
+MoeLoad EpMoe::group_load(size_t local_layer) const {
+  const Routing& mine = m_routings[local_layer];
+  const int ep = m_spec.ep;
+  std::vector<int32_t> all(mine.expert.size() * static_cast<size_t>(ep));
+  if (ep > 1)
+    RIDGELINE_CHECK(MPI_Allgather(mine.expert.data(), static_cast<int>(mine.expert.size()),
+                                  MPI_INT32_T, all.data(), static_cast<int>(mine.expert.size()),
+                                  MPI_INT32_T, m_counts));
+  else
+    all = mine.expert;
+  std::vector<Routing> routings(static_cast<size_t>(ep), mine);
+  for (int i = 0; i < ep; ++i) {
+    routings[static_cast<size_t>(i)].weight.clear();
+    routings[static_cast<size_t>(i)].expert.assign(
+        all.begin() + static_cast<std::ptrdiff_t>(i * mine.expert.size()),
+        all.begin() + static_cast<std::ptrdiff_t>((i + 1) * mine.expert.size()));
+  }
+  return ep_load(routings);
+}
+
+std::vector<double> EpMoe::imbalance_history() const {
+  const int ep = m_spec.ep;
+  const size_t n = m_rows.size();
+  std::vector<int64_t> all(n * static_cast<size_t>(ep));
+  if (ep > 1)
+    RIDGELINE_CHECK(MPI_Allgather(m_rows.data(), static_cast<int>(n), MPI_INT64_T, all.data(),
+                                  static_cast<int>(n), MPI_INT64_T, m_counts));
+  else
+    all = m_rows;
+  std::vector<double> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int64_t> ranks;
+    for (int r = 0; r < ep; ++r)
+      ranks.push_back(all[static_cast<size_t>(r) * n + i]);
+    out.push_back(imbalance(ranks));
+  }
+  return out;
+}
+
+} // namespace ridgeline
