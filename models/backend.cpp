@@ -1,6 +1,7 @@
 // The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
 // addend, a forward GEMM and the op after it (and the RMS norm before it, when asked), in
-// turn, and the grouped GEMM as one GEMM per group.
+// turn, the grouped GEMM as one GEMM per group, and the row gather and weighted scatter-add of an
+// MoE layer as one copy or axpy per row.
 #include "models/backend.hpp"
 
 #include "core/error.hpp"
@@ -11,6 +12,23 @@ void Backend::gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, T
   RIDGELINE_REQUIRE(addend.data != c.data, "gemm_add: the addend is the output");
   copy(addend, c);
   gemm(a, Trans::no, w, Trans::yes, c, true, Lane::compute);
+}
+
+void Backend::gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == out.rows && x.cols == out.cols,
+                    "gather_rows: one index per output row, rows of x's width");
+  for (int64_t r = 0; r < out.rows; ++r)
+    copy(x.rows_slice(index[static_cast<size_t>(r)], 1), out.rows_slice(r, 1));
+}
+
+void Backend::scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
+                               const std::vector<float>& weight, Tensor y) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows &&
+                        weight.size() == index.size() && rows.cols == y.cols,
+                    "scatter_add_rows: one index and weight per row, rows of y's width");
+  for (int64_t r = 0; r < rows.rows; ++r)
+    axpy(weight[static_cast<size_t>(r)], rows.rows_slice(r, 1),
+         y.rows_slice(index[static_cast<size_t>(r)], 1));
 }
 
 void Backend::grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,

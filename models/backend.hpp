@@ -231,6 +231,14 @@ public:
                                   AttentionImpl impl) = 0;
   /// y += alpha * x (the plain SGD update).
   virtual void axpy(float alpha, const Tensor& x, Tensor y) = 0;
+  /// out row r = x row index[r], for every row of out (index.size() == out.rows): the gather of
+  /// an MoE dispatch. One copy() per row unless a backend gathers in one kernel.
+  virtual void gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out);
+  /// y row index[r] += weight[r] * rows row r, for every row of rows, the rows of one destination
+  /// added in r's order: the weighted combine of an MoE layer. One axpy() per row unless a
+  /// backend adds every destination's rows in one kernel (then rounded once per destination).
+  virtual void scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
+                                const std::vector<float>& weight, Tensor y);
 
   /// What the attention libraries chose so far, one line per built plan (cuDNN: shape, engine
   /// and knobs); empty where nothing was chosen at run time.

@@ -1,9 +1,11 @@
 // The CUDA backend: two streams (compute; comm/p2p at the highest priority), a CUDA-event clock,
 // the kernels of cuda/, and CUDA-graph capture/replay of whole lanes. Its GEMMs are in
 // cuda_backend_gemm.cu, its attention in cuda_backend_attention.cu.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -344,6 +346,62 @@ void CudaBackend::rotary_backward(Tensor dx, int64_t heads, int64_t head_dim, in
 void CudaBackend::axpy(float alpha, const Tensor& x, Tensor y) {
   require_same(x, y);
   cuda::map(cuda::MapOp::axpy, x, y, y, m_compute.get(), alpha);
+}
+
+// The index arrays go to the device on the compute lane, ahead of the kernel that reads them (a
+// copy from pageable memory returns once its bytes are staged: the vectors may then go).
+void CudaBackend::gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == out.rows && x.cols == out.cols,
+                    "gather_rows: one index per output row, rows of x's width");
+  require_dtype(x), require_dtype(out);
+  if (index.empty()) return;
+  const size_t bytes = index.size() * sizeof(int64_t);
+  void* d = scratch(m_gather_index, bytes);
+  RIDGELINE_CHECK(cudaMemcpyAsync(d, index.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  cuda::gather_rows(x, static_cast<const int64_t*>(d), out, m_compute.get());
+}
+
+void CudaBackend::scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
+                                   const std::vector<float>& weight, Tensor y) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows &&
+                        weight.size() == index.size() && rows.cols == y.cols,
+                    "scatter_add_rows: one index and weight per row, rows of y's width");
+  require_dtype(rows), require_dtype(y);
+  if (index.empty()) return;
+  // Rows grouped by destination, each group in the rows' order: one CTA per destination sums
+  // its rows, so no two CTAs write one row.
+  const size_t n = index.size();
+  std::vector<size_t> order(n);
+  for (size_t r = 0; r < n; ++r)
+    order[r] = r;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return index[a] < index[b]; });
+  std::vector<int64_t> plan; // src[n], dest[g], offsets[g + 1], then the weights' bits
+  std::vector<int64_t> dest, offsets;
+  std::vector<float> w(n);
+  for (size_t j = 0; j < n; ++j) {
+    const size_t r = order[j];
+    plan.push_back(static_cast<int64_t>(r));
+    w[j] = weight[r];
+    if (dest.empty() || dest.back() != index[r]) {
+      dest.push_back(index[r]);
+      offsets.push_back(static_cast<int64_t>(j));
+    }
+  }
+  offsets.push_back(static_cast<int64_t>(n));
+  const size_t groups = dest.size();
+  plan.insert(plan.end(), dest.begin(), dest.end());
+  plan.insert(plan.end(), offsets.begin(), offsets.end());
+  const size_t int_bytes = plan.size() * sizeof(int64_t), bytes = int_bytes + n * sizeof(float);
+  std::vector<char> host(bytes);
+  std::memcpy(host.data(), plan.data(), int_bytes);
+  std::memcpy(host.data() + int_bytes, w.data(), n * sizeof(float));
+  char* d = static_cast<char*>(scratch(m_scatter_plan, bytes));
+  RIDGELINE_CHECK(cudaMemcpyAsync(d, host.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  const int64_t* src = reinterpret_cast<const int64_t*>(d);
+  cuda::scatter_add_rows(rows, src, src + n, src + n + groups,
+                         reinterpret_cast<const float*>(d + int_bytes),
+                         static_cast<int64_t>(groups), y, m_compute.get());
 }
 
 void CudaBackend::capture_begin(Lane lane) {

@@ -248,6 +248,9 @@ public:
                        float theta) override;
 
   void axpy(float alpha, const Tensor& x, Tensor y) override;
+  void gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out) override;
+  void scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
+                        const std::vector<float>& weight, Tensor y) override;
 
   std::vector<std::string> attention_plans() const override;
 
@@ -404,6 +407,8 @@ private:
   DeviceBuffer m_decode_scratch;
   DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
   DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)
+  DeviceBuffer m_gather_index;  ///< gather_rows' indices
+  DeviceBuffer m_scatter_plan;  ///< scatter_add_rows' sources, destinations, offsets, weights
   std::unique_ptr<CudnnAttention> m_cudnn;
   std::vector<DeviceBuffer> m_retired;
   std::vector<GraphExec> m_graphs;

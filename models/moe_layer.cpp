@@ -125,9 +125,10 @@ void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
 
 void moe_gather(Backend& backend, const ModelSpec& m, const Tensor& x, const MoeStep& step,
                 int64_t row0, Tensor rows) {
+  std::vector<int64_t> index(static_cast<size_t>(rows.rows));
   for (int64_t r = 0; r < rows.rows; ++r)
-    backend.copy(x.rows_slice(step.permutation.assignment[row0 + r] / m.top_k, 1),
-                 rows.rows_slice(r, 1));
+    index[static_cast<size_t>(r)] = step.permutation.assignment[row0 + r] / m.top_k;
+  backend.gather_rows(x, index, rows);
 }
 
 void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tensor rows,
@@ -154,10 +155,14 @@ void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tens
 
 void moe_combine(Backend& backend, const ModelSpec& m, const Tensor& rows, const MoeStep& step,
                  int64_t row0, Tensor y) {
+  std::vector<int64_t> index(static_cast<size_t>(rows.rows));
+  std::vector<float> weight(index.size());
   for (int64_t r = 0; r < rows.rows; ++r) {
     const int64_t i = step.permutation.assignment[row0 + r];
-    backend.axpy(step.routing.weight[i], rows.rows_slice(r, 1), y.rows_slice(i / m.top_k, 1));
+    index[static_cast<size_t>(r)] = i / m.top_k;
+    weight[static_cast<size_t>(r)] = step.routing.weight[i];
   }
+  backend.scatter_add_rows(rows, index, weight, y);
 }
 
 void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,

@@ -171,6 +171,14 @@ void fill_value(const Tensor& t, float value, cudaStream_t s);
 /// y = a; gelu_backward: y = b * gelu'(a); axpy: y = b + alpha * a (y may be b).
 void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch where,
          float alpha = 0.0f);
+/// out row r = x row index[r] (index: out.rows device entries).
+void gather_rows(const Tensor& x, const int64_t* index, const Tensor& out, cudaStream_t s);
+/// For each of `groups` destinations g: y row dest[g] += the sum over j in [offsets[g],
+/// offsets[g + 1]) of weight[j] * rows row src[j], in j's order, in fp32, rounded once (device
+/// arrays).
+void scatter_add_rows(const Tensor& rows, const int64_t* src, const int64_t* dest,
+                      const int64_t* offsets, const float* weight, int64_t groups, const Tensor& y,
+                      cudaStream_t s);
 /// y = a + round(b + c): b and c two partial sums (add(b, c) then add(a, .) in one pass).
 void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y, Launch where);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With

@@ -13,8 +13,8 @@
 #include "models/backend.hpp"
 #include "models/kernel_tuning.hpp"
 #include "models/model_spec.hpp"
-#include "models/serving.hpp"
 #include "models/moe_layer.hpp"
+#include "models/serving.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/schedule.hpp"
 

@@ -140,6 +140,29 @@ TEST_F(CudaVsHost, GeneratorBitExact) {
     EXPECT_EQ(raw[static_cast<size_t>(i)], float_to_f16(generate(key, i / 24, i % 24)));
 }
 
+// An MoE layer's dispatch gather and weighted combine: the kernels against the host's row loops,
+// with repeated and untouched destinations, on vector-wide (128) and scalar (72) rows.
+TEST_F(CudaVsHost, GatherAndScatterAddRows) {
+  const std::vector<int64_t> index = {3, 0, 3, 5, 1, 3, 0, 6};
+  const std::vector<float> weight = {0.5f, 1.0f, -0.25f, 2.0f, 0.75f, 1.5f, -1.0f, 0.125f};
+  for (int64_t cols : {128, 72}) {
+    const Pair x = make(7, cols, 1);
+    Pair rows = zeros(static_cast<int64_t>(index.size()), cols);
+    m_gpu->gather_rows(x.gpu, index, rows.gpu);
+    m_host->gather_rows(x.host, index, rows.host);
+    expect_close(rows, "gather_rows");
+    const std::vector<float> g = m_gpu->to_host(rows.gpu), x0 = m_gpu->to_host(x.gpu);
+    for (size_t r = 0; r < index.size(); ++r) // a gather copies bits
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(g[r * static_cast<size_t>(cols) + static_cast<size_t>(c)],
+                  x0[static_cast<size_t>(index[r] * cols + c)]);
+    Pair y = make(7, cols, 2);
+    m_gpu->scatter_add_rows(rows.gpu, index, weight, y.gpu);
+    m_host->scatter_add_rows(rows.host, index, weight, y.host);
+    expect_close(y, "scatter_add_rows");
+  }
+}
+
 TEST_F(CudaVsHost, Gemm) {
   struct Case {
     int64_t m, n, k, lda;
