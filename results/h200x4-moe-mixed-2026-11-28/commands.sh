@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 4 x H200, two jobs of one session: (1) mixed steps of llama3-8b (2 layers) at TP 1 beside the
+# 4 x H200, three jobs of one session: (1) mixed steps of llama3-8b (2 layers) at TP 1 beside the
 # same prefill chunk and decode tokens run as steps of their own, taking turns, then TP 2 and 4;
 # (2) MoE layers expert-parallel at EP 4 (DeepSeek-V3- and Mixtral-shaped, one layer), prefill of
 # 4096 tokens and decode of 128 tokens per rank, uniform routing in two turns, then Zipf 1.2, and
@@ -27,4 +27,10 @@ run ds_decode128_zipf 4 $DS --routing zipf:1.2 --phase decode --batch 128 --cont
 run ds_prefill4096_ep1 1 --config models/deepseek-v3.toml --layers 1 --experts 64 --routing uniform --seq 4096 --batch 1
 run mx_prefill4096 4 --config models/mixtral-8x7b.toml --layers 1 --dp 4 --ep 4 --routing uniform --seq 4096 --batch 1
 run mx_decode128 4 --config models/mixtral-8x7b.toml --layers 1 --dp 4 --ep 4 --routing uniform --phase decode --batch 128 --context 1024
+# (3) the DeepSeek-V3-shaped layer at EP 4 swept along tokens per rank, NVLink then the host path.
+for t in nvlink host; do
+  $M -np 4 $R sweep --config models/deepseek-v3.toml --layers 1 --ep 4 --routing uniform \
+    --seq 128,256,512,1024,2048,4096 --batch 1 --transport $t --check off --warmup 2 --iters 10 \
+    --out "sweep_$t.h5" >"logs/sweep_$t.log"
+done
 $M -np 4 $R env >env.txt
