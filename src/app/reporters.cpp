@@ -37,15 +37,21 @@ void print_run_line(std::ostream& out, const RunData& d) {
   if (debug && attr_to_string(*debug) == "1")
     out << "WARNING: DEBUG BUILD -- timings are not representative; rebuild with "
            "-DCMAKE_BUILD_TYPE=Release\n";
+  // A mixed step's tokens are its mix's, not --batch, --seq and --context.
+  const std::string step =
+      cfg("phase") == "mixed"
+          ? "prefill-seqs=" + cfg("prefill_seqs") + " chunk=" + cfg("chunk") +
+                " chunk-context=" + cfg("chunk_context") + " decode-batch=" + cfg("decode_batch")
+          : "batch=" + cfg("batch") + " seq=" + cfg("seq") + " context=" + cfg("context");
   char line[512];
   std::snprintf(line, sizeof(line),
-                "ridgeline run: model %s  h=%s heads=%s kv=%s ffn=%s layers=%s  %s batch=%s seq=%s "
-                "context=%s  tp=%s pp=%s dp=%s  backend=%s %s  attention=%s\n",
+                "ridgeline run: model %s  h=%s heads=%s kv=%s ffn=%s layers=%s  %s %s  tp=%s pp=%s "
+                "dp=%s  backend=%s %s  attention=%s\n",
                 cfg("model").c_str(), cfg("hidden").c_str(), cfg("heads").c_str(),
                 cfg("kv_heads").c_str(), cfg("ffn_hidden").c_str(), cfg("layers").c_str(),
-                cfg("phase").c_str(), cfg("batch").c_str(), cfg("seq").c_str(),
-                cfg("context").c_str(), cfg("tp").c_str(), cfg("pp").c_str(), cfg("dp").c_str(),
-                cfg("backend").c_str(), cfg("dtype").c_str(), cfg("attention").c_str());
+                cfg("phase").c_str(), step.c_str(), cfg("tp").c_str(), cfg("pp").c_str(),
+                cfg("dp").c_str(), cfg("backend").c_str(), cfg("dtype").c_str(),
+                cfg("attention").c_str());
   out << line;
 }
 
