@@ -43,6 +43,17 @@ enum class Trans { no, yes };
 /// skinny kernel wherever it applies (at most 4 rows), cuBLASLt's first choice elsewhere.
 enum class GemmAlgo { heuristic, search, skinny };
 
+/// How grouped_gemm() runs its groups (an MoE layer's experts). loop: one GEMM after another on
+/// the lane's stream. streams: the groups spread over a few streams that run at once, each GEMM
+/// cuBLASLt's (CUDA). cublas: cuBLAS's grouped batched GEMM, every group in one call (CUDA).
+/// The host backend always loops.
+enum class GroupedGemm { loop, streams, cublas };
+
+/// "loop", "streams", "cublas".
+inline const char* grouped_gemm_name(GroupedGemm g) {
+  return g == GroupedGemm::streams ? "streams" : g == GroupedGemm::cublas ? "cublas" : "loop";
+}
+
 /// Attention implementation: fused (the project's kernel: online softmax, no s x s matrix),
 /// naive (materialised scores) or cudnn (cuDNN's fused SDPA; CUDA backend with cuDNN only).
 enum class AttentionImpl { fused, naive, cudnn };
@@ -130,6 +141,8 @@ public:
   virtual void set_gemm_sm_limit(int sms) {}
   /// How later gemm() calls choose their kernel (see GemmAlgo). The host backend ignores it.
   virtual void set_gemm_algo(GemmAlgo algo) {}
+  /// How grouped_gemm() runs its groups; backends without a choice ignore it.
+  virtual void set_grouped_gemm(GroupedGemm how) {}
   /// The kernel switches of later launches (see KernelTuning). The host backend ignores them.
   virtual void set_kernel_tuning(const KernelTuning& tuning) {}
   /// While on, the ops issued are a forward step, which writes no weights: a GPU may then start
@@ -149,8 +162,8 @@ public:
   }
   /// The forward GEMM of each group (an expert's rows): rows [offsets[g], offsets[g + 1]) of c
   /// are the same rows of a times w[g]^T; groups without rows are skipped. offsets holds
-  /// w.size() + 1 entries from 0 to a.rows. One gemm() per group unless a backend groups them in
-  /// one kernel.
+  /// w.size() + 1 entries from 0 to a.rows. One gemm() per group unless a backend runs them
+  /// together (see GroupedGemm).
   virtual void grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,
                             const std::vector<int64_t>& offsets, Tensor c,
                             Lane lane = Lane::compute);

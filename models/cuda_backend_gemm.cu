@@ -149,9 +149,9 @@ void CudaBackend::gemm_epilogue(const Tensor& a, const Tensor& w, Tensor c, cons
   cuda::skinny_gemm(p, m_sm_count, skinny_launch(Lane::compute));
 }
 
-void CudaBackend::matmul(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
-                         bool accumulate, int64_t batch, Lane lane, bool search,
-                         const void* addend) {
+MatmulShape CudaBackend::matmul_shape(const Operand& a, Trans ta, const Operand& b, Trans tb,
+                                      const Operand& c, bool accumulate, int64_t batch, bool search,
+                                      const void* addend) const {
   RIDGELINE_REQUIRE(a.type == b.type, "matmul: operands of different types");
   const bool at = ta == Trans::yes, bt = tb == Trans::yes;
   MatmulShape s;
@@ -175,7 +175,22 @@ void CudaBackend::matmul(const Operand& a, Trans ta, const Operand& b, Trans tb,
   s.sms = m_gemm_sms;
   s.search = search;
   s.accumulate = accumulate || addend != nullptr;
+  return s;
+}
+
+void CudaBackend::matmul(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
+                         bool accumulate, int64_t batch, Lane lane, bool search,
+                         const void* addend) {
+  const MatmulShape s = matmul_shape(a, ta, b, tb, c, accumulate, batch, search, addend);
   run_matmul(s, 1.0f, b.data, a.data, const_cast<void*>(c.data), lane, addend);
+}
+
+MatmulPlan& CudaBackend::plan_of(const MatmulShape& s, bool* created) {
+  auto it = m_plans.find(s.key());
+  if (created != nullptr) *created = it == m_plans.end();
+  if (it == m_plans.end())
+    it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
+  return *it->second;
 }
 
 void CudaBackend::run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b,
@@ -187,19 +202,17 @@ void CudaBackend::run_matmul(const MatmulShape& s, float alpha, const void* a, c
     cuda::skinny_gemm(skinny, m_sm_count, skinny_launch(lane));
     return;
   }
-  auto it = m_plans.find(s.key());
-  if (it == m_plans.end()) {
-    it = m_plans.emplace(s.key(), std::make_unique<MatmulPlan>(m_lt.get(), s)).first;
-    if (s.search) search_algorithm(*it->second, s, a, b, skinny, lane);
-  }
-  if (it->second->skinny() && skinny.fits()) {
+  bool created = false;
+  MatmulPlan& plan = plan_of(s, &created);
+  if (created && s.search) search_algorithm(plan, s, a, b, skinny, lane);
+  if (plan.skinny() && skinny.fits()) {
     cuda::skinny_gemm(skinny, m_sm_count, skinny_launch(lane));
     return;
   }
   DeviceBuffer& ws = m_workspace[lane_slot(lane)];
   if (ws.bytes() == 0 && workspace_bytes() > 0) ws = DeviceBuffer(workspace_bytes());
-  it->second->run(m_lt.get(), alpha, s.accumulate ? 1.0f : 0.0f, a, b, c_in ? c_in : c, c,
-                  ws.bytes() ? ws.data() : nullptr, raw(lane));
+  plan.run(m_lt.get(), alpha, s.accumulate ? 1.0f : 0.0f, a, b, c_in ? c_in : c, c,
+           ws.bytes() ? ws.data() : nullptr, raw(lane));
 }
 
 void CudaBackend::search_algorithm(MatmulPlan& plan, const MatmulShape& s, const void* a,

@@ -1,8 +1,11 @@
 // The CUDA backend's class and the RAII handles it holds, shared by its translation units:
 // cuda_backend.cu (lanes, memory, the element-wise and norm ops, graphs), cuda_backend_gemm.cu
-// (cuBLASLt matmuls, the skinny GEMM and its folded epilogues) and cuda_backend_attention.cu
-// (fused, cuDNN and naive attention). The kernels it launches are those of cuda/.
+// (cuBLASLt matmuls, the skinny GEMM and its folded epilogues), cuda_backend_grouped.cu (the
+// grouped GEMM of MoE experts) and cuda_backend_attention.cu (fused, cuDNN and naive
+// attention). The kernels it launches are those of cuda/.
 #pragma once
+
+#include <cublas_v2.h>
 
 #include <array>
 #include <cmath>
@@ -63,6 +66,19 @@ public:
 
 private:
   cudaEvent_t m_event = nullptr;
+};
+
+/// Owns a cublasHandle_t (cuBLAS's grouped GEMM; every other GEMM is cuBLASLt's).
+class CublasHandle {
+public:
+  CublasHandle() { RIDGELINE_CHECK(cublasCreate(&m_handle)); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  ~CublasHandle() { RIDGELINE_CHECK_NOTHROW(cublasDestroy(m_handle)); }
+  cublasHandle_t get() const { return m_handle; }
+
+private:
+  cublasHandle_t m_handle = nullptr;
 };
 
 /// Owns an instantiated CUDA graph.
@@ -180,6 +196,10 @@ public:
   void set_gemm_sm_limit(int sms) override { m_gemm_sms = std::max(0, sms); }
   void set_launch_chain(bool on) override { m_chain = on; }
   void set_gemm_algo(GemmAlgo algo) override { m_gemm_algo = algo; }
+  void set_grouped_gemm(GroupedGemm how) override { m_grouped = how; }
+
+  void grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,
+                    const std::vector<int64_t>& offsets, Tensor c, Lane lane) override;
   void set_kernel_tuning(const KernelTuning& tuning) override;
   std::vector<std::string> gemm_choices() const override { return m_gemm_choices; }
 
@@ -315,6 +335,19 @@ private:
   void matmul(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
               bool accumulate, int64_t batch, Lane lane, bool search, const void* addend = nullptr);
 
+  // matmul()'s cuBLASLt shape.
+  MatmulShape matmul_shape(const Operand& a, Trans ta, const Operand& b, Trans tb, const Operand& c,
+                           bool accumulate, int64_t batch, bool search, const void* addend) const;
+
+  // The plan of a shape, made (the heuristic's choice) at its first use; `created` says so.
+  MatmulPlan& plan_of(const MatmulShape& s, bool* created = nullptr);
+
+  // grouped_gemm() under GroupedGemm::streams and GroupedGemm::cublas (cuda_backend_grouped.cu).
+  void grouped_on_streams(const Tensor& a, const std::vector<Tensor>& w,
+                          const std::vector<int64_t>& offsets, Tensor c, Lane lane);
+  void grouped_cublas(const Tensor& a, const std::vector<Tensor>& w,
+                      const std::vector<int64_t>& offsets, Tensor c, Lane lane);
+
   // D = alpha * a * b (+ c_in, or + D when s.accumulate and no c_in).
   void run_matmul(const MatmulShape& s, float alpha, const void* a, const void* b, void* c,
                   Lane lane, const void* c_in = nullptr);
@@ -388,6 +421,17 @@ private:
   DeviceBuffer m_workspace[2];
   std::map<std::array<int64_t, 20>, std::unique_ptr<MatmulPlan>> m_plans;
   GemmAlgo m_gemm_algo = GemmAlgo::heuristic;
+  GroupedGemm m_grouped = GroupedGemm::streams;
+  /// GroupedGemm::streams: the streams the groups spread over (each with its cuBLASLt
+  /// workspace and the event that joins it back), made at first use.
+  static constexpr size_t kGroupStreams = 4;
+  std::vector<Stream> m_group_streams;
+  std::vector<DeviceBuffer> m_group_ws;
+  std::vector<Event> m_group_done;
+  std::unique_ptr<Event> m_group_fork;
+  /// GroupedGemm::cublas: the handle (made at first use) and the groups' pointer arrays.
+  std::unique_ptr<CublasHandle> m_cublas;
+  DeviceBuffer m_group_ptrs;
   /// Which epilogues fuses_epilogue() may fold (RIDGELINE_EPILOGUES).
   bool m_fold_norm = false, m_fold_rotary = false, m_fold_act = false, m_fold_residual = false;
   /// The most rows --gemm-algo skinny gives the project's kernel (RIDGELINE_SKINNY_ROWS).

@@ -242,6 +242,12 @@ void bind_execution_options(CLI::App& cmd, RunConfig& c) {
          "--epilogues 0 keeps them apart)")
       ->capture_default_str()
       ->group(exec);
+  cmd.add_option("--grouped-gemm", c.grouped_gemm,
+                 "How an MoE layer's experts run (cuda backend; --gemm-algo heuristic): loop (one "
+                 "cuBLASLt GEMM per expert after another) | streams (the experts spread over four "
+                 "streams that run at once) | cublas (cuBLAS's grouped batched GEMM, one call)")
+      ->capture_default_str()
+      ->group(exec);
   cmd.add_option("--pdl", c.pdl,
                  "Programmatic dependent launches on sm90 (cuda backend): 0 (none) | gemm (the "
                  "skinny GEMM alone starts while the kernel before it ends) | 1 (also the kernels "
@@ -573,6 +579,7 @@ Attrs option_attrs(const RunConfig& c) {
           {"dtype", c.dtype},
           {"attention", c.attention},
           {"gemm_algo", c.gemm_algo},
+          {"grouped_gemm", c.grouped_gemm},
           {"pdl", c.pdl},
           {"skinny_rows", c.skinny_rows},
           {"epilogues", c.epilogues},

@@ -72,10 +72,11 @@ struct RunConfig {
   bool dp_shard = false;          ///< train: reduce-scatter the gradients (a sharded optimizer)
   bool allow_tp_across_nodes = false; ///< run a TP group that spans nodes (refused otherwise)
   // Backend and kernels.
-  std::string backend = "auto";        ///< auto | host | cuda
-  std::string dtype = "auto";          ///< auto | fp32 | bf16 | fp16
-  std::string attention = "fused";     ///< comma list of implementations, run back to back
-  std::string gemm_algo = "heuristic"; ///< heuristic | search | skinny (see GemmAlgo)
+  std::string backend = "auto";         ///< auto | host | cuda
+  std::string dtype = "auto";           ///< auto | fp32 | bf16 | fp16
+  std::string attention = "fused";      ///< comma list of implementations, run back to back
+  std::string gemm_algo = "heuristic";  ///< heuristic | search | skinny (see GemmAlgo)
+  std::string grouped_gemm = "streams"; ///< loop | streams | cublas (see GroupedGemm)
   /// The CUDA backend's kernel switches (KernelTuning's texts): the options, else the
   /// environment's RIDGELINE_* (apply_defaults); empty on the host backend.
   std::string pdl, skinny_rows, epilogues;

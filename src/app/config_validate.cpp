@@ -245,6 +245,7 @@ void check_kernels(const RunConfig& c, Parsed& d, Problems& p) {
   }
   choice(p, c.check, "--check", {"auto", "on", "off"});
   choice(p, c.gemm_algo, "--gemm-algo", {"heuristic", "search", "skinny"});
+  choice(p, c.grouped_gemm, "--grouped-gemm", {"loop", "streams", "cublas"});
   if (c.gemm_algo != "heuristic" && c.backend != "cuda")
     p.push_back("--gemm-algo " + c.gemm_algo +
                 " chooses among GPU kernels (cuBLASLt's and the project's): needs the cuda "

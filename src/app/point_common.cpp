@@ -234,6 +234,7 @@ GridComms& point_grid(JobContext& job, const PointSpec& spec, PointResult& resul
 Backend& point_backend(JobContext& job, const PointSpec& spec) {
   Backend& backend = job.backend(spec.dtype, spec.comm_high_priority);
   backend.set_gemm_algo(spec.gemm_algo);
+  backend.set_grouped_gemm(spec.grouped_gemm);
   if (spec.cuda) backend.set_kernel_tuning(spec.tuning);
   return backend;
 }

@@ -66,6 +66,9 @@ PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
   s.gemm_algo = c.gemm_algo == "search"   ? GemmAlgo::search
                 : c.gemm_algo == "skinny" ? GemmAlgo::skinny
                                           : GemmAlgo::heuristic;
+  s.grouped_gemm = c.grouped_gemm == "loop"     ? GroupedGemm::loop
+                   : c.grouped_gemm == "cublas" ? GroupedGemm::cublas
+                                                : GroupedGemm::streams;
   if (s.cuda) s.tuning = parsed.tuning;
   s.allreduce = c.allreduce;
   s.allreduce_table = c.allreduce_table;

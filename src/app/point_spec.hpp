@@ -59,12 +59,13 @@ struct PointSpec {
   // Backend and kernels.
   bool cuda = false; ///< the CUDA backend (else the host backend)
   DType dtype = DType::f32;
-  std::vector<Overlap> overlaps;            ///< --overlap, in order, each once
-  std::vector<AttentionImpl> attentions;    ///< --attention, in order, each once
-  GemmAlgo gemm_algo = GemmAlgo::heuristic; ///< --gemm-algo
-  KernelTuning tuning;                      ///< the CUDA backend's switches (cuda only)
-  std::string allreduce = "nccl";           ///< the TP all-reduce (nccl, a custom one, auto)
-  std::string allreduce_table;              ///< with auto: the measured times
+  std::vector<Overlap> overlaps;                   ///< --overlap, in order, each once
+  std::vector<AttentionImpl> attentions;           ///< --attention, in order, each once
+  GemmAlgo gemm_algo = GemmAlgo::heuristic;        ///< --gemm-algo
+  GroupedGemm grouped_gemm = GroupedGemm::streams; ///< --grouped-gemm
+  KernelTuning tuning;                             ///< the CUDA backend's switches (cuda only)
+  std::string allreduce = "nccl";                  ///< the TP all-reduce (nccl, a custom one, auto)
+  std::string allreduce_table;                     ///< with auto: the measured times
   bool graphs = false;
   int nccl_max_ctas = -1, nccl_min_ctas = -1;
   std::string nccl_cta_policy; ///< "" = NCCL's default

@@ -288,6 +288,7 @@ INSTANTIATE_TEST_SUITE_P(
                 1,
                 "KV cache rows (batch x (context + decode steps))"},
         BadCase{"gemm_algo", {"--gemm-algo", "fastest"}, 1, "--gemm-algo must be one of"},
+        BadCase{"grouped_gemm", {"--grouped-gemm", "fused"}, 1, "--grouped-gemm must be one of"},
         BadCase{"allreduce_name", {"--allreduce", "ring"}, 1, "--allreduce must be one of"},
         BadCase{"allreduce_host",
                 {"--allreduce", "oneshot", "--tp", "2"},
