@@ -80,6 +80,27 @@ EpExchange plan_exchange(const Permutation& p, int ep, int rank,
   return x;
 }
 
+ExpertGroups group_by_expert(const EpExchange& x) {
+  const int64_t le = x.local_experts;
+  RIDGELINE_REQUIRE(static_cast<int64_t>(x.group_offsets.size()) == x.ep * le + 1,
+                    "group_by_expert: the exchange's groups are not [ep x local experts]");
+  ExpertGroups g;
+  g.offsets.push_back(0);
+  for (int64_t e = 0; e < le; ++e) {
+    for (int64_t i = 0; i < x.ep; ++i) {
+      const size_t at = static_cast<size_t>(i * le + e);
+      for (int64_t r = x.group_offsets[at]; r < x.group_offsets[at + 1]; ++r)
+        g.order.push_back(r);
+    }
+    g.offsets.push_back(static_cast<int64_t>(g.order.size()));
+    g.expert.push_back(e);
+  }
+  g.inverse.resize(g.order.size());
+  for (size_t j = 0; j < g.order.size(); ++j)
+    g.inverse[static_cast<size_t>(g.order[j])] = static_cast<int64_t>(j);
+  return g;
+}
+
 MoeLoad ep_load(const std::vector<Routing>& routings) {
   RIDGELINE_REQUIRE(!routings.empty(), "ep_load: no routing");
   // Rank i's tokens are the i-th block of the group's: one routing of them all.

@@ -34,6 +34,20 @@ struct EpExchange {
   int64_t received_off_rank() const; ///< rows received from other ranks
 };
 
+/// The received rows regrouped by local expert, every rank's rows of an expert adjacent (rank
+/// 0's first): the expert GEMMs then run one group per expert, a few large GEMMs where the
+/// received order has ep times as many small ones (at 128 rows a group a GEMM fills a fraction
+/// of the GPU).
+struct ExpertGroups {
+  std::vector<int64_t> order;   ///< [received]: the received row of regrouped row j
+  std::vector<int64_t> inverse; ///< [received]: the regrouped row of received row i
+  std::vector<int64_t> offsets; ///< [local_experts + 1]: each expert's regrouped rows
+  std::vector<int64_t> expert;  ///< [local_experts]: 0, 1, ... (the groups' local experts)
+};
+
+/// The regrouping of an exchange's received rows (see ExpertGroups).
+ExpertGroups group_by_expert(const EpExchange& x);
+
 /// The counts a rank sends in the counts exchange before the dispatch: its rows per expert,
 /// rank j's block of local_experts first (the permutation's expert counts). Throws UsageError
 /// where ep does not divide the experts.

@@ -88,24 +88,38 @@ MoeWeights make_moe_weights(Backend& backend, const ModelSpec& m, int64_t layer,
   return w;
 }
 
+Tensor MoeScratch::get(Backend& backend, Slot slot, int64_t rows, int64_t cols) {
+  Buffer& b = m_buffers[slot];
+  const size_t bytes = static_cast<size_t>(rows * cols) * dtype_size(backend.dtype());
+  if (b.bytes() < bytes) {
+    b = Buffer(); // freed before the larger one is taken
+    b = backend.allocate(rows, cols);
+  }
+  return b.view(rows, cols, backend.dtype());
+}
+
 MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                  const RoutingControl& control) {
+                  const RoutingControl& control, MoeScratch* scratch) {
   RIDGELINE_REQUIRE(m.moe() && x.cols == m.hidden, "moe_route: x must be [tokens, hidden]");
   const DType dt = backend.dtype();
   const int64_t tokens = x.rows;
   MoeStep step;
   if (tokens == 0) return step;
   // The router runs in every mode: a controlled routing replaces its choice, not its GEMM.
-  Buffer logits = backend.allocate(tokens, m.experts);
-  const Tensor lt = logits.view(tokens, m.experts, dt);
+  MoeScratch local;
+  const Tensor lt =
+      (scratch ? *scratch : local).get(backend, MoeScratch::logits, tokens, m.experts);
   backend.gemm(x, w.router.view(m.experts, m.hidden, dt), lt);
-  step.routing = route(control, m, tokens, backend.to_host(lt));
+  // Only the router's own choice reads the logits back (and waits for the device to do so).
+  step.routing =
+      route(control, m, tokens,
+            control.mode == RoutingMode::router ? backend.to_host(lt) : std::vector<float>{});
   step.permutation = permute(step.routing);
   return step;
 }
 
 void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                Tensor y) {
+                Tensor y, MoeScratch* scratch) {
   require_tokens(m, x, y, "moe_shared");
   const DType dt = backend.dtype();
   const int64_t tokens = x.rows, h = m.hidden, fs = m.shared_experts * m.expert_ffn_hidden;
@@ -114,11 +128,11 @@ void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
     backend.fill_value(y, 0.0f);
     return;
   }
-  Buffer gate_up = backend.allocate(tokens, 2 * fs);
-  const Tensor gu = gate_up.view(tokens, 2 * fs, dt);
+  MoeScratch local;
+  MoeScratch& s = scratch ? *scratch : local;
+  const Tensor gu = s.get(backend, MoeScratch::shared_gate_up, tokens, 2 * fs);
   backend.gemm(x, w.shared_gate_up.view(2 * fs, h, dt), gu);
-  Buffer act = backend.allocate(tokens, fs);
-  const Tensor at = act.view(tokens, fs, dt);
+  const Tensor at = s.get(backend, MoeScratch::shared_act, tokens, fs);
   backend.swiglu(gu, at);
   backend.gemm(at, w.shared_down.view(h, fs, dt), y);
 }
@@ -132,7 +146,8 @@ void moe_gather(Backend& backend, const ModelSpec& m, const Tensor& x, const Moe
 }
 
 void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tensor rows,
-                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert) {
+                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert,
+                 MoeScratch* scratch) {
   RIDGELINE_REQUIRE(offsets.size() == group_expert.size() + 1 && offsets.back() == rows.rows,
                     "moe_experts: the groups must cover the rows");
   const DType dt = backend.dtype();
@@ -143,11 +158,11 @@ void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tens
     gate_up.push_back(w.gate_up[static_cast<size_t>(e)].view(2 * f, h, dt));
     down.push_back(w.down[static_cast<size_t>(e)].view(h, f, dt));
   }
-  Buffer gate_up_out = backend.allocate(n, 2 * f);
-  const Tensor gu = gate_up_out.view(n, 2 * f, dt);
+  MoeScratch local;
+  MoeScratch& s = scratch ? *scratch : local;
+  const Tensor gu = s.get(backend, MoeScratch::gate_up, n, 2 * f);
   backend.grouped_gemm(rows, gate_up, offsets, gu);
-  Buffer act = backend.allocate(n, f);
-  const Tensor at = act.view(n, f, dt);
+  const Tensor at = s.get(backend, MoeScratch::act, n, f);
   backend.swiglu(gu, at);
   // The experts' outputs overwrite their inputs, which nothing reads any more.
   backend.grouped_gemm(at, down, offsets, rows);
@@ -166,7 +181,7 @@ void moe_combine(Backend& backend, const ModelSpec& m, const Tensor& rows, const
 }
 
 void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                Tensor y, const MoeStep& step) {
+                Tensor y, const MoeStep& step, MoeScratch* scratch) {
   require_tokens(m, x, y, "moe_routed");
   const int64_t first = w.first_expert, count = static_cast<int64_t>(w.gate_up.size());
   const Permutation& p = step.permutation;
@@ -176,8 +191,9 @@ void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
   // The held experts' rows are one contiguous block of the permutation.
   const int64_t row0 = p.offsets[first], rows = p.offsets[first + count] - row0;
   if (rows == 0) return;
-  Buffer gathered = backend.allocate(rows, m.hidden);
-  const Tensor xp = gathered.view(rows, m.hidden, backend.dtype());
+  MoeScratch local;
+  MoeScratch& s = scratch ? *scratch : local;
+  const Tensor xp = s.get(backend, MoeScratch::gathered, rows, m.hidden);
   moe_gather(backend, m, x, step, row0, xp);
   std::vector<int64_t> offsets, group_expert;
   for (int64_t e = 0; e < count; ++e) {
@@ -185,7 +201,7 @@ void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const
     group_expert.push_back(e);
   }
   offsets.push_back(rows);
-  moe_experts(backend, m, w, xp, offsets, group_expert);
+  moe_experts(backend, m, w, xp, offsets, group_expert, &s);
   moe_combine(backend, m, xp, step, row0, y);
 }
 

@@ -60,6 +60,20 @@ struct MoeWeights {
 MoeWeights make_moe_weights(Backend& backend, const ModelSpec& m, int64_t layer, uint64_t seed,
                             int64_t first_expert, int64_t expert_count);
 
+/// Device memory the MoE functions reuse from one call to the next, one buffer per use, grown
+/// and never shrunk. Without it each call allocates and frees its intermediates, and on a GPU
+/// the free waits for the whole device. A function given none allocates its own.
+class MoeScratch {
+public:
+  enum Slot { logits, gathered, regrouped, gate_up, act, shared_gate_up, shared_act, kSlots };
+  /// A [rows, cols] tensor of the backend's type in `slot`'s buffer, valid until the next
+  /// get() of that slot.
+  Tensor get(Backend& backend, Slot slot, int64_t rows, int64_t cols);
+
+private:
+  Buffer m_buffers[kSlots];
+};
+
 /// What the forward chose, for the checks and the load.
 struct MoeStep {
   Routing routing;
@@ -67,20 +81,21 @@ struct MoeStep {
 };
 
 /// The router GEMM and the routing of x's tokens under `control`, with its permutation.
-/// Synchronises (the routing is computed on the host).
+/// The routing is computed on the host: under RoutingMode::router it reads the logits back
+/// (a synchronisation); a controlled routing ignores them and does not wait.
 MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                  const RoutingControl& control);
+                  const RoutingControl& control, MoeScratch* scratch = nullptr);
 
 /// y = the shared experts of x (0 without shared experts).
 void moe_shared(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                Tensor y);
+                Tensor y, MoeScratch* scratch = nullptr);
 
 /// y += the routed experts' part for the experts `w` holds: the rows `step` assigns to them
 /// gathered from x, the grouped gate and up GEMM, SwiGLU, the grouped down GEMM, and each row
 /// added back to its token times its weight. What one expert-parallel rank computes of the
 /// layer after the dispatch (here x's rows are gathered on the rank itself).
 void moe_routed(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
-                Tensor y, const MoeStep& step);
+                Tensor y, const MoeStep& step, MoeScratch* scratch = nullptr);
 
 /// The parts of moe_routed(), for an expert-parallel rank that moves the rows between them.
 /// moe_gather: rows[r] = the token of permuted row row0 + r of `step` (rows: [n, hidden]).
@@ -90,7 +105,8 @@ void moe_gather(Backend& backend, const ModelSpec& m, const Tensor& x, const Moe
 /// offsets[g + 1]), through w's local expert group_expert[g] (the grouped gate and up GEMM,
 /// SwiGLU, the grouped down GEMM; empty groups skipped).
 void moe_experts(Backend& backend, const ModelSpec& m, const MoeWeights& w, Tensor rows,
-                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert);
+                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& group_expert,
+                 MoeScratch* scratch = nullptr);
 /// The combine: y[token] += weight x rows[r] for permuted row row0 + r of `step`, in permuted
 /// order (a token's rows in the order of its experts' indices).
 void moe_combine(Backend& backend, const ModelSpec& m, const Tensor& rows, const MoeStep& step,

@@ -51,19 +51,19 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   MoeStep step;
   {
     const ScopedOp op(rec, router, at, Lane::compute, m_work.router, Lane::compute);
-    step = moe_route(m_backend, m, w, x, m_spec.routing);
+    step = moe_route(m_backend, m, w, x, m_spec.routing, &m_scratch);
   }
   m_routings[l] = step.routing;
   if (m.shared_experts > 0) {
     const ScopedOp op(rec, table.intern(op::moe_shared, OpKind::gemm), at, Lane::compute,
                       m_work.shared, Lane::compute);
-    moe_shared(m_backend, m, w, x, y);
+    moe_shared(m_backend, m, w, x, y, &m_scratch);
   } else {
     m_backend.fill_value(y, 0.0f); // the routed rows are added to it
   }
   if (m_spec.ep == 1) {
     const ScopedOp op(rec, experts, at, Lane::compute, m_work.experts, Lane::compute);
-    moe_routed(m_backend, m, w, x, y, step);
+    moe_routed(m_backend, m, w, x, y, step, &m_scratch);
     m_rows.push_back(x.rows * m.top_k);
     return;
   }
@@ -89,8 +89,13 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   }
   const Tensor rows = m_recv.view(plan.received(), h, dt);
   {
+    // The rows regrouped by expert, through the experts, and back in the order they came.
     const ScopedOp op(rec, experts, at, Lane::compute, m_work.experts, Lane::compute);
-    moe_experts(m_backend, m, w, rows, plan.group_offsets, plan.group_expert);
+    const ExpertGroups g = group_by_expert(plan);
+    const Tensor grouped = m_scratch.get(m_backend, MoeScratch::regrouped, rows.rows, h);
+    m_backend.gather_rows(rows, g.order, grouped);
+    moe_experts(m_backend, m, w, grouped, g.offsets, g.expert, &m_scratch);
+    m_backend.gather_rows(grouped, g.inverse, rows);
   }
   {
     // The combine: every row back where it came from, then added to its token.

@@ -62,6 +62,7 @@ private:
   MoeWork m_work;
   std::vector<MoeWeights> m_weights;
   Buffer m_send, m_recv; ///< [tokens x top_k, hidden], [ep x tokens x top_k, hidden]
+  MoeScratch m_scratch;  ///< the router's logits and the experts' intermediates, reused
   std::vector<Routing> m_routings;
   std::vector<int64_t> m_rows;
 };

@@ -53,6 +53,25 @@ TEST(EpExchange, CountsOffsetsAndGroupsOnAHandCase) {
   EXPECT_THROW(plan_exchange(p0, 2, 0, {1, 2, 3}), UsageError);
 }
 
+// The received rows regrouped by expert: rank 0's rows of an expert, then rank 1's, and back.
+TEST(EpExchange, GroupByExpertOnAHandCase) {
+  // Two ranks of two local experts; received groups (rank 0: 1 and 2 rows, rank 1: 3 and 0).
+  EpExchange x;
+  x.ep = 2;
+  x.local_experts = 2;
+  x.group_offsets = {0, 1, 3, 6, 6};
+  x.group_expert = {0, 1, 0, 1};
+  const ExpertGroups g = group_by_expert(x);
+  EXPECT_EQ(g.order, (std::vector<int64_t>{0, 3, 4, 5, 1, 2}));
+  EXPECT_EQ(g.inverse, (std::vector<int64_t>{0, 4, 5, 1, 2, 3}));
+  EXPECT_EQ(g.offsets, (std::vector<int64_t>{0, 4, 6}));
+  EXPECT_EQ(g.expert, (std::vector<int64_t>{0, 1}));
+  for (size_t j = 0; j < g.order.size(); ++j)
+    EXPECT_EQ(g.inverse[static_cast<size_t>(g.order[j])], static_cast<int64_t>(j));
+  x.group_offsets.pop_back();
+  EXPECT_THROW(group_by_expert(x), std::exception);
+}
+
 // Every rank's dispatch and combine on tags (a row's global assignment index): each received
 // row is one of its group's expert, the counts agree pairwise, the combine returns every rank
 // its rows in the order it sent them, and the load is moe_load's of every token at once.
