@@ -10,16 +10,8 @@
 // into slot r of every rank and then reads only its own memory. Two-shot puts its reduced slice
 // into its result. push-ll uses the low-latency slots instead, where an element whose bits are
 // all set is empty: the data is its own flag (as in NCCL's LL protocol), so there is no barrier;
-// each rank empties its slots again as it reads them. The call counter is this rank's own (every
-// rank runs the same calls, so it is the same on every rank); the last block of a call to finish
-// advances it, so the next kernel, stream-ordered after it, reads the new value, and a replayed
-// graph alternates like eager calls do. Block b of rank r signals phase p of a call by storing the
-// call's epoch into flags[p][b][r] of every rank, then waits until its own flags[p][b][s] hold that
-// epoch for every rank s. The epoch is the block's own counter (epochs[b], read and advanced only
-// by block b of this rank), the same on every rank because every rank runs the same calls with the
-// same grid. Stores are st.release.sys after a block barrier, loads ld.acquire.sys before a block
-// barrier: what any thread of a block wrote before it signals (in its own memory or a peer's)
-// is visible to a peer's block once that block has seen the flag.
+// each rank empties its slots again as it reads them. The call counter, the epochs and the
+// flag barriers are ipc_sync.cuh's.
 //
 // Why no barrier at the end of a call: a rank writes pair c % 2 (its own or a peer's) again
 // only in call c + 2, after it finished call c + 1, which needs every peer to have started call
@@ -29,6 +21,7 @@
 // exactly what block b reads.
 #include "collectives/ipc_allreduce.hpp"
 #include "collectives/ipc_memory.hpp"
+#include "collectives/ipc_sync.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,17 +39,19 @@
 namespace ridgeline {
 namespace {
 
-constexpr int kMaxRanks = 8;
-// Up to one 16-byte vector a thread through 1 MiB (1 MiB / 16 B / kThreads = 128 blocks): the
-// link's bandwidth needs many stores and loads in flight; with at most 32 blocks, push-ll added
-// about 6.6 us per MiB from 1 to 4 MiB on 2 x H100 (about 160 GB/s).
-constexpr int kMaxBlocks = 128;
+using ipc::barrier;
+using ipc::begin_call;
+using ipc::Call;
+using ipc::end_call;
+
+using ipc::kMaxBlocks;
+using ipc::kMaxRanks;
+using ipc::Peers;
+// Up to one 16-byte vector a thread through 1 MiB (1 MiB / 16 B / kThreads = ipc::kMaxBlocks,
+// 128 blocks): the link's bandwidth needs many stores and loads in flight; with at most 32
+// blocks, push-ll added about 6.6 us per MiB from 1 to 4 MiB on 2 x H100 (about 160 GB/s).
 constexpr int kThreads = 512;
 constexpr int kPhases = 2; // start, between the two shots
-
-struct Peers {
-  char* base[kMaxRanks]; ///< every rank's allocation, this rank's own included
-};
 
 struct Args {
   Peers peers;
@@ -72,30 +67,6 @@ struct Args {
   bool send_aligned; ///< send is 16-byte aligned: vector loads
   bool recv_aligned; ///< recv is 16-byte aligned: vector stores
 };
-
-__device__ __forceinline__ void store_release(int* p, int v) {
-  asm volatile("st.release.sys.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-/// Every rank's block blockIdx.x reaches phase `phase` of the call with epoch `epoch`.
-__device__ void barrier(const Args& a, int phase, int epoch) {
-  __syncthreads(); // everything this block wrote before the barrier is ordered before the signal
-  if (threadIdx.x < a.ranks) {
-    const size_t slot = (static_cast<size_t>(phase) * kMaxBlocks + blockIdx.x) * kMaxRanks;
-    int* theirs = reinterpret_cast<int*>(a.peers.base[threadIdx.x] + a.flags_off) + slot + a.rank;
-    const int* mine =
-        reinterpret_cast<const int*>(a.peers.base[a.rank] + a.flags_off) + slot + threadIdx.x;
-    store_release(theirs, epoch);
-    while (load_acquire(mine) < epoch) {
-    }
-  }
-  __syncthreads();
-}
 
 template <typename T> struct Vec;
 template <> struct Vec<float> { static constexpr int n = 4; };
@@ -236,11 +207,6 @@ __device__ __forceinline__ void copy_in(const Args& a, Dst dst, int n, size_t fi
   copy_tail<T>(a, dst, n);
 }
 
-/// The state a call starts from: this block's epoch, and the call's buffer pair (0 or 1).
-struct Call {
-  int epoch;
-  int pair;
-};
 /// Offset of slot s (s == ranks: the result) of buffer pair `pair`.
 __device__ __forceinline__ size_t slot(const Args& a, int pair, int s) {
   return (static_cast<size_t>(pair) * (a.ranks + 1) + s) * a.max_bytes;
@@ -250,25 +216,6 @@ __device__ __forceinline__ size_t ll_slot(const Args& a, int pair, int s) {
   return (2 * static_cast<size_t>(a.ranks + 1) + static_cast<size_t>(pair) * a.ranks + s) *
          a.max_bytes;
 }
-__device__ __forceinline__ Call begin_call(const Args& a) {
-  // Read by every thread before the first barrier; advanced by end_call.
-  const char* own = a.peers.base[a.rank];
-  const int* calls = reinterpret_cast<const int*>(own + a.calls_off);
-  return {reinterpret_cast<const int*>(own + a.epochs_off)[blockIdx.x] + 1, calls[0] & 1};
-}
-__device__ __forceinline__ void end_call(const Args& a, int epoch) {
-  __syncthreads(); // every thread of the block has read the call counter
-  if (threadIdx.x != 0) return;
-  char* own = a.peers.base[a.rank];
-  reinterpret_cast<int*>(own + a.epochs_off)[blockIdx.x] = epoch;
-  int* calls = reinterpret_cast<int*>(own + a.calls_off);
-  // The last block of the grid to get here advances the call counter: every block has read it.
-  if (atomicAdd(&calls[1], 1) == static_cast<int>(gridDim.x) - 1) {
-    calls[1] = 0;
-    calls[0] += 1;
-  }
-}
-
 // One-shot (Push false) and push (Push true). One-shot copies the input into this rank's own
 // slot and, after the barrier, reads the peers' slots across the link. Push stores the input
 // into this rank's slot of every rank, so the data crosses the link once, as stores, before the

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/ipc_alltoall.hpp"
 #include "core/device.hpp"
 #include "core/dtype.hpp"
 
@@ -78,13 +79,15 @@ std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t 
 
 /// `inner` with its sum all-reduces of f32, bf16 and fp16 of at most ipc's max_bytes() sent
 /// where `choose(bytes)` says: a custom algorithm's name through the custom all-reduce, "nccl"
-/// through `inner` (`run --allreduce oneshot|push|push-ll|twoshot|auto`); every other call goes to
-/// `inner`.
+/// through `inner` (`run --allreduce oneshot|push|push-ll|twoshot|auto`; `ipc` may be null: no
+/// custom all-reduce); with `a2a`, every all-to-all-v through it (`run --a2a ipc`; a block larger
+/// than its slots throws); every other call goes to `inner`.
 /// Stream-ordered. When `inner` is not (MPI: the tensor-parallel group of ranks that share a
 /// GPU, where NCCL refuses to run), only the custom all-reduces are possible and any other call
 /// throws UsageError.
-std::unique_ptr<Communicator>
-make_ipc_communicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
-                      std::function<std::string(size_t bytes)> choose);
+std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
+                                                    std::unique_ptr<IpcAllReduce> ipc,
+                                                    std::function<std::string(size_t bytes)> choose,
+                                                    std::unique_ptr<IpcAllToAll> a2a = nullptr);
 
 } // namespace ridgeline

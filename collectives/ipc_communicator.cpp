@@ -1,5 +1,6 @@
-// The communicator of `run --allreduce oneshot|push|push-ll|twoshot|auto`: the custom all-reduce
-// for the sum all-reduces it takes, the wrapped communicator for everything else.
+// The communicator of `run --allreduce oneshot|push|push-ll|twoshot|auto` and `run --a2a ipc`:
+// the custom all-reduce for the sum all-reduces it takes, the all-to-all-v over CUDA IPC for the
+// all-to-all-vs whose blocks fit it, the wrapped communicator for everything else.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -13,8 +14,9 @@ namespace {
 class IpcCommunicator final : public Communicator {
 public:
   IpcCommunicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
-                  std::function<std::string(size_t)> choose)
-      : m_inner(std::move(inner)), m_ipc(std::move(ipc)), m_choose(std::move(choose)) {}
+                  std::function<std::string(size_t)> choose, std::unique_ptr<IpcAllToAll> a2a)
+      : m_inner(std::move(inner)), m_ipc(std::move(ipc)), m_choose(std::move(choose)),
+        m_a2a(std::move(a2a)) {}
 
   int rank() const override { return m_inner->rank(); }
   int size() const override { return m_inner->size(); }
@@ -24,7 +26,7 @@ public:
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                   Stream stream) override {
     const size_t bytes = count * dtype_size(dtype);
-    if (op == ReduceOp::sum && dtype != DType::i32 && bytes <= m_ipc->max_bytes()) {
+    if (m_ipc && op == ReduceOp::sum && dtype != DType::i32 && bytes <= m_ipc->max_bytes()) {
       const std::string impl = m_choose(bytes);
       if (impl != "nccl") {
         m_ipc->all_reduce(send, recv, count, dtype, parse_ipc_algo(impl), stream);
@@ -44,6 +46,30 @@ public:
   }
   void all_to_all(const void* send, void* recv, size_t count, DType dtype, Stream stream) override {
     other("all_to_all").all_to_all(send, recv, count, dtype, stream);
+  }
+  void all_to_all_v(const void* send, const std::vector<size_t>& send_counts,
+                    const std::vector<size_t>& send_offsets, void* recv,
+                    const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_offsets,
+                    DType dtype, Stream stream) override {
+    const size_t elt = dtype_size(dtype);
+    auto bytes = [elt](std::vector<size_t> v) {
+      for (size_t& x : v)
+        x *= elt;
+      return v;
+    };
+    const std::vector<size_t> sb = bytes(send_counts), rb = bytes(recv_counts);
+    const size_t most = std::max(sb.empty() ? 0 : *std::max_element(sb.begin(), sb.end()),
+                                 rb.empty() ? 0 : *std::max_element(rb.begin(), rb.end()));
+    // Every rank takes the same path only if every rank's blocks fit: the slots are sized for
+    // the largest block any rank can send, so the check below never differs between ranks.
+    if (m_a2a && most <= m_a2a->max_block_bytes()) {
+      m_a2a->all_to_all_v(send, sb, bytes(send_offsets), recv, rb, bytes(recv_offsets), stream);
+      return;
+    }
+    RIDGELINE_REQUIRE(!m_a2a, "all_to_all_v over CUDA IPC: a block larger than its slot");
+    other("all_to_all_v")
+        .all_to_all_v(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype,
+                      stream);
   }
   void broadcast(const void* send, void* recv, size_t count, DType dtype, int root,
                  Stream stream) override {
@@ -80,6 +106,7 @@ private:
   std::unique_ptr<Communicator> m_inner;
   std::unique_ptr<IpcAllReduce> m_ipc;
   std::function<std::string(size_t)> m_choose;
+  std::unique_ptr<IpcAllToAll> m_a2a;
 };
 
 } // namespace
@@ -118,10 +145,12 @@ std::string choose_all_reduce(const std::vector<AllReduceTiming>& table, size_t 
   return best->impl;
 }
 
-std::unique_ptr<Communicator>
-make_ipc_communicator(std::unique_ptr<Communicator> inner, std::unique_ptr<IpcAllReduce> ipc,
-                      std::function<std::string(size_t bytes)> choose) {
-  return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), std::move(choose));
+std::unique_ptr<Communicator> make_ipc_communicator(std::unique_ptr<Communicator> inner,
+                                                    std::unique_ptr<IpcAllReduce> ipc,
+                                                    std::function<std::string(size_t bytes)> choose,
+                                                    std::unique_ptr<IpcAllToAll> a2a) {
+  return std::make_unique<IpcCommunicator>(std::move(inner), std::move(ipc), std::move(choose),
+                                           std::move(a2a));
 }
 
 } // namespace ridgeline

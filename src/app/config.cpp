@@ -194,6 +194,12 @@ void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
                  "MoE: seed of --routing zipf:S's draws (EP rank r draws with seed + r)")
       ->capture_default_str()
       ->group(par);
+  cmd.add_option("--a2a", c.a2a,
+                 "MoE: the all-to-all-v of the dispatch and combine (--ep above 1): nccl (grouped "
+                 "ncclSend/ncclRecv) | ipc (the project's: one kernel stores each rank's rows "
+                 "into every peer's memory through CUDA IPC; cuda backend, one node)")
+      ->capture_default_str()
+      ->group(par);
   cmd.add_option("--dp-overlap", c.dp_overlap,
                  "Train: on (reduce each gradient bucket as soon as its layers are final, beside "
                  "the rest of the backward) | off (after the whole backward)")

@@ -67,6 +67,7 @@ struct RunConfig {
   int ep = 1; ///< expert-parallel degree: the routed experts split into ep contiguous blocks
   std::string routing = "router"; ///< MoE: router | uniform | zipf:S
   uint64_t routing_seed = 0;      ///< MoE: the seed of zipf:S's draws
+  std::string a2a = "nccl";       ///< MoE: the dispatch and combine's all-to-all-v (nccl | ipc)
   std::string dp_overlap = "on";  ///< train: reduce gradient buckets beside the backward (on | off)
   double bucket_mb = 25;          ///< train: data-parallel gradient bucket size in MiB
   bool dp_shard = false;          ///< train: reduce-scatter the gradients (a sharded optimizer)

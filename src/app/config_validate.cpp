@@ -165,6 +165,8 @@ void check_moe(const RunConfig& c, bool executes, Problems& p) {
       p.push_back("--ep " + str(c.ep) + " needs --experts (a dense MLP has no experts to split)");
     if (c.routing != "router")
       p.push_back("--routing " + c.routing + " needs --experts (a dense MLP has no router)");
+    if (c.a2a != "nccl")
+      p.push_back("--a2a " + c.a2a + " needs --experts (a dense MLP has no all-to-all)");
     return;
   }
   const size_t before = p.size();
@@ -191,6 +193,10 @@ void check_moe(const RunConfig& c, bool executes, Problems& p) {
   if (!parse_routing(c.routing, c.routing_seed))
     p.push_back("--routing must be router, uniform or zipf:S with S >= 0 (got '" + c.routing +
                 "')");
+  choice(p, c.a2a, "--a2a", {"nccl", "ipc"});
+  if (c.a2a == "ipc" && (c.backend != "cuda" || c.ep < 2))
+    p.push_back("--a2a ipc moves an MoE layer's rows between the GPUs of an expert-parallel "
+                "group through CUDA IPC: it needs --backend cuda and --ep above 1");
   if (executes && p.size() == before) check_moe_layout(c, p);
 }
 

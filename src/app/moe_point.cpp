@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "collectives/ipc_allreduce.hpp"
 #include "core/error.hpp"
 
 namespace ridgeline {
@@ -23,6 +24,8 @@ double moe_memory_bytes(const PointSpec& point, bool check) {
   double bytes = static_cast<double>(point.stage_layers()) *
                      layer_bytes(static_cast<double>(m.experts / point.ep)) +
                  (1 + point.ep) * rows * h * e;
+  // --a2a ipc: two pairs of a slot per rank of the group, each of a rank's every row.
+  if (point.ipc_a2a) bytes += 2.0 * point.ep * rows * h * e;
   if (check) bytes += static_cast<double>(m.layers) * layer_bytes(static_cast<double>(m.experts));
   return bytes;
 }
@@ -34,6 +37,14 @@ MoePoint::MoePoint(JobContext& job, const PointSpec& point, const GridComms& com
   const int ep = point.ep;
   RIDGELINE_CHECK(MPI_Comm_split(comms.grid->dp_comm(), gc.dp_rank / ep, gc.dp_rank, &m_group));
   if (ep > 1) m_comm = job.make_communicator(m_group, point_nccl(point));
+  if (ep > 1 && point.ipc_a2a) {
+    // A slot per peer holds the most rows one rank can send one peer: all of its own.
+    const size_t block =
+        static_cast<size_t>(point.shape.tokens() * point.model.top_k * point.model.hidden) *
+        dtype_size(point.dtype);
+    m_comm =
+        make_ipc_communicator(std::move(m_comm), nullptr, {}, make_ipc_all_to_all(m_group, block));
+  }
   m_input = gc.dp_rank;
   EpMoeSpec spec;
   spec.model = point.model;
@@ -105,6 +116,7 @@ Attrs MoePoint::attrs(bool print) const {
     std::fflush(stdout);
   }
   return {{"moe_ep", static_cast<int64_t>(m_point.ep)},
+          {"moe_a2a", std::string(m_point.ipc_a2a ? "ipc" : "nccl")},
           {"moe_routing", routing},
           {"moe_routing_seed", static_cast<int64_t>(r.seed)},
           {"moe_rank_imbalance", mean},

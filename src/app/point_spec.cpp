@@ -52,6 +52,7 @@ PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
   s.dp = c.dp;
   s.ep = c.ep;
   s.routing = parse_routing(c.routing, c.routing_seed).value_or(RoutingControl{});
+  s.ipc_a2a = c.a2a == "ipc";
   s.schedule = parsed.schedule;
   s.recompute = c.recompute == "full";
   s.sgd_lr = c.sgd_lr;

@@ -47,6 +47,7 @@ struct PointSpec {
   /// MoE: the expert-parallel degree (ep consecutive data-parallel replicas) and the routing.
   int ep = 1;
   RoutingControl routing;
+  bool ipc_a2a = false; ///< --a2a ipc: dispatch and combine through IpcAllToAll
   /// The pipeline schedule of a scheduled point (train: 1f1b unless given; prefill: only with
   /// --schedule); unset for the unscheduled stage loop.
   std::optional<Schedule> schedule;
