@@ -158,7 +158,9 @@ std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Ov
 
 StepMix mixed_step_of(const RunConfig& c) {
   if (!mixed(c)) return {};
-  return mixed_step_mix(decode_contexts(c), c.prefill_seqs, c.chunk, c.chunk_context);
+  const std::vector<int64_t> chunks(static_cast<size_t>(std::max<int64_t>(c.prefill_seqs, 0)),
+                                    c.chunk);
+  return mixed_step_mix(decode_contexts(c), chunks, c.chunk_context);
 }
 
 Attrs mixed_config_attrs(const RunConfig& c) {
