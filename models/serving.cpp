@@ -556,8 +556,8 @@ std::vector<OpSpec> mixed_step_ops(const ModelSpec& m, const StepMix& mix, int t
 
 namespace ridgeline {
 
-StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts, int64_t prefill_seqs,
-                       int64_t chunk, int64_t chunk_context) {
+StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts,
+                       const std::vector<int64_t>& chunks, int64_t chunk_context) {
   StepMix mix;
   int64_t request = 0;
   for (int64_t context : decode_contexts) {
@@ -565,7 +565,7 @@ StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts, int64_t pref
     ++mix.decode_tokens;
     ++mix.decode_sequences;
   }
-  for (int64_t i = 0; i < prefill_seqs; ++i) {
+  for (int64_t chunk : chunks) {
     mix.entries.push_back({request++, EntryKind::prefill, chunk, chunk_context});
     mix.prefill_tokens += chunk;
     ++mix.prefill_sequences;

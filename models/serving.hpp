@@ -193,10 +193,10 @@ ServingMetrics serving_metrics(const ServingSchedule& s, double slo_ttft_s, doub
 std::vector<int64_t> ragged_contexts(const std::string& dist, int64_t count, uint64_t seed);
 
 /// One mixed step as `ridgeline run --phase mixed` runs it: a decode entry (one token) at each
-/// of `decode_contexts`, then `prefill_seqs` chunks of `chunk` tokens, each after
-/// `chunk_context` tokens of its sequence already cached (StepMix's order: decode first).
-StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts, int64_t prefill_seqs,
-                       int64_t chunk, int64_t chunk_context);
+/// of `decode_contexts`, then a prefill entry of each of `chunks` tokens (a sequence each), each
+/// after `chunk_context` tokens of its sequence already cached (StepMix's order: decode first).
+StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts,
+                       const std::vector<int64_t>& chunks, int64_t chunk_context);
 
 /// What a mixed step holds: its tokens and sequences of each kind, and the contexts (cached
 /// tokens before the step) of its decode entries (all 0 without any).

@@ -390,6 +390,10 @@ def plot_ridgeline(lines: RidgeLines, points: np.ndarray, path: str, title: str 
 
 # ---- scaling curves and bars of a sweep ----
 
+#: x labels of the axes whose name alone does not say what they count.
+AXIS_LABELS = {"prefill_share": "prefill share (prefill tokens / the mixed step's tokens)"}
+
+
 def _overtaken(group_rows: np.ndarray, crossover: np.void, axis: str) -> str:
     """The class a crossover's rising class passes: the ceiling of the point before it (measured
     rows name it), else the largest other class at the group's last point."""
@@ -492,7 +496,7 @@ def plot_scaling(scaling: Scaling, path: str, title: str = "",
         shown = len(notes)
         # Head room for the crossover notes above the curves.
         ax.set_ylim(0, top * (1.15 + 0.3 * shown) if top > 0 else 1.0)
-        ax.set_xlabel(scaling.axis)
+        ax.set_xlabel(AXIS_LABELS.get(scaling.axis, scaling.axis))
         ax.set_ylabel("time per step (ms)")
         ax.set_title(group.name or "every point", fontsize=10)
         ax.grid(True, linewidth=0.4, alpha=0.5)

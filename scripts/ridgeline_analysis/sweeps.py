@@ -5,6 +5,7 @@ one. No I/O.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -15,10 +16,13 @@ from .reader import Run, Sweep, attr
 
 # ---- scaling series of a sweep ----
 
-#: Sweep axes whose values are numbers (sorted numerically); the others sort as strings.
+#: Sweep axes whose values are integers (sorted numerically); the others sort as strings.
 NUMERIC_AXES = ("tp", "batch", "seq", "context", "hidden")
+#: Sweep axes whose values are shares, numbers from 0 to 1 (sorted numerically; NaN, a point
+#: that is no mixed step, first): a mixed step's prefill share.
+SHARE_AXES = ("prefill_share",)
 #: Every axis a sweep can have, in the order the C++ side lists them.
-SWEEP_AXES = (*NUMERIC_AXES, "phase", "overlap", "transport", "dtype")
+SWEEP_AXES = (*NUMERIC_AXES, "phase", "overlap", "transport", "dtype", *SHARE_AXES)
 
 
 class ScalingGroup(NamedTuple):
@@ -43,8 +47,21 @@ class Scaling(NamedTuple):
 
 
 def axis_sort_key(axis: str, value: Any) -> Any:
-    """Numbers for the numeric axes, strings for the others."""
+    """Numbers for the numeric and share axes (a share's NaN first), strings for the others."""
+    if axis in SHARE_AXES:
+        return (not math.isnan(float(value)), 0.0 if math.isnan(float(value)) else float(value))
     return float(value) if axis in NUMERIC_AXES else str(value)
+
+
+def share_text(value: Any) -> str:
+    """A share as the C++ side writes it (share_text()): to 1e-6, halves up, without trailing
+    zeros ("0.25", "1"); "" for NaN (a point that is no mixed step)."""
+    value = float(value)
+    if math.isnan(value):
+        return ""
+    units = math.floor(value * 1e6 + 0.5)
+    whole, fraction = divmod(units, 10**6)
+    return f"{whole}.{fraction:06d}".rstrip("0").rstrip(".")
 
 
 def parse_fixed(fixed: str) -> Dict[str, str]:
@@ -76,13 +93,15 @@ def scaling_series(sweep: Sweep, axis: str) -> Scaling:
     out = []
     for key in sorted(groups):
         rows = ok[groups[key]]
-        rows = rows[np.argsort([axis_sort_key(axis, v) for v in rows[axis]], kind="stable")]
-        fixed = {a: _value_text(rows[0][a]) for a in others}
+        keys = [axis_sort_key(axis, v) for v in rows[axis]]
+        rows = rows[sorted(range(len(keys)), key=keys.__getitem__)]  # stable
+        fixed = {a: axis_text(a, rows[0][a]) if a in SHARE_AXES else _value_text(rows[0][a])
+                 for a in others}
         mine = [i for i, f in enumerate(fixed_of) if all(f.get(a) == v for a, v in fixed.items())]
         out.append(ScalingGroup(fixed, rows, crossovers[mine]))
     values = sorted({v.item() if isinstance(v, np.generic) else v for v in ok[axis]},
                     key=lambda v: axis_sort_key(axis, v))
-    return Scaling(axis, axis in NUMERIC_AXES, values, out, crossovers)
+    return Scaling(axis, axis in NUMERIC_AXES or axis in SHARE_AXES, values, out, crossovers)
 
 
 # ---- crossovers (as src/app/sweep_analysis.cpp find_crossovers) ----
@@ -102,8 +121,10 @@ AxisOrder = Dict[str, Dict[str, float]]
 
 def axis_text(axis: str, value: Any) -> str:
     """An axis value as the C++ side writes it in `fixed`, `label` and the crossovers' values:
-    integers for the numeric axes, the text for the others."""
+    integers for the numeric axes, shares as share_text(), the text for the others."""
     value = value.item() if isinstance(value, np.generic) else value
+    if axis in SHARE_AXES:
+        return share_text(value)
     return str(int(value)) if axis in NUMERIC_AXES else str(value)
 
 
@@ -154,6 +175,8 @@ def axis_order_key(axis: str, value: Any, order: Optional[AxisOrder] = None) -> 
     rest; text order otherwise and between equals."""
     if axis in NUMERIC_AXES:
         return (0, float(value), "")
+    if axis in SHARE_AXES:
+        return (0, float(value), "") if not math.isnan(float(value)) else (-1, 0.0, "")
     ranks = (order or {}).get(axis)
     if ranks is None:
         return (0, 0.0, str(value))
@@ -245,8 +268,8 @@ class JoinError(ValueError):
     differs outside the axes."""
 
 
-def _distinct(column: np.ndarray) -> List[Any]:
-    return sorted(set(column.tolist()), key=str)
+def _distinct(axis: str, column: np.ndarray) -> List[str]:
+    return sorted({axis_text(axis, v) for v in column.tolist()})
 
 
 def join_axes(sweeps: Sequence[Sweep]) -> List[str]:
@@ -260,10 +283,12 @@ def join_axes(sweeps: Sequence[Sweep]) -> List[str]:
     for sweep in sweeps:
         axes += [a for a in sweep.axes if a not in axes]
     for option in SWEEP_AXES:
-        if option in axes or option == "phase":
+        # Files written before an axis existed lack its field.
+        if option in axes or option == "phase" or any(
+                option not in (s.points.dtype.names or ()) for s in sweeps):
             continue
-        per_file = [_distinct(s.points[option]) for s in sweeps if s.points.size]
-        if all(len(v) == 1 for v in per_file) and len({str(v[0]) for v in per_file}) > 1:
+        per_file = [_distinct(option, s.points[option]) for s in sweeps if s.points.size]
+        if all(len(v) == 1 for v in per_file) and len({v[0] for v in per_file}) > 1:
             axes.append(option)
     return axes
 

@@ -115,6 +115,18 @@ def sweep(sweep_path):
 
 
 @pytest.fixture(scope="session")
+def mixed_sweep_path(tmp_path_factory) -> Path:
+    """A real two-rank sweep of mixed steps of models/tiny.toml at tp = 2 along the prefill
+    share 0, 0.5, 1 of the step's 24 tokens (2 chunks of 8, 8 decode tokens), 2 repeats."""
+    workdir = tmp_path_factory.mktemp("mixed")
+    run_ridgeline(workdir, "sweep", "--config", str(REPO / "models" / "tiny.toml"), "--phase",
+                  "mixed", "--tp", "2", "--prefill-seqs", "2", "--chunk", "8", "--decode-batch",
+                  "8", "--context", "20", "--prefill-share", "0,0.5,1", "--repeats", "2",
+                  "--warmup", "1", "--iters", "2", "--out", "mixed.h5")
+    return workdir / "mixed.h5"
+
+
+@pytest.fixture(scope="session")
 def batch_sweep_paths(tmp_path_factory):
     """Two real two-rank decode sweeps of models/tiny.toml over tp = 1, 2 that differ only in
     the batch (1 and 4): one file each, for the join (the host backend refuses --transport other

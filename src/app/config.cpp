@@ -106,8 +106,8 @@ void bind_workload_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--phase", c.phase,
                  "prefill (seq tokens per sequence) | decode (one token per sequence, KV cache of "
                  "--context) | train (prefill-shaped forward and backward, gradients checked) | "
-                 "mixed (run: prefill chunks and decode tokens of their own sequences in one "
-                 "step)")
+                 "mixed (run and sweep: prefill chunks and decode tokens of their own sequences "
+                 "in one step)")
       ->capture_default_str()
       ->group(work);
   cmd.add_option("--batch", c.batch, "Sequences per step")->check(integer_in(1))->group(work);

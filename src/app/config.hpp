@@ -55,6 +55,9 @@ struct RunConfig {
   std::string contexts;       ///< the decode sequences' cached tokens, a comma list
   std::string context_dist;   ///< or drawn from uniform:LO:HI
   uint64_t context_seed = 1;
+  /// The step's prefill tokens as a share of its tokens (0..1, prefill_share_mix()); < 0: the
+  /// options' own mix.
+  double prefill_share = -1;
   /// Pipeline schedule: gpipe | 1f1b | interleaved:V | zb-h1; "" = the train phase's 1f1b, and
   /// for prefill the unscheduled stage loop (blocking transfers, no flush).
   std::string schedule = "";

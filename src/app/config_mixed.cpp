@@ -2,7 +2,11 @@
 #include "app/config_mixed.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 
 #include "app/command_support.hpp"
 #include "core/error.hpp"
@@ -15,28 +19,61 @@ bool mixed(const RunConfig& c) {
   return c.phase == "mixed";
 }
 
-// The decode contexts: --contexts as given, else --context-dist's draws, else --context each.
-// Throws UsageError on a bad list or distribution.
-std::vector<int64_t> decode_contexts(const RunConfig& c) {
+constexpr int64_t kShareUnits = 1000000; // a share is taken to 1e-6
+
+int64_t share_units(double share) {
+  return std::llround(share * static_cast<double>(kShareUnits));
+}
+
+// Tokens the options give the step (prefill chunks and decode tokens), 0 for none.
+int64_t option_tokens(const RunConfig& c) {
+  return std::max<int64_t>(c.prefill_seqs, 0) * std::max<int64_t>(c.chunk, 0) +
+         std::max<int64_t>(c.decode_batch, 0);
+}
+
+std::vector<int64_t> listed_contexts(const std::string& list) {
+  std::vector<int64_t> out;
+  for (const std::string& item : split_list(list)) {
+    int64_t v = 0;
+    const char* end = item.data() + item.size();
+    const auto r = std::from_chars(item.data(), end, v);
+    if (item.empty() || r.ec != std::errc() || r.ptr != end)
+      throw UsageError("--contexts: '" + item + "' is not a whole number");
+    if (v < 1)
+      throw UsageError("--contexts: " + item +
+                       " is below 1 (a decode token's "
+                       "sequence holds at least one cached token)");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The contexts of `count` decode sequences: --contexts in turn (from the first again where
+// the step holds more than it lists), else --context-dist's first `count` draws, else --context
+// each. Throws UsageError on a bad list or distribution.
+std::vector<int64_t> decode_contexts(const RunConfig& c, int64_t count) {
+  count = std::max<int64_t>(count, 0);
   if (!c.contexts.empty()) {
+    const std::vector<int64_t> listed = listed_contexts(c.contexts);
     std::vector<int64_t> out;
-    for (const std::string& item : split_list(c.contexts)) {
-      int64_t v = 0;
-      const char* end = item.data() + item.size();
-      const auto r = std::from_chars(item.data(), end, v);
-      if (item.empty() || r.ec != std::errc() || r.ptr != end)
-        throw UsageError("--contexts: '" + item + "' is not a whole number");
-      if (v < 1)
-        throw UsageError("--contexts: " + item +
-                         " is below 1 (a decode token's "
-                         "sequence holds at least one cached token)");
-      out.push_back(v);
-    }
+    for (int64_t i = 0; i < count; ++i)
+      out.push_back(listed[static_cast<size_t>(i) % listed.size()]);
     return out;
   }
-  const int64_t batch = std::max<int64_t>(c.decode_batch, 0);
-  if (!c.context_dist.empty()) return ragged_contexts(c.context_dist, batch, c.context_seed);
-  return std::vector<int64_t>(static_cast<size_t>(batch), c.context);
+  if (!c.context_dist.empty()) return ragged_contexts(c.context_dist, count, c.context_seed);
+  return std::vector<int64_t>(static_cast<size_t>(count), c.context);
+}
+
+// The step of a mixed configuration, at its --prefill-share where given. Throws UsageError on a
+// bad context list or distribution.
+StepMix step_mix(const RunConfig& c) {
+  if (c.prefill_share < 0)
+    return mixed_step_mix(
+        decode_contexts(c, c.decode_batch),
+        std::vector<int64_t>(static_cast<size_t>(std::max<int64_t>(c.prefill_seqs, 0)), c.chunk),
+        c.chunk_context);
+  const ShareMix share = prefill_share_mix(option_tokens(c), c.prefill_seqs, c.prefill_share);
+  return mixed_step_mix(decode_contexts(c, share.decode_tokens), share.chunks, c.chunk_context);
 }
 
 } // namespace
@@ -74,6 +111,18 @@ void bind_mixed_options(CLI::App& cmd, RunConfig& c) {
   cmd.add_option("--context-seed", c.context_seed, "Mixed: the seed of --context-dist's draws")
       ->capture_default_str()
       ->group(group);
+  cmd.add_option("--prefill-share", c.prefill_share,
+                 "Mixed: the step's prefill tokens as a share (0..1) of its tokens, which stay "
+                 "--prefill-seqs x --chunk + --decode-batch: round(share x tokens) prefill tokens "
+                 "in chunks over --prefill-seqs sequences, the rest decode tokens (0: decode "
+                 "only, 1: chunks only)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            std::string canonical;
+            return prefill_share_problem(text, canonical);
+          },
+          "SHARE"))
+      ->group(group);
 }
 
 void apply_mixed_defaults(RunConfig& c, bool host) {
@@ -89,58 +138,99 @@ void apply_mixed_defaults(RunConfig& c, bool host) {
 }
 
 int64_t mixed_tokens(const RunConfig& c) {
-  const int64_t chunks = std::max<int64_t>(c.prefill_seqs, 0) * std::max<int64_t>(c.chunk, 0);
-  return std::max<int64_t>(chunks + std::max<int64_t>(c.decode_batch, 0), 1);
+  return std::max<int64_t>(option_tokens(c), 1);
 }
 
-std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Overlap>& overlaps,
-                                        bool executes) {
-  std::vector<std::string> p;
-  if (!mixed(c)) {
-    const bool given = c.prefill_seqs >= 0 || c.chunk > 0 || c.chunk_context >= 0 ||
-                       c.decode_batch >= 0 || !c.contexts.empty() || !c.context_dist.empty();
-    if (given)
-      p.push_back("--prefill-seqs, --chunk, --chunk-context, --decode-batch, --contexts and "
-                  "--context-dist describe a mixed step: they need --phase mixed (got --phase " +
-                  c.phase + ")");
-    return p;
-  }
-  if (!executes) {
-    p.push_back("--phase mixed runs with `ridgeline run`; `ridgeline model --trace` predicts "
-                "mixed steps");
-    return p;
-  }
+ShareMix prefill_share_mix(int64_t tokens, int64_t prefill_seqs, double share) {
+  ShareMix m;
+  m.prefill_tokens = (share_units(share) * tokens + kShareUnits / 2) / kShareUnits;
+  m.decode_tokens = tokens - m.prefill_tokens;
+  const int64_t seqs = std::min(std::max<int64_t>(prefill_seqs, 0), m.prefill_tokens);
+  for (int64_t i = 0; i < seqs; ++i)
+    m.chunks.push_back(m.prefill_tokens / seqs + (i < m.prefill_tokens % seqs ? 1 : 0));
+  return m;
+}
+
+std::string prefill_share_problem(const std::string& item, std::string& canonical) {
+  char* end = nullptr;
+  const double v = item.empty() || std::isspace(static_cast<unsigned char>(item[0]))
+                       ? std::numeric_limits<double>::quiet_NaN()
+                       : std::strtod(item.c_str(), &end);
+  if (!(v >= 0 && v <= 1) || end != item.c_str() + item.size())
+    return "expected a number from 0 to 1 (the prefill share of the step's tokens), got '" + item +
+           "'";
+  canonical = share_text(v);
+  return "";
+}
+
+std::string share_text(double share) {
+  const int64_t units = share_units(share);
+  std::string text = std::to_string(units / kShareUnits);
+  std::string fraction = std::to_string(kShareUnits + units % kShareUnits).substr(1);
+  fraction.erase(fraction.find_last_not_of('0') + 1);
+  return fraction.empty() ? text : text + "." + fraction;
+}
+
+double prefill_share_of(const RunConfig& c) {
+  if (!mixed(c)) return std::numeric_limits<double>::quiet_NaN();
+  if (c.prefill_share >= 0) return c.prefill_share;
+  const int64_t tokens = option_tokens(c);
+  return tokens == 0 ? 0.0
+                     : static_cast<double>(tokens - std::max<int64_t>(c.decode_batch, 0)) /
+                           static_cast<double>(tokens);
+}
+
+namespace {
+
+// The step's sequences: the decode contexts, the tokens, and each sequence within its KV cache
+// block (--seq tokens at most: its context and the step's tokens).
+void step_problems(const RunConfig& c, std::vector<std::string>& p) {
   if (!c.contexts.empty() && !c.context_dist.empty())
     p.push_back("--contexts and --context-dist both give the decode contexts: give one");
   if (!c.contexts.empty() && c.decode_batch != static_cast<int64_t>(split_list(c.contexts).size()))
     p.push_back("--decode-batch " + std::to_string(c.decode_batch) + " but --contexts lists " +
                 std::to_string(split_list(c.contexts).size()) + " context(s)");
-  std::vector<int64_t> contexts;
-  try {
-    contexts = decode_contexts(c);
-  } catch (const UsageError& e) {
-    p.push_back(e.what());
-  }
   if (c.prefill_seqs == 0 && c.decode_batch == 0)
     p.push_back("--phase mixed: the step has no token (--prefill-seqs 0 and --decode-batch 0)");
-  if (c.contexts.empty() && c.context_dist.empty() && c.decode_batch > 0 && c.context < 1)
+  StepMix mix;
+  try {
+    mix = step_mix(c);
+  } catch (const UsageError& e) {
+    p.push_back(e.what());
+    return;
+  }
+  const std::string share = c.prefill_share >= 0 ? share_text(c.prefill_share) : "";
+  if (const int64_t held = mix.prefill_tokens + mix.decode_tokens; held < option_tokens(c))
+    p.push_back("--prefill-share " + share + " puts " + std::to_string(option_tokens(c) - held) +
+                " token(s) in prefill chunks: give --prefill-seqs >= 1 to hold them");
+  if (c.contexts.empty() && c.context_dist.empty() && mix.decode_tokens > 0 && c.context < 1)
     p.push_back("--phase mixed: --context " + std::to_string(c.context) +
                 ": each decode sequence needs at least 1 cached token");
-  // A sequence's cache block holds --seq tokens at most: its context and the step's tokens.
-  for (int64_t context : contexts)
-    if (context + 1 > c.seq) {
-      p.push_back("--phase mixed: a decode context of " + std::to_string(context) +
+  for (const StepEntry& e : mix.entries)
+    if (e.kind == EntryKind::decode && e.context + 1 > c.seq) {
+      p.push_back("--phase mixed: a decode context of " + std::to_string(e.context) +
                   " and its new token exceed --seq " + std::to_string(c.seq) +
                   " (the longest sequence a KV cache block holds)");
       break;
     }
-  if (c.prefill_seqs > 0 && c.chunk_context + c.chunk > c.seq)
-    p.push_back("--phase mixed: --chunk-context " + std::to_string(c.chunk_context) +
-                " + --chunk " + std::to_string(c.chunk) + " exceed --seq " + std::to_string(c.seq) +
-                " (the longest sequence a KV cache block holds)");
+  for (const StepEntry& e : mix.entries)
+    if (e.kind == EntryKind::prefill && e.context + e.tokens > c.seq) {
+      p.push_back("--phase mixed: --chunk-context " + std::to_string(c.chunk_context) + " + " +
+                  (share.empty() ? "--chunk " + std::to_string(c.chunk)
+                                 : "a chunk of " + std::to_string(e.tokens) +
+                                       " tokens (--prefill-share " + share + ")") +
+                  " exceed --seq " + std::to_string(c.seq) +
+                  " (the longest sequence a KV cache block holds)");
+      break;
+    }
   const double elements = static_cast<double>(mixed_tokens(c)) * static_cast<double>(c.hidden);
   if (elements >= 2147483647.0)
     p.push_back("--phase mixed: the step's activations (tokens x hidden) exceed 2^31 elements");
+}
+
+// What a mixed step does not run.
+void unsupported_problems(const RunConfig& c, const std::vector<Overlap>& overlaps,
+                          std::vector<std::string>& p) {
   for (const Overlap& o : overlaps)
     if (const std::string problem = mixed_overlap_problem(o, c.sequence_parallel);
         !problem.empty()) {
@@ -153,23 +243,50 @@ std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Ov
   if (c.microbatches > 1) p.push_back("--phase mixed runs one step: use --microbatches 1");
   if (!c.schedule.empty()) p.push_back("--schedule pipelines prefill or train, not a mixed step");
   if (c.experts > 0) p.push_back("--phase mixed runs dense layers (no --experts)");
+}
+
+} // namespace
+
+std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Overlap>& overlaps,
+                                        bool executes) {
+  std::vector<std::string> p;
+  if (!mixed(c)) {
+    const bool given = c.prefill_seqs >= 0 || c.chunk > 0 || c.chunk_context >= 0 ||
+                       c.decode_batch >= 0 || !c.contexts.empty() || !c.context_dist.empty() ||
+                       c.prefill_share >= 0;
+    if (given)
+      p.push_back("--prefill-seqs, --chunk, --chunk-context, --decode-batch, --contexts, "
+                  "--context-dist and --prefill-share describe a mixed step: they need --phase "
+                  "mixed (got --phase " +
+                  c.phase + ")");
+    return p;
+  }
+  if (!executes) {
+    p.push_back("--phase mixed runs with `ridgeline run`; `ridgeline model --trace` predicts "
+                "mixed steps");
+    return p;
+  }
+  step_problems(c, p);
+  unsupported_problems(c, overlaps, p);
   return p;
 }
 
 StepMix mixed_step_of(const RunConfig& c) {
   if (!mixed(c)) return {};
-  return mixed_step_mix(decode_contexts(c), c.prefill_seqs, c.chunk, c.chunk_context);
+  return step_mix(c);
 }
 
 Attrs mixed_config_attrs(const RunConfig& c) {
   if (!mixed(c)) return {};
-  return {{"prefill_seqs", c.prefill_seqs},
-          {"chunk", c.chunk},
-          {"chunk_context", c.chunk_context},
-          {"decode_batch", c.decode_batch},
-          {"contexts", c.contexts},
-          {"context_dist", c.context_dist},
-          {"context_seed", static_cast<int64_t>(c.context_seed)}};
+  Attrs attrs = {{"prefill_seqs", c.prefill_seqs},
+                 {"chunk", c.chunk},
+                 {"chunk_context", c.chunk_context},
+                 {"decode_batch", c.decode_batch},
+                 {"contexts", c.contexts},
+                 {"context_dist", c.context_dist},
+                 {"context_seed", static_cast<int64_t>(c.context_seed)}};
+  if (c.prefill_share >= 0) attrs.emplace_back("prefill_share", c.prefill_share);
+  return attrs;
 }
 
 Attrs mix_attrs(const StepMix& mix) {

@@ -120,6 +120,7 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.chunk_context = i64("chunk_context", -1), c.decode_batch = i64("decode_batch", -1);
   c.contexts = text("contexts", ""), c.context_dist = text("context_dist", "");
   c.context_seed = static_cast<uint64_t>(i64("context_seed", 1));
+  c.prefill_share = real("prefill_share", -1);
   return c;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "app/config_mixed.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
 #include "core/error.hpp"
@@ -38,10 +39,13 @@ void print_run_line(std::ostream& out, const RunData& d) {
     out << "WARNING: DEBUG BUILD -- timings are not representative; rebuild with "
            "-DCMAKE_BUILD_TYPE=Release\n";
   // A mixed step's tokens are its mix's, not --batch, --seq and --context.
+  const AttrValue* share = find_attr(d.config, "prefill_share");
+  const double* share_value = share ? std::get_if<double>(share) : nullptr;
   const std::string step =
       cfg("phase") == "mixed"
           ? "prefill-seqs=" + cfg("prefill_seqs") + " chunk=" + cfg("chunk") +
-                " chunk-context=" + cfg("chunk_context") + " decode-batch=" + cfg("decode_batch")
+                " chunk-context=" + cfg("chunk_context") + " decode-batch=" + cfg("decode_batch") +
+                (share_value ? " prefill-share=" + share_text(*share_value) : "")
           : "batch=" + cfg("batch") + " seq=" + cfg("seq") + " context=" + cfg("context");
   char line[512];
   std::snprintf(line, sizeof(line),

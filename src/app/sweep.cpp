@@ -16,6 +16,7 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/config_file.hpp"
+#include "app/config_mixed.hpp"
 #include "app/file_layout.hpp"
 #include "app/fingerprint.hpp"
 #include "app/job.hpp"
@@ -90,6 +91,7 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
   if (axis == "overlap") cfg.overlap = value;
   if (axis == "transport") cfg.transport = value;
   if (axis == "dtype") cfg.dtype = value;
+  if (axis == "prefill_share") cfg.prefill_share = std::stod(value);
 }
 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
@@ -101,6 +103,10 @@ std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
   if (axis == "phase") return cfg.phase;
   if (axis == "overlap") return cfg.overlap;
   if (axis == "transport") return cfg.transport;
+  if (axis == "prefill_share") {
+    const double share = prefill_share_of(cfg);
+    return std::isnan(share) ? "" : share_text(share);
+  }
   return cfg.dtype;
 }
 
@@ -180,10 +186,24 @@ public:
   }
 
 private:
-  static size_t transport_axis() {
+  static size_t axis_index(const char* axis) {
     return static_cast<size_t>(
-        std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string("transport")) -
+        std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string(axis)) -
         std::begin(kSweepAxes));
+  }
+  static size_t transport_axis() { return axis_index("transport"); }
+
+  // --prefill-share moves the tokens of a mixed step: every point of the sweep must be one.
+  std::string share_axis_problem() const {
+    if (m_lists[axis_index("prefill_share")].empty()) return "";
+    const std::vector<std::string>& listed = m_lists[axis_index("phase")];
+    const std::vector<std::string> phases = listed.empty() ? std::vector{m_o.base.phase} : listed;
+    for (const std::string& phase : phases)
+      if (phase != "mixed")
+        return "--prefill-share moves a mixed step's tokens between prefill chunks and decode "
+               "tokens: it needs --phase mixed (got --phase " +
+               phase + ")";
+    return "";
   }
 
   // What every point shares is checked once, before anything is measured: the backend, the
@@ -197,6 +217,8 @@ private:
       problems.push_back(std::move(problem));
     if (shared.backend == "cuda" && m_job.gpus() == 0)
       problems.emplace_back("--backend cuda: no CUDA device is visible");
+    if (const std::string problem = share_axis_problem(); !problem.empty())
+      problems.push_back(problem);
     if (m_lists[transport_axis()].size() > 1)
       problems.emplace_back(
           "--transport: NCCL reads its environment once per process, so a job runs one "
@@ -277,9 +299,10 @@ private:
            " distinct point(s), fewer than its " + std::to_string(m_slice.count) + " slices";
   }
 
-  // The points, each once: decode ignores --seq and prefill --context, so such combinations
-  // repeat a point. A slice I/N keeps the I-th, (I+N)-th, ... of them: the slices of one grid are
-  // disjoint, together they are the grid, and each gets its share of small and large points.
+  // The points, each once: decode ignores --seq, prefill --context and a mixed step --batch (its
+  // options give its sequences), so such combinations repeat a point. A slice I/N keeps the I-th,
+  // (I+N)-th, ... of them: the slices of one grid are disjoint, together they are the grid, and
+  // each gets its share of small and large points.
   void plan_points() {
     std::set<std::string> labels;
     const std::vector<std::string> all_axes(std::begin(kSweepAxes), std::end(kSweepAxes));
@@ -289,9 +312,7 @@ private:
       ResolvedPoint resolved = resolve_point(m_job, cfg);
       std::vector<std::string>& problems = resolved.problems;
       if (cfg.phase == "prefill") cfg.context = 0;
-      if (cfg.phase == "mixed")
-        problems.emplace_back("--phase mixed runs with `ridgeline run`, whose options give its "
-                              "step's sequences");
+      if (cfg.phase == "mixed") cfg.batch = 1;
       SweepRow row;
       row.point = static_cast<int64_t>(m_rows.size());
       for (const char* a : kSweepAxes)
@@ -539,6 +560,9 @@ void split_sweep_axis_lists(const std::string (&given)[std::size(kSweepAxes)],
     if (sweep_numeric_axis(kSweepAxes[a]))
       for (std::string& v : lists[a])
         if (v != "auto") v = std::to_string(std::stoll(v)); // +4 -> 4
+    if (kSweepAxes[a] == std::string("prefill_share"))
+      for (std::string& v : lists[a])
+        v = share_text(std::stod(v)); // .50 -> 0.5
     if (lists[a].size() > 1) axes.emplace_back(kSweepAxes[a]);
   }
 }
@@ -574,8 +598,11 @@ std::vector<RunConfig> sweep_grid(const RunConfig& base,
 
 void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]) {
   for (size_t a = 0; a < std::size(kSweepAxes); ++a) {
-    const std::string flag = std::string("--") + kSweepAxes[a];
-    CLI::Option* scalar = cmd.get_option(flag);
+    std::string flag = std::string("--") + kSweepAxes[a];
+    std::replace(flag.begin(), flag.end(), '_', '-'); // prefill_share: --prefill-share
+    // `model` binds no mixed step's options: it takes no --prefill-share.
+    CLI::Option* scalar = cmd.get_option_no_throw(flag);
+    if (scalar == nullptr) continue;
     const std::string group = scalar->get_group();
     std::string description = scalar->get_description();
     // `run` runs its --overlap list back to back in one point; here each value is a point.
@@ -601,6 +628,7 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
       "Run every point of a grid of configurations in one job -> one HDF5 file with a group per "
       "point, the step's time by ceiling per point, and the crossovers along each axis");
   bind_run_options(*cmd, o->base);
+  bind_mixed_options(*cmd, o->base);
   bind_sweep_axis_lists(*cmd, o->lists);
   // What `run` takes as a list or a degree, a sweep takes as one value or not at all.
   cmd->get_option("--transport")

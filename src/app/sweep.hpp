@@ -134,7 +134,8 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
 void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& value);
 /// The value of axis `axis` in `cfg`, as text.
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
-/// Whether `axis` takes integers (tp, batch, seq, context, hidden).
+/// Whether `axis` takes integers (tp, batch, seq, context, hidden); prefill_share takes shares
+/// (numbers from 0 to 1).
 bool sweep_numeric_axis(const std::string& axis);
 /// Splits each given axis list (checked while parsing) into its values, integers in canonical
 /// form (+4 -> 4), and names in `axes` every axis with more than one value.
@@ -148,8 +149,9 @@ void apply_run_table(CLI::App& app, CLI::App& cmd);
 /// fastest. `sweep` and `model` share it.
 std::vector<RunConfig> sweep_grid(const RunConfig& base,
                                   const std::vector<std::string> (&lists)[std::size(kSweepAxes)]);
-/// Replaces the scalar option of every sweep axis on `cmd` (bound by bind_run_options) with a
-/// checked comma list into `lists`. `sweep` and `model` share it.
+/// Replaces the scalar option of every sweep axis on `cmd` (bound by bind_run_options, and
+/// --prefill-share by bind_mixed_options: prefill_share's flag) with a checked comma list into
+/// `lists`; an axis `cmd` binds no option for stays empty. `sweep` and `model` share it.
 void bind_sweep_axis_lists(CLI::App& cmd, std::string (&lists)[std::size(kSweepAxes)]);
 
 /// The roofs' prediction along the numeric `axis` for a line of points with no interconnect

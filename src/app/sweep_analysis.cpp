@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <set>
 #include <tuple>
@@ -40,9 +41,18 @@ bool numeric_axis(const std::string& axis) {
   return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) !=
          std::end(kNumericAxes);
 }
+// A share axis's value as a number: "" (a point that is no mixed step) NaN.
+double share_value(const std::string& text) {
+  return text.empty() ? std::numeric_limits<double>::quiet_NaN() : std::stod(text);
+}
 bool less_value(const std::string& axis, const std::string& a, const std::string& b,
                 const AxisOrder& order) {
   if (axis == kLinkBandwidthAxis || axis == kLinkLatencyAxis) return std::stod(a) < std::stod(b);
+  // Points without a share (none in a sweep along it) first.
+  if (axis == "prefill_share") {
+    const double x = share_value(a), y = share_value(b);
+    return std::isnan(x) ? !std::isnan(y) : x < y;
+  }
   if (numeric_axis(axis)) return std::stoll(a) < std::stoll(b);
   const auto ranks = order.find(axis);
   if (ranks == order.end()) return a < b;
@@ -217,6 +227,7 @@ void aggregate_repeats(SweepRow& row, const std::vector<SweepRepeat>& repeats,
 Table sweep_points_table(const std::vector<SweepRow>& rows) {
   std::vector<int64_t> point;
   std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, std::vector<double>> reals;
   std::map<std::string, std::vector<std::string>> texts;
   std::vector<std::string> status, label, ceiling, check;
   std::vector<double> p50, p99, cls[4], exposed, flops, hbm, comm, setup, measure, step_lo, step_hi,
@@ -235,6 +246,8 @@ Table sweep_points_table(const std::vector<SweepRow>& rows) {
       if (numeric_axis(a)) {
         const std::string& v = r.axis.at(a);
         ints[a].push_back(v.empty() ? 0 : std::stoll(v));
+      } else if (a == std::string("prefill_share")) {
+        reals[a].push_back(share_value(r.axis.at(a)));
       } else {
         texts[a].push_back(r.axis.at(a));
       }
@@ -256,6 +269,8 @@ Table sweep_points_table(const std::vector<SweepRow>& rows) {
   for (const char* a : kSweepAxes) {
     if (numeric_axis(a))
       t.push_back({a, ints[a]});
+    else if (a == std::string("prefill_share"))
+      t.push_back({a, reals[a]});
     else
       t.push_back({a, texts[a]});
   }
@@ -367,7 +382,12 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
       r.class_ns[c] = cls[c][i];
     r.step_flops = flops[i], r.step_hbm_bytes = hbm[i], r.step_comm_bytes = comm[i];
     for (const char* a : kSweepAxes)
-      r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
+      if (a != std::string("prefill_share"))
+        r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
+    // Files written before the share axis have no share; a point that is no mixed step, NaN.
+    const double share =
+        has("prefill_share") ? nums("prefill_share")[i] : std::numeric_limits<double>::quiet_NaN();
+    r.axis["prefill_share"] = std::isnan(share) ? "" : share_text(share);
     // Files of one repeat per point (before --repeats) carry no intervals.
     r.repeats = has("repeats") ? ints("repeats")[i] : 1;
     r.step_lo_ns = has("step_p50_lo_ns") ? nums("step_p50_lo_ns")[i] : r.step_p50_ns;
@@ -502,6 +522,7 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
     canonical = item;
     return "";
   }
+  if (axis == "prefill_share") return prefill_share_problem(item, canonical);
   if (numeric_axis(axis)) {
     std::string text = item;
     const std::string problem = integer_in(
@@ -511,7 +532,9 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
     return problem;
   }
   try {
-    if (axis == "phase") canonical = item == "train" ? item : phase_name(parse_phase(item));
+    // train and mixed are run phases, not the work model's layer phases.
+    if (axis == "phase")
+      canonical = item == "train" || item == "mixed" ? item : phase_name(parse_phase(item));
     if (axis == "overlap") canonical = parse_overlap(item).name();
     if (axis == "dtype") {
       if (const std::string problem = run_dtype_problem(item); !problem.empty()) return problem;

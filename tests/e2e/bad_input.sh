@@ -83,6 +83,9 @@ check "--tp: expected an integer from 1 to 2147483647, got '0'" sweep "${sweep[@
 check "--batch: '1' given twice" sweep "${sweep[@]}" --batch 1,4,1
 check "--dp: a sweep runs each point" sweep "${sweep[@]}" --dp 2
 check "--attention: a sweep point runs one implementation" sweep "${sweep[@]}" --attention fused,naive
+check "--prefill-share moves a mixed step's tokens between prefill chunks and decode tokens: it needs --phase mixed (got --phase prefill)" sweep "${sweep[@]}" --prefill-share 0,0.5
+check "--prefill-share: expected a number from 0 to 1 (the prefill share of the step's tokens), got '1.5'" sweep "${sweep[@]}" --phase mixed --prefill-share 0,1.5
+check "--prefill-share: expected a number from 0 to 1 (the prefill share of the step's tokens), got '-0.25'" run "${small[@]}" --phase mixed --prefill-share -0.25
 check "--group-size: expected an integer from 1" collectives "${coll[@]}" --group-size 0
 check "--collectives: empty item" collectives "${coll[@]}" --collectives all_reduce,
 check "--nccl-max-ctas: expected -1" collectives "${coll[@]}" --nccl-max-ctas -5

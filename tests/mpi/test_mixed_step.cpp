@@ -53,13 +53,14 @@ std::vector<float> run_stage(Backend& backend, const StageSpec& spec, OpTable& o
 
 class MixedStepMatchesTp1 : public ::testing::TestWithParam<const char*> {};
 
-// Ragged decode contexts (two equal, batched in one call), two chunks after 5 cached tokens:
-// every rank's output equals the TP=1 stage's, and a repeated step (rewriting the cache rows
-// the first wrote) gives the same output, which the protocol's repeated steps rely on.
+// Ragged decode contexts (two equal, batched in one call), two chunks of unequal length (as a
+// --prefill-share splits its tokens) after 5 cached tokens: every rank's output equals the TP=1
+// stage's, and a repeated step (rewriting the cache rows the first wrote) gives the same
+// output, which the protocol's repeated steps rely on.
 TEST_P(MixedStepMatchesTp1, RaggedContexts) {
   std::vector<int64_t> contexts = ragged_contexts("uniform:1:40", 4, 3);
   contexts.insert(contexts.end(), {9, 9});
-  const StepMix mix = mixed_step_mix(contexts, 2, 6, 5);
+  const StepMix mix = mixed_step_mix(contexts, {7, 5}, 5);
   const StageSpec spec = mixed_stage(mix, world(true), GetParam());
   auto backend = make_host_backend();
   OpTable ops;
@@ -91,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Overlaps, MixedStepMatchesTp1,
 // context (the same inputs, weights and cache rows).
 TEST(MixedStep, EqualContextsAreADecodeStep) {
   const int tp = world(true);
-  const StageSpec spec = mixed_stage(mixed_step_mix({11, 11, 11}, 0, 1, 0), tp, "none");
+  const StageSpec spec = mixed_stage(mixed_step_mix({11, 11, 11}, {}, 0), tp, "none");
   StageSpec decode = spec;
   decode.mix = StepMix{};
   decode.shape.phase = Phase::decode;
@@ -107,7 +108,7 @@ TEST(MixedStep, EqualContextsAreADecodeStep) {
 // One chunk of a prompt's first tokens: the prefill stage of one sequence of them.
 TEST(MixedStep, AFirstChunkIsAPrefill) {
   const int tp = world(true);
-  const StageSpec spec = mixed_stage(mixed_step_mix({}, 1, 12, 0), tp, "none");
+  const StageSpec spec = mixed_stage(mixed_step_mix({}, {12}, 0), tp, "none");
   StageSpec prefill = spec;
   prefill.mix = StepMix{};
   auto backend = make_host_backend();
@@ -117,7 +118,7 @@ TEST(MixedStep, AFirstChunkIsAPrefill) {
 }
 
 TEST(MixedStep, RefusesStrategiesThatCutTheStep) {
-  const StepMix mix = mixed_step_mix({4, 9}, 1, 8, 0);
+  const StepMix mix = mixed_step_mix({4, 9}, {8}, 0);
   EXPECT_EQ(mixed_overlap_problem(parse_overlap("none"), false), "");
   EXPECT_NE(mixed_overlap_problem(parse_overlap("split:2"), false), "");
   EXPECT_NE(mixed_overlap_problem(parse_overlap("ce-ring"), false), "");

@@ -365,7 +365,7 @@ TEST(MixedStep, RaggedContextsRefuseBadDistributions) {
 
 // A run's mixed step: decode entries first, then the chunks, and what it holds.
 TEST(MixedStep, MixBookkeeping) {
-  const StepMix mix = mixed_step_mix({30, 10, 20}, 2, 16, 8);
+  const StepMix mix = mixed_step_mix({30, 10, 20}, {16, 16}, 8);
   ASSERT_EQ(mix.entries.size(), 5u);
   EXPECT_EQ(mix.entries[0].kind, EntryKind::decode);
   EXPECT_EQ(mix.entries[2].context, 20);
@@ -385,8 +385,8 @@ TEST(MixedStep, MixBookkeeping) {
   // Each sequence's cache block: the largest context + tokens (a chunk of 16 after 8; a decode
   // token after 30).
   EXPECT_EQ(mix_cache_rows(mix), 31);
-  EXPECT_EQ(mix_cache_rows(mixed_step_mix({}, 1, 64, 100)), 164);
-  const MixSummary chunks_only = mix_summary(mixed_step_mix({}, 1, 64, 100));
+  EXPECT_EQ(mix_cache_rows(mixed_step_mix({}, {64}, 100)), 164);
+  const MixSummary chunks_only = mix_summary(mixed_step_mix({}, {64}, 100));
   EXPECT_EQ(chunks_only.decode_sequences, 0);
   EXPECT_EQ(chunks_only.context_max, 0);
   EXPECT_DOUBLE_EQ(chunks_only.context_mean, 0.0);
