@@ -21,35 +21,19 @@
 #include "core/error.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "tests/support/event_times.hpp"
 
 namespace ridgeline {
 namespace {
 
-// Median per call (us) of `reps` calls after `warmup`, each its own event pair.
+// Median per call (us) of `reps` calls after `warmup` and a barrier, each its own event pair.
 double median_us(cudaStream_t s, int warmup, int reps, const std::function<void()>& call) {
   for (int i = 0; i < warmup; ++i)
     call();
   RIDGELINE_CHECK(cudaStreamSynchronize(s));
   RIDGELINE_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(reps));
-  for (cudaEvent_t& e : ev)
-    RIDGELINE_CHECK(cudaEventCreate(&e));
-  for (int i = 0; i < reps; ++i) {
-    RIDGELINE_CHECK(cudaEventRecord(ev[2 * i], s));
-    call();
-    RIDGELINE_CHECK(cudaEventRecord(ev[2 * i + 1], s));
-  }
-  RIDGELINE_CHECK(cudaStreamSynchronize(s));
-  std::vector<double> us;
-  for (int i = 0; i < reps; ++i) {
-    float ms = 0;
-    RIDGELINE_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    us.push_back(1e3 * ms);
-  }
-  for (cudaEvent_t e : ev)
-    RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(e));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  const std::vector<double> ms = event_times_ms(s, 0, reps, call);
+  return 1e3 * ms[ms.size() / 2];
 }
 
 int run(int argc, char** argv) {

@@ -22,32 +22,14 @@
 #include "core/error.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "tests/support/event_times.hpp"
 
 namespace ridgeline {
 namespace {
 
 // Median of `reps` calls, each bracketed by its own event pair on `stream`, in milliseconds.
 double median_ms(cudaStream_t stream, int warmup, int reps, const std::function<void()>& call) {
-  for (int i = 0; i < warmup; ++i)
-    call();
-  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(reps));
-  for (cudaEvent_t& e : events)
-    RIDGELINE_CHECK(cudaEventCreate(&e));
-  for (int i = 0; i < reps; ++i) {
-    RIDGELINE_CHECK(cudaEventRecord(events[2 * i], stream));
-    call();
-    RIDGELINE_CHECK(cudaEventRecord(events[2 * i + 1], stream));
-  }
-  RIDGELINE_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    float t = 0;
-    RIDGELINE_CHECK(cudaEventElapsedTime(&t, events[2 * i], events[2 * i + 1]));
-    ms.push_back(t);
-  }
-  for (cudaEvent_t e : events)
-    RIDGELINE_CHECK_NOTHROW(cudaEventDestroy(e));
-  std::sort(ms.begin(), ms.end());
+  const std::vector<double> ms = event_times_ms(stream, warmup, reps, call);
   return ms[ms.size() / 2];
 }
 
