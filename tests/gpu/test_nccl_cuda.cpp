@@ -1,10 +1,12 @@
-// NCCL communicator on real GPUs under mpiexec -n 2: all-reduce, all-gather and a captured
-// all-reduce replayed from a CUDA graph. Skips with fewer than two ranks or two devices.
+// NCCL communicator on real GPUs under mpiexec -n 2: all-reduce, all-gather, the all-to-all-v of
+// an MoE dispatch (uneven and empty blocks) and a captured all-reduce replayed from a CUDA graph.
+// Skips with fewer than two ranks or two devices.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <vector>
 
+#include "collectives/half_types.hpp"
 #include "collectives/nccl_communicator.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
@@ -54,6 +56,43 @@ TEST_F(NcclCuda, AllReduceAndAllGather) {
   const std::vector<float> all = m_backend->to_host(gathered.view(m_size, 64, DType::bf16));
   for (int r = 0; r < m_size; ++r)
     EXPECT_EQ(all[static_cast<size_t>(r * 64)], r);
+}
+
+// Rank src's block for rank dst: its element count (some empty) and element i's value (small
+// integers, exact in bf16).
+size_t a2a_count(int src, int dst) {
+  return static_cast<size_t>((src * 3 + dst * 5) % 7) * 100 + static_cast<size_t>((src + dst) % 3);
+}
+float a2a_value(int src, int dst, size_t i) {
+  return static_cast<float>(src * 8 + dst + static_cast<int>(i % 4) * 64);
+}
+
+TEST_F(NcclCuda, AllToAllVOfUnevenBlocks) {
+  const size_t n = static_cast<size_t>(m_size);
+  std::vector<size_t> sc(n), so(n), rc(n), ro(n);
+  size_t st = 0, rt = 0;
+  for (int j = 0; j < m_size; ++j) {
+    so[j] = st;
+    st += sc[j] = a2a_count(m_rank, j);
+    ro[j] = rt;
+    rt += rc[j] = a2a_count(j, m_rank);
+  }
+  std::vector<uint16_t> host(st);
+  for (int j = 0; j < m_size; ++j)
+    for (size_t i = 0; i < sc[j]; ++i)
+      host[so[j] + i] = float_to_bf16(a2a_value(m_rank, j, i));
+  Buffer send = m_backend->allocate_bytes(2 * st + 2), recv = m_backend->allocate_bytes(2 * rt + 2);
+  m_backend->upload(send.data(), host.data(), 2 * st);
+  Stream s = m_backend->stream(Lane::comm);
+  m_comm->all_to_all_v(send.data(), sc, so, recv.data(), rc, ro, DType::bf16, s);
+  nccl_wait_with_timeout(*m_comm, s, 60);
+  std::vector<uint16_t> got(rt);
+  m_backend->download(got.data(), recv.data(), 2 * rt);
+  size_t wrong = 0;
+  for (int i = 0; i < m_size; ++i)
+    for (size_t k = 0; k < rc[i]; ++k)
+      wrong += bf16_to_float(got[ro[i] + k]) != a2a_value(i, m_rank, k);
+  EXPECT_EQ(wrong, 0u);
 }
 
 TEST_F(NcclCuda, CapturedAllReduceReplays) {
