@@ -1,7 +1,8 @@
 // The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
 // addend, a forward GEMM and the op after it (and the RMS norm before it, when asked), in
-// turn, the grouped GEMM as one GEMM per group, and the row gather and weighted scatter-add of an
-// MoE layer as one copy or axpy per row.
+// turn, the grouped GEMM as one GEMM per group, the row gather and weighted scatter-add of an
+// MoE layer as one copy or axpy per row, and ragged decode attention as one attention() per run
+// of equal contexts.
 #include "models/backend.hpp"
 
 #include "core/error.hpp"
@@ -42,6 +43,30 @@ void Backend::grouped_gemm(const Tensor& a, const std::vector<Tensor>& w,
     if (rows == 0) continue;
     gemm(a.rows_slice(offsets[g], rows), Trans::no, w[g], Trans::yes,
          c.rows_slice(offsets[g], rows), false, lane);
+  }
+}
+
+void Backend::attention_decode_ragged(const AttentionShape& shape,
+                                      const std::vector<int64_t>& contexts, const Tensor& q,
+                                      const Tensor& k, const Tensor& v, Tensor out,
+                                      AttentionImpl impl) {
+  RIDGELINE_REQUIRE(shape.seq == 1 && shape.batch == static_cast<int64_t>(contexts.size()),
+                    "attention_decode_ragged: one query per sequence, one context per sequence");
+  RIDGELINE_REQUIRE(q.rows == shape.batch && out.rows == shape.batch &&
+                        k.rows == shape.batch * shape.capacity && v.rows == k.rows,
+                    "attention_decode_ragged: q rows, or kv rows not batch * capacity");
+  const int64_t cap = shape.capacity;
+  for (size_t first = 0; first < contexts.size();) {
+    size_t end = first + 1;
+    while (end < contexts.size() && contexts[end] == contexts[first])
+      ++end;
+    AttentionShape run = shape;
+    run.batch = static_cast<int64_t>(end - first);
+    run.context = contexts[first];
+    const int64_t row = static_cast<int64_t>(first);
+    attention(run, q.rows_slice(row, run.batch), k.rows_slice(row * cap, run.batch * cap),
+              v.rows_slice(row * cap, run.batch * cap), out.rows_slice(row, run.batch), impl);
+    first = end;
   }
 }
 

@@ -211,6 +211,17 @@ public:
   /// out[batch*seq, heads*head_dim] = softmax(q k^T / sqrt(d) + causal mask) v.
   virtual void attention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
                          const Tensor& v, Tensor out, AttentionImpl impl) = 0;
+  /// Decode attention of sequences of different contexts in one call: sequence i's query is
+  /// row i of q (and its output row i of out), its keys and values rows [i * capacity, i *
+  /// capacity + contexts[i]) of k and v (contexts include the new token, 1 <= contexts[i] <=
+  /// capacity). `shape` gives batch (== contexts.size()), capacity, heads, kv_heads and head_dim;
+  /// its seq must be 1 and its context is not read. The default is one attention() per run of
+  /// consecutive equal contexts; the CUDA backend's fused implementation runs every sequence in
+  /// one launch (and a combine of the context splits).
+  virtual void attention_decode_ragged(const AttentionShape& shape,
+                                       const std::vector<int64_t>& contexts, const Tensor& q,
+                                       const Tensor& k, const Tensor& v, Tensor out,
+                                       AttentionImpl impl);
 
   // Backward kernels (the train phase). Each takes what its forward read (recomputing the rest)
   // and the gradient of its output. Parameter gradients ([1, cols]) are sums over rows, added

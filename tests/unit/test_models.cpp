@@ -349,6 +349,36 @@ TEST_F(HostKernels, DecodeAttentionSeesWholeContext) {
     ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
 }
 
+// The default ragged decode (one attention() per run of equal contexts) gives each sequence
+// exactly what a call of its own gives: contexts of 1, equal neighbours, the full capacity, and
+// grouped heads; strided views (columns of a wider tensor) as the mixed step passes them.
+TEST_F(HostKernels, RaggedDecodeEqualsOneCallPerSequence) {
+  const std::vector<int64_t> contexts = {1, 7, 7, 12, 3, 3, 3, 1, 12};
+  AttentionShape s;
+  s.batch = static_cast<int64_t>(contexts.size());
+  s.seq = 1;
+  s.capacity = 12;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 4;
+  const int64_t kv_cols = s.kv_heads * s.head_dim, q_cols = s.heads * s.head_dim;
+  const Tensor q = make(s.batch, q_cols + 3, 1).cols_slice(0, q_cols);
+  const Tensor kv = make(s.batch * s.capacity, 2 * kv_cols, 2);
+  const Tensor k = kv.cols_slice(0, kv_cols), v = kv.cols_slice(kv_cols, kv_cols);
+  for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::naive}) {
+    const Tensor ragged = make(s.batch, q_cols, 3), single = make(s.batch, q_cols, 4);
+    be->attention_decode_ragged(s, contexts, q, k, v, ragged, impl);
+    for (int64_t i = 0; i < s.batch; ++i) {
+      AttentionShape one = s;
+      one.batch = 1;
+      one.context = contexts[static_cast<size_t>(i)];
+      be->attention(one, q.rows_slice(i, 1), k.rows_slice(i * s.capacity, s.capacity),
+                    v.rows_slice(i * s.capacity, s.capacity), single.rows_slice(i, 1), impl);
+    }
+    EXPECT_EQ(be->to_host(ragged), be->to_host(single)) << attention_name(impl);
+  }
+}
+
 TEST_F(HostKernels, StridedViewsCopyCacheSlots) {
   const Tensor cache = make(3 * 4, 2, 1); // 3 sequences x capacity 4
   const Tensor fresh = make(3, 2, 2);
