@@ -1,5 +1,6 @@
 // The CUDA backend's attention: the fused kernels of cuda/attention.cu, cuDNN's, and the naive
 // one (materialised scores, cuBLASLt GEMMs and the softmax kernels), forward and backward.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -23,6 +24,31 @@ void CudaBackend::attention(const AttentionShape& s, const Tensor& q, const Tens
         [this](size_t bytes) { return scratch(m_decode_scratch, bytes); }, chained(Lane::compute));
   else
     attention_naive(s, q, k, v, out, nullptr);
+}
+
+void CudaBackend::attention_decode_ragged(const AttentionShape& s,
+                                          const std::vector<int64_t>& contexts, const Tensor& q,
+                                          const Tensor& k, const Tensor& v, Tensor out,
+                                          AttentionImpl impl) {
+  if (impl != AttentionImpl::fused) {
+    Backend::attention_decode_ragged(s, contexts, q, k, v, out, impl);
+    return;
+  }
+  RIDGELINE_REQUIRE(s.seq == 1 && s.batch == static_cast<int64_t>(contexts.size()),
+                    "attention_decode_ragged: one query per sequence, one context per sequence");
+  RIDGELINE_REQUIRE(!m_capturing, "attention_decode_ragged: not inside a graph capture");
+  AttentionShape longest = s;
+  longest.context = 1;
+  for (int64_t c : contexts) {
+    RIDGELINE_REQUIRE(c >= 1 && c <= s.capacity, "attention_decode_ragged: a context outside "
+                                                 "[1, capacity]");
+    longest.context = std::max(longest.context, c);
+  }
+  require_attention(longest, q, k, v, out);
+  cuda::attention_fused_decode_ragged(
+      s, contexts, q, k, v, out, m_sm_count,
+      [this](size_t bytes) { return scratch(m_decode_scratch, bytes); },
+      [this](size_t bytes) { return scratch(m_ragged_work, bytes); }, m_compute.get());
 }
 
 void CudaBackend::attention_train(const AttentionShape& s, const Tensor& q, const Tensor& k,

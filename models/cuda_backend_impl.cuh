@@ -247,6 +247,13 @@ public:
   void attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  Tensor out, AttentionImpl impl) override;
 
+  /// Fused: every sequence in one launch of the decode kernel (and its combine), the contexts
+  /// equal or not; naive and cudnn: Backend's one attention() per run of equal contexts. Not
+  /// inside a capture: the launch uploads its work list from host memory.
+  void attention_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
+                               const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
+                               AttentionImpl impl) override;
+
   void attention_train(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                        Tensor out, void* lse, AttentionImpl impl) override;
 
@@ -449,6 +456,7 @@ private:
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;
+  DeviceBuffer m_ragged_work;   ///< attention_decode_ragged()'s work list
   DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
   DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)
   DeviceBuffer m_gather_index;  ///< gather_rows' indices

@@ -1,9 +1,10 @@
 // Fused attention on the GPU, the dispatch: by dtype, head dim and phase to the kernels of this
 // folder. Prefill (seq > 1, or any seq that must write its log-sum-exp) takes
 // attention_prefill_sm90.cu on a Hopper GPU at head dim 128 and attention_prefill_sm80.cu
-// otherwise; decode (seq == 1) attention_decode_split.cu and attention_decode_combine.cu. The
-// backward (prefill shapes) runs attention_delta.cu, then attention_backward_sm90.cu or
-// attention_backward_sm80.cu, then convert_rows.cu into the dtype gradients.
+// otherwise; decode (seq == 1, and ragged decode) attention_decode_split.cu and
+// attention_decode_combine.cu. The backward (prefill shapes) runs attention_delta.cu, then
+// attention_backward_sm90.cu or attention_backward_sm80.cu, then convert_rows.cu into the dtype
+// gradients.
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -153,6 +154,35 @@ void attention_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, 
     run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, where, lse);
   else if (q.dtype == DType::f16)
     run_fused<__half>(s, q, k, v, out, sm_count, scratch, where, lse);
+  else
+    throw Error("fused attention takes bf16 or fp16 tensors");
+}
+
+void attention_fused_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
+                                   const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& out, int sm_count, const ScratchFn& scratch,
+                                   const ScratchFn& work_scratch, cudaStream_t stream) {
+  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
+                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
+  RIDGELINE_REQUIRE(s.batch * s.capacity < (int64_t{1} << 31),
+                    "fused attention: sequence too long for 32-bit row indices");
+  if (s.batch == 0 || s.heads == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if (s.head_dim == 64)
+      launch_decode_ragged<T, 64>(s, contexts, q, k, v, out, sm_count, scratch, work_scratch,
+                                  stream);
+    else if (s.head_dim == 128)
+      launch_decode_ragged<T, 128>(s, contexts, q, k, v, out, sm_count, scratch, work_scratch,
+                                   stream);
+    else
+      throw Error("fused attention supports head_dim 64 and 128, got " +
+                  std::to_string(s.head_dim) + " (the naive implementation takes any head_dim)");
+  };
+  if (q.dtype == DType::bf16)
+    run(__nv_bfloat16{});
+  else if (q.dtype == DType::f16)
+    run(__half{});
   else
     throw Error("fused attention takes bf16 or fp16 tensors");
 }

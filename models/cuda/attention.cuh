@@ -1,7 +1,10 @@
 // The fused attention's launchers, one translation unit per kernel and architecture, which the
-// dispatch of attention.cu calls: prefill (sm80, sm90), decode (split, combine), backward (sm80,
-// sm90) and the backward's row kernels. T is __nv_bfloat16 or __half, D the head dim (64, 128).
+// dispatch of attention.cu calls: prefill (sm80, sm90), decode (split, ragged, combine), backward
+// (sm80, sm90) and the backward's row kernels. T is __nv_bfloat16 or __half, D the head dim
+// (64, 128).
 #pragma once
+
+#include <vector>
 
 #include "models/cuda/common.cuh"
 
@@ -23,11 +26,24 @@ void launch_flash_sm90(const AttentionShape& s, const Tensor& q, const Tensor& k
 template <typename T, int D>
 void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where);
-/// Merges each (head, sequence)'s `splits` partials ([batch][heads][splits][D] unnormalised
-/// outputs, [..][2] max and sum) into `out`, an ordinary launch on `stream`.
+/// Decode of sequences of different contexts (Backend::attention_decode_ragged()) in one launch
+/// on `stream`: a work list of every sequence's context splits (uploaded by an asynchronous copy
+/// into `work_scratch`), then launch_decode_combine() where a sequence was split in more than
+/// one. Ordinary launches.
+template <typename T, int D>
+void launch_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
+                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          int sm_count, const ScratchFn& scratch, const ScratchFn& work_scratch,
+                          cudaStream_t stream);
+/// Merges each (head, sequence)'s partials (unnormalised outputs [slots][D], max and sum
+/// [slots][2]) into `out`, an ordinary launch on `stream`. Every sequence has `splits` partials
+/// ([batch][heads][splits]), or, with `first_split` (device, batch + 1 entries), sequence b has
+/// first_split[b + 1] - first_split[b] of them from slot first_split[b] * heads on ([heads][its
+/// splits]); one of one split is left alone.
 template <typename T, int D>
 void launch_decode_combine(const float* part_o, const float* part_ml, T* out, int64_t o_ld,
-                           int heads, int splits, int64_t batch, cudaStream_t stream);
+                           int heads, int splits, int64_t batch, cudaStream_t stream,
+                           const int* first_split = nullptr);
 
 /// What one fused attention backward reads and writes, the fp32 scratch included (laid out by
 /// attention.cu's dispatch).

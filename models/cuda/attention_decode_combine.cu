@@ -1,5 +1,6 @@
 // Fused attention decode, the combine kernel: the partials (max, sum, unnormalised output) of the
-// context splits of attention_decode_split.cu merged into each head's output row.
+// context splits of attention_decode_split.cu merged into each head's output row, every
+// sequence split alike or (ragged) each into its own number of splits.
 #include "models/cuda/attention.cuh"
 #include "models/cuda/common.cuh"
 
@@ -16,7 +17,7 @@ constexpr int kCombineWarps = 4;
 template <typename T, int D>
 __global__ void __launch_bounds__(32 * kCombineWarps)
     decode_combine_kernel(const float* part_o, const float* part_ml, T* out, int64_t o_ld,
-                          int heads, int splits) {
+                          int heads, int splits, const int* first_split) {
   allow_dependents();
   wait_for_primary();
   static_assert(D % 64 == 0, "two or four dims per lane");
@@ -25,7 +26,14 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   __shared__ float x_f[kCombineWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h = blockIdx.x, b = blockIdx.y;
-  const int64_t slot0 = (static_cast<int64_t>(b) * heads + h) * splits;
+  // Sequence b's partials: split0 * heads + h * splits + s (attention_decode_split.cu).
+  int64_t split0 = static_cast<int64_t>(b) * splits;
+  if (first_split != nullptr) {
+    split0 = first_split[b];
+    splits = first_split[b + 1] - first_split[b];
+    if (splits == 1) return; // the split kernel wrote this sequence's output; the whole CTA leaves
+  }
+  const int64_t slot0 = split0 * heads + static_cast<int64_t>(h) * splits;
   const float2* ml = reinterpret_cast<const float2*>(part_ml) + slot0; // (max, sum) per split
 
   float mx = -INFINITY;
@@ -84,20 +92,23 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
 
 template <typename T, int D>
 void launch_decode_combine(const float* part_o, const float* part_ml, T* out, int64_t o_ld,
-                           int heads, int splits, int64_t batch, cudaStream_t stream) {
-  launch_kernel(decode_combine_kernel<T, D>,
-                dim3(static_cast<unsigned>(heads), static_cast<unsigned>(batch)),
-                32 * kCombineWarps, 0, stream, part_o, part_ml, out, o_ld, heads, splits);
+                           int heads, int splits, int64_t batch, cudaStream_t stream,
+                           const int* first_split) {
+  launch_kernel(
+      decode_combine_kernel<T, D>, dim3(static_cast<unsigned>(heads), static_cast<unsigned>(batch)),
+      32 * kCombineWarps, 0, stream, part_o, part_ml, out, o_ld, heads, splits, first_split);
 }
 
 template void launch_decode_combine<__nv_bfloat16, 64>(const float*, const float*, __nv_bfloat16*,
-                                                       int64_t, int, int, int64_t, cudaStream_t);
+                                                       int64_t, int, int, int64_t, cudaStream_t,
+                                                       const int*);
 template void launch_decode_combine<__nv_bfloat16, 128>(const float*, const float*, __nv_bfloat16*,
-                                                        int64_t, int, int, int64_t, cudaStream_t);
+                                                        int64_t, int, int, int64_t, cudaStream_t,
+                                                        const int*);
 template void launch_decode_combine<__half, 64>(const float*, const float*, __half*, int64_t, int,
-                                                int, int64_t, cudaStream_t);
+                                                int, int64_t, cudaStream_t, const int*);
 template void launch_decode_combine<__half, 128>(const float*, const float*, __half*, int64_t, int,
-                                                 int, int64_t, cudaStream_t);
+                                                 int, int64_t, cudaStream_t, const int*);
 
 } // namespace cuda
 } // namespace ridgeline

@@ -8,9 +8,12 @@
 // in shared memory at the end: a CTA with the whole context writes the output, otherwise it
 // writes a partial (max, sum, unnormalised output) that a second kernel combines. Grouped-query
 // decode does 2 * group FLOPs per K/V element and direction, more than the SIMT lanes sustain at
-// the HBM roof for group 8; the tensor cores have room to spare.
+// the HBM roof for group 8; the tensor cores have room to spare. The ragged launch runs
+// sequences of different contexts in one grid: its CTAs walk a list of every sequence's splits.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 #include "models/cuda/attention.cuh"
@@ -30,15 +33,22 @@ constexpr int kDecodeStages = 3;                        // cp.async stages per w
 constexpr int kDecodeRows = 16;                         // query heads per CTA: the MMA's M
 constexpr int kDecodeTile = kDecodeWarps * kDecodeKeys; // keys per round of the CTA's warps
 
+// Sequence b's partials start at split `split0` of the list of every sequence's splits: the
+// partial of (b, head h, split s) is slot split0 * heads + h * splits_b + s. Uniform launches
+// have split0 = b * splits, which makes that [batch][heads][splits].
 struct DecodeParams {
   const void* q;
   const void* k;
   const void* v;
-  void* out;      ///< written directly when splits == 1
-  float* part_o;  ///< [batch][heads][splits][D], unnormalised
-  float* part_ml; ///< [batch][heads][splits][2]: max (log2 units) and sum
+  void* out;      ///< written directly for a sequence of one split
+  float* part_o;  ///< [slots][D], unnormalised
+  float* part_ml; ///< [slots][2]: max (log2 units) and sum
   int64_t q_ld, k_ld, v_ld, o_ld;
   int context, capacity, heads, group, head_chunks, splits, split_len;
+  /// Ragged launches: the list of every sequence's splits on the device, one entry per
+  /// blockIdx.y: {sequence, split | the sequence's splits << 16, its context, its split0};
+  /// null for uniform launches.
+  const int4* work;
   float scale_log2;
 };
 
@@ -59,13 +69,32 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   T* k_s = reinterpret_cast<T*>(smem_raw + warp * kWarpBytes); // [stages][keys][D]
   T* v_s = k_s + kDecodeStages * kStageElems;                  // [stages][keys][D]
 
-  const int split = blockIdx.x;
-  const int kvh = blockIdx.y / p.head_chunks;
-  const int g0 = (blockIdx.y % p.head_chunks) * kDecodeRows;
+  // This CTA's sequence b, its split, b's split count and context, where b's partials start
+  // (split0), and its (KV head, head chunk) unit. Uniform: x is the split, y the unit, z the
+  // sequence. Ragged: x is the unit and y an entry of the work list, so that the list's order
+  // is the order the CTAs start in (the longest splits first).
+  int b, split, splits, context, split0, unit;
+  if (p.work == nullptr) {
+    b = blockIdx.z;
+    split = blockIdx.x;
+    splits = p.splits;
+    context = p.context;
+    split0 = b * p.splits;
+    unit = blockIdx.y;
+  } else {
+    const int4 w = p.work[blockIdx.y];
+    b = w.x;
+    split = static_cast<int>(static_cast<unsigned>(w.y) & 0xffffu);
+    splits = static_cast<int>(static_cast<unsigned>(w.y) >> 16);
+    context = w.z;
+    split0 = w.w;
+    unit = blockIdx.x;
+  }
+  const int kvh = unit / p.head_chunks;
+  const int g0 = (unit % p.head_chunks) * kDecodeRows;
   const int nh = min(kDecodeRows, p.group - g0);
-  const int b = blockIdx.z;
-  const int begin = split * p.split_len;
-  const int end = min(p.context, begin + p.split_len);
+  const int begin = split * p.split_len; // < context: a sequence has ceil(context / len) splits
+  const int end = min(context, begin + p.split_len);
   const int h0 = kvh * p.group + g0; // first query head of this CTA
 
   const T* k_base = static_cast<const T*>(p.k) + static_cast<int64_t>(b) * p.capacity * p.k_ld +
@@ -104,7 +133,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   // grid's later CTAs need).
   int loaded = 0;
   for (; loaded < kDecodeStages - 1; ++loaded) {
-    if (loaded < steps && first + loaded * kStride + kDecodeKeys >= p.context) break;
+    if (loaded < steps && first + loaded * kStride + kDecodeKeys >= context) break;
     load_step(loaded);
   }
   wait_for_primary();
@@ -203,7 +232,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   }
   __syncthreads();
   auto warp_o = [&](int w) { return reinterpret_cast<const float*>(smem_raw + w * kWarpBytes); };
-  const int64_t slot0 = (static_cast<int64_t>(b) * p.heads + h0) * p.splits + split;
+  const int64_t slot0 =
+      static_cast<int64_t>(split0) * p.heads + static_cast<int64_t>(h0) * splits + split;
   for (int x = threadIdx.x; x < nh * D; x += kDecodeThreads) {
     const int row = x / D, d = x % D;
     float mx = -INFINITY;
@@ -218,12 +248,12 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
       num += wgt * xo[row * D + d];
       den += wgt * xo[kDecodeRows * D + kDecodeRows + row];
     }
-    if (p.splits == 1) {
+    if (splits == 1) {
       static_cast<T*>(
           p.out)[static_cast<int64_t>(b) * p.o_ld + static_cast<int64_t>(h0 + row) * D + d] =
           from_float<T>(num / den);
     } else {
-      const int64_t slot = slot0 + static_cast<int64_t>(row) * p.splits;
+      const int64_t slot = slot0 + static_cast<int64_t>(row) * splits;
       p.part_o[slot * D + d] = num;
       if (d == 0) {
         p.part_ml[slot * 2] = mx;
@@ -256,13 +286,49 @@ int64_t decode_split_len(int64_t context, int64_t ctas_per_split, int64_t slots)
   return split_len_for(chosen);
 }
 
-} // namespace
+// A ragged CTA's fixed cost (its start, its pipeline's first loads, the warps' exchange and its
+// partial's store and combine) counted as the keys one CTA would read in that time: an estimate.
+constexpr int64_t kRaggedCtaKeys = 2 * kDecodeTile;
 
-template <typename T, int D>
-void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                   const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where) {
+// The split length (keys, a multiple of the CTA's round of 64) of a ragged launch whose `units`
+// CTAs per split (KV heads times head chunks) share `slots` resident CTAs. The CTAs start in
+// the work list's order as slots free up, so the launch takes at most its work spread over the
+// slots plus its longest CTA (Graham's bound for list scheduling); the split length that
+// minimises that bound, each CTA costing its keys plus kRaggedCtaKeys. Long splits leave a
+// long last CTA; short ones pay the fixed cost more often. At most 65535 list entries (the
+// grid's y).
+int64_t ragged_split_len(const std::vector<int64_t>& contexts, int64_t units, int64_t slots) {
+  int64_t total = 0, longest = 1;
+  for (int64_t c : contexts) {
+    total += c;
+    longest = std::max(longest, c);
+  }
+  const int64_t most = std::min<int64_t>((longest + kDecodeTile - 1) / kDecodeTile, 4096);
+  double best = 0.0;
+  int64_t chosen = most * kDecodeTile;
+  for (int64_t m = most; m >= 1; --m) {
+    const int64_t len = m * kDecodeTile;
+    int64_t entries = 0;
+    for (int64_t c : contexts)
+      entries += (c + len - 1) / len;
+    if (entries > 65535) break; // shorter splits only add entries
+    const double bound = static_cast<double>(units) *
+                             static_cast<double>(total + entries * kRaggedCtaKeys) /
+                             static_cast<double>(slots) +
+                         static_cast<double>(len + kRaggedCtaKeys);
+    if (m == most || bound < best) {
+      best = bound;
+      chosen = len;
+    }
+  }
+  return chosen;
+}
+
+// The fields of a launch every decode launch sets alike.
+template <int D>
+DecodeParams decode_params(const AttentionShape& s, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& out) {
   const int group = static_cast<int>(s.heads / s.kv_heads);
-  const int head_chunks = (group + kDecodeRows - 1) / kDecodeRows;
   DecodeParams p{};
   p.q = q.data;
   p.k = k.data;
@@ -276,28 +342,44 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   p.capacity = static_cast<int>(s.capacity);
   p.heads = static_cast<int>(s.heads);
   p.group = group;
-  p.head_chunks = head_chunks;
+  p.head_chunks = (group + kDecodeRows - 1) / kDecodeRows;
   p.scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  return p;
+}
 
+// The split kernel's shared memory attribute set, and its resident CTAs per SM on the current
+// device (the occupancy query's answer kept per thread and device).
+template <typename T, int D> int decode_ctas_per_sm() {
   constexpr int smem = decode_smem_bytes<D>();
   RIDGELINE_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  thread_local int last_device = -1, per_sm = 0;
+  int device = 0;
+  RIDGELINE_CHECK(cudaGetDevice(&device));
+  if (device != last_device) {
+    RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, decode_split_kernel<T, D>, kDecodeThreads, smem));
+    last_device = device;
+  }
+  return per_sm < 1 ? 1 : per_sm;
+}
+
+} // namespace
+
+template <typename T, int D>
+void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where) {
+  DecodeParams p = decode_params<D>(s, q, k, v, out);
+  const int head_chunks = p.head_chunks;
+  constexpr int smem = decode_smem_bytes<D>();
+  const int per_sm = decode_ctas_per_sm<T, D>();
   // The occupancy query and the split search are host work on every eager launch, more of it the
   // longer the context: the last shape's answer is kept per thread (a decode step repeats one
   // shape layer after layer).
   thread_local struct {
-    int device = -1, per_sm = 0;
     int64_t context = -1, ctas_per_split = -1, slots = -1, split_len = 0;
   } last;
-  int device = 0;
-  RIDGELINE_CHECK(cudaGetDevice(&device));
-  if (device != last.device) {
-    RIDGELINE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &last.per_sm, decode_split_kernel<T, D>, kDecodeThreads, smem));
-    last.device = device;
-    last.context = -1;
-  }
-  const int64_t slots = static_cast<int64_t>(sm_count) * (last.per_sm < 1 ? 1 : last.per_sm);
+  const int64_t slots = static_cast<int64_t>(sm_count) * per_sm;
   const int64_t ctas_per_split = s.batch * s.kv_heads * head_chunks;
   if (s.context != last.context || ctas_per_split != last.ctas_per_split || slots != last.slots) {
     last.split_len = decode_split_len(s.context, ctas_per_split, slots);
@@ -328,6 +410,102 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   launch_decode_combine<T, D>(p.part_o, p.part_ml, static_cast<T*>(out.data), out.ld, p.heads,
                               p.splits, s.batch, where.stream);
 }
+
+template <typename T, int D>
+void launch_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
+                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          int sm_count, const ScratchFn& scratch, const ScratchFn& work_scratch,
+                          cudaStream_t stream) {
+  DecodeParams p = decode_params<D>(s, q, k, v, out);
+  const int64_t units = s.kv_heads * p.head_chunks;
+  RIDGELINE_REQUIRE(s.batch <= 65535 && units <= 65535,
+                    "decode attention: batch and KV heads must each stay below 65536");
+  const int64_t slots = static_cast<int64_t>(sm_count) * decode_ctas_per_sm<T, D>();
+  // The split search is host work of every sequence for every candidate: the last answer is
+  // kept per thread (a step's layers repeat its contexts).
+  thread_local struct {
+    std::vector<int64_t> contexts;
+    int64_t units = -1, slots = -1, split_len = 0;
+  } last;
+  if (contexts != last.contexts || units != last.units || slots != last.slots) {
+    last.split_len = ragged_split_len(contexts, units, slots);
+    last.contexts = contexts;
+    last.units = units;
+    last.slots = slots;
+  }
+  const int64_t len = last.split_len;
+  p.split_len = static_cast<int>(len);
+
+  // The work list, {sequence, split | splits << 16, context, first split}, the longest splits
+  // first (every split but a sequence's last is `len` keys long): the last CTAs to start are
+  // the short ones. Then each sequence's first split and the list's length, for the combine.
+  std::vector<int4> work;
+  std::vector<int> first_split(contexts.size() + 1);
+  int entries = 0;
+  for (size_t b = 0; b < contexts.size(); ++b) {
+    const int c = static_cast<int>(contexts[b]);
+    const int64_t n64 = (contexts[b] + len - 1) / len;
+    RIDGELINE_REQUIRE(entries + n64 <= 65535,
+                      "ragged decode attention: more than 65535 context splits");
+    const int n = static_cast<int>(n64);
+    first_split[b] = entries;
+    for (int i = 0; i < n; ++i)
+      work.push_back(
+          make_int4(static_cast<int>(b),
+                    static_cast<int>(static_cast<unsigned>(i) | (static_cast<unsigned>(n) << 16)),
+                    c, entries));
+    entries += n;
+  }
+  first_split[contexts.size()] = entries;
+  auto keys = [&](const int4& w) {
+    return std::min<int64_t>(len, w.z - static_cast<int64_t>(w.y & 0xffff) * len);
+  };
+  std::stable_sort(work.begin(), work.end(),
+                   [&](const int4& a, const int4& b) { return keys(a) > keys(b); });
+  const size_t work_bytes = work.size() * sizeof(int4);
+  const size_t bytes = work_bytes + first_split.size() * sizeof(int);
+  std::vector<unsigned char> host(bytes);
+  std::memcpy(host.data(), work.data(), work_bytes);
+  std::memcpy(host.data() + work_bytes, first_split.data(), first_split.size() * sizeof(int));
+  unsigned char* dev = static_cast<unsigned char*>(work_scratch(bytes));
+  RIDGELINE_CHECK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, stream));
+  p.work = reinterpret_cast<const int4*>(dev);
+  const int* first_split_dev = reinterpret_cast<const int*>(dev + work_bytes);
+
+  const bool split = entries > static_cast<int>(contexts.size());
+  if (split) {
+    const size_t rows = static_cast<size_t>(entries) * static_cast<size_t>(s.heads);
+    float* part = static_cast<float*>(scratch(rows * (D + 2) * sizeof(float)));
+    p.part_o = part;
+    p.part_ml = part + rows * D;
+  }
+  // An ordinary launch: the kernel reads the work list the copy above writes.
+  const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(entries), 1);
+  launch_kernel(decode_split_kernel<T, D>, grid, kDecodeThreads, decode_smem_bytes<D>(),
+                Launch(stream), p);
+  if (!split) return;
+  launch_decode_combine<T, D>(p.part_o, p.part_ml, static_cast<T*>(out.data), out.ld, p.heads, 0,
+                              s.batch, stream, first_split_dev);
+}
+
+template void launch_decode_ragged<__nv_bfloat16, 64>(const AttentionShape&,
+                                                      const std::vector<int64_t>&, const Tensor&,
+                                                      const Tensor&, const Tensor&, const Tensor&,
+                                                      int, const ScratchFn&, const ScratchFn&,
+                                                      cudaStream_t);
+template void launch_decode_ragged<__nv_bfloat16, 128>(const AttentionShape&,
+                                                       const std::vector<int64_t>&, const Tensor&,
+                                                       const Tensor&, const Tensor&, const Tensor&,
+                                                       int, const ScratchFn&, const ScratchFn&,
+                                                       cudaStream_t);
+template void launch_decode_ragged<__half, 64>(const AttentionShape&, const std::vector<int64_t>&,
+                                               const Tensor&, const Tensor&, const Tensor&,
+                                               const Tensor&, int, const ScratchFn&,
+                                               const ScratchFn&, cudaStream_t);
+template void launch_decode_ragged<__half, 128>(const AttentionShape&, const std::vector<int64_t>&,
+                                                const Tensor&, const Tensor&, const Tensor&,
+                                                const Tensor&, int, const ScratchFn&,
+                                                const ScratchFn&, cudaStream_t);
 
 template void launch_decode<__nv_bfloat16, 64>(const AttentionShape&, const Tensor&, const Tensor&,
                                                const Tensor&, const Tensor&, int, const ScratchFn&,

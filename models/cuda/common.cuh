@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "models/backend.hpp"
@@ -228,6 +229,15 @@ void attention_delta(const AttentionShape& shape, const Tensor& out, const Tenso
 void attention_fused(const AttentionShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where,
                      float* lse = nullptr);
+/// Fused decode attention of sequences of different contexts (Backend::attention_decode_ragged())
+/// in one launch of the decode split kernel over a work list of every sequence's context splits
+/// (uploaded into `work_scratch` by an asynchronous copy from host memory), then the combine
+/// where a sequence was split. Ordinary launches on `s`.
+void attention_fused_decode_ragged(const AttentionShape& shape,
+                                   const std::vector<int64_t>& contexts, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& out,
+                                   int sm_count, const ScratchFn& scratch,
+                                   const ScratchFn& work_scratch, cudaStream_t s);
 /// Fused attention backward (prefill shapes): FlashAttention-2 style on tensor cores, one CTA per
 /// (sequence, KV head, 64-key block) looping over the group's query heads and query blocks,
 /// P recomputed from `lse`; dK, dV summed in registers, dQ in an fp32 scratch by atomics.

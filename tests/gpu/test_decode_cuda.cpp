@@ -1,10 +1,11 @@
 // Decode on the CUDA backend against the host backend: the decode attention kernel (one query
 // per sequence over a KV cache, split along the context and combined) at the context lengths
 // around its tile and split boundaries and at grouped-query group sizes 1, 4 and 8; and a
-// stage generating tokens into a growing cache, eager and as one captured graph per step.
-// Skips without a CUDA device.
+// stage generating tokens into a growing cache, eager and as one captured graph per step; and
+// ragged decode (sequences of different contexts in one call). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +81,104 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<DecodeCase>& i) {
       return "context" + std::to_string(i.param.context) + "_group" + std::to_string(i.param.group);
     });
+
+struct RaggedCase {
+  std::string name;
+  std::vector<int64_t> contexts;
+  int64_t kv_heads, group, head_dim;
+  DType dtype;
+};
+
+// `n` contexts spread evenly over [lo, hi].
+std::vector<int64_t> spread(int64_t lo, int64_t hi, int64_t n) {
+  std::vector<int64_t> c;
+  for (int64_t i = 0; i < n; ++i)
+    c.push_back(lo + (hi - lo) * i / (n - 1));
+  return c;
+}
+
+class RaggedDecode : public ::testing::TestWithParam<RaggedCase> {};
+
+// One ragged call (the fused kernel: every sequence in one launch) against the host's ragged
+// call (one attention() per run of equal contexts) and against one CUDA attention() per
+// sequence. The cache rows past each sequence's context hold large values, so a read past it
+// would show.
+TEST_P(RaggedDecode, MatchesHostAndOneCallPerSequence) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  const RaggedCase& c = GetParam();
+  auto gpu = make_cuda_backend(0, c.dtype);
+  auto host = make_host_backend();
+  AttentionShape s;
+  s.batch = static_cast<int64_t>(c.contexts.size());
+  s.seq = 1;
+  s.capacity = *std::max_element(c.contexts.begin(), c.contexts.end()) + 5;
+  s.kv_heads = c.kv_heads;
+  s.heads = c.kv_heads * c.group;
+  s.head_dim = c.head_dim;
+  const int64_t q_cols = s.heads * s.head_dim, kv_cols = s.kv_heads * s.head_dim;
+  const int64_t kv_rows = s.batch * s.capacity;
+  auto make = [&](int64_t rows, int64_t cols, uint64_t tensor) {
+    return make_backend_pair(*gpu, *host, c.dtype, rows, cols, GenKey{9, tensor, cols, 1.0f});
+  };
+  // K and V as the mixed step passes them: the two halves of one cache row.
+  BackendPair q = make(s.batch, q_cols, 1), kv = make(kv_rows, 2 * kv_cols, 2);
+  BackendPair out = make(s.batch, q_cols, 4), single = make(s.batch, q_cols, 5);
+  for (int64_t i = 0; i < s.batch; ++i) {
+    const int64_t ctx = c.contexts[static_cast<size_t>(i)];
+    gpu->fill_value(kv.gpu.rows_slice(i * s.capacity + ctx, s.capacity - ctx), 30.f);
+    host->fill_value(kv.host.rows_slice(i * s.capacity + ctx, s.capacity - ctx), 30.f);
+  }
+  auto k_of = [&](const Tensor& t) { return t.cols_slice(0, kv_cols); };
+  auto v_of = [&](const Tensor& t) { return t.cols_slice(kv_cols, kv_cols); };
+  for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::naive}) {
+    const char* what = attention_name(impl);
+    gpu->attention_decode_ragged(s, c.contexts, q.gpu, k_of(kv.gpu), v_of(kv.gpu), out.gpu, impl);
+    host->attention_decode_ragged(s, c.contexts, q.host, k_of(kv.host), v_of(kv.host), out.host,
+                                  impl);
+    for (int64_t i = 0; i < s.batch; ++i) {
+      AttentionShape one = s;
+      one.batch = 1;
+      one.context = c.contexts[static_cast<size_t>(i)];
+      const Tensor block = kv.gpu.rows_slice(i * s.capacity, s.capacity);
+      gpu->attention(one, q.gpu.rows_slice(i, 1), k_of(block), v_of(block),
+                     single.gpu.rows_slice(i, 1), impl);
+    }
+    const std::vector<float> g = gpu->to_host(out.gpu);
+    for (float x : g)
+      ASSERT_TRUE(std::isfinite(x)) << what;
+    EXPECT_LT(relative_error(g, host->to_host(out.host)), kTolerance) << what;
+    EXPECT_LT(relative_error(g, gpu->to_host(single.gpu)), kTolerance) << what;
+    // Each sequence on its own, so that a short one's error does not hide in a long one's.
+    const std::vector<float> h = host->to_host(out.host);
+    for (int64_t i = 0; i < s.batch; ++i) {
+      const auto row = [&](const std::vector<float>& x) {
+        return std::vector<float>(x.begin() + i * q_cols, x.begin() + (i + 1) * q_cols);
+      };
+      EXPECT_LT(relative_error(row(g), row(h)), kTolerance)
+          << what << " sequence " << i << " context " << c.contexts[static_cast<size_t>(i)];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Contexts, RaggedDecode,
+    ::testing::Values(
+        // Contexts of 1, around the 16-key step and the 64-key round, and long ones split.
+        RaggedCase{
+            "mixed_group4", {1, 65, 4097, 63, 64, 1000, 1, 2049, 17}, 2, 4, 128, DType::bf16},
+        RaggedCase{
+            "mixed_group1", {1, 65, 4097, 63, 64, 1000, 1, 2049, 17}, 2, 1, 128, DType::bf16},
+        RaggedCase{"mixed_group8_d64_fp16", {3000, 1, 129, 7, 7, 7, 511}, 1, 8, 64, DType::f16},
+        // 20 query heads per KV head: two head chunks of the 16-row tile.
+        RaggedCase{"group20", {33, 1500, 2}, 1, 20, 128, DType::bf16},
+        // Nothing split: one split per sequence, no combine.
+        RaggedCase{"all_one", {1, 1, 1, 1}, 2, 4, 128, DType::bf16},
+        RaggedCase{"all_equal", {777, 777, 777}, 2, 4, 128, DType::bf16},
+        // One sequence: the ragged launch alone.
+        RaggedCase{"single", {5000}, 2, 4, 128, DType::bf16},
+        // llama3-8b's heads at TP 1 over 64 contexts from 793 to 7933.
+        RaggedCase{"llama3_8b_64", spread(793, 7933, 64), 8, 4, 128, DType::bf16}),
+    [](const ::testing::TestParamInfo<RaggedCase>& i) { return i.param.name; });
 
 StageSpec decode_stage(int64_t steps) {
   StageSpec spec;
