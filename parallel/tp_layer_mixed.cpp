@@ -1,7 +1,8 @@
 // A mixed step on a TpStage: decode tokens and prefill chunks of several sequences in one
 // step. The GEMMs and collectives run over every token of the step as the prefill schedule
 // runs them; here, the attention, each sequence at its own context against its own block of
-// the KV cache.
+// the KV cache: a prefill chunk per call (equal ones batched), the decode tokens in one ragged
+// call.
 #include <string>
 #include <vector>
 
@@ -116,6 +117,26 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
                         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
                         rows_of(attn, r), m_spec.attention);
   };
+  // Consecutive decode runs [first, end), their sequences adjacent in the step's rows and in the
+  // cache: one ragged call, each sequence at its own context.
+  auto attend_decode = [&](size_t first, size_t end) {
+    std::vector<int64_t> contexts;
+    for (size_t i = first; i < end; ++i)
+      contexts.insert(contexts.end(), static_cast<size_t>(runs[i].count), runs[i].context + 1);
+    const int64_t n = static_cast<int64_t>(contexts.size());
+    AttentionShape shape;
+    shape.batch = n;
+    shape.capacity = cap;
+    shape.heads = m_hl;
+    shape.kv_heads = m_kvl;
+    shape.head_dim = m_d;
+    const EntryRun& r = runs[first];
+    const Tensor blocks = cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap);
+    m_backend.attention_decode_ragged(
+        shape, contexts, qkv.rows_slice(r.row0, n).cols_slice(0, m_hl * m_d),
+        blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
+        attn.rows_slice(r.row0, n), m_spec.attention);
+  };
   // The work model's ops: the decode tokens' appends, then each kind's attention (a prefill
   // chunk's append is part of its attention's traffic).
   if (mix.decode_sequences > 0) {
@@ -123,14 +144,26 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     for (const EntryRun& r : runs)
       if (r.kind == EntryKind::decode) append(r);
   }
-  for (const EntryKind kind : {EntryKind::prefill, EntryKind::decode}) {
-    if ((kind == EntryKind::prefill ? mix.prefill_sequences : mix.decode_sequences) == 0) continue;
-    const ScopedOp op =
-        compute_op(rec, kind == EntryKind::prefill ? s_attn_prefill : s_attn_decode, layer, 1.0);
+  if (mix.prefill_sequences > 0) {
+    const ScopedOp op = compute_op(rec, s_attn_prefill, layer, 1.0);
     for (const EntryRun& r : runs) {
-      if (r.kind != kind) continue;
-      if (kind == EntryKind::prefill) append(r);
+      if (r.kind != EntryKind::prefill) continue;
+      append(r);
       attend(r);
+    }
+  }
+  if (mix.decode_sequences > 0) {
+    const ScopedOp op = compute_op(rec, s_attn_decode, layer, 1.0);
+    for (size_t i = 0; i < runs.size();) {
+      if (runs[i].kind != EntryKind::decode) {
+        ++i;
+        continue;
+      }
+      size_t end = i + 1;
+      while (end < runs.size() && runs[end].kind == EntryKind::decode)
+        ++end;
+      attend_decode(i, end);
+      i = end;
     }
   }
 }
