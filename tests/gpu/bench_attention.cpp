@@ -4,8 +4,9 @@
 // The achieved TFLOP/s of a row is also the ceiling that implementation gives a layer's
 // attention op. FLOPs: forward 2 * 2 * b * h * s * ctx * d (QK^T and PV), halved when causal
 // with s = ctx; backward 2.5 x forward. scripts/reference/torch_attention.py times PyTorch's SDPA
-// backends on the same shapes and FLOP convention. Exits 77 (skipped) with a note when no GPU is
-// visible.
+// backends on the same shapes and FLOP convention. --ragged times decode instead: one ragged
+// call over sequences of different contexts beside one call per run of equal contexts, in us and
+// GB/s of the K/V cache rows read. Exits 77 (skipped) with a note when no GPU is visible.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -66,10 +67,79 @@ void time_calls(cudaStream_t stream, int warmup, int reps, const std::function<v
   row.p50_ms = ms[ms.size() / 2];
 }
 
+// "lo:hi:n" (n contexts spread evenly over [lo, hi]) or a comma list.
+std::vector<int64_t> ragged_contexts(const std::string& spec) {
+  if (spec.find(':') == std::string::npos) return int_list(spec);
+  std::vector<int64_t> parts;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ':'))
+    parts.push_back(std::stoll(item));
+  if (parts.size() != 3 || parts[2] < 1 || parts[0] < 1 || parts[1] < parts[0])
+    throw UsageError("--ragged: expected lo:hi:n with 1 <= lo <= hi and n >= 1, got '" + spec +
+                     "'");
+  std::vector<int64_t> c;
+  for (int64_t i = 0; i < parts[2]; ++i)
+    c.push_back(parts[2] == 1 ? parts[0] : parts[0] + (parts[1] - parts[0]) * i / (parts[2] - 1));
+  return c;
+}
+
+// Ragged decode, fused: one attention_decode_ragged() call (every sequence in one launch) beside
+// the loop it replaces (Backend's default: one attention() per run of equal contexts), for each
+// KV head count. GB/s: the K and V rows the sequences see, plus q and out, once each.
+int run_ragged(Backend& gpu, cudaStream_t stream, const std::vector<int64_t>& contexts,
+               const std::vector<int64_t>& kv_list, int64_t heads, int64_t head_dim, DType dt,
+               int warmup, int reps) {
+  std::printf("%-10s %5s %5s %5s %5s %9s %9s %10s %10s\n", "call", "seqs", "heads", "kv", "d",
+              "keys", "p50 us", "GB/s", "x ragged");
+  for (int64_t kvh : kv_list) {
+    AttentionShape s;
+    s.batch = static_cast<int64_t>(contexts.size());
+    s.seq = 1;
+    s.capacity = *std::max_element(contexts.begin(), contexts.end());
+    s.heads = heads;
+    s.kv_heads = kvh;
+    s.head_dim = head_dim;
+    const int64_t qw = heads * head_dim, kw = kvh * head_dim, kv_rows = s.batch * s.capacity;
+    Buffer qb = gpu.allocate(s.batch, qw), kvb = gpu.allocate(kv_rows, 2 * kw),
+           ob = gpu.allocate(s.batch, qw);
+    const Tensor q = qb.view(s.batch, qw, dt), kv = kvb.view(kv_rows, 2 * kw, dt),
+                 o = ob.view(s.batch, qw, dt);
+    const Tensor k = kv.cols_slice(0, kw), v = kv.cols_slice(kw, kw);
+    gpu.fill_random(q, GenKey{3, 1, qw, 1.0f}, 0, 0);
+    gpu.fill_random(kv, GenKey{3, 2, 2 * kw, 1.0f}, 0, 0);
+    int64_t keys = 0;
+    for (int64_t c : contexts)
+      keys += c;
+    const double bytes =
+        static_cast<double>(dtype_size(dt)) *
+        (2.0 * static_cast<double>(keys * kw) + 2.0 * static_cast<double>(s.batch * qw));
+    const std::vector<std::pair<const char*, std::function<void()>>> calls = {
+        {"ragged",
+         [&] { gpu.attention_decode_ragged(s, contexts, q, k, v, o, AttentionImpl::fused); }},
+        {"loop", [&] {
+           gpu.Backend::attention_decode_ragged(s, contexts, q, k, v, o, AttentionImpl::fused);
+         }}};
+    double ragged_us = 0;
+    for (const auto& [name, call] : calls) {
+      const std::vector<double> ms = event_times_ms(stream, warmup, reps, call);
+      const double us = 1e3 * ms[ms.size() / 2];
+      if (ragged_us == 0) ragged_us = us;
+      std::printf("%-10s %5lld %5lld %5lld %5lld %9lld %9.1f %10.1f %10.2f\n", name,
+                  static_cast<long long>(s.batch), static_cast<long long>(heads),
+                  static_cast<long long>(kvh), static_cast<long long>(head_dim),
+                  static_cast<long long>(keys), us, bytes / (us * 1e3), us / ragged_us);
+    }
+  }
+  std::printf("GB/s: the K and V rows of every sequence's context, q and out, at the median "
+              "call. x ragged: the call's time over the ragged call's.\n");
+  return 0;
+}
+
 int run(int argc, char** argv) {
   CLI::App app("Attention alone: fused, naive and cudnn forward and backward, in TFLOP/s");
   std::string impls = "fused,naive,cudnn", seqs = "4096,16384,32768", kv_heads = "32,4";
-  std::string dtype = "bf16", json;
+  std::string dtype = "bf16", json, ragged;
   int64_t batch = 1, heads = 32, head_dim = 128;
   int warmup = 3, reps = 10;
   bool non_causal = false, no_backward = false;
@@ -90,6 +160,10 @@ int run(int argc, char** argv) {
   app.add_flag("--non-causal", non_causal, "Every query sees every key");
   app.add_flag("--no-backward", no_backward, "Time the forward only");
   app.add_option("--json", json, "Write the rows to this file");
+  app.add_option("--ragged", ragged,
+                 "Time ragged decode instead (fused, one call beside one call per run of equal "
+                 "contexts) over these contexts: lo:hi:n (n spread evenly) or a comma list; "
+                 "with --heads, --kv-heads, --head-dim, --dtype");
   CLI11_PARSE(app, argc, argv);
   if (reps < 1 || warmup < 0) {
     std::cerr << "bench_attention: --reps must be >= 1 and --warmup >= 0\n";
@@ -104,6 +178,8 @@ int run(int argc, char** argv) {
     std::cerr << "bench_attention: --impl: " << e.what() << "\n";
     return 2;
   }
+  const std::vector<int64_t> ragged_list =
+      ragged.empty() ? std::vector<int64_t>{} : ragged_contexts(ragged);
   if (cuda_device_count() == 0) {
     std::cout << "bench_attention: no CUDA device visible; nothing timed\n";
     return 77; // ctest's skip status (SKIP_RETURN_CODE)
@@ -111,6 +187,9 @@ int run(int argc, char** argv) {
   const DType dt = parse_dtype(dtype);
   std::unique_ptr<Backend> gpu = make_cuda_backend(0, dt);
   cudaStream_t stream = static_cast<cudaStream_t>(gpu->stream(Lane::compute));
+  if (!ragged.empty())
+    return run_ragged(*gpu, stream, ragged_list, int_list(kv_heads), heads, head_dim, dt, warmup,
+                      reps);
   std::vector<Row> rows;
   for (int64_t seq : int_list(seqs))
     for (int64_t kvh : int_list(kv_heads)) {
