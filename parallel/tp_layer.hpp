@@ -150,8 +150,8 @@ private:
   // the first two returns the comm-lane fence the next phase waits for.
   size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
                          int part);
-  // A mixed step's rotary, cache appends and attention, sequence by sequence
-  // (tp_layer_mixed.cpp).
+  // A mixed step's rotary, cache appends and attention: the prefill chunks sequence by
+  // sequence, the decode tokens in one ragged call (tp_layer_mixed.cpp).
   void mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& qkv,
                        const Tensor& attn);
   size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
