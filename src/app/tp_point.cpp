@@ -419,11 +419,14 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   spec.mix = point.mix;
   const bool last_stage = gc.pp_rank == point.pp - 1;
   const CheckPlan check = plan_check(point, job.cuda(), job.min_free_bytes());
+  const char* const itself = point.model.moe()
+                                 ? "tp=1, pp=1 and ep=1: the run is itself the reference"
+                                 : "tp=1 and pp=1: the run is itself the reference";
   const std::string why_not =
       check.possible ? std::string("--check ") + check_mode_name(point.check) +
                            " (the TP=1 reference model needs " +
                            std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
-                     : "tp=1 and pp=1: the run is itself the reference";
+                     : itself;
 
   // ce-ring puts through windows every rank of the TP group maps (the copy engines between
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
