@@ -330,7 +330,8 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
-  const Attrs moe_attrs = moe != nullptr ? moe->attrs(mpi.rank() == 0) : Attrs{};
+  const std::vector<double> moe_steps = moe != nullptr ? moe->imbalance_steps() : std::vector<double>{};
+  const Attrs moe_attrs = moe != nullptr ? moe->attrs(moe_steps, mpi.rank() == 0) : Attrs{};
   if (mpi.rank() == 0) {
     for (size_t si = 0; si < result.strategies.size(); ++si) {
       StrategyResult& r = result.strategies[si];
@@ -367,6 +368,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
       probe_attrs(workload, r.summary.ops, moe != nullptr, a);
       a.emplace_back("attention", r.attention);
       a.insert(a.end(), moe_attrs.begin(), moe_attrs.end());
+      r.summary.moe_rank_imbalance = moe_steps;
       if (strategies[si].overlap.symmetric)
         a.emplace_back("symmetric_memory", stage.symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).

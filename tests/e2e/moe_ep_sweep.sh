@@ -55,8 +55,39 @@ with h5py.File(path, "r") as f:
         assert int(summary["moe_ep"]) == ep
         # ep 1: one rank holds every expert, so its rows are the group's mean.
         assert (float(summary["moe_rank_imbalance_max"]) == 1) == (ep == 1), (ep, dict(summary))
+        # The per-step ratios the attributes summarise.
+        steps = f[f"points/{k}/summary/moe_rank_imbalance_per_step"][()]
+        assert steps.size == int(summary["moe_imbalance_steps"]) > 0, (k, steps.size)
+        assert steps.min() >= 1 and steps.max() == float(summary["moe_rank_imbalance_max"])
+        assert abs(steps.mean() - float(summary["moe_rank_imbalance"])) < 1e-9 * steps.mean()
+        assert run.points[k].summary.moe_rank_imbalance_per_step.tolist() == steps.tolist()
 document = json.load(open(json_path))
 assert [p["ep"] for p in document["points"]] == [1, 2, 4, 1, 2, 4], document["points"]
 print("moe ep sweep: 6 points along seq and ep, every check at ep 2 and 4 passed")
+PY
+# A per-step ratio below 1 (no rank computes fewer rows than the mean's) and one entry short of
+# moe_imbalance_steps: both validators name each.
+cp "$work/ep.h5" "$work/bad.h5"
+python3 - "$work/bad.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["points/2/summary/moe_rank_imbalance_per_step"]
+    steps = d[()]
+    steps[0] = 0.5
+    del f["points/2/summary/moe_rank_imbalance_per_step"]
+    f["points/2/summary/moe_rank_imbalance_per_step"] = steps[:-1]
+PY
+if "$bin" validate "$work/bad.h5" >"$work/bad.log" 2>&1; then
+  echo "validate passed a tampered imbalance dataset" >&2; exit 1
+fi
+grep -q "moe_rank_imbalance_per_step: entry 0 is 0.5, expected >= 1" "$work/bad.log"
+grep -q "moe_rank_imbalance_per_step: .* entries but moe_imbalance_steps is" "$work/bad.log"
+PYTHONPATH="$repo/scripts" python3 - "$work/bad.h5" <<'PY'
+import sys
+from ridgeline_analysis import validate
+found = validate.problems(sys.argv[1])
+assert any("moe_rank_imbalance_per_step: entry 0 is 0.5, expected >= 1" in p for p in found), found
+assert any("entries but moe_imbalance_steps is" in p for p in found), found
 PY
 echo "e2e moe ep sweep ok"
