@@ -102,6 +102,9 @@ class Summary:
     # range (empty without it).
     decode_context: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     decode_bins: Optional[np.ndarray] = None
+    # An MoE model: per layer step in the order run, the busiest EP rank's rows over the mean
+    # rank's (empty for a dense model and in files written before it).
+    moe_rank_imbalance_per_step: np.ndarray = field(default_factory=lambda: np.empty(0))
     # A run across nodes: each node's compute time and span per step, and whether it is slow
     # (/summary/nodes; None on one node and in files written before it).
     nodes: Optional[np.ndarray] = None
@@ -514,6 +517,8 @@ def _summary(group: h5py.Group) -> Summary:
         decode_context=(_read(group["decode_context"]) if "decode_context" in group
                         else np.empty(0, np.int64)),
         decode_bins=_decode_table(_read(group["decode_bins"])) if "decode_bins" in group else None,
+        moe_rank_imbalance_per_step=(_read(group["moe_rank_imbalance_per_step"])
+                                     if "moe_rank_imbalance_per_step" in group else np.empty(0)),
         nodes=_decode_table(_read(group["nodes"])) if "nodes" in group else None,
     )
 

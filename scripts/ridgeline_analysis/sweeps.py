@@ -10,6 +10,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import schema
 from .analysis import CEILINGS
 from .reader import Run, Sweep, attr
 
@@ -17,12 +18,12 @@ from .reader import Run, Sweep, attr
 # ---- scaling series of a sweep ----
 
 #: Sweep axes whose values are integers (sorted numerically); the others sort as strings.
-NUMERIC_AXES = ("tp", "batch", "seq", "context", "hidden")
+NUMERIC_AXES = ("tp", "batch", "seq", "context", "hidden", "ep")
 #: Sweep axes whose values are shares, numbers from 0 to 1 (sorted numerically; NaN, a point
 #: that is no mixed step, first): a mixed step's prefill share.
 SHARE_AXES = ("prefill_share",)
-#: Every axis a sweep can have, in the order the C++ side lists them.
-SWEEP_AXES = (*NUMERIC_AXES, "phase", "overlap", "transport", "dtype", *SHARE_AXES)
+#: Every axis a sweep can have, in the order the C++ side lists them (the schema's sweep_axis).
+SWEEP_AXES = tuple(schema.ENUMS["sweep_axis"])
 
 
 class ScalingGroup(NamedTuple):

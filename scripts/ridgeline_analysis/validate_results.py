@@ -171,6 +171,26 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
             found.append(f"{bins_path}: the bins hold {int(tokens.sum())} tokens but "
                          f"decode_context has {ctx.size}")
 
+    def moe_imbalance() -> None:
+        # An MoE point: what the summary's moe_imbalance_steps and moe_rank_imbalance_max say
+        # of the per-step ratios, each at least 1.
+        path = base + schema.DATASETS["moe_rank_imbalance_per_step"]["path"]
+        if not _exists(f, path):
+            return
+        steps = read_vector(f, path, "float")
+        values = read_attrs(_group(f, group), group)
+        count = values.get("moe_imbalance_steps")
+        if isinstance(count, int) and count != steps.size:
+            found.append(f"{path}: {steps.size} entries but moe_imbalance_steps is {count}")
+        bad = np.flatnonzero(~(steps >= 1))
+        if bad.size:
+            i = int(bad[0])
+            found.append(f"{path}: entry {i} is {_number(float(steps[i]))}, expected >= 1 (the "
+                         "busiest rank's rows over the mean's)")
+        most = values.get("moe_rank_imbalance_max")
+        if isinstance(most, float) and steps.size and float(steps.max()) != most:
+            found.append(f"{path}: its largest entry is not moe_rank_imbalance_max {most:g}")
+
     def nodes() -> None:
         path = base + T["summary_nodes"].path
         if not _exists(f, path):
@@ -192,7 +212,7 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
                     found.append(row + f"expected {lo} <= {p50} <= {hi}")
 
     for checks in (steps, warmup, attrs, ops, lambda: _run_repeats(f, base, found), decode,
-                   nodes, lambda: _pipeline(f, base, found)):
+                   moe_imbalance, nodes, lambda: _pipeline(f, base, found)):
         _section(found, checks)
 
 

@@ -612,12 +612,28 @@ Attrs option_attrs(const RunConfig& c) {
           {"sample_ms", static_cast<int64_t>(c.sample_ms)},
           {"roofs", c.roofs}};
 }
+
+// An MoE model's options (none for a dense one): what `model --validate` predicts it from, and
+// the ep of each point of a sweep along it.
+Attrs moe_config_attrs(const RunConfig& c) {
+  if (c.experts == 0) return {};
+  return {{"experts", c.experts},
+          {"top_k", c.top_k},
+          {"expert_ffn_hidden", c.expert_ffn_hidden},
+          {"shared_experts", c.shared_experts},
+          {"gating", c.gating},
+          {"ep", static_cast<int64_t>(c.ep)},
+          {"routing", c.routing},
+          {"routing_seed", static_cast<int64_t>(c.routing_seed)},
+          {"a2a", c.a2a}};
+}
 } // namespace
 
 Attrs config_attrs(const RunConfig& c) {
   Attrs attrs = option_attrs(c);
-  for (auto& kv : mixed_config_attrs(c))
-    attrs.push_back(std::move(kv));
+  for (Attrs extra : {mixed_config_attrs(c), moe_config_attrs(c)})
+    for (auto& kv : extra)
+      attrs.push_back(std::move(kv));
   return attrs;
 }
 

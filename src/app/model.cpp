@@ -374,7 +374,8 @@ private:
       problems.emplace_back("--link-gbps and --link-alpha-us go together");
     if (!m_o.link_gbps.empty() && !m_o.validate.empty())
       problems.emplace_back("--link-gbps: a what-if link predicts a grid, not a measured file");
-    if (!m_o.ep.empty() && !m_o.validate.empty())
+    const auto* ep = std::find(std::begin(kSweepAxes), std::end(kSweepAxes), std::string(kEpAxis));
+    if (!m_o.lists[ep - std::begin(kSweepAxes)].empty() && !m_o.validate.empty())
       problems.emplace_back("--ep: a list of degrees predicts a grid, not a measured file");
     if (m_o.routing != "uniform" && !zipf_exponent(m_o.routing))
       problems.emplace_back("--routing must be uniform or zipf:S with S >= 0 (got '" + m_o.routing +
@@ -451,20 +452,7 @@ private:
       }
       m_grid = std::move(distinct);
     }
-    if (!m_o.ep.empty()) add_ep_axis();
     if (!m_o.link_gbps.empty()) add_what_if_links();
-  }
-
-  // --ep: every point of the grid at each expert-parallel degree, in the order given.
-  void add_ep_axis() {
-    std::vector<RunConfig> each;
-    for (const RunConfig& c : m_grid)
-      for (int ep : m_o.ep) {
-        each.push_back(c);
-        each.back().ep = ep;
-      }
-    m_grid = std::move(each);
-    if (m_o.ep.size() > 1) m_axes.emplace_back(kEpAxis);
   }
 
   // --link-gbps x --link-alpha-us: every point of the grid over each what-if link (latency
@@ -498,12 +486,6 @@ private:
     config.emplace_back("model_nodes", static_cast<int64_t>(m_o.nodes));
     config.emplace_back("model_gpus_per_node", static_cast<int64_t>(m_o.gpus_per_node));
     config.emplace_back("model_gap", m_o.gap);
-    if (!m_o.ep.empty()) {
-      std::vector<std::string> eps;
-      for (int ep : m_o.ep)
-        eps.push_back(std::to_string(ep));
-      config.emplace_back("model_ep", join(eps, ","));
-    }
     if (m_o.base.experts > 0) {
       config.emplace_back("model_routing", m_o.routing);
       config.emplace_back("model_routing_seed", static_cast<int64_t>(m_o.routing_seed));
@@ -531,7 +513,6 @@ private:
     Placed pl;
     StepPrediction s;
     SweepRow row = place_and_predict(cfg, link, pl, s);
-    if (!m_o.ep.empty()) row.axis[kEpAxis] = std::to_string(cfg.ep);
     label_row(row, link);
     if (row.status == "ok" && model_spec(cfg).moe()) add_moe_point(row, cfg, pl, s);
     if (row.status == "ok") add_prediction_table(row, pl, s);
@@ -704,12 +685,6 @@ private:
       m_points.push_back({kLinkBandwidthAxis, gbps});
       m_points.push_back({kLinkLatencyAxis, alpha_us});
     }
-    if (!m_o.ep.empty()) {
-      std::vector<int64_t> eps;
-      for (const RunConfig& c : m_grid)
-        eps.push_back(c.ep);
-      m_points.push_back({kEpAxis, eps});
-    }
     for (const auto& [source, used] : m_gaps)
       m_gap_sources.push_back(source), m_gap_us.push_back(used.first / 1e3),
           m_gap_points.push_back(used.second);
@@ -719,11 +694,7 @@ private:
     int64_t failed = 0;
     for (const SweepRow& r : m_rows)
       failed += r.status == "ok" ? 0 : 1;
-    // /sweep's axes are the schema's sweep axes; the ep degree is a column of /sweep/points.
-    std::vector<std::string> axes;
-    for (const std::string& a : m_axes)
-      if (a != kEpAxis) axes.push_back(a);
-    m_data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(axes, ",")},
+    m_data.group_attrs.emplace_back("/sweep", Attrs{{"axes", join(m_axes, ",")},
                                                     {"points", static_cast<int64_t>(m_rows.size())},
                                                     {"failed", failed},
                                                     {"complete", int64_t{1}},

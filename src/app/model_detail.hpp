@@ -42,9 +42,6 @@ struct ModelOptions {
   std::vector<std::string> calibrate;
   std::vector<double> link_gbps, link_alpha_us; ///< what-if links: every collective on each
   int nodes = 1, gpus_per_node = 8;
-  /// --ep: the expert-parallel degrees of an MoE model, each point of the grid at each (empty:
-  /// the run options' --ep alone).
-  std::vector<int> ep;
   /// --routing: how an MoE layer's tokens choose their experts, "uniform" or "zipf:S", drawn
   /// from --routing-seed.
   std::string routing = "uniform";

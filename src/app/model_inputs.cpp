@@ -121,6 +121,13 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.contexts = text("contexts", ""), c.context_dist = text("context_dist", "");
   c.context_seed = static_cast<uint64_t>(i64("context_seed", 1));
   c.prefill_share = real("prefill_share", -1);
+  // An MoE model's options (absent for a dense one, and in files written before they were
+  // recorded).
+  c.experts = i64("experts", 0), c.top_k = i64("top_k", 0);
+  c.expert_ffn_hidden = i64("expert_ffn_hidden", 0), c.shared_experts = i64("shared_experts", 0);
+  c.gating = text("gating", ""), c.ep = static_cast<int>(i64("ep", 1));
+  c.routing = text("routing", "router");
+  c.routing_seed = static_cast<uint64_t>(i64("routing_seed", 0)), c.a2a = text("a2a", "nccl");
   return c;
 }
 

@@ -93,16 +93,13 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
-  cmd.remove_option(cmd.get_option("--ep"));
-  cmd.add_option("--ep", o.ep,
-                 "Expert-parallel degrees of an MoE model (comma list, a grid axis): an EP group "
-                 "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank "
-                 "holding experts / ep experts and its own batch; the dispatch and combine "
-                 "all-to-alls run over it. Prints where the all-to-all exceeds the compute- and "
-                 "HBM-bound time (all-to-all crossover)")
-      ->delimiter(',')
-      ->check(integer_in(1, 1 << 16))
-      ->group("Prediction");
+  // A sweep axis (bound by bind_sweep_axis_lists): here with what a prediction prints along it.
+  cmd.get_option("--ep")->description(
+      "Expert-parallel degrees of an MoE model (comma list: one point per value): an EP group "
+      "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank holding "
+      "experts / ep experts and its own batch; the dispatch and combine all-to-alls run over "
+      "it. Prints where the all-to-all exceeds the compute- and HBM-bound time (all-to-all "
+      "crossover)");
   cmd.remove_option(cmd.get_option("--routing"));
   cmd.remove_option(cmd.get_option("--routing-seed"));
   cmd.add_option("--routing", o.routing,

@@ -93,8 +93,7 @@ std::vector<OpSpec> MoePoint::layer_ops(const LayerShape& shape, AttentionImpl a
   return moe_layer_ops(m_point.model, shape, attention, m_load);
 }
 
-Attrs MoePoint::attrs(bool print) const {
-  const std::vector<double> steps = m_moe->imbalance_history();
+Attrs MoePoint::attrs(const std::vector<double>& steps, bool print) const {
   const double mean = steps.empty() ? 1.0
                                     : std::accumulate(steps.begin(), steps.end(), 0.0) /
                                           static_cast<double>(steps.size());

@@ -39,9 +39,11 @@ public:
   void prime(TpStage& stage, Backend& backend, OpTable& ops);
   /// The layer's ops for attribution (moe_layer_ops under the primed load).
   std::vector<OpSpec> layer_ops(const LayerShape& shape, AttentionImpl attention) const;
-  /// The routing, the load and the per-step imbalance of the rows over the group's ranks
-  /// (every rank calls; rank 0 prints them).
-  Attrs attrs(bool print) const;
+  /// Per layer step run so far, the busiest rank's rows over the group's mean (every rank calls).
+  std::vector<double> imbalance_steps() const { return m_moe->imbalance_history(); }
+  /// The routing, the load and `steps`' (imbalance_steps()) mean and largest; rank 0 prints them
+  /// with `print`.
+  Attrs attrs(const std::vector<double>& steps, bool print) const;
 
 private:
   const PointSpec& m_point;

@@ -92,6 +92,9 @@ struct RunSummary {
   std::vector<double> warmup_step_ns; ///< per warm-up iteration, max over ranks
   /// --decode-steps: keys each timed iteration attended to (context + step + 1); else empty.
   std::vector<int64_t> step_context;
+  /// An MoE model: per layer step in the order run (warm-up and check included), the rows the
+  /// busiest rank of the EP group computed over the mean rank's; else empty.
+  std::vector<double> moe_rank_imbalance;
   SeriesStats step;
   int64_t warmup_to_steady = 0;
   std::vector<OpAggregate> ops;

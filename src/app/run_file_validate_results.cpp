@@ -84,6 +84,32 @@ void validate_decode(hid_t file, const std::string& base, std::vector<std::strin
                        " tokens but decode_context has " + std::to_string(ctx.size()));
 }
 
+// An MoE point: `base`/summary/moe_rank_imbalance_per_step, where present, is what the summary's
+// moe_imbalance_steps and moe_rank_imbalance_max say of it, each step's ratio at least 1.
+void validate_moe_imbalance(hid_t file, const std::string& base,
+                            std::vector<std::string>& problems) {
+  const std::string path = base + schema::datasets::moe_rank_imbalance_per_step.path;
+  if (!h5::exists(file, path)) return;
+  const std::vector<double> steps = h5::read_vector<double>(file, path);
+  const Attrs attrs = h5::read_attrs(h5::open_group(file, base + "/summary").id());
+  const AttrValue* count = find_attr(attrs, "moe_imbalance_steps");
+  if (count != nullptr && std::holds_alternative<int64_t>(*count) &&
+      std::get<int64_t>(*count) != static_cast<int64_t>(steps.size()))
+    problems.push_back(path + ": " + std::to_string(steps.size()) +
+                       " entries but moe_imbalance_steps is " + attr_to_string(*count));
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!(steps[i] >= 1)) {
+      problems.push_back(path + ": entry " + std::to_string(i) + " is " + number_text(steps[i]) +
+                         ", expected >= 1 (the busiest rank's rows over the mean's)");
+      break;
+    }
+  const AttrValue* most = find_attr(attrs, "moe_rank_imbalance_max");
+  if (most != nullptr && std::holds_alternative<double>(*most) && !steps.empty() &&
+      *std::max_element(steps.begin(), steps.end()) != std::get<double>(*most))
+    problems.push_back(path + ": its largest entry is not moe_rank_imbalance_max " +
+                       attr_to_string(*most));
+}
+
 // A run across nodes: `base`/summary/nodes, where present.
 void validate_nodes(hid_t file, const std::string& base, std::vector<std::string>& problems) {
   namespace f = sf::summary_nodes;
@@ -473,6 +499,7 @@ void validate_summary(hid_t file, const std::string& base, std::vector<std::stri
   });
   check_section(problems, [&] { validate_run_repeats(file, base, problems); });
   check_section(problems, [&] { validate_decode(file, base, problems); });
+  check_section(problems, [&] { validate_moe_imbalance(file, base, problems); });
   check_section(problems, [&] { validate_nodes(file, base, problems); });
   check_section(problems, [&] { validate_pipeline(file, base, problems); });
 }

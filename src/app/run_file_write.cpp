@@ -147,6 +147,8 @@ void write_summary(hid_t file, const RunSummary& summary) {
     if (find_attr(summary.attrs, "slow_nodes") == nullptr)
       h5::write_attr(group.id(), "slow_nodes", slow_nodes(summary.nodes));
   }
+  if (!summary.moe_rank_imbalance.empty())
+    h5::write_dataset(group.id(), "moe_rank_imbalance_per_step", summary.moe_rank_imbalance);
   if (!summary.step_context.empty()) {
     h5::write_dataset(group.id(), "decode_context", summary.step_context);
     h5::write_table(group.id(), "decode_bins", decode_bins_table(decode_bins(summary)), false);

@@ -92,6 +92,7 @@ void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& 
   if (axis == "transport") cfg.transport = value;
   if (axis == "dtype") cfg.dtype = value;
   if (axis == "prefill_share") cfg.prefill_share = std::stod(value);
+  if (axis == kEpAxis) cfg.ep = std::stoi(value);
 }
 
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
@@ -107,6 +108,7 @@ std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis) {
     const double share = prefill_share_of(cfg);
     return std::isnan(share) ? "" : share_text(share);
   }
+  if (axis == kEpAxis) return std::to_string(cfg.ep);
   return cfg.dtype;
 }
 
@@ -206,6 +208,30 @@ private:
     return "";
   }
 
+  // --ep: each point runs the world's ranks as data-parallel replicas (tp 1, pp 1) in EP groups
+  // of ep consecutive ones, each rank holding experts / ep experts; so every listed degree must
+  // divide both, and a dense model has nothing to split.
+  std::string ep_axis_problem() const {
+    const std::vector<std::string>& eps = m_lists[axis_index(kEpAxis)];
+    const int world = m_mpi.size();
+    const int64_t experts = m_o.base.experts;
+    if (eps.empty()) return "";
+    if (experts == 0)
+      return "--ep " + join(eps, ",") +
+             ": the expert-parallel degree splits an MoE model's experts; this model is dense "
+             "(--experts 0)";
+    for (const std::string& text : eps) {
+      const int ep = std::stoi(text);
+      if (world % ep != 0 || experts % ep != 0)
+        return "--ep " + text + " does not divide " +
+               (world % ep != 0 ? "the " + std::to_string(world) + " ranks"
+                                : "the " + std::to_string(experts) + " experts") +
+               ": a sweep runs every MoE point on all ranks as data-parallel replicas, in EP "
+               "groups of ep consecutive replicas each holding experts / ep experts";
+    }
+    return "";
+  }
+
   // What every point shares is checked once, before anything is measured: the backend, the
   // output files and the roofs file (a point's own problems fail only that point).
   std::vector<std::string> shared_problems() {
@@ -217,8 +243,8 @@ private:
       problems.push_back(std::move(problem));
     if (shared.backend == "cuda" && m_job.gpus() == 0)
       problems.emplace_back("--backend cuda: no CUDA device is visible");
-    if (const std::string problem = share_axis_problem(); !problem.empty())
-      problems.push_back(problem);
+    for (const std::string& problem : {share_axis_problem(), ep_axis_problem()})
+      if (!problem.empty()) problems.push_back(problem);
     if (m_lists[transport_axis()].size() > 1)
       problems.emplace_back(
           "--transport: NCCL reads its environment once per process, so a job runs one "
@@ -644,6 +670,10 @@ void setup_sweep_command(CLI::App& app, CommandAction& action) {
           "build with cuDNN); `run --attention a,b` compares them side by side");
   cmd->get_option("--dp")->description(
       "Not taken: each point runs ranks / (tp x pp) data-parallel replicas");
+  cmd->get_option("--ep")->description(
+      "Expert-parallel degrees of an MoE model (comma list: one point per value): each point "
+      "runs every rank as a data-parallel replica, in EP groups of ep consecutive replicas; "
+      "each degree must divide the ranks and --experts");
   cmd->get_option("--tp")->description(
       "Tensor-parallel degrees (comma list: one point per value; auto: the ranks of one "
       "node, as for run, a point equal to a listed degree running once). TP is innermost: with "

@@ -35,7 +35,7 @@ inline const char* const kIntervalMethod =
 /// being the step's ceiling.
 inline const char* const kLinkBandwidthAxis = "link_gbps";
 inline const char* const kLinkLatencyAxis = "link_alpha_us";
-/// `model`'s --ep list: an MoE model's expert-parallel degree, beside kSweepAxes.
+/// The sweep axis of an MoE model's expert-parallel degree (`sweep --ep`, `model --ep`).
 inline const char* const kEpAxis = "ep";
 
 /// One point as the /sweep/points table holds it.
@@ -134,7 +134,7 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
 void set_sweep_axis(RunConfig& cfg, const std::string& axis, const std::string& value);
 /// The value of axis `axis` in `cfg`, as text.
 std::string sweep_axis_value(const RunConfig& cfg, const std::string& axis);
-/// Whether `axis` takes integers (tp, batch, seq, context, hidden); prefill_share takes shares
+/// Whether `axis` takes integers (tp, batch, seq, context, hidden, ep); prefill_share takes shares
 /// (numbers from 0 to 1).
 bool sweep_numeric_axis(const std::string& axis);
 /// Splits each given axis list (checked while parsing) into its values, integers in canonical

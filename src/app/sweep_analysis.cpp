@@ -36,7 +36,7 @@ namespace ridgeline {
 
 namespace {
 
-const char* const kNumericAxes[] = {"tp", "batch", "seq", "context", "hidden"};
+const char* const kNumericAxes[] = {"tp", "batch", "seq", "context", "hidden", "ep"};
 bool numeric_axis(const std::string& axis) {
   return std::find(std::begin(kNumericAxes), std::end(kNumericAxes), axis) !=
          std::end(kNumericAxes);
@@ -53,7 +53,9 @@ bool less_value(const std::string& axis, const std::string& a, const std::string
     const double x = share_value(a), y = share_value(b);
     return std::isnan(x) ? !std::isnan(y) : x < y;
   }
-  if (numeric_axis(axis)) return std::stoll(a) < std::stoll(b);
+  // An unknown value (ep of a file written before the axis) first.
+  if (numeric_axis(axis))
+    return a.empty() || b.empty() ? a.empty() && !b.empty() : std::stoll(a) < std::stoll(b);
   const auto ranks = order.find(axis);
   if (ranks == order.end()) return a < b;
   // Ranked values first, fastest link first (along the axis the link gets slower), then the
@@ -382,8 +384,10 @@ std::vector<SweepRow> sweep_rows_from(const Table& t) {
       r.class_ns[c] = cls[c][i];
     r.step_flops = flops[i], r.step_hbm_bytes = hbm[i], r.step_comm_bytes = comm[i];
     for (const char* a : kSweepAxes)
-      if (a != std::string("prefill_share"))
+      if (a != std::string("prefill_share") && a != std::string(kEpAxis))
         r.axis[a] = numeric_axis(a) ? std::to_string(ints(a)[i]) : texts(a)[i];
+    // Files written before the ep axis ran one --ep, kept in each point's config only: "".
+    r.axis[kEpAxis] = has(kEpAxis) ? std::to_string(ints(kEpAxis)[i]) : "";
     // Files written before the share axis have no share; a point that is no mixed step, NaN.
     const double share =
         has("prefill_share") ? nums("prefill_share")[i] : std::numeric_limits<double>::quiet_NaN();
@@ -451,6 +455,9 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
       if (c.axis != axis) continue;
       any = true;
       const std::string where = axis + "=" + c.before_value + " and " + axis + "=" + c.at_value;
+      // An MoE point runs at tp 1: its interconnect is the dispatch and combine all-to-alls.
+      const std::string kind =
+          axis == kEpAxis && c.kind == "interconnect" ? "interconnect (all-to-all)" : c.kind;
       if (c.predicted && c.at_value.empty())
         std::snprintf(line, sizeof(line), "  %-8s [%s] no crossover in the grid; %s\n",
                       axis.c_str(), c.fixed.c_str(), c.note.c_str());
@@ -464,10 +471,10 @@ void print_sweep(std::ostream& out, const std::vector<SweepRow>& rows,
         std::snprintf(line, sizeof(line),
                       "  %-8s [%s] within noise: the ceiling moves to %s between %s, but the "
                       "intervals overlap: %s\n",
-                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), where.c_str(), c.note.c_str());
+                      axis.c_str(), c.fixed.c_str(), kind.c_str(), where.c_str(), c.note.c_str());
       else
         std::snprintf(line, sizeof(line), "  %-8s [%s] %s becomes the ceiling between %s%s: %s\n",
-                      axis.c_str(), c.fixed.c_str(), c.kind.c_str(), where.c_str(),
+                      axis.c_str(), c.fixed.c_str(), kind.c_str(), where.c_str(),
                       c.status == "unrepeated"  ? " (measured once, no interval: --repeats 3)"
                       : c.status == "predicted" ? " (predicted: a point estimate)"
                                                 : "",
@@ -525,9 +532,10 @@ std::string sweep_axis_item(const std::string& axis, const std::string& item,
   if (axis == "prefill_share") return prefill_share_problem(item, canonical);
   if (numeric_axis(axis)) {
     std::string text = item;
-    const std::string problem = integer_in(
-        axis == "context" ? 0 : 1,
-        axis == "tp" ? std::numeric_limits<int>::max() : std::numeric_limits<int64_t>::max())(text);
+    // Degrees are ints.
+    const int64_t most = axis == "tp" || axis == kEpAxis ? std::numeric_limits<int>::max()
+                                                         : std::numeric_limits<int64_t>::max();
+    const std::string problem = integer_in(axis == "context" ? 0 : 1, most)(text);
     if (problem.empty()) canonical = std::to_string(std::stoll(item));
     return problem;
   }
@@ -608,7 +616,9 @@ void add_predicted_crossovers(std::vector<Crossover>& crossovers, const std::vec
                               const std::string& transport) {
   if (roofs.empty()) return;
   for (const std::string& axis : axes) {
-    if (!numeric_axis(axis)) continue;
+    // The roofs' prediction is of a dense layer's ops: along ep, `ridgeline model --ep` predicts
+    // the MoE layer's all-to-alls.
+    if (!numeric_axis(axis) || axis == kEpAxis) continue;
     std::map<std::string, std::vector<size_t>> groups;
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].status == "ok") groups[describe(rows[i], axes, axis)].push_back(i);

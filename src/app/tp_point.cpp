@@ -330,7 +330,8 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
-  const Attrs moe_attrs = moe != nullptr ? moe->attrs(mpi.rank() == 0) : Attrs{};
+  const std::vector<double> moe_steps = moe != nullptr ? moe->imbalance_steps() : std::vector<double>{};
+  const Attrs moe_attrs = moe != nullptr ? moe->attrs(moe_steps, mpi.rank() == 0) : Attrs{};
   if (mpi.rank() == 0) {
     for (size_t si = 0; si < result.strategies.size(); ++si) {
       StrategyResult& r = result.strategies[si];
@@ -367,6 +368,7 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
       probe_attrs(workload, r.summary.ops, moe != nullptr, a);
       a.emplace_back("attention", r.attention);
       a.insert(a.end(), moe_attrs.begin(), moe_attrs.end());
+      r.summary.moe_rank_imbalance = moe_steps;
       if (strategies[si].overlap.symmetric)
         a.emplace_back("symmetric_memory", stage.symmetric_path());
       // The attention op's cost depends on the implementation (naive also writes its scores).
@@ -419,11 +421,14 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   spec.mix = point.mix;
   const bool last_stage = gc.pp_rank == point.pp - 1;
   const CheckPlan check = plan_check(point, job.cuda(), job.min_free_bytes());
+  const char* const itself = point.model.moe()
+                                 ? "tp=1, pp=1 and ep=1: the run is itself the reference"
+                                 : "tp=1 and pp=1: the run is itself the reference";
   const std::string why_not =
       check.possible ? std::string("--check ") + check_mode_name(point.check) +
                            " (the TP=1 reference model needs " +
                            std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
-                     : "tp=1 and pp=1: the run is itself the reference";
+                     : itself;
 
   // ce-ring puts through windows every rank of the TP group maps (the copy engines between
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.

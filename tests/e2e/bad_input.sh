@@ -72,6 +72,11 @@ check "is not a multiple of --decode-steps 4" run "${steps[@]}" --phase decode -
 check "KV cache rows (batch x (context + decode steps))" run "${steps[@]}" --phase decode --batch 64 --decode-steps 100000000
 check "--top-k 9 is above --experts 8" run "${steps[@]}" --mlp swiglu --experts 8 --top-k 9 --expert-ffn-hidden 64
 check "--experts 8 is not divisible by --ep 3" run "${steps[@]}" --mlp swiglu --experts 8 --top-k 2 --expert-ffn-hidden 64 --ep 3
+# sweep --ep: every degree must divide the ranks and the experts, and the model must have experts.
+moe=(--backend host --mlp swiglu --top-k 1 --expert-ffn-hidden 64)
+check "--ep 4 does not divide the 2 ranks" sweep "${sweep[@]}" "${moe[@]}" --experts 8 --ep 1,4
+check "--ep 2 does not divide the 3 experts" sweep "${sweep[@]}" "${moe[@]}" --experts 3 --ep 1,2
+check "--ep 1,2: the expert-parallel degree splits an MoE model's experts; this model is dense" sweep "${sweep[@]}" --backend host --ep 1,2
 check "--overlap: 'none' given twice" run "${small[@]}" --overlap none,none
 check "--overlap: empty item" run "${small[@]}" --overlap async,
 check "--model: empty value" run "${small[@]}" --model ""

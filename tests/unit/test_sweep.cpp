@@ -1,8 +1,10 @@
 // The sweep's repeat arithmetic without a run: medians and intervals over repeats, the crossover
-// decision against the intervals (found, within noise, measured once), and the transport axis
-// ordered by measured bandwidth.
+// decision against the intervals (found, within noise, measured once), the transport axis
+// ordered by measured bandwidth, and the ep axis.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,51 @@ TEST(SweepCrossovers, TransportOrderedByBandwidth) {
   EXPECT_EQ(c[0].at_value, "host");
   EXPECT_EQ(c[0].kind, "interconnect");
   EXPECT_EQ(c[0].status, "found");
+}
+
+TEST(SweepCrossovers, AlongTheEpDegreeTheAllToAll) {
+  // ep orders numerically (16 after 2, where text would put it before) and its interconnect
+  // crossover is named as the all-to-all's.
+  auto at_ep = [](int64_t id, int ep, std::vector<double> ns) {
+    SweepRow r = point(id, 1, "nvlink", std::move(ns), 100);
+    r.axis[kEpAxis] = std::to_string(ep);
+    r.label = "ep=" + r.axis[kEpAxis];
+    return r;
+  };
+  const std::vector<SweepRow> rows = {at_ep(0, 1, {5000, 1000, 0, 0}),
+                                      at_ep(1, 16, {2000, 800, 6000, 0}),
+                                      at_ep(2, 2, {4000, 900, 1500, 0})};
+  const std::vector<Crossover> c = find_crossovers(rows, {kEpAxis});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].axis, kEpAxis);
+  EXPECT_EQ(c[0].before_value, "2");
+  EXPECT_EQ(c[0].at_value, "16");
+  EXPECT_EQ(c[0].kind, "interconnect");
+  EXPECT_EQ(c[0].status, "found");
+  std::ostringstream out;
+  print_sweep(out, rows, {kEpAxis}, c);
+  EXPECT_NE(out.str().find("interconnect (all-to-all) becomes the ceiling between ep=2 and ep=16"),
+            std::string::npos)
+      << out.str();
+  // The column round trip; a file written before the axis has no ep: unknown, not 1.
+  Table points = sweep_points_table(rows);
+  EXPECT_EQ(sweep_rows_from(points)[1].axis.at(kEpAxis), "16");
+  points.erase(std::remove_if(points.begin(), points.end(),
+                              [](const Column& col) { return col.name == kEpAxis; }),
+               points.end());
+  EXPECT_EQ(sweep_rows_from(points)[1].axis.at(kEpAxis), "");
+}
+
+TEST(SweepAxes, EpIsAnIntegerDegree) {
+  std::string canonical;
+  EXPECT_EQ(sweep_axis_item(kEpAxis, "+4", canonical), "");
+  EXPECT_EQ(canonical, "4");
+  EXPECT_NE(sweep_axis_item(kEpAxis, "0", canonical), "");
+  EXPECT_NE(sweep_axis_item(kEpAxis, "4294967296", canonical), ""); // beyond an int
+  RunConfig cfg;
+  set_sweep_axis(cfg, kEpAxis, "8");
+  EXPECT_EQ(cfg.ep, 8);
+  EXPECT_EQ(sweep_axis_value(cfg, kEpAxis), "8");
 }
 
 TEST(SweepAxes, TpAutoIsTheRanksOfANode) {
