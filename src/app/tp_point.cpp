@@ -330,7 +330,8 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
     if (r.check.status == "failed") result.check_failed = true;
     result.strategies.push_back(std::move(r));
   }
-  const std::vector<double> moe_steps = moe != nullptr ? moe->imbalance_steps() : std::vector<double>{};
+  const std::vector<double> moe_steps =
+      moe != nullptr ? moe->imbalance_steps() : std::vector<double>{};
   const Attrs moe_attrs = moe != nullptr ? moe->attrs(moe_steps, mpi.rank() == 0) : Attrs{};
   if (mpi.rank() == 0) {
     for (size_t si = 0; si < result.strategies.size(); ++si) {
