@@ -45,6 +45,13 @@ void CudaBackend::attention_decode_ragged(const AttentionShape& s,
     longest.context = std::max(longest.context, c);
   }
   require_attention(longest, q, k, v, out);
+  // Every context equal: the uniform launch, whose split search fits one context (and which
+  // needs no work list).
+  if (std::all_of(contexts.begin(), contexts.end(),
+                  [&](int64_t c) { return c == contexts.front(); })) {
+    attention(longest, q, k, v, out, impl);
+    return;
+  }
   cuda::attention_fused_decode_ragged(
       s, contexts, q, k, v, out, m_sm_count,
       [this](size_t bytes) { return scratch(m_decode_scratch, bytes); },

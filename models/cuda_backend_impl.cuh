@@ -247,9 +247,9 @@ public:
   void attention(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  Tensor out, AttentionImpl impl) override;
 
-  /// Fused: every sequence in one launch of the decode kernel (and its combine), the contexts
-  /// equal or not; naive and cudnn: Backend's one attention() per run of equal contexts. Not
-  /// inside a capture: the launch uploads its work list from host memory.
+  /// Fused: every sequence in one launch of the decode kernel (and its combine), the uniform
+  /// launch when every context is equal; naive and cudnn: Backend's one attention() per run of
+  /// equal contexts. Not inside a capture: the launch uploads its work list from host memory.
   void attention_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
                                const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
                                AttentionImpl impl) override;
