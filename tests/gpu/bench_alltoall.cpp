@@ -2,7 +2,8 @@
 // ncclSend/ncclRecv) beside the project's over CUDA IPC (`run --a2a ipc`), every rank sending
 // each rank a block of --bytes, taking turns, --reps calls each timed with CUDA events on rank
 // 0's stream after a barrier; the median per call and the bytes leaving each GPU per second.
-// Exits 77 (skipped) with a note without two ranks or a device.
+// Exits 77 (skipped) with a note without two ranks, or without a device for each rank (NCCL
+// refuses two ranks on one GPU).
 #include <cuda_runtime.h>
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,8 +52,19 @@ int run(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int devices = cuda_device_count();
-  if (size < 2 || devices < 1) {
-    if (rank == 0) std::cout << "bench_alltoall: needs two ranks and a device; nothing timed\n";
+  // Each rank's GPU by its PCI bus id, gathered, so that every rank takes the same decision.
+  char bus[32] = {};
+  if (devices > 0 && cudaDeviceGetPCIBusId(bus, sizeof(bus), rank % devices) != cudaSuccess)
+    bus[0] = '\0';
+  std::vector<char> buses(sizeof(bus) * static_cast<size_t>(size));
+  MPI_Allgather(bus, sizeof(bus), MPI_CHAR, buses.data(), sizeof(bus), MPI_CHAR, MPI_COMM_WORLD);
+  std::set<std::string> distinct;
+  for (int r = 0; r < size; ++r)
+    distinct.insert(std::string(buses.data() + sizeof(bus) * static_cast<size_t>(r)));
+  if (size < 2 || distinct.count("") > 0 || distinct.size() < static_cast<size_t>(size)) {
+    if (rank == 0)
+      std::cout << "bench_alltoall: needs two ranks or more, each with a GPU of its own (NCCL "
+                   "refuses two ranks on one GPU); nothing timed\n";
     return 77;
   }
   std::vector<size_t> list;
