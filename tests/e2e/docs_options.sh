@@ -45,6 +45,7 @@ cat >>"$work/offered.txt" <<'EOF'
 --head-dim
 --no-backward
 --non-causal
+--ragged
 --config-files
 --allreduce-oneshotpushpush-lltwoshot
 EOF
