@@ -110,8 +110,7 @@ RunSummary read_summary(hid_t file, const std::string& base = "") {
   if (h5::exists(group.id(), "decode_context"))
     summary.step_context = h5::read_vector<int64_t>(group.id(), "decode_context");
   if (h5::exists(group.id(), "moe_rank_imbalance_per_step"))
-    summary.moe_rank_imbalance =
-        h5::read_vector<double>(group.id(), "moe_rank_imbalance_per_step");
+    summary.moe_rank_imbalance = h5::read_vector<double>(group.id(), "moe_rank_imbalance_per_step");
   Attrs attrs = h5::read_attrs(group.id());
   summary.step.count = static_cast<size_t>(int_attr(attrs, "count", where));
   for (const StepField& field : kStepFields)
