@@ -1,8 +1,9 @@
 // The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
 // addend, a forward GEMM and the op after it (and the RMS norm before it, when asked), in
-// turn, the grouped GEMM as one GEMM per group, the row gather and weighted scatter-add of an
-// MoE layer as one copy or axpy per row, and ragged decode attention as one attention() per run
-// of equal contexts.
+// turn, the grouped GEMM as one GEMM per group, the row gather, row scatter and weighted
+// scatter-add as one copy or axpy per row, rotary at per-row positions as one rotary() per run
+// of consecutive positions, and ragged decode attention as one attention() per run of equal
+// contexts.
 #include "models/backend.hpp"
 
 #include "core/error.hpp"
@@ -20,6 +21,28 @@ void Backend::gather_rows(const Tensor& x, const std::vector<int64_t>& index, Te
                     "gather_rows: one index per output row, rows of x's width");
   for (int64_t r = 0; r < out.rows; ++r)
     copy(x.rows_slice(index[static_cast<size_t>(r)], 1), out.rows_slice(r, 1));
+}
+
+void Backend::scatter_rows(const Tensor& rows, const std::vector<int64_t>& index, Tensor out) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows && rows.cols == out.cols,
+                    "scatter_rows: one index per row, rows of out's width");
+  for (int64_t r = 0; r < rows.rows; ++r)
+    copy(rows.rows_slice(r, 1), out.rows_slice(index[static_cast<size_t>(r)], 1));
+}
+
+void Backend::rotary_rows(Tensor x, int64_t heads, int64_t head_dim,
+                          const std::vector<int64_t>& positions, float theta) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(positions.size()) == x.rows,
+                    "rotary_rows: one position per row");
+  for (size_t first = 0; first < positions.size();) {
+    size_t end = first + 1;
+    while (end < positions.size() && positions[end] == positions[end - 1] + 1)
+      ++end;
+    const int64_t n = static_cast<int64_t>(end - first);
+    rotary(x.rows_slice(static_cast<int64_t>(first), n), heads, head_dim, n, positions[first],
+           theta);
+    first = end;
+  }
 }
 
 void Backend::scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,

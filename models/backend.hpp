@@ -208,6 +208,12 @@ public:
   /// sequence position pos0 + (r % seq_len) (rotate-half convention, base theta).
   virtual void rotary(Tensor x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
                       float theta) = 0;
+  /// rotary() with each row at its own position: row r at positions[r] (positions.size() ==
+  /// x.rows), as a mixed step's rows of sequences at different contexts are. The default is one
+  /// rotary() per run of rows whose positions go up by one; the CUDA backend runs every row in
+  /// one launch.
+  virtual void rotary_rows(Tensor x, int64_t heads, int64_t head_dim,
+                           const std::vector<int64_t>& positions, float theta);
   /// out[batch*seq, heads*head_dim] = softmax(q k^T / sqrt(d) + causal mask) v.
   virtual void attention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
                          const Tensor& v, Tensor out, AttentionImpl impl) = 0;
@@ -258,6 +264,10 @@ public:
   /// out row r = x row index[r], for every row of out (index.size() == out.rows): the gather of
   /// an MoE dispatch. One copy() per row unless a backend gathers in one kernel.
   virtual void gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out);
+  /// out row index[r] = rows row r, for every row of rows (distinct indices): a mixed step's
+  /// decode tokens' keys and values into their sequences' cache rows. One copy() per row unless
+  /// a backend copies every row in one kernel.
+  virtual void scatter_rows(const Tensor& rows, const std::vector<int64_t>& index, Tensor out);
   /// y row index[r] += weight[r] * rows row r, for every row of rows, the rows of one destination
   /// added in r's order: the weighted combine of an MoE layer. One axpy() per row unless a
   /// backend adds every destination's rows in one kernel (then rounded once per destination).

@@ -361,6 +361,36 @@ void CudaBackend::gather_rows(const Tensor& x, const std::vector<int64_t>& index
   cuda::gather_rows(x, static_cast<const int64_t*>(d), out, m_compute.get());
 }
 
+void CudaBackend::scatter_rows(const Tensor& rows, const std::vector<int64_t>& index, Tensor out) {
+  RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows && rows.cols == out.cols,
+                    "scatter_rows: one index per row, rows of out's width");
+  RIDGELINE_REQUIRE(!m_capturing, "scatter_rows: not inside a graph capture");
+  require_dtype(rows), require_dtype(out);
+  for (int64_t i : index)
+    RIDGELINE_REQUIRE(i >= 0 && i < out.rows, "scatter_rows: an index outside out's rows");
+  if (index.empty()) return;
+  const size_t bytes = index.size() * sizeof(int64_t);
+  void* d = scratch(m_gather_index, bytes);
+  RIDGELINE_CHECK(cudaMemcpyAsync(d, index.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  cuda::scatter_rows(rows, static_cast<const int64_t*>(d), out, m_compute.get());
+}
+
+void CudaBackend::rotary_rows(Tensor x, int64_t heads, int64_t head_dim,
+                              const std::vector<int64_t>& positions, float theta) {
+  RIDGELINE_REQUIRE(heads * head_dim <= x.cols && head_dim % 2 == 0, "rotary: bad head layout");
+  RIDGELINE_REQUIRE(static_cast<int64_t>(positions.size()) == x.rows,
+                    "rotary_rows: one position per row");
+  RIDGELINE_REQUIRE(!m_capturing, "rotary_rows: not inside a graph capture");
+  require_dtype(x);
+  if (positions.empty()) return;
+  const size_t bytes = positions.size() * sizeof(int64_t);
+  void* d = scratch(m_row_positions, bytes);
+  RIDGELINE_CHECK(
+      cudaMemcpyAsync(d, positions.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  cuda::rotary(x, heads, head_dim, 1, 0, theta, false, Launch(m_compute.get()),
+               static_cast<const int64_t*>(d));
+}
+
 void CudaBackend::scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
                                    const std::vector<float>& weight, Tensor y) {
   RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows &&

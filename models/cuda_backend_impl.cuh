@@ -276,6 +276,12 @@ public:
 
   void axpy(float alpha, const Tensor& x, Tensor y) override;
   void gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out) override;
+  /// One kernel; not inside a graph capture (the index is uploaded from host memory).
+  void scatter_rows(const Tensor& rows, const std::vector<int64_t>& index, Tensor out) override;
+  /// One launch of the rotary kernel over every row; not inside a graph capture (the positions
+  /// are uploaded from host memory).
+  void rotary_rows(Tensor x, int64_t heads, int64_t head_dim, const std::vector<int64_t>& positions,
+                   float theta) override;
   void scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
                         const std::vector<float>& weight, Tensor y) override;
 
@@ -459,7 +465,8 @@ private:
   DeviceBuffer m_ragged_work;   ///< attention_decode_ragged()'s work list
   DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
   DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)
-  DeviceBuffer m_gather_index;  ///< gather_rows' indices
+  DeviceBuffer m_gather_index;  ///< gather_rows' and scatter_rows' indices
+  DeviceBuffer m_row_positions; ///< rotary_rows' positions
   DeviceBuffer m_scatter_plan;  ///< scatter_add_rows' sources, destinations, offsets, weights
   std::unique_ptr<CudnnAttention> m_cudnn;
   std::vector<DeviceBuffer> m_retired;

@@ -2,8 +2,10 @@
 // step. The GEMMs and collectives run over every token of the step as the prefill schedule
 // runs them; here, the attention, each sequence at its own context against its own block of
 // the KV cache: a prefill chunk per call (equal ones batched), the decode tokens in one ragged
-// call.
+// call; the rotary of every row in one call, and the decode tokens' cache appends in one row
+// scatter.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -85,12 +87,34 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     return cache.rows_slice(static_cast<int64_t>(r.first) * cap, r.count * cap);
   };
   if (m.rotary) {
-    // Each sequence's tokens at their own positions: context, context + 1, ...
-    const ScopedOp op = compute_op(rec, s_rotary, layer, 1.0);
+    // Each sequence's tokens at their own positions, context, context + 1, ...: every row of the
+    // step in one call.
+    std::vector<int64_t> positions;
     for (const EntryRun& r : runs)
-      m_backend.rotary(rows_of(qkv, r).cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d,
-                       r.tokens, r.context, static_cast<float>(m.rope_theta));
+      for (int64_t j = 0; j < r.count; ++j)
+        for (int64_t t = 0; t < r.tokens; ++t)
+          positions.push_back(r.context + t);
+    const ScopedOp op = compute_op(rec, s_rotary, layer, 1.0);
+    m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
+                              .cols_slice(0, (m_hl + m_kvl) * m_d),
+                          m_hl + m_kvl, m_d, positions, static_cast<float>(m.rope_theta));
   }
+  // Consecutive decode runs [first, end): their sequences adjacent in the step's rows and in the
+  // cache, so that their appends and their attention each take one call.
+  std::vector<std::pair<size_t, size_t>> decode_groups;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].kind == EntryKind::decode) {
+      if (!decode_groups.empty() && decode_groups.back().second == i)
+        decode_groups.back().second = i + 1;
+      else
+        decode_groups.emplace_back(i, i + 1);
+    }
+  auto decode_rows = [&](size_t first, size_t end) {
+    int64_t n = 0;
+    for (size_t i = first; i < end; ++i)
+      n += runs[i].count;
+    return n;
+  };
   // The step's keys and values into each sequence's block after its cached tokens.
   auto append = [&](const EntryRun& r) {
     const Tensor kv_new = rows_of(qkv, r).cols_slice(m_hl * m_d, 2 * kv_cols);
@@ -117,8 +141,19 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
                         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
                         rows_of(attn, r), m_spec.attention);
   };
-  // Consecutive decode runs [first, end), their sequences adjacent in the step's rows and in the
-  // cache: one ragged call, each sequence at its own context.
+  // The decode tokens' keys and values, each into its sequence's block after its context: one
+  // row scatter.
+  auto append_decode = [&](size_t first, size_t end) {
+    const EntryRun& r = runs[first];
+    const int64_t n = decode_rows(first, end);
+    std::vector<int64_t> index;
+    for (size_t i = first; i < end; ++i)
+      for (int64_t j = 0; j < runs[i].count; ++j)
+        index.push_back((static_cast<int64_t>(index.size())) * cap + runs[i].context);
+    m_backend.scatter_rows(qkv.rows_slice(r.row0, n).cols_slice(m_hl * m_d, 2 * kv_cols), index,
+                           cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap));
+  };
+  // The decode tokens' attention: one ragged call, each sequence at its own context.
   auto attend_decode = [&](size_t first, size_t end) {
     std::vector<int64_t> contexts;
     for (size_t i = first; i < end; ++i)
@@ -141,8 +176,8 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   // chunk's append is part of its attention's traffic).
   if (mix.decode_sequences > 0) {
     const ScopedOp op = compute_op(rec, s_kv_append, layer, 1.0);
-    for (const EntryRun& r : runs)
-      if (r.kind == EntryKind::decode) append(r);
+    for (const auto& [first, end] : decode_groups)
+      append_decode(first, end);
   }
   if (mix.prefill_sequences > 0) {
     const ScopedOp op = compute_op(rec, s_attn_prefill, layer, 1.0);
@@ -154,17 +189,8 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   }
   if (mix.decode_sequences > 0) {
     const ScopedOp op = compute_op(rec, s_attn_decode, layer, 1.0);
-    for (size_t i = 0; i < runs.size();) {
-      if (runs[i].kind != EntryKind::decode) {
-        ++i;
-        continue;
-      }
-      size_t end = i + 1;
-      while (end < runs.size() && runs[end].kind == EntryKind::decode)
-        ++end;
-      attend_decode(i, end);
-      i = end;
-    }
+    for (const auto& [first, end] : decode_groups)
+      attend_decode(first, end);
   }
 }
 

@@ -174,6 +174,8 @@ void map(MapOp op, const Tensor& a, const Tensor& b, const Tensor& y, Launch whe
          float alpha = 0.0f);
 /// out row r = x row index[r] (index: out.rows device entries).
 void gather_rows(const Tensor& x, const int64_t* index, const Tensor& out, cudaStream_t s);
+/// out row index[r] = rows row r (index: rows.rows device entries, distinct).
+void scatter_rows(const Tensor& rows, const int64_t* index, const Tensor& out, cudaStream_t s);
 /// For each of `groups` destinations g: y row dest[g] += the sum over j in [offsets[g],
 /// offsets[g + 1]) of weight[j] * rows row src[j], in j's order, in fp32, rounded once (device
 /// arrays).
@@ -198,9 +200,10 @@ void norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const
 /// d_gate_up [m, 2f] of swiglu(gate_up) from dy [m, f].
 void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& d_gate_up,
                      cudaStream_t s);
-/// Rotate-half rotary embedding in place (see Backend::rotary()); `inverse` rotates back.
+/// Rotate-half rotary embedding in place (see Backend::rotary()); `inverse` rotates back. With
+/// `positions` (x.rows device entries) row r is at positions[r] and seq_len, pos0 are not read.
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, bool inverse, Launch where);
+            float theta, bool inverse, Launch where, const int64_t* positions = nullptr);
 /// probs(r, j) = softmax_j(scale * scores(r, j)) over the keys row r sees (causal: j <= context -
 /// seq + r % seq; otherwise all), zero beyond; `rows` rows of `context` fp32 scores in, `dtype`
 /// probabilities out (same layout). With `lse`, row r's natural log-sum-exp of the scaled scores

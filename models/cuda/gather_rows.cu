@@ -1,5 +1,6 @@
-// The row gather and weighted row scatter-add of an MoE layer's dispatch and combine: one CTA
-// per output row, its threads across the row's columns, 16-byte vectors where rows allow.
+// The row gather and weighted row scatter-add of an MoE layer's dispatch and combine, and the
+// row scatter of a mixed step's cache appends: one CTA per row moved, its threads across the row's
+// columns, 16-byte vectors where rows allow.
 #include "models/cuda/common.cuh"
 #include "models/cuda/elementwise.cuh"
 
@@ -13,6 +14,21 @@ __global__ void gather_rows_kernel(const T* x, int64_t ldx, const int64_t* index
   const int64_t r = blockIdx.x;
   const T* src = x + index[r] * ldx;
   T* dst = out + r * ldo;
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < cols;
+       c += static_cast<int64_t>(blockDim.x) * V) {
+    float v[V];
+    load<T, V>(src + c, v);
+    store<T, V>(dst + c, v);
+  }
+}
+
+// Row r of rows to row index[r] of out: one CTA per row.
+template <typename T, int V>
+__global__ void scatter_rows_kernel(const T* rows, int64_t ldr, const int64_t* index, T* out,
+                                    int64_t ldo, int64_t cols) {
+  const int64_t r = blockIdx.x;
+  const T* src = rows + r * ldr;
+  T* dst = out + index[r] * ldo;
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < cols;
        c += static_cast<int64_t>(blockDim.x) * V) {
     float v[V];
@@ -58,6 +74,22 @@ void gather_rows(const Tensor& x, const int64_t* index, const Tensor& out, cudaS
     else
       launch_kernel(gather_rows_kernel<T, 1>, grid, kThreads, 0, s, px, x.ld, index, po, out.ld,
                     out.cols);
+  });
+}
+
+void scatter_rows(const Tensor& rows, const int64_t* index, const Tensor& out, cudaStream_t s) {
+  if (rows.rows == 0 || rows.cols == 0) return;
+  dispatch(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pr = static_cast<const T*>(rows.data);
+    T* po = static_cast<T*>(out.data);
+    const dim3 grid(static_cast<unsigned>(rows.rows));
+    if (rows_vectorisable(rows) && rows_vectorisable(out))
+      launch_kernel(scatter_rows_kernel<T, 8>, grid, kThreads, 0, s, pr, rows.ld, index, po, out.ld,
+                    rows.cols);
+    else
+      launch_kernel(scatter_rows_kernel<T, 1>, grid, kThreads, 0, s, pr, rows.ld, index, po, out.ld,
+                    rows.cols);
   });
 }
 

@@ -12,12 +12,13 @@ namespace {
 // double like the host reference because positions reach tens of thousands of radians. A chunk's
 // loads are all issued before its stores, rather than a thread walking every head of a row in
 // turn and waiting on one load at a time (docs/FINDINGS.md). sign -1 rotates back (the
-// backward).
+// backward). Row r is at pos0 + r % seq_len, or at positions[r] where a position list is given.
 constexpr int kRotaryHeads = 8;
 
 template <typename T>
 __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
-                              int64_t seq_len, int64_t pos0, float theta, float sign) {
+                              int64_t seq_len, int64_t pos0, float theta, float sign,
+                              const int64_t* positions) {
   allow_dependents();
   wait_for_primary();
   const int64_t half = head_dim / 2;
@@ -28,7 +29,8 @@ __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int
     const int64_t i = idx % half; // consecutive threads: consecutive columns
     const int64_t rc = idx / half;
     const int64_t r = rc / chunks, h0 = (rc % chunks) * kRotaryHeads;
-    const double pos = static_cast<double>(pos0 + r % seq_len);
+    const double pos =
+        static_cast<double>(positions != nullptr ? positions[r] : pos0 + r % seq_len);
     const double freq = pow(static_cast<double>(theta),
                             -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     double sd, cd;
@@ -55,14 +57,14 @@ __global__ void rotary_kernel(T* x, int64_t ld, int64_t rows, int64_t heads, int
 } // namespace
 
 void rotary(const Tensor& x, int64_t heads, int64_t head_dim, int64_t seq_len, int64_t pos0,
-            float theta, bool inverse, Launch where) {
+            float theta, bool inverse, Launch where, const int64_t* positions) {
   if (x.rows == 0 || heads == 0) return;
   dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t chunks = (heads + kRotaryHeads - 1) / kRotaryHeads;
     launch_kernel(rotary_kernel<T>, grid_for(x.rows * chunks * (head_dim / 2), kThreads), kThreads,
                   0, where, static_cast<T*>(x.data), x.ld, x.rows, heads, head_dim, seq_len, pos0,
-                  theta, inverse ? -1.0f : 1.0f);
+                  theta, inverse ? -1.0f : 1.0f, positions);
   });
 }
 

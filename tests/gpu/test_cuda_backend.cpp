@@ -163,6 +163,34 @@ TEST_F(CudaVsHost, GatherAndScatterAddRows) {
   }
 }
 
+// A mixed step's per-row rotary and decode cache appends: the kernels against the host's
+// per-run and per-row calls, on rows of a wider tensor (the step's qkv columns), positions that
+// repeat, fall back and reach 30000, and rows vector-wide (128) and scalar (72).
+TEST_F(CudaVsHost, RotaryRowsAndScatterRows) {
+  const std::vector<int64_t> positions = {4, 5, 6, 30000, 0, 0, 17, 18, 2047};
+  const int64_t rows = static_cast<int64_t>(positions.size()), heads = 6, d = 64;
+  Pair x = make(rows, heads * d + 64, 1);
+  const Tensor xg = x.gpu.cols_slice(0, heads * d), xh = x.host.cols_slice(0, heads * d);
+  m_gpu->rotary_rows(xg, heads, d, positions, 500000.0f);
+  m_host->rotary_rows(xh, heads, d, positions, 500000.0f);
+  expect_close(x, "rotary_rows");
+  const std::vector<int64_t> index = {11, 0, 5, 3, 8};
+  for (int64_t cols : {128, 72}) {
+    const Pair src = make(static_cast<int64_t>(index.size()), cols, 2);
+    Pair out = make(12, cols, 3);
+    m_gpu->scatter_rows(src.gpu, index, out.gpu);
+    m_host->scatter_rows(src.host, index, out.host);
+    expect_close(out, "scatter_rows");
+    const std::vector<float> g = m_gpu->to_host(out.gpu), s = m_gpu->to_host(src.gpu);
+    for (size_t r = 0; r < index.size(); ++r) { // a scatter copies bits
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(g[static_cast<size_t>(index[r] * cols + c)],
+                  s[r * static_cast<size_t>(cols) + static_cast<size_t>(c)]);
+      }
+    }
+  }
+}
+
 // The grouped GEMM of an MoE layer's experts under each GroupedGemm choice, against the host's
 // loop: groups of uneven rows, an empty one, and output rows inside a wider buffer. The streams
 // run the loop's own cuBLASLt plans, so their result is the loop's, bit for bit.
@@ -189,7 +217,9 @@ TEST_F(CudaVsHost, GroupedGemm) {
     expect_close(out, "grouped_gemm");
     const std::vector<float> got = m_gpu->to_host(out.gpu);
     if (how == GroupedGemm::loop) looped = got;
-    if (how == GroupedGemm::streams) EXPECT_EQ(got, looped);
+    if (how == GroupedGemm::streams) {
+      EXPECT_EQ(got, looped);
+    }
   }
   m_gpu->set_grouped_gemm(GroupedGemm::streams);
 }

@@ -1,4 +1,5 @@
 // Unit tests of models: generator, work model, and the host backend's kernels.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -377,6 +378,48 @@ TEST_F(HostKernels, RaggedDecodeEqualsOneCallPerSequence) {
     }
     EXPECT_EQ(be->to_host(ragged), be->to_host(single)) << attention_name(impl);
   }
+}
+
+// Rotary at per-row positions (Backend::rotary_rows, the default: one rotary() per run of
+// consecutive positions) gives each row what rotary() of that row alone at its position gives:
+// a run of consecutive positions, repeats, a fall back and single rows; columns of a wider
+// tensor, as the mixed step passes them.
+TEST_F(HostKernels, RotaryRowsEqualsRotaryOfEachRow) {
+  const std::vector<int64_t> positions = {5, 6, 7, 7, 0, 1, 1000, 3};
+  const int64_t rows = static_cast<int64_t>(positions.size()), heads = 3, d = 8;
+  const Tensor x = make(rows, heads * d + 5, 1).cols_slice(0, heads * d);
+  const Tensor y = make(rows, heads * d, 2);
+  be->copy(x, y);
+  be->rotary_rows(x, heads, d, positions, 10000.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    be->rotary(y.rows_slice(r, 1), heads, d, 1, positions[static_cast<size_t>(r)], 10000.0f);
+  const std::vector<float> got = be->to_host(x), ref = be->to_host(y);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], ref[i]) << i;
+  EXPECT_THROW(be->rotary_rows(x, heads, d, {1, 2}, 10000.0f), Error);
+}
+
+// A row scatter puts each row where its index says and leaves every other row alone: the
+// inverse of the gather of the same index.
+TEST_F(HostKernels, ScatterRowsUndoesTheGather) {
+  const std::vector<int64_t> index = {9, 0, 4, 7};
+  const Tensor out = make(10, 6, 1), rows = make(4, 6, 2);
+  const std::vector<float> before = be->to_host(out);
+  be->scatter_rows(rows, index, out);
+  const std::vector<float> after = be->to_host(out), r = be->to_host(rows);
+  for (int64_t row = 0; row < 10; ++row) {
+    const auto it = std::find(index.begin(), index.end(), row);
+    for (int64_t c = 0; c < 6; ++c) {
+      const float want = it == index.end() ? before[static_cast<size_t>(row * 6 + c)]
+                                           : r[static_cast<size_t>((it - index.begin()) * 6 + c)];
+      ASSERT_EQ(after[static_cast<size_t>(row * 6 + c)], want) << row << "," << c;
+    }
+  }
+  const Tensor back = make(4, 6, 3);
+  be->gather_rows(out, index, back);
+  EXPECT_EQ(be->to_host(back), r);
+  EXPECT_THROW(be->scatter_rows(rows, {1, 2}, out), Error);
 }
 
 TEST_F(HostKernels, StridedViewsCopyCacheSlots) {
