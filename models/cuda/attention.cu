@@ -5,10 +5,13 @@
 // attention_decode_combine.cu. The backward (prefill shapes) runs attention_delta.cu, then
 // attention_backward_sm90.cu or attention_backward_sm80.cu, then convert_rows.cu into the dtype
 // gradients.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "models/cuda/attention.cuh"
@@ -118,26 +121,34 @@ void launch_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, 
   RIDGELINE_CHECK(cudaGetLastError());
 }
 
-template <typename T>
-void run_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where,
-               float* lse) {
-  // The decode kernels keep no log-sum-exp: a forward that must write it takes the flash kernel.
-  const bool decode = s.seq == 1 && lse == nullptr;
-  if (s.head_dim == 64) {
-    if (decode)
-      launch_decode<T, 64>(s, q, k, v, out, sm_count, scratch, where);
+// Calls f(T{}, std::integral_constant<int, D>{}) for the fused kernels' element type T of `dt`
+// and head dim D; other types and head dims are refused.
+template <typename F> void dispatch_fused(DType dt, int64_t head_dim, F&& f) {
+  auto dims = [&](auto tag) {
+    if (head_dim == 64)
+      f(tag, std::integral_constant<int, 64>{});
+    else if (head_dim == 128)
+      f(tag, std::integral_constant<int, 128>{});
     else
-      launch_flash<T, 64>(s, q, k, v, out, lse, where.stream);
-  } else if (s.head_dim == 128) {
-    if (decode)
-      launch_decode<T, 128>(s, q, k, v, out, sm_count, scratch, where);
-    else
-      launch_flash<T, 128>(s, q, k, v, out, lse, where.stream);
-  } else {
-    throw Error("fused attention supports head_dim 64 and 128, got " + std::to_string(s.head_dim) +
-                " (the naive implementation takes any head_dim)");
-  }
+      throw Error("fused attention supports head_dim 64 and 128, got " + std::to_string(head_dim) +
+                  " (the naive implementation takes any head_dim)");
+  };
+  if (dt == DType::bf16)
+    dims(__nv_bfloat16{});
+  else if (dt == DType::f16)
+    dims(__half{});
+  else
+    throw Error("fused attention takes bf16 or fp16 tensors");
+}
+
+// The fused kernels' layout rules: 16-byte aligned tensors, and `rows` (the most rows a kernel
+// indexes) within 32-bit indices.
+void require_fused_layout(std::initializer_list<const Tensor*> tensors, int64_t rows) {
+  for (const Tensor* t : tensors)
+    RIDGELINE_REQUIRE(aligned_16(*t),
+                      "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
+  RIDGELINE_REQUIRE(rows < (int64_t{1} << 31),
+                    "fused attention: sequence too long for 32-bit row indices");
 }
 
 } // namespace
@@ -145,74 +156,42 @@ void run_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const 
 void attention_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where,
                      float* lse) {
-  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
-                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
-  RIDGELINE_REQUIRE(s.context < (int64_t{1} << 31) && s.batch * s.capacity < (int64_t{1} << 31),
-                    "fused attention: sequence too long for 32-bit row indices");
+  require_fused_layout({&q, &k, &v, &out}, std::max(s.context, s.batch * s.capacity));
   if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
-  if (q.dtype == DType::bf16)
-    run_fused<__nv_bfloat16>(s, q, k, v, out, sm_count, scratch, where, lse);
-  else if (q.dtype == DType::f16)
-    run_fused<__half>(s, q, k, v, out, sm_count, scratch, where, lse);
-  else
-    throw Error("fused attention takes bf16 or fp16 tensors");
+  // The decode kernels keep no log-sum-exp: a forward that must write it takes the flash kernel.
+  const bool decode = s.seq == 1 && lse == nullptr;
+  dispatch_fused(q.dtype, s.head_dim, [&](auto tag, auto dim) {
+    using T = decltype(tag);
+    constexpr int D = decltype(dim)::value;
+    if (decode)
+      launch_decode<T, D>(s, q, k, v, out, sm_count, scratch, where);
+    else
+      launch_flash<T, D>(s, q, k, v, out, lse, where.stream);
+  });
 }
 
 void attention_fused_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
                                    const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& out, int sm_count, const ScratchFn& scratch,
                                    const ScratchFn& work_scratch, cudaStream_t stream) {
-  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out),
-                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
-  RIDGELINE_REQUIRE(s.batch * s.capacity < (int64_t{1} << 31),
-                    "fused attention: sequence too long for 32-bit row indices");
+  require_fused_layout({&q, &k, &v, &out}, s.batch * s.capacity);
   if (s.batch == 0 || s.heads == 0) return;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    if (s.head_dim == 64)
-      launch_decode_ragged<T, 64>(s, contexts, q, k, v, out, sm_count, scratch, work_scratch,
-                                  stream);
-    else if (s.head_dim == 128)
-      launch_decode_ragged<T, 128>(s, contexts, q, k, v, out, sm_count, scratch, work_scratch,
-                                   stream);
-    else
-      throw Error("fused attention supports head_dim 64 and 128, got " +
-                  std::to_string(s.head_dim) + " (the naive implementation takes any head_dim)");
-  };
-  if (q.dtype == DType::bf16)
-    run(__nv_bfloat16{});
-  else if (q.dtype == DType::f16)
-    run(__half{});
-  else
-    throw Error("fused attention takes bf16 or fp16 tensors");
+  dispatch_fused(q.dtype, s.head_dim, [&](auto tag, auto dim) {
+    launch_decode_ragged<decltype(tag), decltype(dim)::value>(s, contexts, q, k, v, out, sm_count,
+                                                              scratch, work_scratch, stream);
+  });
 }
 
 void attention_fused_backward(const AttentionShape& s, const Tensor& q, const Tensor& k,
                               const Tensor& v, const Tensor& out, const Tensor& dout,
                               const float* lse, const Tensor& dq, const Tensor& dk,
                               const Tensor& dv, const ScratchFn& scratch, cudaStream_t stream) {
-  RIDGELINE_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(out) &&
-                        aligned_16(dout) && aligned_16(dq) && aligned_16(dk) && aligned_16(dv),
-                    "fused attention needs 16-byte aligned tensors with ld a multiple of 8");
-  RIDGELINE_REQUIRE(s.batch * s.seq < (int64_t{1} << 31),
-                    "fused attention: sequence too long for 32-bit row indices");
+  require_fused_layout({&q, &k, &v, &out, &dout, &dq, &dk, &dv}, s.batch * s.seq);
   if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    if (s.head_dim == 64)
-      launch_backward<T, 64>(s, q, k, v, out, dout, lse, dq, dk, dv, scratch, stream);
-    else if (s.head_dim == 128)
-      launch_backward<T, 128>(s, q, k, v, out, dout, lse, dq, dk, dv, scratch, stream);
-    else
-      throw Error("fused attention supports head_dim 64 and 128, got " +
-                  std::to_string(s.head_dim) + " (the naive implementation takes any head_dim)");
-  };
-  if (q.dtype == DType::bf16)
-    run(__nv_bfloat16{});
-  else if (q.dtype == DType::f16)
-    run(__half{});
-  else
-    throw Error("fused attention takes bf16 or fp16 tensors");
+  dispatch_fused(q.dtype, s.head_dim, [&](auto tag, auto dim) {
+    launch_backward<decltype(tag), decltype(dim)::value>(s, q, k, v, out, dout, lse, dq, dk, dv,
+                                                         scratch, stream);
+  });
 }
 
 } // namespace cuda

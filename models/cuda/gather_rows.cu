@@ -8,12 +8,14 @@ namespace ridgeline {
 namespace cuda {
 namespace {
 
-template <typename T, int V>
-__global__ void gather_rows_kernel(const T* x, int64_t ldx, const int64_t* index, T* out,
-                                   int64_t ldo, int64_t cols) {
+// One CTA per row moved: row r of x to row r of out, where index[r] names the source row of a
+// gather (Scatter false) or the destination row of a scatter (Scatter true).
+template <typename T, int V, bool Scatter>
+__global__ void move_rows_kernel(const T* x, int64_t ldx, const int64_t* index, T* out, int64_t ldo,
+                                 int64_t cols) {
   const int64_t r = blockIdx.x;
-  const T* src = x + index[r] * ldx;
-  T* dst = out + r * ldo;
+  const T* src = x + (Scatter ? r : index[r]) * ldx;
+  T* dst = out + (Scatter ? index[r] : r) * ldo;
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < cols;
        c += static_cast<int64_t>(blockDim.x) * V) {
     float v[V];
@@ -22,19 +24,23 @@ __global__ void gather_rows_kernel(const T* x, int64_t ldx, const int64_t* index
   }
 }
 
-// Row r of rows to row index[r] of out: one CTA per row.
-template <typename T, int V>
-__global__ void scatter_rows_kernel(const T* rows, int64_t ldr, const int64_t* index, T* out,
-                                    int64_t ldo, int64_t cols) {
-  const int64_t r = blockIdx.x;
-  const T* src = rows + r * ldr;
-  T* dst = out + index[r] * ldo;
-  for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < cols;
-       c += static_cast<int64_t>(blockDim.x) * V) {
-    float v[V];
-    load<T, V>(src + c, v);
-    store<T, V>(dst + c, v);
-  }
+// `rows` rows of x to out through move_rows_kernel, 16-byte vectors where both allow.
+template <bool Scatter>
+void move_rows(const Tensor& x, const int64_t* index, const Tensor& out, int64_t rows, int64_t cols,
+               cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  dispatch(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data);
+    T* po = static_cast<T*>(out.data);
+    const dim3 grid(static_cast<unsigned>(rows));
+    if (rows_vectorisable(x) && rows_vectorisable(out))
+      launch_kernel(move_rows_kernel<T, 8, Scatter>, grid, kThreads, 0, s, px, x.ld, index, po,
+                    out.ld, cols);
+    else
+      launch_kernel(move_rows_kernel<T, 1, Scatter>, grid, kThreads, 0, s, px, x.ld, index, po,
+                    out.ld, cols);
+  });
 }
 
 // Destination d = dest[g] of CTA g: y[d] + sum of weight[j] * rows[src[j]] over j in
@@ -62,35 +68,11 @@ __global__ void scatter_add_rows_kernel(const T* rows, int64_t ldr, const int64_
 } // namespace
 
 void gather_rows(const Tensor& x, const int64_t* index, const Tensor& out, cudaStream_t s) {
-  if (out.rows == 0 || out.cols == 0) return;
-  dispatch(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = static_cast<const T*>(x.data);
-    T* po = static_cast<T*>(out.data);
-    const dim3 grid(static_cast<unsigned>(out.rows));
-    if (rows_vectorisable(x) && rows_vectorisable(out))
-      launch_kernel(gather_rows_kernel<T, 8>, grid, kThreads, 0, s, px, x.ld, index, po, out.ld,
-                    out.cols);
-    else
-      launch_kernel(gather_rows_kernel<T, 1>, grid, kThreads, 0, s, px, x.ld, index, po, out.ld,
-                    out.cols);
-  });
+  move_rows<false>(x, index, out, out.rows, out.cols, s);
 }
 
 void scatter_rows(const Tensor& rows, const int64_t* index, const Tensor& out, cudaStream_t s) {
-  if (rows.rows == 0 || rows.cols == 0) return;
-  dispatch(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pr = static_cast<const T*>(rows.data);
-    T* po = static_cast<T*>(out.data);
-    const dim3 grid(static_cast<unsigned>(rows.rows));
-    if (rows_vectorisable(rows) && rows_vectorisable(out))
-      launch_kernel(scatter_rows_kernel<T, 8>, grid, kThreads, 0, s, pr, rows.ld, index, po, out.ld,
-                    rows.cols);
-    else
-      launch_kernel(scatter_rows_kernel<T, 1>, grid, kThreads, 0, s, pr, rows.ld, index, po, out.ld,
-                    rows.cols);
-  });
+  move_rows<true>(rows, index, out, rows.rows, rows.cols, s);
 }
 
 void scatter_add_rows(const Tensor& rows, const int64_t* src, const int64_t* dest,
