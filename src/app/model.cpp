@@ -325,7 +325,10 @@ private:
   // --trace or --trace-gen: the trace's steps predicted in place of a grid's points.
   int predict_serving() {
     if (reject_if_any(m_ctx, "invalid model", trace_problems(m_o, m_machine, m_trace))) return 2;
-    predict_trace(m_trace, m_o, m_machine, m_cal);
+    if (m_o.serving.rates.empty())
+      predict_trace(m_trace, m_o, m_machine, m_cal);
+    else
+      predict_trace_rates(m_trace, m_o, m_machine, m_cal);
     if (m_mpi.rank() == 0)
       m_summaries.set({{"model", m_job.root_attrs("model")}, {"config", config_attrs(m_trace.cfg)}},
                       trace_tables(m_trace));

@@ -30,9 +30,12 @@ inline constexpr const char* kMeasuredHost = "measured-host";
 struct ServingOptions {
   std::string trace, trace_gen;
   std::string write_trace; ///< where the trace's requests are written ("": nowhere)
+  /// --rates: the generated trace predicted at each of these arrival rates (requests/s) in
+  /// place of its own; empty: at its own.
+  std::vector<double> rates;
   SchedulerConfig scheduler;
   double slo_ttft_ms = 0, slo_tpot_ms = 0; ///< goodput's targets (0: none)
-  bool requested() const { return !trace.empty() || !trace_gen.empty(); }
+  bool requested() const { return !trace.empty() || !trace_gen.empty() || !rates.empty(); }
 };
 
 struct ModelOptions {
@@ -130,6 +133,13 @@ struct TracePrediction {
   };
   std::vector<Step> steps;
   ServingMetrics metrics;
+  /// --rates: the metrics of the trace generated at each rate, in the order given.
+  struct AtRate {
+    double rate_per_s = 0;
+    ServingMetrics metrics;
+    int64_t steps = 0;
+  };
+  std::vector<AtRate> by_rate;
 };
 
 /// Every problem of a --trace or --trace-gen job (options that predict something else, the
@@ -141,6 +151,11 @@ std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
 /// `t`'s requests scheduled, each step predicted from its ops (mixed_step_ops) and the metrics.
 void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
                    const Calibration& cal);
+/// --rates: the generated trace at each rate (the generator's seed, so the same lengths and the
+/// gaps scaled by its rate over each), predicted as predict_trace() does, into t.by_rate; `t`
+/// keeps the last rate's requests, schedule and steps.
+void predict_trace_rates(TracePrediction& t, const ModelOptions& o, const Machine& m,
+                         const Calibration& cal);
 
 /// Binds --trace, --trace-gen and the scheduler's and goodput's options to `s`.
 void bind_serving_options(CLI::App& cmd, ServingOptions& s);
@@ -156,7 +171,7 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
                  const std::string& calibration);
 
 /// What --json and --markdown hold of a predicted trace: the latency percentiles, every request
-/// and every step.
+/// and every step; with --rates, one row per rate (percentiles, goodput, throughput) instead.
 std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t);
 
 } // namespace ridgeline::model_detail

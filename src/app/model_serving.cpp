@@ -21,6 +21,11 @@ std::vector<std::string> option_problems(const ModelOptions& o) {
   const ServingOptions& s = o.serving;
   if (!s.trace.empty() && !s.trace_gen.empty())
     problems.emplace_back("--trace and --trace-gen: give one trace");
+  if (!s.rates.empty() && s.trace_gen.empty())
+    problems.emplace_back("--rates sets a generated trace's arrival rate: give --trace-gen (a "
+                          "--trace file's arrivals are its own)");
+  if (!s.rates.empty() && !s.write_trace.empty())
+    problems.emplace_back("--write-trace writes one trace; --rates predicts one per rate");
   if (const std::string p = check_scheduler_config(s.scheduler); !p.empty())
     problems.push_back("--token-budget/--chunk/--max-batch/--kv-capacity: " + p);
   if (!o.base.out.empty())
@@ -115,8 +120,15 @@ std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
       t.requests = read_trace(o.serving.trace, capacity);
     } else {
       t.source = "--trace-gen " + o.serving.trace_gen;
-      t.requests = generate_trace(parse_trace_generator(o.serving.trace_gen));
+      TraceGenerator g = parse_trace_generator(o.serving.trace_gen);
+      t.requests = generate_trace(g);
       check_trace(t.requests, capacity, "--trace-gen");
+      for (double rate : o.serving.rates) {
+        g.rate_per_s = rate; // the lengths are the same draws at every rate; only gaps scale
+        char text[32];
+        std::snprintf(text, sizeof(text), "--rates %g", rate);
+        check_trace(generate_trace(g), capacity, text);
+      }
     }
   } catch (const UsageError& e) {
     return {e.what()};
@@ -149,6 +161,18 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
   };
   t.schedule = schedule_requests(t.requests, o.serving.scheduler, cost);
   t.metrics = serving_metrics(t.schedule, o.serving.slo_ttft_ms / 1e3, o.serving.slo_tpot_ms / 1e3);
+}
+
+void predict_trace_rates(TracePrediction& t, const ModelOptions& o, const Machine& m,
+                         const Calibration& cal) {
+  TraceGenerator g = parse_trace_generator(o.serving.trace_gen);
+  t.by_rate.clear();
+  for (double rate : o.serving.rates) {
+    g.rate_per_s = rate;
+    t.requests = generate_trace(g);
+    predict_trace(t, o, m, cal);
+    t.by_rate.push_back({rate, t.metrics, static_cast<int64_t>(t.schedule.steps.size())});
+  }
 }
 
 void write_trace_file(const TracePrediction& t, const ModelOptions& o, std::ostream& out) {
@@ -214,6 +238,25 @@ void print_ceilings(std::ostream& out, const TracePrediction& t) {
   out << "\n";
 }
 
+// --rates: one line per arrival rate, the percentiles, goodput and throughput.
+void print_rates(std::ostream& out, const TracePrediction& t, const ModelOptions& o) {
+  out << "latency (ms) by arrival rate; goodput at " << targets(o.serving) << "\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%10s %10s %10s %10s %10s %10s %10s %11s %11s %7s\n", "rate/s",
+                "ttft p50", "ttft p95", "tpot p50", "tpot p95", "e2e p50", "e2e p95", "goodput/s",
+                "through/s", "steps");
+  out << line;
+  for (const TracePrediction::AtRate& r : t.by_rate) {
+    const ServingMetrics& m = r.metrics;
+    std::snprintf(line, sizeof(line),
+                  "%10g %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %11.3f %11.3f %7lld\n",
+                  r.rate_per_s, 1e3 * m.ttft_s.p50, 1e3 * m.ttft_s.p95, 1e3 * m.tpot_s.p50,
+                  1e3 * m.tpot_s.p95, 1e3 * m.e2e_s.p50, 1e3 * m.e2e_s.p95, m.goodput_per_s,
+                  m.throughput_per_s, static_cast<long long>(r.steps));
+    out << line;
+  }
+}
+
 } // namespace
 
 void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions& o,
@@ -221,12 +264,20 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
   const SchedulerConfig& c = o.serving.scheduler;
   const ServingMetrics& m = t.metrics;
   out << "ridgeline model: " << t.requests.size() << " request(s) of " << t.source
+      << (t.by_rate.empty()
+              ? ""
+              : " at each of " + std::to_string(t.by_rate.size()) + " arrival rates (--rates)")
       << " through continuous batching, every step predicted\n";
   out << "configuration: " << (t.cfg.model.empty() ? "custom" : t.cfg.model) << ", " << t.cfg.layers
       << " layer(s), tp " << t.cfg.tp << ", " << t.cfg.dtype << "\n";
   out << "scheduler: token budget " << c.token_budget << ", chunk " << c.chunk << ", max batch "
       << c.max_batch << ", KV cache " << c.kv_capacity_tokens << " tokens\n";
   out << calibration;
+  if (!t.by_rate.empty()) {
+    print_rates(out, t, o);
+    out << "every step is predicted (analytic model), none measured\n";
+    return;
+  }
   out << "latency (ms)        p50         p95         p99   requests\n";
   const std::pair<const char*, const Percentiles*> rows[] = {
       {"ttft", &m.ttft_s}, {"tpot", &m.tpot_s}, {"e2e", &m.e2e_s}};
@@ -245,7 +296,42 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
          "one mixed step\n";
 }
 
+namespace {
+
+// --rates: one row per arrival rate.
+Table rate_table(const TracePrediction& t) {
+  std::vector<double> rate, goodput, throughput;
+  std::vector<int64_t> good, requests, steps;
+  std::vector<double> ms[9]; // ttft, tpot, e2e x p50, p95, p99
+  for (const TracePrediction::AtRate& r : t.by_rate) {
+    const ServingMetrics& m = r.metrics;
+    rate.push_back(r.rate_per_s), goodput.push_back(m.goodput_per_s);
+    throughput.push_back(m.throughput_per_s), good.push_back(m.good);
+    requests.push_back(m.requests), steps.push_back(r.steps);
+    const Percentiles* p[3] = {&m.ttft_s, &m.tpot_s, &m.e2e_s};
+    for (int k = 0; k < 3; ++k) {
+      ms[3 * k].push_back(1e3 * p[k]->p50);
+      ms[3 * k + 1].push_back(1e3 * p[k]->p95);
+      ms[3 * k + 2].push_back(1e3 * p[k]->p99);
+    }
+  }
+  Table table = {{"rate_per_s", rate}};
+  const char* names[9] = {"ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",
+                          "tpot_p99_ms", "e2e_p50_ms",  "e2e_p95_ms",  "e2e_p99_ms"};
+  for (int k = 0; k < 9; ++k)
+    table.push_back({names[k], ms[k]});
+  table.push_back({"goodput_per_s", goodput});
+  table.push_back({"throughput_per_s", throughput});
+  table.push_back({"good", good});
+  table.push_back({"requests", requests});
+  table.push_back({"steps", steps});
+  return table;
+}
+
+} // namespace
+
 std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t) {
+  if (!t.by_rate.empty()) return {{"rates", rate_table(t)}};
   const ServingMetrics& m = t.metrics;
   const Table latency = {
       {"metric", std::vector<std::string>{"ttft", "tpot", "e2e"}},
@@ -302,6 +388,14 @@ void bind_serving_options(CLI::App& cmd, ServingOptions& s) {
   cmd.add_option("--trace-gen", s.trace_gen,
                  "Generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,output=L,"
                  "seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
+      ->group(group);
+  cmd.add_option("--rates", s.rates,
+                 "With --trace-gen: the trace predicted at each of these arrival rates "
+                 "(requests/s, comma list) in place of its rate=, from the same seed (the same "
+                 "lengths, the gaps scaled): latency percentiles, goodput and throughput per "
+                 "rate (`python3 -m ridgeline_analysis latency` draws them)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.001, 1e9))
       ->group(group);
   cmd.add_option("--write-trace", s.write_trace,
                  "Write the trace's requests to this file (.jsonl: JSONL, else CSV), generated "

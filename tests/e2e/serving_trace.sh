@@ -2,8 +2,10 @@
 # `ridgeline model --trace` end to end on a tiny model and a hardware description: a CSV trace
 # and a generated one predicted (exit 0, the latency, goodput, mix and ceiling lines, the JSON
 # tables), the generated one written and read back to the same predictions, then bad traces
-# refused on two ranks (exit 2, the message printed once). Nothing measured is asserted: every
-# figure is a prediction.
+# refused on two ranks (exit 2, the message printed once); the generated trace at several arrival
+# rates (--rates), each row what the trace generated at that rate alone predicts, drawn by
+# `ridgeline_analysis latency`, and --rates refused where it has no generated trace to set.
+# Nothing measured is asserted: every figure is a prediction.
 # Usage: serving_trace.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -74,4 +76,37 @@ refused "long.csv:2: prompt_tokens 1000 + output_tokens 100 exceed the KV cache 
   "$work/long.csv"
 refused "is the same file as the input --trace" "$work/trace.csv" --write-trace "$work/trace.csv"
 refused "--trace predicts one configuration: give one value of batch" "$work/trace.csv" --batch 1,4
+refused "--rates sets a generated trace's arrival rate: give --trace-gen" "$work/trace.csv" \
+  --rates 1,2
+
+# --rates: one row per rate, each the prediction of the trace generated at that rate alone.
+gen=rate=100,requests=20,prompt=16:64,output=2/8,seed=7
+"$bin" model "${common[@]}" --trace-gen "$gen" --rates 10,100,1000 --slo-ttft-ms 1 \
+  --slo-tpot-ms 1 --json "$work/rates.json" | tee "$work/rates.log"
+grep -Eq "^ridgeline model: 20 request\(s\) of --trace-gen .* at each of 3 arrival rates" \
+  "$work/rates.log"
+grep -Eq "^ +1000( +[0-9.]+){8} +[0-9]+$" "$work/rates.log"
+"$bin" model "${common[@]}" --trace-gen "${gen/rate=100/rate=1000}" --slo-ttft-ms 1 \
+  --slo-tpot-ms 1 --json "$work/at1000.json" >/dev/null
+python3 - "$work/rates.json" "$work/at1000.json" <<'PY'
+import json, sys
+rates = json.load(open(sys.argv[1]))["rates"]
+alone = json.load(open(sys.argv[2]))["latency"]
+assert [r["rate_per_s"] for r in rates] == [10, 100, 1000], rates
+assert all(r["requests"] == 20 for r in rates), rates
+row = rates[2]
+for metric in alone:
+    for q in ("p50", "p95", "p99"):
+        assert row[f"{metric['metric']}_{q}_ms"] == metric[f"{q}_ms"], (metric, row)
+PY
+if python3 -c "import matplotlib" 2>/dev/null; then
+  (cd "$repo/scripts" && python3 -m ridgeline_analysis latency "$work/rates.json" \
+    -o "$work/latency.png")
+  [ -s "$work/latency.png" ]
+fi
+set +e
+"$bin" model "${common[@]}" --rates 10 >"$work/bad.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "give --trace-gen" "$work/bad.log"
 echo "serving trace ok"
