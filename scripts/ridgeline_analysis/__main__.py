@@ -504,6 +504,38 @@ def cmd_bars(args: argparse.Namespace) -> int:
     return 0
 
 
+RATE_COLUMNS = ("rate_per_s", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms",
+                "tpot_p95_ms", "tpot_p99_ms", "goodput_per_s", "throughput_per_s")
+
+
+def load_rates(path: str) -> List[dict]:
+    """The `rates` table of a `ridgeline model --trace-gen ... --rates ... --json FILE`: one row
+    per arrival rate; anything else refused."""
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Refusal(f"{path}: not a readable JSON file: {e}") from e
+    rows = document.get("rates") if isinstance(document, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise Refusal(f"{path}: no `rates` table; write one with `ridgeline model --trace-gen "
+                      "... --rates R,R,... --json FILE`")
+    for i, row in enumerate(rows):
+        missing = [c for c in RATE_COLUMNS
+                   if not isinstance(row, dict) or not isinstance(row.get(c), (int, float))]
+        if missing:
+            raise Refusal(f"{path}: rates row {i} lacks {', '.join(missing)}")
+    return rows
+
+
+def cmd_latency(args: argparse.Namespace) -> int:
+    rows = load_rates(args.file)
+    title = f"{os.path.basename(args.file)}: latency against arrival rate (predicted)"
+    print(plots.plot_latency(rows, _picture_path(args, "latency"), title=title))
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Each file checked as `ridgeline validate` checks it (validate.problems()), a file whose
     job ended before it finished included: "PATH: valid" for each, or the first file with a
@@ -590,6 +622,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help=join_help)
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("bars"))
     p.set_defaults(func=cmd_bars)
+
+    p = sub.add_parser("latency", help="`ridgeline model --rates` JSON: time to first token, "
+                       "time per output token and goodput against arrival rate")
+    p.add_argument("file", metavar="FILE", help="the --json file of `ridgeline model "
+                   "--trace-gen ... --rates ...`")
+    p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("latency"))
+    p.set_defaults(func=cmd_latency)
 
     p = sub.add_parser("export", help="one tidy table of the files (CSV, Parquet or JSON): "
                        "timeline rows, sweep points or their repeats, with configuration, "

@@ -1,6 +1,6 @@
 """Plots of a run or a sweep: a per-rank timeline Gantt chart, a pipeline schedule's Gantt
 chart, a step-time histogram, the ridgeline plane, scaling curves and stacked step-time bars by
-ceiling.
+ceiling, and serving latency against arrival rate.
 
 Figures are drawn on the Agg canvas directly (no pyplot), so plotting works without a display
 and never changes the caller's matplotlib backend. The format follows the path's suffix (.png,
@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from . import output
 from .analysis import (CEILINGS, COMM_LANE, LANES, PIPELINE_ROLES, RidgeLines, op_roles,
@@ -556,5 +557,52 @@ def plot_step_bars(points: np.ndarray, path: str, title: str = "") -> str:
     ax.set_title(_titled(fig, title or "step time by ceiling, per sweep point"), fontsize=11)
     ax.grid(True, axis="y", linewidth=0.4, alpha=0.5)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_latency(rates: Sequence[Mapping[str, float]], path: str, title: str = "") -> str:
+    """Latency against arrival rate, one row of `rates` per rate (the `rates` table of
+    `ridgeline model --trace-gen ... --rates ...`, each row's rate_per_s, ttft_/tpot_ p50, p95
+    and p99 in ms, goodput_per_s and throughput_per_s): time to first token and time per output
+    token, p50 solid, p95 dashed, p99 dotted, on log axes; and goodput beside throughput, where
+    the two part is where requests start to miss their targets."""
+    rows = sorted(rates, key=lambda r: float(r["rate_per_s"]))
+    x = np.array([float(r["rate_per_s"]) for r in rows])
+    fig = Figure(figsize=(13, 4.4))
+    styles = {"p50": "-", "p95": "--", "p99": ":"}
+
+    def rate_axis(ax: Axes) -> None:
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("arrival rate (requests/s)")
+    for k, (metric, label) in enumerate((("ttft", "time to first token (ms)"),
+                                         ("tpot", "time per output token (ms)"))):
+        ax = fig.add_subplot(1, 3, k + 1)
+        for q, style in styles.items():
+            y = np.array([float(r[f"{metric}_{q}_ms"]) for r in rows])
+            ax.plot(x, y, style, marker="o", markersize=3, color="C0" if k == 0 else "C1",
+                    label=q)
+        rate_axis(ax)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        # Minor ticks at 2x and 5x a power of ten labelled too: a range within one decade
+        # still reads.
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25"
+                                                   else ""))
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", linewidth=0.4, alpha=0.5)
+        ax.legend(fontsize=8)
+    ax = fig.add_subplot(1, 3, 3)
+    ax.plot(x, [float(r["throughput_per_s"]) for r in rows], "-", marker="o", markersize=3,
+            color="0.4", label="throughput")
+    ax.plot(x, [float(r["goodput_per_s"]) for r in rows], "-", marker="o", markersize=3,
+            color="C2", label="goodput (within the targets)")
+    rate_axis(ax)
+    ax.set_ylabel("requests/s")
+    ax.grid(True, which="both", linewidth=0.4, alpha=0.5)
+    ax.legend(fontsize=8)
+    fig.suptitle(_titled(fig, title or "latency against arrival rate"), fontsize=11)
     fig.tight_layout()
     return _save(fig, path)
