@@ -14,7 +14,7 @@ for cmd in run sweep roofs collectives env validate report compare model; do
 done
 (
   cd "$repo/scripts"
-  for cmd in summary plot schedule trace ridgeline scaling bars export; do
+  for cmd in summary plot schedule trace ridgeline scaling bars export latency; do
     python3 -m ridgeline_analysis "$cmd" --help
   done
 ) >>"$work/help.txt"
