@@ -322,6 +322,8 @@ std::vector<NamedTable> result_tables(const std::vector<CollectiveResult>& resul
         {"redop", std::string(spec.reduces ? reduce_op_name(r.op) : "none")},
         {"root", static_cast<int64_t>(spec.rooted ? c.root : -1)},
         {"in_place", static_cast<int64_t>(res.in_place)},
+        {"scope", std::string(scope_name(scope))},
+        {"group_nodes", static_cast<int64_t>(group_nodes)},
         {"timing", std::string(c.graph   ? "graph_replay"
                                : c.batch ? "batch_mean"
                                          : "per_iteration")}};

@@ -494,6 +494,10 @@ void print_collective_header(std::ostream& os, const NamedTable& t, const Attrs&
   os << "#\n# " << collective_name(t) << ": group size " << int_of(a, "group_size", 0) << " x "
      << groups << " group(s), backend " << text_of(a, "backend") << ", transport "
      << text_of(a, "transport")
+     << (find_attr(a, "scope") != nullptr
+             ? ", scope " + text_of(a, "scope") + " (" +
+                   std::to_string(int_of(a, "group_nodes", 1)) + " node(s) a group)"
+             : "")
      << (find_attr(a, "buffers") != nullptr && text_of(a, "buffers") != "ordinary"
              ? ", symmetric window"
              : "")
