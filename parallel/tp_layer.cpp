@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "core/error.hpp"
 #include "parallel/tp_layer_slots.hpp"
@@ -51,7 +53,7 @@ double TpStage::overlap_memory_bytes(const StageSpec& spec, DType dtype, bool ex
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
                  PeerExchange* exchange)
     : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec),
-      m_policy(overlap_policy(spec.overlap)) {
+      m_policy(overlap_policy(spec.overlap)), m_op_table(&ops) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -75,16 +77,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
     if (!problem.empty()) throw UsageError(problem);
   }
   m_ops = stage_ops(spec, spec.attention);
-  m_op_ids.assign(s_count, -1);
-  m_slot_specs.assign(s_count, nullptr);
-  for (const OpSpec& o : m_ops) {
-    const int32_t id = ops.intern(o.name, o.kind);
-    for (size_t i = 0; i < s_count; ++i)
-      if (o.name == kSlotNames[i]) {
-        m_op_ids[i] = id;
-        m_slot_specs[i] = &o;
-      }
-  }
+  bind_ops();
   const LayerGeometry g = layer_geometry(m, s, spec.tp_rank);
   m_hl = g.heads;
   m_kvl = g.kv_heads;
@@ -94,6 +87,10 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_tokens = g.tokens;
   m_stream_tokens = g.stream_tokens;
   m_units = m_policy.units();
+  if (spec.mixed()) {
+    m_capacity = spec.mix;
+    m_cache_rows = mix_cache_rows(spec.mix);
+  }
   if (ring() && exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
 
@@ -138,6 +135,64 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_layers.resize(static_cast<size_t>(spec.num_layers));
   for (int64_t l = 0; l < spec.num_layers; ++l)
     init_layer(spec.first_layer + l, m_layers[static_cast<size_t>(l)]);
+}
+
+void TpStage::bind_ops() {
+  m_op_ids.assign(s_count, -1);
+  m_slot_specs.assign(s_count, nullptr);
+  for (const OpSpec& o : m_ops) {
+    const int32_t id = m_op_table->intern(o.name, o.kind);
+    for (size_t i = 0; i < s_count; ++i)
+      if (o.name == kSlotNames[i]) {
+        m_op_ids[i] = id;
+        m_slot_specs[i] = &o;
+      }
+  }
+}
+
+void TpStage::set_mix(const StepMix& mix) {
+  if (!m_spec.mixed()) throw UsageError("set_mix: the stage was not built for a mixed step");
+  StepMix counted;
+  for (const StepEntry& e : mix.entries) {
+    const bool decode = e.kind == EntryKind::decode;
+    if (e.tokens < 1 || e.context < 0 || (decode && e.tokens != 1))
+      throw UsageError("set_mix: an entry of " + std::to_string(e.tokens) + " tokens after " +
+                       std::to_string(e.context) + " cached ones");
+    (decode ? counted.decode_tokens : counted.prefill_tokens) += e.tokens;
+    ++(decode ? counted.decode_sequences : counted.prefill_sequences);
+  }
+  if (mix.entries.empty() || counted.decode_tokens != mix.decode_tokens ||
+      counted.prefill_tokens != mix.prefill_tokens ||
+      counted.decode_sequences != mix.decode_sequences ||
+      counted.prefill_sequences != mix.prefill_sequences)
+    throw UsageError("set_mix: a mix needs entries, and its token and sequence counts must be "
+                     "those of its entries");
+  auto beyond = [](const char* what, int64_t got, int64_t most) {
+    return "set_mix: the mix's " + std::string(what) + " (" + std::to_string(got) +
+           ") exceed the stage's capacity (" + std::to_string(most) + ")";
+  };
+  if (mix.tokens() > m_capacity.tokens())
+    throw UsageError(beyond("tokens", mix.tokens(), m_capacity.tokens()));
+  const auto entries = static_cast<int64_t>(mix.entries.size());
+  if (entries > static_cast<int64_t>(m_capacity.entries.size()))
+    throw UsageError(beyond("sequences", entries, static_cast<int64_t>(m_capacity.entries.size())));
+  if (mix_cache_rows(mix) > m_cache_rows)
+    throw UsageError(beyond("KV cache rows per sequence", mix_cache_rows(mix), m_cache_rows));
+  StageSpec next = m_spec;
+  next.mix = mix;
+  next.shape.seq = mix.tokens();
+  const std::vector<std::string> problems = stage_split_problems(next.shape, next.overlap);
+  if (!problems.empty()) throw UsageError("set_mix: " + problems.front());
+
+  m_ops = stage_ops(next, next.attention);
+  m_spec = std::move(next);
+  bind_ops();
+  const LayerGeometry g = layer_geometry(m_spec.model, m_spec.shape, m_spec.tp_rank);
+  m_tokens = g.tokens;
+  m_stream_tokens = g.stream_tokens;
+  const int64_t h = m_spec.model.hidden;
+  m_input = m_in_buf.view(m_stream_tokens, h, m_backend.dtype());
+  m_output = m_out_buf.view(m_stream_tokens, h, m_backend.dtype());
 }
 
 void TpStage::set_decode_step(int64_t step) {
@@ -215,9 +270,9 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
     // the global [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its
     // values, in the order the QKV projection writes them, so that one copy appends both.
     const LayerShape& s = m_spec.shape;
-    const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_spec.mix.entries.size()) *
-                                              mix_cache_rows(m_spec.mix)
-                                        : s.batch * s.cache_rows();
+    const int64_t rows = m_spec.mixed()
+                             ? static_cast<int64_t>(m_capacity.entries.size()) * m_cache_rows
+                             : s.batch * s.cache_rows();
     const int64_t kv_cols = m.kv_heads * m_d;
     w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
     const Tensor cache = w.kv_cache.view(rows, 2 * m_kvl * m_d, dt);

@@ -52,7 +52,8 @@ struct StageSpec {
   /// A mixed step's sequences (decode tokens and prefill chunks, each at its own context);
   /// empty for prefill and decode. The shape is then a prefill of one sequence of
   /// mix.tokens() tokens: the GEMMs run over every token of the step, the attention sequence
-  /// by sequence against each one's KV cache.
+  /// by sequence against each one's KV cache. TpStage::set_mix() switches a stage to another
+  /// mix within this one.
   StepMix mix;
   bool mixed() const { return !mix.entries.empty(); }
   StageMlp* mlp = nullptr; ///< not owned; null: the dense MLP (else tp 1, one part)
@@ -78,7 +79,8 @@ enum class StageMode { full, compute_only, comm_only };
 class TpStage {
 public:
   /// Allocates and generates this rank's shard of every weight (and KV cache for decode).
-  /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops`. `exchange`,
+  /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops` (which set_mix()
+  /// interns into too: it must outlive a mixed stage's switches). `exchange`,
   /// over the same ranks with windows of exchange_windows() bytes, is what ce-ring puts through
   /// (needed for it when tp > 1); its windows then also hold the buffers the collectives of the
   /// other strategies gather into.
@@ -114,6 +116,21 @@ public:
   int64_t decode_step() const { return m_decode_step; }
   /// Switches the attention implementation (and the attention op's cost in op_specs()).
   void set_attention(AttentionImpl impl);
+  /// A mixed stage: switches it to `mix`, which the next forward() runs (input(), output() and
+  /// op_specs() become that mix's; weights, buffers and KV caches stay). The mix given at
+  /// construction is the stage's capacity: `mix` may hold at most its tokens and its entries,
+  /// and need at most its mix_cache_rows() rows per sequence. Entry i attends against cache
+  /// block i, whose rows keep the capacity's stride, so that a block holds what earlier steps
+  /// appended to it; the keys and values a block starts with are those of the stage built at
+  /// the capacity, so the stage built directly at `mix` holds the same ones only where
+  /// mix_cache_rows(mix) is the capacity's. Ops `mix` adds are interned into the OpTable the
+  /// stage was built with.
+  /// Throws UsageError (the stage unchanged) for a stage built without a mix, a mix without
+  /// entries or whose counts are not its entries', one beyond the capacity, or one whose tokens
+  /// the overlap strategy cannot cut into its chunks.
+  void set_mix(const StepMix& mix);
+  /// The mix the stage was built for (its capacity); empty for prefill and decode.
+  const StepMix& mix_capacity() const { return m_capacity; }
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
   void forward(Recorder& rec);
   /// The whole [tokens, hidden] output in token order (gathers the shards under sequence
@@ -145,6 +162,8 @@ private:
     Buffer kv_cache; ///< [batch * cache rows][keys | values] (decode)
   };
   Buffer alloc(int64_t rows, int64_t cols);
+  // m_ops' entries bound to the layer slots (ids interned into m_op_table); absent ops -1.
+  void bind_ops();
   void init_layer(int64_t layer, LayerWeights& w);
   // One part of one layer in three phases separated by the row-parallel collectives; each of
   // the first two returns the comm-lane fence the next phase waits for.
@@ -258,11 +277,18 @@ private:
   OverlapPolicy m_policy; ///< m_spec.overlap's
   StageMode m_mode = StageMode::full;
   bool m_sp = false;
+  OpTable* m_op_table; ///< the constructor's `ops`
   std::vector<OpSpec> m_ops;
   std::vector<int32_t> m_op_ids;           ///< op table id per layer slot (-1: absent)
   std::vector<const OpSpec*> m_slot_specs; ///< work-model entry per layer slot
   std::vector<size_t> m_open_comm;         ///< host collectives begun but not yet completed
+  // m_tokens, m_stream_tokens: the step's rows (a mixed stage's current mix's); the buffers
+  // hold the capacity's.
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
+  // A mixed stage: the mix it was built for, and the KV cache rows of each sequence's block
+  // (mix_cache_rows() of it).
+  StepMix m_capacity;
+  int64_t m_cache_rows = 0;
   int m_units = 1;
   int64_t m_decode_step = 0;
   size_t m_allocated = 0;

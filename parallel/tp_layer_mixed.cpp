@@ -76,7 +76,8 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
                               const Tensor& qkv, const Tensor& attn) {
   const ModelSpec& m = m_spec.model;
   const StepMix& mix = m_spec.mix;
-  const int64_t cap = mix_cache_rows(mix), kv_cols = m_kvl * m_d;
+  // Each sequence's block keeps the stride of the stage's capacity (set_mix()).
+  const int64_t cap = m_cache_rows, kv_cols = m_kvl * m_d;
   const Tensor cache = w.kv_cache.view(static_cast<int64_t>(mix.entries.size()) * cap, 2 * kv_cols,
                                        m_backend.dtype());
   const std::vector<EntryRun> runs = entry_runs(mix);
