@@ -87,10 +87,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_tokens = g.tokens;
   m_stream_tokens = g.stream_tokens;
   m_units = m_policy.units();
-  if (spec.mixed()) {
-    m_capacity = spec.mix;
-    m_cache_rows = mix_cache_rows(spec.mix);
-  }
+  m_capacity = spec.mix;
   if (ring() && exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
 
@@ -176,8 +173,9 @@ void TpStage::set_mix(const StepMix& mix) {
   const auto entries = static_cast<int64_t>(mix.entries.size());
   if (entries > static_cast<int64_t>(m_capacity.entries.size()))
     throw UsageError(beyond("sequences", entries, static_cast<int64_t>(m_capacity.entries.size())));
-  if (mix_cache_rows(mix) > m_cache_rows)
-    throw UsageError(beyond("KV cache rows per sequence", mix_cache_rows(mix), m_cache_rows));
+  if (mix_cache_rows(mix) > mix_cache_rows(m_capacity))
+    throw UsageError(
+        beyond("KV cache rows per sequence", mix_cache_rows(mix), mix_cache_rows(m_capacity)));
   StageSpec next = m_spec;
   next.mix = mix;
   next.shape.seq = mix.tokens();
@@ -270,9 +268,9 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
     // the global [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its
     // values, in the order the QKV projection writes them, so that one copy appends both.
     const LayerShape& s = m_spec.shape;
-    const int64_t rows = m_spec.mixed()
-                             ? static_cast<int64_t>(m_capacity.entries.size()) * m_cache_rows
-                             : s.batch * s.cache_rows();
+    const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_capacity.entries.size()) *
+                                              mix_cache_rows(m_capacity)
+                                        : s.batch * s.cache_rows();
     const int64_t kv_cols = m.kv_heads * m_d;
     w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
     const Tensor cache = w.kv_cache.view(rows, 2 * m_kvl * m_d, dt);

@@ -285,10 +285,9 @@ private:
   // m_tokens, m_stream_tokens: the step's rows (a mixed stage's current mix's); the buffers
   // hold the capacity's.
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
-  // A mixed stage: the mix it was built for, and the KV cache rows of each sequence's block
-  // (mix_cache_rows() of it).
+  // A mixed stage: the mix it was built for (its mix_cache_rows() are each sequence's block of
+  // the KV cache); empty otherwise.
   StepMix m_capacity;
-  int64_t m_cache_rows = 0;
   int m_units = 1;
   int64_t m_decode_step = 0;
   size_t m_allocated = 0;

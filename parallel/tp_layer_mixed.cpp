@@ -77,7 +77,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   const ModelSpec& m = m_spec.model;
   const StepMix& mix = m_spec.mix;
   // Each sequence's block keeps the stride of the stage's capacity (set_mix()).
-  const int64_t cap = m_cache_rows, kv_cols = m_kvl * m_d;
+  const int64_t cap = mix_cache_rows(m_capacity), kv_cols = m_kvl * m_d;
   const Tensor cache = w.kv_cache.view(static_cast<int64_t>(mix.entries.size()) * cap, 2 * kv_cols,
                                        m_backend.dtype());
   const std::vector<EntryRun> runs = entry_runs(mix);
@@ -128,19 +128,24 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
       m_backend.copy(kv_new.rows_slice(j * r.tokens, r.tokens),
                      blocks.rows_slice(j * cap + r.context, r.tokens));
   };
-  auto attend = [&](const EntryRun& r) {
+  // `batch` sequences of `seq` tokens each, against blocks of the cache's stride (context is
+  // not read by the ragged call).
+  auto shape_of = [&](int64_t batch, int64_t seq, int64_t context) {
     AttentionShape shape;
-    shape.batch = r.count;
-    shape.seq = r.tokens;
-    shape.context = r.context + r.tokens;
+    shape.batch = batch;
+    shape.seq = seq;
+    shape.context = context;
     shape.capacity = cap;
     shape.heads = m_hl;
     shape.kv_heads = m_kvl;
     shape.head_dim = m_d;
+    return shape;
+  };
+  auto attend = [&](const EntryRun& r) {
     const Tensor blocks = blocks_of(r);
-    m_backend.attention(shape, rows_of(qkv, r).cols_slice(0, m_hl * m_d),
-                        blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
-                        rows_of(attn, r), m_spec.attention);
+    m_backend.attention(shape_of(r.count, r.tokens, r.context + r.tokens),
+                        rows_of(qkv, r).cols_slice(0, m_hl * m_d), blocks.cols_slice(0, kv_cols),
+                        blocks.cols_slice(kv_cols, kv_cols), rows_of(attn, r), m_spec.attention);
   };
   // The decode tokens' keys and values, each into its sequence's block after its context: one
   // row scatter.
@@ -160,16 +165,10 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     for (size_t i = first; i < end; ++i)
       contexts.insert(contexts.end(), static_cast<size_t>(runs[i].count), runs[i].context + 1);
     const int64_t n = static_cast<int64_t>(contexts.size());
-    AttentionShape shape;
-    shape.batch = n;
-    shape.capacity = cap;
-    shape.heads = m_hl;
-    shape.kv_heads = m_kvl;
-    shape.head_dim = m_d;
     const EntryRun& r = runs[first];
     const Tensor blocks = cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap);
     m_backend.attention_decode_ragged(
-        shape, contexts, qkv.rows_slice(r.row0, n).cols_slice(0, m_hl * m_d),
+        shape_of(n, 1, 0), contexts, qkv.rows_slice(r.row0, n).cols_slice(0, m_hl * m_d),
         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
         attn.rows_slice(r.row0, n), m_spec.attention);
   };
