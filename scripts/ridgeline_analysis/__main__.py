@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import stat
 import sys
@@ -511,7 +512,6 @@ RATE_COLUMNS = ("rate_per_s", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot
 def load_rates(path: str) -> List[dict]:
     """The `rates` table of a `ridgeline model --trace-gen ... --rates ... --json FILE`: one row
     per arrival rate; anything else refused."""
-    import json
     try:
         with open(path, encoding="utf-8") as f:
             document = json.load(f)

@@ -133,9 +133,11 @@ struct TracePrediction {
   };
   std::vector<Step> steps;
   ServingMetrics metrics;
-  /// --rates: the metrics of the trace generated at each rate, in the order given.
+  /// --rates: the trace generated at each rate (trace_problems()) and its metrics
+  /// (predict_trace_rates()), in the order given.
   struct AtRate {
     double rate_per_s = 0;
+    std::vector<Request> requests;
     ServingMetrics metrics;
     int64_t steps = 0;
   };
@@ -144,16 +146,16 @@ struct TracePrediction {
 
 /// Every problem of a --trace or --trace-gen job (options that predict something else, the
 /// scheduler's limits, the configuration, the trace itself); the requests and configuration
-/// into `t` where there is none.
+/// into `t` where there is none, with --rates the trace generated at each rate (the
+/// generator's seed, so the same lengths and the gaps scaled) into t.by_rate.
 std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
                                         TracePrediction& t);
 
 /// `t`'s requests scheduled, each step predicted from its ops (mixed_step_ops) and the metrics.
 void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
                    const Calibration& cal);
-/// --rates: the generated trace at each rate (the generator's seed, so the same lengths and the
-/// gaps scaled by its rate over each), predicted as predict_trace() does, into t.by_rate; `t`
-/// keeps the last rate's requests, schedule and steps.
+/// --rates: each of t.by_rate's traces predicted as predict_trace() does, its metrics and
+/// step count into its row; `t` keeps the last rate's requests, schedule and steps.
 void predict_trace_rates(TracePrediction& t, const ModelOptions& o, const Machine& m,
                          const Calibration& cal);
 

@@ -123,11 +123,13 @@ std::vector<std::string> trace_problems(const ModelOptions& o, const Machine& m,
       TraceGenerator g = parse_trace_generator(o.serving.trace_gen);
       t.requests = generate_trace(g);
       check_trace(t.requests, capacity, "--trace-gen");
+      t.by_rate.clear();
       for (double rate : o.serving.rates) {
         g.rate_per_s = rate; // the lengths are the same draws at every rate; only gaps scale
         char text[32];
         std::snprintf(text, sizeof(text), "--rates %g", rate);
-        check_trace(generate_trace(g), capacity, text);
+        t.by_rate.push_back({rate, generate_trace(g), {}, 0});
+        check_trace(t.by_rate.back().requests, capacity, text);
       }
     }
   } catch (const UsageError& e) {
@@ -165,13 +167,11 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
 
 void predict_trace_rates(TracePrediction& t, const ModelOptions& o, const Machine& m,
                          const Calibration& cal) {
-  TraceGenerator g = parse_trace_generator(o.serving.trace_gen);
-  t.by_rate.clear();
-  for (double rate : o.serving.rates) {
-    g.rate_per_s = rate;
-    t.requests = generate_trace(g);
+  for (TracePrediction::AtRate& r : t.by_rate) {
+    t.requests = r.requests;
     predict_trace(t, o, m, cal);
-    t.by_rate.push_back({rate, t.metrics, static_cast<int64_t>(t.schedule.steps.size())});
+    r.metrics = t.metrics;
+    r.steps = static_cast<int64_t>(t.schedule.steps.size());
   }
 }
 
