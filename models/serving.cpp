@@ -573,6 +573,12 @@ StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts,
   return mix;
 }
 
+StepMix serving_capacity_mix(const SchedulerConfig& config, int64_t longest) {
+  const int64_t n = std::max<int64_t>(1, std::min(config.max_batch, config.token_budget));
+  return mixed_step_mix(std::vector<int64_t>(static_cast<size_t>(n - 1), longest - 1),
+                        {config.token_budget - (n - 1)}, 0);
+}
+
 MixSummary mix_summary(const StepMix& mix) {
   MixSummary s;
   s.prefill_tokens = mix.prefill_tokens;

@@ -198,6 +198,14 @@ std::vector<int64_t> ragged_contexts(const std::string& dist, int64_t count, uin
 StepMix mixed_step_mix(const std::vector<int64_t>& decode_contexts,
                        const std::vector<int64_t>& chunks, int64_t chunk_context);
 
+/// The largest step the scheduler gives a trace whose requests hold at most `longest` tokens
+/// each (prompt + output): the mix a trace run's stage is built at, its capacity
+/// (TpStage::set_mix). n = min(max_batch, token_budget) sequences: n - 1 decode tokens, each
+/// after longest - 1 cached tokens, and one prefill chunk of the token_budget - (n - 1) tokens
+/// left, from context 0. Every step of such a trace has at most its tokens and sequences, and
+/// needs at most its KV cache rows per sequence (max(longest, the chunk)).
+StepMix serving_capacity_mix(const SchedulerConfig& config, int64_t longest);
+
 /// What a mixed step holds: its tokens and sequences of each kind, and the contexts (cached
 /// tokens before the step) of its decode entries (all 0 without any).
 struct MixSummary {

@@ -58,6 +58,13 @@ struct RunConfig {
   /// The step's prefill tokens as a share of its tokens (0..1, prefill_share_mix()); < 0: the
   /// options' own mix.
   double prefill_share = -1;
+  /// A trace run (--phase mixed with --trace or --trace-gen, config_mixed.hpp): the trace, the
+  /// scheduler's limits (0: the backend's default; --chunk is its prefill tokens of one sequence
+  /// per step), the requests replayed and goodput's targets.
+  std::string trace, trace_gen;
+  int64_t token_budget = 0, max_batch = 0, kv_capacity = 0;
+  double duration_s = 0;                   ///< requests arriving before this time; 0: all
+  double slo_ttft_ms = 0, slo_tpot_ms = 0; ///< 0: no target
   /// Pipeline schedule: gpipe | 1f1b | interleaved:V | zb-h1; "" = the train phase's 1f1b, and
   /// for prefill the unscheduled stage loop (blocking transfers, no flush).
   std::string schedule = "";

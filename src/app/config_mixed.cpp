@@ -19,6 +19,16 @@ bool mixed(const RunConfig& c) {
   return c.phase == "mixed";
 }
 
+// The scheduler of a trace run, from its completed options.
+SchedulerConfig scheduler_of(const RunConfig& c) {
+  SchedulerConfig s;
+  s.token_budget = c.token_budget;
+  s.chunk = c.chunk;
+  s.max_batch = c.max_batch;
+  s.kv_capacity_tokens = c.kv_capacity;
+  return s;
+}
+
 constexpr int64_t kShareUnits = 1000000; // a share is taken to 1e-6
 
 int64_t share_units(double share) {
@@ -67,6 +77,7 @@ std::vector<int64_t> decode_contexts(const RunConfig& c, int64_t count) {
 // The step of a mixed configuration, at its --prefill-share where given. Throws UsageError on a
 // bad context list or distribution.
 StepMix step_mix(const RunConfig& c) {
+  if (trace_run(c)) return serving_capacity_mix(scheduler_of(c), c.seq);
   if (c.prefill_share < 0)
     return mixed_step_mix(
         decode_contexts(c, c.decode_batch),
@@ -125,10 +136,89 @@ void bind_mixed_options(CLI::App& cmd, RunConfig& c) {
       ->group(group);
 }
 
+bool trace_run(const RunConfig& c) {
+  return !c.trace.empty() || !c.trace_gen.empty();
+}
+
+void bind_trace_options(CLI::App& cmd, RunConfig& c) {
+  const char* const group = "Trace run (--phase mixed --trace or --trace-gen)";
+  cmd.add_option("--trace", c.trace,
+                 "Replay a serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl) "
+                 "with real mixed steps: continuous batching decides each step, every rank runs "
+                 "it, and each request's TTFT, TPOT and end-to-end latency are measured "
+                 "(docs/SERVING.md)")
+      ->check(CLI::ExistingFile)
+      ->check(regular_file())
+      ->group(group);
+  cmd.add_option("--trace-gen", c.trace_gen,
+                 "Replay a generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,"
+                 "output=L,seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
+      ->group(group);
+  struct Limit {
+    const char* name;
+    int64_t* field;
+    int64_t min;
+    const char* help;
+  };
+  const Limit limits[] = {
+      {"--token-budget", &c.token_budget, 1,
+       "Trace: tokens per step, decode and prefill together (default 256 on host, 2048 on GPUs; "
+       "--chunk is the prefill tokens of one sequence per step)"},
+      {"--max-batch", &c.max_batch, 1,
+       "Trace: sequences per step at most (default 16 on host, 64 on GPUs)"},
+      {"--kv-capacity", &c.kv_capacity, 2,
+       "Trace: KV cache tokens of all running sequences together (default 262144)"}};
+  for (const Limit& l : limits)
+    cmd.add_option(l.name, *l.field, l.help)
+        ->check(integer_in(l.min, int64_t{1} << 40))
+        ->group(group);
+  cmd.add_option("--duration", c.duration_s,
+                 "Trace: replay the requests arriving in the trace's first S seconds (each then "
+                 "runs to its last token); default: every request")
+      ->check(number_above(0))
+      ->group(group);
+  cmd.add_option("--slo-ttft-ms", c.slo_ttft_ms, "Trace: goodput's time-to-first-token target (ms)")
+      ->check(number_above(0))
+      ->group(group);
+  cmd.add_option("--slo-tpot-ms", c.slo_tpot_ms,
+                 "Trace: goodput's time-per-output-token target (ms)")
+      ->check(number_above(0))
+      ->group(group);
+}
+
+ServingPlan serving_plan_of(const RunConfig& c) {
+  ServingPlan plan;
+  plan.scheduler = scheduler_of(c);
+  plan.duration_s = c.duration_s;
+  plan.slo_ttft_s = c.slo_ttft_ms / 1e3;
+  plan.slo_tpot_s = c.slo_tpot_ms / 1e3;
+  std::vector<Request> all;
+  if (!c.trace.empty()) {
+    plan.source = c.trace;
+    all = read_trace(c.trace, c.kv_capacity);
+  } else {
+    plan.source = "--trace-gen " + c.trace_gen;
+    all = generate_trace(parse_trace_generator(c.trace_gen));
+    check_trace(all, c.kv_capacity, "--trace-gen");
+  }
+  for (const Request& r : all)
+    if (c.duration_s <= 0 || r.arrival_s < c.duration_s) plan.requests.push_back(r);
+  return plan;
+}
+
 void apply_mixed_defaults(RunConfig& c, bool host) {
   if (!mixed(c)) return;
   // Defaults that fit in a sequence of --seq tokens.
   if (c.context < 0) c.context = std::clamp<int64_t>(c.seq - 1, 1, host ? 256 : 1);
+  if (trace_run(c)) {
+    // The scheduler's limits; the step's own options stay unset (its scheduler makes each step).
+    const SchedulerConfig d;
+    if (c.chunk == 0) c.chunk = host ? 128 : d.chunk;
+    if (c.token_budget == 0) c.token_budget = host ? 256 : d.token_budget;
+    if (c.max_batch == 0) c.max_batch = host ? 16 : d.max_batch;
+    if (c.kv_capacity == 0) c.kv_capacity = d.kv_capacity_tokens;
+    return;
+  }
   if (c.prefill_seqs < 0) c.prefill_seqs = 1;
   if (c.chunk_context < 0) c.chunk_context = 0;
   if (c.chunk == 0) c.chunk = std::clamp<int64_t>(c.seq - c.chunk_context, 1, host ? 128 : 512);
@@ -138,6 +228,7 @@ void apply_mixed_defaults(RunConfig& c, bool host) {
 }
 
 int64_t mixed_tokens(const RunConfig& c) {
+  if (trace_run(c)) return std::max<int64_t>(c.token_budget, 1);
   return std::max<int64_t>(option_tokens(c), 1);
 }
 
@@ -228,6 +319,55 @@ void step_problems(const RunConfig& c, std::vector<std::string>& p) {
     p.push_back("--phase mixed: the step's activations (tokens x hidden) exceed 2^31 elements");
 }
 
+// A trace run's options and its trace: the scheduler makes every step, within the capacity
+// step its stage is built at (--seq tokens a sequence at most), one TP group, one strategy.
+void trace_problems(const RunConfig& c, const std::vector<Overlap>& overlaps,
+                    std::vector<std::string>& p) {
+  if (!c.trace.empty() && !c.trace_gen.empty())
+    p.emplace_back("--trace and --trace-gen: give one trace");
+  if (c.prefill_seqs >= 0 || c.chunk_context >= 0 || c.decode_batch >= 0 || !c.contexts.empty() ||
+      !c.context_dist.empty() || c.prefill_share >= 0)
+    p.emplace_back("--trace: the scheduler makes each step of a trace run: no --prefill-seqs, "
+                   "--chunk-context, --decode-batch, --contexts, --context-dist or "
+                   "--prefill-share");
+  if (const std::string problem = check_scheduler_config(scheduler_of(c)); !problem.empty())
+    p.push_back("--token-budget/--chunk/--max-batch/--kv-capacity: " + problem);
+  if (c.dp != 1) p.emplace_back("--trace replays one TP group: use --dp 1");
+  if (overlaps.size() > 1 || split_list(c.attention).size() > 1)
+    p.emplace_back("--trace replays the trace once: give one --overlap and one --attention");
+  for (const Overlap& o : overlaps)
+    if (o.kind == Overlap::Kind::chunked) {
+      p.push_back("--trace: a step may hold any number of tokens, which --overlap " + o.name() +
+                  " cannot always cut: use none or async");
+      break;
+    }
+  if (!p.empty()) return;
+  ServingPlan plan;
+  try {
+    plan = serving_plan_of(c);
+  } catch (const UsageError& e) {
+    p.emplace_back(e.what());
+    return;
+  }
+  if (plan.requests.empty()) {
+    p.push_back("--duration " + attr_to_string(AttrValue{c.duration_s}) + ": no request of " +
+                plan.source + " arrives before it");
+    return;
+  }
+  for (const Request& r : plan.requests)
+    if (r.prompt_tokens + r.output_tokens > c.seq) {
+      p.push_back(plan.source + ": request " + std::to_string(r.id) + " holds " +
+                  std::to_string(r.prompt_tokens) + " + " + std::to_string(r.output_tokens) +
+                  " tokens, more than --seq " + std::to_string(c.seq) +
+                  " (the longest sequence a KV cache block of the run holds): give a larger "
+                  "--seq");
+      break;
+    }
+  const double elements = static_cast<double>(c.token_budget) * static_cast<double>(c.hidden);
+  if (elements >= 2147483647.0)
+    p.push_back("--token-budget: a step's activations (tokens x hidden) exceed 2^31 elements");
+}
+
 // What a mixed step does not run.
 void unsupported_problems(const RunConfig& c, const std::vector<Overlap>& overlaps,
                           std::vector<std::string>& p) {
@@ -259,14 +399,28 @@ std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Ov
                   "--context-dist and --prefill-share describe a mixed step: they need --phase "
                   "mixed (got --phase " +
                   c.phase + ")");
-    return p;
+    if (trace_run(c))
+      p.push_back("--trace and --trace-gen replay a trace of mixed steps: they need --phase "
+                  "mixed (got --phase " +
+                  c.phase + ")");
   }
+  if (!trace_run(c)) {
+    const bool given = c.token_budget > 0 || c.max_batch > 0 || c.kv_capacity > 0 ||
+                       c.duration_s > 0 || c.slo_ttft_ms > 0 || c.slo_tpot_ms > 0;
+    if (given)
+      p.push_back("--token-budget, --max-batch, --kv-capacity, --duration, --slo-ttft-ms and "
+                  "--slo-tpot-ms set a trace run's scheduler: give --trace or --trace-gen");
+  }
+  if (!mixed(c)) return p;
   if (!executes) {
     p.push_back("--phase mixed runs with `ridgeline run`; `ridgeline model --trace` predicts "
                 "mixed steps");
     return p;
   }
-  step_problems(c, p);
+  if (trace_run(c))
+    trace_problems(c, overlaps, p);
+  else
+    step_problems(c, p);
   unsupported_problems(c, overlaps, p);
   return p;
 }
@@ -278,6 +432,16 @@ StepMix mixed_step_of(const RunConfig& c) {
 
 Attrs mixed_config_attrs(const RunConfig& c) {
   if (!mixed(c)) return {};
+  if (trace_run(c))
+    return {{"chunk", c.chunk},
+            {"trace", c.trace},
+            {"trace_gen", c.trace_gen},
+            {"token_budget", c.token_budget},
+            {"max_batch", c.max_batch},
+            {"kv_capacity", c.kv_capacity},
+            {"duration_s", c.duration_s},
+            {"slo_ttft_ms", c.slo_ttft_ms},
+            {"slo_tpot_ms", c.slo_tpot_ms}};
   Attrs attrs = {{"prefill_seqs", c.prefill_seqs},
                  {"chunk", c.chunk},
                  {"chunk_context", c.chunk_context},

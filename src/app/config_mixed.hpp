@@ -14,12 +14,31 @@
 
 namespace ridgeline {
 
+/// Whether a configuration replays a serving trace (--trace or --trace-gen given).
+bool trace_run(const RunConfig& cfg);
+/// Binds --trace, --trace-gen, --token-budget, --max-batch, --kv-capacity, --duration,
+/// --slo-ttft-ms and --slo-tpot-ms to `cfg` (`run` only; --chunk is bind_mixed_options').
+void bind_trace_options(CLI::App& cmd, RunConfig& cfg);
+
+/// A trace run's requests and scheduler, read once where its point is resolved.
+struct ServingPlan {
+  std::string source;            ///< the trace file, or "--trace-gen " and its specification
+  std::vector<Request> requests; ///< those arriving before duration_s (all with 0)
+  SchedulerConfig scheduler;
+  double duration_s = 0;                 ///< 0: every request
+  double slo_ttft_s = 0, slo_tpot_s = 0; ///< 0: no target
+};
+/// The plan of a completed trace run's configuration. Throws UsageError for a trace that cannot
+/// be read or checked (read_trace(), check_trace()).
+ServingPlan serving_plan_of(const RunConfig& cfg);
+
 /// Binds --prefill-seqs, --chunk, --chunk-context, --decode-batch, --contexts, --context-dist,
 /// --context-seed and --prefill-share to `cfg`.
 void bind_mixed_options(CLI::App& cmd, RunConfig& cfg);
 /// Fills the mixed options left unset (--phase mixed only) with the defaults of `host`.
 void apply_mixed_defaults(RunConfig& cfg, bool host);
-/// Tokens of the step a completed mixed configuration runs (at least 1, for the shape checks
+/// Tokens of the step a completed mixed configuration runs (a trace run: its capacity step's,
+/// the token budget) (at least 1, for the shape checks
 /// that run beside the mixed ones).
 int64_t mixed_tokens(const RunConfig& cfg);
 /// A mixed step moved to a prefill share `share` (0..1) of its `tokens` (T, kept): prefill
@@ -50,7 +69,9 @@ double prefill_share_of(const RunConfig& cfg);
 /// steps come from `model --trace`).
 std::vector<std::string> mixed_problems(const RunConfig& cfg, const std::vector<Overlap>& overlaps,
                                         bool executes);
-/// The step of a validated mixed configuration (empty entries otherwise).
+/// The step of a validated mixed configuration (empty entries otherwise); a trace run's is its
+/// capacity, serving_capacity_mix() of its scheduler and --seq (its longest request's tokens at
+/// most).
 StepMix mixed_step_of(const RunConfig& cfg);
 /// The mixed options as /config attributes (none unless --phase mixed).
 Attrs mixed_config_attrs(const RunConfig& cfg);

@@ -121,6 +121,11 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.contexts = text("contexts", ""), c.context_dist = text("context_dist", "");
   c.context_seed = static_cast<uint64_t>(i64("context_seed", 1));
   c.prefill_share = real("prefill_share", -1);
+  // A trace run's trace and scheduler (absent elsewhere).
+  c.trace = text("trace", ""), c.trace_gen = text("trace_gen", "");
+  c.token_budget = i64("token_budget", 0), c.max_batch = i64("max_batch", 0);
+  c.kv_capacity = i64("kv_capacity", 0), c.duration_s = real("duration_s", 0);
+  c.slo_ttft_ms = real("slo_ttft_ms", 0), c.slo_tpot_ms = real("slo_tpot_ms", 0);
   // An MoE model's options (absent for a dense one, and in files written before they were
   // recorded).
   c.experts = i64("experts", 0), c.top_k = i64("top_k", 0);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "parallel/stage_reference.hpp"
 
 namespace ridgeline {
+
+struct TraceRunResult;
 
 struct CheckOutcome {
   std::string status; ///< passed | failed | skipped: reason
@@ -60,6 +63,8 @@ struct PointResult {
   bool check_failed = false;
   double setup_s = 0;   ///< building, checking and gathering, outside the iterations
   double measure_s = 0; ///< the protocol's loops
+  /// A trace run's replay (PointSpec::serving), rank 0's; null otherwise.
+  std::shared_ptr<const TraceRunResult> serving;
 
   bool ok() const { return status == "ok"; }
 };

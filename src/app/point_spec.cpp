@@ -44,6 +44,7 @@ PointSpec point_spec(const RunConfig& c, PointOptions parsed) {
             : c.phase == "mixed"  ? RunPhase::mixed
                                   : RunPhase::prefill;
   s.mix = mixed_step_of(c);
+  if (trace_run(c)) s.serving = std::make_shared<const ServingPlan>(serving_plan_of(c));
   s.batch = c.batch;
   s.microbatches = c.microbatches;
   s.decode_steps = c.decode_steps;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "parallel/schedule.hpp"
 
 namespace ridgeline {
+
+struct ServingPlan;
 
 /// What a point runs: a prefill or decode step, a training step (forward and backward), or a
 /// mixed step (prefill chunks and decode tokens of their own sequences).
@@ -41,6 +44,9 @@ struct PointSpec {
   int64_t decode_steps = 0; ///< decode: tokens generated per pass; 0 = the step repeated
   /// Mixed: the step's sequences (shape is then a prefill of one sequence of its tokens).
   StepMix mix;
+  /// A trace run (--trace, --trace-gen): its requests and scheduler, replayed after the point's
+  /// measurement of `mix` (then its capacity step); null otherwise.
+  std::shared_ptr<const ServingPlan> serving;
 
   // The grid.
   int tp = 1, pp = 1, dp = 1;

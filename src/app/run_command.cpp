@@ -20,6 +20,7 @@
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
 #include "app/sweep.hpp"
+#include "app/trace_run.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "core/stats.hpp"
@@ -106,8 +107,9 @@ PointResult run_repeats(JobContext& job, const PointSpec& spec, const Roofs& roo
 
 // The run's file contents (rank 0 holds all but the rows) and this rank's rows: one strategy's
 // timelines at the root, several under /points/<k> (the root's /ranks then links to point 0's).
-RunData run_file_data(JobContext& job, const RunConfig& cfg, int repeats, const Roofs& roofs,
-                      const PointResult& point, const RunRepeats& repeated, RankRows& mine) {
+RunData run_file_data(JobContext& job, const RunConfig& cfg, const PointSpec& spec, int repeats,
+                      const Roofs& roofs, const PointResult& point, const RunRepeats& repeated,
+                      RankRows& mine) {
   const std::vector<StrategyResult>& results = point.strategies;
   RunData data;
   data.root = job.root_attrs("run");
@@ -139,6 +141,13 @@ RunData run_file_data(JobContext& job, const RunConfig& cfg, int repeats, const 
       }
     if (!roofs.empty()) add_roofs(data, roofs, {{"transport", job.transport()}});
     if (repeats > 1) data.tables.push_back({"/repeats", repeated.table, {}});
+    if (point.serving) {
+      const ServingPlan& plan = *spec.serving;
+      data.tables.push_back({"/serving/steps", serving_steps_table(*point.serving), {}});
+      data.tables.push_back(
+          {"/serving/requests", serving_requests_table(plan, *point.serving), {}});
+      data.group_attrs.emplace_back("/serving", serving_attrs(plan, *point.serving));
+    }
   }
   return data;
 }
@@ -147,7 +156,7 @@ RunData run_file_data(JobContext& job, const RunConfig& cfg, int repeats, const 
 // tables that set the strategies side by side.
 void print_run(std::ostream& out, const RunConfig& cfg, const PointSpec& spec, const Roofs& roofs,
                const RunData& data, const std::vector<StrategyResult>& results,
-               const RunRepeats& repeated) {
+               const RunRepeats& repeated, const TraceRunResult* serving) {
   if (!roofs.empty() && cfg.roofs.empty()) print_roofs_summary(out, roofs);
   for (const StrategyResult& r : results) {
     RunData shown = data;
@@ -162,12 +171,14 @@ void print_run(std::ostream& out, const RunConfig& cfg, const PointSpec& spec, c
   if (spec.attentions.size() > 1) print_attention_table(out, results);
   print_gpu_table(out, results, cfg.sample_ms);
   if (repeated.count > 1) print_repeats(out, results, repeated.used);
+  if (serving != nullptr) print_serving(out, *spec.serving, *serving);
 }
 
 // The --json and --markdown summaries: the run's attributes, and each strategy's summary, ops
 // and decode bins.
 void set_run_summaries(SummaryReporter& summaries, const RunData& data,
-                       const std::vector<StrategyResult>& results, const RunRepeats& repeated) {
+                       const std::vector<StrategyResult>& results, const RunRepeats& repeated,
+                       const PointSpec& spec, const TraceRunResult* serving) {
   std::vector<std::pair<std::string, Attrs>> attrs = {{"run", data.root}, {"config", data.config}};
   std::vector<std::pair<std::string, Table>> tables;
   for (const StrategyResult& r : results) {
@@ -185,6 +196,11 @@ void set_run_summaries(SummaryReporter& summaries, const RunData& data,
       tables.emplace_back("nodes " + r.name, nodes_table(r.summary.nodes));
   }
   if (repeated.count > 1) tables.emplace_back("repeats", repeated.table);
+  if (serving != nullptr) {
+    attrs.emplace_back("serving", serving_attrs(*spec.serving, *serving));
+    tables.emplace_back("serving steps", serving_steps_table(*serving));
+    tables.emplace_back("serving requests", serving_requests_table(*spec.serving, *serving));
+  }
   summaries.set(std::move(attrs), std::move(tables));
 }
 
@@ -215,7 +231,10 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   if (cfg.backend == "auto" && job.gpus() == 0 && mpi.rank() == 0)
     std::cout << "ridgeline: no GPU found; using the host backend (fp32, OpenBLAS, MPI) and "
               << (cfg.hidden > 0 ? "the given model" : "the embedded default model") << "\n";
-  const ResolvedPoint resolved = resolve_point(job, cfg);
+  ResolvedPoint resolved = resolve_point(job, cfg);
+  if (repeats > 1 && trace_run(cfg))
+    resolved.problems.emplace_back("--repeats: a trace run replays its trace once (give "
+                                   "--repeats 1)");
   if (reject_if_any(ctx, "invalid configuration", resolved.problems)) return 2;
   const PointSpec& spec = resolved.spec;
   for (const std::string& warning : job.use_transport(cfg.transport))
@@ -229,7 +248,7 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
   RunData data;
   RankRows mine;
   ConsoleReporter console(mpi, [&](std::ostream& out) {
-    print_run(out, cfg, spec, roofs, data, point.strategies, repeated);
+    print_run(out, cfg, spec, roofs, data, point.strategies, repeated, point.serving.get());
   });
   const FileWriteOptions layout{parse_file_layout(cfg.file_layout), cfg.ranks_per_file};
   Hdf5Reporter h5(mpi, cfg.out, true, [&](const std::string& path) {
@@ -256,10 +275,10 @@ int run_one(CommandContext& ctx, RunConfig cfg, int repeats) {
     return 1;
   }
   watchdog.rearm("gathering the topology and writing the file");
-  data = run_file_data(job, cfg, repeats, roofs, point, repeated, mine);
+  data = run_file_data(job, cfg, spec, repeats, roofs, point, repeated, mine);
   if (mpi.rank() == 0) {
     progress::finish_line("");
-    set_run_summaries(summaries, data, point.strategies, repeated);
+    set_run_summaries(summaries, data, point.strategies, repeated, spec, point.serving.get());
   }
   // A wrong result outranks a file written elsewhere.
   const int status = reports.finish(point.check_failed ? 3 : 0);
@@ -277,6 +296,7 @@ void setup_run_command(CLI::App& app, CommandAction& action) {
       "step placed against the roofs -> HDF5 + summary");
   bind_run_options(*cmd, *cfg);
   bind_mixed_options(*cmd, *cfg);
+  bind_trace_options(*cmd, *cfg);
   auto repeats = std::make_shared<int>(1);
   cmd->add_option("--repeats", *repeats,
                   "Measure the point R times: the file keeps the repeat whose step p50 is the "

@@ -9,6 +9,7 @@
 #include "app/config_mixed.hpp"
 #include "app/moe_point.hpp"
 #include "app/summary.hpp"
+#include "app/trace_run.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
@@ -477,6 +478,14 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
   collect_tp(job, point, spec, strategies, workload, *stage, backend, measurement, roofs, moe.get(),
              result);
+  // A trace run: the trace's steps on the stage the point measured at its capacity step.
+  if (point.serving) {
+    const auto replayed = std::chrono::steady_clock::now();
+    auto run = std::make_shared<TraceRunResult>(
+        replay_trace(*point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog));
+    if (job.mpi().rank() == 0) result.serving = std::move(run);
+    result.measure_s += seconds_since(replayed);
+  }
   result.attention_plans = backend.attention_plans();
   result.setup_s = seconds_since(started) - result.measure_s;
   return result;
