@@ -23,6 +23,7 @@
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "app/sweep.hpp"
+#include "app/trace_run.hpp"
 #include "core/error.hpp"
 #include "models/layer_plan.hpp"
 #include "models/work_model.hpp"
@@ -312,6 +313,7 @@ public:
     if (!m_o.calibrate.empty() && reject_if_any(m_ctx, "invalid model", calibration_problems()))
       return 2;
     if (m_o.serving.requested()) return predict_serving();
+    if (reject_if_any(m_ctx, "invalid model", trace_validation_problems())) return 2;
     plan_points();
     start_file();
     for (size_t k = 0; k < m_grid.size(); ++k)
@@ -335,6 +337,19 @@ private:
     const int status = m_reports.finish();
     if (m_mpi.rank() == 0) write_trace_file(m_trace, m_o, std::cout);
     return status;
+  }
+
+  // --validate of a trace run's file: its steps and its requests' latencies, predicted.
+  std::vector<std::string> trace_validation_problems() {
+    if (m_o.validate.empty()) return {};
+    try {
+      if (!has_serving(m_o.validate)) return {};
+      m_trace_text = validate_trace(m_o.validate, config_from_attrs(m_validated.config), m_o,
+                                    m_machine, m_cal, m_trace_table);
+    } catch (const Error& e) {
+      return {"--validate: " + m_o.validate + ": " + e.what()};
+    }
+    return {};
   }
 
   // The files the model reads: no output may be one of them. Every file the model will write is
@@ -720,6 +735,7 @@ private:
     for (const auto& [used, points] : m_roofs_used)
       out << "interconnect " << used << ", at " << points << " point(s)\n";
     if (!m_o.validate.empty()) print_validation(out);
+    out << m_trace_text;
     print_sweep(out, m_rows, m_axes, m_crossovers);
     // The answer of a what-if bandwidth axis, per line of the other axes (each latency).
     for (const Crossover& c : m_crossovers) {
@@ -798,6 +814,7 @@ private:
                          {"measured_step_source", m_measured_sources},
                          {"predicted_step_ms", m_predicted_ms},
                          {"error_pct", error_pct}}});
+    if (!m_trace_table.empty()) tables.push_back({"trace_validation", m_trace_table});
     m_summaries.set(attrs, std::move(tables));
   }
 
@@ -839,6 +856,8 @@ private:
   std::vector<int64_t> m_gap_points;
   std::map<std::string, int64_t> m_roofs_used; ///< roof_used() of the collectives: points
   TracePrediction m_trace;                     ///< --trace, --trace-gen
+  std::string m_trace_text; ///< --validate of a trace run: its report (validate_trace())
+  Table m_trace_table;      ///< and its figures, measured and predicted
   // What the model prints and writes, in this order.
   ConsoleReporter m_console;
   Hdf5Reporter m_h5;

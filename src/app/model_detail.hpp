@@ -159,6 +159,16 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
 void predict_trace_rates(TracePrediction& t, const ModelOptions& o, const Machine& m,
                          const Calibration& cal);
 
+/// --validate of a trace run's file (`run --trace`): each measured step beside the prediction
+/// of its mix (the steps made again from the file's requests and step times), and the file's
+/// requests scheduled on predicted steps: the latency percentiles beside the measured ones.
+/// Returns the console text and puts a row per figure (measured, predicted, error) in `table`.
+/// Throws Error where the file's steps are not its scheduler's, or its configuration cannot be
+/// placed on the machine.
+std::string validate_trace(const std::string& path, const RunConfig& measured,
+                           const ModelOptions& o, const Machine& m, const Calibration& cal,
+                           Table& table);
+
 /// Binds --trace, --trace-gen and the scheduler's and goodput's options to `s`.
 void bind_serving_options(CLI::App& cmd, ServingOptions& s);
 /// Binds `model`'s own options (machine, links, what-ifs, calibration, validation, EP) to `o`.

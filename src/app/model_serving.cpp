@@ -9,7 +9,9 @@
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
 #include "app/model_detail.hpp"
+#include "app/trace_run.hpp"
 #include "core/error.hpp"
+#include "core/stats.hpp"
 
 namespace ridgeline::model_detail {
 
@@ -375,6 +377,88 @@ std::vector<std::pair<std::string, Table>> trace_tables(const TracePrediction& t
             {"prefill_sequences", prefill_seqs},
             {"decode_sequences", decode_seqs},
             {"ceiling", ceiling}}}};
+}
+
+std::string validate_trace(const std::string& path, const RunConfig& measured,
+                           const ModelOptions& o, const Machine& m, const Calibration& cal,
+                           Table& table) {
+  const MeasuredTrace t = read_serving(path);
+  const ServingSchedule steps = measured_schedule(t);
+  // The configuration the steps ran on, priced as `model --trace` prices a trace's steps.
+  RunConfig cfg = measured;
+  cfg.phase = "prefill";
+  cfg.context = 0;
+  const StepPredictor predict(cfg, o, m, cal);
+  if (!predict.problem().empty()) throw Error(predict.problem());
+  // Each measured step beside its mix's prediction.
+  std::vector<double> error, abs_error;
+  int64_t count[kCeilingClasses] = {0, 0, 0, 0};
+  for (size_t i = 0; i < steps.steps.size(); ++i) {
+    const StepPrediction s = predict(steps.steps[i].mix);
+    if (!s.missing.empty())
+      throw Error("no interconnect roof for " + s.missing +
+                  ": give --hardware FILE for the link presets");
+    error.push_back((s.step_ns - t.step_ns[i]) / t.step_ns[i]);
+    abs_error.push_back(std::fabs(error.back()));
+    if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
+  }
+  // The requests again, each step's time predicted.
+  const ServingSchedule predicted = schedule_requests(
+      t.requests, t.scheduler, [&](const StepMix& mix) { return predict(mix).step_ns; });
+  const ServingMetrics pm = serving_metrics(predicted, t.slo_ttft_s, t.slo_tpot_s);
+  const ServingMetrics& mm = t.metrics;
+  std::vector<std::string> figure;
+  std::vector<double> measured_v, predicted_v, error_pct;
+  auto add = [&](const std::string& name, double meas, double pred) {
+    figure.push_back(name);
+    measured_v.push_back(meas);
+    predicted_v.push_back(pred);
+    error_pct.push_back(meas > 0 ? 100 * (pred - meas) / meas : 0.0);
+  };
+  const char* names[3] = {"ttft", "tpot", "e2e"};
+  const Percentiles* mp[3] = {&mm.ttft_s, &mm.tpot_s, &mm.e2e_s};
+  const Percentiles* pp[3] = {&pm.ttft_s, &pm.tpot_s, &pm.e2e_s};
+  for (int k = 0; k < 3; ++k) {
+    add(std::string(names[k]) + "_p50_ms", 1e3 * mp[k]->p50, 1e3 * pp[k]->p50);
+    add(std::string(names[k]) + "_p95_ms", 1e3 * mp[k]->p95, 1e3 * pp[k]->p95);
+    add(std::string(names[k]) + "_p99_ms", 1e3 * mp[k]->p99, 1e3 * pp[k]->p99);
+  }
+  add("throughput_per_s", mm.throughput_per_s, pm.throughput_per_s);
+  add("steps", static_cast<double>(steps.steps.size()),
+      static_cast<double>(predicted.steps.size()));
+  add("step_ms_p50", percentile(t.step_ns, 50) / 1e6, [&] {
+    std::vector<double> ns;
+    for (const ScheduledStep& s : predicted.steps)
+      ns.push_back((s.end_s - s.start_s) * 1e9);
+    return percentile(ns, 50) / 1e6;
+  }());
+  table = {{"figure", figure},
+           {"measured", measured_v},
+           {"predicted", predicted_v},
+           {"error_pct", error_pct}};
+
+  std::string out = "\ntrace " + t.source + " (" + path +
+                    "): " + std::to_string(t.requests.size()) + " request(s), " +
+                    std::to_string(steps.steps.size()) + " measured step(s)\n";
+  out += format("measured steps against their mixes' predictions: error median %+.1f %%, "
+                "|error| median %.1f %%, p95 %.1f %%\n",
+                100 * percentile(error, 50), 100 * percentile(abs_error, 50),
+                100 * percentile(abs_error, 95));
+  out += "predicted ceiling of the measured steps:";
+  for (int c = 0; c < kCeilingClasses; ++c)
+    out += std::string(c ? ", " : " ") + ceiling_name(static_cast<Ceiling>(c)) + " " +
+           std::to_string(count[c]);
+  out += "\nthe measured requests scheduled on predicted steps, against the measured run:\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %-18s %12s %12s %8s\n", "figure", "measured", "predicted",
+                "error");
+  out += line;
+  for (size_t i = 0; i < figure.size(); ++i) {
+    std::snprintf(line, sizeof(line), "  %-18s %12.4f %12.4f %+7.1f%%\n", figure[i].c_str(),
+                  measured_v[i], predicted_v[i], error_pct[i]);
+    out += line;
+  }
+  return out;
 }
 
 void bind_serving_options(CLI::App& cmd, ServingOptions& s) {

@@ -16,7 +16,8 @@
 namespace ridgeline {
 namespace {
 
-double ns_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ns_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::nano>(b - a).count();
 }
 
@@ -38,8 +39,8 @@ const char* const kStepTime = "the slowest rank's forward of the step's layers t
 
 } // namespace
 
-TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops,
-                            Backend& backend, MPI_Comm world, Watchdog& watchdog) {
+TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
+                            MPI_Comm world, Watchdog& watchdog) {
   TraceRunResult run;
   Recorder silent(backend.clock(), ops);
   silent.set_enabled(false);
@@ -146,9 +147,9 @@ Table serving_requests_table(const ServingPlan& plan, const TraceRunResult& run)
     e2e.push_back(t.e2e_s());
     tpot.push_back(t.has_tpot() ? t.tpot_s() : std::numeric_limits<double>::quiet_NaN());
   }
-  return {{"request", id},           {"arrival_s", arrival}, {"prompt_tokens", prompt},
+  return {{"request", id},           {"arrival_s", arrival},   {"prompt_tokens", prompt},
           {"output_tokens", output}, {"first_token_s", first}, {"finish_s", finish},
-          {"ttft_s", ttft},          {"e2e_s", e2e},         {"tpot_s", tpot}};
+          {"ttft_s", ttft},          {"e2e_s", e2e},           {"tpot_s", tpot}};
 }
 
 void print_serving(std::ostream& out, const ServingPlan& plan, const TraceRunResult& run) {
@@ -202,8 +203,8 @@ bool has_serving(const std::string& path) {
 
 namespace {
 
-template <class T> const std::vector<T>& table_column(const Table& t, const char* name,
-                                                     const std::string& path) {
+template <class T>
+const std::vector<T>& table_column(const Table& t, const char* name, const std::string& path) {
   const Column* c = h5::find_column(t, name);
   if (c == nullptr || !std::holds_alternative<std::vector<T>>(c->values))
     throw Error(path + ": no column '" + name + "' of the expected type");
@@ -275,19 +276,17 @@ MeasuredTrace read_serving(const std::string& path) {
     s.decode_sequences = ds[i];
     t.steps.push_back(s);
   }
-  if (t.steps.size() != t.step_ns.size())
-    throw Error(stp + ": its columns differ in length");
+  if (t.steps.size() != t.step_ns.size()) throw Error(stp + ": its columns differ in length");
   return t;
 }
 
 ServingSchedule measured_schedule(const MeasuredTrace& t) {
   size_t next = 0;
-  const ServingSchedule s =
-      schedule_requests(t.requests, t.scheduler, [&](const StepMix&) {
-        const double ns = next < t.step_ns.size() ? t.step_ns[next] : 1.0;
-        ++next;
-        return std::max(ns, 1.0);
-      });
+  const ServingSchedule s = schedule_requests(t.requests, t.scheduler, [&](const StepMix&) {
+    const double ns = next < t.step_ns.size() ? t.step_ns[next] : 1.0;
+    ++next;
+    return std::max(ns, 1.0);
+  });
   if (s.steps.size() != t.steps.size())
     throw Error("the scheduler makes " + std::to_string(s.steps.size()) +
                 " steps of the file's requests and step times, the file holds " +

@@ -33,8 +33,8 @@ struct TraceRunResult {
 /// rank runs the same scheduler, each step's cost the slowest rank's time of the step (agreed
 /// with one all-reduce over `world` a step), so that every rank decides the same next step; a
 /// step whose mix differs between ranks throws Error. Collective over `world`.
-TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops,
-                            Backend& backend, MPI_Comm world, Watchdog& watchdog);
+TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
+                            MPI_Comm world, Watchdog& watchdog);
 
 /// /serving's attributes (docs/SCHEMA.md).
 Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run);
