@@ -101,6 +101,30 @@ TEST(Scheduler, BatchesOfASeededTrace) {
   }
 }
 
+TEST(Scheduler, EveryStepFitsTheCapacityMix) {
+  // A trace run's stage is built at serving_capacity_mix(): n - 1 decode tokens at the longest
+  // context and one chunk of the budget left. Every step of a trace within `longest` fits it.
+  SchedulerConfig c;
+  c.token_budget = 96, c.chunk = 40, c.max_batch = 5, c.kv_capacity_tokens = 1000;
+  const StepMix cap = serving_capacity_mix(c, 230);
+  EXPECT_EQ(entries({0, 0, cap}), "0:decode 1@229 1:decode 1@229 2:decode 1@229 3:decode 1@229 "
+                                  "4:prefill 92@0");
+  EXPECT_EQ(cap.tokens(), 96);
+  EXPECT_EQ(mix_cache_rows(cap), 230);
+  const std::vector<Request> r =
+      generate_trace(parse_trace_generator("rate=50,requests=40,prompt=1:200,output=1:30,seed=9"));
+  const ServingSchedule s = schedule_requests(r, c, one_second);
+  for (const ScheduledStep& step : s.steps) {
+    EXPECT_LE(step.mix.tokens(), cap.tokens());
+    EXPECT_LE(step.mix.entries.size(), cap.entries.size());
+    EXPECT_LE(mix_cache_rows(step.mix), mix_cache_rows(cap));
+  }
+  // A budget below the batch: as many sequences as tokens, the chunk a token.
+  c.token_budget = 3;
+  EXPECT_EQ(entries({0, 0, serving_capacity_mix(c, 10)}),
+            "0:decode 1@9 1:decode 1@9 2:prefill 1@0");
+}
+
 TEST(Scheduler, AQueuedRequestWaitsForRoomInTheCache) {
   // 16 tokens: 0 holds 9 and 1 holds 4, so 2 (4 more) waits until 1 finishes at t=2.
   const ServingSchedule s = schedule_requests(small_trace(), small_config(16), one_second);
