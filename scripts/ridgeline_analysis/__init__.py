@@ -4,7 +4,7 @@ exporters.
     from ridgeline_analysis import load
     run = load("results/ridgeline-123.h5")
 """
-from .reader import Op, Roofs, Run, SchemaError, Summary, Sweep, load
+from .reader import Op, Roofs, Run, SchemaError, Serving, Summary, Sweep, load
 
-__all__ = ["Op", "Roofs", "Run", "SchemaError", "Summary", "Sweep", "load"]
+__all__ = ["Op", "Roofs", "Run", "SchemaError", "Serving", "Summary", "Sweep", "load"]
 __version__ = "0.1.0"

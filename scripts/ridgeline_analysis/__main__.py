@@ -640,7 +640,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="file to write (replaced only once the whole table is written)")
     p.add_argument("--table", choices=tidy.TABLES, default="timeline",
                    help="timeline: a row per rank, op instance and iteration (default); points: "
-                   "a row per sweep point; repeats: a row per repeat of a sweep point")
+                   "a row per sweep point; repeats: a row per repeat of a sweep point; "
+                   "serving_steps, serving_requests: a row per step run or request replayed "
+                   "of a trace run")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("validate", help="check files as `ridgeline validate` does: a file with "

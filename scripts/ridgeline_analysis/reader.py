@@ -111,6 +111,19 @@ class Summary:
 
 
 @dataclass
+class Serving:
+    """/serving of a trace run (`run --phase mixed --trace` or `--trace-gen`): the group's
+    attributes (the scheduler's limits, the latency percentiles in s, goodput), a row per step
+    run (`steps`: its clock, measured time and mix) and a row per request replayed
+    (`requests`: its lengths, times and latencies in s; tpot_s NaN for one output token)."""
+
+    attrs: Dict[str, Any]
+    #: None only where a run that replayed no trace holds a /serving without them.
+    steps: Optional[np.ndarray]
+    requests: Optional[np.ndarray]
+
+
+@dataclass
 class Roofs:
     """/roofs: the machine's measured roofs (group attributes and the four tables, string fields
     decoded; an absent table is an empty array with its fields)."""
@@ -223,6 +236,8 @@ class Run:
     roofs: Optional[Roofs] = None
     #: /sweep of a sweep file (root attribute command == "sweep"), else None.
     sweep: Optional[Sweep] = None
+    #: /serving of a trace run (its steps and requests), else None.
+    serving: Optional[Serving] = None
 
     def root_attr(self, key: str, kind: str, default: Any = _ABSENT) -> Any:
         """A root (or point) attribute checked before use: attr()."""
@@ -280,6 +295,16 @@ class Run:
         """pandas DataFrame, one row per /sweep/repeats row (sweep files with repeats):
         tidy.repeats_frame()."""
         return _tidy().repeats_frame(self)
+
+    def serving_steps_dataframe(self):
+        """pandas DataFrame, one row per /serving/steps row (trace runs):
+        tidy.serving_steps_frame()."""
+        return _tidy().serving_steps_frame(self)
+
+    def serving_requests_dataframe(self):
+        """pandas DataFrame, one row per /serving/requests row (trace runs):
+        tidy.serving_requests_frame()."""
+        return _tidy().serving_requests_frame(self)
 
     def op_names(self) -> np.ndarray:
         """Op names indexed by op id (for labelling timeline rows)."""
@@ -393,6 +418,7 @@ def _read_run(group: h5py.Group, where: str, attrs: Dict[str, Any],
         summary=_summary(group["summary"]) if "summary" in group else None,
         samples={int(k): _linked(g, "samples", where) for k, g in group["ranks"].items()
                  if g.get("samples", getlink=True) is not None} if "ranks" in group else {},
+        serving=_serving(group["serving"]) if "serving" in group else None,
     )
 
 
@@ -496,7 +522,7 @@ def _timelines(group: h5py.Group, where: str, world_size: int) -> Dict[int, np.n
 def _tables(f: h5py.File) -> Dict[str, np.ndarray]:
     """Compound datasets outside the run layout and the sweep points, by absolute path."""
     out = {}
-    skip = (*_RUN_GROUPS, "points")
+    skip = (*_RUN_GROUPS, "points", "serving")
 
     def visit(name: str, obj: h5py.HLObject) -> None:
         if (name.split("/")[0] not in skip and isinstance(obj, h5py.Dataset)
@@ -521,6 +547,12 @@ def _summary(group: h5py.Group) -> Summary:
                                      if "moe_rank_imbalance_per_step" in group else np.empty(0)),
         nodes=_decode_table(_read(group["nodes"])) if "nodes" in group else None,
     )
+
+
+def _serving(group: h5py.Group) -> Serving:
+    steps, requests = (_decode_table(_read(group[name])) if name in group else None
+                       for name in ("steps", "requests"))
+    return Serving(attrs=_attrs(group), steps=steps, requests=requests)
 
 
 def _roofs(group: h5py.Group) -> Roofs:

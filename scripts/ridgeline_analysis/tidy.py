@@ -5,6 +5,8 @@ times and software stack, so that rows of many files filter and group without th
     timeline_frame(run)  one row per timeline row of each rank: an op instance of an iteration
     points_frame(run)    one row per /sweep/points row (sweep files)
     repeats_frame(run)   one row per /sweep/repeats row (sweep files that repeat their points)
+    serving_steps_frame(run)     one row per /serving/steps row (trace runs): a step run
+    serving_requests_frame(run)  one row per /serving/requests row (trace runs): a request
 
 Every table starts with `file` (the path given to load()) and `complete` (False for a file whose
 job ended before it finished). pandas is imported on first use: the rest of the package works
@@ -22,7 +24,7 @@ from .analysis import LANES
 from .reader import Run, SchemaError
 
 #: The tables, by the name `export --table` takes, and the file formats.
-TABLES = ("timeline", "points", "repeats")
+TABLES = ("timeline", "points", "repeats", "serving_steps", "serving_requests")
 FORMATS = ("csv", "parquet", "json")
 #: /stack attributes naming the versions a result depends on (absent on the host backend).
 STACK_KEYS = ("driver", "cuda_runtime", "cublaslt", "nccl")
@@ -171,6 +173,38 @@ def repeats_frame(run: Run):
     return _finish(pd, parts, ("file", "complete", "point", "repeat"))
 
 
+def _serving_rows(pd, run: Run, name: str):
+    """The rows of each /serving table `name` ("steps" or "requests") of the file or its points,
+    after `file`, `complete` and `point`; then the provenance and the `config.*` of the run."""
+    parts = []
+    for k, one in _runs(run):
+        table = getattr(one.serving, name) if one.serving is not None else None
+        if table is None:
+            continue
+        index = pd.RangeIndex(table.size)
+        columns = {"file": run.path, "complete": run.complete, "point": k,
+                   **{field: table[field] for field in table.dtype.names}}
+        context = {**_provenance(one), **_config(one)}
+        parts.append(pd.concat([pd.DataFrame(columns, index=index),
+                                pd.DataFrame([context] * table.size, index=index)], axis=1))
+    return parts
+
+
+def serving_steps_frame(run: Run):
+    """One row per /serving/steps row of a trace run (a step the scheduler ran: its clock in s,
+    measured time and mix), every field as the file holds it; no rows for other files."""
+    pd = pandas()
+    return _finish(pd, _serving_rows(pd, run, "steps"), ("file", "complete", "point", "step"))
+
+
+def serving_requests_frame(run: Run):
+    """One row per /serving/requests row of a trace run (a request replayed: its lengths, times
+    and latencies in s; tpot_s empty for one output token); no rows for other files."""
+    pd = pandas()
+    return _finish(pd, _serving_rows(pd, run, "requests"),
+                   ("file", "complete", "point", "request"))
+
+
 def _finish(pd, parts: List[Any], leading: Sequence[str]):
     """The parts as one frame (columns some parts lack are empty on their rows), `point` an
     integer column that may be empty; with no parts, no rows and the `leading` columns."""
@@ -183,7 +217,8 @@ def _finish(pd, parts: List[Any], leading: Sequence[str]):
 
 
 FRAMES: Dict[str, Callable[[Run], Any]] = {
-    "timeline": timeline_frame, "points": points_frame, "repeats": repeats_frame}
+    "timeline": timeline_frame, "points": points_frame, "repeats": repeats_frame,
+    "serving_steps": serving_steps_frame, "serving_requests": serving_requests_frame}
 
 
 def frame(runs: Iterable[Run], table: str):

@@ -1,6 +1,6 @@
 """The checks of the results a run file holds, as run_file_validate_results.cpp makes them, for
-validate.py: summaries with their decode and pipeline figures, run repeats, collectives tables and
-roofs. The tables and attributes come from the schema; the arithmetic is code.
+validate.py: summaries with their decode, pipeline and serving figures, run repeats, collectives
+tables and roofs. The tables and attributes come from the schema; the arithmetic is code.
 """
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ STAGE_FIELDS = tuple(a.name.split("<p>", 1)[1] for a in schema.ATTRIBUTES["summa
 ACTION_ATTRS = schema.attr_names("summary", "action_forward_ns", "action_backward_ns",
                                  "action_backward_input_ns", "action_backward_weight_ns")
 SCHEDULED_OPS = ("pp_exchange", "pp_flush")
+#: Trace runs: /serving's attribute types, and the percentiles of its latency attributes
+#: (<metric>_p<p>_s).
+SERVING_KINDS: AttrKinds = schema.typed_attributes("serving")
+SERVING_PERCENTILES = (50, 95, 99)
 TRAIN_OPS = ("fc2_dgrad", "fc2_wgrad", "activation_bwd", "fc1_dgrad", "fc1_wgrad", "norm2_bwd",
              "residual2_bwd", "proj_dgrad", "proj_wgrad", "attention_bwd", "qkv_dgrad",
              "qkv_wgrad", "norm1_bwd", "residual1_bwd", "grad_zero")
@@ -212,8 +216,260 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
                     found.append(row + f"expected {lo} <= {p50} <= {hi}")
 
     for checks in (steps, warmup, attrs, ops, lambda: _run_repeats(f, base, found), decode,
-                   moe_imbalance, nodes, lambda: _pipeline(f, base, found)):
+                   moe_imbalance, nodes, lambda: _pipeline(f, base, found),
+                   lambda: _serving(f, base, found)):
         _section(found, checks)
+
+
+def _close(a: float, b: float, rel: float, abs_: float) -> bool:
+    """Whether `a` and `b` agree within `rel` of the larger or `abs_`, whichever is more (NaN
+    never; close_to() in src/app/run_file_validate_results.cpp)."""
+    return bool(abs(a - b) <= max(abs_, rel * max(abs(a), abs(b))))
+
+
+def _int_if(attrs: Dict[str, Any], key: str) -> Optional[int]:
+    """The integer attribute `key`, where present and an integer (else the generic checks said
+    so)."""
+    value = attrs.get(key)
+    return value if _is_int(value) else None
+
+
+def _number_if(attrs: Dict[str, Any], key: str) -> Optional[float]:
+    value = attrs.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+class _RowProblems:
+    """Row problems of one table, the first MAX_ROW_PROBLEMS listed and the rest counted
+    (finish(); RowProblems)."""
+
+    def __init__(self, path: str, found: List[str]) -> None:
+        self.path, self.found, self.count = path, found, 0
+
+    def add(self, row: int, what: str) -> None:
+        self.count += 1
+        if self.count <= MAX_ROW_PROBLEMS:
+            self.found.append(f"{self.path}: row {row}: {what}")
+
+    def finish(self) -> None:
+        if self.count > MAX_ROW_PROBLEMS:
+            self.found.append(f"{self.path}: {self.count - MAX_ROW_PROBLEMS} more row problems")
+
+
+def _serving(f: h5py.File, base: str, found: List[str]) -> None:
+    """A trace run (`base`/config trace or trace_gen not empty: the condition "serving"):
+    `base`/serving with its attributes and both tables, checked against each other. A /serving
+    of another run is checked as far as it goes (its tables where present; validate_serving())."""
+    trace = False
+    config = f"{base}/config"
+    if _exists(f, config):
+        attrs = read_attrs(_group(f, config), config)
+        trace = any(isinstance(attrs.get(k), str) and attrs[k]
+                    for k in schema.attr_names("config", "trace", "trace_gen"))
+    group = base + schema.ATTRIBUTES["serving"][0]
+    if not trace and not _exists(f, group):
+        return
+    if not _require(f, group, "group (a trace run)", found):
+        return
+    held = ("serving",) if trace else ()
+    attrs = read_attrs(_group(f, group), group)
+    _require_attrs(attrs, group, schema.required_attributes("serving", held), found)
+    _check_kinds(attrs, group, SERVING_KINDS, found)
+    steps_path = base + T["serving_steps"].path
+    requests_path = base + T["serving_requests"].path
+    tables: Dict[str, Optional[np.ndarray]] = {"steps": None, "requests": None}
+    for key, path, spec in (("steps", steps_path, T["serving_steps"]),
+                            ("requests", requests_path, T["serving_requests"])):
+        if trace or _exists(f, path):
+            def one(key: str = key, path: str = path, spec: schema.Table = spec) -> None:
+                tables[key] = _table(f, path, spec, held, found)
+            _section(found, one)
+    # Rows as the attributes count them, at least one of each.
+    for key, path in (("steps", steps_path), ("requests", requests_path)):
+        table = tables[key]
+        if table is None:
+            continue
+        expected = _int_if(attrs, key)
+        if expected is not None and table.size != expected:
+            found.append(f"{path}: {table.size} rows but {group} {key} is {expected}")
+        if table.size == 0:
+            found.append(f"{path}: empty")
+    steps, requests = tables["steps"], tables["requests"]
+    if steps is not None:
+        _section(found, lambda: _serving_steps(steps, steps_path, attrs, found))
+    if requests is not None:
+        _section(found, lambda: _serving_requests(requests, requests_path, found))
+    if steps is not None and requests is not None:
+        _section(found, lambda: _serving_totals(steps, steps_path, requests, requests_path, attrs,
+                                                group, found))
+
+
+def _serving_steps(table: np.ndarray, path: str, attrs: Dict[str, Any],
+                   found: List[str]) -> None:
+    """/serving/steps row by row: steps in order on the scheduler's clock, each lasting its
+    measured time, its mix within the scheduler's limits (validate_serving_steps())."""
+    ints = {name: column(table, name, "int", path).tolist() for name in schema.field_names(
+        "serving_steps", "step", "prefill_tokens", "decode_tokens", "prefill_sequences",
+        "decode_sequences", "context_min", "context_max")}
+    floats = {name: column(table, name, "float", path).astype(np.float64).tolist()
+              for name in schema.field_names("serving_steps", "start_s", "end_s", "step_ns",
+                                             "prepare_ns", "context_mean")}
+    step, start, end = ints["step"], floats["start_s"], floats["end_s"]
+    step_ns, prepare, mean = floats["step_ns"], floats["prepare_ns"], floats["context_mean"]
+    prefill, decode = ints["prefill_tokens"], ints["decode_tokens"]
+    prefill_seqs, decode_seqs = ints["prefill_sequences"], ints["decode_sequences"]
+    low, high = ints["context_min"], ints["context_max"]
+    budget = _int_if(attrs, "token_budget")
+    max_batch = _int_if(attrs, "max_batch")
+    rows = _RowProblems(path, found)
+    n = len(step)
+    for i in range(n):
+        if step[i] != i:
+            rows.add(i, f"step {step[i]}, expected {i}")
+        if not 0 <= start[i] <= end[i]:
+            rows.add(i, f"expected 0 <= start_s <= end_s, found {_number(start[i])}, "
+                        f"{_number(end[i])}")
+        if i + 1 < n and not end[i] <= start[i + 1]:
+            rows.add(i, f"end_s {_number(end[i])} is after the next step's start_s "
+                        f"{_number(start[i + 1])}")
+        if not step_ns[i] > 0:
+            rows.add(i, f"step_ns must be > 0, found {_number(step_ns[i])}")
+        elif not _close(end[i] - start[i], step_ns[i] * 1e-9, 1e-6, 1e-12):
+            rows.add(i, f"end_s - start_s is {_number(end[i] - start[i])} s but step_ns is "
+                        f"{_number(step_ns[i])}")
+        if not prepare[i] >= 0:
+            rows.add(i, f"prepare_ns must be >= 0, found {_number(prepare[i])}")
+        if min(prefill[i], decode[i], prefill_seqs[i], decode_seqs[i]) < 0:
+            rows.add(i, "prefill_tokens, decode_tokens, prefill_sequences and decode_sequences "
+                        "must be >= 0")
+        tokens = prefill[i] + decode[i]
+        if budget is not None and not 1 <= tokens <= budget:
+            rows.add(i, f"expected 1 <= prefill_tokens + decode_tokens <= token_budget {budget}, "
+                        f"found {tokens}")
+        if max_batch is not None and prefill_seqs[i] + decode_seqs[i] > max_batch:
+            rows.add(i, f"prefill_sequences + decode_sequences {prefill_seqs[i] + decode_seqs[i]} "
+                        f"is more than max_batch {max_batch}")
+        if decode[i] != decode_seqs[i]:
+            rows.add(i, f"decode_tokens {decode[i]} but decode_sequences {decode_seqs[i]} (one "
+                        "token each)")
+        if prefill[i] < prefill_seqs[i]:
+            rows.add(i, f"prefill_tokens {prefill[i]} fewer than prefill_sequences "
+                        f"{prefill_seqs[i]}")
+        contexts = f", found {low[i]}, {_number(mean[i])}, {high[i]}"
+        if decode_seqs[i] == 0:
+            if low[i] != 0 or mean[i] != 0 or high[i] != 0:
+                rows.add(i, "context_min, context_mean and context_max must be 0 without decode "
+                            "sequences" + contexts)
+        elif not low[i] <= mean[i] <= high[i]:
+            rows.add(i, "expected context_min <= context_mean <= context_max" + contexts)
+    rows.finish()
+
+
+def _serving_requests(table: np.ndarray, path: str, found: List[str]) -> None:
+    """/serving/requests row by row: requests in the trace's order, each one's times in order
+    and its latencies what its times say (validate_serving_requests())."""
+    request, prompt, output = (column(table, name, "int", path).tolist() for name in
+                               schema.field_names("serving_requests", "request", "prompt_tokens",
+                                                  "output_tokens"))
+    arrival, first, finish, ttft, e2e, tpot = (
+        column(table, name, "float", path).astype(np.float64).tolist()
+        for name in schema.field_names("serving_requests", "arrival_s", "first_token_s",
+                                       "finish_s", "ttft_s", "e2e_s", "tpot_s"))
+    rows = _RowProblems(path, found)
+    for i in range(len(request)):
+        if request[i] != i:
+            rows.add(i, f"request {request[i]}, expected {i}")
+        if not arrival[i] >= 0:
+            rows.add(i, f"arrival_s must be >= 0, found {_number(arrival[i])}")
+        if i > 0 and not arrival[i] >= arrival[i - 1]:
+            rows.add(i, f"arrival_s {_number(arrival[i])} is before the previous request's "
+                        f"{_number(arrival[i - 1])}")
+        if not arrival[i] <= first[i] <= finish[i]:
+            rows.add(i, f"expected arrival_s <= first_token_s <= finish_s, found "
+                        f"{_number(arrival[i])}, {_number(first[i])}, {_number(finish[i])}")
+        if not _close(ttft[i], first[i] - arrival[i], 1e-9, 1e-12):
+            rows.add(i, f"ttft_s {_number(ttft[i])}, expected first_token_s - arrival_s = "
+                        f"{_number(first[i] - arrival[i])}")
+        if not _close(e2e[i], finish[i] - arrival[i], 1e-9, 1e-12):
+            rows.add(i, f"e2e_s {_number(e2e[i])}, expected finish_s - arrival_s = "
+                        f"{_number(finish[i] - arrival[i])}")
+        if prompt[i] < 1:
+            rows.add(i, f"prompt_tokens must be >= 1, found {prompt[i]}")
+        if output[i] < 1:
+            rows.add(i, f"output_tokens must be >= 1, found {output[i]}")
+        elif output[i] == 1:
+            if not np.isnan(tpot[i]):
+                rows.add(i, f"tpot_s must be NaN for one output token, found {_number(tpot[i])}")
+        else:
+            expected = (finish[i] - first[i]) / (output[i] - 1)
+            if not _close(tpot[i], expected, 1e-9, 1e-12):
+                rows.add(i, f"tpot_s {_number(tpot[i])}, expected (finish_s - first_token_s) / "
+                            f"(output_tokens - 1) = {_number(expected)}")
+    rows.finish()
+
+
+def _serving_totals(steps: np.ndarray, steps_path: str, requests: np.ndarray,
+                    requests_path: str, attrs: Dict[str, Any], group: str,
+                    found: List[str]) -> None:
+    """What /serving's attributes say of its tables: the tokens the steps ran against the
+    requests' (each prompt token prefilled once; the first output token comes with the step
+    finishing the prompt, every later one from a decode entry), the latency percentiles (numpy's
+    default, linear, as percentiles() in models/serving.hpp; TPOT over the requests of more than
+    one output token), good requests, the span and the rates over it
+    (validate_serving_totals())."""
+    output = column(requests, "output_tokens", "int", requests_path).astype(np.int64)
+    prefilled = int(column(steps, "prefill_tokens", "int", steps_path).astype(np.int64).sum())
+    decoded = int(column(steps, "decode_tokens", "int", steps_path).astype(np.int64).sum())
+    prompts = int(column(requests, "prompt_tokens", "int", requests_path).astype(np.int64).sum())
+    later_outputs = int((output - 1).sum())
+    if prefilled != prompts:
+        found.append(f"{steps_path}: the steps prefill {prefilled} tokens but the requests' "
+                     f"prompts hold {prompts}")
+    if decoded != later_outputs:
+        found.append(f"{steps_path}: the steps decode {decoded} tokens but the requests' output "
+                     f"tokens after their first are {later_outputs}")
+    values = {name: column(requests, name, "float", requests_path).astype(np.float64)
+              for name in ("ttft_s", "tpot_s", "e2e_s")}
+    values["tpot_s"] = values["tpot_s"][output > 1]
+    for metric in ("ttft", "tpot", "e2e"):
+        name = f"{metric}_s"
+        # A value that is not a finite time was a row's problem: no percentile to compare.
+        if not np.all(np.isfinite(values[name])):
+            continue
+        expected = (np.percentile(values[name], SERVING_PERCENTILES).tolist() if values[name].size
+                    else [0.0] * len(SERVING_PERCENTILES))
+        for p, want in zip(SERVING_PERCENTILES, expected):
+            key = f"{metric}_p{p}_s"
+            got = _number_if(attrs, key)
+            if got is not None and not _close(got, want, 1e-9, 0):
+                found.append(f"{group}: {key} is {_number(got)}, but {requests_path} {name} "
+                             f"gives {_number(want)}")
+    count = int(requests.size)
+    good = _int_if(attrs, "good")
+    if good is not None and not 0 <= good <= count:
+        found.append(f"{group}: expected 0 <= good <= requests, found {good}, {count}")
+    span = _number_if(attrs, "span_s")
+    if span is None:
+        return
+    if count > 0:
+        arrival = column(requests, "arrival_s", "float", requests_path).astype(np.float64)
+        finish = column(requests, "finish_s", "float", requests_path).astype(np.float64)
+        expected = float(finish.max() - arrival.min())
+        if not _close(span, expected, 1e-9, 1e-12):
+            found.append(f"{group}: span_s is {_number(span)}, but {requests_path} spans "
+                         f"{_number(expected)} (first arrival to last finish)")
+    if not span > 0:
+        return
+    throughput = _number_if(attrs, "throughput_per_s")
+    if throughput is not None and not _close(throughput, count / span, 1e-9, 0):
+        found.append(f"{group}: throughput_per_s is {_number(throughput)}, expected requests / "
+                     f"span_s = {_number(count / span)}")
+    goodput = _number_if(attrs, "goodput_per_s")
+    if good is not None and goodput is not None and not _close(goodput, good / span, 1e-9, 0):
+        found.append(f"{group}: goodput_per_s is {_number(goodput)}, expected good / span_s = "
+                     f"{_number(good / span)}")
 
 
 def _run_repeats(f: h5py.File, base: str, found: List[str]) -> None:

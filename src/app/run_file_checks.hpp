@@ -1,6 +1,7 @@
 // The pieces the run file's validators share (run_file_validate.cpp: the file's structure,
 // ranks, links, topology, config, points and sweep; run_file_validate_results.cpp: summaries,
-// decode and pipeline figures, collectives and roofs). Internal to the run file's sources.
+// decode, pipeline and serving figures, collectives and roofs). Internal to the run file's
+// sources.
 #pragma once
 
 #include <exception>
@@ -33,7 +34,8 @@ void require_attrs(const Attrs& attrs, const std::string& where,
 void validate_checksum(const Attrs& attrs, const std::string& where,
                        std::vector<std::string>& problems);
 
-/// The summary below `base` ("" or /points/<k>), with its decode and pipeline figures.
+/// The summary below `base` ("" or /points/<k>), with its decode and pipeline figures, and a
+/// trace run's /serving beside it.
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems);
 /// The /collectives tables of a collectives file.
 void validate_collectives(hid_t file, std::vector<std::string>& problems);

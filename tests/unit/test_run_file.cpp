@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "app/reporters.hpp"
 #include "app/run_file.hpp"
 #include "app/summary.hpp"
+#include "models/serving.hpp"
 
 namespace ridgeline {
 namespace {
@@ -850,6 +853,164 @@ TEST_F(RunFileTest, RoofsRoundTripAndValidate) {
   write_run_file(file("plain.h5"), make_run());
   EXPECT_THROW(read_roofs(file("plain.h5")), UsageError);
   EXPECT_THROW(read_roofs(file("missing.h5")), UsageError);
+}
+
+} // namespace
+} // namespace ridgeline
+
+namespace ridgeline {
+namespace {
+
+// A trace run's /serving: three requests (arrivals 0, 1 and 2 ms; prompts 40, 10, 20; outputs
+// 3, 1, 2) in four steps, as models/serving.cpp's scheduler runs them under a budget of 64
+// tokens, chunks of 32 and 4 sequences: step 0 prefills a chunk of request 0, step 1 the rest of
+// it and the prompts of requests 1 and 2 (each one's first token), step 2 decodes requests 0 and
+// 2 (contexts 40 and 20, finishing 2), step 3 request 0 (41, finishing it).
+struct ServingParts {
+  Attrs attrs;
+  Table steps, requests;
+};
+
+ServingParts serving_parts() {
+  const std::vector<double> step_ns = {2e6, 3e6, 1e6, 1e6};
+  std::vector<double> start, end;
+  double now = 0;
+  for (double ns : step_ns) {
+    start.push_back(now);
+    now += ns / 1e9;
+    end.push_back(now);
+  }
+  ServingParts p;
+  p.steps = {{"step", std::vector<int64_t>{0, 1, 2, 3}},
+             {"start_s", start},
+             {"end_s", end},
+             {"step_ns", step_ns},
+             {"prepare_ns", std::vector<double>{1500, 1501, 1502, 1503}},
+             {"prefill_tokens", std::vector<int64_t>{32, 38, 0, 0}},
+             {"decode_tokens", std::vector<int64_t>{0, 0, 2, 1}},
+             {"prefill_sequences", std::vector<int64_t>{1, 3, 0, 0}},
+             {"decode_sequences", std::vector<int64_t>{0, 0, 2, 1}},
+             {"context_min", std::vector<int64_t>{0, 0, 20, 41}},
+             {"context_max", std::vector<int64_t>{0, 0, 40, 41}},
+             {"context_mean", std::vector<double>{0, 0, 30, 41}}};
+  const std::vector<double> arrival = {0, 0.001, 0.002};
+  const std::vector<double> first = {end[1], end[1], end[1]};
+  const std::vector<double> finish = {end[3], end[1], end[2]};
+  std::vector<double> ttft, e2e;
+  for (size_t i = 0; i < arrival.size(); ++i) {
+    ttft.push_back(first[i] - arrival[i]);
+    e2e.push_back(finish[i] - arrival[i]);
+  }
+  const std::vector<double> tpot = {(finish[0] - first[0]) / 2, std::nan(""), finish[2] - first[2]};
+  p.requests = {{"request", std::vector<int64_t>{0, 1, 2}},
+                {"arrival_s", arrival},
+                {"prompt_tokens", std::vector<int64_t>{40, 10, 20}},
+                {"output_tokens", std::vector<int64_t>{3, 1, 2}},
+                {"first_token_s", first},
+                {"finish_s", finish},
+                {"ttft_s", ttft},
+                {"e2e_s", e2e},
+                {"tpot_s", tpot}};
+  const double span = end[3];
+  p.attrs = {{"source", std::string("--trace-gen rate=1000,requests=3")},
+             {"requests", int64_t{3}},
+             {"steps", int64_t{4}},
+             {"token_budget", int64_t{64}},
+             {"chunk", int64_t{32}},
+             {"max_batch", int64_t{4}},
+             {"kv_capacity_tokens", int64_t{1024}},
+             {"duration_s", 0.0},
+             {"slo_ttft_s", 0.0},
+             {"slo_tpot_s", 0.0}};
+  const std::pair<const char*, Percentiles> metrics[] = {{"ttft", percentiles(ttft)},
+                                                         {"tpot", percentiles({tpot[0], tpot[2]})},
+                                                         {"e2e", percentiles(e2e)}};
+  for (const auto& [name, q] : metrics) {
+    p.attrs.emplace_back(std::string(name) + "_p50_s", q.p50);
+    p.attrs.emplace_back(std::string(name) + "_p95_s", q.p95);
+    p.attrs.emplace_back(std::string(name) + "_p99_s", q.p99);
+  }
+  p.attrs.emplace_back("good", int64_t{3});
+  p.attrs.emplace_back("span_s", span);
+  p.attrs.emplace_back("goodput_per_s", 3 / span);
+  p.attrs.emplace_back("throughput_per_s", 3 / span);
+  p.attrs.emplace_back("step_time", std::string("the slowest rank's forward of the step"));
+  return p;
+}
+
+// make_run() as a trace run holding `p` (no /serving where `with_group` is false).
+RunData trace_run(const ServingParts& p, bool with_group = true) {
+  RunData data = make_run();
+  data.config.emplace_back("trace", std::string());
+  data.config.emplace_back("trace_gen", std::string("rate=1000,requests=3"));
+  if (!with_group) return data;
+  data.tables.push_back({"/serving/steps", p.steps, {}});
+  data.tables.push_back({"/serving/requests", p.requests, {}});
+  data.group_attrs.emplace_back("/serving", p.attrs);
+  return data;
+}
+
+template <class T> T& cell(Table& table, const std::string& name, size_t row) {
+  for (Column& column : table)
+    if (column.name == name) return std::get<std::vector<T>>(column.values).at(row);
+  throw Error("no column " + name);
+}
+
+void set_attr(Attrs& attrs, const std::string& key, const AttrValue& value) {
+  for (auto& [name, old] : attrs)
+    if (name == key) old = value;
+}
+
+TEST_F(RunFileTest, ValidationChecksATraceRun) {
+  write_run_file(file("trace.h5"), trace_run(serving_parts()));
+  EXPECT_TRUE(validate_run_file(file("trace.h5")).empty())
+      << joined(validate_run_file(file("trace.h5")));
+  // Trace options given, /serving missing.
+  write_run_file(file("bare.h5"), trace_run(serving_parts(), false));
+  EXPECT_EQ(validate_run_file(file("bare.h5")),
+            std::vector<std::string>{"/serving: missing group (a trace run)"});
+
+  // Each rule broken once: the problem it gives.
+  const std::pair<std::function<void(ServingParts&)>, std::string> damages[] = {
+      {[](ServingParts& p) { set_attr(p.attrs, "steps", int64_t{5}); },
+       "/serving/steps: 4 rows but /serving steps is 5"},
+      {[](ServingParts& p) { cell<int64_t>(p.steps, "step", 2) = 5; },
+       "/serving/steps: row 2: step 5, expected 2"},
+      {[](ServingParts& p) { cell<double>(p.steps, "step_ns", 0) = 2.5e6; },
+       "/serving/steps: row 0: end_s - start_s is 0.002 s but step_ns is 2.5e+06"},
+      {[](ServingParts& p) { set_attr(p.attrs, "max_batch", int64_t{2}); },
+       "/serving/steps: row 1: prefill_sequences + decode_sequences 3 is more than max_batch 2"},
+      {[](ServingParts& p) { cell<double>(p.steps, "context_mean", 2) = 50; },
+       "/serving/steps: row 2: expected context_min <= context_mean <= context_max, found 20, "
+       "50, 40"},
+      {[](ServingParts& p) { cell<double>(p.requests, "tpot_s", 1) = 0; },
+       "/serving/requests: row 1: tpot_s must be NaN for one output token, found 0"},
+      {[](ServingParts& p) { cell<double>(p.requests, "arrival_s", 2) = 0.0005; },
+       "/serving/requests: row 2: arrival_s 0.0005 is before the previous request's 0.001"},
+      {[](ServingParts& p) { cell<int64_t>(p.steps, "prefill_tokens", 1) = 39; },
+       "/serving/steps: the steps prefill 71 tokens but the requests' prompts hold 70"},
+      {[](ServingParts& p) {
+         cell<int64_t>(p.steps, "decode_tokens", 3) = 2;
+         cell<int64_t>(p.steps, "decode_sequences", 3) = 2;
+       },
+       "/serving/steps: the steps decode 4 tokens but the requests' output tokens after their "
+       "first are 3"},
+      {[](ServingParts& p) { set_attr(p.attrs, "ttft_p95_s", 0.006); },
+       "/serving: ttft_p95_s is 0.006, but /serving/requests ttft_s gives 0.0049"},
+      {[](ServingParts& p) { set_attr(p.attrs, "throughput_per_s", 1.0); },
+       "/serving: throughput_per_s is 1, expected requests / span_s = 428.571"},
+  };
+  int k = 0;
+  for (const auto& [damage, expected] : damages) {
+    ServingParts p = serving_parts();
+    damage(p);
+    const std::string path = file("damaged" + std::to_string(k++) + ".h5");
+    write_run_file(path, trace_run(p));
+    const std::vector<std::string> problems = validate_run_file(path);
+    EXPECT_TRUE(std::find(problems.begin(), problems.end(), expected) != problems.end())
+        << expected << "\nfound:\n"
+        << joined(problems);
+  }
 }
 
 } // namespace
