@@ -58,6 +58,30 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
       const RunConfig cfg = config_from_attrs(config);
       Placed pl = place(cfg, o, m, {});
       const Roofs roofs = roofs_for(m, o, false);
+      // What the event stamps added to the timed step (timed p50 - uninstrumented step), and the
+      // gaps between ops they left in it (the launch class less the launch-bound ops' time).
+      const AttrValue* launch_class = find_attr(summary->attrs, "step_launch_ns");
+      const AttrValue* plain = find_attr(summary->attrs, "uninstrumented_step_ns");
+      double stamped = 0, stamps = 0;
+      if (launch_class != nullptr) {
+        stamped = std::get<double>(*launch_class);
+        for (const OpAggregate& a : summary->ops)
+          if (a.kind != "collective" && a.kind != "p2p" && a.ceiling == "launch")
+            stamped -= a.per_step_p50_ns;
+        stamped = std::max(0.0, stamped);
+      }
+      if (plain != nullptr) stamps = std::max(0.0, summary->step.p50 - std::get<double>(*plain));
+      // Stamps beyond those gaps lengthened the ops themselves: each op's time is taken at the
+      // share of the compute lane's ops' time the uninstrumented step kept, so that an
+      // efficiency holds for the step the model predicts (eager points with both figures).
+      double kept = 1;
+      if (!cfg.graphs && launch_class != nullptr && plain != nullptr && stamps > stamped) {
+        double ops_ns = 0;
+        for (const OpAggregate& a : summary->ops)
+          if (a.kind != "collective" && a.kind != "p2p" && a.lane == "compute")
+            ops_ns += a.per_step_p50_ns;
+        if (ops_ns > stamps - stamped) kept = (ops_ns - (stamps - stamped)) / ops_ns;
+      }
       for (const PredictOp& op : pl.ops) {
         if (op.comm_lane) continue;
         const OpPrediction p = predict_op(op, roofs, pl.options);
@@ -65,19 +89,10 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
         for (const OpAggregate& a : summary->ops)
           if (a.name == op.name && a.p50_ns > 0) {
             sums[cfg.phase][p.kind].first += std::max(p.compute_ns, p.hbm_ns);
-            sums[cfg.phase][p.kind].second += a.p50_ns;
+            sums[cfg.phase][p.kind].second += a.p50_ns * kept;
           }
       }
-      const AttrValue* launch_class = find_attr(summary->attrs, "step_launch_ns");
       if (cfg.graphs || launch_class == nullptr) continue;
-      double stamped = std::get<double>(*launch_class);
-      for (const OpAggregate& a : summary->ops)
-        if (a.kind != "collective" && a.kind != "p2p" && a.ceiling == "launch")
-          stamped -= a.per_step_p50_ns;
-      stamped = std::max(0.0, stamped);
-      double stamps = 0;
-      if (const AttrValue* plain = find_attr(summary->attrs, "uninstrumented_step_ns"))
-        stamps = std::max(0.0, summary->step.p50 - std::get<double>(*plain));
       GapSums& g = gaps[cfg.phase];
       g.stamped_ns += stamped;
       g.plain_ns += std::max(0.0, stamped - stamps);
