@@ -529,10 +529,44 @@ def load_rates(path: str) -> List[dict]:
     return rows
 
 
+def measured_rates(paths: List[str]) -> List[dict]:
+    """One row of RATE_COLUMNS per trace-run file (`ridgeline run --phase mixed --trace-gen`
+    or `--trace`): its /serving percentiles in ms, goodput and throughput, at the rate= of its
+    --trace-gen, else its trace's mean arrival rate ((requests - 1) / the last arrival)."""
+    rows = []
+    for path in paths:
+        run = load(path)
+        if run.serving is None:
+            raise Refusal(f"{path}: no /serving: not a trace run (`ridgeline run --phase mixed "
+                          "--trace-gen ...` writes one)")
+        a = run.serving.attrs
+        rate = None
+        for item in str(run.config.get("trace_gen", "")).split(","):
+            key, _, value = item.partition("=")
+            if key.strip() == "rate":
+                rate = float(value)
+        if rate is None:
+            arrivals = run.serving.requests["arrival_s"]
+            if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+                raise Refusal(f"{path}: its trace has no arrival rate (fewer than two arrival "
+                              "times)")
+            rate = (len(arrivals) - 1) / float(arrivals[-1] - arrivals[0])
+        row = {"rate_per_s": rate, "goodput_per_s": float(a["goodput_per_s"]),
+               "throughput_per_s": float(a["throughput_per_s"])}
+        for metric in ("ttft", "tpot"):
+            for q in ("p50", "p95", "p99"):
+                row[f"{metric}_{q}_ms"] = 1e3 * float(a[f"{metric}_{q}_s"])
+        rows.append(row)
+    return rows
+
+
 def cmd_latency(args: argparse.Namespace) -> int:
     rows = load_rates(args.file)
-    title = f"{os.path.basename(args.file)}: latency against arrival rate (predicted)"
-    print(plots.plot_latency(rows, _picture_path(args, "latency"), title=title))
+    measured = measured_rates(args.measured or [])
+    title = (f"{os.path.basename(args.file)}: latency against arrival rate (predicted"
+             + (f"; {len(measured)} measured trace run(s) as markers)" if measured else ")"))
+    print(plots.plot_latency(rows, _picture_path(args, "latency"), title=title,
+                             measured=measured))
     return 0
 
 
@@ -627,6 +661,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "time per output token and goodput against arrival rate")
     p.add_argument("file", metavar="FILE", help="the --json file of `ridgeline model "
                    "--trace-gen ... --rates ...`")
+    p.add_argument("--measured", nargs="+", metavar="RUN",
+                   help="trace-run files (`ridgeline run --phase mixed --trace-gen ...`) drawn "
+                   "as markers beside the predictions, each at its --trace-gen rate")
     p.add_argument("-o", "--output", metavar="OUT", help=out_help.format("latency"))
     p.set_defaults(func=cmd_latency)
 

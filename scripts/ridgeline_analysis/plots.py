@@ -561,12 +561,14 @@ def plot_step_bars(points: np.ndarray, path: str, title: str = "") -> str:
     return _save(fig, path)
 
 
-def plot_latency(rates: Sequence[Mapping[str, float]], path: str, title: str = "") -> str:
+def plot_latency(rates: Sequence[Mapping[str, float]], path: str, title: str = "",
+                 measured: Sequence[Mapping[str, float]] = ()) -> str:
     """Latency against arrival rate, one row of `rates` per rate (the `rates` table of
     `ridgeline model --trace-gen ... --rates ...`, each row's rate_per_s, ttft_/tpot_ p50, p95
     and p99 in ms, goodput_per_s and throughput_per_s): time to first token and time per output
     token, p50 solid, p95 dashed, p99 dotted, on log axes; and goodput beside throughput, where
-    the two part is where requests start to miss their targets."""
+    the two part is where requests start to miss their targets. `measured` rows (the same
+    columns, from trace runs) are drawn as markers over the lines."""
     rows = sorted(rates, key=lambda r: float(r["rate_per_s"]))
     x = np.array([float(r["rate_per_s"]) for r in rows])
     fig = Figure(figsize=(13, 4.4))
@@ -584,6 +586,11 @@ def plot_latency(rates: Sequence[Mapping[str, float]], path: str, title: str = "
             y = np.array([float(r[f"{metric}_{q}_ms"]) for r in rows])
             ax.plot(x, y, style, marker="o", markersize=3, color="C0" if k == 0 else "C1",
                     label=q)
+        for q, marker in (("p50", "x"), ("p95", "+"), ("p99", "1")):
+            if measured:
+                ax.plot([float(r["rate_per_s"]) for r in measured],
+                        [float(r[f"{metric}_{q}_ms"]) for r in measured], linestyle="none",
+                        marker=marker, markersize=8, color="k", label=f"{q} measured")
         rate_axis(ax)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -599,6 +606,13 @@ def plot_latency(rates: Sequence[Mapping[str, float]], path: str, title: str = "
             color="0.4", label="throughput")
     ax.plot(x, [float(r["goodput_per_s"]) for r in rows], "-", marker="o", markersize=3,
             color="C2", label="goodput (within the targets)")
+    if measured:
+        ax.plot([float(r["rate_per_s"]) for r in measured],
+                [float(r["throughput_per_s"]) for r in measured], linestyle="none", marker="x",
+                markersize=8, color="0.4", label="throughput measured")
+        ax.plot([float(r["rate_per_s"]) for r in measured],
+                [float(r["goodput_per_s"]) for r in measured], linestyle="none", marker="+",
+                markersize=8, color="C2", label="goodput measured")
     rate_axis(ax)
     ax.set_ylabel("requests/s")
     ax.grid(True, which="both", linewidth=0.4, alpha=0.5)

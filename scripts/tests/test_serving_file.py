@@ -292,3 +292,30 @@ def test_row_problems_are_capped(trace_file):
     rows = [p for p in found if p.startswith("/serving/steps: row ")]
     assert len(rows) == 10 and found[-1] == "/serving/steps: 2 more row problems", found
     assert _cpp_problems(path) == found
+
+
+def test_latency_draws_measured_trace_runs(trace_file, run_path, tmp_path, monkeypatch, capsys):
+    """`latency --measured`: each trace run's /serving percentiles as markers at its
+    --trace-gen rate, beside the predicted lines; a file that replayed no trace refused."""
+    import json
+
+    from ridgeline_analysis import __main__ as cli
+    from ridgeline_analysis import plots
+    path = trace_file("measured", serving_data())
+    rates = tmp_path / "rates.json"
+    row = {"rate_per_s": 500.0, "goodput_per_s": 1.0, "throughput_per_s": 1.0}
+    row.update({f"{m}_{q}_ms": 1.0 for m in ("ttft", "tpot") for q in ("p50", "p95", "p99")})
+    rates.write_text(json.dumps({"rates": [row, dict(row, rate_per_s=2000.0)]}))
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out: figures.append(fig) or out)
+    assert cli.main(["latency", str(rates), "--measured", str(path),
+                     "-o", str(tmp_path / "l.png")]) == 0
+    ttft, tpot, _ = figures[0].axes
+    attrs = serving_data()[0]
+    marks = {line.get_label(): line for line in tpot.get_lines()}
+    assert list(marks["p95 measured"].get_xdata()) == [1000.0]  # the --trace-gen rate
+    assert list(marks["p95 measured"].get_ydata()) == pytest.approx([1e3 * attrs["tpot_p95_s"]])
+    assert [line.get_label() for line in ttft.get_lines()][3:] == [
+        "p50 measured", "p95 measured", "p99 measured"]
+    assert cli.main(["latency", str(rates), "--measured", str(run_path)]) == 2
+    assert "no /serving: not a trace run" in capsys.readouterr().err
