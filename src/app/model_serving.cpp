@@ -392,14 +392,17 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
   if (!predict.problem().empty()) throw Error(predict.problem());
   // Each measured step beside its mix's prediction.
   std::vector<double> error, abs_error;
+  std::vector<double> by_kind[3]; // decode only, prefill only, mixed
   int64_t count[kCeilingClasses] = {0, 0, 0, 0};
   for (size_t i = 0; i < steps.steps.size(); ++i) {
-    const StepPrediction s = predict(steps.steps[i].mix);
+    const StepMix& mix = steps.steps[i].mix;
+    const StepPrediction s = predict(mix);
     if (!s.missing.empty())
       throw Error("no interconnect roof for " + s.missing +
                   ": give --hardware FILE for the link presets");
     error.push_back((s.step_ns - t.step_ns[i]) / t.step_ns[i]);
     abs_error.push_back(std::fabs(error.back()));
+    by_kind[mix.prefill_tokens == 0 ? 0 : mix.decode_tokens == 0 ? 1 : 2].push_back(error.back());
     if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
   }
   // The requests again, each step's time predicted.
@@ -444,6 +447,16 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
                 "|error| median %.1f %%, p95 %.1f %%\n",
                 100 * percentile(error, 50), 100 * percentile(abs_error, 50),
                 100 * percentile(abs_error, 95));
+  const char* kinds[3] = {"decode only", "prefill only", "mixed"};
+  for (int k = 0; k < 3; ++k) {
+    if (by_kind[k].empty()) continue;
+    char kind_line[200];
+    std::snprintf(kind_line, sizeof(kind_line),
+                  "  %s: %zu step(s), error median %+.1f %%, p5 %+.1f %%, p95 %+.1f %%\n", kinds[k],
+                  by_kind[k].size(), 100 * percentile(by_kind[k], 50),
+                  100 * percentile(by_kind[k], 5), 100 * percentile(by_kind[k], 95));
+    out += kind_line;
+  }
   out += "predicted ceiling of the measured steps:";
   for (int c = 0; c < kCeilingClasses; ++c)
     out += std::string(c ? ", " : " ") + ceiling_name(static_cast<Ceiling>(c)) + " " +
