@@ -66,7 +66,8 @@ def serving_data():
     attrs = {"source": "--trace-gen rate=1000,requests=3", "requests": np.int64(3),
              "steps": np.int64(len(STEPS)), "token_budget": np.int64(TOKEN_BUDGET),
              "chunk": np.int64(CHUNK), "max_batch": np.int64(MAX_BATCH),
-             "kv_capacity_tokens": np.int64(KV_CAPACITY), "duration_s": 0.0, "slo_ttft_s": 0.0,
+             "kv_capacity_tokens": np.int64(KV_CAPACITY), "duration_s": 0.0,
+             "warmup_passes": np.int64(1), "slo_ttft_s": 0.0,
              "slo_tpot_s": 0.0, "good": np.int64(3), "span_s": span,
              "goodput_per_s": 3 / span, "throughput_per_s": 3 / span,
              "step_time": "the slowest rank's forward of the step"}

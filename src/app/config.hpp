@@ -64,6 +64,7 @@ struct RunConfig {
   std::string trace, trace_gen;
   int64_t token_budget = 0, max_batch = 0, kv_capacity = 0;
   double duration_s = 0;                   ///< requests arriving before this time; 0: all
+  int trace_warmup = 1;                    ///< untimed replays of the trace before the measured one
   double slo_ttft_ms = 0, slo_tpot_ms = 0; ///< 0: no target
   /// Pipeline schedule: gpipe | 1f1b | interleaved:V | zb-h1; "" = the train phase's 1f1b, and
   /// for prefill the unscheduled stage loop (blocking transfers, no flush).

@@ -177,6 +177,13 @@ void bind_trace_options(CLI::App& cmd, RunConfig& c) {
                  "runs to its last token); default: every request")
       ->check(number_above(0))
       ->group(group);
+  cmd.add_option("--trace-warmup", c.trace_warmup,
+                 "Trace: untimed replays of the whole trace before the measured one, so that "
+                 "each step shape has run once before it is timed (first uses load kernels "
+                 "and choose GEMM algorithms); 0: none")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--slo-ttft-ms", c.slo_ttft_ms, "Trace: goodput's time-to-first-token target (ms)")
       ->check(number_above(0))
       ->group(group);
@@ -190,6 +197,7 @@ ServingPlan serving_plan_of(const RunConfig& c) {
   ServingPlan plan;
   plan.scheduler = scheduler_of(c);
   plan.duration_s = c.duration_s;
+  plan.warmup_passes = c.trace_warmup;
   plan.slo_ttft_s = c.slo_ttft_ms / 1e3;
   plan.slo_tpot_s = c.slo_tpot_ms / 1e3;
   std::vector<Request> all;
@@ -406,10 +414,12 @@ std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Ov
   }
   if (!trace_run(c)) {
     const bool given = c.token_budget > 0 || c.max_batch > 0 || c.kv_capacity > 0 ||
-                       c.duration_s > 0 || c.slo_ttft_ms > 0 || c.slo_tpot_ms > 0;
+                       c.duration_s > 0 || c.slo_ttft_ms > 0 || c.slo_tpot_ms > 0 ||
+                       c.trace_warmup != 1;
     if (given)
-      p.push_back("--token-budget, --max-batch, --kv-capacity, --duration, --slo-ttft-ms and "
-                  "--slo-tpot-ms set a trace run's scheduler: give --trace or --trace-gen");
+      p.push_back("--token-budget, --max-batch, --kv-capacity, --duration, --trace-warmup, "
+                  "--slo-ttft-ms and --slo-tpot-ms set a trace run's scheduler: give --trace or "
+                  "--trace-gen");
   }
   if (!mixed(c)) return p;
   if (!executes) {
@@ -440,6 +450,7 @@ Attrs mixed_config_attrs(const RunConfig& c) {
             {"max_batch", c.max_batch},
             {"kv_capacity", c.kv_capacity},
             {"duration_s", c.duration_s},
+            {"trace_warmup", static_cast<int64_t>(c.trace_warmup)},
             {"slo_ttft_ms", c.slo_ttft_ms},
             {"slo_tpot_ms", c.slo_tpot_ms}};
   Attrs attrs = {{"prefill_seqs", c.prefill_seqs},

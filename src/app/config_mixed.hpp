@@ -17,7 +17,8 @@ namespace ridgeline {
 /// Whether a configuration replays a serving trace (--trace or --trace-gen given).
 bool trace_run(const RunConfig& cfg);
 /// Binds --trace, --trace-gen, --token-budget, --max-batch, --kv-capacity, --duration,
-/// --slo-ttft-ms and --slo-tpot-ms to `cfg` (`run` only; --chunk is bind_mixed_options').
+/// --trace-warmup, --slo-ttft-ms and --slo-tpot-ms to `cfg` (`run` only; --chunk is
+/// bind_mixed_options').
 void bind_trace_options(CLI::App& cmd, RunConfig& cfg);
 
 /// A trace run's requests and scheduler, read once where its point is resolved.
@@ -26,6 +27,7 @@ struct ServingPlan {
   std::vector<Request> requests; ///< those arriving before duration_s (all with 0)
   SchedulerConfig scheduler;
   double duration_s = 0;                 ///< 0: every request
+  int warmup_passes = 1;                 ///< untimed replays before the measured one
   double slo_ttft_s = 0, slo_tpot_s = 0; ///< 0: no target
 };
 /// The plan of a completed trace run's configuration. Throws UsageError for a trace that cannot

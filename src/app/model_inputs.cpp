@@ -125,6 +125,7 @@ RunConfig config_from_attrs(const Attrs& a) {
   c.trace = text("trace", ""), c.trace_gen = text("trace_gen", "");
   c.token_budget = i64("token_budget", 0), c.max_batch = i64("max_batch", 0);
   c.kv_capacity = i64("kv_capacity", 0), c.duration_s = real("duration_s", 0);
+  c.trace_warmup = static_cast<int>(i64("trace_warmup", 1));
   c.slo_ttft_ms = real("slo_ttft_ms", 0), c.slo_tpot_ms = real("slo_tpot_ms", 0);
   // An MoE model's options (absent for a dense one, and in files written before they were
   // recorded).

@@ -920,6 +920,7 @@ ServingParts serving_parts() {
              {"max_batch", int64_t{4}},
              {"kv_capacity_tokens", int64_t{1024}},
              {"duration_s", 0.0},
+             {"warmup_passes", int64_t{1}},
              {"slo_ttft_s", 0.0},
              {"slo_tpot_s", 0.0}};
   const std::pair<const char*, Percentiles> metrics[] = {{"ttft", percentiles(ttft)},
