@@ -294,8 +294,8 @@ void print_trace(std::ostream& out, const TracePrediction& t, const ModelOptions
       << format("%.3f request(s)/s over %.3f s\n", m.throughput_per_s, m.span_s);
   print_mix(out, t.schedule);
   print_ceilings(out, t);
-  out << "every step is predicted (analytic model), none measured: `run --phase mixed` times "
-         "one mixed step\n";
+  out << "every step is predicted (analytic model), none measured: `run --phase mixed --trace` "
+         "replays a trace with measured steps\n";
 }
 
 namespace {
