@@ -30,9 +30,10 @@ LAST_STEP = [3, 1, 2]   # and its last
 
 def _table(table_id, columns):
     """A structured array of the schema table's fields, in its order and dtypes."""
-    fields = schema.TABLES[table_id].fields
+    fields = [f for f in schema.TABLES[table_id].fields if f.required is True or f.name in columns]
     rows = len(next(iter(columns.values())))
-    out = np.zeros(rows, dtype=[(f.name, np.dtype(f.dtype)) for f in fields])
+    out = np.zeros(rows, dtype=[(f.name, h5py.string_dtype() if f.dtype == "string"
+                                 else np.dtype(f.dtype)) for f in fields])
     for name, values in columns.items():
         out[name] = values
     return out

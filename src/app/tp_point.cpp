@@ -481,8 +481,15 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   // A trace run: the trace's steps on the stage the point measured at its capacity step.
   if (point.serving) {
     const auto replayed = std::chrono::steady_clock::now();
-    auto run = std::make_shared<TraceRunResult>(
-        replay_trace(*point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog));
+    StepCeilings ceilings;
+    ceilings.roofs = &roofs;
+    ceilings.tp = point.tp;
+    ceilings.dtype = point.dtype;
+    ceilings.transport = job.transport();
+    ceilings.scopes = grid_scopes(map_nodes(job.mpi().hosts()), point.tp, point.pp, point.ep);
+    ceilings.layers = stage_layers;
+    auto run = std::make_shared<TraceRunResult>(replay_trace(
+        *point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog, ceilings));
     if (job.mpi().rank() == 0) result.serving = std::move(run);
     result.measure_s += seconds_since(replayed);
   }

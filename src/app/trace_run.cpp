@@ -39,8 +39,24 @@ const char* const kStepTime = "the slowest rank's forward of the step's layers t
 
 } // namespace
 
+namespace {
+
+// The step's measured time split by ceiling in the proportions of its ops' bounds.
+StepSplit step_split(double step_ns, const std::vector<OpSpec>& specs, const StepCeilings& c) {
+  if (c.roofs == nullptr || c.roofs->empty()) return {};
+  std::vector<OpBounds> bounds;
+  std::vector<double> per_step;
+  for (const OpSpec& s : specs) {
+    bounds.push_back(op_bounds(op_work(s, s.cost, c.tp, c.dtype, c.scopes), *c.roofs, c.transport));
+    per_step.push_back(static_cast<double>(c.layers));
+  }
+  return split_step_by_bounds(step_ns, bounds, per_step);
+}
+
+} // namespace
+
 TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
-                            MPI_Comm world, Watchdog& watchdog) {
+                            MPI_Comm world, Watchdog& watchdog, const StepCeilings& ceilings) {
   TraceRunResult run;
   Recorder silent(backend.clock(), ops);
   silent.set_enabled(false);
@@ -65,6 +81,7 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
                   std::to_string(index - 1));
     run.step_ns.push_back(agreed[0]);
     run.prepare_ns.push_back(agreed[1]);
+    run.split.push_back(step_split(agreed[0], stage.op_specs(), ceilings));
     return std::max(agreed[0], 1.0);
   };
   // Untimed passes first: every step shape the measured pass runs has (nearly always) run once.
@@ -73,6 +90,7 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
     schedule_requests(plan.requests, plan.scheduler, cost);
     run.step_ns.clear();
     run.prepare_ns.clear();
+    run.split.clear();
   }
   watchdog.rearm("replaying the trace");
   index = 0;
@@ -112,8 +130,12 @@ Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run) {
 
 Table serving_steps_table(const TraceRunResult& run) {
   std::vector<int64_t> step, pt, dt, ps, ds, cmin, cmax;
-  std::vector<double> start, end, cmean;
+  std::vector<double> start, end, cmean, by_class[kCeilingClasses];
+  std::vector<std::string> ceiling;
   for (size_t i = 0; i < run.schedule.steps.size(); ++i) {
+    for (int c = 0; c < kCeilingClasses; ++c)
+      by_class[c].push_back(run.split[i].by_class_ns[c]);
+    ceiling.emplace_back(ceiling_name(run.split[i].ceiling));
     const ScheduledStep& s = run.schedule.steps[i];
     const MixSummary m = mix_summary(s.mix);
     step.push_back(static_cast<int64_t>(i));
@@ -138,7 +160,12 @@ Table serving_steps_table(const TraceRunResult& run) {
           {"decode_sequences", ds},
           {"context_min", cmin},
           {"context_max", cmax},
-          {"context_mean", cmean}};
+          {"context_mean", cmean},
+          {"compute_ns", by_class[0]},
+          {"hbm_ns", by_class[1]},
+          {"interconnect_ns", by_class[2]},
+          {"launch_ns", by_class[3]},
+          {"ceiling", ceiling}};
 }
 
 Table serving_requests_table(const ServingPlan& plan, const TraceRunResult& run) {
@@ -195,6 +222,25 @@ void print_serving(std::ostream& out, const ServingPlan& plan, const TraceRunRes
     std::snprintf(line, sizeof(line), "  steps %-13s %6zu, step p50 %.3f ms\n", names[k],
                   by_kind[k].size(), percentile(by_kind[k], 50) / 1e6);
     out << line;
+  }
+  int64_t bound[kCeilingClasses + 1] = {0, 0, 0, 0, 0};
+  double class_ns[kCeilingClasses] = {0, 0, 0, 0}, total_ns = 0;
+  for (const StepSplit& s : run.split) {
+    ++bound[static_cast<int>(s.ceiling)];
+    for (int c = 0; c < kCeilingClasses; ++c)
+      class_ns[c] += s.by_class_ns[c], total_ns += s.by_class_ns[c];
+  }
+  if (total_ns > 0) {
+    out << "  ceiling (each step split by its ops' bounds under the roofs): steps bound by";
+    for (int c = 0; c < kCeilingClasses; ++c)
+      out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c)) << " " << bound[c];
+    out << "; time";
+    for (int c = 0; c < kCeilingClasses; ++c) {
+      std::snprintf(line, sizeof(line), "%s %s %.1f %%", c ? "," : "",
+                    ceiling_name(static_cast<Ceiling>(c)), 100 * class_ns[c] / total_ns);
+      out << line;
+    }
+    out << "\n";
   }
   std::snprintf(line, sizeof(line),
                 "  tokens: %lld prefill, %lld decode; goodput %.3f req/s of %.3f req/s (%lld of "

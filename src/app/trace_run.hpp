@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/attribution.hpp"
 #include "app/config_mixed.hpp"
 #include "app/run_data.hpp"
 #include "core/watchdog.hpp"
@@ -25,7 +26,21 @@ struct TraceRunResult {
   ServingSchedule schedule;
   std::vector<double> step_ns;    ///< per step: the slowest rank's forward to device completion
   std::vector<double> prepare_ns; ///< per step: the slowest rank's set_mix() and input fill
+  /// Per step: its time split by ceiling in the proportions of its ops' bounds under the roofs
+  /// (split_step_by_bounds(); all zero and Ceiling::none without roofs).
+  std::vector<StepSplit> split;
   ServingMetrics metrics;
+};
+
+/// What a step's ceiling needs: the roofs (null or empty: none) and how the stage's ops meet
+/// them.
+struct StepCeilings {
+  const Roofs* roofs = nullptr;
+  int tp = 1;
+  DType dtype = DType::f32;
+  std::string transport;
+  GridScopes scopes;
+  int64_t layers = 1; ///< each op of the stage's op_specs() runs once a layer
 };
 
 /// Replays `plan` on `stage` (built at the plan's capacity mix, serving_capacity_mix(), its op
@@ -34,7 +49,7 @@ struct TraceRunResult {
 /// with one all-reduce over `world` a step), so that every rank decides the same next step; a
 /// step whose mix differs between ranks throws Error. Collective over `world`.
 TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
-                            MPI_Comm world, Watchdog& watchdog);
+                            MPI_Comm world, Watchdog& watchdog, const StepCeilings& ceilings);
 
 /// /serving's attributes (docs/SCHEMA.md).
 Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run);

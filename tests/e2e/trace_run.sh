@@ -3,7 +3,7 @@
 # with real mixed steps at tp 2 (the capacity step checked against the TP=1 model), the requests'
 # latency percentiles in the console, in --json and in /serving of a file both validators accept;
 # the same trace generated in place (--trace-gen) replays the same requests; --duration replays
-# the requests arriving before it; `model --validate` makes the measured steps again from the
+# the requests arriving before it, each step's time split by ceiling under the run's roofs; `model --validate` makes the measured steps again from the
 # file's requests and step times (it refuses a file whose steps are not its scheduler's) and
 # predicts the trace. Nothing timed is asserted: only counts, names and the scheduler's rules.
 # Usage: trace_run.sh RIDGELINE_BIN REPO_DIR
@@ -61,8 +61,10 @@ PY
 
 # The same trace generated in place: the same requests; --duration keeps the early ones.
 mpiexec -n 1 "$bin" run --config "$repo/models/tiny.toml" --phase mixed --seq 128 \
-  --trace-gen "$gen" "${sched[@]}" --duration 0.01 --warmup 1 --iters 2 --roofs none \
+  --trace-gen "$gen" "${sched[@]}" --duration 0.01 --warmup 1 --iters 2 \
   --out "$work/gen.h5" | tee "$work/gen.log"
+# With roofs (the short version measured for the run), each step's time by ceiling.
+grep -Eq "^  ceiling \(each step split by its ops' bounds under the roofs\): steps bound by compute [0-9]+, hbm [0-9]+" "$work/gen.log"
 python3 - "$work/trace.h5" "$work/gen.h5" <<'PY'
 import sys
 import h5py
@@ -73,6 +75,13 @@ with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
     for k in ("arrival_s", "prompt_tokens", "output_tokens"):
         assert (ra[k][early] == rb[k]).all(), k
     assert b["/serving"].attrs["duration_s"] == 0.01
+    # Without roofs no step has a ceiling; with them every step has one, its classes summing to
+    # its time.
+    assert set(a["/serving/steps"]["ceiling"]) == {b"none"}
+    sb = b["/serving/steps"][()]
+    assert set(sb["ceiling"]) <= {b"compute", b"hbm", b"interconnect", b"launch"}, set(sb["ceiling"])
+    total = sb["compute_ns"] + sb["hbm_ns"] + sb["interconnect_ns"] + sb["launch_ns"]
+    assert (abs(total - sb["step_ns"]) <= 1e-6 * sb["step_ns"]).all()
 PY
 
 # The model makes the measured steps again and predicts the trace; a file whose steps are not
