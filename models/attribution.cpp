@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace ridgeline {
 
@@ -133,6 +134,29 @@ StepSplit split_step_by_bounds(double step_ns, const std::vector<OpBounds>& boun
   s.exposed_interconnect_ns = s.by_class_ns[static_cast<int>(Ceiling::interconnect)];
   s.ceiling = largest_class(s.by_class_ns);
   return s;
+}
+
+std::string steps_by_ceiling(const std::vector<StepSplit>& steps) {
+  int64_t count[kCeilingClasses] = {0, 0, 0, 0};
+  double class_ns[kCeilingClasses] = {0, 0, 0, 0}, total_ns = 0;
+  for (const StepSplit& s : steps) {
+    if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
+    for (int c = 0; c < kCeilingClasses; ++c)
+      class_ns[c] += s.by_class_ns[c], total_ns += s.by_class_ns[c];
+  }
+  std::string text = "steps bound by";
+  for (int c = 0; c < kCeilingClasses; ++c)
+    text += std::string(c ? ", " : " ") + ceiling_name(static_cast<Ceiling>(c)) + " " +
+            std::to_string(count[c]);
+  text += "; time by ceiling";
+  for (int c = 0; c < kCeilingClasses; ++c) {
+    char share[64];
+    std::snprintf(share, sizeof(share), "%s %s %.1f %%", c ? "," : "",
+                  ceiling_name(static_cast<Ceiling>(c)),
+                  total_ns > 0 ? 100 * class_ns[c] / total_ns : 0.0);
+    text += share;
+  }
+  return text;
 }
 
 } // namespace ridgeline

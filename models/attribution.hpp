@@ -78,4 +78,9 @@ StepSplit split_step(double step_ns, const std::vector<StepPart>& parts);
 StepSplit split_step_by_bounds(double step_ns, const std::vector<OpBounds>& bounds,
                                const std::vector<double>& instances_per_step);
 
+/// Steps split by ceiling, added up: "steps bound by compute N, hbm N, interconnect N, launch
+/// N; time by ceiling compute X %, hbm X %, interconnect X %, launch X %" (the shares of their
+/// summed classes; a step of ceiling none is counted in no class).
+std::string steps_by_ceiling(const std::vector<StepSplit>& steps);
+
 } // namespace ridgeline

@@ -350,6 +350,24 @@ std::string check_scheduler_config(const SchedulerConfig& c) {
   return "";
 }
 
+StepKind step_kind(const StepMix& mix) {
+  return mix.prefill_tokens == 0  ? StepKind::decode_only
+         : mix.decode_tokens == 0 ? StepKind::prefill_only
+                                  : StepKind::mixed;
+}
+
+const char* step_kind_name(StepKind k) {
+  switch (k) {
+  case StepKind::decode_only:
+    return "decode only";
+  case StepKind::prefill_only:
+    return "prefill only";
+  case StepKind::mixed:
+    return "mixed";
+  }
+  return "?";
+}
+
 const char* entry_kind_name(EntryKind k) {
   return k == EntryKind::prefill ? "prefill" : "decode";
 }

@@ -116,6 +116,13 @@ struct StepMix {
   int64_t tokens() const { return prefill_tokens + decode_tokens; }
 };
 
+/// What a step holds: decode tokens only, prefill chunks only, or both.
+enum class StepKind { decode_only, prefill_only, mixed };
+inline constexpr int kStepKinds = 3;
+StepKind step_kind(const StepMix& mix);
+/// "decode only", "prefill only", "mixed".
+const char* step_kind_name(StepKind k);
+
 /// The duration of a step of that mix (ns, > 0).
 using StepCost = std::function<double(const StepMix&)>;
 

@@ -49,6 +49,22 @@ OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype,
   return w;
 }
 
+std::vector<OpBounds> work_model_bounds(const std::vector<OpSpec>& specs,
+                                        const AttributionInput& in, const Roofs& roofs) {
+  std::vector<OpBounds> bounds;
+  for (const OpSpec& s : specs)
+    bounds.push_back(
+        op_bounds(op_work(s, s.cost, in.tp, in.dtype, in.scopes), roofs, in.transport));
+  return bounds;
+}
+
+StepSplit split_by_work_model(double step_ns, const std::vector<OpBounds>& bounds,
+                              const AttributionInput& in) {
+  const std::vector<double> per_step(bounds.size(),
+                                     static_cast<double>(in.layers * in.microbatches));
+  return split_step_by_bounds(step_ns, bounds, per_step);
+}
+
 void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roofs) {
   const double step_ns = summary.step.p50;
   const double iters = static_cast<double>(std::max<size_t>(1, summary.step.count));
@@ -60,16 +76,11 @@ void attribute(RunSummary& summary, const AttributionInput& in, const Roofs& roo
   if (!in.graph_op.empty()) {
     // A replayed graph has one timeline op per microbatch: its ops' bounds come from the work
     // model, and the step is split in the proportions of those bounds.
-    std::vector<OpBounds> bounds;
-    std::vector<double> per_step;
+    const std::vector<OpBounds> bounds = work_model_bounds(in.specs, in, roofs);
     OpBounds total;
-    for (const OpSpec& s : in.specs) {
-      bounds.push_back(
-          op_bounds(op_work(s, s.cost, in.tp, in.dtype, in.scopes), roofs, in.transport));
-      if (!bounds.back().missing.empty()) missing.insert(bounds.back().missing);
-      per_step.push_back(static_cast<double>(in.layers * in.microbatches));
-    }
-    split = split_step_by_bounds(step_ns, bounds, per_step);
+    for (const OpBounds& b : bounds)
+      if (!b.missing.empty()) missing.insert(b.missing);
+    split = split_by_work_model(step_ns, bounds, in);
     for (OpAggregate& a : summary.ops) {
       if (a.name != in.graph_op) continue;
       for (size_t i = 0; i < bounds.size(); ++i) {

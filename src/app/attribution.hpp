@@ -39,6 +39,16 @@ struct AttributionInput {
 /// [, unattributed_ops: every op left with ceiling none, and why]).
 void attribute(RunSummary& summary, const AttributionInput& input, const Roofs& roofs);
 
+/// Each op of `specs` bounded by `roofs` as the work model prices it (op_work() under `in`'s
+/// tp, dtype, scopes and transport).
+std::vector<OpBounds> work_model_bounds(const std::vector<OpSpec>& specs,
+                                        const AttributionInput& in, const Roofs& roofs);
+/// A step that the timeline cannot resolve (a replayed graph, a trace run's step) split by
+/// ceiling in the proportions of its ops' `bounds` (work_model_bounds()), each op
+/// in.layers x in.microbatches times a step: split_step_by_bounds().
+StepSplit split_by_work_model(double step_ns, const std::vector<OpBounds>& bounds,
+                              const AttributionInput& in);
+
 /// The work of one op for attribution: its per-instance costs, collective, group and the
 /// group's scope (p2p ops: scopes.p2p; collectives: the scope of their CommGroup).
 OpWork op_work(const OpSpec& spec, const OpCost& cost, int tp, DType dtype,

@@ -127,11 +127,7 @@ struct TracePrediction {
   std::vector<Request> requests;
   ServingSchedule schedule;
   /// Each scheduled step's prediction, in order: its time by ceiling and its ceiling.
-  struct Step {
-    double class_ns[kCeilingClasses] = {0, 0, 0, 0};
-    Ceiling ceiling = Ceiling::none;
-  };
-  std::vector<Step> steps;
+  std::vector<StepSplit> steps;
   ServingMetrics metrics;
   /// --rates: the trace generated at each rate (trace_problems()) and its metrics
   /// (predict_trace_rates()), in the order given.

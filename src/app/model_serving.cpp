@@ -157,8 +157,8 @@ void predict_trace(TracePrediction& t, const ModelOptions& o, const Machine& m,
   t.steps.clear();
   auto cost = [&](const StepMix& mix) {
     const StepPrediction s = predict(mix);
-    TracePrediction::Step step;
-    std::copy(std::begin(s.class_ns), std::end(s.class_ns), step.class_ns);
+    StepSplit step;
+    std::copy(std::begin(s.class_ns), std::end(s.class_ns), step.by_class_ns);
     step.ceiling = s.ceiling;
     t.steps.push_back(step);
     return s.step_ns;
@@ -202,42 +202,28 @@ std::string targets(const ServingOptions& s) {
 
 // The steps by kind and size: how prefill and decode mixed.
 void print_mix(std::ostream& out, const ServingSchedule& s) {
-  int64_t prefill_only = 0, decode_only = 0, mixed = 0, max_tokens = 0, max_seqs = 0;
+  int64_t by_kind[kStepKinds] = {0, 0, 0}, max_tokens = 0, max_seqs = 0;
   double tokens = 0, seqs = 0;
   for (const ScheduledStep& step : s.steps) {
     const StepMix& m = step.mix;
-    prefill_only += m.decode_sequences == 0 ? 1 : 0;
-    decode_only += m.prefill_sequences == 0 ? 1 : 0;
-    mixed += m.prefill_sequences > 0 && m.decode_sequences > 0 ? 1 : 0;
+    ++by_kind[static_cast<int>(step_kind(m))];
     tokens += static_cast<double>(m.tokens());
     seqs += static_cast<double>(m.entries.size());
     max_tokens = std::max(max_tokens, m.tokens());
     max_seqs = std::max<int64_t>(max_seqs, static_cast<int64_t>(m.entries.size()));
   }
   const double n = static_cast<double>(std::max<size_t>(1, s.steps.size()));
-  out << "steps: " << s.steps.size() << " (prefill only " << prefill_only << ", decode only "
-      << decode_only << ", mixed " << mixed << "); per step "
+  out << "steps: " << s.steps.size() << " (prefill only "
+      << by_kind[static_cast<int>(StepKind::prefill_only)] << ", decode only "
+      << by_kind[static_cast<int>(StepKind::decode_only)] << ", mixed "
+      << by_kind[static_cast<int>(StepKind::mixed)] << "); per step "
       << format("%.1f tokens (max %.0f), %.1f sequences (max %.0f)\n", tokens / n,
                 static_cast<double>(max_tokens), seqs / n, static_cast<double>(max_seqs));
 }
 
 // The steps by ceiling: how many steps each class bound and its share of the predicted time.
 void print_ceilings(std::ostream& out, const TracePrediction& t) {
-  int64_t count[kCeilingClasses] = {0, 0, 0, 0};
-  double class_ns[kCeilingClasses] = {0, 0, 0, 0}, total_ns = 0;
-  for (const TracePrediction::Step& s : t.steps) {
-    if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
-    for (int c = 0; c < kCeilingClasses; ++c)
-      class_ns[c] += s.class_ns[c], total_ns += s.class_ns[c];
-  }
-  out << "ceiling: steps bound by";
-  for (int c = 0; c < kCeilingClasses; ++c)
-    out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c)) << " " << count[c];
-  out << "; time by ceiling";
-  for (int c = 0; c < kCeilingClasses; ++c)
-    out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c))
-        << format(" %.1f %%", total_ns > 0 ? 100 * class_ns[c] / total_ns : 0.0);
-  out << "\n";
+  out << "ceiling: " << steps_by_ceiling(t.steps) << "\n";
 }
 
 // --rates: one line per arrival rate, the percentiles, goodput and throughput.
@@ -392,7 +378,7 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
   if (!predict.problem().empty()) throw Error(predict.problem());
   // Each measured step beside its mix's prediction.
   std::vector<double> error, abs_error;
-  std::vector<double> by_kind[3]; // decode only, prefill only, mixed
+  std::vector<double> by_kind[kStepKinds];
   int64_t count[kCeilingClasses] = {0, 0, 0, 0};
   for (size_t i = 0; i < steps.steps.size(); ++i) {
     const StepMix& mix = steps.steps[i].mix;
@@ -402,7 +388,7 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
                   ": give --hardware FILE for the link presets");
     error.push_back((s.step_ns - t.step_ns[i]) / t.step_ns[i]);
     abs_error.push_back(std::fabs(error.back()));
-    by_kind[mix.prefill_tokens == 0 ? 0 : mix.decode_tokens == 0 ? 1 : 2].push_back(error.back());
+    by_kind[static_cast<int>(step_kind(mix))].push_back(error.back());
     if (s.ceiling != Ceiling::none) ++count[static_cast<int>(s.ceiling)];
   }
   // The requests again, each step's time predicted.
@@ -447,14 +433,14 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
                 "|error| median %.1f %%, p95 %.1f %%\n",
                 100 * percentile(error, 50), 100 * percentile(abs_error, 50),
                 100 * percentile(abs_error, 95));
-  const char* kinds[3] = {"decode only", "prefill only", "mixed"};
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < kStepKinds; ++k) {
     if (by_kind[k].empty()) continue;
     char kind_line[200];
     std::snprintf(kind_line, sizeof(kind_line),
-                  "  %s: %zu step(s), error median %+.1f %%, p5 %+.1f %%, p95 %+.1f %%\n", kinds[k],
-                  by_kind[k].size(), 100 * percentile(by_kind[k], 50),
-                  100 * percentile(by_kind[k], 5), 100 * percentile(by_kind[k], 95));
+                  "  %s: %zu step(s), error median %+.1f %%, p5 %+.1f %%, p95 %+.1f %%\n",
+                  step_kind_name(static_cast<StepKind>(k)), by_kind[k].size(),
+                  100 * percentile(by_kind[k], 50), 100 * percentile(by_kind[k], 5),
+                  100 * percentile(by_kind[k], 95));
     out += kind_line;
   }
   out += "predicted ceiling of the measured steps:";

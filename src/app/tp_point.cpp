@@ -284,6 +284,19 @@ void probe_attrs(const StageWorkload& workload, const std::vector<OpAggregate>& 
   }
 }
 
+// How the point's stage meets the roofs: its layers and microbatches, its grid's scopes on the
+// job's nodes, its dtype and the job's transport (the ops are the caller's).
+AttributionInput stage_attribution(JobContext& job, const PointSpec& point, int64_t stage_layers) {
+  AttributionInput a;
+  a.layers = stage_layers;
+  a.microbatches = point.microbatches;
+  a.tp = point.tp;
+  a.dtype = point.dtype;
+  a.transport = job.transport();
+  a.scopes = grid_scopes(map_nodes(job.mpi().hosts()), point.tp, point.pp, point.ep);
+  return a;
+}
+
 // Every strategy's result from the protocol's measurement, with rank 0's summary attributes
 // (check, checksum, loops, overlap metrics, GEMM probes) and the attribution against the roofs.
 void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
@@ -294,14 +307,8 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
   const int64_t stage_layers = spec.num_layers;
   // The ops as the work model sees them, for attribution: the layer's ops, the pipeline
   // transfers and, under graphs, the replayed stage.
-  AttributionInput attribution;
+  AttributionInput attribution = stage_attribution(job, point, stage_layers);
   attribution.specs = stage.op_specs();
-  attribution.layers = stage_layers;
-  attribution.microbatches = point.microbatches;
-  attribution.tp = point.tp;
-  attribution.dtype = point.dtype;
-  attribution.transport = job.transport();
-  attribution.scopes = grid_scopes(map_nodes(mpi.hosts()), point.tp, point.pp, point.ep);
   attribution.graph_op = point.graphs ? op::stage_graph : "";
   for (const char* name : {op::send_act, op::recv_act}) {
     OpSpec p2p;
@@ -481,15 +488,9 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   // A trace run: the trace's steps on the stage the point measured at its capacity step.
   if (point.serving) {
     const auto replayed = std::chrono::steady_clock::now();
-    StepCeilings ceilings;
-    ceilings.roofs = &roofs;
-    ceilings.tp = point.tp;
-    ceilings.dtype = point.dtype;
-    ceilings.transport = job.transport();
-    ceilings.scopes = grid_scopes(map_nodes(job.mpi().hosts()), point.tp, point.pp, point.ep);
-    ceilings.layers = stage_layers;
-    auto run = std::make_shared<TraceRunResult>(replay_trace(
-        *point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog, ceilings));
+    auto run = std::make_shared<TraceRunResult>(
+        replay_trace(*point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog,
+                     stage_attribution(job, point, stage_layers), roofs));
     if (job.mpi().rank() == 0) result.serving = std::move(run);
     result.measure_s += seconds_since(replayed);
   }

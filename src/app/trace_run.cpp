@@ -39,29 +39,15 @@ const char* const kStepTime = "the slowest rank's forward of the step's layers t
 
 } // namespace
 
-namespace {
-
-// The step's measured time split by ceiling in the proportions of its ops' bounds.
-StepSplit step_split(double step_ns, const std::vector<OpSpec>& specs, const StepCeilings& c) {
-  if (c.roofs == nullptr || c.roofs->empty()) return {};
-  std::vector<OpBounds> bounds;
-  std::vector<double> per_step;
-  for (const OpSpec& s : specs) {
-    bounds.push_back(op_bounds(op_work(s, s.cost, c.tp, c.dtype, c.scopes), *c.roofs, c.transport));
-    per_step.push_back(static_cast<double>(c.layers));
-  }
-  return split_step_by_bounds(step_ns, bounds, per_step);
-}
-
-} // namespace
-
 TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
-                            MPI_Comm world, Watchdog& watchdog, const StepCeilings& ceilings) {
+                            MPI_Comm world, Watchdog& watchdog, const AttributionInput& attribution,
+                            const Roofs& roofs) {
   TraceRunResult run;
   Recorder silent(backend.clock(), ops);
   silent.set_enabled(false);
   stage.set_mode(StageMode::full);
   int64_t index = 0;
+  bool timed = false; // the untimed passes keep nothing of their steps
   auto cost = [&](const StepMix& mix) {
     watchdog.iteration(index++);
     const auto begin = std::chrono::steady_clock::now();
@@ -79,21 +65,25 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
     if (agreed[2] != -agreed[3])
       throw Error("trace replay: the ranks decided different mixes for step " +
                   std::to_string(index - 1));
-    run.step_ns.push_back(agreed[0]);
-    run.prepare_ns.push_back(agreed[1]);
-    run.split.push_back(step_split(agreed[0], stage.op_specs(), ceilings));
+    if (timed) {
+      run.step_ns.push_back(agreed[0]);
+      run.prepare_ns.push_back(agreed[1]);
+      run.split.push_back(roofs.empty() ? StepSplit{}
+                                        : split_by_work_model(agreed[0],
+                                                              work_model_bounds(stage.op_specs(),
+                                                                                attribution, roofs),
+                                                              attribution));
+    }
     return std::max(agreed[0], 1.0);
   };
   // Untimed passes first: every step shape the measured pass runs has (nearly always) run once.
   for (int pass = 0; pass < plan.warmup_passes; ++pass) {
     watchdog.rearm("replaying the trace untimed (warm-up pass " + std::to_string(pass + 1) + ")");
     schedule_requests(plan.requests, plan.scheduler, cost);
-    run.step_ns.clear();
-    run.prepare_ns.clear();
-    run.split.clear();
   }
   watchdog.rearm("replaying the trace");
   index = 0;
+  timed = true;
   run.schedule = schedule_requests(plan.requests, plan.scheduler, cost);
   run.metrics = serving_metrics(run.schedule, plan.slo_ttft_s, plan.slo_tpot_s);
   return run;
@@ -206,42 +196,25 @@ void print_serving(std::ostream& out, const ServingPlan& plan, const TraceRunRes
   row("TTFT", m.ttft_s);
   row("TPOT", m.tpot_s);
   row("e2e", m.e2e_s);
-  // The steps by kind: decode only, prefill only, mixed.
-  std::vector<double> by_kind[3];
+  std::vector<double> by_kind[kStepKinds];
   int64_t prefill = 0, decode = 0;
   for (size_t i = 0; i < run.schedule.steps.size(); ++i) {
     const StepMix& mix = run.schedule.steps[i].mix;
-    const int kind = mix.prefill_tokens == 0 ? 0 : mix.decode_tokens == 0 ? 1 : 2;
-    by_kind[kind].push_back(run.step_ns[i]);
+    by_kind[static_cast<int>(step_kind(mix))].push_back(run.step_ns[i]);
     prefill += mix.prefill_tokens;
     decode += mix.decode_tokens;
   }
-  const char* names[3] = {"decode only", "prefill only", "mixed"};
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < kStepKinds; ++k) {
     if (by_kind[k].empty()) continue;
-    std::snprintf(line, sizeof(line), "  steps %-13s %6zu, step p50 %.3f ms\n", names[k],
-                  by_kind[k].size(), percentile(by_kind[k], 50) / 1e6);
+    std::snprintf(line, sizeof(line), "  steps %-13s %6zu, step p50 %.3f ms\n",
+                  step_kind_name(static_cast<StepKind>(k)), by_kind[k].size(),
+                  percentile(by_kind[k], 50) / 1e6);
     out << line;
   }
-  int64_t bound[kCeilingClasses + 1] = {0, 0, 0, 0, 0};
-  double class_ns[kCeilingClasses] = {0, 0, 0, 0}, total_ns = 0;
-  for (const StepSplit& s : run.split) {
-    ++bound[static_cast<int>(s.ceiling)];
-    for (int c = 0; c < kCeilingClasses; ++c)
-      class_ns[c] += s.by_class_ns[c], total_ns += s.by_class_ns[c];
-  }
-  if (total_ns > 0) {
-    out << "  ceiling (each step split by its ops' bounds under the roofs): steps bound by";
-    for (int c = 0; c < kCeilingClasses; ++c)
-      out << (c ? ", " : " ") << ceiling_name(static_cast<Ceiling>(c)) << " " << bound[c];
-    out << "; time";
-    for (int c = 0; c < kCeilingClasses; ++c) {
-      std::snprintf(line, sizeof(line), "%s %s %.1f %%", c ? "," : "",
-                    ceiling_name(static_cast<Ceiling>(c)), 100 * class_ns[c] / total_ns);
-      out << line;
-    }
-    out << "\n";
-  }
+  if (std::any_of(run.split.begin(), run.split.end(),
+                  [](const StepSplit& s) { return s.ceiling != Ceiling::none; }))
+    out << "  ceiling (each step split by its ops' bounds under the roofs): "
+        << steps_by_ceiling(run.split) << "\n";
   std::snprintf(line, sizeof(line),
                 "  tokens: %lld prefill, %lld decode; goodput %.3f req/s of %.3f req/s (%lld of "
                 "%lld within the targets)\n",
@@ -310,12 +283,8 @@ MeasuredTrace read_serving(const std::string& path) {
   const auto& arrival = table_column<double>(req, "arrival_s", rp);
   const auto& prompt = table_column<int64_t>(req, "prompt_tokens", rp);
   const auto& output = table_column<int64_t>(req, "output_tokens", rp);
-  const auto& first = table_column<double>(req, "first_token_s", rp);
-  const auto& finish = table_column<double>(req, "finish_s", rp);
-  for (size_t i = 0; i < id.size(); ++i) {
+  for (size_t i = 0; i < id.size(); ++i)
     t.requests.push_back({id[i], arrival[i], prompt[i], output[i]});
-    t.times.push_back({id[i], output[i], arrival[i], first[i], finish[i]});
-  }
   const std::string stp = path + ": /serving/steps";
   const Table steps = h5::read_table(file.id(), "/serving/steps");
   t.step_ns = table_column<double>(steps, "step_ns", stp);

@@ -32,24 +32,16 @@ struct TraceRunResult {
   ServingMetrics metrics;
 };
 
-/// What a step's ceiling needs: the roofs (null or empty: none) and how the stage's ops meet
-/// them.
-struct StepCeilings {
-  const Roofs* roofs = nullptr;
-  int tp = 1;
-  DType dtype = DType::f32;
-  std::string transport;
-  GridScopes scopes;
-  int64_t layers = 1; ///< each op of the stage's op_specs() runs once a layer
-};
-
 /// Replays `plan` on `stage` (built at the plan's capacity mix, serving_capacity_mix(), its op
-/// ids interned into `ops`), recording no op: every
-/// rank runs the same scheduler, each step's cost the slowest rank's time of the step (agreed
-/// with one all-reduce over `world` a step), so that every rank decides the same next step; a
-/// step whose mix differs between ranks throws Error. Collective over `world`.
+/// ids interned into `ops`), recording no op: every rank runs the same scheduler, each step's
+/// cost the slowest rank's time of the step (agreed with one all-reduce over `world` a step), so
+/// that every rank decides the same next step; a step whose mix differs between ranks throws
+/// Error. Each measured step is split by ceiling under `roofs` (empty: not split) as
+/// `attribution` (the stage's layers, grid and transport) prices its ops. Collective over
+/// `world`.
 TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
-                            MPI_Comm world, Watchdog& watchdog, const StepCeilings& ceilings);
+                            MPI_Comm world, Watchdog& watchdog, const AttributionInput& attribution,
+                            const Roofs& roofs);
 
 /// /serving's attributes (docs/SCHEMA.md).
 Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run);
@@ -73,7 +65,6 @@ struct MeasuredTrace {
   double slo_ttft_s = 0, slo_tpot_s = 0;
   std::vector<MixSummary> steps; ///< each step's mix as stored (its entries are not)
   std::vector<double> step_ns;
-  std::vector<RequestTimes> times; ///< per request
   ServingMetrics metrics;
 };
 bool has_serving(const std::string& path);
