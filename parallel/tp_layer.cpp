@@ -253,32 +253,42 @@ Buffer TpStage::alloc(int64_t rows, int64_t cols) {
 
 void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   const ModelSpec& m = m_spec.model;
-  const DType dt = m_backend.dtype();
-  const uint64_t seed = m_spec.seed;
-  auto key = [&](int64_t role, int64_t global_cols, float scale) {
-    return GenKey{seed, tensor_id(layer, role), global_cols, scale};
-  };
   static_cast<ridgeline::LayerWeights&>(w) =
       make_layer_weights(m_backend, m, layer_geometry(m, m_spec.shape, m_spec.tp_rank), layer,
-                         m_spec.tp_rank, seed, m_allocated);
+                         m_spec.tp_rank, m_spec.seed, m_allocated);
 
   if (m_spec.shape.phase == Phase::decode || m_spec.mixed()) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
-    // the slots the decode steps (or a mixed step's tokens) append to. Shards are columns of
-    // the global [rows, kv_heads * d] keys and values. One buffer holds a row's keys then its
-    // values, in the order the QKV projection writes them, so that one copy appends both.
+    // the slots the decode steps (or a mixed step's tokens) append to. One buffer holds a row's
+    // keys then its values, in the order the QKV projection writes them, so that one copy
+    // appends both.
     const LayerShape& s = m_spec.shape;
     const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_capacity.entries.size()) *
                                               mix_cache_rows(m_capacity)
                                         : s.batch * s.cache_rows();
-    const int64_t kv_cols = m.kv_heads * m_d;
     w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
-    const Tensor cache = w.kv_cache.view(rows, 2 * m_kvl * m_d, dt);
-    m_backend.fill_random(cache.cols_slice(0, m_kvl * m_d), key(role_k_cache, kv_cols, 1.0f), 0,
-                          m_kv0 * m_d);
-    m_backend.fill_random(cache.cols_slice(m_kvl * m_d, m_kvl * m_d),
-                          key(role_v_cache, kv_cols, 1.0f), 0, m_kv0 * m_d);
+    w.kv_rows = rows;
+    fill_cache(layer, w);
   }
+}
+
+// Shards are columns of the global [rows, kv_heads * d] keys and values.
+void TpStage::fill_cache(int64_t layer, LayerWeights& w) {
+  const int64_t kv_cols = m_spec.model.kv_heads * m_d;
+  const Tensor cache = w.kv_cache.view(w.kv_rows, 2 * m_kvl * m_d, m_backend.dtype());
+  auto key = [&](int64_t role) {
+    return GenKey{m_spec.seed, tensor_id(layer, role), kv_cols, 1.0f};
+  };
+  m_backend.fill_random(cache.cols_slice(0, m_kvl * m_d), key(role_k_cache), 0, m_kv0 * m_d);
+  m_backend.fill_random(cache.cols_slice(m_kvl * m_d, m_kvl * m_d), key(role_v_cache), 0,
+                        m_kv0 * m_d);
+}
+
+void TpStage::reset_cache() {
+  if (m_spec.shape.phase != Phase::decode && !m_spec.mixed())
+    throw UsageError("reset_cache: the stage has no KV cache (prefill)");
+  for (int64_t l = 0; l < m_spec.num_layers; ++l)
+    fill_cache(m_spec.first_layer + l, m_layers[static_cast<size_t>(l)]);
 }
 
 // Under sequence parallelism rank r holds, for every unit u, the rows

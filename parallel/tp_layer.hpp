@@ -129,6 +129,10 @@ public:
   /// entries or whose counts are not its entries', one beyond the capacity, or one whose tokens
   /// the overlap strategy cannot cut into its chunks.
   void set_mix(const StepMix& mix);
+  /// A decode or mixed stage: every layer's KV cache back to the keys and values it was built
+  /// with (what the steps since appended is gone), so that the steps run next read what a
+  /// stage built afresh would. Asynchronous on GPUs.
+  void reset_cache();
   /// The mix the stage was built for (its capacity); empty for prefill and decode.
   const StepMix& mix_capacity() const { return m_capacity; }
   /// Runs every layer of the stage on input() into output(). Asynchronous on GPUs.
@@ -159,12 +163,15 @@ public:
 private:
   // The layer's weight shard and, for decode, its KV cache.
   struct LayerWeights : ridgeline::LayerWeights {
-    Buffer kv_cache; ///< [batch * cache rows][keys | values] (decode)
+    Buffer kv_cache;     ///< [batch * cache rows][keys | values] (decode)
+    int64_t kv_rows = 0; ///< kv_cache's rows
   };
   Buffer alloc(int64_t rows, int64_t cols);
   // m_ops' entries bound to the layer slots (ids interned into m_op_table); absent ops -1.
   void bind_ops();
   void init_layer(int64_t layer, LayerWeights& w);
+  // The keys and values layer `layer`'s cache starts with (reset_cache()).
+  void fill_cache(int64_t layer, LayerWeights& w);
   // One part of one layer in three phases separated by the row-parallel collectives; each of
   // the first two returns the comm-lane fence the next phase waits for.
   size_t attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
