@@ -113,9 +113,10 @@ class Summary:
 @dataclass
 class Serving:
     """/serving of a trace run (`run --phase mixed --trace` or `--trace-gen`): the group's
-    attributes (the scheduler's limits, the latency percentiles in s, goodput), a row per step
-    run (`steps`: its clock, measured time and mix) and a row per request replayed
-    (`requests`: its lengths, times and latencies in s; tpot_s NaN for one output token)."""
+    attributes (the scheduler's limits, the latency percentiles in s, goodput, the check of its
+    steps), a row per step run (`steps`: its clock, measured time, mix and error against the
+    TP=1 model) and a row per request replayed (`requests`: its lengths, times and latencies in
+    s; tpot_s NaN for one output token)."""
 
     attrs: Dict[str, Any]
     #: None only where a run that replayed no trace holds a /serving without them.

@@ -304,6 +304,8 @@ def _serving(f: h5py.File, base: str, found: List[str]) -> None:
     if steps is not None and requests is not None:
         _section(found, lambda: _serving_totals(steps, steps_path, requests, requests_path, attrs,
                                                 group, found))
+    if steps is not None:
+        _section(found, lambda: _serving_check(steps, steps_path, attrs, group, found))
 
 
 def _serving_steps(table: np.ndarray, path: str, attrs: Dict[str, Any],
@@ -470,6 +472,47 @@ def _serving_totals(steps: np.ndarray, steps_path: str, requests: np.ndarray,
     if good is not None and goodput is not None and not _close(goodput, good / span, 1e-9, 0):
         found.append(f"{group}: goodput_per_s is {_number(goodput)}, expected good / span_s = "
                      f"{_number(good / span)}")
+
+
+def _serving_check(steps: np.ndarray, steps_path: str, attrs: Dict[str, Any], group: str,
+                   found: List[str]) -> None:
+    """The check of a trace run's steps (/serving check, check_steps, check_max_rel_error,
+    check_tolerance; /serving/steps check_rel_error): a status of its three kinds, every step
+    compared unless skipped, the status the errors and the tolerance give, and the steps'
+    errors (NaN where not compared) whose largest is check_max_rel_error
+    (validate_serving_check())."""
+    status = attrs.get("check")
+    if not isinstance(status, str):
+        return
+    compared = status in ("passed", "failed")
+    if not compared and not status.startswith("skipped: "):
+        found.append(f'{group}: check is "{status}", expected passed, failed or skipped: <why>')
+        return
+    checked, run = _int_if(attrs, "check_steps"), _int_if(attrs, "steps")
+    worst = _number_if(attrs, "check_max_rel_error")
+    tolerance = _number_if(attrs, "check_tolerance")
+    if checked is not None and run is not None and checked != (run if compared else 0):
+        want = f"steps {run}" if compared else "0 (skipped)"
+        found.append(f"{group}: check_steps is {checked}, expected {want}")
+    if (compared and worst is not None and tolerance is not None
+            and (worst <= tolerance) != (status == "passed")):
+        found.append(f"{group}: check is {status} but check_max_rel_error {_number(worst)} "
+                     f"against check_tolerance {_number(tolerance)}")
+    if "check_rel_error" not in (steps.dtype.names or ()):
+        return
+    errors = column(steps, "check_rel_error", "float", steps_path).astype(np.float64)
+    missing = int(np.isnan(errors).sum())
+    if not compared and missing != errors.size:
+        found.append(f"{steps_path}: check_rel_error holds {errors.size - missing} compared "
+                     f"step(s) but /serving check is skipped")
+    if compared and missing > 0:
+        found.append(f"{steps_path}: check_rel_error is NaN in {missing} step(s) but /serving "
+                     f"check compared every step")
+    if compared and missing == 0 and errors.size and worst is not None and np.isfinite(worst):
+        largest = float(errors.max())
+        if not _close(largest, worst, 1e-9, 0):
+            found.append(f"{steps_path}: the largest check_rel_error is {_number(largest)} but "
+                         f"{group} check_max_rel_error is {_number(worst)}")
 
 
 def _run_repeats(f: h5py.File, base: str, found: List[str]) -> None:

@@ -39,6 +39,10 @@ def _table(table_id, columns):
     return out
 
 
+# Each step's output against the TP=1 model's (relative L2), the largest 3e-7.
+CHECK_ERRORS = [1e-7, 3e-7, 2e-7, 1e-7, 2e-7, 1e-7, 1e-7, 2e-7]
+
+
 def serving_data():
     """(/serving attributes, /serving/steps, /serving/requests) of the schedule above."""
     start, end, now = [], [], 0.0
@@ -54,7 +58,8 @@ def serving_data():
         "prefill_sequences": [s[3] for s in STEPS], "decode_sequences": [s[4] for s in STEPS],
         "context_min": [min(c, default=0) for c in contexts],
         "context_max": [max(c, default=0) for c in contexts],
-        "context_mean": [sum(c) / len(c) if c else 0.0 for c in contexts]})
+        "context_mean": [sum(c) / len(c) if c else 0.0 for c in contexts],
+        "check_rel_error": CHECK_ERRORS[:len(STEPS)]})
     first = [end[k] for k in FIRST_STEP]
     finish = [end[k] for k in LAST_STEP]
     tpot = [(b - a) / (n - 1) if n > 1 else np.nan for a, b, n in zip(first, finish, OUTPUTS)]
@@ -71,7 +76,9 @@ def serving_data():
              "warmup_passes": np.int64(1), "slo_ttft_s": 0.0,
              "slo_tpot_s": 0.0, "good": np.int64(3), "span_s": span,
              "goodput_per_s": 3 / span, "throughput_per_s": 3 / span,
-             "step_time": "the slowest rank's forward of the step"}
+             "step_time": "the slowest rank's forward of the step", "check": "passed",
+             "check_steps": np.int64(len(STEPS)),
+             "check_max_rel_error": max(CHECK_ERRORS[:len(STEPS)]), "check_tolerance": 1e-4}
     values = {"ttft": requests["ttft_s"], "e2e": requests["e2e_s"],
               "tpot": requests["tpot_s"][requests["output_tokens"] > 1]}
     for metric, column in values.items():
@@ -245,6 +252,21 @@ DAMAGES = [
      "/serving: throughput_per_s is 1, expected requests / span_s = 428.571"),
     ("goodput", lambda a, s, r: a.update(goodput_per_s=1.0),
      "/serving: goodput_per_s is 1, expected good / span_s = 428.571"),
+    ("check_status", lambda a, s, r: a.update(check="fine"),
+     '/serving: check is "fine", expected passed, failed or skipped: <why>'),
+    ("check_steps", lambda a, s, r: a.update(check_steps=np.int64(1)),
+     "/serving: check_steps is 1, expected steps 4"),
+    ("check_passed_beyond_tolerance", lambda a, s, r: a.update(check_max_rel_error=0.5),
+     "/serving: check is passed but check_max_rel_error 0.5 against check_tolerance 0.0001"),
+    ("check_step_missing", lambda a, s, r: _set(s, "check_rel_error", 1, np.nan),
+     "/serving/steps: check_rel_error is NaN in 1 step(s) but /serving check compared every "
+     "step"),
+    ("check_largest", lambda a, s, r: _set(s, "check_rel_error", 2, 4e-7),
+     "/serving/steps: the largest check_rel_error is 4e-07 but /serving check_max_rel_error is "
+     "3e-07"),
+    ("check_skipped_with_errors",
+     lambda a, s, r: a.update(check="skipped: --check off", check_steps=np.int64(0)),
+     "/serving/steps: check_rel_error holds 4 compared step(s) but /serving check is skipped"),
     ("attribute_missing", lambda a, s, r: a.pop("good"), "/serving: missing attribute 'good'"),
     ("attribute_type", lambda a, s, r: a.update(steps="4"),
      "/serving: steps must be an integer, found the string '4'"),

@@ -37,6 +37,9 @@ void validate_checksum(const Attrs& attrs, const std::string& where,
 /// The summary below `base` ("" or /points/<k>), with its decode and pipeline figures, and a
 /// trace run's /serving beside it.
 void validate_summary(hid_t file, const std::string& base, std::vector<std::string>& problems);
+/// A trace run's /serving under `base` (a run's root, or a sweep point's group): its
+/// attributes, both tables row by row and against each other, and the check of its steps.
+void validate_serving(hid_t file, const std::string& base, std::vector<std::string>& problems);
 /// The /collectives tables of a collectives file.
 void validate_collectives(hid_t file, std::vector<std::string>& problems);
 /// The interconnect roof (/roofs/interconnect); its lower envelope when `envelope_required`.

@@ -20,16 +20,11 @@
 namespace ridgeline {
 namespace {
 
-// The whole model (every layer) at TP=1, PP=1 from the same generated input, computed on the
-// last stage's TP rank 0 of each data-parallel replica (empty elsewhere): comparing the last
-// stage's output with it checks the TP shards, the collectives and the pipeline transfers.
-// One output per decode step (steps run in order, the cache growing), else one. An MoE model's
-// reference runs `mlp` (every expert on this rank) on this rank's input `input`.
-std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageSpec& spec,
-                                                  bool holder, int64_t all_layers, StageMlp* mlp,
-                                                  int64_t input) {
-  if (!holder) return {};
-  const ranges::Scope range(kReferenceRange);
+// The whole model (every layer) at TP=1, PP=1 from `spec`'s inputs and weights: the check's
+// reference stage, its op ids interned into `ops`. An MoE model's runs `mlp` (every expert on
+// this rank).
+std::unique_ptr<TpStage> tp1_stage(Backend& backend, const StageSpec& spec, int64_t all_layers,
+                                   StageMlp* mlp, OpTable& ops) {
   StageSpec ref_spec = spec;
   ref_spec.shape.tp = 1;
   ref_spec.shape.sequence_parallel = false;
@@ -38,17 +33,34 @@ std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageS
   ref_spec.first_layer = 0;
   ref_spec.num_layers = all_layers;
   ref_spec.mlp = mlp;
+  return std::make_unique<TpStage>(backend, nullptr, ref_spec, ops);
+}
+
+double check_tolerance(DType dtype) {
+  return dtype == DType::f32 ? 1e-4 : 2e-2;
+}
+
+// The reference's outputs from the same generated input, computed on the last stage's TP rank 0
+// of each data-parallel replica (empty elsewhere): comparing the last stage's output with them
+// checks the TP shards, the collectives and the pipeline transfers. One output per decode step
+// (steps run in order, the cache growing), else one. An MoE model's reference runs `mlp` on
+// this rank's input `input`.
+std::vector<std::vector<float>> reference_outputs(Backend& backend, const StageSpec& spec,
+                                                  bool holder, int64_t all_layers, StageMlp* mlp,
+                                                  int64_t input) {
+  if (!holder) return {};
+  const ranges::Scope range(kReferenceRange);
   OpTable scratch_ops;
-  TpStage ref(backend, nullptr, ref_spec, scratch_ops);
-  ref.fill_input(input);
+  const std::unique_ptr<TpStage> ref = tp1_stage(backend, spec, all_layers, mlp, scratch_ops);
+  ref->fill_input(input);
   Recorder silent(backend.clock(), scratch_ops);
   silent.set_enabled(false);
   const bool decode = spec.shape.phase == Phase::decode;
   std::vector<std::vector<float>> outputs;
   for (int64_t step = 0; step < (decode ? spec.shape.decode_steps : 1); ++step) {
-    if (decode) ref.set_decode_step(step);
-    ref.forward(silent);
-    outputs.push_back(backend.to_host(ref.output()));
+    if (decode) ref->set_decode_step(step);
+    ref->forward(silent);
+    outputs.push_back(backend.to_host(ref->output()));
   }
   return outputs;
 }
@@ -189,7 +201,7 @@ private:
   // Every rank calls; the last stage's TP group gathers its output, the holder compares.
   CheckOutcome check_output() {
     CheckOutcome c;
-    c.tolerance = m_backend.dtype() == DType::f32 ? 1e-4 : 2e-2;
+    c.tolerance = check_tolerance(m_backend.dtype());
     if (!m_check.enabled) {
       c.status = "skipped: " + m_why_not;
       return c;
@@ -392,6 +404,48 @@ void collect_tp(JobContext& job, const PointSpec& point, const StageSpec& spec,
   }
 }
 
+// A trace run: the trace's steps replayed on the stage the point measured at its capacity
+// step, then (where the point's check runs) every step again against the TP=1 model, built on
+// the rank that holds it once the replay is done, where it fits beside the stage.
+std::shared_ptr<TraceRunResult> run_trace(JobContext& job, const PointSpec& point,
+                                          const StageSpec& spec, const CheckPlan& check,
+                                          const std::string& why_not, bool holder, TpStage& stage,
+                                          Backend& backend, GridComms& comms, Watchdog& watchdog,
+                                          const Roofs& roofs, PointResult& result) {
+  const MPI_Comm world = comms.grid->world();
+  auto run = std::make_shared<TraceRunResult>(
+      replay_trace(*point.serving, stage, result.ops, backend, world, watchdog,
+                   stage_attribution(job, point, point.stage_layers()), roofs));
+  ReplayCheck& c = run->check;
+  c.tolerance = check_tolerance(backend.dtype());
+  if (!check.enabled) {
+    c.status = "skipped: " + why_not;
+    return run;
+  }
+  OpTable ref_ops;
+  std::unique_ptr<TpStage> ref;
+  std::string failure;
+  if (holder) {
+    watchdog.rearm("building the TP=1 model the trace's steps are checked against");
+    try {
+      ref = tp1_stage(backend, spec, point.model.layers, nullptr, ref_ops);
+      backend.synchronize();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  if (!all_ranks_true(world, failure.empty())) {
+    c.status = "skipped: the TP=1 model does not fit beside the stage" +
+               (failure.empty() ? std::string() : " (" + failure + ")");
+    return run;
+  }
+  const ranges::Scope range(kReferenceRange);
+  c = check_replay(run->schedule, stage, result.ops, ref.get(), ref_ops, backend, world, watchdog,
+                   c.tolerance);
+  if (c.status == "failed") result.check_failed = true;
+  return run;
+}
+
 } // namespace
 
 double overlap_memory_bytes(const PointSpec& point) {
@@ -485,12 +539,10 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   ProtocolResult measurement = measure_point(job, point, workload, backend, watchdog, result);
   collect_tp(job, point, spec, strategies, workload, *stage, backend, measurement, roofs, moe.get(),
              result);
-  // A trace run: the trace's steps on the stage the point measured at its capacity step.
   if (point.serving) {
     const auto replayed = std::chrono::steady_clock::now();
-    auto run = std::make_shared<TraceRunResult>(
-        replay_trace(*point.serving, *stage, result.ops, backend, comms.grid->world(), watchdog,
-                     stage_attribution(job, point, stage_layers), roofs));
+    auto run = run_trace(job, point, spec, check, why_not, last_stage && gc.tp_rank == 0, *stage,
+                         backend, comms, watchdog, roofs, result);
     if (job.mpi().rank() == 0) result.serving = std::move(run);
     result.measure_s += seconds_since(replayed);
   }

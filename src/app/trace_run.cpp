@@ -89,6 +89,42 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
   return run;
 }
 
+ReplayCheck check_replay(const ServingSchedule& schedule, TpStage& stage, OpTable& ops,
+                         TpStage* reference, OpTable& reference_ops, Backend& backend,
+                         MPI_Comm world, Watchdog& watchdog, double tolerance) {
+  ReplayCheck c;
+  c.tolerance = tolerance;
+  Recorder silent(backend.clock(), ops), reference_silent(backend.clock(), reference_ops);
+  silent.set_enabled(false);
+  reference_silent.set_enabled(false);
+  watchdog.rearm("checking the trace's steps against the TP=1 model");
+  stage.reset_cache();
+  if (reference) reference->reset_cache();
+  double worst = 0; // a non-finite error counts as infinite
+  int64_t index = 0;
+  for (const ScheduledStep& step : schedule.steps) {
+    watchdog.iteration(index++);
+    stage.set_mix(step.mix);
+    stage.fill_input(0);
+    stage.forward(silent);
+    const std::vector<float> got = stage.gather_output();
+    double err = std::numeric_limits<double>::quiet_NaN();
+    if (reference) {
+      reference->set_mix(step.mix);
+      reference->fill_input(0);
+      reference->forward(reference_silent);
+      err = relative_l2(got, backend.to_host(reference->output()));
+      worst = std::isfinite(err) ? std::max(worst, err) : std::numeric_limits<double>::infinity();
+    }
+    c.step_error.push_back(err);
+  }
+  RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, world));
+  c.steps = static_cast<int64_t>(schedule.steps.size());
+  c.max_rel_error = worst;
+  c.status = worst <= tolerance ? "passed" : "failed";
+  return c;
+}
+
 Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run) {
   const ServingMetrics& m = run.metrics;
   return {{"source", plan.source},
@@ -115,14 +151,20 @@ Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run) {
           {"span_s", m.span_s},
           {"goodput_per_s", m.goodput_per_s},
           {"throughput_per_s", m.throughput_per_s},
-          {"step_time", std::string(kStepTime)}};
+          {"step_time", std::string(kStepTime)},
+          {"check", run.check.status},
+          {"check_steps", run.check.steps},
+          {"check_max_rel_error", run.check.max_rel_error},
+          {"check_tolerance", run.check.tolerance}};
 }
 
 Table serving_steps_table(const TraceRunResult& run) {
   std::vector<int64_t> step, pt, dt, ps, ds, cmin, cmax;
   std::vector<double> start, end, cmean, by_class[kCeilingClasses];
   std::vector<std::string> ceiling;
+  std::vector<double> check(run.schedule.steps.size(), std::numeric_limits<double>::quiet_NaN());
   for (size_t i = 0; i < run.schedule.steps.size(); ++i) {
+    if (i < run.check.step_error.size()) check[i] = run.check.step_error[i];
     for (int c = 0; c < kCeilingClasses; ++c)
       by_class[c].push_back(run.split[i].by_class_ns[c]);
     ceiling.emplace_back(ceiling_name(run.split[i].ceiling));
@@ -155,7 +197,8 @@ Table serving_steps_table(const TraceRunResult& run) {
           {"hbm_ns", by_class[1]},
           {"interconnect_ns", by_class[2]},
           {"launch_ns", by_class[3]},
-          {"ceiling", ceiling}};
+          {"ceiling", ceiling},
+          {"check_rel_error", check}};
 }
 
 Table serving_requests_table(const ServingPlan& plan, const TraceRunResult& run) {
@@ -222,6 +265,14 @@ void print_serving(std::ostream& out, const ServingPlan& plan, const TraceRunRes
                 m.throughput_per_s, static_cast<long long>(m.good),
                 static_cast<long long>(m.requests));
   out << line;
+  const ReplayCheck& c = run.check;
+  out << "  check: every step against the TP=1 model: " << c.status;
+  if (c.status == "passed" || c.status == "failed") {
+    std::snprintf(line, sizeof(line), " (max rel error %.3g over %lld step(s), tolerance %.3g)",
+                  c.max_rel_error, static_cast<long long>(c.steps), c.tolerance);
+    out << line;
+  }
+  out << "\n";
 }
 
 bool has_serving(const std::string& path) {

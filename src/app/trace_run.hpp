@@ -19,6 +19,17 @@
 
 namespace ridgeline {
 
+/// A trace run's steps held against the TP=1 model (check_replay()).
+struct ReplayCheck {
+  std::string status; ///< passed | failed | skipped: reason
+  int64_t steps = 0;  ///< steps compared
+  double max_rel_error = 0;
+  double tolerance = 0;
+  /// Per measured step, on the rank holding the reference: its output's relative L2 error
+  /// (NaN elsewhere, and where the steps were not checked).
+  std::vector<double> step_error;
+};
+
 /// What a trace run measured: the schedule its steps' times made (every step's mix, its start
 /// and end on the scheduler's clock; every request's times), each step's time and the host's
 /// preparation before it, and the requests' metrics.
@@ -30,6 +41,7 @@ struct TraceRunResult {
   /// (split_step_by_bounds(); all zero and Ceiling::none without roofs).
   std::vector<StepSplit> split;
   ServingMetrics metrics;
+  ReplayCheck check;
 };
 
 /// Replays `plan` on `stage` (built at the plan's capacity mix, serving_capacity_mix(), its op
@@ -42,6 +54,17 @@ struct TraceRunResult {
 TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& ops, Backend& backend,
                             MPI_Comm world, Watchdog& watchdog, const AttributionInput& attribution,
                             const Roofs& roofs);
+
+/// The check of a trace run: the measured schedule's steps run again in order, untimed, on
+/// `stage` from the KV cache it was built with (TpStage::reset_cache()), each step's output
+/// held against `reference`'s (the TP=1 stage of every layer built at the same capacity mix
+/// with its own op table `reference_ops`, on the one rank that holds it, else null) running
+/// the same steps from its own built cache. A step's decode tokens read the cache rows the
+/// earlier steps appended, so every step runs on both. The largest relative L2 error over the
+/// steps on every rank; `tolerance` decides passed or failed. Collective over `world`.
+ReplayCheck check_replay(const ServingSchedule& schedule, TpStage& stage, OpTable& ops,
+                         TpStage* reference, OpTable& reference_ops, Backend& backend,
+                         MPI_Comm world, Watchdog& watchdog, double tolerance);
 
 /// /serving's attributes (docs/SCHEMA.md).
 Attrs serving_attrs(const ServingPlan& plan, const TraceRunResult& run);

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A trace run end to end on the host backend: a trace written by `model --write-trace` replayed
-# with real mixed steps at tp 2 (the capacity step checked against the TP=1 model), the requests'
-# latency percentiles in the console, in --json and in /serving of a file both validators accept;
-# the same trace generated in place (--trace-gen) replays the same requests; --duration replays
-# the requests arriving before it, each step's time split by ceiling under the run's roofs; `model --validate` makes the measured steps again from the
-# file's requests and step times (it refuses a file whose steps are not its scheduler's) and
-# predicts the trace. Nothing timed is asserted: only counts, names and the scheduler's rules.
+# with real mixed steps at tp 2 (the capacity step, then every replayed step again, checked
+# against the TP=1 model), the requests' latency percentiles in the console, in --json and in
+# /serving of a file both validators accept; the same trace generated in place (--trace-gen)
+# replays the same requests; --duration replays the requests arriving before it, each step's
+# time split by ceiling under the run's roofs; `model --validate` makes the measured steps again
+# from the file's requests and step times (it refuses a file whose steps are not its
+# scheduler's) and predicts the trace. Nothing timed is asserted: only counts, names and the
+# scheduler's rules.
 # Usage: trace_run.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -23,6 +25,7 @@ mpiexec -n 2 --oversubscribe "$bin" run --config "$repo/models/tiny.toml" --phas
   --iters 2 --roofs none --check on --out "$work/trace.h5" --json "$work/trace.json" |
   tee "$work/trace.log"
 grep -q "^check: passed" "$work/trace.log"
+grep -Eq "^  check: every step against the TP=1 model: passed \(max rel error [0-9.e+-]+ over [0-9]+ step\(s\), tolerance 0.0001\)$" "$work/trace.log"
 for line in "^trace: .*trace.csv: 10 request\(s\) in [0-9]+ measured step\(s\) \(token budget 64, chunk 32, max batch 6\)" \
   "^  TTFT +[0-9.]+ +[0-9.]+ +[0-9.]+$" "^  TPOT +[0-9.]+ +[0-9.]+ +[0-9.]+$" \
   "^  e2e +[0-9.]+ +[0-9.]+ +[0-9.]+$" "^  tokens: [0-9]+ prefill, [0-9]+ decode; goodput"; do
@@ -52,6 +55,11 @@ assert steps["prefill_tokens"].sum() == req["prompt_tokens"].sum()
 assert steps["decode_tokens"].sum() == (req["output_tokens"] - 1).sum()
 assert (req["first_token_s"] >= req["arrival_s"]).all() and (req["finish_s"] >= req["first_token_s"]).all()
 assert np.isnan(req["tpot_s"][req["output_tokens"] == 1]).all()
+# Every step held against the TP=1 model running the same steps.
+assert s["check"] == "passed" and int(s["check_steps"]) == int(s["steps"]), s
+errors = steps["check_rel_error"]
+assert np.isfinite(errors).all() and errors.max() <= s["check_tolerance"], errors
+assert errors.max() == s["check_max_rel_error"]
 assert config["token_budget"] == 64 and config["max_batch"] == 6 and config["chunk"] == 32
 assert config["trace"].endswith("trace.csv") and config["trace_gen"] == ""
 d = json.load(open(js))
@@ -68,6 +76,7 @@ grep -Eq "^  ceiling \(each step split by its ops' bounds under the roofs\): ste
 python3 - "$work/trace.h5" "$work/gen.h5" <<'PY'
 import sys
 import h5py
+import numpy as np
 with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
     ra, rb = a["/serving/requests"][()], b["/serving/requests"][()]
     early = ra["arrival_s"] < 0.01
@@ -75,6 +84,10 @@ with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
     for k in ("arrival_s", "prompt_tokens", "output_tokens"):
         assert (ra[k][early] == rb[k]).all(), k
     assert b["/serving"].attrs["duration_s"] == 0.01
+    # TP 1: the run is itself the reference, no step compared.
+    assert b["/serving"].attrs["check"].startswith("skipped: tp=1"), b["/serving"].attrs["check"]
+    assert b["/serving"].attrs["check_steps"] == 0
+    assert np.isnan(b["/serving/steps"]["check_rel_error"]).all()
     # Without roofs no step has a ceiling; with them every step has one, its classes summing to
     # its time.
     assert set(a["/serving/steps"]["ceiling"]) == {b"none"}

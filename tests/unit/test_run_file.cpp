@@ -892,7 +892,8 @@ ServingParts serving_parts() {
              {"decode_sequences", std::vector<int64_t>{0, 0, 2, 1}},
              {"context_min", std::vector<int64_t>{0, 0, 20, 41}},
              {"context_max", std::vector<int64_t>{0, 0, 40, 41}},
-             {"context_mean", std::vector<double>{0, 0, 30, 41}}};
+             {"context_mean", std::vector<double>{0, 0, 30, 41}},
+             {"check_rel_error", std::vector<double>{1e-7, 3e-7, 2e-7, 1e-7}}};
   const std::vector<double> arrival = {0, 0.001, 0.002};
   const std::vector<double> first = {end[1], end[1], end[1]};
   const std::vector<double> finish = {end[3], end[1], end[2]};
@@ -936,6 +937,10 @@ ServingParts serving_parts() {
   p.attrs.emplace_back("goodput_per_s", 3 / span);
   p.attrs.emplace_back("throughput_per_s", 3 / span);
   p.attrs.emplace_back("step_time", std::string("the slowest rank's forward of the step"));
+  p.attrs.emplace_back("check", std::string("passed"));
+  p.attrs.emplace_back("check_steps", int64_t{4});
+  p.attrs.emplace_back("check_max_rel_error", 3e-7);
+  p.attrs.emplace_back("check_tolerance", 1e-4);
   return p;
 }
 
@@ -1000,6 +1005,23 @@ TEST_F(RunFileTest, ValidationChecksATraceRun) {
        "/serving: ttft_p95_s is 0.006, but /serving/requests ttft_s gives 0.0049"},
       {[](ServingParts& p) { set_attr(p.attrs, "throughput_per_s", 1.0); },
        "/serving: throughput_per_s is 1, expected requests / span_s = 428.571"},
+      {[](ServingParts& p) { set_attr(p.attrs, "check", std::string("fine")); },
+       "/serving: check is \"fine\", expected passed, failed or skipped: <why>"},
+      {[](ServingParts& p) { set_attr(p.attrs, "check_steps", int64_t{3}); },
+       "/serving: check_steps is 3, expected steps 4"},
+      {[](ServingParts& p) { set_attr(p.attrs, "check_max_rel_error", 0.5); },
+       "/serving: check is passed but check_max_rel_error 0.5 against check_tolerance 0.0001"},
+      {[](ServingParts& p) { cell<double>(p.steps, "check_rel_error", 1) = std::nan(""); },
+       "/serving/steps: check_rel_error is NaN in 1 step(s) but /serving check compared every "
+       "step"},
+      {[](ServingParts& p) { cell<double>(p.steps, "check_rel_error", 2) = 4e-7; },
+       "/serving/steps: the largest check_rel_error is 4e-07 but /serving check_max_rel_error is "
+       "3e-07"},
+      {[](ServingParts& p) {
+         set_attr(p.attrs, "check", std::string("skipped: --check off"));
+         set_attr(p.attrs, "check_steps", int64_t{0});
+       },
+       "/serving/steps: check_rel_error holds 4 compared step(s) but /serving check is skipped"},
   };
   int k = 0;
   for (const auto& [damage, expected] : damages) {
