@@ -289,15 +289,16 @@ void validate_serving_check(const h5::Table& steps, const std::string& steps_pat
                        (compared ? "steps " + std::to_string(*run) : std::string("0 (skipped)")));
   if (compared && worst && tolerance && (*worst <= *tolerance) != (*status == "passed"))
     problems.push_back(group + ": check is " + *status + " but check_max_rel_error " +
-                       number_text(*worst) + " against check_tolerance " +
-                       number_text(*tolerance));
+                       number_text(*worst) + " against check_tolerance " + number_text(*tolerance));
   if (h5::find_column(steps, sf::serving_steps::check_rel_error) == nullptr) return;
   const auto& errors = column<double>(steps, sf::serving_steps::check_rel_error, steps_path);
   double largest = 0;
   size_t missing = 0;
   for (double e : errors) {
-    if (std::isnan(e)) ++missing;
-    else largest = std::max(largest, e);
+    if (std::isnan(e))
+      ++missing;
+    else
+      largest = std::max(largest, e);
   }
   if (!compared && missing != errors.size())
     problems.push_back(steps_path + ": check_rel_error holds " +
