@@ -13,7 +13,7 @@
 # under way; the job must end non-zero within the run's --timeout and a margin, name the node
 # in its log, and leave no file that validates as complete.
 # Open MPI's TCP paths are held to the namespaces' subnet by variables of the jobs, never by
-# global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 600 s)
+# global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 900 s)
 # and everything is torn down on exit.
 # Needs root (namespaces, daemons as root, no cgroups).
 #   scripts/slurm-multinode-ci.sh BUILD_DIR
@@ -22,7 +22,7 @@ set -euo pipefail
 ci=slurm-multinode-ci
 # shellcheck source=scripts/slurm-ci-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm-ci-common.sh"
-ci_setup 600 "network namespaces; slurmd runs jobs as root" "$@"
+ci_setup 900 "network namespaces; slurmd runs jobs as root" "$@"
 # Each node gets an empty /tmp of its own; a checkout or build under /tmp is bound back into
 # it (start_host), so that every node sees the binary and the presets at the same path.
 keep=()
@@ -222,10 +222,12 @@ export OPENBLAS_NUM_THREADS=1
 job_env=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_tcp_if_include="$subnet.0/24"
   OMPI_MCA_oob_tcp_if_include="$subnet.0/24")
 sbatch_overrides=(--nodes=3 --ntasks-per-node=2 --gpus-per-task=0 --oversubscribe --time=00:05:00)
+# A rank that crashes leaves its core in the submit directory (sbatch passes this limit on).
+ulimit -c unlimited 2> /dev/null || true
 
-# submit NAME SCRIPT [SBATCH OPTIONS...]: sbatch --wait from the submit directory; prints the
-# job's logs and sets $job; returns the job's exit code (an array's: the largest).
-submit() {
+# submit_once NAME SCRIPT [SBATCH OPTIONS...]: sbatch --wait from the submit directory; prints
+# the job's logs and sets $job; returns the job's exit code (an array's: the largest).
+submit_once() {
   local name=$1 script=$2 rc=0 f
   shift 2
   (cd "$submit_dir" && bounded 200 ip netns exec "$tag-rlctl" env "${job_env[@]}" \
@@ -239,6 +241,44 @@ submit() {
     cat "$f"
   done
   echo "----"
+  return "$rc"
+}
+
+# startup_crash JOB: whether JOB's log shows the crash below: a rank's segmentation fault at
+# address 0 whose backtrace has no frame past the signal handler's ([ 0]), the mark of a jump
+# to a null function pointer (a crash inside ridgeline's own code shows its frames). Each core
+# file the ranks left in the submit directory is shown with gdb's backtrace, where gdb exists.
+startup_crash() {
+  local logs=("$submit_dir"/*"-$1"*.out) core
+  grep -qs "Failing at address: (nil)" "${logs[@]}" || return 1
+  ! grep -qs "\] \[ 1\] " "${logs[@]}" || return 1
+  for core in "$submit_dir"/core*; do
+    [[ -f $core ]] || continue
+    echo "---- $(basename "$core"): backtrace"
+    if command -v gdb > /dev/null; then
+      bounded 60 gdb -batch -q -ex "thread apply all bt" "$bin" "$core" 2>&1 | tail -n 60 || true
+    fi
+    rm -f "$core"
+  done
+  return 0
+}
+
+# submit NAME SCRIPT [SBATCH OPTIONS...]: submit_once, and once more (named in the log) after
+# the crash startup_crash() recognises: the ranks of one namespace node in one srun/PMIx step
+# dying that way before ridgeline printed anything, seen in 2 of 11 full runs of this test and
+# in none of 120 srun steps run alone. Its cause is not known; the log shows the cores.
+submit() {
+  local rc=0
+  submit_once "$@" || rc=$?
+  if (( rc != 0 )) && startup_crash "$job"; then
+    log "$1: job $job's ranks crashed at address 0 with no frame past the signal handler; submitting it once more"
+    # What is left of it (an array's other task) leaves the nodes first.
+    in_ns rlctl timeout 10 scancel "$job" 2> /dev/null || true
+    wait_until "job $job gone from the queue" 60 \
+      bash -c "[[ -z \$(ip netns exec '$tag-rlctl' squeue -h -j '$job' -o %i 2> /dev/null) ]]" || true
+    rc=0
+    submit_once "$@" || rc=$?
+  fi
   return "$rc"
 }
 
