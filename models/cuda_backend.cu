@@ -355,9 +355,7 @@ void CudaBackend::gather_rows(const Tensor& x, const std::vector<int64_t>& index
                     "gather_rows: one index per output row, rows of x's width");
   require_dtype(x), require_dtype(out);
   if (index.empty()) return;
-  const size_t bytes = index.size() * sizeof(int64_t);
-  void* d = scratch(m_gather_index, bytes);
-  RIDGELINE_CHECK(cudaMemcpyAsync(d, index.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  const void* d = upload_held(m_gather_index, index.data(), index.size() * sizeof(int64_t));
   cuda::gather_rows(x, static_cast<const int64_t*>(d), out, m_compute.get());
 }
 
@@ -369,9 +367,7 @@ void CudaBackend::scatter_rows(const Tensor& rows, const std::vector<int64_t>& i
   for (int64_t i : index)
     RIDGELINE_REQUIRE(i >= 0 && i < out.rows, "scatter_rows: an index outside out's rows");
   if (index.empty()) return;
-  const size_t bytes = index.size() * sizeof(int64_t);
-  void* d = scratch(m_gather_index, bytes);
-  RIDGELINE_CHECK(cudaMemcpyAsync(d, index.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  const void* d = upload_held(m_gather_index, index.data(), index.size() * sizeof(int64_t));
   cuda::scatter_rows(rows, static_cast<const int64_t*>(d), out, m_compute.get());
 }
 
@@ -383,10 +379,8 @@ void CudaBackend::rotary_rows(Tensor x, int64_t heads, int64_t head_dim,
   RIDGELINE_REQUIRE(!m_capturing, "rotary_rows: not inside a graph capture");
   require_dtype(x);
   if (positions.empty()) return;
-  const size_t bytes = positions.size() * sizeof(int64_t);
-  void* d = scratch(m_row_positions, bytes);
-  RIDGELINE_CHECK(
-      cudaMemcpyAsync(d, positions.data(), bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  const void* d =
+      upload_held(m_row_positions, positions.data(), positions.size() * sizeof(int64_t));
   cuda::rotary(x, heads, head_dim, 1, 0, theta, false, Launch(m_compute.get()),
                static_cast<const int64_t*>(d));
 }
@@ -493,6 +487,18 @@ float CudaBackend::bf16_bits_to_float(uint16_t v) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+const void* CudaBackend::upload_held(HeldUpload& held, const void* host, size_t bytes) {
+  RIDGELINE_REQUIRE(!m_capturing, "an index upload inside a graph capture");
+  const auto* from = static_cast<const unsigned char*>(host);
+  if (held.device.bytes() >= bytes && held.bytes.size() == bytes &&
+      std::equal(from, from + bytes, held.bytes.begin()))
+    return held.device.data();
+  void* d = scratch(held.device, bytes);
+  RIDGELINE_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, m_compute.get()));
+  held.bytes.assign(from, from + bytes);
+  return d;
 }
 
 void* CudaBackend::scratch(DeviceBuffer& buffer, size_t bytes) {

@@ -55,7 +55,8 @@ void CudaBackend::attention_decode_ragged(const AttentionShape& s,
   cuda::attention_fused_decode_ragged(
       s, contexts, q, k, v, out, m_sm_count,
       [this](size_t bytes) { return scratch(m_decode_scratch, bytes); },
-      [this](size_t bytes) { return scratch(m_ragged_work, bytes); }, m_compute.get());
+      [this](const void* host, size_t bytes) { return upload_held(m_ragged_work, host, bytes); },
+      m_compute.get());
 }
 
 void CudaBackend::attention_train(const AttentionShape& s, const Tensor& q, const Tensor& k,

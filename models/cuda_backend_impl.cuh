@@ -340,6 +340,17 @@ private:
   /// being recorded may already refer to it.
   void* scratch(DeviceBuffer& buffer, size_t bytes);
 
+  /// A device copy of host bytes that only upload_held() writes, and the bytes it holds.
+  struct HeldUpload {
+    DeviceBuffer device;
+    std::vector<unsigned char> bytes;
+  };
+  /// `bytes` host bytes in `held`'s device memory, copied on the compute lane (ahead of the
+  /// kernels that read them; a copy from pageable memory returns once its bytes are staged)
+  /// only where they are not what it already holds: a step's layers upload the same index
+  /// lists, and each copy from pageable memory costs the host its staging. Not inside a capture.
+  const void* upload_held(HeldUpload& held, const void* host, size_t bytes);
+
   // c = op(a) * op(b) (+ c when accumulating) for row-major operands, `batch` products at the
   // operands' strides. Row-major c[m, n] is column-major c^T[n, m] = op(b)^T op(a)^T, and a
   // row-major operand read column-major is its transpose: cuBLASLt's A is b and its B is a,
@@ -462,11 +473,11 @@ private:
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;
-  DeviceBuffer m_ragged_work;   ///< attention_decode_ragged()'s work list
+  HeldUpload m_ragged_work;     ///< attention_decode_ragged()'s work list
   DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
   DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)
-  DeviceBuffer m_gather_index;  ///< gather_rows' and scatter_rows' indices
-  DeviceBuffer m_row_positions; ///< rotary_rows' positions
+  HeldUpload m_gather_index;    ///< gather_rows' and scatter_rows' indices
+  HeldUpload m_row_positions;   ///< rotary_rows' positions
   DeviceBuffer m_scatter_plan;  ///< scatter_add_rows' sources, destinations, offsets, weights
   std::unique_ptr<CudnnAttention> m_cudnn;
   std::vector<DeviceBuffer> m_retired;

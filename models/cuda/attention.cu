@@ -173,12 +173,12 @@ void attention_fused(const AttentionShape& s, const Tensor& q, const Tensor& k, 
 void attention_fused_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
                                    const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& out, int sm_count, const ScratchFn& scratch,
-                                   const ScratchFn& work_scratch, cudaStream_t stream) {
+                                   const UploadFn& upload, cudaStream_t stream) {
   require_fused_layout({&q, &k, &v, &out}, s.batch * s.capacity);
   if (s.batch == 0 || s.heads == 0) return;
   dispatch_fused(q.dtype, s.head_dim, [&](auto tag, auto dim) {
     launch_decode_ragged<decltype(tag), decltype(dim)::value>(s, contexts, q, k, v, out, sm_count,
-                                                              scratch, work_scratch, stream);
+                                                              scratch, upload, stream);
   });
 }
 

@@ -27,13 +27,13 @@ template <typename T, int D>
 void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, int sm_count, const ScratchFn& scratch, Launch where);
 /// Decode of sequences of different contexts (Backend::attention_decode_ragged()) in one launch
-/// on `stream`: a work list of every sequence's context splits (uploaded by an asynchronous copy
-/// into `work_scratch`), then launch_decode_combine() where a sequence was split in more than
-/// one. Ordinary launches.
+/// on `stream`: a work list of every sequence's context splits (its device copy from `upload`,
+/// made for `stream`), then launch_decode_combine() where a sequence was split in more than one.
+/// Ordinary launches.
 template <typename T, int D>
 void launch_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          int sm_count, const ScratchFn& scratch, const ScratchFn& work_scratch,
+                          int sm_count, const ScratchFn& scratch, const UploadFn& upload,
                           cudaStream_t stream);
 /// Merges each (head, sequence)'s partials (unnormalised outputs [slots][D], max and sum
 /// [slots][2]) into `out`, an ordinary launch on `stream`. Every sequence has `splits` partials

@@ -414,63 +414,68 @@ void launch_decode(const AttentionShape& s, const Tensor& q, const Tensor& k, co
 template <typename T, int D>
 void launch_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& contexts,
                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          int sm_count, const ScratchFn& scratch, const ScratchFn& work_scratch,
+                          int sm_count, const ScratchFn& scratch, const UploadFn& upload,
                           cudaStream_t stream) {
   DecodeParams p = decode_params<D>(s, q, k, v, out);
   const int64_t units = s.kv_heads * p.head_chunks;
   RIDGELINE_REQUIRE(s.batch <= 65535 && units <= 65535,
                     "decode attention: batch and KV heads must each stay below 65536");
   const int64_t slots = static_cast<int64_t>(sm_count) * decode_ctas_per_sm<T, D>();
-  // The split search is host work of every sequence for every candidate: the last answer is
-  // kept per thread (a step's layers repeat its contexts).
+  // The split search and the work list are host work of every sequence: the last ones are
+  // kept per thread (a step's layers repeat its contexts), and `upload` copies a list only
+  // where it is not the one its device copy already holds.
   thread_local struct {
     std::vector<int64_t> contexts;
     int64_t units = -1, slots = -1, split_len = 0;
+    int entries = 0;
+    size_t work_bytes = 0;
+    std::vector<unsigned char> host; ///< the work list, then each sequence's first split
   } last;
   if (contexts != last.contexts || units != last.units || slots != last.slots) {
-    last.split_len = ragged_split_len(contexts, units, slots);
+    const int64_t len = ragged_split_len(contexts, units, slots);
+    // The work list, {sequence, split | splits << 16, context, first split}, the longest
+    // splits first (every split but a sequence's last is `len` keys long): the last CTAs to
+    // start are the short ones. Then each sequence's first split and the list's length, for
+    // the combine.
+    std::vector<int4> work;
+    std::vector<int> first_split(contexts.size() + 1);
+    int entries = 0;
+    for (size_t b = 0; b < contexts.size(); ++b) {
+      const int c = static_cast<int>(contexts[b]);
+      const int64_t n64 = (contexts[b] + len - 1) / len;
+      RIDGELINE_REQUIRE(entries + n64 <= 65535,
+                        "ragged decode attention: more than 65535 context splits");
+      const int n = static_cast<int>(n64);
+      first_split[b] = entries;
+      for (int i = 0; i < n; ++i)
+        work.push_back(
+            make_int4(static_cast<int>(b),
+                      static_cast<int>(static_cast<unsigned>(i) | (static_cast<unsigned>(n) << 16)),
+                      c, entries));
+      entries += n;
+    }
+    first_split[contexts.size()] = entries;
+    auto keys = [&](const int4& w) {
+      return std::min<int64_t>(len, w.z - static_cast<int64_t>(w.y & 0xffff) * len);
+    };
+    std::stable_sort(work.begin(), work.end(),
+                     [&](const int4& a, const int4& b) { return keys(a) > keys(b); });
+    last.work_bytes = work.size() * sizeof(int4);
+    last.host.resize(last.work_bytes + first_split.size() * sizeof(int));
+    std::memcpy(last.host.data(), work.data(), last.work_bytes);
+    std::memcpy(last.host.data() + last.work_bytes, first_split.data(),
+                first_split.size() * sizeof(int));
+    last.split_len = len;
+    last.entries = entries;
     last.contexts = contexts;
     last.units = units;
     last.slots = slots;
   }
-  const int64_t len = last.split_len;
-  p.split_len = static_cast<int>(len);
-
-  // The work list, {sequence, split | splits << 16, context, first split}, the longest splits
-  // first (every split but a sequence's last is `len` keys long): the last CTAs to start are
-  // the short ones. Then each sequence's first split and the list's length, for the combine.
-  std::vector<int4> work;
-  std::vector<int> first_split(contexts.size() + 1);
-  int entries = 0;
-  for (size_t b = 0; b < contexts.size(); ++b) {
-    const int c = static_cast<int>(contexts[b]);
-    const int64_t n64 = (contexts[b] + len - 1) / len;
-    RIDGELINE_REQUIRE(entries + n64 <= 65535,
-                      "ragged decode attention: more than 65535 context splits");
-    const int n = static_cast<int>(n64);
-    first_split[b] = entries;
-    for (int i = 0; i < n; ++i)
-      work.push_back(
-          make_int4(static_cast<int>(b),
-                    static_cast<int>(static_cast<unsigned>(i) | (static_cast<unsigned>(n) << 16)),
-                    c, entries));
-    entries += n;
-  }
-  first_split[contexts.size()] = entries;
-  auto keys = [&](const int4& w) {
-    return std::min<int64_t>(len, w.z - static_cast<int64_t>(w.y & 0xffff) * len);
-  };
-  std::stable_sort(work.begin(), work.end(),
-                   [&](const int4& a, const int4& b) { return keys(a) > keys(b); });
-  const size_t work_bytes = work.size() * sizeof(int4);
-  const size_t bytes = work_bytes + first_split.size() * sizeof(int);
-  std::vector<unsigned char> host(bytes);
-  std::memcpy(host.data(), work.data(), work_bytes);
-  std::memcpy(host.data() + work_bytes, first_split.data(), first_split.size() * sizeof(int));
-  unsigned char* dev = static_cast<unsigned char*>(work_scratch(bytes));
-  RIDGELINE_CHECK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, stream));
+  p.split_len = static_cast<int>(last.split_len);
+  const int entries = last.entries;
+  const auto* dev = static_cast<const unsigned char*>(upload(last.host.data(), last.host.size()));
   p.work = reinterpret_cast<const int4*>(dev);
-  const int* first_split_dev = reinterpret_cast<const int*>(dev + work_bytes);
+  const int* first_split_dev = reinterpret_cast<const int*>(dev + last.work_bytes);
 
   const bool split = entries > static_cast<int>(contexts.size());
   if (split) {
@@ -491,21 +496,21 @@ void launch_decode_ragged(const AttentionShape& s, const std::vector<int64_t>& c
 template void launch_decode_ragged<__nv_bfloat16, 64>(const AttentionShape&,
                                                       const std::vector<int64_t>&, const Tensor&,
                                                       const Tensor&, const Tensor&, const Tensor&,
-                                                      int, const ScratchFn&, const ScratchFn&,
+                                                      int, const ScratchFn&, const UploadFn&,
                                                       cudaStream_t);
 template void launch_decode_ragged<__nv_bfloat16, 128>(const AttentionShape&,
                                                        const std::vector<int64_t>&, const Tensor&,
                                                        const Tensor&, const Tensor&, const Tensor&,
-                                                       int, const ScratchFn&, const ScratchFn&,
+                                                       int, const ScratchFn&, const UploadFn&,
                                                        cudaStream_t);
 template void launch_decode_ragged<__half, 64>(const AttentionShape&, const std::vector<int64_t>&,
                                                const Tensor&, const Tensor&, const Tensor&,
                                                const Tensor&, int, const ScratchFn&,
-                                               const ScratchFn&, cudaStream_t);
+                                               const UploadFn&, cudaStream_t);
 template void launch_decode_ragged<__half, 128>(const AttentionShape&, const std::vector<int64_t>&,
                                                 const Tensor&, const Tensor&, const Tensor&,
                                                 const Tensor&, int, const ScratchFn&,
-                                                const ScratchFn&, cudaStream_t);
+                                                const UploadFn&, cudaStream_t);
 
 template void launch_decode<__nv_bfloat16, 64>(const AttentionShape&, const Tensor&, const Tensor&,
                                                const Tensor&, const Tensor&, int, const ScratchFn&,

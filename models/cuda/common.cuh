@@ -59,6 +59,9 @@ private:
 
 /// Returns device scratch memory of at least the given bytes, valid until the next call.
 using ScratchFn = std::function<void*(size_t)>;
+/// Returns a device copy of `bytes` host bytes, ordered before the kernels launched after it on
+/// the stream it was made for, valid until the next call.
+using UploadFn = std::function<const void*(const void* host, size_t bytes)>;
 
 template <typename T> __device__ __forceinline__ float to_float(T v);
 template <> __device__ __forceinline__ float to_float(__nv_bfloat16 v) {
@@ -234,13 +237,13 @@ void attention_fused(const AttentionShape& shape, const Tensor& q, const Tensor&
                      float* lse = nullptr);
 /// Fused decode attention of sequences of different contexts (Backend::attention_decode_ragged())
 /// in one launch of the decode split kernel over a work list of every sequence's context splits
-/// (uploaded into `work_scratch` by an asynchronous copy from host memory), then the combine
-/// where a sequence was split. Ordinary launches on `s`.
+/// (its device copy from `upload`, made for `s`), then the combine where a sequence was split.
+/// Ordinary launches on `s`.
 void attention_fused_decode_ragged(const AttentionShape& shape,
                                    const std::vector<int64_t>& contexts, const Tensor& q,
                                    const Tensor& k, const Tensor& v, const Tensor& out,
-                                   int sm_count, const ScratchFn& scratch,
-                                   const ScratchFn& work_scratch, cudaStream_t s);
+                                   int sm_count, const ScratchFn& scratch, const UploadFn& upload,
+                                   cudaStream_t s);
 /// Fused attention backward (prefill shapes): FlashAttention-2 style on tensor cores, one CTA per
 /// (sequence, KV head, 64-key block) looping over the group's query heads and query blocks,
 /// P recomputed from `lse`; dK, dV summed in registers, dQ in an fp32 scratch by atomics.
