@@ -49,7 +49,10 @@ int mark_gpu_outliers(std::vector<GpuRoof>& gpus, const GpuReference* reference,
       {"read", "GB/s", [](const GpuRoof& g) { return g.read_gbps; }, ref.read_gbps, false},
       {"launch", "ns", [](const GpuRoof& g) { return g.launch_ns; }, ref.launch_ns, true},
       // A node's link against the other nodes' (no reference: it depends on the transport).
-      {"node link", "GB/s", [](const GpuRoof& g) { return g.node_busbw_gbps; }, 0, false, true}};
+      {"node link", "GB/s", [](const GpuRoof& g) { return g.node_busbw_gbps; }, 0, false, true},
+      // Each rank's best exchange with another node: a slow node's ranks are slow with every
+      // partner, the others fast with at least one (two nodes cannot tell theirs apart).
+      {"inter-node link", "GB/s", [](const GpuRoof& g) { return g.inter_node_gbps; }, 0, false}};
   auto text = [](const Figure& f, double value, double against, const std::string& what) {
     char line[160];
     std::snprintf(line, sizeof(line), "%s %.4g %s is %+.0f %% against %s %.4g", f.name, value,

@@ -86,6 +86,10 @@ struct GpuRoof {
   /// Its node's link: the bus bandwidth of the group of every rank of its node (all nodes at
   /// once) in the first measured collective at the largest size; 0 with one rank on the node.
   double node_busbw_gbps = 0;
+  /// Its link to other nodes: the best bandwidth it reached in a sendrecv with the same-placed
+  /// rank of another node, the nodes paired round by round (every pair once, the pairs of a
+  /// round at once); 0 on a single node.
+  double inter_node_gbps = 0;
 };
 
 /// What one GPU of a model is expected to reach, from a hardware description (its data-sheet

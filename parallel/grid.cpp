@@ -129,6 +129,25 @@ std::vector<GroupLayout> roof_layouts(const NodeMap& nodes) {
   return out;
 }
 
+std::vector<std::vector<std::pair<int, int>>> node_pair_rounds(int nodes) {
+  if (nodes < 2) return {};
+  const int m = nodes + nodes % 2;
+  std::vector<int> ring(static_cast<size_t>(m));
+  for (int i = 0; i < m; ++i)
+    ring[static_cast<size_t>(i)] = i;
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  for (int r = 0; r + 1 < m; ++r) {
+    std::vector<std::pair<int, int>> pairs;
+    for (int k = 0; k < m / 2; ++k) {
+      const int a = ring[static_cast<size_t>(k)], b = ring[static_cast<size_t>(m - 1 - k)];
+      if (a < nodes && b < nodes) pairs.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    rounds.push_back(pairs);
+    std::rotate(ring.begin() + 1, ring.end() - 1, ring.end()); // node 0 stays, the rest turn
+  }
+  return rounds;
+}
+
 ProcessGrid::ProcessGrid(MPI_Comm world, int tp, int pp, int dp)
     : m_tp(tp), m_pp(pp), m_dp(dp), m_world(world) {
   int rank = 0, size = 0;

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/roofs.hpp"
@@ -66,6 +67,11 @@ struct GroupLayout {
 /// with nodes of different sizes, hier over every rank. g and h: the powers of two from 2 that
 /// divide the count, and the count itself.
 std::vector<GroupLayout> roof_layouts(const NodeMap& nodes);
+
+/// The rounds of a round robin over `nodes` nodes (the circle method; an odd count gives each
+/// node one round without a partner): every pair (a < b) meets in exactly one round, each node in
+/// at most one pair a round; nodes - 1 rounds (nodes for an odd count), none for one node.
+std::vector<std::vector<std::pair<int, int>>> node_pair_rounds(int nodes);
 
 /// Owns the TP, PP and DP sub-communicators of this rank. Every rank of `world` constructs it.
 class ProcessGrid {

@@ -8,10 +8,11 @@
 # job is checked: exit code, files in the submit directory, `ridgeline validate`, TP groups
 # inside a node and PP stages on the file's three nodes, a sweep as a job array joined by
 # `ridgeline report` and the Python join, roofs (rows within a node, one rank per node and over
-# all three nodes' ranks) and collectives across nodes, and a layout that cannot be placed refused
-# once with exit 2. One fault: the ranks of the third node are killed (SIGKILL) while a run is
-# under way; the job must end non-zero within the run's --timeout and a margin, name the node
-# in its log, and leave no file that validates as complete.
+# all three nodes' ranks) and collectives across nodes, a layout that cannot be placed refused
+# once with exit 2, and a node whose link is slowed (tc) named by roofs. One fault: the ranks of
+# the third node are killed (SIGKILL) while a run is under way; the job must end non-zero within
+# the run's --timeout and a margin, name the node in its log, and leave no file that validates
+# as complete.
 # Open MPI's TCP paths are held to the namespaces' subnet by variables of the jobs, never by
 # global settings. Every wait is bounded (RIDGELINE_SLURM_CI_BUDGET_S in all, default 900 s)
 # and everything is torn down on exit.
@@ -383,7 +384,41 @@ export RIDGELINE_ARGS="--max-bytes 64K --iters 2 --warmup 1"
 submit collectives "$repo/slurm/collectives.sbatch" || fail "the collectives job failed"
 check_file "$submit_dir/ridgeline-collectives-$job.h5" collectives
 
-# 5. A fault: a long run over the three nodes (TP 2 in each x DP 3, mpirun) whose two ranks on
+# 5. A slow link: the third node's veth pair slowed to 10 Mbit/s each way (a token bucket), roofs
+#    (mpirun, sendrecv only) must name the third node's ranks, and only them, for their link to
+#    the other nodes (each rank's fastest exchange with its best partner node; the limit 80 %, far
+#    beyond the healthy ranks' spread on two shared cores, far within the slowed link's drop).
+slow_link() { # slow_link add|del: the token bucket on both ends of rlnode3's veth pair
+  local qdisc=(root tbf rate 10mbit burst 16kb latency 400ms)
+  [[ $1 == add ]] || qdisc=(root)
+  ip netns exec "$tag-rlnode3" tc qdisc "$1" dev eth0 "${qdisc[@]}" &&
+    ip netns exec "$hub" tc qdisc "$1" dev "v3-$tag" "${qdisc[@]}"
+}
+if ! command -v tc > /dev/null || ! slow_link add; then
+  # A kernel without the token bucket (sch_tbf) cannot slow a link: said, not hidden.
+  slow_link del 2> /dev/null || true
+  log "slow-link: SKIPPED: tc could not put a token bucket on rlnode3's veth pair here"
+else
+  export RIDGELINE_ARGS="--quick --collectives sendrecv --outlier-pct 80"
+  slow_rc=0
+  submit slow-link "$repo/slurm/roofs.sbatch" || slow_rc=$?
+  slow_link del || fail "could not restore rlnode3's link"
+  (( slow_rc == 0 )) || fail "the roofs job over the slowed link failed"
+  bounded 60 python3 - "$submit_dir/ridgeline-roofs-$job.h5" <<'PY' || fail "the slowed link of rlnode3 was not named"
+import sys
+import h5py
+text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
+with h5py.File(sys.argv[1], "r") as f:
+    gpus = f["roofs/gpus"][()]
+for g in gpus:
+    node, link, why = text(g["node"]), float(g["inter_node_gbps"]), text(g["outlier"])
+    print(f"rank {int(g['rank'])} {node}: inter-node link {link:.4f} GB/s, {why or '-'}")
+    assert link > 0, f"rank {int(g['rank'])} measured no inter-node link"
+    assert ("inter-node link" in why) == (node == "rlnode3"), (node, why)
+PY
+fi
+
+# 6. A fault: a long run over the three nodes (TP 2 in each x DP 3, mpirun) whose two ranks on
 #    the third node are killed (SIGKILL, inside that node's namespace) once the run is under way.
 #    The job must end within the run's --timeout and a margin, non-zero, name the third node in
 #    its log, leave no file that validates as complete and no rank running on any node.

@@ -51,10 +51,14 @@ void best_over_ranks(MPI_Comm comm, double& best_ns, double& p50_ns) {
 
 // Each rank's own figures, gathered to rank 0 (every rank calls; the others get none): `own_ns`
 // holds this rank's best time of every GEMM, memory and launch row of `roofs`, in their order;
-// `node_busbw_gbps` its node group's bus bandwidth (measure_interconnect).
+// `node_busbw_gbps` its node group's bus bandwidth (measure_interconnect), `inter_node_gbps`
+// its best exchange with another node (measure_node_pairs).
 std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
-                                      const std::vector<double>& own_ns, double node_busbw_gbps) {
-  double mine[5] = {0, 0, 0, static_cast<double>(job.device()), node_busbw_gbps};
+                                      const std::vector<double>& own_ns, double node_busbw_gbps,
+                                      double inter_node_gbps) {
+  constexpr int kFigures = 6;
+  double mine[kFigures] = {
+      0, 0, 0, static_cast<double>(job.device()), node_busbw_gbps, inter_node_gbps};
   size_t row = 0;
   for (const GemmRoof& g : roofs.gemm) {
     const double ns = own_ns[row++];
@@ -73,15 +77,76 @@ std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
     if (l.kind == "eager") mine[2] = ns;
   }
   const MpiSession& mpi = job.mpi();
-  std::vector<double> all(mpi.rank() == 0 ? 5 * static_cast<size_t>(mpi.size()) : 0);
-  RIDGELINE_CHECK(MPI_Gather(mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, mpi.world()));
+  std::vector<double> all(mpi.rank() == 0 ? kFigures * static_cast<size_t>(mpi.size()) : 0);
+  RIDGELINE_CHECK(
+      MPI_Gather(mine, kFigures, MPI_DOUBLE, all.data(), kFigures, MPI_DOUBLE, 0, mpi.world()));
   std::vector<GpuRoof> gpus;
   for (int r = 0; r < (mpi.rank() == 0 ? mpi.size() : 0); ++r) {
-    const double* f = &all[5 * static_cast<size_t>(r)];
+    const double* f = &all[kFigures * static_cast<size_t>(r)];
     gpus.push_back({r, mpi.hosts()[static_cast<size_t>(r)], static_cast<int64_t>(f[3]), f[0], f[1],
-                    f[2], "", f[4]});
+                    f[2], "", f[4], f[5]});
   }
   return gpus;
+}
+
+// Inter-node links, node by node: round by round, the i-th rank of each node of a pair
+// exchanges `plan.interconnect_max_bytes` with the i-th rank of the other (sendrecv; the pairs
+// of a round and their ranks at once, as a job's cross-node traffic runs); a rank without a
+// partner that round runs alone and keeps nothing. A pair's figure is its fastest call (the
+// link, not a busy host's stalls); returns this rank's best over its partners (0 on a single
+// node). Every rank calls.
+double measure_node_pairs(JobContext& job, const RoofsPlan& plan, Backend& backend,
+                          Watchdog& watchdog) {
+  const NodeMap nodes = map_nodes(job.mpi().hosts());
+  if (nodes.nodes < 2) return 0;
+  const MPI_Comm world = job.mpi().world();
+  const int rank = job.mpi().rank(), size = job.mpi().size();
+  // Each rank's place among its node's ranks, and the ranks of each node in order.
+  std::vector<std::vector<int>> members(static_cast<size_t>(nodes.nodes));
+  for (int r = 0; r < size; ++r)
+    members[static_cast<size_t>(nodes.node_of_rank[static_cast<size_t>(r)])].push_back(r);
+  const int node = nodes.node_of_rank[static_cast<size_t>(rank)];
+  const auto& mine = members[static_cast<size_t>(node)];
+  const int place = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  const CollectiveSpec* spec = find_collective("sendrecv");
+  RIDGELINE_REQUIRE(spec != nullptr, "the sendrecv collective is not registered");
+  SweepOptions sweep;
+  sweep.sizes = {plan.interconnect_max_bytes};
+  sweep.dtype = backend.dtype();
+  sweep.warmup = 3;
+  sweep.iters = std::max(plan.interconnect_iters, 10);
+  sweep.timeout_s = plan.timeout_s;
+  double best = 0;
+  for (const auto& pairs : node_pair_rounds(nodes.nodes)) {
+    // A paired rank's group: its pair and place; everyone else alone (colors past the pairs').
+    int color = static_cast<int>(pairs.size()) * size + rank;
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const int other = pairs[k].first == node    ? pairs[k].second
+                        : pairs[k].second == node ? pairs[k].first
+                                                  : -1;
+      if (other >= 0 && place < static_cast<int>(members[static_cast<size_t>(other)].size()))
+        color = static_cast<int>(k) * size + place;
+    }
+    GroupComm group(world, color, rank);
+    int group_size = 0;
+    RIDGELINE_CHECK(MPI_Comm_size(group.get(), &group_size));
+    NcclOptions nccl;
+    nccl.timeout_s = whole_seconds(plan.timeout_s);
+    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
+    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
+    const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
+    int64_t wrong = 0;
+    for (const SizeRow& row : r.rows)
+      wrong += row.wrong;
+    if (wrong > 0)
+      throw Error("inter-node links: sendrecv between nodes returned " + std::to_string(wrong) +
+                  " wrong elements");
+    if (group_size == 2 && !r.rows.empty())
+      best =
+          std::max(best, busbw_gbps(*spec, 2, static_cast<double>(r.rows.back().shape.size_bytes),
+                                    r.rows.back().time_ns.min));
+  }
+  return best;
 }
 
 // Windows of each measured row on the sampler's clock, resolved once sampling stops.
@@ -279,7 +344,11 @@ Roofs measure_roofs(JobContext& job, const RoofsPlan& plan, Watchdog& watchdog) 
   }
 
   const double node_busbw_gbps = measure_interconnect(job, plan, backend, watchdog, roofs);
-  if (plan.per_gpu) roofs.gpus = gather_gpu_roofs(job, roofs, own_ns, node_busbw_gbps);
+  if (plan.per_gpu) {
+    watchdog.rearm("measuring each node's links to the other nodes");
+    const double inter_node_gbps = measure_node_pairs(job, plan, backend, watchdog);
+    roofs.gpus = gather_gpu_roofs(job, roofs, own_ns, node_busbw_gbps, inter_node_gbps);
+  }
   const std::vector<GpuSample> samples = w.sampler ? w.sampler->stop() : std::vector<GpuSample>{};
   size_t span = 0;
   for (GemmRoof& g : roofs.gemm)
@@ -518,13 +587,14 @@ void print_gpu_roofs(std::ostream& out, const std::vector<GpuRoof>& gpus,
   out << "\nper GPU (each rank's own probes, run at once; outliers beyond " << pct
       << " % of the median of every GPU" << (reference ? " or of " + reference->name : "")
       << "):\n";
-  std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12s %12s %11s %14s  %s\n", "rank", "node",
-                "device", "GEMM TFLOP/s", "read GB/s", "launch ns", "node link GB/s", "stands out");
+  std::snprintf(line, sizeof(line), "%5s  %-20s %6s %12s %12s %11s %14s %15s  %s\n", "rank", "node",
+                "device", "GEMM TFLOP/s", "read GB/s", "launch ns", "node link GB/s",
+                "inter-node GB/s", "stands out");
   out << line;
   for (const GpuRoof& g : gpus) {
-    std::snprintf(line, sizeof(line), "%5lld  %-20s %6lld %12.2f %12.1f %11.0f %14.2f  ",
+    std::snprintf(line, sizeof(line), "%5lld  %-20s %6lld %12.2f %12.1f %11.0f %14.2f %15.2f  ",
                   static_cast<long long>(g.rank), g.node.c_str(), static_cast<long long>(g.device),
-                  g.gemm_tflops, g.read_gbps, g.launch_ns, g.node_busbw_gbps);
+                  g.gemm_tflops, g.read_gbps, g.launch_ns, g.node_busbw_gbps, g.inter_node_gbps);
     out << line << (g.outlier.empty() ? "-" : g.outlier) << "\n";
   }
   if (reference != nullptr) {

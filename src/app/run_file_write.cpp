@@ -337,12 +337,12 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
   if (!roofs.gpus.empty()) {
     std::vector<int64_t> rank, device;
     std::vector<std::string> node, outlier;
-    std::vector<double> tflops, read, launch_ns, node_link;
+    std::vector<double> tflops, read, launch_ns, node_link, inter_node;
     for (const GpuRoof& g : roofs.gpus) {
       rank.push_back(g.rank), node.push_back(g.node), device.push_back(g.device);
       tflops.push_back(g.gemm_tflops), read.push_back(g.read_gbps),
           launch_ns.push_back(g.launch_ns), outlier.push_back(g.outlier);
-      node_link.push_back(g.node_busbw_gbps);
+      node_link.push_back(g.node_busbw_gbps), inter_node.push_back(g.inter_node_gbps);
     }
     data.tables.push_back(
         {"/roofs/gpus",
@@ -353,6 +353,7 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
           {"read_gbps", read},
           {"launch_ns", launch_ns},
           {"node_busbw_gbps", node_link},
+          {"inter_node_gbps", inter_node},
           {"outlier", outlier}},
          {{"method", std::string("each rank's own best of the probes every rank ran at once, "
                                  "before the best over ranks that the roofs keep")}}});

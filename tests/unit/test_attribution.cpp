@@ -264,5 +264,23 @@ TEST(GpuOutliers, TheNodeLinkIsHeldAgainstTheMedianOfTheNodes) {
   EXPECT_EQ(mark_gpu_outliers(two, nullptr, 10), 0);
 }
 
+// The inter-node link is each rank's best exchange with another node: the ranks of a node that
+// is slow with every partner stand out against the median of every rank; a rank that never met
+// another node (0) is not compared.
+TEST(GpuOutliers, ANodeSlowWithEveryPartnerIsNamed) {
+  auto gpu = [](int64_t rank, const std::string& node, double inter) {
+    GpuRoof g{rank, node, 0, 800, 4400, 4300, ""};
+    g.inter_node_gbps = inter;
+    return g;
+  };
+  std::vector<GpuRoof> gpus = {gpu(0, "a", 48), gpu(1, "a", 50), gpu(2, "b", 50),
+                               gpu(3, "b", 49), gpu(4, "c", 6),  gpu(5, "c", 6.2)};
+  EXPECT_EQ(mark_gpu_outliers(gpus, nullptr, 10), 2);
+  EXPECT_EQ(gpus[4].outlier, "inter-node link 6 GB/s is -88 % against the median 48.5");
+  EXPECT_EQ(gpus[0].outlier, "");
+  std::vector<GpuRoof> single = {gpu(0, "a", 0), gpu(1, "a", 0), gpu(2, "a", 0)};
+  EXPECT_EQ(mark_gpu_outliers(single, nullptr, 10), 0);
+}
+
 } // namespace
 } // namespace ridgeline

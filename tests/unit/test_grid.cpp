@@ -221,5 +221,27 @@ TEST(Scopes, RoofLayoutsCoverEveryScopeTheNodesAllow) {
     expect_groups(rr, g);
 }
 
+// The inter-node pairing: every pair of nodes once, no node twice in a round, as few rounds as
+// the circle method gives (an odd count: one round off for each node).
+TEST(NodePairRounds, EveryPairOnceNoNodeTwiceARound) {
+  EXPECT_TRUE(node_pair_rounds(1).empty());
+  EXPECT_EQ(node_pair_rounds(2), (std::vector<std::vector<std::pair<int, int>>>{{{0, 1}}}));
+  for (int n : {3, 4, 5, 8, 13}) {
+    const auto rounds = node_pair_rounds(n);
+    EXPECT_EQ(static_cast<int>(rounds.size()), n % 2 ? n : n - 1) << n;
+    std::set<std::pair<int, int>> met;
+    for (const auto& pairs : rounds) {
+      std::set<int> busy;
+      EXPECT_EQ(static_cast<int>(pairs.size()), n / 2) << n;
+      for (const auto& [a, b] : pairs) {
+        EXPECT_TRUE(0 <= a && a < b && b < n) << n;
+        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << n;
+        EXPECT_TRUE(met.insert({a, b}).second) << n << ": " << a << "-" << b << " twice";
+      }
+    }
+    EXPECT_EQ(static_cast<int>(met.size()), n * (n - 1) / 2) << n;
+  }
+}
+
 } // namespace
 } // namespace ridgeline
