@@ -495,6 +495,7 @@ const void* CudaBackend::upload_held(HeldUpload& held, const void* host, size_t 
   if (held.device.bytes() >= bytes && held.bytes.size() == bytes &&
       std::equal(from, from + bytes, held.bytes.begin()))
     return held.device.data();
+  held.bytes.clear(); // until the copy below is issued, the device holds nothing known
   void* d = scratch(held.device, bytes);
   RIDGELINE_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, m_compute.get()));
   held.bytes.assign(from, from + bytes);

@@ -88,7 +88,7 @@ struct GpuRoof {
   double node_busbw_gbps = 0;
   /// Its link to other nodes: the best bandwidth it reached in a sendrecv with the same-placed
   /// rank of another node, the nodes paired round by round (every pair once, the pairs of a
-  /// round at once); 0 on a single node.
+  /// round at once); 0 on a single node, or where no other node has a rank at its place.
   double inter_node_gbps = 0;
 };
 

@@ -223,7 +223,7 @@ def _summary(f: h5py.File, base: str, found: List[str]) -> None:
 
 def _close(a: float, b: float, rel: float, abs_: float) -> bool:
     """Whether `a` and `b` agree within `rel` of the larger or `abs_`, whichever is more (NaN
-    never; close_to() in src/app/run_file_validate_results.cpp)."""
+    never; close_to() in src/app/run_file_validate_serving.cpp)."""
     return bool(abs(a - b) <= max(abs_, rel * max(abs(a), abs(b))))
 
 
@@ -508,9 +508,11 @@ def _serving_check(steps: np.ndarray, steps_path: str, attrs: Dict[str, Any], gr
     if compared and missing > 0:
         found.append(f"{steps_path}: check_rel_error is NaN in {missing} step(s) but /serving "
                      f"check compared every step")
-    if compared and missing == 0 and errors.size and worst is not None and np.isfinite(worst):
+    if compared and missing == 0 and errors.size and worst is not None:
         largest = float(errors.max())
-        if not _close(largest, worst, 1e-9, 0):
+        # An infinite error (an output that is not finite) only matches an infinite largest one.
+        if (np.isfinite(largest) != np.isfinite(worst)
+                or (np.isfinite(worst) and not _close(largest, worst, 1e-9, 0))):
             found.append(f"{steps_path}: the largest check_rel_error is {_number(largest)} but "
                          f"{group} check_max_rel_error is {_number(worst)}")
 

@@ -264,6 +264,9 @@ DAMAGES = [
     ("check_largest", lambda a, s, r: _set(s, "check_rel_error", 2, 4e-7),
      "/serving/steps: the largest check_rel_error is 4e-07 but /serving check_max_rel_error is "
      "3e-07"),
+    ("check_infinite", lambda a, s, r: _set(s, "check_rel_error", 2, np.inf),
+     "/serving/steps: the largest check_rel_error is inf but /serving check_max_rel_error is "
+     "3e-07"),
     ("check_skipped_with_errors",
      lambda a, s, r: a.update(check="skipped: --check off", check_steps=np.int64(0)),
      "/serving/steps: check_rel_error holds 4 compared step(s) but /serving check is skipped"),

@@ -425,17 +425,24 @@ std::shared_ptr<TraceRunResult> run_trace(JobContext& job, const PointSpec& poin
   OpTable ref_ops;
   std::unique_ptr<TpStage> ref;
   std::string failure;
+  watchdog.rearm("building the TP=1 model the trace's steps are checked against");
   if (holder) {
-    watchdog.rearm("building the TP=1 model the trace's steps are checked against");
+    // Built and run once at its capacity, the largest step, so that what its steps allocate
+    // (the attention's and the libraries' scratch at TP=1) is allocated here, where every rank
+    // agrees on a failure, and not inside the checked steps.
     try {
       ref = tp1_stage(backend, spec, point.model.layers, nullptr, ref_ops);
+      ref->fill_input(0);
+      Recorder silent(backend.clock(), ref_ops);
+      silent.set_enabled(false);
+      ref->forward(silent);
       backend.synchronize();
     } catch (const Error& e) {
       failure = e.what();
     }
   }
   if (!all_ranks_true(world, failure.empty())) {
-    c.status = "skipped: the TP=1 model does not fit beside the stage" +
+    c.status = "skipped: the TP=1 model could not be built and run beside the stage" +
                (failure.empty() ? std::string() : " (" + failure + ")");
     return run;
   }

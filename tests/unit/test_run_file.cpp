@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1016,6 +1017,11 @@ TEST_F(RunFileTest, ValidationChecksATraceRun) {
        "step"},
       {[](ServingParts& p) { cell<double>(p.steps, "check_rel_error", 2) = 4e-7; },
        "/serving/steps: the largest check_rel_error is 4e-07 but /serving check_max_rel_error is "
+       "3e-07"},
+      {[](ServingParts& p) {
+         cell<double>(p.steps, "check_rel_error", 2) = std::numeric_limits<double>::infinity();
+       },
+       "/serving/steps: the largest check_rel_error is inf but /serving check_max_rel_error is "
        "3e-07"},
       {[](ServingParts& p) {
          set_attr(p.attrs, "check", std::string("skipped: --check off"));
