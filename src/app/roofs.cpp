@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "app/command_support.hpp"
 #include "app/commands.hpp"
@@ -89,6 +90,47 @@ std::vector<GpuRoof> gather_gpu_roofs(JobContext& job, const Roofs& roofs,
   return gpus;
 }
 
+// The interconnect sweeps' options: `sizes` bytes, `iters` timed calls each after 3 warm-up
+// calls, in the backend's type, under the plan's timeout.
+SweepOptions roof_sweep(const RoofsPlan& plan, DType dtype, std::vector<size_t> sizes, int iters) {
+  SweepOptions sweep;
+  sweep.sizes = std::move(sizes);
+  sweep.dtype = dtype;
+  sweep.warmup = 3;
+  sweep.iters = iters;
+  sweep.timeout_s = plan.timeout_s;
+  return sweep;
+}
+
+// This rank's group of one layout (every rank of the job builds its own at once, its group by
+// `color`): the group, its communicator and the bench's buffers.
+struct RoofGroup {
+  RoofGroup(JobContext& job, const RoofsPlan& plan, Backend& backend, int color)
+      : group(job.mpi().world(), color, job.mpi().rank()),
+        comm(job.make_communicator(group.get(), nccl_options(plan))),
+        bench(backend, *comm, group.get(), job.mpi().world(), plan.interconnect_max_bytes) {}
+  // `spec` swept; an element that came back wrong on any rank throws Error on every rank
+  // (the count is over the world), naming `what`.
+  CollectiveResult sweep(const CollectiveSpec& spec, const SweepOptions& options,
+                         Watchdog& watchdog, const std::string& what) {
+    const CollectiveResult r = bench.sweep(spec, options, watchdog);
+    int64_t wrong = 0;
+    for (const SizeRow& row : r.rows)
+      wrong += row.wrong;
+    if (wrong > 0) throw Error(what + " returned " + std::to_string(wrong) + " wrong elements");
+    return r;
+  }
+  static NcclOptions nccl_options(const RoofsPlan& plan) {
+    NcclOptions nccl;
+    nccl.timeout_s = whole_seconds(plan.timeout_s);
+    return nccl;
+  }
+
+  GroupComm group;
+  std::unique_ptr<Communicator> comm;
+  CollectiveBench bench;
+};
+
 // Inter-node links, node by node: round by round, the i-th rank of each node of a pair
 // exchanges `plan.interconnect_max_bytes` with the i-th rank of the other (sendrecv; the pairs
 // of a round and their ranks at once, as a job's cross-node traffic runs); a rank without a
@@ -99,7 +141,6 @@ double measure_node_pairs(JobContext& job, const RoofsPlan& plan, Backend& backe
                           Watchdog& watchdog) {
   const NodeMap nodes = map_nodes(job.mpi().hosts());
   if (nodes.nodes < 2) return 0;
-  const MPI_Comm world = job.mpi().world();
   const int rank = job.mpi().rank(), size = job.mpi().size();
   // Each rank's place among its node's ranks, and the ranks of each node in order.
   std::vector<std::vector<int>> members(static_cast<size_t>(nodes.nodes));
@@ -110,12 +151,8 @@ double measure_node_pairs(JobContext& job, const RoofsPlan& plan, Backend& backe
   const int place = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
   const CollectiveSpec* spec = find_collective("sendrecv");
   RIDGELINE_REQUIRE(spec != nullptr, "the sendrecv collective is not registered");
-  SweepOptions sweep;
-  sweep.sizes = {plan.interconnect_max_bytes};
-  sweep.dtype = backend.dtype();
-  sweep.warmup = 3;
-  sweep.iters = std::max(plan.interconnect_iters, 10);
-  sweep.timeout_s = plan.timeout_s;
+  const SweepOptions sweep = roof_sweep(plan, backend.dtype(), {plan.interconnect_max_bytes},
+                                        std::max(plan.interconnect_iters, 10));
   double best = 0;
   for (const auto& pairs : node_pair_rounds(nodes.nodes)) {
     // A paired rank's group: its pair and place; everyone else alone (colors past the pairs').
@@ -127,20 +164,11 @@ double measure_node_pairs(JobContext& job, const RoofsPlan& plan, Backend& backe
       if (other >= 0 && place < static_cast<int>(members[static_cast<size_t>(other)].size()))
         color = static_cast<int>(k) * size + place;
     }
-    GroupComm group(world, color, rank);
+    RoofGroup g(job, plan, backend, color);
     int group_size = 0;
-    RIDGELINE_CHECK(MPI_Comm_size(group.get(), &group_size));
-    NcclOptions nccl;
-    nccl.timeout_s = whole_seconds(plan.timeout_s);
-    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
-    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
-    const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
-    int64_t wrong = 0;
-    for (const SizeRow& row : r.rows)
-      wrong += row.wrong;
-    if (wrong > 0)
-      throw Error("inter-node links: sendrecv between nodes returned " + std::to_string(wrong) +
-                  " wrong elements");
+    RIDGELINE_CHECK(MPI_Comm_size(g.group.get(), &group_size));
+    const CollectiveResult r =
+        g.sweep(*spec, sweep, watchdog, "inter-node links: sendrecv between nodes");
     if (group_size == 2 && !r.rows.empty())
       best =
           std::max(best, busbw_gbps(*spec, 2, static_cast<double>(r.rows.back().shape.size_bytes),
@@ -165,24 +193,18 @@ double measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& bac
                             Watchdog& watchdog, Roofs& roofs) {
   double node_busbw_gbps = 0;
   int node_group = 0;
-  MPI_Comm world = job.mpi().world();
-  SweepOptions sweep;
-  sweep.sizes = size_sweep(8, plan.interconnect_max_bytes, 4.0);
-  sweep.dtype = backend.dtype();
-  sweep.warmup = 3;
-  sweep.iters = plan.interconnect_iters;
-  sweep.timeout_s = plan.timeout_s;
+  const SweepOptions sweep =
+      roof_sweep(plan, backend.dtype(), size_sweep(8, plan.interconnect_max_bytes, 4.0),
+                 plan.interconnect_iters);
   const int rank = job.mpi().rank();
   for (const GroupLayout& layout : roof_layouts(map_nodes(job.mpi().hosts()))) {
-    GroupComm group(world, layout.color[static_cast<size_t>(rank)], rank);
-    NcclOptions nccl;
-    nccl.timeout_s = whole_seconds(plan.timeout_s);
-    std::unique_ptr<Communicator> comm = job.make_communicator(group.get(), nccl);
-    CollectiveBench bench(backend, *comm, group.get(), world, plan.interconnect_max_bytes);
+    RoofGroup g(job, plan, backend, layout.color[static_cast<size_t>(rank)]);
     for (const std::string& name : plan.collectives) {
       const CollectiveSpec* spec = find_collective(name);
       if (spec == nullptr) throw UsageError("unknown collective '" + name + "'");
-      const CollectiveResult r = bench.sweep(*spec, sweep, watchdog);
+      const CollectiveResult r =
+          g.sweep(*spec, sweep, watchdog,
+                  "interconnect roof: " + name + " (" + scope_name(layout.scope) + ")");
       // Each rank's rows are its own group's (the max over the group's ranks per sample).
       if (layout.scope == Scope::intra && name == plan.collectives.front() &&
           layout.group_size > node_group && !r.rows.empty()) {
@@ -191,12 +213,6 @@ double measure_interconnect(JobContext& job, const RoofsPlan& plan, Backend& bac
         node_busbw_gbps = busbw_gbps(*spec, layout.group_size,
                                      static_cast<double>(last.shape.size_bytes), last.time_ns.p50);
       }
-      int64_t wrong = 0;
-      for (const SizeRow& row : r.rows)
-        wrong += row.wrong;
-      if (wrong > 0)
-        throw Error("interconnect roof: " + name + " (" + scope_name(layout.scope) + ") returned " +
-                    std::to_string(wrong) + " wrong elements");
       if (!r.fitted) continue;
       InterconnectRoof roof;
       roof.collective = name;
