@@ -354,7 +354,7 @@ void bind_measurement_options(CLI::App& cmd, RunConfig& c) {
          "--check", c.check,
          "Compare the output with the whole model recomputed at TP=1, PP=1: auto | on | off "
          "(auto: on when that reference fits in 2 GiB of host memory or a quarter of the free GPU "
-         "memory)")
+         "memory); a trace run's replayed steps too, each once the replay is done")
       ->capture_default_str()
       ->group(meas);
   cmd.add_option("--seed", c.seed, "Seed of the weight and input generator")

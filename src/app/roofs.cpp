@@ -824,9 +824,10 @@ void setup_roofs_command(CLI::App& app, CommandAction& action) {
       ->check(regular_file())
       ->group("Checks");
   cmd->add_option("--outlier-pct", o->outlier_pct,
-                  "A GPU stands out when its GEMM rate or read bandwidth is more than this many "
-                  "percent below (its launch floor above) the median of every GPU (3 or more) or "
-                  "the --reference")
+                  "A GPU stands out when its GEMM rate, read bandwidth or link to the other nodes "
+                  "is more than this many percent below (its launch floor above) the median of "
+                  "every GPU (3 or more), its node's link below the median of the nodes (3 or "
+                  "more), or a figure below the --reference")
       ->check(CLI::Range(0.1, 1000.0))
       ->capture_default_str()
       ->group("Checks");
