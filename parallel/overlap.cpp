@@ -18,7 +18,7 @@ const std::vector<OverlapForm>& overlap_forms() {
       {Overlap::Kind::split, "split", D::required, "N", false, true, true,
        "N interleaved parts of the batch; of the tokens for one prefill sequence", split_policy,
        split_problems},
-      {Overlap::Kind::ce_ring, "ce-ring", D::optional, "K", false, false, false,
+      {Overlap::Kind::ce_ring, "ce-ring", D::optional, "K", false, true, false,
        "tp pieces; the collectives as puts into the peers' memory on the copy engines, each "
        "beside the GEMM of another piece; MPI messages on the host. ce-ring:K cuts the "
        "row-parallel GEMMs' pieces in K sub-pieces, the peers' partial sums added in the GEMM; "

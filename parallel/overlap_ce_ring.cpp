@@ -1,6 +1,6 @@
 // ce-ring and ce-ring:K: the tokens cut into tp pieces and the collectives turned into puts into
-// the peers' exchange windows (TpStage's sites in tp_layer_ring.cpp). Only TpStage runs it: the
-// train phase's backward has no ring of its own.
+// the peers' exchange windows (TpStage's sites in tp_layer_ring.cpp, TrainStage's forward and
+// backward sites in train_ring.cpp).
 #include "parallel/overlap_strategies.hpp"
 
 namespace ridgeline {

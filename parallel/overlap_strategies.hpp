@@ -21,7 +21,7 @@ OverlapPolicy split_policy(const Overlap& overlap);
 void split_problems(const Overlap& overlap, const LayerShape& shape, StageExecutor executor,
                     std::vector<std::string>& out);
 // ce-ring and ce-ring:K: the collectives as puts into the peers' windows (overlap_ce_ring.cpp;
-// TpStage runs its sites in tp_layer_ring.cpp).
+// TpStage runs its sites in tp_layer_ring.cpp, TrainStage in train_ring.cpp).
 OverlapPolicy ce_ring_policy(const Overlap& overlap);
 void ce_ring_problems(const Overlap& overlap, const LayerShape& shape, StageExecutor executor,
                       std::vector<std::string>& out);

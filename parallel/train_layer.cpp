@@ -116,6 +116,10 @@ void TrainStage::column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t 
     gemm(part(full, p), part(out, p));
     return;
   }
+  if (ring()) {
+    ring_column_gemm(rec, gather_op, gemm_op, layer, rows, full, out, gemm);
+    return;
+  }
   // Each unit's GEMM waits for that unit's gather only (the next one's is issued after the
   // fence) and computes while the next unit's gather runs.
   column_site(
@@ -132,11 +136,17 @@ template <class Gemm>
 size_t TrainStage::row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int reduce_scatter_op,
                             int64_t layer, const Tensor& full, const Tensor& rows, int p,
                             Gemm&& gemm) {
+  if (ring()) {
+    ring_row_gemm(rec, gemm_op, m_geo.sequence_parallel ? reduce_scatter_op : all_reduce_op, layer,
+                  full, rows, gemm);
+    return tp_fence();
+  }
+  const int64_t n = full.rows / m_policy.units();
   row_site(
       m_policy, p,
       [&](int u, bool) {
         const ScopedOp scope = op_scope(rec, gemm_op, layer, 1.0 / m_policy.units());
-        gemm(u);
+        gemm(u * n, n);
       },
       [&](int u) {
         if (m_geo.sequence_parallel)
@@ -249,9 +259,11 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
                               part_lse(a.lse, shape, p), m_spec.attention);
   }
   const Tensor proj = full_view(bufs().proj);
-  return row_gemm(
-      rec, t_proj, t_ar_attn, t_rs_attn, layer, proj, sp ? stream_view(bufs().rs_rows) : Tensor{},
-      p, [&](int u) { m_backend.gemm(unit(a.attn, u), w.wo.view(h, q, dt), unit(proj, u)); });
+  return row_gemm(rec, t_proj, t_ar_attn, t_rs_attn, layer, proj,
+                  sp ? stream_view(bufs().rs_rows) : Tensor{}, p, [&](int64_t f, int64_t n) {
+                    m_backend.gemm(a.attn.rows_slice(f, n), w.wo.view(h, q, dt),
+                                   proj.rows_slice(f, n));
+                  });
 }
 
 // y1 = x + the attention branch and its norm, FC1 (after the norm's all-gather under sequence
@@ -287,9 +299,10 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
       m_backend.gelu(part(a.fc1, p), part(a.act, p));
   }
   const Tensor fc2 = full_view(bufs().fc2);
-  return row_gemm(rec, t_fc2, t_ar_mlp, t_rs_mlp, layer, fc2, rs_rows, p, [&](int u) {
-    m_backend.gemm(unit(a.act, u), w.w2.view(h, m_geo.ffn, dt), unit(fc2, u));
-  });
+  return row_gemm(
+      rec, t_fc2, t_ar_mlp, t_rs_mlp, layer, fc2, rs_rows, p, [&](int64_t f, int64_t n) {
+        m_backend.gemm(a.act.rows_slice(f, n), w.w2.view(h, m_geo.ffn, dt), fc2.rows_slice(f, n));
+      });
 }
 
 void TrainStage::forward_residual(Recorder& rec, LayerPass& pass, int p, size_t fence) {
@@ -367,9 +380,10 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
       m_backend.gelu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
   }
   const size_t fence = row_gemm(
-      rec, t_fc1_dgrad, t_ar_mlp_bwd, t_rs_mlp_bwd, layer, pass.dln_full, pass.dln, p, [&](int u) {
-        m_backend.gemm(unit(grads.dfc1, u), Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt),
-                       Trans::no, unit(pass.dln_full, u), false, Lane::compute);
+      rec, t_fc1_dgrad, t_ar_mlp_bwd, t_rs_mlp_bwd, layer, pass.dln_full, pass.dln, p,
+      [&](int64_t f, int64_t n) {
+        m_backend.gemm(grads.dfc1.rows_slice(f, n), Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt),
+                       Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
   if (pass.now)
     weight_gradient(rec, t_fc1_wgrad, layer, share, part(grads.dfc1, p), part(a.ln2, p), g.w1);
@@ -418,12 +432,12 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
                               m_geo.head_dim, m_spec.shape.seq, 0,
                               static_cast<float>(m.rope_theta));
   }
-  const size_t out = row_gemm(rec, t_qkv_dgrad, t_ar_attn_bwd, t_rs_attn_bwd, layer, pass.dln_full,
-                              pass.dln, p, [&](int u) {
-                                m_backend.gemm(unit(grads.dqkv, u), Trans::no,
-                                               w.wqkv.view(m_geo.qkv_cols(), h, dt), Trans::no,
-                                               unit(pass.dln_full, u), false, Lane::compute);
-                              });
+  const size_t out = row_gemm(
+      rec, t_qkv_dgrad, t_ar_attn_bwd, t_rs_attn_bwd, layer, pass.dln_full, pass.dln, p,
+      [&](int64_t f, int64_t n) {
+        m_backend.gemm(grads.dqkv.rows_slice(f, n), Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt),
+                       Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
+      });
   if (pass.now) weight_gradient(rec, t_qkv_wgrad, layer, share, dqkv, part(a.ln1, p), g.wqkv);
   return out;
 }

@@ -38,14 +38,20 @@ std::vector<size_t> TrainStage::collective_buffers(const TrainSpec& spec, DType 
   return {full, full, full, full, full, stream, stream};
 }
 
-double TrainStage::overlap_memory_bytes(const TrainSpec& spec, DType dtype) {
-  return spec.symmetric_buffers
-             ? static_cast<double>(symmetric_block_bytes(collective_buffers(spec, dtype)))
-             : 0.0;
+double TrainStage::overlap_memory_bytes(const TrainSpec& spec, DType dtype, bool exchange) {
+  double bytes = spec.symmetric_buffers
+                     ? static_cast<double>(symmetric_block_bytes(collective_buffers(spec, dtype)))
+                     : 0.0;
+  if (exchange)
+    for (size_t w : exchange_windows(spec, dtype))
+      bytes += static_cast<double>(w);
+  return bytes;
 }
 
-TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops)
-    : m_backend(backend), m_comm(tp_comm), m_spec(spec), m_policy(overlap_policy(spec.overlap)) {
+TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops,
+                       PeerExchange* exchange)
+    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec),
+      m_policy(overlap_policy(spec.overlap)) {
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -54,7 +60,16 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
   RIDGELINE_REQUIRE(m_geo.stream_tokens * s.tp == m_geo.tokens || !m_geo.sequence_parallel,
                     "sequence parallelism needs the tokens of a microbatch to divide by tp");
+  if (exchange && s.tp > 1) {
+    const std::vector<size_t> need = exchange_windows(spec, backend.dtype());
+    RIDGELINE_REQUIRE(exchange->size() == s.tp && exchange->rank() == spec.tp_rank,
+                      "the peer exchange spans the TP group");
+    for (size_t w = 0; w < need.size(); ++w)
+      RIDGELINE_REQUIRE(exchange->window_bytes(w) >= need[w],
+                        "the peer exchange's windows are smaller than the stage's");
+  }
   require_runs(spec.overlap, s);
+  require_exchange(spec.overlap);
   m_plan = train_layer_plan(spec.model, s, spec.attention);
   m_index.assign(t_count, -1);
   for (size_t i = 0; i < m_plan.size(); ++i) {
@@ -148,8 +163,14 @@ void TrainStage::place_symmetric_buffers() {
     *slots[i] = m_symmetric.buffers[i];
 }
 
+void TrainStage::require_exchange(const Overlap& overlap) const {
+  if (overlap_policy(overlap).ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
+    throw UsageError("--overlap " + overlap.name() + " needs the stage built with a peer exchange");
+}
+
 void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
   require_runs(overlap, m_spec.shape);
+  require_exchange(overlap);
   m_spec.attention = attention;
   m_spec.overlap = overlap;
   m_policy = overlap_policy(overlap);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/peer_exchange.hpp"
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/layer_plan.hpp"
@@ -27,9 +28,10 @@ struct TrainSpec {
   LayerShape shape; ///< per microbatch (prefill-shaped: batch sequences of seq tokens)
   AttentionImpl attention = AttentionImpl::fused;
   /// The strategy of the TP collectives (overlap_policy.hpp), forward and backward: none,
-  /// async, chunked:K, split:N (whole sequences per part) or symm: one of the first three; not
-  /// ce-ring. Under async and every strategy after it the collectives run on the comm lane and
-  /// the backward's input-gradient reductions beside the weight-gradient GEMMs.
+  /// async, chunked:K, split:N (whole sequences per part), ce-ring, ce-ring:K (through the
+  /// stage's PeerExchange) or symm: one of the first three. Under async and every strategy after
+  /// it the collectives run on the comm lane and the backward's input-gradient reductions
+  /// beside the weight-gradient GEMMs.
   Overlap overlap;
   /// Whether the symm: strategies may run: the stage then asks its communicator for symmetric
   /// memory at construction (collective over the TP group) and keeps a second set of its shared
@@ -61,16 +63,23 @@ struct LayerGrads {
 
 class TrainStage {
 public:
-  /// Throws UsageError when spec.overlap cannot run on spec.shape (policy_problems).
-  TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops);
+  /// Throws UsageError when spec.overlap cannot run on spec.shape (policy_problems). `exchange`,
+  /// over the TP group with windows of exchange_windows() bytes, is what ce-ring puts through
+  /// (needed for it when tp > 1).
+  TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops,
+             PeerExchange* exchange = nullptr);
   ~TrainStage();
   /// The buffers the collectives read or write that every microbatch shares (the row-parallel
   /// outputs, the input gradients' partial sums and, under sequence parallelism, the norms'
   /// rows, the reduce-scatters' outputs and the gathered output gradients), bytes each, in the
   /// order the symm: strategies' symmetric block holds them; none at tp 1.
   static std::vector<size_t> collective_buffers(const TrainSpec& spec, DType dtype);
-  /// What a stage built with spec.symmetric_buffers allocates for them beyond the rest.
-  static double overlap_memory_bytes(const TrainSpec& spec, DType dtype);
+  /// The windows a PeerExchange for ce-ring needs (bytes each, in the stage's dtype): where the
+  /// peers' partial pieces land, and where their gathered rows land; none at tp 1.
+  static std::vector<size_t> exchange_windows(const TrainSpec& spec, DType dtype);
+  /// What a stage allocates for its strategies beyond the rest: with spec.symmetric_buffers the
+  /// symmetric block, with an `exchange` (ce-ring at tp > 1) its windows.
+  static double overlap_memory_bytes(const TrainSpec& spec, DType dtype, bool exchange = false);
 
   int chunks() const { return static_cast<int>(m_spec.chunks.size()); }
   void set_data_parallel(const DataParallel& dp) { m_dp = dp; }
@@ -152,6 +161,8 @@ private:
   void allocate_saved(LayerActs& a);
   Buffer alloc(int64_t rows, int64_t cols);
   void place_symmetric_buffers();
+  // Throws UsageError where `overlap` puts through a peer exchange the stage was built without.
+  void require_exchange(const Overlap& overlap) const;
 
   // One layer's forward and backward (train_layer.cpp), part by part in phases separated by
   // the row-parallel sites' collectives (split:N interleaves the parts phase by phase); each
@@ -172,12 +183,40 @@ private:
   template <class Gemm>
   void column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t layer, const Tensor& rows,
                    const Tensor& full, const Tensor& out, int part, Gemm&& gemm);
-  // A row-parallel GEMM of one part, gemm(unit) writing `full`'s unit rows, each unit's partial
+  // A row-parallel GEMM of one part, gemm(first row, rows) writing those rows of `full` (a unit
+  // at a time), each unit's partial
   // sums all-reduced in place (or reduce-scattered into `rows` under sequence parallelism) right
   // after it (row_site). Returns the fence after the part's collectives.
   template <class Gemm>
   size_t row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int reduce_scatter_op,
                   int64_t layer, const Tensor& full, const Tensor& rows, int part, Gemm&& gemm);
+  // ce-ring (train_ring.cpp): a site's collective as puts through m_exchange, one piece of the
+  // microbatch's rows per TP rank. The row-parallel GEMM, gemm(first row, rows), computes the
+  // peers' pieces first (in ring_subpieces sub-pieces), each put to its owner while the next
+  // computes, then this rank's own; the landed partial pieces are added onto it (into `rows`
+  // under sequence parallelism) and, without, the summed piece is put into every peer and the
+  // peers' copied into `full` as they land. The column-parallel GEMM (sequence parallelism)
+  // puts this rank's `rows` into every peer and runs gemm(input rows, output rows) on each
+  // piece of `full` as it lands. Each leaves nothing in flight.
+  using RowGemm = std::function<void(int64_t, int64_t)>;
+  using ColumnGemm = std::function<void(const Tensor&, Tensor)>;
+  bool ring() const { return m_policy.ring && m_spec.shape.tp > 1; }
+  void ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_t layer, const Tensor& full,
+                     const Tensor& rows, const RowGemm& gemm);
+  void ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t layer,
+                        const Tensor& rows, const Tensor& full, const Tensor& out,
+                        const ColumnGemm& gemm);
+  // The collective's record of a ring site: begun by its first put (each put first makes the
+  // comm lane wait for what the compute lane issued so far), ended once its puts completed and
+  // the compute lane waits for them.
+  struct RingRecord {
+    size_t handle = 0;
+    bool begun = false;
+  };
+  void ring_begin(Recorder& rec, int op, int64_t layer, RingRecord& record);
+  void ring_end(Recorder& rec, const RingRecord& record);
+  // A ring site's adds and copies on the compute lane, recorded as its collective's.
+  ScopedOp ring_scope(Recorder& rec, int op, int64_t layer) const;
   void norm(Recorder& rec, int op, int64_t layer, const Tensor& in, const Buffer& gamma,
             const Buffer& beta, Tensor out);
   void norm_backward(Recorder& rec, int op, int64_t layer, const Tensor& x, const Buffer& gamma,
@@ -209,6 +248,7 @@ private:
 
   Backend& m_backend;
   Communicator* m_comm;
+  PeerExchange* m_exchange = nullptr;
   TrainSpec m_spec;
   OverlapPolicy m_policy; ///< m_spec.overlap's
   LayerGeometry m_geo;

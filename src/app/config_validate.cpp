@@ -291,8 +291,7 @@ void check_overlap(const RunConfig& c, Parsed& d, Problems& p) {
     const std::string what = d.train ? "the train phase" : "a scheduled prefill (--schedule)";
     for (const Overlap& o : overlaps)
       if (!overlap_form(o.kind).scheduled_ok)
-        p.push_back("--overlap " + o.name() + ": " + what + " runs " + scheduled_forms_text() +
-                    " (the copy-engine ring has no train-stage form: the forward stage runs it)");
+        p.push_back("--overlap " + o.name() + ": " + what + " runs " + scheduled_forms_text());
     if (c.graphs) p.push_back("--graphs captures forward stages: not " + what);
   }
   if (c.graphs && c.pp > 1)
@@ -347,12 +346,14 @@ void check_division(const RunConfig& c, const Parsed& d, Problems& p) {
       p.push_back("--sequence-parallel: the " + str(tokens) +
                   " tokens per microbatch do not divide into --tp " + str(c.tp) +
                   " equal row blocks");
-  // The stage executor's strategies cut each microbatch into parts (whole sequences) and units
-  // (with tp shards under sequence parallelism); a strategy of one unit is the check above.
+  // The stage executor's strategies cut each microbatch into parts (whole sequences), units
+  // (with tp shards under sequence parallelism) and ce-ring's pieces; a strategy of one unit and
+  // no pieces is the check above.
   if (d.scheduled && c.batch % (c.microbatches * (d.train ? c.dp : 1)) == 0) {
     const LayerShape shape = layer_shape(c);
     for (const Overlap& o : d.options.overlaps) {
-      if (!overlap_form(o.kind).scheduled_ok || overlap_policy(o).units() == 1) continue;
+      const OverlapPolicy policy = overlap_policy(o);
+      if (!overlap_form(o.kind).scheduled_ok || (policy.units() == 1 && !policy.ring)) continue;
       for (const std::string& problem : stage_split_problems(shape, o, StageExecutor::train))
         p.push_back("--overlap " + problem);
     }

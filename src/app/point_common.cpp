@@ -74,10 +74,19 @@ double scheduled_overlap_bytes(const PointSpec& spec) {
   TrainSpec stage;
   stage.model = spec.model;
   stage.shape = spec.shape;
-  stage.symmetric_buffers =
-      spec.tp > 1 && std::any_of(spec.overlaps.begin(), spec.overlaps.end(),
-                                 [](const Overlap& o) { return o.symmetric; });
-  return TrainStage::overlap_memory_bytes(stage, spec.shape.dtype);
+  stage.symmetric_buffers = spec.tp > 1 && any_symmetric_overlap(spec);
+  return TrainStage::overlap_memory_bytes(stage, spec.shape.dtype,
+                                          spec.tp > 1 && any_ring_overlap(spec));
+}
+
+bool any_symmetric_overlap(const PointSpec& spec) {
+  return std::any_of(spec.overlaps.begin(), spec.overlaps.end(),
+                     [](const Overlap& o) { return o.symmetric; });
+}
+
+bool any_ring_overlap(const PointSpec& spec) {
+  return std::any_of(spec.overlaps.begin(), spec.overlaps.end(),
+                     [](const Overlap& o) { return overlap_policy(o).ring; });
 }
 
 double scheduled_reference_bytes(const PointSpec& spec) {

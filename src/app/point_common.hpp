@@ -83,9 +83,13 @@ std::vector<Variant> point_variants(const PointSpec& spec);
 /// the activations of every microbatch a stage may hold at once.
 double scheduled_memory_bytes(const PointSpec& spec);
 /// What a scheduled point's stage allocates beyond that for its strategies: with a symm:
-/// strategy at tp > 1, the symmetric block of its shared collective buffers
-/// (TrainStage::overlap_memory_bytes).
+/// strategy at tp > 1, the symmetric block of its shared collective buffers, and with ce-ring
+/// the exchange's windows (TrainStage::overlap_memory_bytes).
 double scheduled_overlap_bytes(const PointSpec& spec);
+/// Whether any --overlap strategy of the point keeps its buffers in symmetric memory (symm:),
+/// or puts through a peer exchange (ce-ring): what a stage must be built with.
+bool any_symmetric_overlap(const PointSpec& spec);
+bool any_ring_overlap(const PointSpec& spec);
 /// The check's one-rank reference model of a scheduled point: the bytes it allocates (every
 /// layer's weights and gradients, one microbatch's activations) and what it keeps in host
 /// memory (every layer's gradients, each global microbatch's output and input gradient, fp32).

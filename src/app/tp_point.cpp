@@ -270,17 +270,6 @@ private:
   int64_t m_input = 0; ///< the microbatch index of the input (an MoE replica's own tokens)
 };
 
-// Whether any --overlap strategy of the point is of a kind: what its stage must be built with.
-template <class IsKind> bool any_overlap(const PointSpec& point, IsKind is_kind) {
-  return std::any_of(point.overlaps.begin(), point.overlaps.end(), is_kind);
-}
-bool symmetric_kind(const Overlap& o) {
-  return o.symmetric;
-}
-bool ce_ring_kind(const Overlap& o) {
-  return o.kind == Overlap::Kind::ce_ring;
-}
-
 // Each probed GEMM's standalone TFLOP/s and its op's achieved figure over it. An MoE layer runs
 // no dense MLP: its probes time GEMMs of no op.
 void probe_attrs(const StageWorkload& workload, const std::vector<OpAggregate>& ops, bool moe,
@@ -460,9 +449,9 @@ double overlap_memory_bytes(const PointSpec& point) {
   StageSpec spec;
   spec.model = point.model;
   spec.shape = point.shape;
-  spec.symmetric_buffers = any_overlap(point, symmetric_kind);
+  spec.symmetric_buffers = any_symmetric_overlap(point);
   // Every layer of a stage shares the stage's buffers: counted once.
-  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, any_overlap(point, ce_ring_kind));
+  return TpStage::overlap_memory_bytes(spec, spec.shape.dtype, any_ring_overlap(point));
 }
 
 PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& roofs,
@@ -487,7 +476,7 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   spec.seed = point.seed;
   spec.overlap_gemm_sms = point.overlap_gemm_sms;
   spec.overlap = strategies.front().overlap;
-  spec.symmetric_buffers = any_overlap(point, symmetric_kind);
+  spec.symmetric_buffers = any_symmetric_overlap(point);
   spec.mix = point.mix;
   const bool last_stage = gc.pp_rank == point.pp - 1;
   const CheckPlan check = plan_check(point, job.cuda(), job.min_free_bytes());
@@ -504,7 +493,7 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
   // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
   std::string failure;
-  if (point.tp > 1 && any_overlap(point, ce_ring_kind)) {
+  if (point.tp > 1 && any_ring_overlap(point)) {
     watchdog.rearm("mapping the peers' memory for ce-ring");
     try {
       exchange = job.make_exchange(comms.grid->tp_comm(),

@@ -107,9 +107,7 @@ ScheduledPlan plan_scheduled(JobContext& job, const PointSpec& point, GridComms&
   p.spec.shape = point.shape;
   p.spec.attention = p.variants.front().attention;
   p.spec.overlap = p.variants.front().overlap;
-  p.spec.symmetric_buffers =
-      point.tp > 1 && std::any_of(point.overlaps.begin(), point.overlaps.end(),
-                                  [](const Overlap& o) { return o.symmetric; });
+  p.spec.symmetric_buffers = point.tp > 1 && any_symmetric_overlap(point);
   p.spec.tp_rank = gc.tp_rank;
   p.spec.recompute = point.recompute;
   p.spec.seed = point.seed;
@@ -266,9 +264,23 @@ PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const R
   Backend& backend = point_backend(job, point);
   const ScheduledPlan p = plan_scheduled(job, point, comms);
 
+  // ce-ring puts through windows every rank of the TP group maps (the copy engines between
+  // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
+  std::unique_ptr<PeerExchange> exchange;
+  std::string failure;
+  if (point.tp > 1 && any_ring_overlap(point)) {
+    watchdog.rearm("mapping the peers' memory for ce-ring");
+    try {
+      exchange = job.make_exchange(comms.grid->tp_comm(),
+                                   TrainStage::exchange_windows(p.spec, backend.dtype()));
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    if (!all_built(job, failure, result)) return result;
+  }
+
   StageReference reference;
   std::unique_ptr<TrainStage> stage;
-  std::string failure;
   try {
     if (p.check) {
       watchdog.rearm("computing the one-rank reference");
@@ -276,7 +288,8 @@ PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const R
                                           static_cast<int64_t>(point.dp) * point.microbatches,
                                           p.pipe.train);
     }
-    stage = std::make_unique<TrainStage>(backend, comms.tp.get(), p.spec, result.ops);
+    stage =
+        std::make_unique<TrainStage>(backend, comms.tp.get(), p.spec, result.ops, exchange.get());
     backend.synchronize();
   } catch (const Error& e) {
     failure = e.what();

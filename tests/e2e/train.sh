@@ -55,11 +55,13 @@ with h5py.File(path) as f:
     assert got == overlaps.split(","), got
 PY
 }
-strategies 2 tp2_strategies none,chunked:2,split:2,symm:chunked:2 --tp 2 --microbatches 2
-strategies 2 tp2_sp_strategies chunked:2,split:2,symm:none,symm:async --tp 2 --microbatches 2 \
-  --sequence-parallel
-strategies 4 tp2_pp2_sp_strategies split:2,chunked:2 --tp 2 --pp 2 --microbatches 2 \
+strategies 2 tp2_strategies none,chunked:2,split:2,ce-ring,symm:chunked:2 --tp 2 \
+  --microbatches 2
+strategies 2 tp2_sp_strategies chunked:2,split:2,ce-ring:2,symm:none,symm:async --tp 2 \
+  --microbatches 2 --sequence-parallel
+strategies 4 tp2_pp2_sp_strategies split:2,chunked:2,ce-ring --tp 2 --pp 2 --microbatches 2 \
   --schedule zb-h1 --sequence-parallel
+strategies 4 tp4_strategies ce-ring:2,async --tp 4 --microbatches 2
 # Forward only through a schedule: the outputs are checked instead.
 mpiexec -n 2 --oversubscribe "$bin" run "${tiny[@]}" --phase prefill --pp 2 --microbatches 4 \
   --schedule interleaved:2 --out "$work/prefill.h5" >"$work/prefill.log"

@@ -2,7 +2,8 @@
 // under mpiexec -n 2: exact bytes at odd sizes and offsets; a thousand puts into one window, each
 // consumed by the receiver's stream before the next may land (the release makes the sender
 // wait); a hundred set-ups and tear-downs without losing device memory; a TP2 stage under the
-// ce-ring strategy, with and without sequence parallelism, against the TP1 stage in bf16. Ranks
+// ce-ring strategy, with and without sequence parallelism, against the TP1 stage in bf16, and a
+// TP2 train stage under it (forward and backward) against one rank computing the model. Ranks
 // may share one GPU
 // (the waits then span the other process's time slices: slow, still exact). Skips with fewer
 // than two ranks or without a device.
@@ -16,12 +17,16 @@
 
 #include "collectives/communicator.hpp"
 #include "collectives/half_types.hpp"
+#include "collectives/ipc_allreduce.hpp"
 #include "collectives/peer_exchange.hpp"
 #include "core/dtype.hpp"
 #include "core/stats.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "parallel/pipeline.hpp"
+#include "parallel/stage_reference.hpp"
 #include "parallel/tp_layer.hpp"
+#include "parallel/train_stage.hpp"
 #include "tests/support/tp1_reference.hpp"
 
 namespace ridgeline {
@@ -174,6 +179,58 @@ TEST_F(PeerExchangeCuda, CeRingStageMatchesTp1) {
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LT(relative_l2(got, want), 2e-2)
         << c.overlap << (sp ? " with" : " without") << " sequence parallelism";
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+// The train stage's ring on the GPU, forward and backward: its gradients after one iteration of
+// two microbatches against one rank computing the model (the run's check, bf16 tolerance).
+// Without sequence parallelism the ring is the stage's only TP traffic; with it, the norms'
+// gradient all-reduce goes through the custom all-reduce, which ranks sharing a GPU can run.
+TEST_F(PeerExchangeCuda, CeRingTrainStageMatchesOneRank) {
+  for (const bool sp : {false, true}) {
+    TrainSpec spec;
+    spec.model.hidden = 256;
+    spec.model.heads = 4;
+    spec.model.kv_heads = 2;
+    spec.model.ffn_hidden = 512;
+    spec.model.layers = 2;
+    spec.model.mlp = MlpKind::swiglu;
+    spec.model.norm = NormKind::rmsnorm;
+    spec.shape.phase = Phase::prefill;
+    spec.shape.batch = 2;
+    spec.shape.seq = 64;
+    spec.shape.tp = m_size;
+    spec.shape.sequence_parallel = sp;
+    spec.shape.dtype = DType::bf16;
+    spec.tp_rank = m_rank;
+    spec.chunks = {{0, 2}};
+    spec.overlap = parse_overlap("ce-ring");
+    spec.seed = 5;
+    const int microbatches = 2;
+    const StageReference reference =
+        compute_stage_reference(*m_backend, spec, spec.model.layers, microbatches, true);
+    std::unique_ptr<Communicator> comm = make_mpi_communicator(MPI_COMM_WORLD);
+    if (sp)
+      comm = make_ipc_communicator(std::move(comm), make_ipc_all_reduce(MPI_COMM_WORLD, 1 << 20),
+                                   [](size_t) { return std::string("oneshot"); });
+    auto ex = make_ipc_exchange(MPI_COMM_WORLD, TrainStage::exchange_windows(spec, DType::bf16));
+    OpTable ops;
+    TrainStage stage(*m_backend, comm.get(), spec, ops, ex.get());
+    PipelineSpec pipe;
+    pipe.schedule = Schedule{ScheduleKind::gpipe, 1};
+    pipe.microbatches = microbatches;
+    pipe.seed = spec.seed;
+    PipelineDriver driver(*m_backend, nullptr, DataParallel{}, stage, ops, pipe);
+    for (const char* overlap : {"ce-ring", "ce-ring:2"}) {
+      stage.set_variant(spec.attention, parse_overlap(overlap));
+      driver.refresh_inputs();
+      driver.capture();
+      std::string skipped;
+      double err = stage_check_error(*m_backend, stage, driver, reference, pipe, skipped);
+      MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      EXPECT_LE(err, 2e-2) << overlap << (sp ? " with" : " without") << " sequence parallelism";
+    }
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }

@@ -1,16 +1,19 @@
 // MPI tests of the train stage under every strategy it runs: over all ranks as one TP group
 // (mpiexec -n 2 and 4), with and without sequence parallelism, its outputs, input gradients and
 // weight gradients against one rank computing the whole model (the run's check, with its fp32
-// tolerance), the strategies switched on one stage as a point switches them.
+// tolerance), the strategies switched on one stage as a point switches them; ce-ring through an
+// MPI peer exchange over the group.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/peer_exchange.hpp"
 #include "models/layer_plan.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/stage_reference.hpp"
@@ -33,8 +36,15 @@ int world_size() {
 // The run's check tolerance in fp32 (train_point.cpp).
 constexpr double kTolerance = 1e-4;
 
-const std::vector<std::string> kStrategies = {"none",      "async",      "chunked:2",     "split:2",
+const std::vector<std::string> kStrategies = {"none",      "async",      "chunked:2",
+                                              "split:2",   "ce-ring",    "ce-ring:2",
                                               "symm:none", "symm:async", "symm:chunked:2"};
+
+// The peer exchange a stage of `spec` puts through (ce-ring), over every rank; none at tp 1.
+std::unique_ptr<PeerExchange> exchange_for(const TrainSpec& spec) {
+  if (spec.shape.tp == 1) return nullptr;
+  return make_mpi_exchange(MPI_COMM_WORLD, TrainStage::exchange_windows(spec, DType::f32));
+}
 
 struct TrainCase {
   const char* name;
@@ -79,7 +89,8 @@ TEST_P(TrainStageMatchesTp1, UnderEveryStrategy) {
   const StageReference reference =
       compute_stage_reference(*backend, spec, spec.model.layers, microbatches, c.train);
   OpTable ops;
-  TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  const auto exchange = exchange_for(spec);
+  TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops, exchange.get());
   // On MPI there is no symmetric memory: symm:S runs S on ordinary buffers and says so.
   if (tp > 1) {
     EXPECT_EQ(stage.symmetric_path().rfind("none: ", 0), 0u) << stage.symmetric_path();
@@ -123,7 +134,8 @@ TEST(TrainStageRecords, SharesAddUpToThePlanUnderEveryStrategy) {
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;
-  TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
+  const auto exchange = exchange_for(spec);
+  TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops, exchange.get());
   PipelineSpec pipe;
   pipe.schedule = Schedule{ScheduleKind::gpipe, 1};
   pipe.microbatches = 2;
@@ -163,7 +175,15 @@ TEST(TrainStageStrategies, RefusalsAndRowLayout) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;
   TrainStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
-  EXPECT_THROW(stage.set_variant(spec.attention, parse_overlap("ce-ring")), UsageError);
+  // Built without a peer exchange, the stage refuses the ring (at tp 1 it has nothing to put).
+  if (tp > 1) {
+    try {
+      stage.set_variant(spec.attention, parse_overlap("ce-ring"));
+      ADD_FAILURE() << "ce-ring accepted without a peer exchange";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("peer exchange"), std::string::npos) << e.what();
+    }
+  }
   try {
     stage.set_variant(spec.attention, parse_overlap("split:8"));
     ADD_FAILURE() << "split:8 of 4 sequences accepted";

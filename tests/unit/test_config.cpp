@@ -362,11 +362,11 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--nccl-cta-policy", "zero"},
                 1,
                 "--nccl-cta-policy needs the cuda backend (NCCL)"},
-        BadCase{"ce_ring_train",
-                {"--tp", "2", "--phase", "train", "--overlap", "none,ce-ring:2"},
+        BadCase{"ce_ring_train_pieces",
+                {"--tp", "2", "--phase", "train", "--overlap", "none,ce-ring:2", "--seq", "3",
+                 "--batch", "2", "--microbatches", "2"},
                 2,
-                "--overlap ce-ring:2: the train phase runs none, async, chunked:K, split:N, "
-                "symm:none, symm:async, symm:chunked:K"},
+                "--overlap ce-ring:2: the 3 tokens per microbatch do not divide into 4 sub-pieces"},
         BadCase{"gemm_sms_host",
                 {"--overlap-gemm-sms", "100"},
                 1,
@@ -395,10 +395,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--phase", "train", "--schedule", "zb-h1", "--recompute", "full"},
                 1,
                 "--schedule zb-h1 defers weight gradients"},
-        BadCase{"scheduled_prefill_ce_ring",
-                {"--schedule", "gpipe", "--overlap", "ce-ring"},
+        BadCase{"scheduled_prefill_graphs",
+                {"--schedule", "gpipe", "--graphs", "--backend", "cuda", "--dtype", "bf16"},
                 1,
-                "--overlap ce-ring: a scheduled prefill (--schedule) runs none, async, chunked:K"},
+                "--graphs captures forward stages: not a scheduled prefill (--schedule)"},
         BadCase{"scheduled_prefill_sequence_parallel_rows",
                 {"--schedule", "gpipe", "--tp", "2", "--sequence-parallel", "--seq", "5", "--batch",
                  "1"},
@@ -477,6 +477,10 @@ TEST(RunConfig, MemoryCheckOfAScheduledPointCountsItsSymmetricBlock) {
   EXPECT_EQ(bytes({"--tp", "2", "--overlap", "symm:none"}), 3 * full);
   EXPECT_EQ(bytes({"--tp", "2", "--sequence-parallel", "--overlap", "async,symm:chunked:2"}),
             5 * full + 2 * stream);
+  // ce-ring: two windows of a full buffer (the partial pieces and the gathered rows).
+  EXPECT_EQ(bytes({"--overlap", "ce-ring"}), 0.0);
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "ce-ring:2"}), 2 * full);
+  EXPECT_EQ(bytes({"--tp", "2", "--overlap", "ce-ring,symm:none"}), 2 * full + 3 * full);
 }
 
 TEST(RunConfig, EveryProblemIsReportedAtOnce) {
@@ -500,9 +504,10 @@ TEST(RunConfig, GoodShapesPass) {
       {"--phase", "decode", "--context", "100", "--overlap", "split:2"},
       {"--pp", "2", "--microbatches", "2", "--batch", "2"},
       {"--attention", "fused,naive", "--overlap", "none,async"},
-      // The train stage runs every strategy but ce-ring, forward and backward.
+      // The train stage runs every strategy, forward and backward.
       {"--phase", "train", "--tp", "2", "--sequence-parallel", "--batch", "4", "--microbatches",
-       "2", "--overlap", "none,async,chunked:2,split:2,symm:none,symm:async,symm:chunked:2"},
+       "2", "--overlap",
+       "none,async,chunked:2,split:2,ce-ring,ce-ring:2,symm:none,symm:async,symm:chunked:2"},
       {"--schedule", "1f1b", "--pp", "2", "--batch", "4", "--microbatches", "2", "--overlap",
        "split:2,symm:chunked:2"}};
   const int ranks[] = {2, 2, 4, 1, 2, 1, 2, 2};

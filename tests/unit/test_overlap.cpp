@@ -55,9 +55,9 @@ TEST(OverlapRegistry, HelpAndExecutorFlagsComeFromTheRows) {
     if (f.scheduled_ok) scheduled.emplace_back(f.word);
     if (f.graphs_ok) captured.emplace_back(f.word);
   }
-  EXPECT_EQ(scheduled, (std::vector<std::string>{"none", "async", "chunked", "split"}));
-  EXPECT_EQ(scheduled_forms_text(),
-            "none, async, chunked:K, split:N, symm:none, symm:async, symm:chunked:K");
+  EXPECT_EQ(scheduled, (std::vector<std::string>{"none", "async", "chunked", "split", "ce-ring"}));
+  EXPECT_EQ(scheduled_forms_text(), "none, async, chunked:K, split:N, ce-ring, ce-ring:K, "
+                                    "symm:none, symm:async, symm:chunked:K");
   EXPECT_EQ(captured, (std::vector<std::string>{"none", "async", "chunked", "split"}));
   EXPECT_EQ(parse_overlap("split:4").parts(), 4);
   EXPECT_EQ(parse_overlap("chunked:4").chunks(), 4);
