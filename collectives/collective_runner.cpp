@@ -9,21 +9,10 @@
 #include "collectives/nccl_communicator.hpp"
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "core/stamped_loop.hpp"
 #include "core/watchdog.hpp"
 
 namespace ridgeline {
-namespace {
-
-// Per-sample times in ns: stamps pair up as (start, end); one sample per pair divided by `per`.
-std::vector<double> pair_durations(const std::vector<int64_t>& stamps, double per) {
-  std::vector<double> out;
-  for (size_t i = 0; i + 1 < stamps.size(); i += 2)
-    out.push_back(static_cast<double>(stamps[i + 1] - stamps[i]) / per);
-  return out;
-}
-
-} // namespace
-
 GroupComm::GroupComm(MPI_Comm world, int color, int key) {
   RIDGELINE_CHECK(MPI_Comm_split(world, color, key, &m_comm));
 }
@@ -80,28 +69,29 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
   // the skew with which the ranks left the barrier before the warm-up.
   wait_all(stream, opts);
   RIDGELINE_CHECK(MPI_Barrier(m_world));
-  // `samples` stamped runs of `body`, each sample its time over `per` calls.
-  auto stamped = [&](int samples, int per, auto&& body) {
-    for (int k = 0; k < samples; ++k) {
-      clock.stamp(m_lane);
-      body();
-      clock.stamp(m_lane);
-    }
+  // `samples` samples of `calls` calls of `body`, each between two stamps of its own, each
+  // sample's time over `per` of them.
+  OpTable none;
+  Recorder rec(clock, none);
+  auto stamped = [&](int calls, int samples, double per, auto&& body) {
+    std::vector<StampedSample> marks;
+    stamped_loop(
+        rec, m_lane, calls, samples, [&](int) { body(); }, marks, SampleMarks::paired);
     wait_all(stream, opts);
-    return pair_durations(clock.collect(), static_cast<double>(per));
+    rec.flush();
+    std::vector<double> ns;
+    for (const StampedSample& s : marks)
+      ns.push_back(s.ns(rec) / per);
+    return ns;
   };
-  if (opts.batch)
-    return stamped(kTimedBatches, opts.iters, [&] {
-      for (int i = 0; i < opts.iters; ++i)
-        launch();
-    });
-  if (!opts.graph) return stamped(opts.iters, 1, launch);
+  if (opts.batch) return stamped(kTimedBatches * opts.iters, kTimedBatches, opts.iters, launch);
+  if (!opts.graph) return stamped(opts.iters, opts.iters, 1, launch);
   m_device.capture_begin(m_lane);
   for (int i = 0; i < opts.iters; ++i)
     launch();
   const int graph = m_device.capture_end(m_lane);
   m_device.replay(graph, m_lane); // untimed: the first launch of a graph uploads it
-  return stamped(kTimedBatches, opts.iters, [&] { m_device.replay(graph, m_lane); });
+  return stamped(kTimedBatches, kTimedBatches, opts.iters, [&] { m_device.replay(graph, m_lane); });
 }
 
 // Fresh inputs, one call, exact comparison of this rank's output: the #wrong of this rank.

@@ -5,12 +5,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/stamped_loop.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
 namespace {
 
-// Times `reps` calls of `call` after `warmup` untimed ones: one pair of stamps per call.
+// Times `reps` calls of `call` after `warmup` untimed ones: one sample per call, between two
+// stamps of its own.
 template <class Call>
 std::vector<double> time_calls(Backend& backend, int warmup, int reps, Call&& call) {
   for (int i = 0; i < warmup; ++i)
@@ -18,17 +20,14 @@ std::vector<double> time_calls(Backend& backend, int warmup, int reps, Call&& ca
   Clock& clock = backend.clock();
   backend.synchronize();
   clock.start_epoch();
-  for (int i = 0; i < reps; ++i) {
-    clock.stamp(Lane::compute);
-    call();
-    clock.stamp(Lane::compute);
-  }
+  OpTable none;
+  Recorder rec(clock, none);
+  std::vector<StampedSample> samples;
+  stamped_loop(
+      rec, Lane::compute, reps, reps, [&](int) { call(); }, samples, SampleMarks::paired);
   backend.synchronize();
-  const std::vector<int64_t> stamps = clock.collect();
-  std::vector<double> ns;
-  for (size_t i = 0; i + 1 < stamps.size(); i += 2)
-    ns.push_back(static_cast<double>(stamps[i + 1] - stamps[i]));
-  return ns;
+  rec.flush();
+  return ns_per_call(rec, samples);
 }
 
 double best(const std::vector<double>& v) {

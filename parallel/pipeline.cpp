@@ -2,12 +2,12 @@
 #include "parallel/pipeline.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <map>
 
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "core/stamped_loop.hpp"
 #include "core/stats.hpp"
 #include "models/generator.hpp"
 #include "models/work_model.hpp"
@@ -265,36 +265,43 @@ ActionCosts measure_action_costs(Backend& backend, TrainStage& stage, OpTable& o
                                  MPI_Comm world) {
   Recorder silent(backend.clock(), ops);
   silent.set_enabled(false);
-  std::vector<double> times[3];
-  auto now = [&] {
-    backend.synchronize();
-    return std::chrono::steady_clock::now();
-  };
-  auto ns = [](auto a, auto b) { return std::chrono::duration<double, std::nano>(b - a).count(); };
+  // Host time: each pass synchronizes before its end mark, the first after the set-up.
+  HostClock host;
+  OpTable none;
+  Recorder marks(host, none);
+  const int passes = split ? 3 : 2;
+  std::vector<StampedSample> samples;
   for (int round = 0; round < 4; ++round) {
     stage.begin_iteration(silent, 1);
     stage.fill_input(0, 0, 0);
     stage.fill_grad_output(0, 0, 0);
-    const auto t0 = now();
-    stage.forward(silent, 0, 0);
-    const auto t1 = now();
-    if (split)
-      stage.backward_input(silent, 0, 0);
-    else
-      stage.backward(silent, 0, 0);
-    const auto t2 = now();
-    if (split) stage.backward_weight(silent, 0, 0);
-    const auto t3 = now();
+    backend.synchronize();
+    const size_t first = samples.size();
+    stamped_loop(
+        marks, Lane::compute, passes, passes,
+        [&](int pass) {
+          if (pass == 0)
+            stage.forward(silent, 0, 0);
+          else if (pass == 2)
+            stage.backward_weight(silent, 0, 0);
+          else if (split)
+            stage.backward_input(silent, 0, 0);
+          else
+            stage.backward(silent, 0, 0);
+          backend.synchronize();
+        },
+        samples);
     stage.release(0, 0);
     stage.end_iteration(silent, 0.0f);
     backend.synchronize();
-    if (round == 0) continue;
-    times[0].push_back(ns(t0, t1));
-    times[1].push_back(ns(t1, t2));
-    times[2].push_back(split ? ns(t2, t3) : 0.0);
+    if (round == 0) samples.resize(first); // the first round warms up
   }
-  double med[3];
-  for (int k = 0; k < 3; ++k)
+  marks.flush();
+  std::vector<double> times[3];
+  for (size_t i = 0; i < samples.size(); ++i)
+    times[i % static_cast<size_t>(passes)].push_back(samples[i].ns(marks));
+  double med[3] = {0, 0, 0};
+  for (int k = 0; k < passes; ++k)
     med[k] = percentile(times[k], 50);
   RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, med, 3, MPI_DOUBLE, MPI_MAX, world));
   return ActionCosts{med[0], med[1] + med[2], med[1], med[2], 0};

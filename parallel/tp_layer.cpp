@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/stamped_loop.hpp"
 #include "parallel/tp_layer_slots.hpp"
 #include "parallel/tp_layer_windows.hpp"
 
@@ -770,10 +771,11 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
     p.flops =
         2.0 * static_cast<double>(m_tokens) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
     p.reps = reps;
-    p.start_mark = rec.mark(Lane::compute);
-    for (int i = 0; i < reps; ++i)
-      m_backend.gemm(ta, tw, tc);
-    p.end_mark = rec.mark(Lane::compute);
+    std::vector<StampedSample> sample;
+    stamped_loop(
+        rec, Lane::compute, reps, 1, [&](int) { m_backend.gemm(ta, tw, tc); }, sample);
+    p.start_mark = sample.front().begin;
+    p.end_mark = sample.front().end;
     probes.push_back(p);
     // Operands are freed only after the device finished with them.
     m_backend.synchronize();

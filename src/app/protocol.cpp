@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "core/ranges.hpp"
+#include "core/stamped_loop.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
@@ -109,15 +110,6 @@ public:
   }
 
 private:
-  // A sub-batch of an uninstrumented loop: its marks and its iterations.
-  struct SubBatch {
-    size_t begin = 0, end = 0;
-    int iters = 0;
-  };
-
-  static double per_iter(const Recorder& rec, size_t begin, size_t end, int iters) {
-    return static_cast<double>(rec.mark_ns(end) - rec.mark_ns(begin)) / iters;
-  }
   // Where sub-batch `sub` of (round, strategy, mode) sits in m_marks.
   size_t slot(int round, size_t si, size_t mode, int sub) const {
     return ((static_cast<size_t>(round) * m_strategies + si) * m_modes.size() + mode) *
@@ -136,29 +128,32 @@ private:
     RIDGELINE_CHECK(MPI_Barrier(m_comm));
     m_backend.clock().start_epoch();
     m_epochs.push_back(m_sampler ? m_sampler->now_ns() : 0);
-    size_t timed_start = 0;
     // One phase for the whole loop: inside it only iteration() (atomic stores) marks progress.
     m_watchdog.rearm("recorded iterations of " + name + " (" + std::to_string(m_o.warmup) +
                      " warm-up, " + std::to_string(m_o.iters) + " timed)");
     progress::begin_loop(m_o.warmup + m_o.iters);
-    for (int it = 0; it < m_o.warmup + m_o.iters; ++it) {
+    auto iteration = [&](int it) {
       m_watchdog.iteration(it);
-      if (it == m_o.warmup) timed_start = rec.mark(Lane::compute);
       rec.set_iteration(it, it < m_o.warmup);
       const ranges::Scope range([&] {
         return name + (it < m_o.warmup ? ": warm-up " : ": iteration ") + std::to_string(it);
       });
       m_w.set_position(it < m_o.warmup ? it : it - m_o.warmup);
       m_w.step(rec);
-    }
-    const size_t timed_end = rec.mark(Lane::compute);
+    };
+    for (int it = 0; it < m_o.warmup; ++it)
+      iteration(it);
+    std::vector<StampedSample> timed;
+    stamped_loop(
+        rec, Lane::compute, m_o.iters, 1, [&](int i) { iteration(m_o.warmup + i); }, timed);
     m_w.after_timed(rec);
     m_watchdog.rearm("waiting for the device to finish " + name);
     m_backend.synchronize();
     rec.flush();
+    const StampedSample& t = timed.front();
     m_instrumented_windows.push_back(
-        {m_epochs.back() + rec.mark_ns(timed_start), m_epochs.back() + rec.mark_ns(timed_end)});
-    double instrumented = per_iter(rec, timed_start, timed_end, m_o.iters);
+        {m_epochs.back() + rec.mark_ns(t.begin), m_epochs.back() + rec.mark_ns(t.end)});
+    double instrumented = t.ns_per_call(rec);
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, &instrumented, 1, MPI_DOUBLE, MPI_MAX, m_comm));
     m_watchdog.rearm("checking " + name);
     m_w.after_flush(rec);
@@ -194,36 +189,29 @@ private:
                      mode_texts[static_cast<int>(mode)] + ", round " + std::to_string(round) + ")");
     progress::begin_loop(m_o.iters);
     m_w.set_mode(mode);
-    size_t begin = m_quiet.mark(Lane::compute);
-    int sub_begin = 0;
-    for (int it = 0; it < m_o.iters; ++it) {
-      m_watchdog.iteration(it);
-      const ranges::Scope range([&] {
-        const char* loop = mode == Workload::Mode::full           ? " step"
-                           : mode == Workload::Mode::compute_only ? " compute_only"
-                                                                  : " comm_only";
-        return m_w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
-               std::to_string(round) + ")";
-      });
-      m_w.set_position(it);
-      m_w.step(m_quiet);
-      // Sub-batch j ends after iteration (j + 1) x iters / sub_batches - 1.
-      const int sub = static_cast<int>(m_marks.size() % static_cast<size_t>(m_sub_batches));
-      if (it + 1 == (sub + 1) * m_o.iters / m_sub_batches) {
-        const size_t end = m_quiet.mark(Lane::compute);
-        m_marks.push_back({begin, end, it + 1 - sub_begin});
-        begin = end;
-        sub_begin = it + 1;
-      }
-    }
+    stamped_loop(
+        m_quiet, Lane::compute, m_o.iters, m_sub_batches,
+        [&](int it) {
+          m_watchdog.iteration(it);
+          const ranges::Scope range([&] {
+            const char* loop = mode == Workload::Mode::full           ? " step"
+                               : mode == Workload::Mode::compute_only ? " compute_only"
+                                                                      : " comm_only";
+            return m_w.strategy_name(si) + loop + ": iteration " + std::to_string(it) + " (round " +
+                   std::to_string(round) + ")";
+          });
+          m_w.set_position(it);
+          m_w.step(m_quiet);
+        },
+        m_marks);
     m_w.set_mode(Workload::Mode::full);
   }
 
   // Each loop's time: the median over its rounds' sub-batch means, slowest rank per sub-batch.
   void medians() {
     std::vector<double> ns;
-    for (const SubBatch& m : m_marks)
-      ns.push_back(per_iter(m_quiet, m.begin, m.end, m.iters));
+    for (const StampedSample& m : m_marks)
+      ns.push_back(m.ns_per_call(m_quiet));
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, ns.data(), static_cast<int>(ns.size()), MPI_DOUBLE,
                                   MPI_MAX, m_comm));
     auto median_of = [&](size_t si, size_t mode) {
@@ -255,8 +243,8 @@ private:
       for (size_t mode = 0; mode < m_modes.size(); ++mode) {
         std::vector<Window> windows;
         for (int round = 0; round < m_result.rounds; ++round) {
-          const SubBatch& first = m_marks[slot(round, si, mode, 0)];
-          const SubBatch& last = m_marks[slot(round, si, mode, m_sub_batches - 1)];
+          const StampedSample& first = m_marks[slot(round, si, mode, 0)];
+          const StampedSample& last = m_marks[slot(round, si, mode, m_sub_batches - 1)];
           windows.push_back({m_epochs.back() + m_quiet.mark_ns(first.begin),
                              m_epochs.back() + m_quiet.mark_ns(last.end)});
         }
@@ -285,7 +273,7 @@ private:
   std::vector<Workload::Mode> m_modes = {Workload::Mode::full};
   Recorder m_quiet;
   const int m_sub_batches;
-  std::vector<SubBatch> m_marks; // [round][strategy][mode][sub-batch]
+  std::vector<StampedSample> m_marks; // [round][strategy][mode][sub-batch]
 };
 
 } // namespace

@@ -2,7 +2,6 @@
 #include "app/trace_run.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -11,15 +10,11 @@
 #include "app/h5.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/stamped_loop.hpp"
 #include "core/stats.hpp"
 
 namespace ridgeline {
 namespace {
-
-double ns_between(std::chrono::steady_clock::time_point a,
-                  std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::nano>(b - a).count();
-}
 
 // A step's entries hashed (kind, tokens, context of each): equal on every rank that decided the
 // same step. Taken to 52 bits, which a double holds exactly.
@@ -48,19 +43,30 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
   stage.set_mode(StageMode::full);
   int64_t index = 0;
   bool timed = false; // the untimed passes keep nothing of their steps
+  // Host time: the scheduler needs each step's time before it decides the next, so each pass
+  // synchronizes before its end mark.
+  HostClock host;
+  OpTable none;
   auto cost = [&](const StepMix& mix) {
     watchdog.iteration(index++);
-    const auto begin = std::chrono::steady_clock::now();
-    stage.set_mix(mix);
-    stage.fill_input(0);
-    backend.synchronize();
-    const auto ready = std::chrono::steady_clock::now();
-    stage.forward(silent);
-    backend.synchronize();
-    const auto done = std::chrono::steady_clock::now();
+    Recorder marks(host, none);
+    std::vector<StampedSample> passes; // the step's preparation, then its forward
+    stamped_loop(
+        marks, Lane::compute, 2, 2,
+        [&](int pass) {
+          if (pass == 0) {
+            stage.set_mix(mix);
+            stage.fill_input(0);
+          } else {
+            stage.forward(silent);
+          }
+          backend.synchronize();
+        },
+        passes);
+    marks.flush();
     const double hash = mix_hash(mix);
     // The slowest rank's times, and whether every rank ran this step: max(h) == -max(-h).
-    double agreed[4] = {ns_between(ready, done), ns_between(begin, ready), hash, -hash};
+    double agreed[4] = {passes[1].ns(marks), passes[0].ns(marks), hash, -hash};
     RIDGELINE_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 4, MPI_DOUBLE, MPI_MAX, world));
     if (agreed[2] != -agreed[3])
       throw Error("trace replay: the ranks decided different mixes for step " +

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/gpu_binding.hpp"
 #include "core/ranges.hpp"
+#include "core/stamped_loop.hpp"
 #include "core/stats.hpp"
 #include "core/timeline.hpp"
 #include "core/watchdog.hpp"
@@ -125,6 +126,79 @@ TEST(Recorder, FlushRejectsOpsThatNeverEnded) {
   clock.start_epoch();
   rec.begin(ops.intern("x", OpKind::other), 0, Lane::compute, OpCost{});
   EXPECT_THROW(rec.flush(), Error);
+}
+
+// A clock whose n-th stamp since the epoch reads 10 n + the lane (exact arithmetic, no time).
+class CountingClock final : public Clock {
+public:
+  void start_epoch() override { m_stamps.clear(); }
+  size_t stamp(Lane lane) override {
+    m_stamps.push_back(10 * m_next++ + static_cast<int64_t>(lane));
+    return m_stamps.size() - 1;
+  }
+  std::vector<int64_t> collect() override {
+    std::vector<int64_t> out;
+    out.swap(m_stamps);
+    return out;
+  }
+  const char* name() const override { return "counting"; }
+
+private:
+  int64_t m_next = 0;
+  std::vector<int64_t> m_stamps;
+};
+
+// The one timed loop: every call once and in order, the samples cut as the protocol's
+// sub-batches are (sample j ends after call (j + 1) x calls / samples - 1), one mark between two
+// samples (or, paired, two), each sample's time over its calls; marks on the given queue, also
+// while the Recorder is disabled; no sample without a call.
+TEST(StampedLoop, CutsTheCallsIntoContiguousSamples) {
+  CountingClock clock;
+  OpTable ops;
+  Recorder rec(clock, ops);
+  rec.set_enabled(false);
+  std::vector<int> seen;
+  std::vector<StampedSample> samples;
+  stamped_loop(
+      rec, Lane::comm, 7, 3,
+      [&](int i) {
+        seen.push_back(i);
+        clock.stamp(Lane::compute); // a stamp of the call's own
+      },
+      samples);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].calls, 2);
+  EXPECT_EQ(samples[1].calls, 2);
+  EXPECT_EQ(samples[2].calls, 3);
+  EXPECT_EQ(samples[0].end, samples[1].begin);
+  EXPECT_EQ(samples[1].end, samples[2].begin);
+  rec.flush();
+  // Stamps: mark 0, calls 0 and 1 (1, 2), mark 3, calls 2 and 3 (4, 5), mark 6, calls 4, 5 and 6
+  // (7, 8, 9), mark 10; the marks on the comm queue read 10 n + 1.
+  EXPECT_EQ(rec.mark_ns(samples[0].begin), 1);
+  EXPECT_EQ(rec.mark_ns(samples[2].end), 101);
+  EXPECT_EQ(ns_per_call(rec, samples), (std::vector<double>{15.0, 15.0, 40.0 / 3.0}));
+  EXPECT_EQ(samples[2].ns(rec), 40.0);
+  // Paired: a mark of its own before each sample (stamps 11 to 16: mark, call, mark, mark,
+  // call, mark).
+  std::vector<StampedSample> paired;
+  stamped_loop(
+      rec, Lane::compute, 2, 2, [&](int) { clock.stamp(Lane::comm); }, paired, SampleMarks::paired);
+  ASSERT_EQ(paired.size(), 2u);
+  EXPECT_NE(paired[0].end, paired[1].begin);
+  rec.flush();
+  EXPECT_EQ(rec.mark_ns(paired[0].begin), 110);
+  EXPECT_EQ(rec.mark_ns(paired[1].begin), 140);
+  EXPECT_EQ(ns_per_call(rec, paired), (std::vector<double>{20.0, 20.0}));
+  std::vector<StampedSample> none;
+  EXPECT_THROW(stamped_loop(
+                   rec, Lane::compute, 2, 3, [](int) {}, none),
+               Error);
+  EXPECT_THROW(stamped_loop(
+                   rec, Lane::compute, 0, 0, [](int) {}, none),
+               Error);
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(Ranges, ScopesPushAndPopInPairsEvenWhenAnExceptionLeavesThem) {
