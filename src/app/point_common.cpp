@@ -273,6 +273,20 @@ bool all_built(JobContext& job, const std::string& failure, PointResult& result)
   return false;
 }
 
+bool ring_exchange(JobContext& job, const PointSpec& point, GridComms& comms,
+                   const std::vector<size_t>& window_bytes, Watchdog& watchdog, PointResult& result,
+                   std::unique_ptr<PeerExchange>& exchange) {
+  if (point.tp == 1 || !any_ring_overlap(point)) return true;
+  watchdog.rearm("mapping the peers' memory for ce-ring");
+  std::string failure;
+  try {
+    exchange = job.make_exchange(comms.grid->tp_comm(), window_bytes);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  return all_built(job, failure, result);
+}
+
 ProtocolResult measure_point(JobContext& job, const PointSpec& spec, Workload& workload,
                              Backend& backend, Watchdog& watchdog, PointResult& result) {
   ProtocolOptions po;

@@ -115,6 +115,14 @@ Attrs loop_attrs(const LoopTimes& loops);
 /// could): false, with the point marked failed and the reason, when any rank could not.
 bool all_built(JobContext& job, const std::string& failure, PointResult& result);
 
+/// The peer exchange a point's stage puts through (ce-ring at tp > 1; stays null otherwise):
+/// windows of `window_bytes` over the TP group, which every rank of it maps (the copy engines
+/// between GPUs, MPI messages on the host). Collective; false, with result's status, where a
+/// rank could not set it up (all_built).
+bool ring_exchange(JobContext& job, const PointSpec& point, GridComms& comms,
+                   const std::vector<size_t>& window_bytes, Watchdog& watchdog, PointResult& result,
+                   std::unique_ptr<PeerExchange>& exchange);
+
 /// The protocol over `workload` with the point's options; the loops' time and this rank's NVML
 /// samples go into `result` (collective).
 ProtocolResult measure_point(JobContext& job, const PointSpec& spec, Workload& workload,

@@ -489,20 +489,11 @@ PointResult run_tp_point(JobContext& job, const PointSpec& point, const Roofs& r
                            std::to_string(static_cast<int64_t>(check.ref_bytes / 1048576)) + " MiB)"
                      : itself;
 
-  // ce-ring puts through windows every rank of the TP group maps (the copy engines between
-  // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
+  if (!ring_exchange(job, point, comms, TpStage::exchange_windows(spec, backend.dtype()), watchdog,
+                     result, exchange))
+    return result;
   std::string failure;
-  if (point.tp > 1 && any_ring_overlap(point)) {
-    watchdog.rearm("mapping the peers' memory for ce-ring");
-    try {
-      exchange = job.make_exchange(comms.grid->tp_comm(),
-                                   TpStage::exchange_windows(spec, backend.dtype()));
-    } catch (const Error& e) {
-      failure = e.what();
-    }
-    if (!all_built(job, failure, result)) return result;
-  }
 
   // Allocation may fail on one rank only (another process took the memory): agree first.
   std::vector<std::vector<float>> reference;

@@ -264,20 +264,11 @@ PointResult run_scheduled_point(JobContext& job, const PointSpec& point, const R
   Backend& backend = point_backend(job, point);
   const ScheduledPlan p = plan_scheduled(job, point, comms);
 
-  // ce-ring puts through windows every rank of the TP group maps (the copy engines between
-  // GPUs, MPI messages on the host). Its set-up agrees across the group itself.
   std::unique_ptr<PeerExchange> exchange;
+  if (!ring_exchange(job, point, comms, TrainStage::exchange_windows(p.spec, backend.dtype()),
+                     watchdog, result, exchange))
+    return result;
   std::string failure;
-  if (point.tp > 1 && any_ring_overlap(point)) {
-    watchdog.rearm("mapping the peers' memory for ce-ring");
-    try {
-      exchange = job.make_exchange(comms.grid->tp_comm(),
-                                   TrainStage::exchange_windows(p.spec, backend.dtype()));
-    } catch (const Error& e) {
-      failure = e.what();
-    }
-    if (!all_built(job, failure, result)) return result;
-  }
 
   StageReference reference;
   std::unique_ptr<TrainStage> stage;
