@@ -249,7 +249,10 @@ void write_run_file(const std::string& path, const RunData& data) {
   temporary.rename_to(path);
 }
 
-void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
+namespace {
+
+// /roofs/gemm, /roofs/memory and /roofs/launch: the probes' rows.
+void add_probe_tables(RunData& data, const Roofs& roofs) {
   Table gemm, memory, launch;
   {
     std::vector<std::string> dtype, label;
@@ -287,16 +290,6 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
           mhz.push_back(r.sm_clock_mhz);
     launch = {{"kind", kind}, {"launches", launches}, {"ns_per_launch", ns}, {"sm_clock_mhz", mhz}};
   }
-  std::vector<std::string> names, dtypes, transports, scopes;
-  std::vector<int64_t> groups, fit_min, fit_max, group_nodes;
-  std::vector<double> alpha, beta, floor_alpha, floor_beta;
-  for (const InterconnectRoof& r : roofs.interconnect) {
-    names.push_back(r.collective), groups.push_back(r.group_size), dtypes.push_back(r.dtype);
-    transports.push_back(r.transport), alpha.push_back(r.alpha_us), beta.push_back(r.beta_gbps);
-    floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
-    fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
-    scopes.emplace_back(scope_name(r.scope)), group_nodes.push_back(r.group_nodes);
-  }
   data.tables.push_back(
       {"/roofs/gemm",
        gemm,
@@ -315,6 +308,20 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
        launch,
        {{"method", std::string("empty kernels launched back to back from the host (eager), and "
                                "replayed from one captured graph (graph_node)")}}});
+}
+
+// /roofs/interconnect: the fits per collective, group size and scope.
+void add_interconnect_table(RunData& data, const Roofs& roofs) {
+  std::vector<std::string> names, dtypes, transports, scopes;
+  std::vector<int64_t> groups, fit_min, fit_max, group_nodes;
+  std::vector<double> alpha, beta, floor_alpha, floor_beta;
+  for (const InterconnectRoof& r : roofs.interconnect) {
+    names.push_back(r.collective), groups.push_back(r.group_size), dtypes.push_back(r.dtype);
+    transports.push_back(r.transport), alpha.push_back(r.alpha_us), beta.push_back(r.beta_gbps);
+    floor_alpha.push_back(r.floor_alpha_us), floor_beta.push_back(r.floor_beta_gbps);
+    fit_min.push_back(r.fit_min_bytes), fit_max.push_back(r.fit_max_bytes);
+    scopes.emplace_back(scope_name(r.scope)), group_nodes.push_back(r.group_nodes);
+  }
   data.tables.push_back(
       {"/roofs/interconnect",
        {{"collective", names},
@@ -334,30 +341,41 @@ void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
                      "groups of one layout run concurrently: within each node, one rank per node, "
                      "every rank of several nodes); alpha/beta: least squares on the medians; "
                      "floor_*: the lower envelope of the fastest calls")}}});
-  if (!roofs.gpus.empty()) {
-    std::vector<int64_t> rank, device;
-    std::vector<std::string> node, outlier;
-    std::vector<double> tflops, read, launch_ns, node_link, inter_node;
-    for (const GpuRoof& g : roofs.gpus) {
-      rank.push_back(g.rank), node.push_back(g.node), device.push_back(g.device);
-      tflops.push_back(g.gemm_tflops), read.push_back(g.read_gbps),
-          launch_ns.push_back(g.launch_ns), outlier.push_back(g.outlier);
-      node_link.push_back(g.node_busbw_gbps), inter_node.push_back(g.inter_node_gbps);
-    }
-    data.tables.push_back(
-        {"/roofs/gpus",
-         {{"rank", rank},
-          {"node", node},
-          {"device", device},
-          {"gemm_tflops", tflops},
-          {"read_gbps", read},
-          {"launch_ns", launch_ns},
-          {"node_busbw_gbps", node_link},
-          {"inter_node_gbps", inter_node},
-          {"outlier", outlier}},
-         {{"method", std::string("each rank's own best of the probes every rank ran at once, "
-                                 "before the best over ranks that the roofs keep")}}});
+}
+
+// /roofs/gpus: each rank's own figures, where the roofs hold them.
+void add_gpus_table(RunData& data, const Roofs& roofs) {
+  if (roofs.gpus.empty()) return;
+  std::vector<int64_t> rank, device;
+  std::vector<std::string> node, outlier;
+  std::vector<double> tflops, read, launch_ns, node_link, inter_node;
+  for (const GpuRoof& g : roofs.gpus) {
+    rank.push_back(g.rank), node.push_back(g.node), device.push_back(g.device);
+    tflops.push_back(g.gemm_tflops), read.push_back(g.read_gbps), launch_ns.push_back(g.launch_ns),
+        outlier.push_back(g.outlier);
+    node_link.push_back(g.node_busbw_gbps), inter_node.push_back(g.inter_node_gbps);
   }
+  data.tables.push_back(
+      {"/roofs/gpus",
+       {{"rank", rank},
+        {"node", node},
+        {"device", device},
+        {"gemm_tflops", tflops},
+        {"read_gbps", read},
+        {"launch_ns", launch_ns},
+        {"node_busbw_gbps", node_link},
+        {"inter_node_gbps", inter_node},
+        {"outlier", outlier}},
+       {{"method", std::string("each rank's own best of the probes every rank ran at once, "
+                               "before the best over ranks that the roofs keep")}}});
+}
+
+} // namespace
+
+void add_roofs(RunData& data, const Roofs& roofs, const Attrs& extra) {
+  add_probe_tables(data, roofs);
+  add_interconnect_table(data, roofs);
+  add_gpus_table(data, roofs);
   Attrs attrs = {{"backend", roofs.backend}, {"source", roofs.source}};
   for (DType d : {DType::bf16, DType::f16, DType::f32})
     if (roofs.peak_tflops(d) > 0)
