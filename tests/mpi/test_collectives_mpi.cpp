@@ -14,6 +14,7 @@
 #include "collectives/communicator.hpp"
 #include "core/watchdog.hpp"
 #include "models/backend.hpp"
+#include "tests/support/mpi_world.hpp"
 
 namespace ridgeline {
 namespace {
@@ -22,10 +23,9 @@ namespace {
 // number of wrong elements summed over every rank and a description of the first failure.
 int64_t sweep(int group_size, DType dtype, ReduceOp op, bool in_place, int root,
               std::string& first_failure) {
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const int rank = world_rank();
   MPI_Comm group;
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank / group_size, world_rank, &group);
+  MPI_Comm_split(MPI_COMM_WORLD, rank / group_size, rank, &group);
   int64_t total = 0;
   {
     std::unique_ptr<Backend> backend = make_host_backend();
@@ -55,12 +55,6 @@ int64_t sweep(int group_size, DType dtype, ReduceOp op, bool in_place, int root,
   }
   MPI_Comm_free(&group);
   return total;
-}
-
-int world_size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
 }
 
 TEST(CollectivesMpi, EverySweepIsExactOutOfPlaceAndInPlace) {

@@ -12,16 +12,11 @@
 #include "core/stats.hpp"
 #include "models/moe_layer.hpp"
 #include "parallel/ep_moe.hpp"
+#include "tests/support/mpi_world.hpp"
 #include "tests/support/small_moe.hpp"
 
 namespace ridgeline {
 namespace {
-
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // Rank r sends r + j + 1 elements to rank j, each r * 100 + j: both implementations.
 TEST(AllToAllV, UnequalBlocksReachTheirRanks) {

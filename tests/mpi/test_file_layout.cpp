@@ -21,23 +21,12 @@
 #include "app/summary.hpp"
 #include "core/mpi_session.hpp"
 #include "core/stats.hpp"
+#include "tests/support/mpi_world.hpp"
 
 namespace ridgeline {
 namespace {
 
 namespace fs = std::filesystem;
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
 
 OpTable test_ops() {
   OpTable ops;

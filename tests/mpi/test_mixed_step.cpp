@@ -9,17 +9,11 @@
 #include "collectives/communicator.hpp"
 #include "core/stats.hpp"
 #include "parallel/tp_layer.hpp"
+#include "tests/support/mpi_world.hpp"
 #include "tests/support/tp1_reference.hpp"
 
 namespace ridgeline {
 namespace {
-
-// This rank and the ranks of the world: the TP group of every stage here.
-int world(bool size) {
-  int v = 0;
-  (size ? MPI_Comm_size : MPI_Comm_rank)(MPI_COMM_WORLD, &v);
-  return v;
-}
 
 // A stage of two layers running `mix` on this rank of `tp`.
 StageSpec mixed_stage(const StepMix& mix, int tp, const std::string& overlap) {
@@ -30,7 +24,7 @@ StageSpec mixed_stage(const StepMix& mix, int tp, const std::string& overlap) {
   spec.shape.seq = mix.tokens();
   spec.shape.tp = tp;
   spec.overlap = parse_overlap(overlap);
-  spec.tp_rank = tp > 1 ? world(false) : 0;
+  spec.tp_rank = tp > 1 ? world_rank() : 0;
   spec.num_layers = 2;
   spec.seed = 17;
   spec.mix = mix;
@@ -61,7 +55,7 @@ TEST_P(MixedStepMatchesTp1, RaggedContexts) {
   std::vector<int64_t> contexts = ragged_contexts("uniform:1:40", 4, 3);
   contexts.insert(contexts.end(), {9, 9});
   const StepMix mix = mixed_step_mix(contexts, {7, 5}, 5);
-  const StageSpec spec = mixed_stage(mix, world(true), GetParam());
+  const StageSpec spec = mixed_stage(mix, world_size(), GetParam());
   auto backend = make_host_backend();
   OpTable ops;
   Recorder rec(backend->clock(), ops);
@@ -91,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Overlaps, MixedStepMatchesTp1,
 // Decode tokens alone, every one at the same context: the decode stage of that batch and
 // context (the same inputs, weights and cache rows).
 TEST(MixedStep, EqualContextsAreADecodeStep) {
-  const int tp = world(true);
+  const int tp = world_size();
   const StageSpec spec = mixed_stage(mixed_step_mix({11, 11, 11}, {}, 0), tp, "none");
   StageSpec decode = spec;
   decode.mix = StepMix{};
@@ -107,7 +101,7 @@ TEST(MixedStep, EqualContextsAreADecodeStep) {
 
 // One chunk of a prompt's first tokens: the prefill stage of one sequence of them.
 TEST(MixedStep, AFirstChunkIsAPrefill) {
-  const int tp = world(true);
+  const int tp = world_size();
   const StageSpec spec = mixed_stage(mixed_step_mix({}, {12}, 0), tp, "none");
   StageSpec prefill = spec;
   prefill.mix = StepMix{};
@@ -123,10 +117,10 @@ TEST(MixedStep, RefusesStrategiesThatCutTheStep) {
   EXPECT_NE(mixed_overlap_problem(parse_overlap("split:2"), false), "");
   EXPECT_NE(mixed_overlap_problem(parse_overlap("ce-ring"), false), "");
   EXPECT_NE(mixed_overlap_problem(parse_overlap("none"), true), "");
-  if (world(true) < 2) return;
+  if (world_size() < 2) return;
   auto backend = make_host_backend();
   OpTable ops;
-  EXPECT_THROW(run_stage(*backend, mixed_stage(mix, world(true), "split:2"), ops), UsageError);
+  EXPECT_THROW(run_stage(*backend, mixed_stage(mix, world_size(), "split:2"), ops), UsageError);
 }
 
 // A stage built at a capacity and switched to smaller mixes (TpStage::set_mix()). Every mix
@@ -163,7 +157,7 @@ class SwitchedMix : public ::testing::TestWithParam<const char*> {};
 // prefill chunks, decode tokens alone, prefill chunks alone), switched to on a fresh stage
 // built at the capacity: the output of the stage built at that mix, bit for bit.
 TEST_P(SwitchedMix, EqualsTheStageBuiltAtTheMix) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   for (const StepMix& mix : {kMixed, kDecodeOnly, kPrefillOnly}) {
     OpTable ops;
@@ -179,7 +173,7 @@ TEST_P(SwitchedMix, EqualsTheStageBuiltAtTheMix) {
 // stage built at its mix. (No step reads a cache row an earlier one appended to: each
 // sequence's block is read below the rows the earlier steps wrote.)
 TEST_P(SwitchedMix, SwitchingRepeatedlyReproducesEachMix) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   const std::vector<StepMix> mixes = {kCapacity, kMixed, kDecodeOnly, kMixed};
   const std::vector<std::vector<float>> got =
@@ -195,7 +189,7 @@ TEST_P(SwitchedMix, SwitchingRepeatedlyReproducesEachMix) {
 // A mix of fewer cache rows a sequence than the capacity's reads its blocks at the capacity's
 // stride: its output is the TP=1 stage's switched the same way.
 TEST_P(SwitchedMix, SmallerBlocksMatchTp1) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   const std::vector<float> got =
       run_switched(*backend, mixed_stage(kCapacity, tp, GetParam()), {kSmallBlocks})[0];
@@ -211,7 +205,7 @@ TEST_P(SwitchedMix, SmallerBlocksMatchTp1) {
 // at the capacity's stride: their output rows are those of the stage built with two more decode
 // tokens that need the capacity's 41 rows (the same blocks, rows computed row by row).
 TEST_P(SwitchedMix, SmallerBlocksKeepTheCapacitysStride) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   const StepMix decode = mixed_step_mix({5, 9}, {}, 0);
   const std::vector<float> got =
@@ -232,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Overlaps, SwitchedMix, ::testing::Values("none", "async
 // The op costs after a switch are the work model's for the new mix, its ops interned: a stage
 // built for decode tokens alone switched to prefill chunks alone records attention_prefill.
 TEST(SwitchedMix, OpSpecsAreTheNewMixs) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;
@@ -262,7 +256,7 @@ TEST(SwitchedMix, OpSpecsAreTheNewMixs) {
 // chunked:2 cannot halve, and a stage built without a mix are refused; a refused switch leaves
 // the stage running its mix.
 TEST(SwitchedMix, RefusesWhatTheStageCannotHold) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;

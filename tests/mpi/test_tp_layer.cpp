@@ -11,21 +11,11 @@
 #include "core/stats.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/tp_layer.hpp"
+#include "tests/support/mpi_world.hpp"
 #include "tests/support/tp1_reference.hpp"
 
 namespace ridgeline {
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 TEST(MpiCommunicator, AllReduceSumAndAverage) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);

@@ -10,16 +10,11 @@
 
 #include "app/trace_run.hpp"
 #include "collectives/communicator.hpp"
+#include "tests/support/mpi_world.hpp"
 #include "tests/support/tp1_reference.hpp"
 
 namespace ridgeline {
 namespace {
-
-int world(bool size) {
-  int v = 0;
-  (size ? MPI_Comm_size : MPI_Comm_rank)(MPI_COMM_WORLD, &v);
-  return v;
-}
 
 const SchedulerConfig kScheduler{48, 16, 4, 400};
 constexpr int64_t kLongest = 64; // --seq: the longest request a cache block holds
@@ -46,7 +41,7 @@ StageSpec capacity_stage(int tp, uint64_t seed) {
   spec.shape.batch = 1;
   spec.shape.seq = spec.mix.tokens();
   spec.shape.tp = tp;
-  spec.tp_rank = tp > 1 ? world(false) : 0;
+  spec.tp_rank = tp > 1 ? world_rank() : 0;
   spec.num_layers = spec.model.layers;
   spec.seed = seed;
   return spec;
@@ -55,14 +50,14 @@ StageSpec capacity_stage(int tp, uint64_t seed) {
 // check_replay() of the schedule on the world's stage against a TP=1 stage of `reference_seed`
 // built on rank 0.
 ReplayCheck check_against(uint64_t reference_seed) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops, reference_ops;
   StageSpec spec = capacity_stage(tp, 17);
   TpStage stage(*backend, tp > 1 ? comm.get() : nullptr, spec, ops);
   std::unique_ptr<TpStage> reference;
-  if (world(false) == 0) {
+  if (world_rank() == 0) {
     StageSpec ref_spec = capacity_stage(1, reference_seed);
     reference = std::make_unique<TpStage>(*backend, nullptr, ref_spec, reference_ops);
   }
@@ -75,17 +70,17 @@ TEST(TraceCheck, EveryStepMatchesTheTp1Model) {
   const ServingSchedule schedule = trace_schedule();
   ASSERT_GT(schedule.steps.size(), 5u);
   const ReplayCheck c = check_against(17);
-  EXPECT_EQ(c.status, "passed") << "tp=" << world(true) << " max " << c.max_rel_error;
+  EXPECT_EQ(c.status, "passed") << "tp=" << world_size() << " max " << c.max_rel_error;
   EXPECT_EQ(c.steps, static_cast<int64_t>(schedule.steps.size()));
   EXPECT_LE(c.max_rel_error, 1e-4);
   ASSERT_EQ(c.step_error.size(), schedule.steps.size());
   for (double e : c.step_error)
-    EXPECT_EQ(std::isnan(e), world(false) != 0) << e; // compared on the reference's rank only
+    EXPECT_EQ(std::isnan(e), world_rank() != 0) << e; // compared on the reference's rank only
 }
 
 TEST(TraceCheck, OtherWeightsFailIt) {
   const ReplayCheck c = check_against(18);
-  EXPECT_EQ(c.status, "failed") << "tp=" << world(true);
+  EXPECT_EQ(c.status, "failed") << "tp=" << world_size();
   EXPECT_GT(c.max_rel_error, 1e-4);
 }
 
@@ -93,7 +88,7 @@ TEST(TraceCheck, OtherWeightsFailIt) {
 // again after reset_cache() give the same outputs, and without it (the cache as the first pass
 // left it) a later step differs.
 TEST(TraceCheck, ResetCacheReplaysTheSameOutputs) {
-  const int tp = world(true);
+  const int tp = world_size();
   auto backend = make_host_backend();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   OpTable ops;

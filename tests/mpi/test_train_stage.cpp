@@ -18,20 +18,10 @@
 #include "parallel/pipeline.hpp"
 #include "parallel/stage_reference.hpp"
 #include "parallel/train_stage.hpp"
+#include "tests/support/mpi_world.hpp"
 
 namespace ridgeline {
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // The run's check tolerance in fp32 (train_point.cpp).
 constexpr double kTolerance = 1e-4;
