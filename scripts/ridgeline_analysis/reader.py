@@ -6,7 +6,7 @@ One reader for every tool in this package: analysis, plots and exporters take wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -285,27 +285,26 @@ class Run:
     def to_dataframe(self):
         """pandas DataFrame, one row per timeline row of every rank (of every point that kept
         its timelines): tidy.timeline_frame()."""
-        from . import tidy
-        return tidy.timeline_frame(self)
+        return _frame("timeline", self)
 
     def points_dataframe(self):
         """pandas DataFrame, one row per /sweep/points row (sweep files): tidy.points_frame()."""
-        return _tidy().points_frame(self)
+        return _frame("points", self)
 
     def repeats_dataframe(self):
         """pandas DataFrame, one row per /sweep/repeats row (sweep files with repeats):
         tidy.repeats_frame()."""
-        return _tidy().repeats_frame(self)
+        return _frame("repeats", self)
 
     def serving_steps_dataframe(self):
         """pandas DataFrame, one row per /serving/steps row (trace runs):
         tidy.serving_steps_frame()."""
-        return _tidy().serving_steps_frame(self)
+        return _frame("serving_steps", self)
 
     def serving_requests_dataframe(self):
         """pandas DataFrame, one row per /serving/requests row (trace runs):
         tidy.serving_requests_frame()."""
-        return _tidy().serving_requests_frame(self)
+        return _frame("serving_requests", self)
 
     def op_names(self) -> np.ndarray:
         """Op names indexed by op id (for labelling timeline rows)."""
@@ -327,10 +326,22 @@ class Run:
         return {op.id for op in self.ops if op.kind in ("collective", "p2p")}
 
 
-def _tidy():
-    # Imported on use: tidy reaches this module again through analysis.
-    from . import tidy
-    return tidy
+# The tables built from a Run, by name ("timeline", "points", ...): tidy registers its makers
+# when the package is imported, so that the reader stays below what is built from it.
+_FRAMES: Dict[str, Callable[["Run"], Any]] = {}
+
+
+def register_frames(frames: Mapping[str, Callable[["Run"], Any]]) -> None:
+    """Makes `frames` (table name -> maker of its pandas DataFrame from a Run) the makers of the
+    Run's *_dataframe() methods."""
+    _FRAMES.update(frames)
+
+
+def _frame(name: str, run: "Run"):
+    if name not in _FRAMES:
+        raise RuntimeError(f"no maker of the {name} table: import ridgeline_analysis (its tidy "
+                           "module registers them)")
+    return _FRAMES[name](run)
 
 
 def check(path: str, accept_incomplete: bool = False) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import output
 from .analysis import LANES
-from .reader import Run, SchemaError
+from .reader import Run, SchemaError, register_frames
 
 #: The tables, by the name `export --table` takes, and the file formats.
 TABLES = ("timeline", "points", "repeats", "serving_steps", "serving_requests")
@@ -219,6 +219,7 @@ def _finish(pd, parts: List[Any], leading: Sequence[str]):
 FRAMES: Dict[str, Callable[[Run], Any]] = {
     "timeline": timeline_frame, "points": points_frame, "repeats": repeats_frame,
     "serving_steps": serving_steps_frame, "serving_requests": serving_requests_frame}
+register_frames(FRAMES)
 
 
 def frame(runs: Iterable[Run], table: str):
