@@ -51,6 +51,12 @@ public:
   /// Host-side completion of the puts begun so far (MPI sends); a no-op where the stream orders
   /// them (CUDA).
   virtual void complete() = 0;
+
+  /// put() of the same bytes into every peer's window `w` at `offset`, the next rank first.
+  void put_to_peers(size_t w, size_t offset, const void* src, size_t bytes, Stream stream) {
+    for (int i = 1; i < size(); ++i)
+      put((rank() + i) % size(), w, offset, src, bytes, stream);
+  }
 };
 
 /// Host memory windows over non-blocking MPI messages on a duplicate of `comm`. Every rank of

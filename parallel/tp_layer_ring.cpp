@@ -51,9 +51,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
 }
 
 void TpStage::put_to_peers(size_t w, size_t offset, const void* src, size_t bytes) {
-  const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
-  for (int i = 1; i < tp; ++i)
-    m_exchange->put((r + i) % tp, w, offset, src, bytes, m_backend.stream(Lane::comm));
+  m_exchange->put_to_peers(w, offset, src, bytes, m_backend.stream(Lane::comm));
 }
 
 void TpStage::complete_puts(Recorder& rec, size_t handle) {

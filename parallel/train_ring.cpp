@@ -114,9 +114,8 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
     {
       const ranges::Scope range(name);
       ring_begin(rec, reduce_op, layer, record);
-      for (int i = 1; i < tp; ++i)
-        m_exchange->put((r + i) % tp, kGatherWindow, static_cast<size_t>(r) * bytes, own.data,
-                        bytes, comm);
+      m_exchange->put_to_peers(kGatherWindow, static_cast<size_t>(r) * bytes, own.data, bytes,
+                               comm);
       for (int i = 1; i < tp; ++i) {
         const int j = (r + tp - i) % tp;
         m_exchange->wait(j, kGatherWindow, static_cast<size_t>(j) * bytes, bytes, compute);
@@ -154,9 +153,7 @@ void TrainStage::ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int
     // This rank's rows into every peer, beside the GEMM on them.
     const ranges::Scope range(name);
     ring_begin(rec, gather_op, layer, record);
-    for (int i = 1; i < tp; ++i)
-      m_exchange->put((r + i) % tp, kGatherWindow, static_cast<size_t>(r) * bytes, rows.data, bytes,
-                      comm);
+    m_exchange->put_to_peers(kGatherWindow, static_cast<size_t>(r) * bytes, rows.data, bytes, comm);
     const ScopedOp scope = ring_scope(rec, gather_op, layer);
     m_backend.copy(rows, full.rows_slice(r * n, n));
   }
