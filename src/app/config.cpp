@@ -629,9 +629,11 @@ Attrs moe_config_attrs(const RunConfig& c) {
 }
 } // namespace
 
+// The MoE options are taken before the mixed ones so that a run's config is read in this file
+// once (one visit, then config_mixed.cpp), not in two visits around the mixed step's.
 Attrs config_attrs(const RunConfig& c) {
   Attrs attrs = option_attrs(c);
-  for (Attrs extra : {mixed_config_attrs(c), moe_config_attrs(c)})
+  for (Attrs extra : {moe_config_attrs(c), mixed_config_attrs(c)})
     for (auto& kv : extra)
       attrs.push_back(std::move(kv));
   return attrs;

@@ -15,11 +15,12 @@ namespace ridgeline {
 ResolvedPoint resolve_point(JobContext& job, RunConfig& cfg) {
   const std::vector<std::string>& hosts = job.mpi().hosts();
   const NodeMap nodes = map_nodes(hosts);
-  apply_defaults(cfg, job.backend_name(), nodes.nodes);
   ResolvedPoint resolved;
   std::vector<std::string>& problems = resolved.problems;
-  // A --tp auto that cannot be resolved leaves no grid for validation to judge.
+  // A --tp auto that cannot be resolved leaves no grid for validation to judge. The grid reads
+  // only --tp/--pp/--dp, which no default touches, so it is resolved first.
   problems = resolve_grid(cfg, nodes, job.mpi().size());
+  apply_defaults(cfg, job.backend_name(), nodes.nodes);
   if (problems.empty()) {
     ValidatedPoint validated = validate_point(cfg, job.mpi().size());
     problems = std::move(validated.problems);
