@@ -53,8 +53,10 @@ double TpStage::overlap_memory_bytes(const StageSpec& spec, DType dtype, bool ex
 
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
                  PeerExchange* exchange)
-    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec),
+    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange),
+      m_lanes(backend, tp_comm, spec.shape.tp), m_spec(spec),
       m_policy(overlap_policy(spec.overlap)), m_op_table(&ops) {
+  m_lanes.use(m_policy);
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -125,7 +127,12 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
     m_plain.fc2_shard = m_fc2_shard_buf.data();
   }
   m_symm = m_plain;
-  if (spec.symmetric_buffers) place_symmetric_buffers();
+  // In collective_buffers()' order.
+  if (spec.symmetric_buffers)
+    m_allocated +=
+        m_lanes.place_symmetric(collective_buffers(m_spec, backend.dtype()),
+                                {&m_symm.ln, &m_symm.proj_full, &m_symm.fc2_full, &m_symm.ln_full,
+                                 &m_symm.proj_shard, &m_symm.fc2_shard});
   const DType dt = backend.dtype();
   m_input = m_in_buf.view(m_stream_tokens, h, dt);
   m_output = m_out_buf.view(m_stream_tokens, h, dt);
@@ -213,6 +220,7 @@ void TpStage::set_overlap(const Overlap& overlap) {
     throw UsageError("ce-ring needs the stage built with a peer exchange");
   m_spec.overlap = overlap;
   m_policy = policy;
+  m_lanes.use(policy);
   m_units = policy.units();
 }
 
@@ -230,20 +238,6 @@ Tensor TpStage::full_view(void* data) const {
 
 Tensor TpStage::stream_view(void* data) const {
   return Tensor{data, m_stream_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
-}
-
-void TpStage::place_symmetric_buffers() {
-  if (m_spec.shape.tp == 1) {
-    m_symmetric.path = "none: at tp 1 the stage has no collective";
-    return;
-  }
-  void** const slots[] = {&m_symm.ln,      &m_symm.proj_full,  &m_symm.fc2_full,
-                          &m_symm.ln_full, &m_symm.proj_shard, &m_symm.fc2_shard};
-  m_symmetric = place_symmetric(*m_comm, collective_buffers(m_spec, m_backend.dtype()));
-  if (!m_symmetric.memory) return;
-  m_allocated += m_symmetric.memory->bytes();
-  for (size_t i = 0; i < m_symmetric.buffers.size(); ++i)
-    *slots[i] = m_symmetric.buffers[i];
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -342,10 +336,6 @@ std::vector<float> TpStage::gather_output() {
   return m_backend.to_host(full);
 }
 
-Lane TpStage::comm_queue() const {
-  return m_policy.queue;
-}
-
 ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double share) const {
   const auto i = static_cast<size_t>(slot);
   return ScopedOp(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
@@ -380,19 +370,14 @@ template <class Issue>
 void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue) {
   if (!communicating()) return;
   const auto i = static_cast<size_t>(slot);
-  issue_collective(m_backend, *m_comm, rec, comm_queue(), m_op_ids[i], static_cast<int32_t>(layer),
-                   scaled(m_slot_specs[i]->cost, share), m_slot_specs[i]->name, m_open_comm,
-                   std::forward<Issue>(issue));
+  m_lanes.collective(rec, m_op_ids[i], layer, scaled(m_slot_specs[i]->cost, share),
+                     m_slot_specs[i]->name, std::forward<Issue>(issue));
 }
 
 void TpStage::wait_comm(Recorder& rec, size_t fence) {
   // ce-ring leaves nothing in flight past its GEMMs.
-  if (!communicating() || comm_queue() == Lane::compute || ring()) return;
-  m_comm->complete(m_backend.stream(Lane::comm));
-  for (size_t handle : m_open_comm)
-    rec.end(handle);
-  m_open_comm.clear();
-  m_backend.wait_fence(Lane::compute, fence);
+  if (!communicating() || ring()) return;
+  m_lanes.join(rec, fence);
 }
 
 void TpStage::gemm(const Tensor& a, const Tensor& w, Tensor c, bool beside_comm) {
@@ -470,7 +455,7 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
                                rows.dtype, ReduceOp::sum, st);
         });
       });
-  return comm_queue() == Lane::comm ? m_backend.fence(Lane::comm) : 0;
+  return m_lanes.fence();
 }
 
 size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights& w,

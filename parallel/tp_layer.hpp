@@ -22,6 +22,7 @@
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/overlap_policy.hpp"
+#include "parallel/stage_lanes.hpp"
 
 namespace ridgeline {
 
@@ -145,7 +146,7 @@ public:
   /// Where the symm: strategies' collective buffers live (StageSpec::symmetric_buffers): the
   /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
   /// Empty without symmetric_buffers.
-  const std::string& symmetric_path() const { return m_symmetric.path; }
+  const std::string& symmetric_path() const { return m_lanes.symmetric_path(); }
   const std::vector<OpSpec>& op_specs() const { return m_ops; }
 
   /// One GEMM of the layer timed alone: `reps` back-to-back calls of the same shape on fresh
@@ -229,19 +230,12 @@ private:
   void ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
                                const Tensor& in, const Tensor& w, Tensor out_full, Tensor out_shard,
                                size_t reduce_window, size_t out_window, PendingPiece& pending);
-  // The ring collective's record: begun by the first call on the comm lane, which (like every
-  // call) first makes the comm lane wait for what the compute lane issued so far.
-  struct RingRecord {
-    size_t handle = 0;
-    bool begun = false;
-  };
+  // Before each of a ring site's puts (StageLanes::ring_put), recorded as layer slot `slot`.
+  using RingRecord = StageLanes::RingRecord;
   void ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record);
   // The all-gather half in flight: what the op after the ring needs of it (gathered_pieces()).
   void ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle, size_t out_window);
   void release_pending(PendingPiece& pending);
-  // The end of a ring collective's puts: they complete, their record closes, and the compute
-  // lane waits for them (before it rewrites what they read).
-  void complete_puts(Recorder& rec, size_t handle);
   // on_rows(first row, rows) on this rank's summed rows, then on each peer's as they land
   // (nearest first); then the all-gather half's puts complete and its record closes.
   template <class OnRows>
@@ -252,10 +246,10 @@ private:
   // ce-ring's all-gather half: `bytes` from `src` into every peer's window `w` at `offset`, on
   // the comm lane.
   void put_to_peers(size_t w, size_t offset, const void* src, size_t bytes);
-  // Collective plumbing: queue, recording, completion.
+  // Collective plumbing: the lanes (m_lanes) record and join; these say whether this forward
+  // computes and communicates at all.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
-  Lane comm_queue() const;
   // One compute op of a layer slot: its profiler range and its timeline row, opened now and
   // closed when the returned scope ends (in pairs, also when the op throws).
   ScopedOp compute_op(Recorder& rec, int slot, int64_t layer, double share) const;
@@ -280,6 +274,7 @@ private:
   Backend& m_backend;
   Communicator* m_comm;
   PeerExchange* m_exchange;
+  StageLanes m_lanes;
   StageSpec m_spec;
   OverlapPolicy m_policy; ///< m_spec.overlap's
   StageMode m_mode = StageMode::full;
@@ -288,7 +283,6 @@ private:
   std::vector<OpSpec> m_ops;
   std::vector<int32_t> m_op_ids;           ///< op table id per layer slot (-1: absent)
   std::vector<const OpSpec*> m_slot_specs; ///< work-model entry per layer slot
-  std::vector<size_t> m_open_comm;         ///< host collectives begun but not yet completed
   // m_tokens, m_stream_tokens: the step's rows (a mixed stage's current mix's); the buffers
   // hold the capacity's.
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
@@ -316,9 +310,7 @@ private:
   // stage has one (ce-ring puts into them). m_symm: the same in the communicator's symmetric
   // memory (the symm: strategies), else equal to m_plain.
   CommBuffers m_plain, m_symm;
-  SymmetricBuffers m_symmetric;
   const CommBuffers& bufs() const { return m_policy.symmetric ? m_symm : m_plain; }
-  void place_symmetric_buffers();
   Tensor m_input, m_output;
 };
 
@@ -345,7 +337,7 @@ inline void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRow
     on_rows(j * n, n);
   }
   // The next GEMMs rewrite the pieces the puts read.
-  complete_puts(rec, pending.handle);
+  m_lanes.ring_done(rec, *m_exchange, pending.handle);
   pending = PendingPiece{};
 }
 

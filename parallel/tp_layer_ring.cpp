@@ -46,18 +46,12 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   }
   if (communicating()) {
     // The next norm rewrites the rows the puts read.
-    complete_puts(rec, record.handle);
+    m_lanes.ring_done(rec, *m_exchange, record.handle);
   }
 }
 
 void TpStage::put_to_peers(size_t w, size_t offset, const void* src, size_t bytes) {
   m_exchange->put_to_peers(w, offset, src, bytes, m_backend.stream(Lane::comm));
-}
-
-void TpStage::complete_puts(Recorder& rec, size_t handle) {
-  m_exchange->complete();
-  rec.end(handle);
-  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
 }
 
 void TpStage::release_pending(PendingPiece& pending) {
@@ -67,11 +61,7 @@ void TpStage::release_pending(PendingPiece& pending) {
 }
 
 void TpStage::ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record) {
-  m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
-  if (record.begun) return;
-  record.begun = true;
-  record.handle = rec.begin(m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm,
-                            m_slot_specs[slot]->cost, Lane::comm);
+  m_lanes.ring_put(rec, m_op_ids[slot], layer, m_slot_specs[slot]->cost, record);
 }
 
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
@@ -144,7 +134,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     return;
   }
   // The next GEMMs rewrite the pieces the puts read.
-  complete_puts(rec, record.handle);
+  m_lanes.ring_done(rec, *m_exchange, record.handle);
 }
 
 void TpStage::ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle,
@@ -249,7 +239,8 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   }
   if (!communicating()) return;
   if (m_sp)
-    complete_puts(rec, record.handle); // the next GEMMs rewrite the pieces the puts read
+    m_lanes.ring_done(rec, *m_exchange,
+                      record.handle); // the next GEMMs rewrite the pieces the puts read
   else
     ring_gather_pending(rec, pending, record.handle, out_window);
 }

@@ -66,9 +66,8 @@ void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
   RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
   const OpSpec& o = m_plan[static_cast<size_t>(i)];
   // Every collective of a layer covers one unit of its site.
-  issue_collective(m_backend, *m_comm, rec, m_policy.queue, m_ids[static_cast<size_t>(i)],
-                   static_cast<int32_t>(layer), scaled(o.cost, 1.0 / m_policy.units()), o.name,
-                   m_open_comm, issue);
+  m_lanes.collective(rec, m_ids[static_cast<size_t>(i)], layer,
+                     scaled(o.cost, 1.0 / m_policy.units()), o.name, issue);
 }
 
 void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
@@ -92,19 +91,6 @@ void TrainStage::tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const T
     m_comm->reduce_scatter(full.data, rows.data, static_cast<size_t>(rows.elements()), rows.dtype,
                            ReduceOp::sum, stream);
   });
-}
-
-size_t TrainStage::tp_fence() {
-  return m_spec.shape.tp > 1 && m_policy.queue == Lane::comm ? m_backend.fence(Lane::comm) : 0;
-}
-
-void TrainStage::wait_tp(Recorder& rec, size_t fence) {
-  if (m_spec.shape.tp == 1 || m_policy.queue == Lane::compute) return;
-  m_comm->complete(m_backend.stream(Lane::comm));
-  for (size_t handle : m_open_comm)
-    rec.end(handle);
-  m_open_comm.clear();
-  m_backend.wait_fence(Lane::compute, fence);
 }
 
 template <class Gemm>

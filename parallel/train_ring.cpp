@@ -29,19 +29,14 @@ std::vector<size_t> TrainStage::exchange_windows(const TrainSpec& spec, DType dt
 }
 
 void TrainStage::ring_begin(Recorder& rec, int op, int64_t layer, RingRecord& record) {
-  m_backend.wait_fence(Lane::comm, m_backend.fence(Lane::compute));
-  if (record.begun) return;
   const int i = m_index[static_cast<size_t>(op)];
   RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  record.begun = true;
-  record.handle = rec.begin(m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer), Lane::comm,
-                            m_plan[static_cast<size_t>(i)].cost, Lane::comm);
+  m_lanes.ring_put(rec, m_ids[static_cast<size_t>(i)], layer, m_plan[static_cast<size_t>(i)].cost,
+                   record);
 }
 
 void TrainStage::ring_end(Recorder& rec, const RingRecord& record) {
-  m_exchange->complete();
-  rec.end(record.handle);
-  m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
+  m_lanes.ring_done(rec, *m_exchange, record.handle);
 }
 
 ScopedOp TrainStage::ring_scope(Recorder& rec, int op, int64_t layer) const {

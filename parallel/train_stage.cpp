@@ -50,8 +50,10 @@ double TrainStage::overlap_memory_bytes(const TrainSpec& spec, DType dtype, bool
 
 TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops,
                        PeerExchange* exchange)
-    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange), m_spec(spec),
+    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange),
+      m_lanes(backend, tp_comm, spec.shape.tp), m_spec(spec),
       m_policy(overlap_policy(spec.overlap)) {
+  m_lanes.use(m_policy);
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
   RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
@@ -144,24 +146,14 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   m_plain = {sc.proj.data(),   sc.fc2.data(),     sc.dln.data(),    sc.dy_full.data(),
              sc.acts.dy1.data, sc.ln_rows.data(), sc.rs_rows.data()};
   m_symm = m_plain;
-  if (spec.symmetric_buffers) place_symmetric_buffers();
+  // In collective_buffers()' order.
+  if (spec.symmetric_buffers)
+    m_allocated += m_lanes.place_symmetric(collective_buffers(m_spec, backend.dtype()),
+                                           {&m_symm.proj, &m_symm.fc2, &m_symm.dln, &m_symm.dy_full,
+                                            &m_symm.dy1_full, &m_symm.ln_rows, &m_symm.rs_rows});
 }
 
 TrainStage::~TrainStage() = default;
-
-void TrainStage::place_symmetric_buffers() {
-  if (m_spec.shape.tp == 1) {
-    m_symmetric.path = "none: at tp 1 the stage has no collective";
-    return;
-  }
-  void** const slots[] = {&m_symm.proj,     &m_symm.fc2,     &m_symm.dln,    &m_symm.dy_full,
-                          &m_symm.dy1_full, &m_symm.ln_rows, &m_symm.rs_rows};
-  m_symmetric = place_symmetric(*m_comm, collective_buffers(m_spec, m_backend.dtype()));
-  if (!m_symmetric.memory) return;
-  m_allocated += m_symmetric.memory->bytes();
-  for (size_t i = 0; i < m_symmetric.buffers.size(); ++i)
-    *slots[i] = m_symmetric.buffers[i];
-}
 
 void TrainStage::require_exchange(const Overlap& overlap) const {
   if (overlap_policy(overlap).ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
@@ -174,6 +166,7 @@ void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
   m_spec.attention = attention;
   m_spec.overlap = overlap;
   m_policy = overlap_policy(overlap);
+  m_lanes.use(m_policy);
   // The same ops in the same order (their ids stay); the naive attention's costs differ (it
   // writes its score matrices).
   m_plan = train_layer_plan(m_spec.model, m_spec.shape, attention);

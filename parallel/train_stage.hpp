@@ -20,6 +20,7 @@
 #include "models/layer_plan.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap_policy.hpp"
+#include "parallel/stage_lanes.hpp"
 
 namespace ridgeline {
 
@@ -136,7 +137,7 @@ public:
   /// Where the symm: strategies' collective buffers live (TrainSpec::symmetric_buffers): the
   /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
   /// Empty without symmetric_buffers.
-  const std::string& symmetric_path() const { return m_symmetric.path; }
+  const std::string& symmetric_path() const { return m_lanes.symmetric_path(); }
   /// The most bytes of microbatch activation sets alive at once so far (with the gradients
   /// zero-bubble schedules keep for their deferred weight gradients).
   size_t peak_activation_bytes() const { return m_peak_bytes; }
@@ -160,7 +161,6 @@ private:
   // Allocates what a layer's forward saves for its backward (all but its input).
   void allocate_saved(LayerActs& a);
   Buffer alloc(int64_t rows, int64_t cols);
-  void place_symmetric_buffers();
   // Throws UsageError where `overlap` puts through a peer exchange the stage was built without.
   void require_exchange(const Overlap& overlap) const;
 
@@ -206,13 +206,9 @@ private:
   void ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t layer,
                         const Tensor& rows, const Tensor& full, const Tensor& out,
                         const ColumnGemm& gemm);
-  // The collective's record of a ring site: begun by its first put (each put first makes the
-  // comm lane wait for what the compute lane issued so far), ended once its puts completed and
-  // the compute lane waits for them.
-  struct RingRecord {
-    size_t handle = 0;
-    bool begun = false;
-  };
+  // Before each of a ring site's puts (StageLanes::ring_put), recorded as plan op `op`; and
+  // after its last (StageLanes::ring_done).
+  using RingRecord = StageLanes::RingRecord;
   void ring_begin(Recorder& rec, int op, int64_t layer, RingRecord& record);
   void ring_end(Recorder& rec, const RingRecord& record);
   // A ring site's adds and copies on the compute lane, recorded as its collective's.
@@ -231,9 +227,9 @@ private:
   void tp_all_gather(Recorder& rec, int op, int64_t layer, const Tensor& rows, Tensor full);
   void tp_reduce_scatter(Recorder& rec, int op, int64_t layer, const Tensor& full, Tensor rows);
   // The comm lane's fence after what was issued so far (0 where collectives run on the compute
-  // lane), and the compute's wait for it, completing what the host started.
-  size_t tp_fence();
-  void wait_tp(Recorder& rec, size_t fence);
+  // lane), and the compute's wait for it, completing what the host started (m_lanes).
+  size_t tp_fence() const { return m_lanes.fence(); }
+  void wait_tp(Recorder& rec, size_t fence) { m_lanes.join(rec, fence); }
   // Rows of a tensor of the stream or of the whole microbatch: unit u (a chunk of a part) and
   // part p.
   Tensor unit(const Tensor& t, int u) const;
@@ -249,6 +245,7 @@ private:
   Backend& m_backend;
   Communicator* m_comm;
   PeerExchange* m_exchange = nullptr;
+  StageLanes m_lanes;
   TrainSpec m_spec;
   OverlapPolicy m_policy; ///< m_spec.overlap's
   LayerGeometry m_geo;
@@ -280,9 +277,7 @@ private:
     void* rs_rows = nullptr;
   };
   CommBuffers m_plain, m_symm;
-  SymmetricBuffers m_symmetric;
   const CommBuffers& bufs() const { return m_policy.symmetric ? m_symm : m_plain; }
-  std::vector<size_t> m_open_comm;
   int m_microbatches = 1;
   std::vector<int> m_weight_passes; ///< per local layer: weight gradients done this iteration
   std::vector<std::pair<size_t, size_t>> m_buckets; ///< bytes [begin, end)
