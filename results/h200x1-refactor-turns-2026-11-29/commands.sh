@@ -27,3 +27,18 @@ mpirun -n 2 $R run $S --phase train --overlap ce-ring,ce-ring:2 --out train_ring
 mpirun -n 2 $R run $S --phase train --sequence-parallel --overlap ce-ring,ce-ring:2 \
   --out train_ring_sp.h5
 mpirun -n 2 $R run $S --phase prefill --schedule gpipe --overlap ce-ring:2 --out prefill_ring.h5
+
+# One StageLanes for both executors (A = 79d64be, B = 28fd675): two turns of each, the
+# gpu tests of A, and every strategy at TP 2 on two ranks sharing the GPU (A).
+$R run $L --phase prefill --seq 4096 --batch 2 --warmup 3 --iters 20 --out pre.h5
+$R run $L --phase decode --context 4096 --batch 64 --graphs --warmup 3 --iters 30 --out dec.h5
+$R run $L --phase train --seq 2048 --batch 4 --microbatches 2 --warmup 3 --iters 15 --out tr.h5
+ctest --test-dir build-gpu -L gpu -j 2
+T="--hidden 2048 --heads 16 --kv-heads 8 --ffn-hidden 5632 --layers 2 --mlp swiglu --norm rmsnorm \
+  --rotary on --dtype bf16 --tp 2 --allow-shared-gpu --allreduce oneshot --roofs none --check on \
+  --warmup 1 --iters 2"
+O="none,async,chunked:2,split:2,ce-ring,ce-ring:2"
+mpirun -n 2 $R run $T --phase train --seq 1024 --batch 4 --microbatches 2 --overlap $O --out train.h5
+mpirun -n 2 $R run $T --phase prefill --seq 1024 --batch 2 --overlap $O --out prefill.h5
+mpirun -n 2 $R run $T --phase decode --context 1024 --batch 16 --graphs \
+  --overlap none,async,chunked:2 --out decode.h5
