@@ -9,13 +9,13 @@
 
 #include "core/error.hpp"
 #include "core/stamped_loop.hpp"
-#include "parallel/tp_layer_slots.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/tp_layer_windows.hpp"
 
 namespace ridgeline {
 
 using namespace tp_ring;
-using namespace tp_slots;
+using namespace layer_op;
 
 std::vector<size_t> TpStage::exchange_windows(const StageSpec& spec, DType dtype) {
   const LayerGeometry g = layer_geometry(spec.model, spec.shape, spec.tp_rank);
@@ -143,16 +143,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
 }
 
 void TpStage::bind_ops() {
-  m_op_ids.assign(s_count, -1);
-  m_slot_specs.assign(s_count, nullptr);
-  for (const OpSpec& o : m_ops) {
-    const int32_t id = m_op_table->intern(o.name, o.kind);
-    for (size_t i = 0; i < s_count; ++i)
-      if (o.name == kSlotNames[i]) {
-        m_op_ids[i] = id;
-        m_slot_specs[i] = &o;
-      }
-  }
+  m_op_index.bind(m_ops, *m_op_table);
 }
 
 void TpStage::set_mix(const StepMix& mix) {
@@ -337,24 +328,22 @@ std::vector<float> TpStage::gather_output() {
 }
 
 ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double share) const {
-  const auto i = static_cast<size_t>(slot);
-  return ScopedOp(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::compute,
-                  scaled(m_slot_specs[i]->cost, share), Lane::compute);
+  return ScopedOp(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::compute,
+                  scaled(m_op_index.spec(slot).cost, share), Lane::compute);
 }
 
 ScopedOp TpStage::fused_op(Recorder& rec, int slot, std::initializer_list<int> folded,
                            int64_t layer) const {
-  const auto i = static_cast<size_t>(slot);
-  OpCost cost = m_slot_specs[i]->cost;
+  OpCost cost = m_op_index.spec(slot).cost;
   for (int f : folded) {
-    const OpSpec* spec = m_slot_specs[static_cast<size_t>(f)];
+    const OpSpec* spec = m_op_index.find(f);
     if (spec == nullptr) continue; // not in this layer (rotary of a layer without it)
     const OpCost& c = spec->cost;
     cost.flops += c.flops;
     cost.hbm_bytes += c.hbm_bytes;
     cost.comm_bytes += c.comm_bytes;
   }
-  return ScopedOp(rec, m_op_ids[i], static_cast<int32_t>(layer), Lane::compute, cost,
+  return ScopedOp(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::compute, cost,
                   Lane::compute);
 }
 
@@ -369,9 +358,9 @@ bool TpStage::fused(GemmEpilogue::Kind kind) const {
 template <class Issue>
 void TpStage::collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue) {
   if (!communicating()) return;
-  const auto i = static_cast<size_t>(slot);
-  m_lanes.collective(rec, m_op_ids[i], layer, scaled(m_slot_specs[i]->cost, share),
-                     m_slot_specs[i]->name, std::forward<Issue>(issue));
+  const OpSpec& o = m_op_index.spec(slot);
+  m_lanes.collective(rec, m_op_index.id(slot), layer, scaled(o.cost, share), o.name,
+                     std::forward<Issue>(issue));
 }
 
 void TpStage::wait_comm(Recorder& rec, size_t fence) {
@@ -476,15 +465,17 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const bool fold_norm =
       fold_rotary && m.norm == NormKind::rmsnorm && m_backend.fuses_rms_norm(m_tokens);
   if (!fold_norm)
-    norm(rec, s_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta, part_stream(ln, part));
+    norm(rec, op_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta,
+         part_stream(ln, part));
   // Decode: step i appends at position context + i of each sequence's slots in the cache.
   const int64_t cap = decode ? s.cache_rows() : 0;
   const int64_t pos = s.context + m_decode_step;
   if (fold_rotary) {
     // One kernel: (the norm,) QKV, rotary on the query and key heads, and the step's keys and
     // values into the cache.
-    const ScopedOp op = fold_norm ? fused_op(rec, s_qkv, {s_norm1, s_rotary, s_kv_append}, layer)
-                                  : fused_op(rec, s_qkv, {s_rotary, s_kv_append}, layer);
+    const ScopedOp op = fold_norm
+                            ? fused_op(rec, op_qkv, {op_norm1, op_rotary, op_kv_append}, layer)
+                            : fused_op(rec, op_qkv, {op_rotary, op_kv_append}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::rotary_append;
     e.head_dim = m_d;
@@ -502,7 +493,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     m_backend.set_gemm_sm_limit(0);
     m_backend.gemm_epilogue(fold_norm ? x : ln, w.wqkv.view(qkv.cols, h, dt), qkv, e);
   } else {
-    column_gemm(rec, s_qkv, s_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
+    column_gemm(rec, op_qkv, op_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
   }
 
   // A single prefill sequence split into parts: part p holds the queries of tokens
@@ -515,7 +506,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     mixed_attention(rec, layer, w, qkv, attn);
   } else if (computing()) {
     if (m.rotary && !fold_rotary) {
-      const ScopedOp op = compute_op(rec, s_rotary, layer, share);
+      const ScopedOp op = compute_op(rec, op_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
       m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
@@ -537,13 +528,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const Tensor k_cache = cache.cols_slice(0, m_kvl * m_d);
       const Tensor v_cache = cache.cols_slice(m_kvl * m_d, m_kvl * m_d);
       if (!fold_rotary) {
-        const ScopedOp op = compute_op(rec, s_kv_append, layer, share);
+        const ScopedOp op = compute_op(rec, op_kv_append, layer, share);
         m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
       }
       shape.seq = 1;
       shape.context = pos + 1;
       shape.capacity = cap;
-      const ScopedOp op = compute_op(rec, s_attention, layer, share);
+      const ScopedOp op = compute_op(rec, op_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
     } else if (by_tokens) {
       // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
@@ -553,7 +544,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.capacity = shape.context;
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
       const ScopedOp op =
-          compute_op(rec, s_attention, layer, static_cast<double>(2 * part + 1) / (parts * parts));
+          compute_op(rec, op_attention, layer, static_cast<double>(2 * part + 1) / (parts * parts));
       m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
                           kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
                           part_rows(attn, part), m_spec.attention);
@@ -561,19 +552,19 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.seq = s.seq;
       shape.context = s.seq;
       shape.capacity = s.seq;
-      const ScopedOp op = compute_op(rec, s_attention, layer, share);
+      const ScopedOp op = compute_op(rec, op_attention, layer, share);
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
     }
   }
   const Tensor proj = full_view(bufs().proj_full);
   const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
-    ring_row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
+    ring_row_gemm(rec, op_proj, m_sp ? op_rs_attn : op_ar_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out,
                   m_pending_proj);
     return 0;
   }
-  return row_gemm(rec, s_proj, m_sp ? s_rs_attn : s_ar_attn, layer, attn,
+  return row_gemm(rec, op_proj, m_sp ? op_rs_attn : op_ar_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, part);
 }
 
@@ -604,21 +595,21 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     gathered_pieces(rec, m_pending_proj, [&](int64_t row0, int64_t rows) {
       auto at = [&](const Tensor& t) { return t.rows_slice(row0, rows); };
       {
-        const ScopedOp op = compute_op(rec, s_res1_norm2, layer, piece);
+        const ScopedOp op = compute_op(rec, op_res1_norm2, layer, piece);
         m_backend.add_norm(at(x), at(reduced), at(y), w.ln2_gamma.view(1, h, dt), beta, at(ln),
                            static_cast<float>(m.norm_eps));
       }
       {
-        const ScopedOp op = compute_op(rec, s_fc1, layer, piece);
+        const ScopedOp op = compute_op(rec, op_fc1, layer, piece);
         gemm(at(ln), w.w1.view(fc1.cols, h, dt), at(fc1), true);
       }
-      const ScopedOp op = compute_op(rec, s_act, layer, piece);
+      const ScopedOp op = compute_op(rec, op_act, layer, piece);
       activation(at(fc1), at(act));
     });
   } else {
     if (computing()) {
       // y = x + the attention branch, and its norm, in one kernel.
-      const ScopedOp op = compute_op(rec, s_res1_norm2, layer, share);
+      const ScopedOp op = compute_op(rec, op_res1_norm2, layer, share);
       if (m_pending_proj.peer >= 0)
         m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
                                     part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
@@ -637,16 +628,16 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
         swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
     if (fused(act_kind)) {
       // One kernel: FC1 and the activation (FC1's own output is never written).
-      const ScopedOp op = fused_op(rec, s_fc1, {s_act}, layer);
+      const ScopedOp op = fused_op(rec, op_fc1, {op_act}, layer);
       GemmEpilogue e;
       e.kind = act_kind;
       e.out = act;
       m_backend.set_gemm_sm_limit(0);
       m_backend.gemm_epilogue(ln, w.w1.view(fc1.cols, h, dt), fc1, e);
     } else {
-      column_gemm(rec, s_fc1, s_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
+      column_gemm(rec, op_fc1, op_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
       if (computing()) {
-        const ScopedOp op = compute_op(rec, s_act, layer, share);
+        const ScopedOp op = compute_op(rec, op_act, layer, share);
         activation(part_rows(fc1, part), part_rows(act, part));
       }
     }
@@ -654,7 +645,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor fc2 = full_view(bufs().fc2_full);
   if (fused(GemmEpilogue::Kind::residual)) {
     // One kernel: FC2 added to the residual stream (no all-reduce between them at TP1).
-    const ScopedOp op = fused_op(rec, s_fc2, {s_res2}, layer);
+    const ScopedOp op = fused_op(rec, op_fc2, {op_res2}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::residual;
     e.out = y;
@@ -663,12 +654,12 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   }
   const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
-    ring_row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
-                  fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
+    ring_row_gemm(rec, op_fc2, m_sp ? op_rs_mlp : op_ar_mlp, layer, act, w.w2.view(h, m_fl, dt),
+                  fc2, fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
     return 0;
   }
-  return row_gemm(rec, s_fc2, m_sp ? s_rs_mlp : s_ar_mlp, layer, act, w.w2.view(h, m_fl, dt), fc2,
-                  fc2_shard, part);
+  return row_gemm(rec, op_fc2, m_sp ? op_rs_mlp : op_ar_mlp, layer, act, w.w2.view(h, m_fl, dt),
+                  fc2, fc2_shard, part);
 }
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
@@ -680,14 +671,14 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
     // ce-ring without sequence parallelism: the residual add on this rank's summed rows while
     // the peers' land.
     gathered_pieces(rec, m_pending_fc2, [&](int64_t row0, int64_t rows) {
-      const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_spec.shape.tp);
+      const ScopedOp op = compute_op(rec, op_res2, layer, 1.0 / m_spec.shape.tp);
       const Tensor out = y.rows_slice(row0, rows);
       m_backend.add(out, reduced.rows_slice(row0, rows), out);
     });
     return;
   }
   {
-    const ScopedOp op = compute_op(rec, s_res2, layer, 1.0 / m_policy.parts);
+    const ScopedOp op = compute_op(rec, op_res2, layer, 1.0 / m_policy.parts);
     if (m_pending_fc2.peer >= 0)
       m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
                              part_stream(y, part));

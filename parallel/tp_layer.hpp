@@ -19,6 +19,7 @@
 #include "models/model_spec.hpp"
 #include "models/serving.hpp"
 #include "models/work_model.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/overlap_policy.hpp"
@@ -232,7 +233,7 @@ private:
                                size_t reduce_window, size_t out_window, PendingPiece& pending);
   // Before each of a ring site's puts (StageLanes::ring_put), recorded as layer slot `slot`.
   using RingRecord = StageLanes::RingRecord;
-  void ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record);
+  void ring_comm_begin(Recorder& rec, int slot, int64_t layer, RingRecord& record);
   // The all-gather half in flight: what the op after the ring needs of it (gathered_pieces()).
   void ring_gather_pending(Recorder& rec, PendingPiece& pending, size_t handle, size_t out_window);
   void release_pending(PendingPiece& pending);
@@ -281,8 +282,7 @@ private:
   bool m_sp = false;
   OpTable* m_op_table; ///< the constructor's `ops`
   std::vector<OpSpec> m_ops;
-  std::vector<int32_t> m_op_ids;           ///< op table id per layer slot (-1: absent)
-  std::vector<const OpSpec*> m_slot_specs; ///< work-model entry per layer slot
+  layer_op::LayerOpIndex m_op_index; ///< m_ops by the layer's ops (bind_ops())
   // m_tokens, m_stream_tokens: the step's rows (a mixed stage's current mix's); the buffers
   // hold the capacity's.
   int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/overlap_policy.hpp"
 #include "parallel/tp_layer.hpp"
-#include "parallel/tp_layer_slots.hpp"
 
 namespace ridgeline {
 
-using namespace tp_slots;
+using namespace layer_op;
 
 std::vector<OpSpec> stage_ops(const StageSpec& spec, AttentionImpl attention) {
   if (!spec.mixed()) return layer_ops(spec.model, spec.shape, attention);
@@ -95,7 +95,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
       for (int64_t j = 0; j < r.count; ++j)
         for (int64_t t = 0; t < r.tokens; ++t)
           positions.push_back(r.context + t);
-    const ScopedOp op = compute_op(rec, s_rotary, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_rotary, layer, 1.0);
     m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
                               .cols_slice(0, (m_hl + m_kvl) * m_d),
                           m_hl + m_kvl, m_d, positions, static_cast<float>(m.rope_theta));
@@ -175,12 +175,12 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   // The work model's ops: the decode tokens' appends, then each kind's attention (a prefill
   // chunk's append is part of its attention's traffic).
   if (mix.decode_sequences > 0) {
-    const ScopedOp op = compute_op(rec, s_kv_append, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_kv_append, layer, 1.0);
     for (const auto& [first, end] : decode_groups)
       append_decode(first, end);
   }
   if (mix.prefill_sequences > 0) {
-    const ScopedOp op = compute_op(rec, s_attn_prefill, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_attn_prefill, layer, 1.0);
     for (const EntryRun& r : runs) {
       if (r.kind != EntryKind::prefill) continue;
       append(r);
@@ -188,7 +188,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     }
   }
   if (mix.decode_sequences > 0) {
-    const ScopedOp op = compute_op(rec, s_attn_decode, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_attn_decode, layer, 1.0);
     for (const auto& [first, end] : decode_groups)
       attend_decode(first, end);
   }

@@ -21,11 +21,11 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   const Tensor full = full_view(bufs().ln_full);
   const size_t bytes = shard.bytes();
   const Stream compute = m_backend.stream(Lane::compute);
-  const auto slot = static_cast<size_t>(gather_slot);
+  const int slot = gather_slot;
   RingRecord record;
   if (communicating()) {
     // This rank's rows into every peer, beside the GEMM on them.
-    const ranges::Scope range(m_slot_specs[slot]->name);
+    const ranges::Scope range(m_op_index.spec(slot).name);
     ring_comm_begin(rec, slot, layer, record);
     put_to_peers(w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes);
   }
@@ -60,8 +60,8 @@ void TpStage::release_pending(PendingPiece& pending) {
   pending = PendingPiece{};
 }
 
-void TpStage::ring_comm_begin(Recorder& rec, size_t slot, int64_t layer, RingRecord& record) {
-  m_lanes.ring_put(rec, m_op_ids[slot], layer, m_slot_specs[slot]->cost, record);
+void TpStage::ring_comm_begin(Recorder& rec, int slot, int64_t layer, RingRecord& record) {
+  m_lanes.ring_put(rec, m_op_index.id(slot), layer, m_op_index.spec(slot).cost, record);
 }
 
 void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t layer,
@@ -79,10 +79,10 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   const size_t bytes = own.bytes();
   const Tensor landed = full_view(m_exchange->window(reduce_window));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const auto slot = static_cast<size_t>(reduce_slot);
+  const int slot = reduce_slot;
   RingRecord record;
   // The collective's profiler ranges cover its own calls only, not the GEMMs between them.
-  const std::string& name = m_slot_specs[slot]->name;
+  const std::string& name = m_op_index.spec(slot).name;
   // The pieces the peers own first, the next rank's first, each put to its owner while the next
   // piece computes; this rank's own piece last.
   for (int i = 1; i < tp; ++i) {
@@ -116,7 +116,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   if (tp > 2 || !defer) {
     // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
     // bytes are counted once, by the puts' record.
-    const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
+    const ScopedOp op(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::comm, OpCost{},
                       Lane::compute);
     for (int j = 0; j < tp; ++j)
       if (j != r && !(defer && j == last)) m_backend.add(own, landed.rows_slice(j * n, n), own);
@@ -157,8 +157,8 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(reduce_window));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const auto slot = static_cast<size_t>(reduce_slot);
-  const std::string& name = m_slot_specs[slot]->name;
+  const int slot = reduce_slot;
+  const std::string& name = m_op_index.spec(slot).name;
   RingRecord record;
   auto at = [&](int rank, int k) { return static_cast<size_t>(rank) * bytes + k * q_bytes; };
   // The peers' pieces first, sub-piece by sub-piece, each put to its owner while the next
@@ -216,7 +216,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
     if (!communicating()) continue;
     const ranges::Scope range(name);
     if (tp > 2 || !computing()) {
-      const ScopedOp op(rec, m_op_ids[slot], static_cast<int32_t>(layer), Lane::comm, OpCost{},
+      const ScopedOp op(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::comm, OpCost{},
                         Lane::compute);
       for (int j = 0; j < tp; ++j)
         if (j != r && (j != nearest || !computing()))

@@ -7,10 +7,11 @@
 
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/train_stage_detail.hpp"
 
 namespace ridgeline {
-using namespace train_detail;
+using namespace layer_op;
 
 // What one layer's forward or backward works on: the layer, its saved activations and, in the
 // backward, the gradients it reads and writes (views of the whole microbatch or, under
@@ -52,22 +53,18 @@ Tensor TrainStage::stream_view(void* data) const {
 }
 
 ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer, double share) const {
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  const OpSpec& o = m_plan[static_cast<size_t>(i)];
-  return ScopedOp(rec, m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer), o.lane,
+  const OpSpec& o = m_op_index.spec(op);
+  return ScopedOp(rec, m_op_index.id(op), static_cast<int32_t>(layer), o.lane,
                   scaled(o.cost, share), Lane::compute);
 }
 
 void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
                                const std::function<void(Stream)>& issue) {
   if (m_spec.shape.tp == 1) return;
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  const OpSpec& o = m_plan[static_cast<size_t>(i)];
+  const OpSpec& o = m_op_index.spec(op);
   // Every collective of a layer covers one unit of its site.
-  m_lanes.collective(rec, m_ids[static_cast<size_t>(i)], layer,
-                     scaled(o.cost, 1.0 / m_policy.units()), o.name, issue);
+  m_lanes.collective(rec, m_op_index.id(op), layer, scaled(o.cost, 1.0 / m_policy.units()), o.name,
+                     issue);
 }
 
 void TrainStage::tp_all_reduce(Recorder& rec, int op, int64_t layer, Tensor t) {
@@ -225,27 +222,27 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
   // the column-parallel GEMM; the row-parallel GEMM's partial sums are reduce-scattered back
   // onto this rank's rows instead of all-reduced.
   const Tensor ln_rows = sp ? stream_view(bufs().ln_rows) : Tensor{};
-  norm(rec, t_norm1, layer, part(a.x, p), w.ln1_gamma, w.ln1_beta, part(sp ? ln_rows : a.ln1, p));
-  column_gemm(rec, t_ag_attn, t_qkv, layer, ln_rows, a.ln1, a.qkv, p,
+  norm(rec, op_norm1, layer, part(a.x, p), w.ln1_gamma, w.ln1_beta, part(sp ? ln_rows : a.ln1, p));
+  column_gemm(rec, op_ag_attn, op_qkv, layer, ln_rows, a.ln1, a.qkv, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, w.wqkv.view(m_geo.qkv_cols(), h, dt), out);
               });
   const Tensor qkv = part(a.qkv, p);
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
   if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, t_rotary, layer, share);
+    const ScopedOp scope = op_scope(rec, op_rotary, layer, share);
     m_backend.rotary(qkv.cols_slice(0, q + kv), m_geo.heads + m_geo.kv_heads, m_geo.head_dim,
                      m_spec.shape.seq, 0, static_cast<float>(m.rope_theta));
   }
   {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
-    const ScopedOp scope = op_scope(rec, t_attention, layer, share);
+    const ScopedOp scope = op_scope(rec, op_attention, layer, share);
     m_backend.attention_train(shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv),
                               qkv.cols_slice(q + kv, kv), part(a.attn, p),
                               part_lse(a.lse, shape, p), m_spec.attention);
   }
   const Tensor proj = full_view(bufs().proj);
-  return row_gemm(rec, t_proj, t_ar_attn, t_rs_attn, layer, proj,
+  return row_gemm(rec, op_proj, op_ar_attn, op_rs_attn, layer, proj,
                   sp ? stream_view(bufs().rs_rows) : Tensor{}, p, [&](int64_t f, int64_t n) {
                     m_backend.gemm(a.attn.rows_slice(f, n), w.wo.view(h, q, dt),
                                    proj.rows_slice(f, n));
@@ -267,18 +264,18 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
   wait_tp(rec, fence);
   {
     // y1 = x + the attention branch, and its norm, in one kernel.
-    const ScopedOp scope = op_scope(rec, t_res1_norm2, layer, share);
+    const ScopedOp scope = op_scope(rec, op_res1_norm2, layer, share);
     const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
     m_backend.add_norm(part(a.x, p), part(sp ? rs_rows : full_view(bufs().proj), p), part(a.y1, p),
                        w.ln2_gamma.view(1, h, dt), beta, part(sp ? ln_rows : a.ln2, p),
                        static_cast<float>(m.norm_eps));
   }
-  column_gemm(rec, t_ag_mlp, t_fc1, layer, ln_rows, a.ln2, a.fc1, p,
+  column_gemm(rec, op_ag_mlp, op_fc1, layer, ln_rows, a.ln2, a.fc1, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, w.w1.view(m_geo.fc1_cols(), h, dt), out);
               });
   {
-    const ScopedOp scope = op_scope(rec, t_act, layer, share);
+    const ScopedOp scope = op_scope(rec, op_act, layer, share);
     if (m_geo.swiglu)
       m_backend.swiglu(part(a.fc1, p), part(a.act, p));
     else
@@ -286,7 +283,7 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
   }
   const Tensor fc2 = full_view(bufs().fc2);
   return row_gemm(
-      rec, t_fc2, t_ar_mlp, t_rs_mlp, layer, fc2, rs_rows, p, [&](int64_t f, int64_t n) {
+      rec, op_fc2, op_ar_mlp, op_rs_mlp, layer, fc2, rs_rows, p, [&](int64_t f, int64_t n) {
         m_backend.gemm(a.act.rows_slice(f, n), w.w2.view(h, m_geo.ffn, dt), fc2.rows_slice(f, n));
       });
 }
@@ -295,7 +292,7 @@ void TrainStage::forward_residual(Recorder& rec, LayerPass& pass, int p, size_t 
   wait_tp(rec, fence);
   const Tensor reduced =
       m_geo.sequence_parallel ? stream_view(bufs().rs_rows) : full_view(bufs().fc2);
-  const ScopedOp scope = op_scope(rec, t_res2, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = op_scope(rec, op_res2, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.a->y1, p), part(reduced, p), part(pass.y, p));
 }
 
@@ -351,28 +348,28 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
   const DType dt = m_backend.dtype();
   const int64_t h = m_geo.hidden, layer = pass.layer;
   const double share = 1.0 / m_policy.parts;
-  column_gemm(rec, t_ag_mlp_bwd, t_fc2_dgrad, layer, pass.dy, pass.dy_full, pass.dact, p,
+  column_gemm(rec, op_ag_mlp_bwd, op_fc2_dgrad, layer, pass.dy, pass.dy_full, pass.dact, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, Trans::no, w.w2.view(h, m_geo.ffn, dt), Trans::no, out, false,
                                Lane::compute);
               });
   if (pass.now)
-    weight_gradient(rec, t_fc2_wgrad, layer, share, part(pass.dy_full, p), part(a.act, p), g.w2);
+    weight_gradient(rec, op_fc2_wgrad, layer, share, part(pass.dy_full, p), part(a.act, p), g.w2);
   {
-    const ScopedOp scope = op_scope(rec, t_act_bwd, layer, share);
+    const ScopedOp scope = op_scope(rec, op_act_bwd, layer, share);
     if (m_geo.swiglu)
       m_backend.swiglu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
     else
       m_backend.gelu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
   }
   const size_t fence = row_gemm(
-      rec, t_fc1_dgrad, t_ar_mlp_bwd, t_rs_mlp_bwd, layer, pass.dln_full, pass.dln, p,
+      rec, op_fc1_dgrad, op_ar_mlp_bwd, op_rs_mlp_bwd, layer, pass.dln_full, pass.dln, p,
       [&](int64_t f, int64_t n) {
         m_backend.gemm(grads.dfc1.rows_slice(f, n), Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt),
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
   if (pass.now)
-    weight_gradient(rec, t_fc1_wgrad, layer, share, part(grads.dfc1, p), part(a.ln2, p), g.w1);
+    weight_gradient(rec, op_fc1_wgrad, layer, share, part(grads.dfc1, p), part(a.ln2, p), g.w1);
   return fence;
 }
 
@@ -389,42 +386,43 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
   const int64_t h = m.hidden, layer = pass.layer;
   const double share = 1.0 / m_policy.parts;
   wait_tp(rec, fence);
-  norm_backward(rec, t_norm2_bwd, layer, part(a.y1, p), w.ln2_gamma, part(pass.dln, p),
+  norm_backward(rec, op_norm2_bwd, layer, part(a.y1, p), w.ln2_gamma, part(pass.dln, p),
                 part(pass.dtmp, p), g.ln2_gamma, g.ln2_beta);
   {
-    const ScopedOp scope = op_scope(rec, t_res2_bwd, layer, share);
+    const ScopedOp scope = op_scope(rec, op_res2_bwd, layer, share);
     m_backend.add(part(pass.dy, p), part(pass.dtmp, p), part(pass.dy1, p));
   }
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
-  column_gemm(rec, t_ag_attn_bwd, t_proj_dgrad, layer, pass.dy1, pass.dy1_full, pass.dattn, p,
+  column_gemm(rec, op_ag_attn_bwd, op_proj_dgrad, layer, pass.dy1, pass.dy1_full, pass.dattn, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, Trans::no, w.wo.view(h, q, dt), Trans::no, out, false,
                                Lane::compute);
               });
   if (pass.now)
-    weight_gradient(rec, t_proj_wgrad, layer, share, part(pass.dy1_full, p), part(a.attn, p), g.wo);
+    weight_gradient(rec, op_proj_wgrad, layer, share, part(pass.dy1_full, p), part(a.attn, p),
+                    g.wo);
   const Tensor qkv = part(a.qkv, p), dqkv = part(grads.dqkv, p);
   {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
-    const ScopedOp scope = op_scope(rec, t_attention_bwd, layer, share);
+    const ScopedOp scope = op_scope(rec, op_attention_bwd, layer, share);
     m_backend.attention_backward(
         shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv), qkv.cols_slice(q + kv, kv),
         part(a.attn, p), part(pass.dattn, p), part_lse(a.lse, shape, p), dqkv.cols_slice(0, q),
         dqkv.cols_slice(q, kv), dqkv.cols_slice(q + kv, kv), m_spec.attention);
   }
   if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, t_rotary_bwd, layer, share);
+    const ScopedOp scope = op_scope(rec, op_rotary_bwd, layer, share);
     m_backend.rotary_backward(dqkv.cols_slice(0, q + kv), m_geo.heads + m_geo.kv_heads,
                               m_geo.head_dim, m_spec.shape.seq, 0,
                               static_cast<float>(m.rope_theta));
   }
   const size_t out = row_gemm(
-      rec, t_qkv_dgrad, t_ar_attn_bwd, t_rs_attn_bwd, layer, pass.dln_full, pass.dln, p,
+      rec, op_qkv_dgrad, op_ar_attn_bwd, op_rs_attn_bwd, layer, pass.dln_full, pass.dln, p,
       [&](int64_t f, int64_t n) {
         m_backend.gemm(grads.dqkv.rows_slice(f, n), Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt),
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
-  if (pass.now) weight_gradient(rec, t_qkv_wgrad, layer, share, dqkv, part(a.ln1, p), g.wqkv);
+  if (pass.now) weight_gradient(rec, op_qkv_wgrad, layer, share, dqkv, part(a.ln1, p), g.wqkv);
   return out;
 }
 
@@ -432,19 +430,19 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
 void TrainStage::backward_residual(Recorder& rec, LayerPass& pass, int p, size_t fence) {
   const LayerGrads& g = m_grads[pass.local];
   wait_tp(rec, fence);
-  norm_backward(rec, t_norm1_bwd, pass.layer, part(pass.a->x, p), pass.w->ln1_gamma,
+  norm_backward(rec, op_norm1_bwd, pass.layer, part(pass.a->x, p), pass.w->ln1_gamma,
                 part(pass.dln, p), part(pass.dtmp, p), g.ln1_gamma, g.ln1_beta);
-  const ScopedOp scope = op_scope(rec, t_res1_bwd, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = op_scope(rec, op_res1_bwd, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.dy1, p), part(pass.dtmp, p), part(pass.dx, p));
 }
 
 void TrainStage::backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a) {
   const LayerGrads& g = m_grads[local];
   const int64_t layer = m_global[local];
-  weight_gradient(rec, t_fc2_wgrad, layer, 1.0, a.dy, a.act, g.w2);
-  weight_gradient(rec, t_fc1_wgrad, layer, 1.0, a.dfc1, a.ln2, g.w1);
-  weight_gradient(rec, t_proj_wgrad, layer, 1.0, a.dy1, a.attn, g.wo);
-  weight_gradient(rec, t_qkv_wgrad, layer, 1.0, a.dqkv, a.ln1, g.wqkv);
+  weight_gradient(rec, op_fc2_wgrad, layer, 1.0, a.dy, a.act, g.w2);
+  weight_gradient(rec, op_fc1_wgrad, layer, 1.0, a.dfc1, a.ln2, g.w1);
+  weight_gradient(rec, op_proj_wgrad, layer, 1.0, a.dy1, a.attn, g.wo);
+  weight_gradient(rec, op_qkv_wgrad, layer, 1.0, a.dqkv, a.ln1, g.wqkv);
 }
 
 } // namespace ridgeline

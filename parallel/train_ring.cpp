@@ -9,10 +9,11 @@
 
 #include "core/error.hpp"
 #include "core/ranges.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/train_stage_detail.hpp"
 
 namespace ridgeline {
-using namespace train_detail;
+using namespace layer_op;
 
 namespace {
 // The exchange's windows: the peers' partial pieces, and the gathered rows.
@@ -29,10 +30,7 @@ std::vector<size_t> TrainStage::exchange_windows(const TrainSpec& spec, DType dt
 }
 
 void TrainStage::ring_begin(Recorder& rec, int op, int64_t layer, RingRecord& record) {
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
-  m_lanes.ring_put(rec, m_ids[static_cast<size_t>(i)], layer, m_plan[static_cast<size_t>(i)].cost,
-                   record);
+  m_lanes.ring_put(rec, m_op_index.id(op), layer, m_op_index.spec(op).cost, record);
 }
 
 void TrainStage::ring_end(Recorder& rec, const RingRecord& record) {
@@ -40,11 +38,10 @@ void TrainStage::ring_end(Recorder& rec, const RingRecord& record) {
 }
 
 ScopedOp TrainStage::ring_scope(Recorder& rec, int op, int64_t layer) const {
-  const int i = m_index[static_cast<size_t>(op)];
-  RIDGELINE_REQUIRE(i >= 0, std::string("the layer plan has no op ") + kTrainOpNames[op]);
+  m_op_index.spec(op); // throws where the plan lacks it
   // Its bytes are counted once, by the puts' record.
-  return ScopedOp(rec, m_ids[static_cast<size_t>(i)], static_cast<int32_t>(layer), Lane::comm,
-                  OpCost{}, Lane::compute);
+  return ScopedOp(rec, m_op_index.id(op), static_cast<int32_t>(layer), Lane::comm, OpCost{},
+                  Lane::compute);
 }
 
 void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_t layer,
@@ -56,7 +53,7 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(kReduceWindow));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const std::string name = kTrainOpNames[reduce_op];
+  const std::string name = kLayerOpNames[reduce_op];
   const double share = 1.0 / (tp * sub);
   auto at = [&](int rank, int k) {
     return static_cast<size_t>(rank) * bytes + static_cast<size_t>(k) * q_bytes;
@@ -141,7 +138,7 @@ void TrainStage::ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int
   const size_t bytes = rows.bytes();
   const Tensor gathered = full_view(m_exchange->window(kGatherWindow));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const std::string name = kTrainOpNames[gather_op];
+  const std::string name = kLayerOpNames[gather_op];
   const double share = 1.0 / tp;
   RingRecord record;
   {

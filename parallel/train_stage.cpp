@@ -7,10 +7,11 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/train_stage_detail.hpp"
 
 namespace ridgeline {
-using namespace train_detail;
+using namespace layer_op;
 namespace {
 // Gradient tensors start at multiples of this many elements (aligned for vector loads).
 constexpr int64_t kAlign = 64;
@@ -73,12 +74,7 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
   require_runs(spec.overlap, s);
   require_exchange(spec.overlap);
   m_plan = train_layer_plan(spec.model, s, spec.attention);
-  m_index.assign(t_count, -1);
-  for (size_t i = 0; i < m_plan.size(); ++i) {
-    m_ids.push_back(ops.intern(m_plan[i].name, m_plan[i].kind));
-    for (int t = 0; t < t_count; ++t)
-      if (m_plan[i].name == kTrainOpNames[t]) m_index[static_cast<size_t>(t)] = static_cast<int>(i);
-  }
+  m_op_index.bind(m_plan, ops);
 
   // Weights, chunk by chunk; gradients in one buffer in the order the backward finishes them
   // (last chunk's last layer first), so that the data-parallel buckets fill front to back.
@@ -168,8 +164,10 @@ void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
   m_policy = overlap_policy(overlap);
   m_lanes.use(m_policy);
   // The same ops in the same order (their ids stay); the naive attention's costs differ (it
-  // writes its score matrices).
-  m_plan = train_layer_plan(m_spec.model, m_spec.shape, attention);
+  // writes its score matrices). Assigned entry by entry, where m_op_index points.
+  const std::vector<OpSpec> plan = train_layer_plan(m_spec.model, m_spec.shape, attention);
+  RIDGELINE_REQUIRE(plan.size() == m_plan.size(), "the layer plan keeps its ops");
+  std::copy(plan.begin(), plan.end(), m_plan.begin());
 }
 
 Buffer TrainStage::alloc(int64_t rows, int64_t cols) {

@@ -18,6 +18,7 @@
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
 #include "models/layer_plan.hpp"
+#include "parallel/layer_op_index.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap_policy.hpp"
 #include "parallel/stage_lanes.hpp"
@@ -251,8 +252,7 @@ private:
   LayerGeometry m_geo;
   DataParallel m_dp;
   std::vector<OpSpec> m_plan;          ///< forward then backward ops of one layer
-  std::vector<int32_t> m_ids;          ///< op table id per plan entry
-  std::vector<int> m_index;            ///< plan entry per TrainOp (-1: absent)
+  layer_op::LayerOpIndex m_op_index;   ///< m_plan by the layer's ops
   std::vector<LayerWeights> m_weights; ///< per local layer
   std::vector<LayerGrads> m_grads;
   std::vector<int64_t> m_global;

@@ -1,96 +1,11 @@
-// What TrainStage's sources share and its header keeps private: the ops of a layer and the
-// activation sets. Internal to train_stage.cpp and train_layer.cpp.
+// What TrainStage's sources share and its header keeps private: the activation sets. Internal
+// to train_stage.cpp, train_layer.cpp and train_ring.cpp.
 #pragma once
 
 #include <vector>
 
 #include "models/work_model.hpp"
 #include "parallel/train_stage.hpp"
-
-namespace ridgeline::train_detail {
-
-// The ops of one layer the executor runs, forward then backward; each is resolved once to its
-// plan entry, which gives its op id and cost.
-enum TrainOp {
-  t_norm1,
-  t_qkv,
-  t_rotary,
-  t_attention,
-  t_proj,
-  t_ar_attn,
-  t_res1_norm2,
-  t_fc1,
-  t_act,
-  t_fc2,
-  t_ar_mlp,
-  t_res2,
-  t_fc2_dgrad,
-  t_fc2_wgrad,
-  t_act_bwd,
-  t_fc1_dgrad,
-  t_ar_mlp_bwd,
-  t_fc1_wgrad,
-  t_norm2_bwd,
-  t_res2_bwd,
-  t_proj_dgrad,
-  t_proj_wgrad,
-  t_attention_bwd,
-  t_rotary_bwd,
-  t_qkv_dgrad,
-  t_ar_attn_bwd,
-  t_qkv_wgrad,
-  t_norm1_bwd,
-  t_res1_bwd,
-  // Sequence parallelism's collectives, forward then backward.
-  t_ag_attn,
-  t_rs_attn,
-  t_ag_mlp,
-  t_rs_mlp,
-  t_ag_mlp_bwd,
-  t_rs_mlp_bwd,
-  t_ag_attn_bwd,
-  t_rs_attn_bwd,
-  t_count
-};
-inline const char* const kTrainOpNames[t_count] = {op::norm1,
-                                                   op::qkv,
-                                                   op::rotary,
-                                                   op::attention,
-                                                   op::proj,
-                                                   op::allreduce_attn,
-                                                   op::residual1_norm2,
-                                                   op::fc1,
-                                                   op::act,
-                                                   op::fc2,
-                                                   op::allreduce_mlp,
-                                                   op::residual2,
-                                                   op::fc2_dgrad,
-                                                   op::fc2_wgrad,
-                                                   op::act_bwd,
-                                                   op::fc1_dgrad,
-                                                   op::allreduce_mlp_bwd,
-                                                   op::fc1_wgrad,
-                                                   op::norm2_bwd,
-                                                   op::residual2_bwd,
-                                                   op::proj_dgrad,
-                                                   op::proj_wgrad,
-                                                   op::attention_bwd,
-                                                   op::rotary_bwd,
-                                                   op::qkv_dgrad,
-                                                   op::allreduce_attn_bwd,
-                                                   op::qkv_wgrad,
-                                                   op::norm1_bwd,
-                                                   op::residual1_bwd,
-                                                   op::allgather_attn,
-                                                   op::reducescatter_attn,
-                                                   op::allgather_mlp,
-                                                   op::reducescatter_mlp,
-                                                   op::allgather_mlp_bwd,
-                                                   op::reducescatter_mlp_bwd,
-                                                   op::allgather_attn_bwd,
-                                                   op::reducescatter_attn_bwd};
-
-} // namespace ridgeline::train_detail
 
 namespace ridgeline {
 
