@@ -42,3 +42,5 @@ mpirun -n 2 $R run $T --phase train --seq 1024 --batch 4 --microbatches 2 --over
 mpirun -n 2 $R run $T --phase prefill --seq 1024 --batch 2 --overlap $O --out prefill.h5
 mpirun -n 2 $R run $T --phase decode --context 1024 --batch 16 --graphs \
   --overlap none,async,chunked:2 --out decode.h5
+
+# One index of a layer's ops (A = 48c9fbf, B = 0b981ad): the same runs as the StageLanes turns.
