@@ -627,10 +627,32 @@ Attrs moe_config_attrs(const RunConfig& c) {
           {"routing_seed", static_cast<int64_t>(c.routing_seed)},
           {"a2a", c.a2a}};
 }
+// The mixed options (none unless --phase mixed): a trace run's scheduler, else its step's mix.
+Attrs mixed_config_attrs(const RunConfig& c) {
+  if (c.phase != "mixed") return {};
+  if (trace_run(c))
+    return {{"chunk", c.chunk},
+            {"trace", c.trace},
+            {"trace_gen", c.trace_gen},
+            {"token_budget", c.token_budget},
+            {"max_batch", c.max_batch},
+            {"kv_capacity", c.kv_capacity},
+            {"duration_s", c.duration_s},
+            {"trace_warmup", static_cast<int64_t>(c.trace_warmup)},
+            {"slo_ttft_ms", c.slo_ttft_ms},
+            {"slo_tpot_ms", c.slo_tpot_ms}};
+  Attrs attrs = {{"prefill_seqs", c.prefill_seqs},
+                 {"chunk", c.chunk},
+                 {"chunk_context", c.chunk_context},
+                 {"decode_batch", c.decode_batch},
+                 {"contexts", c.contexts},
+                 {"context_dist", c.context_dist},
+                 {"context_seed", static_cast<int64_t>(c.context_seed)}};
+  if (c.prefill_share >= 0) attrs.emplace_back("prefill_share", c.prefill_share);
+  return attrs;
+}
 } // namespace
 
-// The MoE options are taken before the mixed ones so that a run's config is read in this file
-// once (one visit, then config_mixed.cpp), not in two visits around the mixed step's.
 Attrs config_attrs(const RunConfig& c) {
   Attrs attrs = option_attrs(c);
   for (Attrs extra : {moe_config_attrs(c), mixed_config_attrs(c)})

@@ -159,4 +159,9 @@ std::vector<AttentionImpl> attention_list(const RunConfig& cfg);
 /// Every resolved option as /config attributes.
 Attrs config_attrs(const RunConfig& cfg);
 
+/// Whether a configuration replays a serving trace (--trace or --trace-gen given).
+inline bool trace_run(const RunConfig& cfg) {
+  return !cfg.trace.empty() || !cfg.trace_gen.empty();
+}
+
 } // namespace ridgeline

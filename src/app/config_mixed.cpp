@@ -136,10 +136,6 @@ void bind_mixed_options(CLI::App& cmd, RunConfig& c) {
       ->group(group);
 }
 
-bool trace_run(const RunConfig& c) {
-  return !c.trace.empty() || !c.trace_gen.empty();
-}
-
 void bind_trace_options(CLI::App& cmd, RunConfig& c) {
   const char* const group = "Trace run (--phase mixed --trace or --trace-gen)";
   cmd.add_option("--trace", c.trace,
@@ -438,30 +434,6 @@ std::vector<std::string> mixed_problems(const RunConfig& c, const std::vector<Ov
 StepMix mixed_step_of(const RunConfig& c) {
   if (!mixed(c)) return {};
   return step_mix(c);
-}
-
-Attrs mixed_config_attrs(const RunConfig& c) {
-  if (!mixed(c)) return {};
-  if (trace_run(c))
-    return {{"chunk", c.chunk},
-            {"trace", c.trace},
-            {"trace_gen", c.trace_gen},
-            {"token_budget", c.token_budget},
-            {"max_batch", c.max_batch},
-            {"kv_capacity", c.kv_capacity},
-            {"duration_s", c.duration_s},
-            {"trace_warmup", static_cast<int64_t>(c.trace_warmup)},
-            {"slo_ttft_ms", c.slo_ttft_ms},
-            {"slo_tpot_ms", c.slo_tpot_ms}};
-  Attrs attrs = {{"prefill_seqs", c.prefill_seqs},
-                 {"chunk", c.chunk},
-                 {"chunk_context", c.chunk_context},
-                 {"decode_batch", c.decode_batch},
-                 {"contexts", c.contexts},
-                 {"context_dist", c.context_dist},
-                 {"context_seed", static_cast<int64_t>(c.context_seed)}};
-  if (c.prefill_share >= 0) attrs.emplace_back("prefill_share", c.prefill_share);
-  return attrs;
 }
 
 Attrs mix_attrs(const StepMix& mix) {

@@ -14,8 +14,6 @@
 
 namespace ridgeline {
 
-/// Whether a configuration replays a serving trace (--trace or --trace-gen given).
-bool trace_run(const RunConfig& cfg);
 /// Binds --trace, --trace-gen, --token-budget, --max-batch, --kv-capacity, --duration,
 /// --trace-warmup, --slo-ttft-ms and --slo-tpot-ms to `cfg` (`run` only; --chunk is
 /// bind_mixed_options').
@@ -75,8 +73,6 @@ std::vector<std::string> mixed_problems(const RunConfig& cfg, const std::vector<
 /// capacity, serving_capacity_mix() of its scheduler and --seq (its longest request's tokens at
 /// most).
 StepMix mixed_step_of(const RunConfig& cfg);
-/// The mixed options as /config attributes (none unless --phase mixed).
-Attrs mixed_config_attrs(const RunConfig& cfg);
 /// A step's mix as /summary attributes: mix_prefill_tokens, mix_decode_tokens,
 /// mix_prefill_sequences, mix_decode_sequences, mix_context_min, mix_context_mean,
 /// mix_context_max (the decode entries' contexts).
