@@ -27,11 +27,11 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   // The forward's ops give each backward op its shape; their costs follow from them.
   const std::vector<OpSpec> fwd = layer_ops(m, s, attn);
   const double e = static_cast<double>(dtype_size(s.dtype));
-  auto like = [&](const char* name, const char* forward, Pass pass, double flops_scale,
-                  double bytes_scale) {
-    OpSpec o = find_op(fwd, forward);
-    o.name = name;
-    o.pass = pass;
+  // A backward op in the registry's row, with the shape and cost of its forward op, scaled.
+  auto like = [&](const char* name, const char* forward, double flops_scale, double bytes_scale) {
+    const OpSpec& f = find_op(fwd, forward);
+    OpSpec o = registered_op(name, f.cost);
+    o.m = f.m, o.n = f.n, o.k = f.k;
     o.cost.flops *= flops_scale;
     o.cost.hbm_bytes *= bytes_scale;
     return o;
@@ -39,12 +39,12 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   // A GEMM's input gradient: dX[m, k] = dY[m, n] W[n, k]; its weight gradient:
   // dW[n, k] += dY^T X, which reads dW too. Same FLOPs as the forward.
   auto dgrad = [&](const char* name, const char* forward) {
-    OpSpec o = like(name, forward, Pass::backward_input, 1.0, 1.0);
+    OpSpec o = like(name, forward, 1.0, 1.0);
     std::swap(o.n, o.k);
     return o;
   };
   auto wgrad = [&](const char* name, const char* forward) {
-    OpSpec o = like(name, forward, Pass::backward_weight, 1.0, 1.0);
+    OpSpec o = like(name, forward, 1.0, 1.0);
     const double n = static_cast<double>(o.n), k = static_cast<double>(o.k),
                  t = static_cast<double>(o.m);
     o.m = static_cast<int64_t>(n);
@@ -60,12 +60,11 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   std::vector<OpSpec> ops;
   // Under sequence parallelism each collective of the backward moves what its mirror in the
   // forward moved: the output gradient's all-gather what the forward's reduce-scatter did.
-  if (sp)
-    ops.push_back(like(op::allgather_mlp_bwd, op::allgather_mlp, Pass::backward_input, 1.0, 1.0));
+  if (sp) ops.push_back(like(op::allgather_mlp_bwd, op::allgather_mlp, 1.0, 1.0));
   ops.push_back(dgrad(op::fc2_dgrad, op::fc2));
   ops.push_back(wgrad(op::fc2_wgrad, op::fc2));
   // Reads the forward's input and the gradient, writes the input gradient.
-  OpSpec act = like(op::act_bwd, op::act, Pass::backward_input, 2.0, 1.0);
+  OpSpec act = like(op::act_bwd, op::act, 2.0, 1.0);
   act.cost.hbm_bytes +=
       static_cast<double>(m.ffn_hidden / s.tp) * t * e + find_op(fwd, op::fc1).n * t * e;
   ops.push_back(act);
@@ -73,35 +72,32 @@ std::vector<OpSpec> backward_layer_ops(const ModelSpec& m, const LayerShape& s,
   // The all-reduce of the column-parallel GEMM's input gradient moves what the forward's
   // all-reduce after the row-parallel one moved.
   if (sp)
-    ops.push_back(
-        like(op::reducescatter_mlp_bwd, op::reducescatter_mlp, Pass::backward_input, 1.0, 1.0));
+    ops.push_back(like(op::reducescatter_mlp_bwd, op::reducescatter_mlp, 1.0, 1.0));
   else if (s.tp > 1)
-    ops.push_back(like(op::allreduce_mlp_bwd, op::allreduce_mlp, Pass::backward_input, 1.0, 1.0));
+    ops.push_back(like(op::allreduce_mlp_bwd, op::allreduce_mlp, 1.0, 1.0));
   ops.push_back(wgrad(op::fc1_wgrad, op::fc1));
   // Norm backward reads x and dy, writes dx; about twice the forward's FLOPs. The second norm
   // runs fused with the residual add in the forward; the first norm has its shape and cost.
-  ops.push_back(like(op::norm2_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
-  ops.push_back(like(op::residual2_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
-  if (sp)
-    ops.push_back(like(op::allgather_attn_bwd, op::allgather_attn, Pass::backward_input, 1.0, 1.0));
+  ops.push_back(like(op::norm2_bwd, op::norm1, 2.0, 1.5));
+  ops.push_back(like(op::residual2_bwd, op::residual2, 1.0, 1.0));
+  if (sp) ops.push_back(like(op::allgather_attn_bwd, op::allgather_attn, 1.0, 1.0));
   ops.push_back(dgrad(op::proj_dgrad, op::proj));
   ops.push_back(wgrad(op::proj_wgrad, op::proj));
   // Attention backward: five products (S, dP, dV, dQ, dK) for the forward's two; reads q, k, v,
   // out, dout, writes dq, dk, dv (fused); naive also writes and reads its score matrices.
-  OpSpec ab = like(op::attention_bwd, op::attention, Pass::backward_input, 2.5, 2.0);
+  OpSpec ab = like(op::attention_bwd, op::attention, 2.5, 2.0);
   ab.cost.hbm_bytes += t * h * e / std::max(1, s.tp);
   ops.push_back(ab);
-  if (m.rotary) ops.push_back(like(op::rotary_bwd, op::rotary, Pass::backward_input, 1.0, 1.0));
+  if (m.rotary) ops.push_back(like(op::rotary_bwd, op::rotary, 1.0, 1.0));
   ops.push_back(dgrad(op::qkv_dgrad, op::qkv));
   if (sp)
-    ops.push_back(
-        like(op::reducescatter_attn_bwd, op::reducescatter_attn, Pass::backward_input, 1.0, 1.0));
+    ops.push_back(like(op::reducescatter_attn_bwd, op::reducescatter_attn, 1.0, 1.0));
   else if (s.tp > 1)
-    ops.push_back(like(op::allreduce_attn_bwd, op::allreduce_attn, Pass::backward_input, 1.0, 1.0));
+    ops.push_back(like(op::allreduce_attn_bwd, op::allreduce_attn, 1.0, 1.0));
   ops.push_back(wgrad(op::qkv_wgrad, op::qkv));
-  ops.push_back(like(op::norm1_bwd, op::norm1, Pass::backward_input, 2.0, 1.5));
+  ops.push_back(like(op::norm1_bwd, op::norm1, 2.0, 1.5));
   // The first residual's add (fused into residual1_norm2 forward) costs what the second's does.
-  ops.push_back(like(op::residual1_bwd, op::residual2, Pass::backward_input, 1.0, 1.0));
+  ops.push_back(like(op::residual1_bwd, op::residual2, 1.0, 1.0));
   return ops;
 }
 

@@ -534,17 +534,17 @@ std::vector<OpSpec> mixed_step_ops(const ModelSpec& m, const StepMix& mix, int t
   // dot products (the work model's decode attention is linear in the context).
   const OpCost d0 = attention_of(decode(1, 0)), d1 = attention_of(decode(1, 1));
   const OpCost per_key{d1.flops - d0.flops, d1.hbm_bytes - d0.hbm_bytes, 0};
-  OpSpec pre, dec;
+  OpCost pre;
   int64_t decode_context = 0;
   for (const StepEntry& e : mix.entries) {
     if (e.kind == EntryKind::decode) {
       decode_context += e.context;
       continue;
     }
-    pre.cost.flops +=
+    pre.flops +=
         attention_flops(m, prefill(e.context + e.tokens)) - attention_flops(m, prefill(e.context));
-    pre.cost.hbm_bytes += attention_of(prefill(e.tokens)).hbm_bytes +
-                          static_cast<double>(e.context) * per_key.hbm_bytes;
+    pre.hbm_bytes += attention_of(prefill(e.tokens)).hbm_bytes +
+                     static_cast<double>(e.context) * per_key.hbm_bytes;
   }
   std::vector<OpSpec> decode_ops;
   if (mix.decode_sequences > 0) decode_ops = layer_ops(m, decode(mix.decode_sequences, 0), attn);
@@ -555,13 +555,9 @@ std::vector<OpSpec> mixed_step_ops(const ModelSpec& m, const StepMix& mix, int t
       continue;
     }
     if (mix.decode_sequences > 0) ops.push_back(find_op(decode_ops, op::kv_append));
-    if (mix.prefill_sequences > 0) {
-      pre.name = op::attention_prefill, pre.kind = o.kind, pre.lane = o.lane;
-      ops.push_back(pre);
-    }
+    if (mix.prefill_sequences > 0) ops.push_back(registered_op(op::attention_prefill, pre));
     if (mix.decode_sequences > 0) {
-      dec = find_op(decode_ops, op::attention);
-      dec.name = op::attention_decode;
+      OpSpec dec = registered_op(op::attention_decode, find_op(decode_ops, op::attention).cost);
       dec.cost.flops += static_cast<double>(decode_context) * per_key.flops;
       dec.cost.hbm_bytes += static_cast<double>(decode_context) * per_key.hbm_bytes;
       ops.push_back(dec);

@@ -227,13 +227,6 @@ MixSummary mix_summary(const StepMix& mix);
 /// sequence of the step gets a block of this many rows).
 int64_t mix_cache_rows(const StepMix& mix);
 
-/// Op names of a mixed step beyond the layer's: the attention of its prefill chunks and of its
-/// decode tokens, each one kernel over all entries of its kind.
-namespace op {
-inline constexpr const char* attention_prefill = "attention_prefill";
-inline constexpr const char* attention_decode = "attention_decode";
-} // namespace op
-
 /// One layer of a mixed step on one rank, from the work model: every op but attention over the
 /// step's tokens (a prefill of one sequence of mix.tokens() tokens: GEMMs, norms, the TP
 /// collectives); attention_prefill, the sum over the prefill chunks (c queries after p cached

@@ -8,26 +8,30 @@
 
 namespace ridgeline {
 namespace {
-OpSpec make(const char* name, OpKind kind, Lane lane, double flops, double bytes, double comm) {
-  OpSpec o;
-  o.name = name;
-  o.kind = kind;
-  o.lane = lane;
-  o.cost.flops = flops;
-  o.cost.hbm_bytes = bytes;
-  o.cost.comm_bytes = comm;
-  return o;
+OpSpec make(const char* name, double flops, double bytes, double comm) {
+  return registered_op(name, OpCost{flops, bytes, comm});
 }
 
 OpSpec gemm_op(const char* name, double m, double n, double k, double e) {
-  const OpCost c = gemm_cost(m, n, k, e);
-  OpSpec o = make(name, OpKind::gemm, Lane::compute, c.flops, c.hbm_bytes, 0);
+  OpSpec o = registered_op(name, gemm_cost(m, n, k, e));
   o.m = static_cast<int64_t>(m);
   o.n = static_cast<int64_t>(n);
   o.k = static_cast<int64_t>(k);
   return o;
 }
 } // namespace
+
+OpSpec registered_op(const std::string& name, const OpCost& cost) {
+  const OpRow& row = op_row(name);
+  OpSpec o;
+  o.name = row.name;
+  o.kind = row.kind;
+  o.lane = row.lane;
+  o.pass = row.pass;
+  o.collective = row.collective;
+  o.cost = cost;
+  return o;
+}
 
 OpCost gemm_cost(double m, double n, double k, double elem_bytes) {
   return OpCost{2.0 * m * n * k, (m * k + n * k + m * n) * elem_bytes, 0};
@@ -76,58 +80,39 @@ std::vector<OpSpec> layer_ops(const ModelSpec& m, const LayerShape& s, Attention
   const double norm_bytes = 2.0 * ts * h * e + 2.0 * h * e;
   const bool tp_comm = s.tp > 1 && !sp;
   const double act_bytes = t * h * e;
-  auto collective = [](OpSpec o, const char* registry_name) {
-    o.collective = registry_name;
-    return o;
-  };
-  auto gather = [&](const char* name) {
-    return collective(
-        make(name, OpKind::collective, Lane::comm, 0, ts * h * e + act_bytes, act_bytes),
-        "all_gather");
-  };
+  auto gather = [&](const char* name) { return make(name, 0, ts * h * e + act_bytes, act_bytes); };
   auto scatter = [&](const char* name) {
-    return collective(
-        make(name, OpKind::collective, Lane::comm, t * h, act_bytes + ts * h * e, act_bytes),
-        "reduce_scatter");
+    return make(name, t * h, act_bytes + ts * h * e, act_bytes);
   };
-  auto all_reduce = [&](const char* name) {
-    return collective(make(name, OpKind::collective, Lane::comm, t * h, 2.0 * t * h * e, t * h * e),
-                      "all_reduce");
-  };
+  auto all_reduce = [&](const char* name) { return make(name, t * h, 2.0 * t * h * e, t * h * e); };
 
   std::vector<OpSpec> ops;
-  ops.push_back(make(op::norm1, OpKind::norm, Lane::compute, norm_flops, norm_bytes, 0));
+  ops.push_back(make(op::norm1, norm_flops, norm_bytes, 0));
   if (sp) ops.push_back(gather(op::allgather_attn));
   ops.push_back(gemm_op(op::qkv, t, qkv_cols, h, e));
   if (m.rotary)
-    ops.push_back(make(op::rotary, OpKind::elementwise, Lane::compute, 6.0 * t * (hl + kvl) * d,
-                       2.0 * t * (hl + kvl) * d * e, 0));
-  if (s.phase == Phase::decode)
-    ops.push_back(
-        make(op::kv_append, OpKind::elementwise, Lane::compute, 0, 4.0 * b * kvl * d * e, 0));
+    ops.push_back(make(op::rotary, 6.0 * t * (hl + kvl) * d, 2.0 * t * (hl + kvl) * d * e, 0));
+  if (s.phase == Phase::decode) ops.push_back(make(op::kv_append, 0, 4.0 * b * kvl * d * e, 0));
   // Fused attention reads q, k, v once and writes the output once. The naive form also writes
   // and reads back the fp32 score matrix twice (scores, then probabilities).
   double attn_bytes = (2.0 * t * q_cols + 2.0 * b * kv_len * kvl * d) * e;
   if (attn == AttentionImpl::naive) attn_bytes += 4.0 * b * hl * (t / b) * kv_len * 4.0;
-  ops.push_back(
-      make(op::attention, OpKind::attention, Lane::compute, attention_flops(m, s), attn_bytes, 0));
+  ops.push_back(make(op::attention, attention_flops(m, s), attn_bytes, 0));
   ops.push_back(gemm_op(op::proj, t, h, q_cols, e));
   if (tp_comm) ops.push_back(all_reduce(op::allreduce_attn));
   if (sp) ops.push_back(scatter(op::reducescatter_attn));
   // The residual add fused with the second norm: reads the stream and the branch, writes the
   // new stream and the norm's output (the norm's re-reads of the new row hit L1/L2).
-  ops.push_back(make(op::residual1_norm2, OpKind::norm, Lane::compute, ts * h + norm_flops,
-                     4.0 * ts * h * e + 2.0 * h * e, 0));
+  ops.push_back(make(op::residual1_norm2, ts * h + norm_flops, 4.0 * ts * h * e + 2.0 * h * e, 0));
   if (sp) ops.push_back(gather(op::allgather_mlp));
   const double fc1_cols = m.mlp == MlpKind::swiglu ? 2.0 * f : f;
   ops.push_back(gemm_op(op::fc1, t, fc1_cols, h, e));
-  ops.push_back(make(op::act, OpKind::elementwise, Lane::compute,
-                     (m.mlp == MlpKind::swiglu ? 6.0 : 10.0) * t * f, (fc1_cols + f) * t * e, 0));
+  ops.push_back(
+      make(op::act, (m.mlp == MlpKind::swiglu ? 6.0 : 10.0) * t * f, (fc1_cols + f) * t * e, 0));
   ops.push_back(gemm_op(op::fc2, t, h, f, e));
   if (tp_comm) ops.push_back(all_reduce(op::allreduce_mlp));
   if (sp) ops.push_back(scatter(op::reducescatter_mlp));
-  ops.push_back(
-      make(op::residual2, OpKind::elementwise, Lane::compute, ts * h, 3.0 * ts * h * e, 0));
+  ops.push_back(make(op::residual2, ts * h, 3.0 * ts * h * e, 0));
   return ops;
 }
 
@@ -219,20 +204,12 @@ std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, Atten
   ops.erase(std::find_if(ops.begin(), ops.end(), [](const OpSpec& o) { return o.name == op::fc1; }),
             ops.end());
   auto gemm = [](const char* name, const OpCost& c, int64_t rows, int64_t cols, int64_t inner) {
-    OpSpec o;
-    o.name = name;
-    o.kind = OpKind::gemm;
-    o.cost = c;
+    OpSpec o = registered_op(name, c);
     o.m = rows, o.n = cols, o.k = inner;
     return o;
   };
   auto all_to_all = [&](const char* name, const OpCost& c) {
-    OpSpec o;
-    o.name = name;
-    o.kind = OpKind::collective;
-    o.lane = Lane::comm;
-    o.cost = c;
-    o.collective = "all_to_all";
+    OpSpec o = registered_op(name, c);
     o.group_size = load.ep;
     o.group = CommGroup::ep;
     return o;

@@ -9,11 +9,9 @@
 #include "models/backend.hpp"
 #include "models/model_spec.hpp"
 #include "models/moe_routing.hpp"
+#include "models/op_registry.hpp"
 
 namespace ridgeline {
-
-/// Which pass of the train phase an op belongs to (prefill and decode: forward only).
-enum class Pass : uint8_t { forward, backward_input, backward_weight };
 
 /// The grid group a collective runs over (p2p ops run between a pair of neighbouring stages;
 /// ep: an MoE layer's expert-parallel group, ep of the data-parallel ranks).
@@ -38,40 +36,9 @@ struct OpSpec {
   int64_t m = 0, n = 0, k = 0;
 };
 
-/// Op names, in execution order for one layer (fixed strings; the registry of layer ops).
-namespace op {
-inline constexpr const char* norm1 = "norm1";
-inline constexpr const char* qkv = "qkv_gemm";
-inline constexpr const char* rotary = "rotary";
-inline constexpr const char* kv_append = "kv_append";
-inline constexpr const char* attention = "attention";
-inline constexpr const char* proj = "proj_gemm";
-inline constexpr const char* allreduce_attn = "allreduce_attn";
-inline constexpr const char* residual1 = "residual1";
-inline constexpr const char* norm2 = "norm2";
-/// The attention branch's residual add fused with the second norm (one kernel): what the
-/// forward runs in place of residual1 then norm2.
-inline constexpr const char* residual1_norm2 = "residual1_norm2";
-inline constexpr const char* fc1 = "fc1_gemm";
-inline constexpr const char* act = "activation";
-inline constexpr const char* fc2 = "fc2_gemm";
-inline constexpr const char* allreduce_mlp = "allreduce_mlp";
-inline constexpr const char* residual2 = "residual2";
-inline constexpr const char* allgather_attn = "allgather_attn";
-inline constexpr const char* reducescatter_attn = "reducescatter_attn";
-inline constexpr const char* allgather_mlp = "allgather_mlp";
-inline constexpr const char* reducescatter_mlp = "reducescatter_mlp";
-/// An MoE layer's MLP (moe_layer_ops), in place of fc1 to the MLP's collectives.
-inline constexpr const char* moe_router = "moe_router_gemm";
-inline constexpr const char* moe_dispatch = "moe_dispatch";
-inline constexpr const char* moe_experts = "moe_experts_gemm";
-inline constexpr const char* moe_combine = "moe_combine";
-inline constexpr const char* moe_shared = "moe_shared_gemm";
-inline constexpr const char* send_act = "pp_send";
-inline constexpr const char* recv_act = "pp_recv";
-/// A whole stage replayed as one captured graph (--graphs): one op per step.
-inline constexpr const char* stage_graph = "stage_graph";
-} // namespace op
+/// An op of the registry named `name` with `cost`: its kind, lane, pass and collective are the
+/// registry's (throws if `name` is not registered).
+OpSpec registered_op(const std::string& name, const OpCost& cost = {});
 
 /// Every op of one layer on one rank, in execution order (collectives only when tp > 1:
 /// all-reduces, or all-gathers and reduce-scatters under sequence parallelism).

@@ -46,8 +46,8 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   const int32_t at = static_cast<int32_t>(layer);
   const MoeWeights& w = m_weights[l];
   OpTable& table = rec.ops();
-  const int32_t router = table.intern(op::moe_router, OpKind::gemm),
-                experts = table.intern(op::moe_experts, OpKind::gemm);
+  const int32_t router = intern_op(table, layer_op::op_moe_router),
+                experts = intern_op(table, layer_op::op_moe_experts);
   MoeStep step;
   {
     const ScopedOp op(rec, router, at, Lane::compute, m_work.router, Lane::compute);
@@ -55,7 +55,7 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   }
   m_routings[l] = step.routing;
   if (m.shared_experts > 0) {
-    const ScopedOp op(rec, table.intern(op::moe_shared, OpKind::gemm), at, Lane::compute,
+    const ScopedOp op(rec, intern_op(table, layer_op::op_moe_shared), at, Lane::compute,
                       m_work.shared, Lane::compute);
     moe_shared(m_backend, m, w, x, y, &m_scratch);
   } else {
@@ -74,7 +74,7 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   EpExchange plan;
   {
     // The dispatch: the counts (host), the rows packed in permuted order, the all-to-all-v.
-    const ScopedOp op(rec, table.intern(op::moe_dispatch, OpKind::collective), at, Lane::comm,
+    const ScopedOp op(rec, intern_op(table, layer_op::op_moe_dispatch), at, Lane::comm,
                       m_work.dispatch, Lane::compute);
     const std::vector<int64_t> counts = dispatch_counts(step.permutation, m_spec.ep);
     std::vector<int64_t> received(counts.size());
@@ -99,7 +99,7 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   }
   {
     // The combine: every row back where it came from, then added to its token.
-    const ScopedOp op(rec, table.intern(op::moe_combine, OpKind::collective), at, Lane::comm,
+    const ScopedOp op(rec, intern_op(table, layer_op::op_moe_combine), at, Lane::comm,
                       m_work.combine, Lane::compute);
     m_comm->all_to_all_v(rows.data, elements(plan.recv_counts, h), elements(plan.recv_offsets, h),
                          sent.data, elements(plan.send_counts, h), elements(plan.send_offsets, h),

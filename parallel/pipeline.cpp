@@ -93,9 +93,9 @@ PipelineDriver::PipelineDriver(Backend& backend, Communicator* pp, const DataPar
   // than NCCL's buffers (each waits for its peer) can then stall.
   for (int c = 0; c < stage.chunks(); ++c)
     stage.reserve(c, m_plan.sets[static_cast<size_t>(c)]);
-  m_exchange_id = ops.intern(op::pp_exchange, OpKind::p2p);
-  m_wait_id = ops.intern(op::pp_wait, OpKind::p2p);
-  m_flush_id = ops.intern(op::pp_flush, OpKind::collective);
+  m_exchange_id = intern_op(ops, layer_op::op_pp_exchange);
+  m_wait_id = intern_op(ops, layer_op::op_pp_wait);
+  m_flush_id = intern_op(ops, layer_op::op_pp_flush);
   // The first virtual stage's inputs and the last one's loss gradients, one per microbatch,
   // generated once (copies into the activation sets are part of the step). Under sequence
   // parallelism a rank holds, and the pipeline passes, its own rows of the stream only.

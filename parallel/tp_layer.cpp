@@ -493,7 +493,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     m_backend.set_gemm_sm_limit(0);
     m_backend.gemm_epilogue(fold_norm ? x : ln, w.wqkv.view(qkv.cols, h, dt), qkv, e);
   } else {
-    column_gemm(rec, op_qkv, op_ag_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
+    column_gemm(rec, op_qkv, op_allgather_attn, layer, w.wqkv.view(qkv.cols, h, dt), qkv, part);
   }
 
   // A single prefill sequence split into parts: part p holds the queries of tokens
@@ -559,12 +559,12 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor proj = full_view(bufs().proj_full);
   const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
-    ring_row_gemm(rec, op_proj, m_sp ? op_rs_attn : op_ar_attn, layer, attn,
+    ring_row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out,
                   m_pending_proj);
     return 0;
   }
-  return row_gemm(rec, op_proj, m_sp ? op_rs_attn : op_ar_attn, layer, attn,
+  return row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
                   w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, part);
 }
 
@@ -595,7 +595,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     gathered_pieces(rec, m_pending_proj, [&](int64_t row0, int64_t rows) {
       auto at = [&](const Tensor& t) { return t.rows_slice(row0, rows); };
       {
-        const ScopedOp op = compute_op(rec, op_res1_norm2, layer, piece);
+        const ScopedOp op = compute_op(rec, op_residual1_norm2, layer, piece);
         m_backend.add_norm(at(x), at(reduced), at(y), w.ln2_gamma.view(1, h, dt), beta, at(ln),
                            static_cast<float>(m.norm_eps));
       }
@@ -609,7 +609,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   } else {
     if (computing()) {
       // y = x + the attention branch, and its norm, in one kernel.
-      const ScopedOp op = compute_op(rec, op_res1_norm2, layer, share);
+      const ScopedOp op = compute_op(rec, op_residual1_norm2, layer, share);
       if (m_pending_proj.peer >= 0)
         m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
                                     part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
@@ -635,7 +635,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
       m_backend.set_gemm_sm_limit(0);
       m_backend.gemm_epilogue(ln, w.w1.view(fc1.cols, h, dt), fc1, e);
     } else {
-      column_gemm(rec, op_fc1, op_ag_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
+      column_gemm(rec, op_fc1, op_allgather_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
       if (computing()) {
         const ScopedOp op = compute_op(rec, op_act, layer, share);
         activation(part_rows(fc1, part), part_rows(act, part));
@@ -645,7 +645,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor fc2 = full_view(bufs().fc2_full);
   if (fused(GemmEpilogue::Kind::residual)) {
     // One kernel: FC2 added to the residual stream (no all-reduce between them at TP1).
-    const ScopedOp op = fused_op(rec, op_fc2, {op_res2}, layer);
+    const ScopedOp op = fused_op(rec, op_fc2, {op_residual2}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::residual;
     e.out = y;
@@ -654,12 +654,12 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   }
   const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
-    ring_row_gemm(rec, op_fc2, m_sp ? op_rs_mlp : op_ar_mlp, layer, act, w.w2.view(h, m_fl, dt),
-                  fc2, fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
+    ring_row_gemm(rec, op_fc2, m_sp ? op_reducescatter_mlp : op_allreduce_mlp, layer, act,
+                  w.w2.view(h, m_fl, dt), fc2, fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
     return 0;
   }
-  return row_gemm(rec, op_fc2, m_sp ? op_rs_mlp : op_ar_mlp, layer, act, w.w2.view(h, m_fl, dt),
-                  fc2, fc2_shard, part);
+  return row_gemm(rec, op_fc2, m_sp ? op_reducescatter_mlp : op_allreduce_mlp, layer, act,
+                  w.w2.view(h, m_fl, dt), fc2, fc2_shard, part);
 }
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
@@ -671,14 +671,14 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
     // ce-ring without sequence parallelism: the residual add on this rank's summed rows while
     // the peers' land.
     gathered_pieces(rec, m_pending_fc2, [&](int64_t row0, int64_t rows) {
-      const ScopedOp op = compute_op(rec, op_res2, layer, 1.0 / m_spec.shape.tp);
+      const ScopedOp op = compute_op(rec, op_residual2, layer, 1.0 / m_spec.shape.tp);
       const Tensor out = y.rows_slice(row0, rows);
       m_backend.add(out, reduced.rows_slice(row0, rows), out);
     });
     return;
   }
   {
-    const ScopedOp op = compute_op(rec, op_res2, layer, 1.0 / m_policy.parts);
+    const ScopedOp op = compute_op(rec, op_residual2, layer, 1.0 / m_policy.parts);
     if (m_pending_fc2.peer >= 0)
       m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
                              part_stream(y, part));

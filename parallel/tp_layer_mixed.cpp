@@ -180,7 +180,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
       append_decode(first, end);
   }
   if (mix.prefill_sequences > 0) {
-    const ScopedOp op = compute_op(rec, op_attn_prefill, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_attention_prefill, layer, 1.0);
     for (const EntryRun& r : runs) {
       if (r.kind != EntryKind::prefill) continue;
       append(r);
@@ -188,7 +188,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     }
   }
   if (mix.decode_sequences > 0) {
-    const ScopedOp op = compute_op(rec, op_attn_decode, layer, 1.0);
+    const ScopedOp op = compute_op(rec, op_attention_decode, layer, 1.0);
     for (const auto& [first, end] : decode_groups)
       attend_decode(first, end);
   }

@@ -223,7 +223,7 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
   // onto this rank's rows instead of all-reduced.
   const Tensor ln_rows = sp ? stream_view(bufs().ln_rows) : Tensor{};
   norm(rec, op_norm1, layer, part(a.x, p), w.ln1_gamma, w.ln1_beta, part(sp ? ln_rows : a.ln1, p));
-  column_gemm(rec, op_ag_attn, op_qkv, layer, ln_rows, a.ln1, a.qkv, p,
+  column_gemm(rec, op_allgather_attn, op_qkv, layer, ln_rows, a.ln1, a.qkv, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, w.wqkv.view(m_geo.qkv_cols(), h, dt), out);
               });
@@ -242,7 +242,7 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
                               part_lse(a.lse, shape, p), m_spec.attention);
   }
   const Tensor proj = full_view(bufs().proj);
-  return row_gemm(rec, op_proj, op_ar_attn, op_rs_attn, layer, proj,
+  return row_gemm(rec, op_proj, op_allreduce_attn, op_reducescatter_attn, layer, proj,
                   sp ? stream_view(bufs().rs_rows) : Tensor{}, p, [&](int64_t f, int64_t n) {
                     m_backend.gemm(a.attn.rows_slice(f, n), w.wo.view(h, q, dt),
                                    proj.rows_slice(f, n));
@@ -264,13 +264,13 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
   wait_tp(rec, fence);
   {
     // y1 = x + the attention branch, and its norm, in one kernel.
-    const ScopedOp scope = op_scope(rec, op_res1_norm2, layer, share);
+    const ScopedOp scope = op_scope(rec, op_residual1_norm2, layer, share);
     const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
     m_backend.add_norm(part(a.x, p), part(sp ? rs_rows : full_view(bufs().proj), p), part(a.y1, p),
                        w.ln2_gamma.view(1, h, dt), beta, part(sp ? ln_rows : a.ln2, p),
                        static_cast<float>(m.norm_eps));
   }
-  column_gemm(rec, op_ag_mlp, op_fc1, layer, ln_rows, a.ln2, a.fc1, p,
+  column_gemm(rec, op_allgather_mlp, op_fc1, layer, ln_rows, a.ln2, a.fc1, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, w.w1.view(m_geo.fc1_cols(), h, dt), out);
               });
@@ -282,17 +282,18 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
       m_backend.gelu(part(a.fc1, p), part(a.act, p));
   }
   const Tensor fc2 = full_view(bufs().fc2);
-  return row_gemm(
-      rec, op_fc2, op_ar_mlp, op_rs_mlp, layer, fc2, rs_rows, p, [&](int64_t f, int64_t n) {
-        m_backend.gemm(a.act.rows_slice(f, n), w.w2.view(h, m_geo.ffn, dt), fc2.rows_slice(f, n));
-      });
+  return row_gemm(rec, op_fc2, op_allreduce_mlp, op_reducescatter_mlp, layer, fc2, rs_rows, p,
+                  [&](int64_t f, int64_t n) {
+                    m_backend.gemm(a.act.rows_slice(f, n), w.w2.view(h, m_geo.ffn, dt),
+                                   fc2.rows_slice(f, n));
+                  });
 }
 
 void TrainStage::forward_residual(Recorder& rec, LayerPass& pass, int p, size_t fence) {
   wait_tp(rec, fence);
   const Tensor reduced =
       m_geo.sequence_parallel ? stream_view(bufs().rs_rows) : full_view(bufs().fc2);
-  const ScopedOp scope = op_scope(rec, op_res2, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = op_scope(rec, op_residual2, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.a->y1, p), part(reduced, p), part(pass.y, p));
 }
 
@@ -348,7 +349,7 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
   const DType dt = m_backend.dtype();
   const int64_t h = m_geo.hidden, layer = pass.layer;
   const double share = 1.0 / m_policy.parts;
-  column_gemm(rec, op_ag_mlp_bwd, op_fc2_dgrad, layer, pass.dy, pass.dy_full, pass.dact, p,
+  column_gemm(rec, op_allgather_mlp_bwd, op_fc2_dgrad, layer, pass.dy, pass.dy_full, pass.dact, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, Trans::no, w.w2.view(h, m_geo.ffn, dt), Trans::no, out, false,
                                Lane::compute);
@@ -363,8 +364,8 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
       m_backend.gelu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
   }
   const size_t fence = row_gemm(
-      rec, op_fc1_dgrad, op_ar_mlp_bwd, op_rs_mlp_bwd, layer, pass.dln_full, pass.dln, p,
-      [&](int64_t f, int64_t n) {
+      rec, op_fc1_dgrad, op_allreduce_mlp_bwd, op_reducescatter_mlp_bwd, layer, pass.dln_full,
+      pass.dln, p, [&](int64_t f, int64_t n) {
         m_backend.gemm(grads.dfc1.rows_slice(f, n), Trans::no, w.w1.view(m_geo.fc1_cols(), h, dt),
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
@@ -389,12 +390,12 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
   norm_backward(rec, op_norm2_bwd, layer, part(a.y1, p), w.ln2_gamma, part(pass.dln, p),
                 part(pass.dtmp, p), g.ln2_gamma, g.ln2_beta);
   {
-    const ScopedOp scope = op_scope(rec, op_res2_bwd, layer, share);
+    const ScopedOp scope = op_scope(rec, op_residual2_bwd, layer, share);
     m_backend.add(part(pass.dy, p), part(pass.dtmp, p), part(pass.dy1, p));
   }
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
-  column_gemm(rec, op_ag_attn_bwd, op_proj_dgrad, layer, pass.dy1, pass.dy1_full, pass.dattn, p,
-              [&](const Tensor& in, Tensor out) {
+  column_gemm(rec, op_allgather_attn_bwd, op_proj_dgrad, layer, pass.dy1, pass.dy1_full, pass.dattn,
+              p, [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, Trans::no, w.wo.view(h, q, dt), Trans::no, out, false,
                                Lane::compute);
               });
@@ -417,8 +418,8 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
                               static_cast<float>(m.rope_theta));
   }
   const size_t out = row_gemm(
-      rec, op_qkv_dgrad, op_ar_attn_bwd, op_rs_attn_bwd, layer, pass.dln_full, pass.dln, p,
-      [&](int64_t f, int64_t n) {
+      rec, op_qkv_dgrad, op_allreduce_attn_bwd, op_reducescatter_attn_bwd, layer, pass.dln_full,
+      pass.dln, p, [&](int64_t f, int64_t n) {
         m_backend.gemm(grads.dqkv.rows_slice(f, n), Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt),
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
@@ -432,7 +433,7 @@ void TrainStage::backward_residual(Recorder& rec, LayerPass& pass, int p, size_t
   wait_tp(rec, fence);
   norm_backward(rec, op_norm1_bwd, pass.layer, part(pass.a->x, p), pass.w->ln1_gamma,
                 part(pass.dln, p), part(pass.dtmp, p), g.ln1_gamma, g.ln1_beta);
-  const ScopedOp scope = op_scope(rec, op_res1_bwd, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = op_scope(rec, op_residual1_bwd, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.dy1, p), part(pass.dtmp, p), part(pass.dx, p));
 }
 

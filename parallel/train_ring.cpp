@@ -53,7 +53,7 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(kReduceWindow));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const std::string name = kLayerOpNames[reduce_op];
+  const std::string& name = m_op_index.spec(reduce_op).name;
   const double share = 1.0 / (tp * sub);
   auto at = [&](int rank, int k) {
     return static_cast<size_t>(rank) * bytes + static_cast<size_t>(k) * q_bytes;
@@ -138,7 +138,7 @@ void TrainStage::ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int
   const size_t bytes = rows.bytes();
   const Tensor gathered = full_view(m_exchange->window(kGatherWindow));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const std::string name = kLayerOpNames[gather_op];
+  const std::string& name = m_op_index.spec(gather_op).name;
   const double share = 1.0 / tp;
   RingRecord record;
   {

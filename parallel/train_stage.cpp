@@ -411,7 +411,7 @@ void TrainStage::begin_iteration(Recorder& rec, int microbatches) {
   const size_t step = std::max(unit, m_dp.bucket_bytes / unit * unit);
   for (size_t b = 0; b < total; b += step)
     m_buckets.emplace_back(b, std::min(total, b + step));
-  const int32_t id = rec.ops().intern(op::grad_zero, OpKind::elementwise);
+  const int32_t id = intern_op(rec.ops(), layer_op::op_grad_zero);
   const Tensor all =
       m_grad_buf.view(static_cast<int64_t>(total / e) / kAlign, kAlign, m_backend.dtype());
   const ScopedOp scope(rec, id, -1, Lane::compute, OpCost{0, static_cast<double>(total), 0},
@@ -428,7 +428,7 @@ void TrainStage::layer_done(Recorder& rec, size_t local) {
     const size_t count = static_cast<size_t>(
         (static_cast<char*>(g.wqkv.data) - static_cast<char*>(g.ln1_gamma.data)) /
         static_cast<std::ptrdiff_t>(dtype_size(g.wqkv.dtype)));
-    const int32_t id = rec.ops().intern(op::allreduce_norm_grads, OpKind::collective);
+    const int32_t id = intern_op(rec.ops(), layer_op::op_allreduce_norm_grads);
     const double bytes = static_cast<double>(count * dtype_size(g.wqkv.dtype));
     const ScopedOp scope(rec, id, static_cast<int32_t>(m_global[local]), Lane::comm,
                          OpCost{bytes, 2.0 * bytes, bytes}, Lane::compute);
@@ -448,7 +448,7 @@ void TrainStage::issue_buckets(Recorder& rec, bool all) {
   const DType dt = m_backend.dtype();
   const int dp = m_dp.comm->size();
   const int32_t id =
-      rec.ops().intern(m_dp.shard ? op::dp_reducescatter : op::dp_allreduce, OpKind::collective);
+      intern_op(rec.ops(), m_dp.shard ? layer_op::op_dp_reducescatter : layer_op::op_dp_allreduce);
   while (m_buckets_issued < m_buckets.size()) {
     const auto [begin, end] = m_buckets[m_buckets_issued];
     bool ready = all;
@@ -509,7 +509,7 @@ void TrainStage::end_iteration(Recorder& rec, float sgd_lr, bool gather_shards) 
   }
   if (sgd_lr == 0.0f) return;
   const DType dt = m_backend.dtype();
-  const int32_t id = rec.ops().intern(op::sgd_update, OpKind::elementwise);
+  const int32_t id = intern_op(rec.ops(), layer_op::op_sgd_update);
   const double bytes = 3.0 * static_cast<double>(m_grad_buf.bytes());
   const ScopedOp scope(rec, id, -1, Lane::compute,
                        OpCost{bytes / 3.0 * 2.0 / static_cast<double>(dtype_size(dt)), bytes, 0},

@@ -84,10 +84,10 @@ public:
         static_cast<double>(stage.input().rows * spec.model.hidden *
                             static_cast<int64_t>(dtype_size(spec.shape.dtype)));
     m_p2p_cost = OpCost{0, act_bytes, act_bytes};
-    m_recv_id = ops.intern(op::recv_act, OpKind::p2p);
-    m_send_id = ops.intern(op::send_act, OpKind::p2p);
+    m_recv_id = intern_op(ops, layer_op::op_recv_act);
+    m_send_id = intern_op(ops, layer_op::op_send_act);
     if (point.graphs) {
-      m_graph_op = ops.intern(op::stage_graph, OpKind::other);
+      m_graph_op = intern_op(ops, layer_op::op_stage_graph);
       for (const OpSpec& o : stage.op_specs()) {
         m_graph_cost.flops += o.cost.flops * static_cast<double>(spec.num_layers);
         m_graph_cost.hbm_bytes += o.cost.hbm_bytes * static_cast<double>(spec.num_layers);

@@ -56,27 +56,20 @@ private:
 // Waits have no roof; nor have MPI's pipeline exchanges, whose recorded time is the posting of
 // non-blocking transfers (the transfers' time is in pp_wait).
 void add_stage_ops(AttributionInput& in, const PointSpec& point, bool exchanges_timed) {
-  auto spec = [](const char* name, OpKind kind, Lane lane, const char* collective, int64_t group,
-                 CommGroup over) {
-    OpSpec s;
-    s.name = name;
-    s.kind = kind;
-    s.lane = lane;
-    s.collective = collective;
+  auto spec = [](const char* name, int64_t group, CommGroup over) {
+    OpSpec s = registered_op(name);
     s.group_size = group;
     s.group = over;
     return s;
   };
-  const Lane comm = Lane::comm;
-  const OpKind coll = OpKind::collective;
-  in.stage = {spec(op::grad_zero, OpKind::elementwise, Lane::compute, "", 0, CommGroup::tp),
-              spec(op::sgd_update, OpKind::elementwise, Lane::compute, "", 0, CommGroup::tp),
-              spec(op::dp_allreduce, coll, comm, "all_reduce", point.dp, CommGroup::dp),
-              spec(op::dp_reducescatter, coll, comm, "reduce_scatter", point.dp, CommGroup::dp),
-              spec(op::allreduce_norm_grads, coll, comm, "all_reduce", point.tp, CommGroup::tp),
-              spec(op::pp_flush, coll, comm, "all_reduce", point.pp, CommGroup::pp)};
+  in.stage = {spec(op::grad_zero, 0, CommGroup::tp),
+              spec(op::sgd_update, 0, CommGroup::tp),
+              spec(op::dp_allreduce, point.dp, CommGroup::dp),
+              spec(op::dp_reducescatter, point.dp, CommGroup::dp),
+              spec(op::allreduce_norm_grads, point.tp, CommGroup::tp),
+              spec(op::pp_flush, point.pp, CommGroup::pp)};
   if (exchanges_timed)
-    in.stage.push_back(spec(op::pp_exchange, OpKind::p2p, Lane::p2p, "sendrecv", 2, CommGroup::pp));
+    in.stage.push_back(spec(op::pp_exchange, 2, CommGroup::pp));
   else
     in.no_roof[op::pp_exchange] =
         "the posting of MPI's non-blocking transfers (their time is in pp_wait)";

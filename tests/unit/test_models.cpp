@@ -13,6 +13,7 @@
 #include "models/generator.hpp"
 #include "models/layer_plan.hpp"
 #include "models/model_spec.hpp"
+#include "models/op_registry.hpp"
 #include "models/work_model.hpp"
 
 namespace ridgeline {
@@ -137,6 +138,46 @@ TEST(LayerPlan, SequenceParallelBackwardMirrorsTheForward) {
   EXPECT_DOUBLE_EQ(
       find_op(plan, op::norm2_bwd).cost.flops * 4,
       find_op(train_layer_plan(m, whole, AttentionImpl::fused), op::norm2_bwd).cost.flops);
+}
+
+// The op registry: one row per name, an unregistered name refused, and every entry of the layer
+// plans (prefill, decode, sequence parallelism, the train phase's backward) a row whose kind,
+// lane, pass and collective are the entry's.
+TEST(OpRegistry, EveryPlannedOpIsItsRow) {
+  std::set<std::string> names;
+  for (const OpRow& row : kOpRows)
+    EXPECT_TRUE(names.insert(row.name).second) << row.name;
+  for (int i = 0; i < layer_op::op_count; ++i)
+    EXPECT_EQ(op_index(kOpRows[i].name), i);
+  EXPECT_EQ(op_index("no_such_op"), -1);
+  EXPECT_THROW(op_row("no_such_op"), Error);
+  EXPECT_THROW(registered_op("no_such_op"), Error);
+
+  ModelSpec m = gpt(1024, 16, 4096);
+  m.rotary = true;
+  LayerShape s;
+  s.seq = 256;
+  s.batch = 2;
+  s.tp = 4;
+  s.dtype = DType::bf16;
+  LayerShape sp = s, decode = s;
+  sp.sequence_parallel = true;
+  decode.phase = Phase::decode;
+  decode.context = 100;
+  size_t checked = 0;
+  for (const auto& plan :
+       {train_layer_plan(m, s, AttentionImpl::fused), train_layer_plan(m, sp, AttentionImpl::naive),
+        layer_ops(m, decode, AttentionImpl::fused)})
+    for (const OpSpec& o : plan) {
+      const OpRow& row = op_row(o.name);
+      EXPECT_EQ(o.kind, row.kind) << o.name;
+      EXPECT_EQ(o.lane, row.lane) << o.name;
+      EXPECT_EQ(o.pass, row.pass) << o.name;
+      EXPECT_EQ(o.collective, row.collective) << o.name;
+      EXPECT_EQ(o.kind == OpKind::collective, !o.collective.empty()) << o.name;
+      ++checked;
+    }
+  EXPECT_GT(checked, 60u);
 }
 
 TEST(WorkModel, NoCollectivesAtTp1AndDecodeShapes) {

@@ -327,6 +327,7 @@ TEST(MixedStep, APrefillAloneIsTheWorkModelsPrefill) {
     EXPECT_DOUBLE_EQ(ops[k].cost.comm_bytes, layer[k].cost.comm_bytes) << layer[k].name;
   }
   EXPECT_EQ(ops[3].name, op::attention_prefill);
+  EXPECT_EQ(ops[3].kind, OpKind::attention);
 }
 
 TEST(MixedStep, DecodeTokensAndAChunkAfterCachedTokens) {
