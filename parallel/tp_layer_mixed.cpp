@@ -70,6 +70,31 @@ std::vector<EntryRun> entry_runs(const StepMix& mix) {
   return runs;
 }
 
+// Each row's position in its sequence, in the step's row order: a sequence's tokens at
+// context, context + 1, ...
+std::vector<int64_t> step_positions(const std::vector<EntryRun>& runs) {
+  std::vector<int64_t> positions;
+  for (const EntryRun& r : runs)
+    for (int64_t j = 0; j < r.count; ++j)
+      for (int64_t t = 0; t < r.tokens; ++t)
+        positions.push_back(r.context + t);
+  return positions;
+}
+
+// Consecutive decode runs [first, end): their sequences adjacent in the step's rows and in the
+// cache, so that their appends and their attention each take one call.
+std::vector<std::pair<size_t, size_t>> decode_run_groups(const std::vector<EntryRun>& runs) {
+  std::vector<std::pair<size_t, size_t>> groups;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].kind == EntryKind::decode) {
+      if (!groups.empty() && groups.back().second == i)
+        groups.back().second = i + 1;
+      else
+        groups.emplace_back(i, i + 1);
+    }
+  return groups;
+}
+
 } // namespace
 
 void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& w,
@@ -90,26 +115,13 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   if (m.rotary) {
     // Each sequence's tokens at their own positions, context, context + 1, ...: every row of the
     // step in one call.
-    std::vector<int64_t> positions;
-    for (const EntryRun& r : runs)
-      for (int64_t j = 0; j < r.count; ++j)
-        for (int64_t t = 0; t < r.tokens; ++t)
-          positions.push_back(r.context + t);
+    const std::vector<int64_t> positions = step_positions(runs);
     const ScopedOp op = compute_op(rec, op_rotary, layer, 1.0);
     m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
                               .cols_slice(0, (m_hl + m_kvl) * m_d),
                           m_hl + m_kvl, m_d, positions, static_cast<float>(m.rope_theta));
   }
-  // Consecutive decode runs [first, end): their sequences adjacent in the step's rows and in the
-  // cache, so that their appends and their attention each take one call.
-  std::vector<std::pair<size_t, size_t>> decode_groups;
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].kind == EntryKind::decode) {
-      if (!decode_groups.empty() && decode_groups.back().second == i)
-        decode_groups.back().second = i + 1;
-      else
-        decode_groups.emplace_back(i, i + 1);
-    }
+  const std::vector<std::pair<size_t, size_t>> decode_groups = decode_run_groups(runs);
   auto decode_rows = [&](size_t first, size_t end) {
     int64_t n = 0;
     for (size_t i = first; i < end; ++i)

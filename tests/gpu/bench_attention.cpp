@@ -136,6 +136,113 @@ int run_ragged(Backend& gpu, cudaStream_t stream, const std::vector<int64_t>& co
   return 0;
 }
 
+// The rows as a console table, FLOPs and rates explained below it.
+void print_rows(const std::vector<Row>& rows) {
+  std::printf("%-10s %-6s %-4s %5s %7s %5s %5s %5s %-7s %10s %10s  %s\n", "impl", "kernel", "pass",
+              "batch", "seq", "heads", "kv", "d", "mask", "p50 ms", "TFLOP/s", "status");
+  for (const Row& r : rows)
+    std::printf("%-10s %-6s %-4s %5lld %7lld %5lld %5lld %5lld %-7s %10.4f %10.1f  %s\n",
+                r.impl.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str(), r.pass.c_str(),
+                static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.seq),
+                static_cast<long long>(r.shape.heads), static_cast<long long>(r.shape.kv_heads),
+                static_cast<long long>(r.shape.head_dim), r.shape.causal ? "causal" : "full",
+                r.p50_ms, r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
+  std::printf("FLOPs: forward 4 * b * h * s * ctx * d, halved when causal; backward 2.5 x "
+              "forward. TFLOP/s at the median call.\n");
+}
+
+// The rows and cuDNN's plans as JSON; false (said on stderr) if the file cannot be written.
+bool write_json(const std::string& json, const std::string& dtype, const std::vector<Row>& rows,
+                const std::vector<std::string>& all) {
+  std::ofstream f(json);
+  f << "{\"cudnn\": \"" << cudnn_loaded_version() << "\", \"cudnn_build\": \""
+    << cudnn_build_version() << "\", \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::string status = r.status;
+    for (char& c : status)
+      if (c == '"' || c == '\\' || c == '\n') c = ' ';
+    f << (i ? ",\n" : "\n") << "{\"impl\": \"" << r.impl << "\", \"kernel\": \"" << r.kernel
+      << "\", \"pass\": \"" << r.pass << "\", \"batch\": " << r.shape.batch
+      << ", \"seq\": " << r.shape.seq << ", \"heads\": " << r.shape.heads
+      << ", \"kv_heads\": " << r.shape.kv_heads << ", \"head_dim\": " << r.shape.head_dim
+      << ", \"causal\": " << (r.shape.causal ? "true" : "false") << ", \"dtype\": \"" << dtype
+      << "\", \"flops\": " << r.flops << ", \"best_ms\": " << r.best_ms
+      << ", \"p50_ms\": " << r.p50_ms << ", \"status\": \"" << status << "\"}";
+  }
+  f << "\n], \"plans\": [";
+  for (size_t i = 0; i < all.size(); ++i)
+    f << (i ? ", " : "") << "\"" << all[i] << "\"";
+  f << "]}\n";
+  if (!f) {
+    std::cerr << "bench_attention: cannot write " << json << "\n";
+    return false;
+  }
+  return true;
+}
+
+// The forward (and unless `no_backward` the backward) of `impl` on shape `s` over q, k, v and o,
+// timed: its rows appended to `rows` (a failure is a row's status).
+void time_impl(Backend& gpu, cudaStream_t stream, const AttentionShape& s, const std::string& name,
+               AttentionImpl impl, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& o, int warmup, int reps, bool no_backward, std::vector<Row>& rows) {
+  const DType dt = q.dtype;
+  const int64_t qw = q.cols, kw = k.cols, qrows = q.rows, batch = s.batch, heads = s.heads,
+                seq = s.seq, head_dim = s.head_dim;
+  const bool forced_sm80 = name == "fused-sm80";
+  Row fwd;
+  fwd.impl = name;
+  // A build without cuDNN has nothing to time there: its rows say so and fail nothing.
+  if (impl == AttentionImpl::cudnn && !cudnn_compiled()) {
+    fwd.pass = "fwd";
+    fwd.shape = s;
+    fwd.status = "skipped: built without cuDNN";
+    rows.push_back(fwd);
+    return;
+  }
+  if (impl == AttentionImpl::fused)
+    fwd.kernel = forced_sm80 ? "sm80" : fused_prefill_kernel(0, head_dim);
+  fwd.pass = "fwd";
+  fwd.shape = s;
+  fwd.flops = forward_flops(s);
+  set_fused_prefill_kernel(forced_sm80 ? "sm80" : "auto");
+  try {
+    time_calls(
+        stream, warmup, reps, [&] { gpu.attention(s, q, k, v, o, impl); }, fwd);
+  } catch (const Error& e) {
+    fwd.status = std::string("failed: ") + e.what();
+    cudaGetLastError(); // an allocation that failed leaves its error behind
+  }
+  rows.push_back(fwd);
+  if (no_backward) {
+    set_fused_prefill_kernel("auto");
+    return;
+  }
+  Row bwd = fwd;
+  // The sm90 backward takes sequences that are a multiple of 64.
+  if (bwd.kernel == "sm90" && seq % 64 != 0) bwd.kernel = "sm80";
+  bwd.pass = "bwd";
+  bwd.flops = 2.5 * fwd.flops;
+  bwd.status = "ok";
+  try {
+    Buffer db = gpu.allocate(qrows, qw), dqb = gpu.allocate(qrows, qw),
+           dkb = gpu.allocate(qrows, kw), dvb = gpu.allocate(qrows, kw),
+           stats = gpu.allocate_bytes(static_cast<size_t>(batch * heads * seq) * 4);
+    const Tensor dout = db.view(qrows, qw, dt), dq = dqb.view(qrows, qw, dt),
+                 dk = dkb.view(qrows, kw, dt), dv = dvb.view(qrows, kw, dt);
+    gpu.fill_random(dout, GenKey{3, 4, qw, 1.0f}, 0, 0);
+    gpu.attention_train(s, q, k, v, o, stats.data(), impl);
+    time_calls(
+        stream, warmup, reps,
+        [&] { gpu.attention_backward(s, q, k, v, o, dout, stats.data(), dq, dk, dv, impl); }, bwd);
+  } catch (const Error& e) {
+    bwd.status = std::string("failed: ") + e.what();
+    cudaGetLastError();
+  }
+  set_fused_prefill_kernel("auto");
+  rows.push_back(bwd);
+}
+
 int run(int argc, char** argv) {
   CLI::App app("Attention alone: fused, naive and cudnn forward and backward, in TFLOP/s");
   std::string impls = "fused,naive,cudnn", seqs = "4096,16384,32768", kv_heads = "32,4";
@@ -208,104 +315,16 @@ int run(int argc, char** argv) {
       gpu->fill_random(q, GenKey{3, 1, qw, 1.0f}, 0, 0);
       gpu->fill_random(k, GenKey{3, 2, kw, 1.0f}, 0, 0);
       gpu->fill_random(v, GenKey{3, 3, kw, 1.0f}, 0, 0);
-      for (const auto& [name, impl] : chosen) {
-        const bool forced_sm80 = name == "fused-sm80";
-        Row fwd;
-        fwd.impl = name;
-        // A build without cuDNN has nothing to time there: its rows say so and fail nothing.
-        if (impl == AttentionImpl::cudnn && !cudnn_compiled()) {
-          fwd.pass = "fwd";
-          fwd.shape = s;
-          fwd.status = "skipped: built without cuDNN";
-          rows.push_back(fwd);
-          continue;
-        }
-        if (impl == AttentionImpl::fused)
-          fwd.kernel = forced_sm80 ? "sm80" : fused_prefill_kernel(0, head_dim);
-        fwd.pass = "fwd";
-        fwd.shape = s;
-        fwd.flops = forward_flops(s);
-        set_fused_prefill_kernel(forced_sm80 ? "sm80" : "auto");
-        try {
-          time_calls(
-              stream, warmup, reps, [&] { gpu->attention(s, q, k, v, o, impl); }, fwd);
-        } catch (const Error& e) {
-          fwd.status = std::string("failed: ") + e.what();
-          cudaGetLastError(); // an allocation that failed leaves its error behind
-        }
-        rows.push_back(fwd);
-        if (no_backward) {
-          set_fused_prefill_kernel("auto");
-          continue;
-        }
-        Row bwd = fwd;
-        // The sm90 backward takes sequences that are a multiple of 64.
-        if (bwd.kernel == "sm90" && seq % 64 != 0) bwd.kernel = "sm80";
-        bwd.pass = "bwd";
-        bwd.flops = 2.5 * fwd.flops;
-        bwd.status = "ok";
-        try {
-          Buffer db = gpu->allocate(qrows, qw), dqb = gpu->allocate(qrows, qw),
-                 dkb = gpu->allocate(qrows, kw), dvb = gpu->allocate(qrows, kw),
-                 stats = gpu->allocate_bytes(static_cast<size_t>(batch * heads * seq) * 4);
-          const Tensor dout = db.view(qrows, qw, dt), dq = dqb.view(qrows, qw, dt),
-                       dk = dkb.view(qrows, kw, dt), dv = dvb.view(qrows, kw, dt);
-          gpu->fill_random(dout, GenKey{3, 4, qw, 1.0f}, 0, 0);
-          gpu->attention_train(s, q, k, v, o, stats.data(), impl);
-          time_calls(
-              stream, warmup, reps,
-              [&] { gpu->attention_backward(s, q, k, v, o, dout, stats.data(), dq, dk, dv, impl); },
-              bwd);
-        } catch (const Error& e) {
-          bwd.status = std::string("failed: ") + e.what();
-          cudaGetLastError();
-        }
-        set_fused_prefill_kernel("auto");
-        rows.push_back(bwd);
-      }
+      for (const auto& [name, impl] : chosen)
+        time_impl(*gpu, stream, s, name, impl, q, k, v, o, warmup, reps, no_backward, rows);
     }
   gpu->synchronize();
 
-  std::printf("%-10s %-6s %-4s %5s %7s %5s %5s %5s %-7s %10s %10s  %s\n", "impl", "kernel", "pass",
-              "batch", "seq", "heads", "kv", "d", "mask", "p50 ms", "TFLOP/s", "status");
-  for (const Row& r : rows)
-    std::printf("%-10s %-6s %-4s %5lld %7lld %5lld %5lld %5lld %-7s %10.4f %10.1f  %s\n",
-                r.impl.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str(), r.pass.c_str(),
-                static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.seq),
-                static_cast<long long>(r.shape.heads), static_cast<long long>(r.shape.kv_heads),
-                static_cast<long long>(r.shape.head_dim), r.shape.causal ? "causal" : "full",
-                r.p50_ms, r.p50_ms > 0 ? r.flops / (r.p50_ms * 1e9) : 0.0, r.status.c_str());
-  std::printf("FLOPs: forward 4 * b * h * s * ctx * d, halved when causal; backward 2.5 x "
-              "forward. TFLOP/s at the median call.\n");
+  print_rows(rows);
   const std::vector<std::string> all = gpu->attention_plans();
   for (const std::string& p : all)
     std::printf("cudnn plan: %s\n", p.c_str());
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << "{\"cudnn\": \"" << cudnn_loaded_version() << "\", \"cudnn_build\": \""
-      << cudnn_build_version() << "\", \"rows\": [";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::string status = r.status;
-      for (char& c : status)
-        if (c == '"' || c == '\\' || c == '\n') c = ' ';
-      f << (i ? ",\n" : "\n") << "{\"impl\": \"" << r.impl << "\", \"kernel\": \"" << r.kernel
-        << "\", \"pass\": \"" << r.pass << "\", \"batch\": " << r.shape.batch
-        << ", \"seq\": " << r.shape.seq << ", \"heads\": " << r.shape.heads
-        << ", \"kv_heads\": " << r.shape.kv_heads << ", \"head_dim\": " << r.shape.head_dim
-        << ", \"causal\": " << (r.shape.causal ? "true" : "false") << ", \"dtype\": \"" << dtype
-        << "\", \"flops\": " << r.flops << ", \"best_ms\": " << r.best_ms
-        << ", \"p50_ms\": " << r.p50_ms << ", \"status\": \"" << status << "\"}";
-    }
-    f << "\n], \"plans\": [";
-    for (size_t i = 0; i < all.size(); ++i)
-      f << (i ? ", " : "") << "\"" << all[i] << "\"";
-    f << "]}\n";
-    if (!f) {
-      std::cerr << "bench_attention: cannot write " << json << "\n";
-      return 1;
-    }
-  }
+  if (!json.empty() && !write_json(json, dtype, rows, all)) return 1;
   for (const Row& r : rows)
     if (r.status != "ok" && r.impl == "cudnn" && cudnn_compiled()) return 1;
   return 0;
