@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,33 @@ public:
     const OpSpec* s = find(o);
     RIDGELINE_REQUIRE(s != nullptr, std::string("the layer plan has no op ") + kOpRows[o].name);
     return *s;
+  }
+  /// A record of op `o` of `layer` on its lane, with `share` of its plan cost (a part's, a
+  /// unit's or a piece's), enqueued on the compute lane.
+  ScopedOp scope(Recorder& rec, int o, int64_t layer, double share = 1.0) const {
+    const OpSpec& s = spec(o);
+    return ScopedOp(rec, id(o), static_cast<int32_t>(layer), s.lane, scaled(s.cost, share),
+                    Lane::compute);
+  }
+  /// A record of op `o` that runs with `folded` fused into its kernel: its cost and theirs (an
+  /// index the plan lacks, such as rotary in a layer without it, adds nothing).
+  ScopedOp fused_scope(Recorder& rec, int o, std::initializer_list<int> folded,
+                       int64_t layer) const {
+    const OpSpec& s = spec(o);
+    OpCost cost = s.cost;
+    for (int f : folded)
+      if (const OpSpec* other = find(f)) {
+        cost.flops += other->cost.flops;
+        cost.hbm_bytes += other->cost.hbm_bytes;
+        cost.comm_bytes += other->cost.comm_bytes;
+      }
+    return ScopedOp(rec, id(o), static_cast<int32_t>(layer), s.lane, cost, Lane::compute);
+  }
+  /// A ce-ring site's adds and copies (enqueued on the compute lane) recorded as its collective
+  /// `o`, without cost: its bytes are counted once, by the puts' record.
+  ScopedOp ring_scope(Recorder& rec, int o, int64_t layer) const {
+    spec(o); // throws where the plan lacks it
+    return ScopedOp(rec, id(o), static_cast<int32_t>(layer), Lane::comm, OpCost{}, Lane::compute);
   }
 
 private:

@@ -327,26 +327,6 @@ std::vector<float> TpStage::gather_output() {
   return m_backend.to_host(full);
 }
 
-ScopedOp TpStage::compute_op(Recorder& rec, int slot, int64_t layer, double share) const {
-  return ScopedOp(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::compute,
-                  scaled(m_op_index.spec(slot).cost, share), Lane::compute);
-}
-
-ScopedOp TpStage::fused_op(Recorder& rec, int slot, std::initializer_list<int> folded,
-                           int64_t layer) const {
-  OpCost cost = m_op_index.spec(slot).cost;
-  for (int f : folded) {
-    const OpSpec* spec = m_op_index.find(f);
-    if (spec == nullptr) continue; // not in this layer (rotary of a layer without it)
-    const OpCost& c = spec->cost;
-    cost.flops += c.flops;
-    cost.hbm_bytes += c.hbm_bytes;
-    cost.comm_bytes += c.comm_bytes;
-  }
-  return ScopedOp(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::compute, cost,
-                  Lane::compute);
-}
-
 bool TpStage::fused(GemmEpilogue::Kind kind) const {
   return m_spec.shape.phase == Phase::decode && computing() && !m_sp && !ring() && !split() &&
          m_policy.parts == 1 && m_policy.chunks == 1 &&
@@ -379,7 +359,7 @@ void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, con
   if (!computing()) return;
   const int64_t h = m_spec.model.hidden;
   const DType dt = m_backend.dtype();
-  const ScopedOp op = compute_op(rec, slot, layer, 1.0 / m_policy.parts);
+  const ScopedOp op = m_op_index.scope(rec, slot, layer, 1.0 / m_policy.parts);
   if (m_spec.model.norm == NormKind::layernorm)
     m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
                          static_cast<float>(m_spec.model.norm_eps));
@@ -401,7 +381,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   const Tensor ln = stream_view(bufs().ln);
   if (!m_sp) {
     if (!computing()) return;
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_policy.parts);
+    const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_policy.parts);
     gemm(part_rows(ln, part), w, part_rows(out, part), split());
     return;
   }
@@ -417,7 +397,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
       [&] { wait_comm(rec, m_backend.fence(Lane::comm)); },
       [&](int u, bool beside_comm) {
         if (!computing()) return;
-        const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
+        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_units);
         gemm(unit_rows(full, u), w, unit_rows(out, u), beside_comm);
       });
 }
@@ -429,7 +409,7 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
       m_policy, part,
       [&](int u, bool beside_comm) {
         if (!computing()) return;
-        const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / m_units);
+        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_units);
         gemm(unit_rows(in, u), w, unit_rows(out_full, u), beside_comm);
       },
       [&](int u) {
@@ -473,9 +453,9 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   if (fold_rotary) {
     // One kernel: (the norm,) QKV, rotary on the query and key heads, and the step's keys and
     // values into the cache.
-    const ScopedOp op = fold_norm
-                            ? fused_op(rec, op_qkv, {op_norm1, op_rotary, op_kv_append}, layer)
-                            : fused_op(rec, op_qkv, {op_rotary, op_kv_append}, layer);
+    const ScopedOp op =
+        fold_norm ? m_op_index.fused_scope(rec, op_qkv, {op_norm1, op_rotary, op_kv_append}, layer)
+                  : m_op_index.fused_scope(rec, op_qkv, {op_rotary, op_kv_append}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::rotary_append;
     e.head_dim = m_d;
@@ -506,7 +486,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     mixed_attention(rec, layer, w, qkv, attn);
   } else if (computing()) {
     if (m.rotary && !fold_rotary) {
-      const ScopedOp op = compute_op(rec, op_rotary, layer, share);
+      const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
       m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
@@ -528,13 +508,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const Tensor k_cache = cache.cols_slice(0, m_kvl * m_d);
       const Tensor v_cache = cache.cols_slice(m_kvl * m_d, m_kvl * m_d);
       if (!fold_rotary) {
-        const ScopedOp op = compute_op(rec, op_kv_append, layer, share);
+        const ScopedOp op = m_op_index.scope(rec, op_kv_append, layer, share);
         m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
       }
       shape.seq = 1;
       shape.context = pos + 1;
       shape.capacity = cap;
-      const ScopedOp op = compute_op(rec, op_attention, layer, share);
+      const ScopedOp op = m_op_index.scope(rec, op_attention, layer, share);
       m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
     } else if (by_tokens) {
       // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
@@ -543,8 +523,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.context = (part + 1) * n;
       shape.capacity = shape.context;
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
-      const ScopedOp op =
-          compute_op(rec, op_attention, layer, static_cast<double>(2 * part + 1) / (parts * parts));
+      const ScopedOp op = m_op_index.scope(rec, op_attention, layer,
+                                           static_cast<double>(2 * part + 1) / (parts * parts));
       m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
                           kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
                           part_rows(attn, part), m_spec.attention);
@@ -552,7 +532,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.seq = s.seq;
       shape.context = s.seq;
       shape.capacity = s.seq;
-      const ScopedOp op = compute_op(rec, op_attention, layer, share);
+      const ScopedOp op = m_op_index.scope(rec, op_attention, layer, share);
       m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
     }
   }
@@ -595,21 +575,21 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     gathered_pieces(rec, m_pending_proj, [&](int64_t row0, int64_t rows) {
       auto at = [&](const Tensor& t) { return t.rows_slice(row0, rows); };
       {
-        const ScopedOp op = compute_op(rec, op_residual1_norm2, layer, piece);
+        const ScopedOp op = m_op_index.scope(rec, op_residual1_norm2, layer, piece);
         m_backend.add_norm(at(x), at(reduced), at(y), w.ln2_gamma.view(1, h, dt), beta, at(ln),
                            static_cast<float>(m.norm_eps));
       }
       {
-        const ScopedOp op = compute_op(rec, op_fc1, layer, piece);
+        const ScopedOp op = m_op_index.scope(rec, op_fc1, layer, piece);
         gemm(at(ln), w.w1.view(fc1.cols, h, dt), at(fc1), true);
       }
-      const ScopedOp op = compute_op(rec, op_act, layer, piece);
+      const ScopedOp op = m_op_index.scope(rec, op_act, layer, piece);
       activation(at(fc1), at(act));
     });
   } else {
     if (computing()) {
       // y = x + the attention branch, and its norm, in one kernel.
-      const ScopedOp op = compute_op(rec, op_residual1_norm2, layer, share);
+      const ScopedOp op = m_op_index.scope(rec, op_residual1_norm2, layer, share);
       if (m_pending_proj.peer >= 0)
         m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
                                     part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
@@ -628,7 +608,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
         swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
     if (fused(act_kind)) {
       // One kernel: FC1 and the activation (FC1's own output is never written).
-      const ScopedOp op = fused_op(rec, op_fc1, {op_act}, layer);
+      const ScopedOp op = m_op_index.fused_scope(rec, op_fc1, {op_act}, layer);
       GemmEpilogue e;
       e.kind = act_kind;
       e.out = act;
@@ -637,7 +617,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     } else {
       column_gemm(rec, op_fc1, op_allgather_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
       if (computing()) {
-        const ScopedOp op = compute_op(rec, op_act, layer, share);
+        const ScopedOp op = m_op_index.scope(rec, op_act, layer, share);
         activation(part_rows(fc1, part), part_rows(act, part));
       }
     }
@@ -645,7 +625,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor fc2 = full_view(bufs().fc2_full);
   if (fused(GemmEpilogue::Kind::residual)) {
     // One kernel: FC2 added to the residual stream (no all-reduce between them at TP1).
-    const ScopedOp op = fused_op(rec, op_fc2, {op_residual2}, layer);
+    const ScopedOp op = m_op_index.fused_scope(rec, op_fc2, {op_residual2}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::residual;
     e.out = y;
@@ -671,14 +651,14 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
     // ce-ring without sequence parallelism: the residual add on this rank's summed rows while
     // the peers' land.
     gathered_pieces(rec, m_pending_fc2, [&](int64_t row0, int64_t rows) {
-      const ScopedOp op = compute_op(rec, op_residual2, layer, 1.0 / m_spec.shape.tp);
+      const ScopedOp op = m_op_index.scope(rec, op_residual2, layer, 1.0 / m_spec.shape.tp);
       const Tensor out = y.rows_slice(row0, rows);
       m_backend.add(out, reduced.rows_slice(row0, rows), out);
     });
     return;
   }
   {
-    const ScopedOp op = compute_op(rec, op_residual2, layer, 1.0 / m_policy.parts);
+    const ScopedOp op = m_op_index.scope(rec, op_residual2, layer, 1.0 / m_policy.parts);
     if (m_pending_fc2.peer >= 0)
       m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
                              part_stream(y, part));

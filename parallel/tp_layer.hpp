@@ -251,13 +251,9 @@ private:
   // computes and communicates at all.
   bool computing() const { return m_mode != StageMode::comm_only; }
   bool communicating() const { return m_mode != StageMode::compute_only && m_spec.shape.tp > 1; }
-  // One compute op of a layer slot: its profiler range and its timeline row, opened now and
-  // closed when the returned scope ends (in pairs, also when the op throws).
-  ScopedOp compute_op(Recorder& rec, int slot, int64_t layer, double share) const;
-  // A GEMM with the ops after it folded into its kernel (Backend::gemm_epilogue()): the GEMM's
-  // op, costing what it and the folded ops cost together; the folded ops record nothing.
-  ScopedOp fused_op(Recorder& rec, int slot, std::initializer_list<int> folded,
-                    int64_t layer) const;
+  // Ops are recorded through m_op_index: scope() for a compute op, fused_scope() for a GEMM
+  // with the ops after it folded into its kernel (Backend::gemm_epilogue(): the folded ops
+  // record nothing).
   // Whether this forward folds a decode op of `kind` into the GEMM before it: rotary and the
   // cache append into QKV, the activation into FC1 and, at TP1, the last residual add into FC2.
   // Where the backend fuses it at this step's rows and the GEMM runs whole (one part, one chunk,

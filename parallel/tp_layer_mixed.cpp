@@ -116,7 +116,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     // Each sequence's tokens at their own positions, context, context + 1, ...: every row of the
     // step in one call.
     const std::vector<int64_t> positions = step_positions(runs);
-    const ScopedOp op = compute_op(rec, op_rotary, layer, 1.0);
+    const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, 1.0);
     m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
                               .cols_slice(0, (m_hl + m_kvl) * m_d),
                           m_hl + m_kvl, m_d, positions, static_cast<float>(m.rope_theta));
@@ -187,12 +187,12 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   // The work model's ops: the decode tokens' appends, then each kind's attention (a prefill
   // chunk's append is part of its attention's traffic).
   if (mix.decode_sequences > 0) {
-    const ScopedOp op = compute_op(rec, op_kv_append, layer, 1.0);
+    const ScopedOp op = m_op_index.scope(rec, op_kv_append, layer, 1.0);
     for (const auto& [first, end] : decode_groups)
       append_decode(first, end);
   }
   if (mix.prefill_sequences > 0) {
-    const ScopedOp op = compute_op(rec, op_attention_prefill, layer, 1.0);
+    const ScopedOp op = m_op_index.scope(rec, op_attention_prefill, layer, 1.0);
     for (const EntryRun& r : runs) {
       if (r.kind != EntryKind::prefill) continue;
       append(r);
@@ -200,7 +200,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     }
   }
   if (mix.decode_sequences > 0) {
-    const ScopedOp op = compute_op(rec, op_attention_decode, layer, 1.0);
+    const ScopedOp op = m_op_index.scope(rec, op_attention_decode, layer, 1.0);
     for (const auto& [first, end] : decode_groups)
       attend_decode(first, end);
   }

@@ -30,7 +30,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
     put_to_peers(w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes);
   }
   if (computing()) {
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+    const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / tp);
     gemm(shard, w, out.rows_slice(r * n, n), communicating());
   }
   // Each peer's rows as they land, nearest peer first.
@@ -39,7 +39,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
     if (communicating())
       m_exchange->wait(j, w_gather, static_cast<size_t>(j) * bytes, bytes, compute);
     if (computing()) {
-      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+      const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / tp);
       gemm(full.rows_slice(j * n, n), w, out.rows_slice(j * n, n), false);
     }
     if (communicating()) m_exchange->release(j, w_gather, compute);
@@ -89,7 +89,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     const int d = (r + i) % tp;
     const Tensor piece = out_full.rows_slice(d * n, n);
     if (computing()) {
-      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+      const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / tp);
       gemm(in.rows_slice(d * n, n), w, piece, true);
     }
     if (communicating()) {
@@ -99,7 +99,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     }
   }
   if (computing()) {
-    const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / tp);
+    const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / tp);
     gemm(in.rows_slice(r * n, n), w, own, communicating());
   }
   if (!communicating()) return;
@@ -172,7 +172,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
       const int d = (r + i) % tp;
       const Tensor piece = out_full.rows_slice(d * n + k * q, q);
       if (computing()) {
-        const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / (tp * sub));
+        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / (tp * sub));
         gemm(in.rows_slice(d * n + k * q, q), w, piece, true);
       }
       if (communicating()) {
@@ -205,7 +205,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
       m_backend.release_fence(arrived[static_cast<size_t>(k)]);
     }
     if (computing()) {
-      const ScopedOp op = compute_op(rec, gemm_slot, layer, 1.0 / (tp * sub));
+      const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / (tp * sub));
       if (communicating()) {
         m_backend.set_gemm_sm_limit(m_spec.overlap_gemm_sms);
         m_backend.gemm_add(rows, w, landed.rows_slice(nearest * n + k * q, q), mine);

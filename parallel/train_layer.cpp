@@ -52,12 +52,6 @@ Tensor TrainStage::stream_view(void* data) const {
   return Tensor{data, m_geo.stream_tokens, m_geo.hidden, m_geo.hidden, m_backend.dtype()};
 }
 
-ScopedOp TrainStage::op_scope(Recorder& rec, int op, int64_t layer, double share) const {
-  const OpSpec& o = m_op_index.spec(op);
-  return ScopedOp(rec, m_op_index.id(op), static_cast<int32_t>(layer), o.lane,
-                  scaled(o.cost, share), Lane::compute);
-}
-
 void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
                                const std::function<void(Stream)>& issue) {
   if (m_spec.shape.tp == 1) return;
@@ -95,7 +89,7 @@ void TrainStage::column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t 
                              const Tensor& rows, const Tensor& full, const Tensor& out, int p,
                              Gemm&& gemm) {
   if (!m_geo.sequence_parallel) {
-    const ScopedOp scope = op_scope(rec, gemm_op, layer, 1.0 / m_policy.parts);
+    const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, 1.0 / m_policy.parts);
     gemm(part(full, p), part(out, p));
     return;
   }
@@ -110,7 +104,7 @@ void TrainStage::column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t 
       [&](int u) { tp_all_gather(rec, gather_op, layer, unit(rows, u), unit(full, u)); },
       [&] { wait_tp(rec, tp_fence()); },
       [&](int u, bool) {
-        const ScopedOp scope = op_scope(rec, gemm_op, layer, 1.0 / m_policy.units());
+        const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, 1.0 / m_policy.units());
         gemm(unit(full, u), unit(out, u));
       });
 }
@@ -128,7 +122,7 @@ size_t TrainStage::row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int r
   row_site(
       m_policy, p,
       [&](int u, bool) {
-        const ScopedOp scope = op_scope(rec, gemm_op, layer, 1.0 / m_policy.units());
+        const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, 1.0 / m_policy.units());
         gemm(u * n, n);
       },
       [&](int u) {
@@ -146,7 +140,7 @@ void TrainStage::norm(Recorder& rec, int op, int64_t layer, const Tensor& in, co
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
   const float eps = static_cast<float>(m.norm_eps);
-  const ScopedOp scope = op_scope(rec, op, layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = m_op_index.scope(rec, op, layer, 1.0 / m_policy.parts);
   if (m.norm == NormKind::layernorm)
     m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out, eps);
   else
@@ -159,7 +153,7 @@ void TrainStage::norm_backward(Recorder& rec, int op, int64_t layer, const Tenso
   const ModelSpec& m = m_spec.model;
   const DType dt = m_backend.dtype();
   const float eps = static_cast<float>(m.norm_eps);
-  const ScopedOp scope = op_scope(rec, op, layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = m_op_index.scope(rec, op, layer, 1.0 / m_policy.parts);
   if (m.norm == NormKind::layernorm)
     m_backend.layer_norm_backward(x, gamma.view(1, m.hidden, dt), dy, dx, dgamma, dbeta, eps, true);
   else
@@ -168,7 +162,7 @@ void TrainStage::norm_backward(Recorder& rec, int op, int64_t layer, const Tenso
 
 void TrainStage::weight_gradient(Recorder& rec, int op, int64_t layer, double share,
                                  const Tensor& dout, const Tensor& in, Tensor dw) {
-  const ScopedOp scope = op_scope(rec, op, layer, share);
+  const ScopedOp scope = m_op_index.scope(rec, op, layer, share);
   m_backend.gemm(dout, Trans::yes, in, Trans::no, dw, true, Lane::compute);
 }
 
@@ -230,13 +224,13 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
   const Tensor qkv = part(a.qkv, p);
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
   if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, op_rotary, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_rotary, layer, share);
     m_backend.rotary(qkv.cols_slice(0, q + kv), m_geo.heads + m_geo.kv_heads, m_geo.head_dim,
                      m_spec.shape.seq, 0, static_cast<float>(m.rope_theta));
   }
   {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
-    const ScopedOp scope = op_scope(rec, op_attention, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_attention, layer, share);
     m_backend.attention_train(shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv),
                               qkv.cols_slice(q + kv, kv), part(a.attn, p),
                               part_lse(a.lse, shape, p), m_spec.attention);
@@ -264,7 +258,7 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
   wait_tp(rec, fence);
   {
     // y1 = x + the attention branch, and its norm, in one kernel.
-    const ScopedOp scope = op_scope(rec, op_residual1_norm2, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_residual1_norm2, layer, share);
     const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
     m_backend.add_norm(part(a.x, p), part(sp ? rs_rows : full_view(bufs().proj), p), part(a.y1, p),
                        w.ln2_gamma.view(1, h, dt), beta, part(sp ? ln_rows : a.ln2, p),
@@ -275,7 +269,7 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
                 m_backend.gemm(in, w.w1.view(m_geo.fc1_cols(), h, dt), out);
               });
   {
-    const ScopedOp scope = op_scope(rec, op_act, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_act, layer, share);
     if (m_geo.swiglu)
       m_backend.swiglu(part(a.fc1, p), part(a.act, p));
     else
@@ -293,7 +287,7 @@ void TrainStage::forward_residual(Recorder& rec, LayerPass& pass, int p, size_t 
   wait_tp(rec, fence);
   const Tensor reduced =
       m_geo.sequence_parallel ? stream_view(bufs().rs_rows) : full_view(bufs().fc2);
-  const ScopedOp scope = op_scope(rec, op_residual2, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = m_op_index.scope(rec, op_residual2, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.a->y1, p), part(reduced, p), part(pass.y, p));
 }
 
@@ -357,7 +351,7 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
   if (pass.now)
     weight_gradient(rec, op_fc2_wgrad, layer, share, part(pass.dy_full, p), part(a.act, p), g.w2);
   {
-    const ScopedOp scope = op_scope(rec, op_act_bwd, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_act_bwd, layer, share);
     if (m_geo.swiglu)
       m_backend.swiglu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
     else
@@ -390,7 +384,7 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
   norm_backward(rec, op_norm2_bwd, layer, part(a.y1, p), w.ln2_gamma, part(pass.dln, p),
                 part(pass.dtmp, p), g.ln2_gamma, g.ln2_beta);
   {
-    const ScopedOp scope = op_scope(rec, op_residual2_bwd, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_residual2_bwd, layer, share);
     m_backend.add(part(pass.dy, p), part(pass.dtmp, p), part(pass.dy1, p));
   }
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
@@ -405,14 +399,14 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
   const Tensor qkv = part(a.qkv, p), dqkv = part(grads.dqkv, p);
   {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
-    const ScopedOp scope = op_scope(rec, op_attention_bwd, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_attention_bwd, layer, share);
     m_backend.attention_backward(
         shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv), qkv.cols_slice(q + kv, kv),
         part(a.attn, p), part(pass.dattn, p), part_lse(a.lse, shape, p), dqkv.cols_slice(0, q),
         dqkv.cols_slice(q, kv), dqkv.cols_slice(q + kv, kv), m_spec.attention);
   }
   if (m.rotary) {
-    const ScopedOp scope = op_scope(rec, op_rotary_bwd, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, op_rotary_bwd, layer, share);
     m_backend.rotary_backward(dqkv.cols_slice(0, q + kv), m_geo.heads + m_geo.kv_heads,
                               m_geo.head_dim, m_spec.shape.seq, 0,
                               static_cast<float>(m.rope_theta));
@@ -433,7 +427,7 @@ void TrainStage::backward_residual(Recorder& rec, LayerPass& pass, int p, size_t
   wait_tp(rec, fence);
   norm_backward(rec, op_norm1_bwd, pass.layer, part(pass.a->x, p), pass.w->ln1_gamma,
                 part(pass.dln, p), part(pass.dtmp, p), g.ln1_gamma, g.ln1_beta);
-  const ScopedOp scope = op_scope(rec, op_residual1_bwd, pass.layer, 1.0 / m_policy.parts);
+  const ScopedOp scope = m_op_index.scope(rec, op_residual1_bwd, pass.layer, 1.0 / m_policy.parts);
   m_backend.add(part(pass.dy1, p), part(pass.dtmp, p), part(pass.dx, p));
 }
 

@@ -37,13 +37,6 @@ void TrainStage::ring_end(Recorder& rec, const RingRecord& record) {
   m_lanes.ring_done(rec, *m_exchange, record.handle);
 }
 
-ScopedOp TrainStage::ring_scope(Recorder& rec, int op, int64_t layer) const {
-  m_op_index.spec(op); // throws where the plan lacks it
-  // Its bytes are counted once, by the puts' record.
-  return ScopedOp(rec, m_op_index.id(op), static_cast<int32_t>(layer), Lane::comm, OpCost{},
-                  Lane::compute);
-}
-
 void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_t layer,
                                const Tensor& full, const Tensor& rows, const RowGemm& gemm) {
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank, sub = m_policy.ring_subpieces;
@@ -67,7 +60,7 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
     for (int i = 1; i < tp; ++i) {
       const int d = (r + i) % tp;
       {
-        const ScopedOp scope = op_scope(rec, gemm_op, layer, share);
+        const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, share);
         gemm(d * n + k * q, q);
       }
       const ranges::Scope range(name);
@@ -84,13 +77,13 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
   }
   // This rank's own piece beside the last puts, then the peers' partial pieces added onto it.
   for (int k = 0; k < sub; ++k) {
-    const ScopedOp scope = op_scope(rec, gemm_op, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, share);
     gemm(r * n + k * q, q);
   }
   m_backend.wait_fence(Lane::compute, m_backend.fence(Lane::comm));
   {
     const ranges::Scope range(name);
-    const ScopedOp scope = ring_scope(rec, reduce_op, layer);
+    const ScopedOp scope = m_op_index.ring_scope(rec, reduce_op, layer);
     const Tensor* addend = &own;
     for (int i = 1; i < tp; ++i) {
       const int j = (r + i) % tp;
@@ -117,7 +110,7 @@ void TrainStage::ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_
     ring_end(rec, record);
     const ranges::Scope range(name);
     {
-      const ScopedOp scope = ring_scope(rec, reduce_op, layer);
+      const ScopedOp scope = m_op_index.ring_scope(rec, reduce_op, layer);
       for (int j = 0; j < tp; ++j)
         if (j != r) m_backend.copy(gathered.rows_slice(j * n, n), full.rows_slice(j * n, n));
     }
@@ -146,11 +139,11 @@ void TrainStage::ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int
     const ranges::Scope range(name);
     ring_begin(rec, gather_op, layer, record);
     m_exchange->put_to_peers(kGatherWindow, static_cast<size_t>(r) * bytes, rows.data, bytes, comm);
-    const ScopedOp scope = ring_scope(rec, gather_op, layer);
+    const ScopedOp scope = m_op_index.ring_scope(rec, gather_op, layer);
     m_backend.copy(rows, full.rows_slice(r * n, n));
   }
   {
-    const ScopedOp scope = op_scope(rec, gemm_op, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, share);
     gemm(full.rows_slice(r * n, n), out.rows_slice(r * n, n));
   }
   // Each peer's rows as they land, nearest peer first.
@@ -159,11 +152,11 @@ void TrainStage::ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int
     {
       const ranges::Scope range(name);
       m_exchange->wait(j, kGatherWindow, static_cast<size_t>(j) * bytes, bytes, compute);
-      const ScopedOp scope = ring_scope(rec, gather_op, layer);
+      const ScopedOp scope = m_op_index.ring_scope(rec, gather_op, layer);
       m_backend.copy(gathered.rows_slice(j * n, n), full.rows_slice(j * n, n));
     }
     m_exchange->release(j, kGatherWindow, compute);
-    const ScopedOp scope = op_scope(rec, gemm_op, layer, share);
+    const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, share);
     gemm(full.rows_slice(j * n, n), out.rows_slice(j * n, n));
   }
   // What the puts read is rewritten by the next norm.

@@ -212,8 +212,6 @@ private:
   using RingRecord = StageLanes::RingRecord;
   void ring_begin(Recorder& rec, int op, int64_t layer, RingRecord& record);
   void ring_end(Recorder& rec, const RingRecord& record);
-  // A ring site's adds and copies on the compute lane, recorded as its collective's.
-  ScopedOp ring_scope(Recorder& rec, int op, int64_t layer) const;
   void norm(Recorder& rec, int op, int64_t layer, const Tensor& in, const Buffer& gamma,
             const Buffer& beta, Tensor out);
   void norm_backward(Recorder& rec, int op, int64_t layer, const Tensor& x, const Buffer& gamma,
@@ -240,8 +238,6 @@ private:
 
   void layer_done(Recorder& rec, size_t local);
   void issue_buckets(Recorder& rec, bool all);
-  // A compute op of plan op `op` covering `share` of its per-layer cost.
-  ScopedOp op_scope(Recorder& rec, int op, int64_t layer, double share = 1.0) const;
 
   Backend& m_backend;
   Communicator* m_comm;
