@@ -81,48 +81,41 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   }
   m_ops = stage_ops(spec, spec.attention);
   bind_ops();
-  const LayerGeometry g = layer_geometry(m, s, spec.tp_rank);
-  m_hl = g.heads;
-  m_kvl = g.kv_heads;
-  m_kv0 = g.kv_head0;
-  m_d = g.head_dim;
-  m_fl = g.ffn;
-  m_tokens = g.tokens;
-  m_stream_tokens = g.stream_tokens;
+  m_geo = layer_geometry(m, s, spec.tp_rank);
   m_units = m_policy.units();
   m_capacity = spec.mix;
   if (ring() && exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
 
   const int64_t h = m.hidden;
-  const int64_t qkv_cols = (m_hl + 2 * m_kvl) * m_d;
-  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_fl : m_fl;
-  m_in_buf = alloc(m_stream_tokens, h);
-  m_out_buf = alloc(m_stream_tokens, h);
-  m_tmp_buf = alloc(m_stream_tokens, h);
-  m_ln_buf = alloc(m_stream_tokens, h);
+  const int64_t qkv_cols = (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim;
+  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_geo.ffn : m_geo.ffn;
+  m_in_buf = alloc(m_geo.stream_tokens, h);
+  m_out_buf = alloc(m_geo.stream_tokens, h);
+  m_tmp_buf = alloc(m_geo.stream_tokens, h);
+  m_ln_buf = alloc(m_geo.stream_tokens, h);
   m_plain.ln = m_ln_buf.data();
-  m_qkv_buf = alloc(m_tokens, qkv_cols);
-  m_attn_buf = alloc(m_tokens, m_hl * m_d);
-  m_fc1_buf = alloc(m_tokens, fc1_cols);
-  m_act_buf = alloc(m_tokens, m_fl);
+  m_qkv_buf = alloc(m_geo.tokens, qkv_cols);
+  m_attn_buf = alloc(m_geo.tokens, m_geo.heads * m_geo.head_dim);
+  m_fc1_buf = alloc(m_geo.tokens, fc1_cols);
+  m_act_buf = alloc(m_geo.tokens, m_geo.ffn);
   if (exchange) {
     m_plain.ln_full = exchange->window(w_gather);
     m_plain.proj_full = exchange->window(w_proj_out);
     m_plain.fc2_full = exchange->window(w_fc2_out);
   } else {
-    m_proj_buf = alloc(m_tokens, h);
-    m_fc2_buf = alloc(m_tokens, h);
+    m_proj_buf = alloc(m_geo.tokens, h);
+    m_fc2_buf = alloc(m_geo.tokens, h);
     m_plain.proj_full = m_proj_buf.data();
     m_plain.fc2_full = m_fc2_buf.data();
     if (m_sp) {
-      m_ln_full_buf = alloc(m_tokens, h);
+      m_ln_full_buf = alloc(m_geo.tokens, h);
       m_plain.ln_full = m_ln_full_buf.data();
     }
   }
   if (m_sp) {
-    m_proj_shard_buf = alloc(m_stream_tokens, h);
-    m_fc2_shard_buf = alloc(m_stream_tokens, h);
+    m_proj_shard_buf = alloc(m_geo.stream_tokens, h);
+    m_fc2_shard_buf = alloc(m_geo.stream_tokens, h);
     m_plain.proj_shard = m_proj_shard_buf.data();
     m_plain.fc2_shard = m_fc2_shard_buf.data();
   }
@@ -134,8 +127,8 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
                                 {&m_symm.ln, &m_symm.proj_full, &m_symm.fc2_full, &m_symm.ln_full,
                                  &m_symm.proj_shard, &m_symm.fc2_shard});
   const DType dt = backend.dtype();
-  m_input = m_in_buf.view(m_stream_tokens, h, dt);
-  m_output = m_out_buf.view(m_stream_tokens, h, dt);
+  m_input = m_in_buf.view(m_geo.stream_tokens, h, dt);
+  m_output = m_out_buf.view(m_geo.stream_tokens, h, dt);
 
   m_layers.resize(static_cast<size_t>(spec.num_layers));
   for (int64_t l = 0; l < spec.num_layers; ++l)
@@ -184,12 +177,10 @@ void TpStage::set_mix(const StepMix& mix) {
   m_ops = stage_ops(next, next.attention);
   m_spec = std::move(next);
   bind_ops();
-  const LayerGeometry g = layer_geometry(m_spec.model, m_spec.shape, m_spec.tp_rank);
-  m_tokens = g.tokens;
-  m_stream_tokens = g.stream_tokens;
+  m_geo = layer_geometry(m_spec.model, m_spec.shape, m_spec.tp_rank);
   const int64_t h = m_spec.model.hidden;
-  m_input = m_in_buf.view(m_stream_tokens, h, m_backend.dtype());
-  m_output = m_out_buf.view(m_stream_tokens, h, m_backend.dtype());
+  m_input = m_in_buf.view(m_geo.stream_tokens, h, m_backend.dtype());
+  m_output = m_out_buf.view(m_geo.stream_tokens, h, m_backend.dtype());
 }
 
 void TpStage::set_decode_step(int64_t step) {
@@ -224,11 +215,12 @@ void TpStage::set_attention(AttentionImpl impl) {
 }
 
 Tensor TpStage::full_view(void* data) const {
-  return Tensor{data, m_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
+  return Tensor{data, m_geo.tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
 }
 
 Tensor TpStage::stream_view(void* data) const {
-  return Tensor{data, m_stream_tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
+  return Tensor{data, m_geo.stream_tokens, m_spec.model.hidden, m_spec.model.hidden,
+                m_backend.dtype()};
 }
 
 Buffer TpStage::alloc(int64_t rows, int64_t cols) {
@@ -240,8 +232,7 @@ Buffer TpStage::alloc(int64_t rows, int64_t cols) {
 void TpStage::init_layer(int64_t layer, LayerWeights& w) {
   const ModelSpec& m = m_spec.model;
   static_cast<ridgeline::LayerWeights&>(w) =
-      make_layer_weights(m_backend, m, layer_geometry(m, m_spec.shape, m_spec.tp_rank), layer,
-                         m_spec.tp_rank, m_spec.seed, m_allocated);
+      make_layer_weights(m_backend, m, m_geo, layer, m_spec.tp_rank, m_spec.seed, m_allocated);
 
   if (m_spec.shape.phase == Phase::decode || m_spec.mixed()) {
     // The cache as a previous prefill would have left it: context tokens per sequence, plus
@@ -252,7 +243,7 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
     const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_capacity.entries.size()) *
                                               mix_cache_rows(m_capacity)
                                         : s.batch * s.cache_rows();
-    w.kv_cache = alloc(rows, 2 * m_kvl * m_d);
+    w.kv_cache = alloc(rows, 2 * m_geo.kv_heads * m_geo.head_dim);
     w.kv_rows = rows;
     fill_cache(layer, w);
   }
@@ -260,14 +251,17 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
 
 // Shards are columns of the global [rows, kv_heads * d] keys and values.
 void TpStage::fill_cache(int64_t layer, LayerWeights& w) {
-  const int64_t kv_cols = m_spec.model.kv_heads * m_d;
-  const Tensor cache = w.kv_cache.view(w.kv_rows, 2 * m_kvl * m_d, m_backend.dtype());
+  const int64_t kv_cols = m_spec.model.kv_heads * m_geo.head_dim;
+  const Tensor cache =
+      w.kv_cache.view(w.kv_rows, 2 * m_geo.kv_heads * m_geo.head_dim, m_backend.dtype());
   auto key = [&](int64_t role) {
     return GenKey{m_spec.seed, tensor_id(layer, role), kv_cols, 1.0f};
   };
-  m_backend.fill_random(cache.cols_slice(0, m_kvl * m_d), key(role_k_cache), 0, m_kv0 * m_d);
-  m_backend.fill_random(cache.cols_slice(m_kvl * m_d, m_kvl * m_d), key(role_v_cache), 0,
-                        m_kv0 * m_d);
+  m_backend.fill_random(cache.cols_slice(0, m_geo.kv_heads * m_geo.head_dim), key(role_k_cache), 0,
+                        m_geo.kv_head0 * m_geo.head_dim);
+  m_backend.fill_random(
+      cache.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim),
+      key(role_v_cache), 0, m_geo.kv_head0 * m_geo.head_dim);
 }
 
 void TpStage::reset_cache() {
@@ -282,41 +276,41 @@ void TpStage::reset_cache() {
 // the unit's rows contiguous and in token order, and a reduce-scatter of a unit's rows hands
 // each rank its piece. Without it, ranks hold every row.
 Tensor TpStage::unit_rows(const Tensor& full, int unit) const {
-  const int64_t n = m_tokens / m_units;
+  const int64_t n = m_geo.tokens / m_units;
   return full.rows_slice(unit * n, n);
 }
 
 Tensor TpStage::unit_piece(const Tensor& shard, int unit) const {
-  const int64_t n = m_stream_tokens / m_units;
+  const int64_t n = m_geo.stream_tokens / m_units;
   return shard.rows_slice(unit * n, n);
 }
 
 Tensor TpStage::part_rows(const Tensor& full, int part) const {
-  const int64_t n = m_tokens / m_policy.parts;
+  const int64_t n = m_geo.tokens / m_policy.parts;
   return full.rows_slice(part * n, n);
 }
 
 Tensor TpStage::part_stream(const Tensor& stream, int part) const {
-  const int64_t n = m_stream_tokens / m_policy.parts;
+  const int64_t n = m_geo.stream_tokens / m_policy.parts;
   return stream.rows_slice(part * n, n);
 }
 
 void TpStage::fill_input(int64_t microbatch) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_spec.model.hidden, 1.0f};
-  const int64_t base = microbatch * m_tokens;
+  const int64_t base = microbatch * m_geo.tokens;
   if (!m_sp) {
     m_backend.fill_random(m_input, key, base, 0);
     return;
   }
-  const int64_t unit = m_tokens / m_units, piece = unit / m_spec.shape.tp;
+  const int64_t unit = m_geo.tokens / m_units, piece = unit / m_spec.shape.tp;
   for (int u = 0; u < m_units; ++u)
     m_backend.fill_random(unit_piece(m_input, u), key, base + u * unit + m_spec.tp_rank * piece, 0);
 }
 
 std::vector<float> TpStage::gather_output() {
   if (!m_sp) return m_backend.to_host(m_output);
-  Buffer full_buf = m_backend.allocate(m_tokens, m_spec.model.hidden);
-  const Tensor full = full_buf.view(m_tokens, m_spec.model.hidden, m_backend.dtype());
+  Buffer full_buf = m_backend.allocate(m_geo.tokens, m_spec.model.hidden);
+  const Tensor full = full_buf.view(m_geo.tokens, m_spec.model.hidden, m_backend.dtype());
   const Stream stream = m_backend.stream(Lane::compute);
   for (int u = 0; u < m_units; ++u) {
     const Tensor piece = unit_piece(m_output, u);
@@ -332,7 +326,7 @@ bool TpStage::fused(GemmEpilogue::Kind kind) const {
          m_policy.parts == 1 && m_policy.chunks == 1 &&
          (kind != GemmEpilogue::Kind::residual ||
           (m_spec.shape.tp == 1 && m_spec.mlp == nullptr)) &&
-         m_backend.fuses_epilogue(m_tokens, kind);
+         m_backend.fuses_epilogue(m_geo.tokens, kind);
 }
 
 template <class Issue>
@@ -436,14 +430,15 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const int parts = m_policy.parts;
   const double share = 1.0 / parts;
   const Tensor ln = stream_view(bufs().ln);
-  const Tensor qkv = m_qkv_buf.view(m_tokens, (m_hl + 2 * m_kvl) * m_d, dt);
-  const Tensor attn = m_attn_buf.view(m_tokens, m_hl * m_d, dt);
+  const Tensor qkv =
+      m_qkv_buf.view(m_geo.tokens, (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim, dt);
+  const Tensor attn = m_attn_buf.view(m_geo.tokens, m_geo.heads * m_geo.head_dim, dt);
 
   const bool decode = s.phase == Phase::decode;
   const bool fold_rotary = fused(GemmEpilogue::Kind::rotary_append);
   // The RMS norm folds in front of that kernel too (where the backend takes it).
   const bool fold_norm =
-      fold_rotary && m.norm == NormKind::rmsnorm && m_backend.fuses_rms_norm(m_tokens);
+      fold_rotary && m.norm == NormKind::rmsnorm && m_backend.fuses_rms_norm(m_geo.tokens);
   if (!fold_norm)
     norm(rec, op_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta,
          part_stream(ln, part));
@@ -458,13 +453,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
                   : m_op_index.fused_scope(rec, op_qkv, {op_rotary, op_kv_append}, layer);
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::rotary_append;
-    e.head_dim = m_d;
-    e.rotated_heads = m.rotary ? m_hl + m_kvl : 0;
+    e.head_dim = m_geo.head_dim;
+    e.rotated_heads = m.rotary ? m_geo.heads + m_geo.kv_heads : 0;
     e.pos = pos;
     e.theta = static_cast<float>(m.rope_theta);
-    e.cache = w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt);
+    e.cache = w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_heads * m_geo.head_dim, dt);
     e.cache_seq_rows = cap;
-    e.cache_col0 = m_hl * m_d;
+    e.cache_col0 = m_geo.heads * m_geo.head_dim;
     if (fold_norm) {
       e.norm_gamma = w.ln1_gamma.view(1, h, dt);
       e.norm_out = ln;
@@ -489,24 +484,28 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
-      m_backend.rotary(pq.cols_slice(0, (m_hl + m_kvl) * m_d), m_hl + m_kvl, m_d, seq_len, pos0,
+      m_backend.rotary(pq.cols_slice(0, (m_geo.heads + m_geo.kv_heads) * m_geo.head_dim),
+                       m_geo.heads + m_geo.kv_heads, m_geo.head_dim, seq_len, pos0,
                        static_cast<float>(m.rope_theta));
     }
-    const Tensor q = pq.cols_slice(0, m_hl * m_d);
-    const Tensor kv_new = pq.cols_slice(m_hl * m_d, 2 * m_kvl * m_d);
-    const Tensor k_new = kv_new.cols_slice(0, m_kvl * m_d);
-    const Tensor v_new = kv_new.cols_slice(m_kvl * m_d, m_kvl * m_d);
+    const Tensor q = pq.cols_slice(0, m_geo.heads * m_geo.head_dim);
+    const Tensor kv_new =
+        pq.cols_slice(m_geo.heads * m_geo.head_dim, 2 * m_geo.kv_heads * m_geo.head_dim);
+    const Tensor k_new = kv_new.cols_slice(0, m_geo.kv_heads * m_geo.head_dim);
+    const Tensor v_new =
+        kv_new.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim);
     AttentionShape shape;
     shape.batch = nb;
-    shape.heads = m_hl;
-    shape.kv_heads = m_kvl;
-    shape.head_dim = m_d;
+    shape.heads = m_geo.heads;
+    shape.kv_heads = m_geo.kv_heads;
+    shape.head_dim = m_geo.head_dim;
     if (decode) {
       // The step appends at `pos` and attends to the pos + 1 keys.
-      const Tensor cache =
-          w.kv_cache.view(s.batch * cap, 2 * m_kvl * m_d, dt).rows_slice(b0 * cap, nb * cap);
-      const Tensor k_cache = cache.cols_slice(0, m_kvl * m_d);
-      const Tensor v_cache = cache.cols_slice(m_kvl * m_d, m_kvl * m_d);
+      const Tensor cache = w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_heads * m_geo.head_dim, dt)
+                               .rows_slice(b0 * cap, nb * cap);
+      const Tensor k_cache = cache.cols_slice(0, m_geo.kv_heads * m_geo.head_dim);
+      const Tensor v_cache =
+          cache.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim);
       if (!fold_rotary) {
         const ScopedOp op = m_op_index.scope(rec, op_kv_append, layer, share);
         m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
@@ -525,9 +524,12 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
       const ScopedOp op = m_op_index.scope(rec, op_attention, layer,
                                            static_cast<double>(2 * part + 1) / (parts * parts));
-      m_backend.attention(shape, q, kv_rows.cols_slice(m_hl * m_d, m_kvl * m_d),
-                          kv_rows.cols_slice((m_hl + m_kvl) * m_d, m_kvl * m_d),
-                          part_rows(attn, part), m_spec.attention);
+      m_backend.attention(
+          shape, q,
+          kv_rows.cols_slice(m_geo.heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim),
+          kv_rows.cols_slice((m_geo.heads + m_geo.kv_heads) * m_geo.head_dim,
+                             m_geo.kv_heads * m_geo.head_dim),
+          part_rows(attn, part), m_spec.attention);
     } else {
       shape.seq = s.seq;
       shape.context = s.seq;
@@ -540,12 +542,12 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
-                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, w_proj_reduce, w_proj_out,
-                  m_pending_proj);
+                  w.wo.view(h, m_geo.heads * m_geo.head_dim, dt), proj, proj_shard, w_proj_reduce,
+                  w_proj_out, m_pending_proj);
     return 0;
   }
   return row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
-                  w.wo.view(h, m_hl * m_d, dt), proj, proj_shard, part);
+                  w.wo.view(h, m_geo.heads * m_geo.head_dim, dt), proj, proj_shard, part);
 }
 
 size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
@@ -560,8 +562,8 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor ln = stream_view(bufs().ln);
   const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
   const bool swiglu = m.mlp == MlpKind::swiglu;
-  const Tensor fc1 = m_fc1_buf.view(m_tokens, swiglu ? 2 * m_fl : m_fl, dt);
-  const Tensor act = m_act_buf.view(m_tokens, m_fl, dt);
+  const Tensor fc1 = m_fc1_buf.view(m_geo.tokens, swiglu ? 2 * m_geo.ffn : m_geo.ffn, dt);
+  const Tensor act = m_act_buf.view(m_geo.tokens, m_geo.ffn, dt);
   auto activation = [&](const Tensor& in, const Tensor& out) {
     if (swiglu)
       m_backend.swiglu(in, out);
@@ -629,17 +631,18 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
     GemmEpilogue e;
     e.kind = GemmEpilogue::Kind::residual;
     e.out = y;
-    m_backend.gemm_epilogue(act, w.w2.view(h, m_fl, dt), fc2, e);
+    m_backend.gemm_epilogue(act, w.w2.view(h, m_geo.ffn, dt), fc2, e);
     return 0;
   }
   const Tensor fc2_shard = m_sp ? stream_view(bufs().fc2_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, op_fc2, m_sp ? op_reducescatter_mlp : op_allreduce_mlp, layer, act,
-                  w.w2.view(h, m_fl, dt), fc2, fc2_shard, w_fc2_reduce, w_fc2_out, m_pending_fc2);
+                  w.w2.view(h, m_geo.ffn, dt), fc2, fc2_shard, w_fc2_reduce, w_fc2_out,
+                  m_pending_fc2);
     return 0;
   }
   return row_gemm(rec, op_fc2, m_sp ? op_reducescatter_mlp : op_allreduce_mlp, layer, act,
-                  w.w2.view(h, m_fl, dt), fc2, fc2_shard, part);
+                  w.w2.view(h, m_geo.ffn, dt), fc2, fc2_shard, part);
 }
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
@@ -677,7 +680,7 @@ void TpStage::forward(Recorder& rec) {
   } chain(m_backend);
   const int64_t n = m_spec.num_layers;
   const int parts = m_policy.parts;
-  const Tensor tmp = m_tmp_buf.view(m_stream_tokens, m_spec.model.hidden, m_backend.dtype());
+  const Tensor tmp = m_tmp_buf.view(m_geo.stream_tokens, m_spec.model.hidden, m_backend.dtype());
   Tensor x = m_input;
   std::vector<size_t> fences(static_cast<size_t>(parts));
   for (int64_t l = 0; l < n; ++l) {
@@ -701,31 +704,31 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
   const ModelSpec& m = m_spec.model;
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
-  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_fl : m_fl;
+  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_geo.ffn : m_geo.ffn;
   struct Shape {
     const char* op;
     int64_t n, k;
   };
-  const Shape shapes[] = {{op::qkv, (m_hl + 2 * m_kvl) * m_d, h},
-                          {op::proj, h, m_hl * m_d},
+  const Shape shapes[] = {{op::qkv, (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim, h},
+                          {op::proj, h, m_geo.heads * m_geo.head_dim},
                           {op::fc1, fc1_cols, h},
-                          {op::fc2, h, m_fl}};
+                          {op::fc2, h, m_geo.ffn}};
   std::vector<GemmProbe> probes;
   m_backend.set_gemm_sm_limit(0);
   for (const Shape& sh : shapes) {
-    Buffer a = m_backend.allocate(m_tokens, sh.k);
+    Buffer a = m_backend.allocate(m_geo.tokens, sh.k);
     Buffer w = m_backend.allocate(sh.n, sh.k);
-    Buffer c = m_backend.allocate(m_tokens, sh.n);
-    const Tensor ta = a.view(m_tokens, sh.k, dt), tw = w.view(sh.n, sh.k, dt),
-                 tc = c.view(m_tokens, sh.n, dt);
+    Buffer c = m_backend.allocate(m_geo.tokens, sh.n);
+    const Tensor ta = a.view(m_geo.tokens, sh.k, dt), tw = w.view(sh.n, sh.k, dt),
+                 tc = c.view(m_geo.tokens, sh.n, dt);
     m_backend.fill_random(ta, GenKey{m_spec.seed, tensor_id(-2, 1), sh.k, 1.0f}, 0, 0);
     m_backend.fill_random(tw, GenKey{m_spec.seed, tensor_id(-2, 2), sh.k, 0.05f}, 0, 0);
     for (int i = 0; i < warmup; ++i)
       m_backend.gemm(ta, tw, tc);
     GemmProbe p;
     p.op = sh.op;
-    p.flops =
-        2.0 * static_cast<double>(m_tokens) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
+    p.flops = 2.0 * static_cast<double>(m_geo.tokens) * static_cast<double>(sh.n) *
+              static_cast<double>(sh.k);
     p.reps = reps;
     std::vector<StampedSample> sample;
     stamped_loop(

@@ -16,6 +16,7 @@
 #include "collectives/peer_exchange.hpp"
 #include "core/timeline.hpp"
 #include "models/backend.hpp"
+#include "models/layer_plan.hpp"
 #include "models/model_spec.hpp"
 #include "models/serving.hpp"
 #include "models/work_model.hpp"
@@ -279,9 +280,9 @@ private:
   OpTable* m_op_table; ///< the constructor's `ops`
   std::vector<OpSpec> m_ops;
   layer_op::LayerOpIndex m_op_index; ///< m_ops by the layer's ops (bind_ops())
-  // m_tokens, m_stream_tokens: the step's rows (a mixed stage's current mix's); the buffers
-  // hold the capacity's.
-  int64_t m_hl = 0, m_kvl = 0, m_kv0 = 0, m_d = 0, m_fl = 0, m_tokens = 0, m_stream_tokens = 0;
+  // This rank's shard of a layer; its tokens and stream tokens are the step's rows (a mixed
+  // stage's current mix's), the buffers hold the capacity's.
+  LayerGeometry m_geo;
   // A mixed stage: the mix it was built for (its mix_cache_rows() are each sequence's block of
   // the KV cache); empty otherwise.
   StepMix m_capacity;
@@ -314,7 +315,7 @@ private:
 template <class OnRows>
 inline void TpStage::gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_rows) {
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
-  const int64_t n = m_tokens / tp;
+  const int64_t n = m_geo.tokens / tp;
   const size_t bytes = full_view(bufs().proj_full).rows_slice(0, n).bytes();
   // Each peer's last sub-piece (its whole piece without sub-pieces); the comm lane waited for
   // the others before `landed`.

@@ -102,7 +102,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   const ModelSpec& m = m_spec.model;
   const StepMix& mix = m_spec.mix;
   // Each sequence's block keeps the stride of the stage's capacity (set_mix()).
-  const int64_t cap = mix_cache_rows(m_capacity), kv_cols = m_kvl * m_d;
+  const int64_t cap = mix_cache_rows(m_capacity), kv_cols = m_geo.kv_heads * m_geo.head_dim;
   const Tensor cache = w.kv_cache.view(static_cast<int64_t>(mix.entries.size()) * cap, 2 * kv_cols,
                                        m_backend.dtype());
   const std::vector<EntryRun> runs = entry_runs(mix);
@@ -118,8 +118,9 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     const std::vector<int64_t> positions = step_positions(runs);
     const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, 1.0);
     m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
-                              .cols_slice(0, (m_hl + m_kvl) * m_d),
-                          m_hl + m_kvl, m_d, positions, static_cast<float>(m.rope_theta));
+                              .cols_slice(0, (m_geo.heads + m_geo.kv_heads) * m_geo.head_dim),
+                          m_geo.heads + m_geo.kv_heads, m_geo.head_dim, positions,
+                          static_cast<float>(m.rope_theta));
   }
   const std::vector<std::pair<size_t, size_t>> decode_groups = decode_run_groups(runs);
   auto decode_rows = [&](size_t first, size_t end) {
@@ -130,7 +131,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   };
   // The step's keys and values into each sequence's block after its cached tokens.
   auto append = [&](const EntryRun& r) {
-    const Tensor kv_new = rows_of(qkv, r).cols_slice(m_hl * m_d, 2 * kv_cols);
+    const Tensor kv_new = rows_of(qkv, r).cols_slice(m_geo.heads * m_geo.head_dim, 2 * kv_cols);
     const Tensor blocks = blocks_of(r);
     if (r.tokens == 1) {
       m_backend.copy(kv_new, blocks.strided_rows(r.context, r.count, cap));
@@ -148,16 +149,17 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     shape.seq = seq;
     shape.context = context;
     shape.capacity = cap;
-    shape.heads = m_hl;
-    shape.kv_heads = m_kvl;
-    shape.head_dim = m_d;
+    shape.heads = m_geo.heads;
+    shape.kv_heads = m_geo.kv_heads;
+    shape.head_dim = m_geo.head_dim;
     return shape;
   };
   auto attend = [&](const EntryRun& r) {
     const Tensor blocks = blocks_of(r);
     m_backend.attention(shape_of(r.count, r.tokens, r.context + r.tokens),
-                        rows_of(qkv, r).cols_slice(0, m_hl * m_d), blocks.cols_slice(0, kv_cols),
-                        blocks.cols_slice(kv_cols, kv_cols), rows_of(attn, r), m_spec.attention);
+                        rows_of(qkv, r).cols_slice(0, m_geo.heads * m_geo.head_dim),
+                        blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
+                        rows_of(attn, r), m_spec.attention);
   };
   // The decode tokens' keys and values, each into its sequence's block after its context: one
   // row scatter.
@@ -168,8 +170,9 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     for (size_t i = first; i < end; ++i)
       for (int64_t j = 0; j < runs[i].count; ++j)
         index.push_back((static_cast<int64_t>(index.size())) * cap + runs[i].context);
-    m_backend.scatter_rows(qkv.rows_slice(r.row0, n).cols_slice(m_hl * m_d, 2 * kv_cols), index,
-                           cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap));
+    m_backend.scatter_rows(
+        qkv.rows_slice(r.row0, n).cols_slice(m_geo.heads * m_geo.head_dim, 2 * kv_cols), index,
+        cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap));
   };
   // The decode tokens' attention: one ragged call, each sequence at its own context.
   auto attend_decode = [&](size_t first, size_t end) {
@@ -180,7 +183,8 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     const EntryRun& r = runs[first];
     const Tensor blocks = cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap);
     m_backend.attention_decode_ragged(
-        shape_of(n, 1, 0), contexts, qkv.rows_slice(r.row0, n).cols_slice(0, m_hl * m_d),
+        shape_of(n, 1, 0), contexts,
+        qkv.rows_slice(r.row0, n).cols_slice(0, m_geo.heads * m_geo.head_dim),
         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
         attn.rows_slice(r.row0, n), m_spec.attention);
   };

@@ -16,7 +16,7 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
                                const Tensor& w, Tensor out) {
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
-  const int64_t n = m_stream_tokens;
+  const int64_t n = m_geo.stream_tokens;
   const Tensor shard = stream_view(bufs().ln);
   const Tensor full = full_view(bufs().ln_full);
   const size_t bytes = shard.bytes();
@@ -74,7 +74,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   }
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank;
-  const int64_t n = m_tokens / tp;
+  const int64_t n = m_geo.tokens / tp;
   const Tensor own = m_sp ? out_shard : out_full.rows_slice(r * n, n);
   const size_t bytes = own.bytes();
   const Tensor landed = full_view(m_exchange->window(reduce_window));
@@ -152,7 +152,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
                                       PendingPiece& pending) {
   const NoLaunchChain plain(m_backend);
   const int tp = m_spec.shape.tp, r = m_spec.tp_rank, sub = m_policy.ring_subpieces;
-  const int64_t n = m_tokens / tp, q = n / sub;
+  const int64_t n = m_geo.tokens / tp, q = n / sub;
   const Tensor own = m_sp ? out_shard : out_full.rows_slice(r * n, n);
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(reduce_window));
