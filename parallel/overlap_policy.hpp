@@ -42,6 +42,17 @@ struct OverlapPolicy {
 
   /// Row blocks of a microbatch the sites work on: chunks of every part.
   int units() const { return parts * chunks; }
+  /// Unit u of t's rows (of units() equal blocks), in either executor's [tokens, ...] or
+  /// [stream tokens, ...] buffers.
+  Tensor unit(const Tensor& t, int u) const {
+    const int64_t n = t.rows / units();
+    return t.rows_slice(u * n, n);
+  }
+  /// Part p of t's rows (of `parts` equal blocks).
+  Tensor part(const Tensor& t, int p) const {
+    const int64_t n = t.rows / parts;
+    return t.rows_slice(p * n, n);
+  }
 };
 
 /// The policy of `overlap`: its registry row's maker.

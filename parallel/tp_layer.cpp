@@ -82,7 +82,6 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   m_ops = stage_ops(spec, spec.attention);
   bind_ops();
   m_geo = layer_geometry(m, s, spec.tp_rank);
-  m_units = m_policy.units();
   m_capacity = spec.mix;
   if (ring() && exchange == nullptr)
     throw UsageError("ce-ring needs the stage built with a peer exchange");
@@ -203,7 +202,6 @@ void TpStage::set_overlap(const Overlap& overlap) {
   m_spec.overlap = overlap;
   m_policy = policy;
   m_lanes.use(policy);
-  m_units = policy.units();
 }
 
 void TpStage::set_attention(AttentionImpl impl) {
@@ -275,26 +273,6 @@ void TpStage::reset_cache() {
 // [u * Tu + r * Tu / tp, + Tu / tp) of the unit: an all-gather of one unit's pieces then lands
 // the unit's rows contiguous and in token order, and a reduce-scatter of a unit's rows hands
 // each rank its piece. Without it, ranks hold every row.
-Tensor TpStage::unit_rows(const Tensor& full, int unit) const {
-  const int64_t n = m_geo.tokens / m_units;
-  return full.rows_slice(unit * n, n);
-}
-
-Tensor TpStage::unit_piece(const Tensor& shard, int unit) const {
-  const int64_t n = m_geo.stream_tokens / m_units;
-  return shard.rows_slice(unit * n, n);
-}
-
-Tensor TpStage::part_rows(const Tensor& full, int part) const {
-  const int64_t n = m_geo.tokens / m_policy.parts;
-  return full.rows_slice(part * n, n);
-}
-
-Tensor TpStage::part_stream(const Tensor& stream, int part) const {
-  const int64_t n = m_geo.stream_tokens / m_policy.parts;
-  return stream.rows_slice(part * n, n);
-}
-
 void TpStage::fill_input(int64_t microbatch) {
   const GenKey key{m_spec.seed, tensor_id(-1, role_input), m_spec.model.hidden, 1.0f};
   const int64_t base = microbatch * m_geo.tokens;
@@ -302,9 +280,10 @@ void TpStage::fill_input(int64_t microbatch) {
     m_backend.fill_random(m_input, key, base, 0);
     return;
   }
-  const int64_t unit = m_geo.tokens / m_units, piece = unit / m_spec.shape.tp;
-  for (int u = 0; u < m_units; ++u)
-    m_backend.fill_random(unit_piece(m_input, u), key, base + u * unit + m_spec.tp_rank * piece, 0);
+  const int64_t unit = m_geo.tokens / m_policy.units(), piece = unit / m_spec.shape.tp;
+  for (int u = 0; u < m_policy.units(); ++u)
+    m_backend.fill_random(m_policy.unit(m_input, u), key, base + u * unit + m_spec.tp_rank * piece,
+                          0);
 }
 
 std::vector<float> TpStage::gather_output() {
@@ -312,10 +291,10 @@ std::vector<float> TpStage::gather_output() {
   Buffer full_buf = m_backend.allocate(m_geo.tokens, m_spec.model.hidden);
   const Tensor full = full_buf.view(m_geo.tokens, m_spec.model.hidden, m_backend.dtype());
   const Stream stream = m_backend.stream(Lane::compute);
-  for (int u = 0; u < m_units; ++u) {
-    const Tensor piece = unit_piece(m_output, u);
-    m_comm->all_gather(piece.data, unit_rows(full, u).data, static_cast<size_t>(piece.elements()),
-                       piece.dtype, stream);
+  for (int u = 0; u < m_policy.units(); ++u) {
+    const Tensor piece = m_policy.unit(m_output, u);
+    m_comm->all_gather(piece.data, m_policy.unit(full, u).data,
+                       static_cast<size_t>(piece.elements()), piece.dtype, stream);
   }
   m_comm->complete(stream);
   return m_backend.to_host(full);
@@ -363,9 +342,9 @@ void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, con
 
 void TpStage::gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,
                           int unit) {
-  const Tensor piece = unit_piece(shard, unit);
-  void* dst = unit_rows(full, unit).data;
-  collective(rec, slot, layer, 1.0 / m_units, [&](Stream st) {
+  const Tensor piece = m_policy.unit(shard, unit);
+  void* dst = m_policy.unit(full, unit).data;
+  collective(rec, slot, layer, 1.0 / m_policy.units(), [&](Stream st) {
     m_comm->all_gather(piece.data, dst, static_cast<size_t>(piece.elements()), piece.dtype, st);
   });
 }
@@ -376,7 +355,7 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
   if (!m_sp) {
     if (!computing()) return;
     const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_policy.parts);
-    gemm(part_rows(ln, part), w, part_rows(out, part), split());
+    gemm(m_policy.part(ln, part), w, m_policy.part(out, part), split());
     return;
   }
   if (ring()) {
@@ -391,8 +370,8 @@ void TpStage::column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t
       [&] { wait_comm(rec, m_backend.fence(Lane::comm)); },
       [&](int u, bool beside_comm) {
         if (!computing()) return;
-        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_units);
-        gemm(unit_rows(full, u), w, unit_rows(out, u), beside_comm);
+        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_policy.units());
+        gemm(m_policy.unit(full, u), w, m_policy.unit(out, u), beside_comm);
       });
 }
 
@@ -403,14 +382,14 @@ size_t TpStage::row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64_t 
       m_policy, part,
       [&](int u, bool beside_comm) {
         if (!computing()) return;
-        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_units);
-        gemm(unit_rows(in, u), w, unit_rows(out_full, u), beside_comm);
+        const ScopedOp op = m_op_index.scope(rec, gemm_slot, layer, 1.0 / m_policy.units());
+        gemm(m_policy.unit(in, u), w, m_policy.unit(out_full, u), beside_comm);
       },
       [&](int u) {
-        const Tensor rows = unit_rows(out_full, u);
-        collective(rec, reduce_slot, layer, 1.0 / m_units, [&](Stream st) {
+        const Tensor rows = m_policy.unit(out_full, u);
+        collective(rec, reduce_slot, layer, 1.0 / m_policy.units(), [&](Stream st) {
           if (m_sp)
-            m_comm->reduce_scatter(rows.data, unit_piece(out_shard, u).data,
+            m_comm->reduce_scatter(rows.data, m_policy.unit(out_shard, u).data,
                                    static_cast<size_t>(rows.elements() / m_spec.shape.tp),
                                    rows.dtype, ReduceOp::sum, st);
           else
@@ -440,8 +419,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const bool fold_norm =
       fold_rotary && m.norm == NormKind::rmsnorm && m_backend.fuses_rms_norm(m_geo.tokens);
   if (!fold_norm)
-    norm(rec, op_norm1, layer, part_stream(x, part), w.ln1_gamma, w.ln1_beta,
-         part_stream(ln, part));
+    norm(rec, op_norm1, layer, m_policy.part(x, part), w.ln1_gamma, w.ln1_beta,
+         m_policy.part(ln, part));
   // Decode: step i appends at position context + i of each sequence's slots in the cache.
   const int64_t cap = decode ? s.cache_rows() : 0;
   const int64_t pos = s.context + m_decode_step;
@@ -476,7 +455,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const bool by_tokens = splits_tokens(s, m_spec.overlap);
   const int64_t n = s.seq / parts;
   const int64_t nb = by_tokens ? 1 : s.batch / parts, b0 = by_tokens ? 0 : part * nb;
-  const Tensor pq = part_rows(qkv, part);
+  const Tensor pq = m_policy.part(qkv, part);
   if (computing() && m_spec.mixed()) {
     mixed_attention(rec, layer, w, qkv, attn);
   } else if (computing()) {
@@ -514,7 +493,7 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       shape.context = pos + 1;
       shape.capacity = cap;
       const ScopedOp op = m_op_index.scope(rec, op_attention, layer, share);
-      m_backend.attention(shape, q, k_cache, v_cache, part_rows(attn, part), m_spec.attention);
+      m_backend.attention(shape, q, k_cache, v_cache, m_policy.part(attn, part), m_spec.attention);
     } else if (by_tokens) {
       // Keys and values of tokens [0, (part + 1) * n): this part's and every earlier part's.
       // Causal work grows with the part: (2p + 1) / parts^2 of the whole attention.
@@ -529,13 +508,13 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
           kv_rows.cols_slice(m_geo.heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim),
           kv_rows.cols_slice((m_geo.heads + m_geo.kv_heads) * m_geo.head_dim,
                              m_geo.kv_heads * m_geo.head_dim),
-          part_rows(attn, part), m_spec.attention);
+          m_policy.part(attn, part), m_spec.attention);
     } else {
       shape.seq = s.seq;
       shape.context = s.seq;
       shape.capacity = s.seq;
       const ScopedOp op = m_op_index.scope(rec, op_attention, layer, share);
-      m_backend.attention(shape, q, k_new, v_new, part_rows(attn, part), m_spec.attention);
+      m_backend.attention(shape, q, k_new, v_new, m_policy.part(attn, part), m_spec.attention);
     }
   }
   const Tensor proj = full_view(bufs().proj_full);
@@ -557,8 +536,8 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const int64_t h = m.hidden;
   const double share = 1.0 / m_policy.parts;
   wait_comm(rec, fence);
-  const Tensor reduced = m_sp ? part_stream(stream_view(bufs().proj_shard), part)
-                              : part_rows(full_view(bufs().proj_full), part);
+  const Tensor reduced = m_sp ? m_policy.part(stream_view(bufs().proj_shard), part)
+                              : m_policy.part(full_view(bufs().proj_full), part);
   const Tensor ln = stream_view(bufs().ln);
   const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
   const bool swiglu = m.mlp == MlpKind::swiglu;
@@ -593,12 +572,12 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
       // y = x + the attention branch, and its norm, in one kernel.
       const ScopedOp op = m_op_index.scope(rec, op_residual1_norm2, layer, share);
       if (m_pending_proj.peer >= 0)
-        m_backend.add_partials_norm(part_stream(x, part), reduced, m_pending_proj.piece,
-                                    part_stream(y, part), w.ln2_gamma.view(1, h, dt), beta,
-                                    part_stream(ln, part), static_cast<float>(m.norm_eps));
+        m_backend.add_partials_norm(m_policy.part(x, part), reduced, m_pending_proj.piece,
+                                    m_policy.part(y, part), w.ln2_gamma.view(1, h, dt), beta,
+                                    m_policy.part(ln, part), static_cast<float>(m.norm_eps));
       else
-        m_backend.add_norm(part_stream(x, part), reduced, part_stream(y, part),
-                           w.ln2_gamma.view(1, h, dt), beta, part_stream(ln, part),
+        m_backend.add_norm(m_policy.part(x, part), reduced, m_policy.part(y, part),
+                           w.ln2_gamma.view(1, h, dt), beta, m_policy.part(ln, part),
                            static_cast<float>(m.norm_eps));
     }
     release_pending(m_pending_proj);
@@ -620,7 +599,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
       column_gemm(rec, op_fc1, op_allgather_mlp, layer, w.w1.view(fc1.cols, h, dt), fc1, part);
       if (computing()) {
         const ScopedOp op = m_op_index.scope(rec, op_act, layer, share);
-        activation(part_rows(fc1, part), part_rows(act, part));
+        activation(m_policy.part(fc1, part), m_policy.part(act, part));
       }
     }
   }
@@ -648,8 +627,8 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {
   wait_comm(rec, fence);
   if (!computing() || fused(GemmEpilogue::Kind::residual)) return; // fused: FC2 added it
-  const Tensor reduced = m_sp ? part_stream(stream_view(bufs().fc2_shard), part)
-                              : part_rows(full_view(bufs().fc2_full), part);
+  const Tensor reduced = m_sp ? m_policy.part(stream_view(bufs().fc2_shard), part)
+                              : m_policy.part(full_view(bufs().fc2_full), part);
   if (m_pending_fc2.gathering) {
     // ce-ring without sequence parallelism: the residual add on this rank's summed rows while
     // the peers' land.
@@ -663,10 +642,10 @@ void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size
   {
     const ScopedOp op = m_op_index.scope(rec, op_residual2, layer, 1.0 / m_policy.parts);
     if (m_pending_fc2.peer >= 0)
-      m_backend.add_partials(part_stream(y, part), reduced, m_pending_fc2.piece,
-                             part_stream(y, part));
+      m_backend.add_partials(m_policy.part(y, part), reduced, m_pending_fc2.piece,
+                             m_policy.part(y, part));
     else
-      m_backend.add(part_stream(y, part), reduced, part_stream(y, part));
+      m_backend.add(m_policy.part(y, part), reduced, m_policy.part(y, part));
   }
   release_pending(m_pending_fc2);
 }

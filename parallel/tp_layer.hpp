@@ -263,11 +263,6 @@ private:
   template <class Issue>
   void collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue);
   void wait_comm(Recorder& rec, size_t fence);
-  // Row ranges: units (chunks of a part), parts, and this rank's shard pieces.
-  Tensor unit_rows(const Tensor& full, int unit) const;
-  Tensor unit_piece(const Tensor& shard, int unit) const;
-  Tensor part_rows(const Tensor& full, int part) const;
-  Tensor part_stream(const Tensor& stream, int part) const;
 
   Backend& m_backend;
   Communicator* m_comm;
@@ -286,7 +281,6 @@ private:
   // A mixed stage: the mix it was built for (its mix_cache_rows() are each sequence's block of
   // the KV cache); empty otherwise.
   StepMix m_capacity;
-  int m_units = 1;
   int64_t m_decode_step = 0;
   size_t m_allocated = 0;
   std::vector<LayerWeights> m_layers;

@@ -34,16 +34,6 @@ struct TrainStage::LayerPass {
   Tensor dln;      ///< the same summed over TP (this rank's rows under sequence parallelism)
 };
 
-Tensor TrainStage::unit(const Tensor& t, int u) const {
-  const int64_t n = t.rows / m_policy.units();
-  return t.rows_slice(u * n, n);
-}
-
-Tensor TrainStage::part(const Tensor& t, int p) const {
-  const int64_t n = t.rows / m_policy.parts;
-  return t.rows_slice(p * n, n);
-}
-
 Tensor TrainStage::full_view(void* data) const {
   return Tensor{data, m_geo.tokens, m_geo.hidden, m_geo.hidden, m_backend.dtype()};
 }
@@ -90,7 +80,7 @@ void TrainStage::column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t 
                              Gemm&& gemm) {
   if (!m_geo.sequence_parallel) {
     const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, 1.0 / m_policy.parts);
-    gemm(part(full, p), part(out, p));
+    gemm(m_policy.part(full, p), m_policy.part(out, p));
     return;
   }
   if (ring()) {
@@ -101,11 +91,13 @@ void TrainStage::column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t 
   // fence) and computes while the next unit's gather runs.
   column_site(
       m_policy, p,
-      [&](int u) { tp_all_gather(rec, gather_op, layer, unit(rows, u), unit(full, u)); },
+      [&](int u) {
+        tp_all_gather(rec, gather_op, layer, m_policy.unit(rows, u), m_policy.unit(full, u));
+      },
       [&] { wait_tp(rec, tp_fence()); },
       [&](int u, bool) {
         const ScopedOp scope = m_op_index.scope(rec, gemm_op, layer, 1.0 / m_policy.units());
-        gemm(unit(full, u), unit(out, u));
+        gemm(m_policy.unit(full, u), m_policy.unit(out, u));
       });
 }
 
@@ -127,9 +119,10 @@ size_t TrainStage::row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int r
       },
       [&](int u) {
         if (m_geo.sequence_parallel)
-          tp_reduce_scatter(rec, reduce_scatter_op, layer, unit(full, u), unit(rows, u));
+          tp_reduce_scatter(rec, reduce_scatter_op, layer, m_policy.unit(full, u),
+                            m_policy.unit(rows, u));
         else
-          tp_all_reduce(rec, all_reduce_op, layer, unit(full, u));
+          tp_all_reduce(rec, all_reduce_op, layer, m_policy.unit(full, u));
       });
   return tp_fence();
 }
@@ -216,12 +209,13 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
   // the column-parallel GEMM; the row-parallel GEMM's partial sums are reduce-scattered back
   // onto this rank's rows instead of all-reduced.
   const Tensor ln_rows = sp ? stream_view(bufs().ln_rows) : Tensor{};
-  norm(rec, op_norm1, layer, part(a.x, p), w.ln1_gamma, w.ln1_beta, part(sp ? ln_rows : a.ln1, p));
+  norm(rec, op_norm1, layer, m_policy.part(a.x, p), w.ln1_gamma, w.ln1_beta,
+       m_policy.part(sp ? ln_rows : a.ln1, p));
   column_gemm(rec, op_allgather_attn, op_qkv, layer, ln_rows, a.ln1, a.qkv, p,
               [&](const Tensor& in, Tensor out) {
                 m_backend.gemm(in, w.wqkv.view(m_geo.qkv_cols(), h, dt), out);
               });
-  const Tensor qkv = part(a.qkv, p);
+  const Tensor qkv = m_policy.part(a.qkv, p);
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
   if (m.rotary) {
     const ScopedOp scope = m_op_index.scope(rec, op_rotary, layer, share);
@@ -232,7 +226,7 @@ size_t TrainStage::forward_attention(Recorder& rec, LayerPass& pass, int p) {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
     const ScopedOp scope = m_op_index.scope(rec, op_attention, layer, share);
     m_backend.attention_train(shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv),
-                              qkv.cols_slice(q + kv, kv), part(a.attn, p),
+                              qkv.cols_slice(q + kv, kv), m_policy.part(a.attn, p),
                               part_lse(a.lse, shape, p), m_spec.attention);
   }
   const Tensor proj = full_view(bufs().proj);
@@ -260,9 +254,10 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
     // y1 = x + the attention branch, and its norm, in one kernel.
     const ScopedOp scope = m_op_index.scope(rec, op_residual1_norm2, layer, share);
     const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
-    m_backend.add_norm(part(a.x, p), part(sp ? rs_rows : full_view(bufs().proj), p), part(a.y1, p),
-                       w.ln2_gamma.view(1, h, dt), beta, part(sp ? ln_rows : a.ln2, p),
-                       static_cast<float>(m.norm_eps));
+    m_backend.add_norm(m_policy.part(a.x, p),
+                       m_policy.part(sp ? rs_rows : full_view(bufs().proj), p),
+                       m_policy.part(a.y1, p), w.ln2_gamma.view(1, h, dt), beta,
+                       m_policy.part(sp ? ln_rows : a.ln2, p), static_cast<float>(m.norm_eps));
   }
   column_gemm(rec, op_allgather_mlp, op_fc1, layer, ln_rows, a.ln2, a.fc1, p,
               [&](const Tensor& in, Tensor out) {
@@ -271,9 +266,9 @@ size_t TrainStage::forward_mlp(Recorder& rec, LayerPass& pass, int p, size_t fen
   {
     const ScopedOp scope = m_op_index.scope(rec, op_act, layer, share);
     if (m_geo.swiglu)
-      m_backend.swiglu(part(a.fc1, p), part(a.act, p));
+      m_backend.swiglu(m_policy.part(a.fc1, p), m_policy.part(a.act, p));
     else
-      m_backend.gelu(part(a.fc1, p), part(a.act, p));
+      m_backend.gelu(m_policy.part(a.fc1, p), m_policy.part(a.act, p));
   }
   const Tensor fc2 = full_view(bufs().fc2);
   return row_gemm(rec, op_fc2, op_allreduce_mlp, op_reducescatter_mlp, layer, fc2, rs_rows, p,
@@ -288,7 +283,7 @@ void TrainStage::forward_residual(Recorder& rec, LayerPass& pass, int p, size_t 
   const Tensor reduced =
       m_geo.sequence_parallel ? stream_view(bufs().rs_rows) : full_view(bufs().fc2);
   const ScopedOp scope = m_op_index.scope(rec, op_residual2, pass.layer, 1.0 / m_policy.parts);
-  m_backend.add(part(pass.a->y1, p), part(reduced, p), part(pass.y, p));
+  m_backend.add(m_policy.part(pass.a->y1, p), m_policy.part(reduced, p), m_policy.part(pass.y, p));
 }
 
 // The input-gradient half of one layer's backward; with `saved` null the weight gradients run
@@ -349,13 +344,16 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
                                Lane::compute);
               });
   if (pass.now)
-    weight_gradient(rec, op_fc2_wgrad, layer, share, part(pass.dy_full, p), part(a.act, p), g.w2);
+    weight_gradient(rec, op_fc2_wgrad, layer, share, m_policy.part(pass.dy_full, p),
+                    m_policy.part(a.act, p), g.w2);
   {
     const ScopedOp scope = m_op_index.scope(rec, op_act_bwd, layer, share);
     if (m_geo.swiglu)
-      m_backend.swiglu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
+      m_backend.swiglu_backward(m_policy.part(a.fc1, p), m_policy.part(pass.dact, p),
+                                m_policy.part(grads.dfc1, p));
     else
-      m_backend.gelu_backward(part(a.fc1, p), part(pass.dact, p), part(grads.dfc1, p));
+      m_backend.gelu_backward(m_policy.part(a.fc1, p), m_policy.part(pass.dact, p),
+                              m_policy.part(grads.dfc1, p));
   }
   const size_t fence = row_gemm(
       rec, op_fc1_dgrad, op_allreduce_mlp_bwd, op_reducescatter_mlp_bwd, layer, pass.dln_full,
@@ -364,7 +362,8 @@ size_t TrainStage::backward_mlp(Recorder& rec, LayerPass& pass, int p) {
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
   if (pass.now)
-    weight_gradient(rec, op_fc1_wgrad, layer, share, part(grads.dfc1, p), part(a.ln2, p), g.w1);
+    weight_gradient(rec, op_fc1_wgrad, layer, share, m_policy.part(grads.dfc1, p),
+                    m_policy.part(a.ln2, p), g.w1);
   return fence;
 }
 
@@ -381,11 +380,12 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
   const int64_t h = m.hidden, layer = pass.layer;
   const double share = 1.0 / m_policy.parts;
   wait_tp(rec, fence);
-  norm_backward(rec, op_norm2_bwd, layer, part(a.y1, p), w.ln2_gamma, part(pass.dln, p),
-                part(pass.dtmp, p), g.ln2_gamma, g.ln2_beta);
+  norm_backward(rec, op_norm2_bwd, layer, m_policy.part(a.y1, p), w.ln2_gamma,
+                m_policy.part(pass.dln, p), m_policy.part(pass.dtmp, p), g.ln2_gamma, g.ln2_beta);
   {
     const ScopedOp scope = m_op_index.scope(rec, op_residual2_bwd, layer, share);
-    m_backend.add(part(pass.dy, p), part(pass.dtmp, p), part(pass.dy1, p));
+    m_backend.add(m_policy.part(pass.dy, p), m_policy.part(pass.dtmp, p),
+                  m_policy.part(pass.dy1, p));
   }
   const int64_t q = m_geo.q_cols(), kv = m_geo.kv_cols();
   column_gemm(rec, op_allgather_attn_bwd, op_proj_dgrad, layer, pass.dy1, pass.dy1_full, pass.dattn,
@@ -394,16 +394,17 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
                                Lane::compute);
               });
   if (pass.now)
-    weight_gradient(rec, op_proj_wgrad, layer, share, part(pass.dy1_full, p), part(a.attn, p),
-                    g.wo);
-  const Tensor qkv = part(a.qkv, p), dqkv = part(grads.dqkv, p);
+    weight_gradient(rec, op_proj_wgrad, layer, share, m_policy.part(pass.dy1_full, p),
+                    m_policy.part(a.attn, p), g.wo);
+  const Tensor qkv = m_policy.part(a.qkv, p), dqkv = m_policy.part(grads.dqkv, p);
   {
     const AttentionShape shape = part_attention(m_spec.shape, m_geo, m_policy.parts);
     const ScopedOp scope = m_op_index.scope(rec, op_attention_bwd, layer, share);
-    m_backend.attention_backward(
-        shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv), qkv.cols_slice(q + kv, kv),
-        part(a.attn, p), part(pass.dattn, p), part_lse(a.lse, shape, p), dqkv.cols_slice(0, q),
-        dqkv.cols_slice(q, kv), dqkv.cols_slice(q + kv, kv), m_spec.attention);
+    m_backend.attention_backward(shape, qkv.cols_slice(0, q), qkv.cols_slice(q, kv),
+                                 qkv.cols_slice(q + kv, kv), m_policy.part(a.attn, p),
+                                 m_policy.part(pass.dattn, p), part_lse(a.lse, shape, p),
+                                 dqkv.cols_slice(0, q), dqkv.cols_slice(q, kv),
+                                 dqkv.cols_slice(q + kv, kv), m_spec.attention);
   }
   if (m.rotary) {
     const ScopedOp scope = m_op_index.scope(rec, op_rotary_bwd, layer, share);
@@ -417,7 +418,8 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
         m_backend.gemm(grads.dqkv.rows_slice(f, n), Trans::no, w.wqkv.view(m_geo.qkv_cols(), h, dt),
                        Trans::no, pass.dln_full.rows_slice(f, n), false, Lane::compute);
       });
-  if (pass.now) weight_gradient(rec, op_qkv_wgrad, layer, share, dqkv, part(a.ln1, p), g.wqkv);
+  if (pass.now)
+    weight_gradient(rec, op_qkv_wgrad, layer, share, dqkv, m_policy.part(a.ln1, p), g.wqkv);
   return out;
 }
 
@@ -425,10 +427,10 @@ size_t TrainStage::backward_attention(Recorder& rec, LayerPass& pass, int p, siz
 void TrainStage::backward_residual(Recorder& rec, LayerPass& pass, int p, size_t fence) {
   const LayerGrads& g = m_grads[pass.local];
   wait_tp(rec, fence);
-  norm_backward(rec, op_norm1_bwd, pass.layer, part(pass.a->x, p), pass.w->ln1_gamma,
-                part(pass.dln, p), part(pass.dtmp, p), g.ln1_gamma, g.ln1_beta);
+  norm_backward(rec, op_norm1_bwd, pass.layer, m_policy.part(pass.a->x, p), pass.w->ln1_gamma,
+                m_policy.part(pass.dln, p), m_policy.part(pass.dtmp, p), g.ln1_gamma, g.ln1_beta);
   const ScopedOp scope = m_op_index.scope(rec, op_residual1_bwd, pass.layer, 1.0 / m_policy.parts);
-  m_backend.add(part(pass.dy1, p), part(pass.dtmp, p), part(pass.dx, p));
+  m_backend.add(m_policy.part(pass.dy1, p), m_policy.part(pass.dtmp, p), m_policy.part(pass.dx, p));
 }
 
 void TrainStage::backward_layer_weight(Recorder& rec, size_t local, const LayerActs& a) {

@@ -229,10 +229,6 @@ private:
   // lane), and the compute's wait for it, completing what the host started (m_lanes).
   size_t tp_fence() const { return m_lanes.fence(); }
   void wait_tp(Recorder& rec, size_t fence) { m_lanes.join(rec, fence); }
-  // Rows of a tensor of the stream or of the whole microbatch: unit u (a chunk of a part) and
-  // part p.
-  Tensor unit(const Tensor& t, int u) const;
-  Tensor part(const Tensor& t, int p) const;
   Tensor full_view(void* data) const;   // [tokens, hidden]
   Tensor stream_view(void* data) const; // [stream tokens, hidden]
 
