@@ -23,3 +23,10 @@ for g in loop streams; do
   $M -np 1 $R run $DS --experts 64 --seq 4096 --batch 1 --grouped-gemm $g \
     --out ds_prefill_ep1_$g.h5 >logs/ds_prefill_ep1_$g.log
 done
+
+# Later, on one H200 (2026-11-29): the expert GEMMs under cuBLASLt's heuristic and its search,
+# in turns (heuristic, search, search, heuristic).
+for a in heuristic search search heuristic; do
+  build-gpu/tests/gpu/bench_grouped_gemm --gemm-algo $a --rows 32768,16384 --modes loop,streams \
+    --warmup 3 --reps 20
+done

@@ -73,7 +73,7 @@ Groups route(int64_t rows, int64_t sources, int64_t experts, bool by_expert, uin
 int run(int argc, char** argv) {
   CLI::App app("MoE expert GEMMs alone: grouped (loop, streams, cublas) beside dense, in TFLOP/s");
   int64_t hidden = 7168, ffn = 2048, experts = 64, sources = 4;
-  std::string rows_list = "32768,1024", modes = "loop,streams,cublas";
+  std::string rows_list = "32768,1024", modes = "loop,streams,cublas", algo = "heuristic";
   int warmup = 3, reps = 10;
   app.add_option("--hidden", hidden, "Model width (k of gate/up)")->capture_default_str();
   app.add_option("--ffn", ffn, "One expert's FFN width")->capture_default_str();
@@ -83,6 +83,11 @@ int run(int argc, char** argv) {
   app.add_option("--rows", rows_list, "Comma list: rows this rank holds (tokens x top-k)")
       ->capture_default_str();
   app.add_option("--modes", modes, "Comma list of loop, streams, cublas")->capture_default_str();
+  app.add_option("--gemm-algo", algo,
+                 "heuristic (cuBLASLt's first choice) or search (the fastest of its candidates, "
+                 "timed once per shape), for the dense GEMMs and every group's")
+      ->check(CLI::IsMember({"heuristic", "search"}))
+      ->capture_default_str();
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--reps", reps)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -94,6 +99,7 @@ int run(int argc, char** argv) {
     return 77; // ctest's skip status (SKIP_RETURN_CODE)
   }
   std::unique_ptr<Backend> gpu = make_cuda_backend(0, DType::bf16);
+  gpu->set_gemm_algo(algo == "search" ? GemmAlgo::search : GemmAlgo::heuristic);
   const cudaStream_t stream = static_cast<cudaStream_t>(gpu->stream(Lane::compute));
   const DType dt = DType::bf16;
   std::vector<Buffer> up_w, down_w;
