@@ -61,4 +61,15 @@ LayerWeights make_layer_weights(Backend& backend, const ModelSpec& m, const Laye
   return w;
 }
 
+void model_norm(Backend& backend, const ModelSpec& m, const Tensor& in, const Buffer& gamma,
+                const Buffer& beta, Tensor out) {
+  const int64_t h = m.hidden;
+  const DType dt = backend.dtype();
+  const float eps = static_cast<float>(m.norm_eps);
+  if (m.norm == NormKind::layernorm)
+    backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out, eps);
+  else
+    backend.rms_norm(in, gamma.view(1, h, dt), out, eps);
+}
+
 } // namespace ridgeline

@@ -37,4 +37,9 @@ struct LayerWeights {
 LayerWeights make_layer_weights(Backend& backend, const ModelSpec& m, const LayerGeometry& g,
                                 int64_t layer, int tp_rank, uint64_t seed, size_t& allocated);
 
+/// The model's norm of `in` [rows, hidden] into `out` with one of a layer's norms' weights:
+/// layer norm with `gamma` and `beta`, or RMS norm with `gamma` (beta unused).
+void model_norm(Backend& backend, const ModelSpec& m, const Tensor& in, const Buffer& gamma,
+                const Buffer& beta, Tensor out);
+
 } // namespace ridgeline

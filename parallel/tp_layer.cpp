@@ -330,14 +330,8 @@ void TpStage::gemm(const Tensor& a, const Tensor& w, Tensor c, bool beside_comm)
 void TpStage::norm(Recorder& rec, int slot, int64_t layer, const Tensor& in, const Buffer& gamma,
                    const Buffer& beta, Tensor out) {
   if (!computing()) return;
-  const int64_t h = m_spec.model.hidden;
-  const DType dt = m_backend.dtype();
   const ScopedOp op = m_op_index.scope(rec, slot, layer, 1.0 / m_policy.parts);
-  if (m_spec.model.norm == NormKind::layernorm)
-    m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out,
-                         static_cast<float>(m_spec.model.norm_eps));
-  else
-    m_backend.rms_norm(in, gamma.view(1, h, dt), out, static_cast<float>(m_spec.model.norm_eps));
+  model_norm(m_backend, m_spec.model, in, gamma, beta, out);
 }
 
 void TpStage::gather_unit(Recorder& rec, int slot, int64_t layer, const Tensor& shard, Tensor full,

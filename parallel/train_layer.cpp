@@ -129,15 +129,8 @@ size_t TrainStage::row_gemm(Recorder& rec, int gemm_op, int all_reduce_op, int r
 
 void TrainStage::norm(Recorder& rec, int op, int64_t layer, const Tensor& in, const Buffer& gamma,
                       const Buffer& beta, Tensor out) {
-  const ModelSpec& m = m_spec.model;
-  const DType dt = m_backend.dtype();
-  const int64_t h = m.hidden;
-  const float eps = static_cast<float>(m.norm_eps);
   const ScopedOp scope = m_op_index.scope(rec, op, layer, 1.0 / m_policy.parts);
-  if (m.norm == NormKind::layernorm)
-    m_backend.layer_norm(in, gamma.view(1, h, dt), beta.view(1, h, dt), out, eps);
-  else
-    m_backend.rms_norm(in, gamma.view(1, h, dt), out, eps);
+  model_norm(m_backend, m_spec.model, in, gamma, beta, out);
 }
 
 void TrainStage::norm_backward(Recorder& rec, int op, int64_t layer, const Tensor& x,
