@@ -21,12 +21,11 @@ void TpStage::ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, in
   const Tensor full = full_view(bufs().ln_full);
   const size_t bytes = shard.bytes();
   const Stream compute = m_backend.stream(Lane::compute);
-  const int slot = gather_slot;
   RingRecord record;
   if (communicating()) {
     // This rank's rows into every peer, beside the GEMM on them.
-    const ranges::Scope range(m_op_index.spec(slot).name);
-    ring_comm_begin(rec, slot, layer, record);
+    const ranges::Scope range(m_op_index.spec(gather_slot).name);
+    ring_comm_begin(rec, gather_slot, layer, record);
     put_to_peers(w_gather, static_cast<size_t>(r) * bytes, shard.data, bytes);
   }
   if (computing()) {
@@ -79,10 +78,9 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   const size_t bytes = own.bytes();
   const Tensor landed = full_view(m_exchange->window(reduce_window));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const int slot = reduce_slot;
   RingRecord record;
   // The collective's profiler ranges cover its own calls only, not the GEMMs between them.
-  const std::string& name = m_op_index.spec(slot).name;
+  const std::string& name = m_op_index.spec(reduce_slot).name;
   // The pieces the peers own first, the next rank's first, each put to its owner while the next
   // piece computes; this rank's own piece last.
   for (int i = 1; i < tp; ++i) {
@@ -94,7 +92,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     }
     if (communicating()) {
       const ranges::Scope range(name);
-      ring_comm_begin(rec, slot, layer, record);
+      ring_comm_begin(rec, reduce_slot, layer, record);
       m_exchange->put(d, reduce_window, static_cast<size_t>(r) * bytes, piece.data, bytes, comm);
     }
   }
@@ -116,8 +114,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
   if (tp > 2 || !defer) {
     // The reduction of the reduce-scatter: the peers' partial pieces added in rank order. Its
     // bytes are counted once, by the puts' record.
-    const ScopedOp op(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::comm, OpCost{},
-                      Lane::compute);
+    const ScopedOp op = m_op_index.ring_scope(rec, reduce_slot, layer);
     for (int j = 0; j < tp; ++j)
       if (j != r && !(defer && j == last)) m_backend.add(own, landed.rows_slice(j * n, n), own);
   }
@@ -128,7 +125,7 @@ void TpStage::ring_row_gemm(Recorder& rec, int gemm_slot, int reduce_slot, int64
     // The all-gather of the summed pieces into every peer's output rows. Released as soon as
     // they land: a peer puts into them again only after this rank's next partial piece for it,
     // which this rank computes after it has consumed them.
-    ring_comm_begin(rec, slot, layer, record);
+    ring_comm_begin(rec, reduce_slot, layer, record);
     put_to_peers(out_window, static_cast<size_t>(r) * bytes, own.data, bytes);
     ring_gather_pending(rec, pending, record.handle, out_window);
     return;
@@ -157,8 +154,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
   const size_t bytes = own.bytes(), q_bytes = bytes / static_cast<size_t>(sub);
   const Tensor landed = full_view(m_exchange->window(reduce_window));
   const Stream compute = m_backend.stream(Lane::compute), comm = m_backend.stream(Lane::comm);
-  const int slot = reduce_slot;
-  const std::string& name = m_op_index.spec(slot).name;
+  const std::string& name = m_op_index.spec(reduce_slot).name;
   RingRecord record;
   auto at = [&](int rank, int k) { return static_cast<size_t>(rank) * bytes + k * q_bytes; };
   // The peers' pieces first, sub-piece by sub-piece, each put to its owner while the next
@@ -177,7 +173,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
       }
       if (communicating()) {
         const ranges::Scope range(name);
-        ring_comm_begin(rec, slot, layer, record);
+        ring_comm_begin(rec, reduce_slot, layer, record);
         m_exchange->put(d, reduce_window, at(r, k), piece.data, q_bytes, comm);
       }
     }
@@ -216,8 +212,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
     if (!communicating()) continue;
     const ranges::Scope range(name);
     if (tp > 2 || !computing()) {
-      const ScopedOp op(rec, m_op_index.id(slot), static_cast<int32_t>(layer), Lane::comm, OpCost{},
-                        Lane::compute);
+      const ScopedOp op = m_op_index.ring_scope(rec, reduce_slot, layer);
       for (int j = 0; j < tp; ++j)
         if (j != r && (j != nearest || !computing()))
           m_backend.add(mine, landed.rows_slice(j * n + k * q, q), mine);
@@ -226,7 +221,7 @@ void TpStage::ring_row_gemm_subpieces(Recorder& rec, int gemm_slot, int reduce_s
       for (int j = 0; j < tp; ++j)
         if (j != r) m_exchange->release(j, reduce_window, compute);
     if (m_sp) continue; // the reduce-scatter ends here
-    ring_comm_begin(rec, slot, layer, record);
+    ring_comm_begin(rec, reduce_slot, layer, record);
     if (k > 0) {
       for (int i = 1; i < tp; ++i) {
         const int j = (r + tp - i) % tp;
