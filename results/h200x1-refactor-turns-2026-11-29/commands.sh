@@ -49,3 +49,4 @@ mpirun -n 2 $R run $T --phase decode --context 1024 --batch 16 --graphs \
 # StageLanes turns, with decode without graphs in each turn too, and the same checks of A.
 $R run $L --phase decode --context 4096 --batch 64 --warmup 3 --iters 30 --out decn.h5
 # ... and the same job again with A = 49c43cb.
+# ... and with A = d33d7eb.
