@@ -1,7 +1,5 @@
 #include "models/op_registry.hpp"
 
-#include <cstring>
-
 #include "core/error.hpp"
 
 namespace ridgeline {

@@ -2,8 +2,8 @@
 // lane the work model places it on, the pass it belongs to and, for a collective, the
 // collective registry's name of what it runs. The names it gives (op::), the index a stage
 // executor binds a plan's entries by (layer_op::LayerOp), the plan's kinds, lanes and passes
-// (make_op), and what the timeline, attribution and `model --validate` read from an OpSpec all
-// come from this one table: a new op is one row here.
+// (registered_op), and what the timeline, attribution and `model --validate` read from an OpSpec
+// all come from this one table: a new op is one row here.
 #pragma once
 
 #include <cstdint>

@@ -148,11 +148,6 @@ double stage_memory_bytes(const ModelSpec& m, const LayerShape& s, int64_t layer
 } // namespace ridgeline
 
 namespace ridgeline {
-namespace {
-OpCost add(const OpCost& a, const OpCost& b) {
-  return OpCost{a.flops + b.flops, a.hbm_bytes + b.hbm_bytes, a.comm_bytes + b.comm_bytes};
-}
-} // namespace
 
 MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype) {
   RIDGELINE_REQUIRE(m.moe() && static_cast<int64_t>(load.expert_rows.size()) == m.experts &&
@@ -168,14 +163,13 @@ MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype) {
                         static_cast<double>(load.ep);
   MoeWork w;
   w.router = gemm_cost(tokens, static_cast<double>(m.experts), h, e);
-  if (fs > 0) w.shared = add(gemm_cost(tokens, 2 * fs, h, e), gemm_cost(tokens, h, fs, e));
+  if (fs > 0) w.shared = gemm_cost(tokens, 2 * fs, h, e) + gemm_cost(tokens, h, fs, e);
   const auto busiest = std::max_element(load.rank_rows.begin(), load.rank_rows.end());
   w.busiest_rank = static_cast<int>(busiest - load.rank_rows.begin());
   const int64_t per_rank = m.experts / load.ep;
   for (int64_t x = w.busiest_rank * per_rank; x < (w.busiest_rank + 1) * per_rank; ++x) {
     const double rows = static_cast<double>(load.expert_rows[x]);
-    if (rows > 0)
-      w.experts = add(w.experts, add(gemm_cost(rows, 2 * f, h, e), gemm_cost(rows, h, f, e)));
+    if (rows > 0) w.experts = w.experts + (gemm_cost(rows, 2 * f, h, e) + gemm_cost(rows, h, f, e));
   }
   int64_t most = 0, off_rank = 0;
   for (int r = 0; r < load.ep; ++r) {

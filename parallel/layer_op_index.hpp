@@ -58,11 +58,7 @@ public:
     const OpSpec& s = spec(o);
     OpCost cost = s.cost;
     for (int f : folded)
-      if (const OpSpec* other = find(f)) {
-        cost.flops += other->cost.flops;
-        cost.hbm_bytes += other->cost.hbm_bytes;
-        cost.comm_bytes += other->cost.comm_bytes;
-      }
+      if (const OpSpec* other = find(f)) cost = cost + other->cost;
     return ScopedOp(rec, id(o), static_cast<int32_t>(layer), s.lane, cost, Lane::compute);
   }
   /// A ce-ring site's adds and copies (enqueued on the compute lane) recorded as its collective

@@ -627,6 +627,7 @@ Attrs moe_config_attrs(const RunConfig& c) {
           {"routing_seed", static_cast<int64_t>(c.routing_seed)},
           {"a2a", c.a2a}};
 }
+
 // The mixed options (none unless --phase mixed): a trace run's scheduler, else its step's mix.
 Attrs mixed_config_attrs(const RunConfig& c) {
   if (c.phase != "mixed") return {};

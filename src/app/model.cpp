@@ -100,7 +100,7 @@ void add_step_ops(std::vector<PredictOp>& ops, double gradient_bytes, const RunC
                   int64_t layers, DType dtype) {
   PredictOp zero;
   zero.name = op::grad_zero;
-  zero.work.kind = op_row(op::grad_zero).kind;
+  zero.work.kind = kOpRows[layer_op::op_grad_zero].kind;
   zero.work.dtype = dtype;
   zero.work.hbm_bytes = gradient_bytes;
   zero.per_step = true;

@@ -88,11 +88,8 @@ public:
     m_send_id = intern_op(ops, layer_op::op_send_act);
     if (point.graphs) {
       m_graph_op = intern_op(ops, layer_op::op_stage_graph);
-      for (const OpSpec& o : stage.op_specs()) {
-        m_graph_cost.flops += o.cost.flops * static_cast<double>(spec.num_layers);
-        m_graph_cost.hbm_bytes += o.cost.hbm_bytes * static_cast<double>(spec.num_layers);
-        m_graph_cost.comm_bytes += o.cost.comm_bytes * static_cast<double>(spec.num_layers);
-      }
+      for (const OpSpec& o : stage.op_specs())
+        m_graph_cost = m_graph_cost + scaled(o.cost, static_cast<double>(spec.num_layers));
     }
   }
 

@@ -36,6 +36,11 @@ struct OpCost {
   double comm_bytes = 0;
 };
 
+/// The work of two ops (or parts of one) together.
+inline OpCost operator+(const OpCost& a, const OpCost& b) {
+  return OpCost{a.flops + b.flops, a.hbm_bytes + b.hbm_bytes, a.comm_bytes + b.comm_bytes};
+}
+
 /// The cost of `share` of an op (a unit, a chunk or a part of its site).
 inline OpCost scaled(const OpCost& c, double share) {
   return OpCost{c.flops * share, c.hbm_bytes * share, c.comm_bytes * share};
