@@ -87,16 +87,14 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
     throw UsageError("ce-ring needs the stage built with a peer exchange");
 
   const int64_t h = m.hidden;
-  const int64_t qkv_cols = (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim;
-  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_geo.ffn : m_geo.ffn;
   m_in_buf = alloc(m_geo.stream_tokens, h);
   m_out_buf = alloc(m_geo.stream_tokens, h);
   m_tmp_buf = alloc(m_geo.stream_tokens, h);
   m_ln_buf = alloc(m_geo.stream_tokens, h);
   m_plain.ln = m_ln_buf.data();
-  m_qkv_buf = alloc(m_geo.tokens, qkv_cols);
-  m_attn_buf = alloc(m_geo.tokens, m_geo.heads * m_geo.head_dim);
-  m_fc1_buf = alloc(m_geo.tokens, fc1_cols);
+  m_qkv_buf = alloc(m_geo.tokens, m_geo.qkv_cols());
+  m_attn_buf = alloc(m_geo.tokens, m_geo.q_cols());
+  m_fc1_buf = alloc(m_geo.tokens, m_geo.fc1_cols());
   m_act_buf = alloc(m_geo.tokens, m_geo.ffn);
   if (exchange) {
     m_plain.ln_full = exchange->window(w_gather);
@@ -241,7 +239,7 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
     const int64_t rows = m_spec.mixed() ? static_cast<int64_t>(m_capacity.entries.size()) *
                                               mix_cache_rows(m_capacity)
                                         : s.batch * s.cache_rows();
-    w.kv_cache = alloc(rows, 2 * m_geo.kv_heads * m_geo.head_dim);
+    w.kv_cache = alloc(rows, 2 * m_geo.kv_cols());
     w.kv_rows = rows;
     fill_cache(layer, w);
   }
@@ -250,16 +248,14 @@ void TpStage::init_layer(int64_t layer, LayerWeights& w) {
 // Shards are columns of the global [rows, kv_heads * d] keys and values.
 void TpStage::fill_cache(int64_t layer, LayerWeights& w) {
   const int64_t kv_cols = m_spec.model.kv_heads * m_geo.head_dim;
-  const Tensor cache =
-      w.kv_cache.view(w.kv_rows, 2 * m_geo.kv_heads * m_geo.head_dim, m_backend.dtype());
+  const Tensor cache = w.kv_cache.view(w.kv_rows, 2 * m_geo.kv_cols(), m_backend.dtype());
   auto key = [&](int64_t role) {
     return GenKey{m_spec.seed, tensor_id(layer, role), kv_cols, 1.0f};
   };
-  m_backend.fill_random(cache.cols_slice(0, m_geo.kv_heads * m_geo.head_dim), key(role_k_cache), 0,
+  m_backend.fill_random(cache.cols_slice(0, m_geo.kv_cols()), key(role_k_cache), 0,
                         m_geo.kv_head0 * m_geo.head_dim);
-  m_backend.fill_random(
-      cache.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim),
-      key(role_v_cache), 0, m_geo.kv_head0 * m_geo.head_dim);
+  m_backend.fill_random(cache.cols_slice(m_geo.kv_cols(), m_geo.kv_cols()), key(role_v_cache), 0,
+                        m_geo.kv_head0 * m_geo.head_dim);
 }
 
 void TpStage::reset_cache() {
@@ -403,9 +399,8 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const int parts = m_policy.parts;
   const double share = 1.0 / parts;
   const Tensor ln = stream_view(bufs().ln);
-  const Tensor qkv =
-      m_qkv_buf.view(m_geo.tokens, (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim, dt);
-  const Tensor attn = m_attn_buf.view(m_geo.tokens, m_geo.heads * m_geo.head_dim, dt);
+  const Tensor qkv = m_qkv_buf.view(m_geo.tokens, m_geo.qkv_cols(), dt);
+  const Tensor attn = m_attn_buf.view(m_geo.tokens, m_geo.q_cols(), dt);
 
   const bool decode = s.phase == Phase::decode;
   const bool fold_rotary = fused(GemmEpilogue::Kind::rotary_append);
@@ -430,9 +425,9 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     e.rotated_heads = m.rotary ? m_geo.heads + m_geo.kv_heads : 0;
     e.pos = pos;
     e.theta = static_cast<float>(m.rope_theta);
-    e.cache = w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_heads * m_geo.head_dim, dt);
+    e.cache = w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_cols(), dt);
     e.cache_seq_rows = cap;
-    e.cache_col0 = m_geo.heads * m_geo.head_dim;
+    e.cache_col0 = m_geo.q_cols();
     if (fold_norm) {
       e.norm_gamma = w.ln1_gamma.view(1, h, dt);
       e.norm_out = ln;
@@ -457,16 +452,14 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, share);
       const int64_t seq_len = decode ? 1 : (by_tokens ? n : s.seq);
       const int64_t pos0 = decode ? s.context + m_decode_step : (by_tokens ? part * n : 0);
-      m_backend.rotary(pq.cols_slice(0, (m_geo.heads + m_geo.kv_heads) * m_geo.head_dim),
+      m_backend.rotary(pq.cols_slice(0, m_geo.q_cols() + m_geo.kv_cols()),
                        m_geo.heads + m_geo.kv_heads, m_geo.head_dim, seq_len, pos0,
                        static_cast<float>(m.rope_theta));
     }
-    const Tensor q = pq.cols_slice(0, m_geo.heads * m_geo.head_dim);
-    const Tensor kv_new =
-        pq.cols_slice(m_geo.heads * m_geo.head_dim, 2 * m_geo.kv_heads * m_geo.head_dim);
-    const Tensor k_new = kv_new.cols_slice(0, m_geo.kv_heads * m_geo.head_dim);
-    const Tensor v_new =
-        kv_new.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim);
+    const Tensor q = pq.cols_slice(0, m_geo.q_cols());
+    const Tensor kv_new = pq.cols_slice(m_geo.q_cols(), 2 * m_geo.kv_cols());
+    const Tensor k_new = kv_new.cols_slice(0, m_geo.kv_cols());
+    const Tensor v_new = kv_new.cols_slice(m_geo.kv_cols(), m_geo.kv_cols());
     AttentionShape shape;
     shape.batch = nb;
     shape.heads = m_geo.heads;
@@ -474,11 +467,10 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
     shape.head_dim = m_geo.head_dim;
     if (decode) {
       // The step appends at `pos` and attends to the pos + 1 keys.
-      const Tensor cache = w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_heads * m_geo.head_dim, dt)
-                               .rows_slice(b0 * cap, nb * cap);
-      const Tensor k_cache = cache.cols_slice(0, m_geo.kv_heads * m_geo.head_dim);
-      const Tensor v_cache =
-          cache.cols_slice(m_geo.kv_heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim);
+      const Tensor cache =
+          w.kv_cache.view(s.batch * cap, 2 * m_geo.kv_cols(), dt).rows_slice(b0 * cap, nb * cap);
+      const Tensor k_cache = cache.cols_slice(0, m_geo.kv_cols());
+      const Tensor v_cache = cache.cols_slice(m_geo.kv_cols(), m_geo.kv_cols());
       if (!fold_rotary) {
         const ScopedOp op = m_op_index.scope(rec, op_kv_append, layer, share);
         m_backend.copy(kv_new, cache.strided_rows(pos, nb, cap));
@@ -497,12 +489,9 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
       const Tensor kv_rows = qkv.rows_slice(0, shape.context);
       const ScopedOp op = m_op_index.scope(rec, op_attention, layer,
                                            static_cast<double>(2 * part + 1) / (parts * parts));
-      m_backend.attention(
-          shape, q,
-          kv_rows.cols_slice(m_geo.heads * m_geo.head_dim, m_geo.kv_heads * m_geo.head_dim),
-          kv_rows.cols_slice((m_geo.heads + m_geo.kv_heads) * m_geo.head_dim,
-                             m_geo.kv_heads * m_geo.head_dim),
-          m_policy.part(attn, part), m_spec.attention);
+      m_backend.attention(shape, q, kv_rows.cols_slice(m_geo.q_cols(), m_geo.kv_cols()),
+                          kv_rows.cols_slice(m_geo.q_cols() + m_geo.kv_cols(), m_geo.kv_cols()),
+                          m_policy.part(attn, part), m_spec.attention);
     } else {
       shape.seq = s.seq;
       shape.context = s.seq;
@@ -515,12 +504,12 @@ size_t TpStage::attention_phase(Recorder& rec, int64_t layer, const LayerWeights
   const Tensor proj_shard = m_sp ? stream_view(bufs().proj_shard) : Tensor{};
   if (ring()) {
     ring_row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
-                  w.wo.view(h, m_geo.heads * m_geo.head_dim, dt), proj, proj_shard, w_proj_reduce,
-                  w_proj_out, m_pending_proj);
+                  w.wo.view(h, m_geo.q_cols(), dt), proj, proj_shard, w_proj_reduce, w_proj_out,
+                  m_pending_proj);
     return 0;
   }
   return row_gemm(rec, op_proj, m_sp ? op_reducescatter_attn : op_allreduce_attn, layer, attn,
-                  w.wo.view(h, m_geo.heads * m_geo.head_dim, dt), proj, proj_shard, part);
+                  w.wo.view(h, m_geo.q_cols(), dt), proj, proj_shard, part);
 }
 
 size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x,
@@ -535,7 +524,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   const Tensor ln = stream_view(bufs().ln);
   const Tensor beta = m.norm == NormKind::layernorm ? w.ln2_beta.view(1, h, dt) : Tensor{};
   const bool swiglu = m.mlp == MlpKind::swiglu;
-  const Tensor fc1 = m_fc1_buf.view(m_geo.tokens, swiglu ? 2 * m_geo.ffn : m_geo.ffn, dt);
+  const Tensor fc1 = m_fc1_buf.view(m_geo.tokens, m_geo.fc1_cols(), dt);
   const Tensor act = m_act_buf.view(m_geo.tokens, m_geo.ffn, dt);
   auto activation = [&](const Tensor& in, const Tensor& out) {
     if (swiglu)
@@ -677,14 +666,13 @@ std::vector<TpStage::GemmProbe> TpStage::probe_gemms(Recorder& rec, int warmup, 
   const ModelSpec& m = m_spec.model;
   const DType dt = m_backend.dtype();
   const int64_t h = m.hidden;
-  const int64_t fc1_cols = m.mlp == MlpKind::swiglu ? 2 * m_geo.ffn : m_geo.ffn;
   struct Shape {
     const char* op;
     int64_t n, k;
   };
-  const Shape shapes[] = {{op::qkv, (m_geo.heads + 2 * m_geo.kv_heads) * m_geo.head_dim, h},
-                          {op::proj, h, m_geo.heads * m_geo.head_dim},
-                          {op::fc1, fc1_cols, h},
+  const Shape shapes[] = {{op::qkv, m_geo.qkv_cols(), h},
+                          {op::proj, h, m_geo.q_cols()},
+                          {op::fc1, m_geo.fc1_cols(), h},
                           {op::fc2, h, m_geo.ffn}};
   std::vector<GemmProbe> probes;
   m_backend.set_gemm_sm_limit(0);

@@ -102,7 +102,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   const ModelSpec& m = m_spec.model;
   const StepMix& mix = m_spec.mix;
   // Each sequence's block keeps the stride of the stage's capacity (set_mix()).
-  const int64_t cap = mix_cache_rows(m_capacity), kv_cols = m_geo.kv_heads * m_geo.head_dim;
+  const int64_t cap = mix_cache_rows(m_capacity), kv_cols = m_geo.kv_cols();
   const Tensor cache = w.kv_cache.view(static_cast<int64_t>(mix.entries.size()) * cap, 2 * kv_cols,
                                        m_backend.dtype());
   const std::vector<EntryRun> runs = entry_runs(mix);
@@ -118,7 +118,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     const std::vector<int64_t> positions = step_positions(runs);
     const ScopedOp op = m_op_index.scope(rec, op_rotary, layer, 1.0);
     m_backend.rotary_rows(qkv.rows_slice(0, static_cast<int64_t>(positions.size()))
-                              .cols_slice(0, (m_geo.heads + m_geo.kv_heads) * m_geo.head_dim),
+                              .cols_slice(0, m_geo.q_cols() + m_geo.kv_cols()),
                           m_geo.heads + m_geo.kv_heads, m_geo.head_dim, positions,
                           static_cast<float>(m.rope_theta));
   }
@@ -131,7 +131,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   };
   // The step's keys and values into each sequence's block after its cached tokens.
   auto append = [&](const EntryRun& r) {
-    const Tensor kv_new = rows_of(qkv, r).cols_slice(m_geo.heads * m_geo.head_dim, 2 * kv_cols);
+    const Tensor kv_new = rows_of(qkv, r).cols_slice(m_geo.q_cols(), 2 * kv_cols);
     const Tensor blocks = blocks_of(r);
     if (r.tokens == 1) {
       m_backend.copy(kv_new, blocks.strided_rows(r.context, r.count, cap));
@@ -157,7 +157,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
   auto attend = [&](const EntryRun& r) {
     const Tensor blocks = blocks_of(r);
     m_backend.attention(shape_of(r.count, r.tokens, r.context + r.tokens),
-                        rows_of(qkv, r).cols_slice(0, m_geo.heads * m_geo.head_dim),
+                        rows_of(qkv, r).cols_slice(0, m_geo.q_cols()),
                         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
                         rows_of(attn, r), m_spec.attention);
   };
@@ -170,9 +170,8 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     for (size_t i = first; i < end; ++i)
       for (int64_t j = 0; j < runs[i].count; ++j)
         index.push_back((static_cast<int64_t>(index.size())) * cap + runs[i].context);
-    m_backend.scatter_rows(
-        qkv.rows_slice(r.row0, n).cols_slice(m_geo.heads * m_geo.head_dim, 2 * kv_cols), index,
-        cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap));
+    m_backend.scatter_rows(qkv.rows_slice(r.row0, n).cols_slice(m_geo.q_cols(), 2 * kv_cols), index,
+                           cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap));
   };
   // The decode tokens' attention: one ragged call, each sequence at its own context.
   auto attend_decode = [&](size_t first, size_t end) {
@@ -183,8 +182,7 @@ void TpStage::mixed_attention(Recorder& rec, int64_t layer, const LayerWeights& 
     const EntryRun& r = runs[first];
     const Tensor blocks = cache.rows_slice(static_cast<int64_t>(r.first) * cap, n * cap);
     m_backend.attention_decode_ragged(
-        shape_of(n, 1, 0), contexts,
-        qkv.rows_slice(r.row0, n).cols_slice(0, m_geo.heads * m_geo.head_dim),
+        shape_of(n, 1, 0), contexts, qkv.rows_slice(r.row0, n).cols_slice(0, m_geo.q_cols()),
         blocks.cols_slice(0, kv_cols), blocks.cols_slice(kv_cols, kv_cols),
         attn.rows_slice(r.row0, n), m_spec.attention);
   };
