@@ -2,7 +2,8 @@
 # Two builds of ridgeline on the same workloads, taking turns (A B, B A, A B, ...), so that a
 # change that should move no figure can be shown to move none: prefill, decode with CUDA graphs,
 # the train step (one rank, TP 2 under none and async, and two pipeline stages), and the overlap
-# strategies at TP 2. Every run writes its --json summary; scripts/ab_table.py prints, per
+# strategies at TP 2 (split:2 in cases of its own, in prefill and train, so that the cases above
+# stay what earlier tables ran). Every run writes its --json summary; scripts/ab_table.py prints, per
 # workload and strategy, each build's median step p50 with the spread of its turns, their ratio,
 # and whether the output checksums agree.
 #
@@ -44,8 +45,10 @@ cases=(
   "train_tp|$ranks|--phase train --layers 2 --tp $ranks --batch 1 --seq 4096 --overlap none,async"
   "train_pp|$ranks|--phase train --layers 2 --pp $ranks --microbatches 4 --schedule 1f1b --batch 4 --seq 2048"
   "overlap_tp|$ranks|--phase prefill --layers 1 --tp $ranks --batch 1 --seq 4096 --overlap none,async,chunked:4,ce-ring,ce-ring:2"
+  "overlap_tp_split|$ranks|--phase prefill --layers 1 --tp $ranks --batch 1 --seq 4096 --overlap none,split:2"
+  "train_tp_split|$ranks|--phase train --layers 2 --tp $ranks --batch 2 --seq 2048 --overlap none,split:2"
 )
-wanted=" ${AB_CASES:-prefill decode_graphs train train_tp train_pp overlap_tp} "
+wanted=" ${AB_CASES:-prefill decode_graphs train train_tp train_pp overlap_tp overlap_tp_split train_tp_split} "
 status=0
 for ((t = 1; t <= turns; t++)); do
   # A first on odd turns, B first on even ones.
