@@ -71,8 +71,7 @@ std::vector<double> CollectiveBench::time_size(const CollectiveSpec& spec, const
   RIDGELINE_CHECK(MPI_Barrier(m_world));
   // `samples` samples of `calls` calls of `body`, each between two stamps of its own, each
   // sample's time over `per` of them.
-  OpTable none;
-  Recorder rec(clock, none);
+  MarkRecorder rec(clock);
   auto stamped = [&](int calls, int samples, double per, auto&& body) {
     std::vector<StampedSample> marks;
     stamped_loop(

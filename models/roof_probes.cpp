@@ -20,8 +20,7 @@ std::vector<double> time_calls(Backend& backend, int warmup, int reps, Call&& ca
   Clock& clock = backend.clock();
   backend.synchronize();
   clock.start_epoch();
-  OpTable none;
-  Recorder rec(clock, none);
+  MarkRecorder rec(clock);
   std::vector<StampedSample> samples;
   stamped_loop(
       rec, Lane::compute, reps, reps, [&](int) { call(); }, samples, SampleMarks::paired);

@@ -267,8 +267,7 @@ ActionCosts measure_action_costs(Backend& backend, TrainStage& stage, OpTable& o
   silent.set_enabled(false);
   // Host time: each pass synchronizes before its end mark, the first after the set-up.
   HostClock host;
-  OpTable none;
-  Recorder marks(host, none);
+  MarkRecorder marks(host);
   const int passes = split ? 3 : 2;
   std::vector<StampedSample> samples;
   for (int round = 0; round < 4; ++round) {

@@ -46,10 +46,9 @@ TraceRunResult replay_trace(const ServingPlan& plan, TpStage& stage, OpTable& op
   // Host time: the scheduler needs each step's time before it decides the next, so each pass
   // synchronizes before its end mark.
   HostClock host;
-  OpTable none;
   auto cost = [&](const StepMix& mix) {
     watchdog.iteration(index++);
-    Recorder marks(host, none);
+    MarkRecorder marks(host);
     std::vector<StampedSample> passes; // the step's preparation, then its forward
     stamped_loop(
         marks, Lane::compute, 2, 2,

@@ -156,6 +156,20 @@ private:
   std::vector<int64_t> m_mark_ns;    ///< resolved marks, indexed by mark handle
 };
 
+namespace detail {
+struct EmptyOpTable {
+  OpTable table;
+};
+} // namespace detail
+
+/// A Recorder of bare marks only (stamped_loop's sample bounds): it records no op, so the op
+/// table it needs is its own and stays empty. The table is a base so that it exists before the
+/// Recorder that refers to it.
+class MarkRecorder : private detail::EmptyOpTable, public Recorder {
+public:
+  explicit MarkRecorder(Clock& clock) : Recorder(clock, table) {}
+};
+
 /// RAII op scope: the op's profiler range (named as in the op table) and begin() in the
 /// constructor, end() and the range's end in the destructor.
 class ScopedOp {
