@@ -99,6 +99,16 @@ Roofs roofs_for(const Machine& m, const ModelOptions& o, bool what_if);
 /// stopped) is used for the points it holds, and said so on stderr.
 RunData read_measured(const std::string& path);
 
+/// The share of its stamped ops' time that an eager point's uninstrumented step kept. The event
+/// stamps lengthened the timed step by `stamps` (timed p50 - uninstrumented step), of which
+/// `gaps` lay between ops; the rest lengthened the ops on the step's path, and each of those is
+/// taken at this share of its stamped time. On the path: the compute lane's ops, and, where
+/// `collectives_on_path` (overlap none: each collective runs between two compute ops), the
+/// collectives too, whose stamps lengthened them as much. 1 where the stamps added nothing
+/// beyond the gaps.
+double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, double gaps,
+                        bool collectives_on_path);
+
 /// What `paths` (measured files) give, per phase: each op kind's efficiency and the gap between
 /// eager launches; each figure printed on `out`.
 Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,

@@ -30,6 +30,16 @@ RunData read_measured(const std::string& path) {
   return data;
 }
 
+double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, double gaps,
+                        bool collectives_on_path) {
+  if (stamps <= gaps) return 1.0;
+  double ops_ns = 0;
+  for (const OpAggregate& a : ops)
+    if (a.kind == "collective" ? collectives_on_path : a.kind != "p2p" && a.lane == "compute")
+      ops_ns += a.per_step_p50_ns;
+  return ops_ns > stamps - gaps ? (ops_ns - (stamps - gaps)) / ops_ns : 1.0;
+}
+
 // The efficiency of each op kind in the measured ops of `path` (every point with a summary):
 // the time its roofs allow, summed, over the time it took; launch-bound ops and collectives are
 // left out. Keyed by the points' phase. Not capped at 1: the roofs are rates measured under a
@@ -72,16 +82,12 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
       }
       if (plain != nullptr) stamps = std::max(0.0, summary->step.p50 - std::get<double>(*plain));
       // Stamps beyond those gaps lengthened the ops themselves: each op's time is taken at the
-      // share of the compute lane's ops' time the uninstrumented step kept, so that an
-      // efficiency holds for the step the model predicts (eager points with both figures).
-      double kept = 1;
-      if (!cfg.graphs && launch_class != nullptr && plain != nullptr && stamps > stamped) {
-        double ops_ns = 0;
-        for (const OpAggregate& a : summary->ops)
-          if (a.kind != "collective" && a.kind != "p2p" && a.lane == "compute")
-            ops_ns += a.per_step_p50_ns;
-        if (ops_ns > stamps - stamped) kept = (ops_ns - (stamps - stamped)) / ops_ns;
-      }
+      // share of the step's ops' time the uninstrumented step kept, so that an efficiency holds
+      // for the step the model predicts (eager points with both figures).
+      const double kept =
+          !cfg.graphs && launch_class != nullptr && plain != nullptr
+              ? stamped_ops_kept(summary->ops, stamps, stamped, cfg.overlap == "none")
+              : 1.0;
       for (const PredictOp& op : pl.ops) {
         if (op.comm_lane) continue;
         const OpPrediction p = predict_op(op, roofs, pl.options);

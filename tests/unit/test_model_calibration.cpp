@@ -1,0 +1,46 @@
+// The calibration's arithmetic (src/app/model_validation.cpp): which ops the event stamps'
+// extra time is taken out of, on made-up aggregates (no time is measured here).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "app/model_detail.hpp"
+
+namespace ridgeline::model_detail {
+namespace {
+
+OpAggregate op(const char* name, const char* kind, const char* lane, double per_step_ns) {
+  OpAggregate a;
+  a.name = name;
+  a.kind = kind;
+  a.lane = lane;
+  a.per_step_p50_ns = per_step_ns;
+  return a;
+}
+
+const std::vector<OpAggregate> kOps = {
+    op("fc1_gemm", "gemm", "compute", 600), op("norm1", "norm", "compute", 200),
+    op("allreduce_mlp", "collective", "comm", 200), op("send_next", "p2p", "comm", 100),
+    op("prefetch", "elementwise", "comm", 50)};
+
+TEST(ModelCalibration, StampsBeyondTheGapsComeOutOfTheComputeLanesOps) {
+  // 300 ns of stamps, 100 of them between ops: 200 out of the 800 ns of compute-lane ops.
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, false), 0.75);
+}
+
+TEST(ModelCalibration, CollectivesOnTheStepsPathShareTheStamps) {
+  // Overlap none: the all-reduce runs between two compute ops, its stamps lengthened it too, so
+  // the 200 ns come out of 1000 ns; the p2p op and the comm lane's other op stay out.
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, true), 0.8);
+}
+
+TEST(ModelCalibration, NothingIsTakenWhereTheStampsAddedNoMoreThanTheGaps) {
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 100, 100, true), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 50, 100, false), 1.0);
+  // More extra time than the ops took: not a share the ops could have kept.
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 900, 0, false), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept({}, 300, 100, true), 1.0);
+}
+
+} // namespace
+} // namespace ridgeline::model_detail
