@@ -109,6 +109,12 @@ RunData read_measured(const std::string& path);
 double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, double gaps,
                         bool collectives_on_path);
 
+/// The phase whose predictions a measured point calibrates: its own, and for a mixed step the
+/// phase holding most of its tokens (as a trace's steps are predicted), so that a decode-only
+/// mixed step of ragged contexts calibrates the decode steps a trace runs. A trace run stays
+/// "mixed" (its summary is no one step's).
+std::string calibration_phase(const RunConfig& cfg);
+
 /// What `paths` (measured files) give, per phase: each op kind's efficiency and the gap between
 /// eager launches; each figure printed on `out`.
 Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "app/config_mixed.hpp"
 #include "app/model.hpp"
 #include "app/model_detail.hpp"
 #include "app/run_file.hpp"
@@ -40,16 +41,22 @@ double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, doub
   return ops_ns > stamps - gaps ? (ops_ns - (stamps - gaps)) / ops_ns : 1.0;
 }
 
+std::string calibration_phase(const RunConfig& cfg) {
+  if (cfg.phase != "mixed" || trace_run(cfg)) return cfg.phase;
+  const StepMix mix = mixed_step_of(cfg);
+  return mix.prefill_tokens >= mix.decode_tokens ? "prefill" : "decode";
+}
+
 // The efficiency of each op kind in the measured ops of `path` (every point with a summary):
 // the time its roofs allow, summed, over the time it took; launch-bound ops and collectives are
-// left out. Keyed by the points' phase. Not capped at 1: the roofs are rates measured under a
-// sustained load (on a power-capped GPU, at its sustained clock), so ops that ran faster than
-// them, at a higher clock, are a measurement too.
-// And per phase the gap between two eager launches: each attributed eager point's launch class
-// (the timed step less its ops and its exposed interconnect: the gaps, with the launch-bound
-// ops' own time, which is taken out) less what the stamps added to the step (timed p50 -
-// uninstrumented step), summed, over the launches of those steps. Replayed graphs are left out:
-// their step is split by the roofs, not measured between ops.
+// left out. Keyed by the phase each point calibrates (calibration_phase). Not capped at 1: the
+// roofs are rates measured under a sustained load (on a power-capped GPU, at its sustained clock),
+// so ops that ran faster than them, at a higher clock, are a measurement too. And per phase the gap
+// between two eager launches: each attributed eager point's launch class (the timed step less its
+// ops and its exposed interconnect: the gaps, with the launch-bound ops' own time, which is taken
+// out) less what the stamps added to the step (timed p50 - uninstrumented step), summed, over the
+// launches of those steps. Replayed graphs are left out: their step is split by the roofs, not
+// measured between ops.
 Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions& o,
                       const Machine& m, std::ostream& out) {
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
@@ -66,6 +73,7 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
       if (p.has_summary) points.emplace_back(p.config, &p.summary);
     for (const auto& [config, summary] : points) {
       const RunConfig cfg = config_from_attrs(config);
+      const std::string phase = calibration_phase(cfg);
       Placed pl = place(cfg, o, m, {});
       const Roofs roofs = roofs_for(m, o, false);
       // What the event stamps added to the timed step (timed p50 - uninstrumented step), and the
@@ -94,12 +102,12 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
         if (p.ceiling == Ceiling::launch) continue;
         for (const OpAggregate& a : summary->ops)
           if (a.name == op.name && a.p50_ns > 0) {
-            sums[cfg.phase][p.kind].first += std::max(p.compute_ns, p.hbm_ns);
-            sums[cfg.phase][p.kind].second += a.p50_ns * kept;
+            sums[phase][p.kind].first += std::max(p.compute_ns, p.hbm_ns);
+            sums[phase][p.kind].second += a.p50_ns * kept;
           }
       }
       if (cfg.graphs || launch_class == nullptr) continue;
-      GapSums& g = gaps[cfg.phase];
+      GapSums& g = gaps[phase];
       g.stamped_ns += stamped;
       g.plain_ns += std::max(0.0, stamped - stamps);
       const double slots = static_cast<double>(cfg.microbatches + cfg.pp - 1);

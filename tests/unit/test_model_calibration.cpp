@@ -1,5 +1,6 @@
 // The calibration's arithmetic (src/app/model_validation.cpp): which ops the event stamps'
-// extra time is taken out of, on made-up aggregates (no time is measured here).
+// extra time is taken out of, on made-up aggregates (no time is measured here), and which
+// phase a measured point calibrates.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -40,6 +41,37 @@ TEST(ModelCalibration, NothingIsTakenWhereTheStampsAddedNoMoreThanTheGaps) {
   // More extra time than the ops took: not a share the ops could have kept.
   EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 900, 0, false), 1.0);
   EXPECT_DOUBLE_EQ(stamped_ops_kept({}, 300, 100, true), 1.0);
+}
+
+RunConfig mixed_step(int64_t prefill_seqs, int64_t chunk, int64_t decode_batch) {
+  RunConfig c;
+  c.phase = "mixed";
+  c.prefill_seqs = prefill_seqs;
+  c.chunk = chunk;
+  c.chunk_context = 0;
+  c.decode_batch = decode_batch;
+  c.context = 1024;
+  c.seq = 2048;
+  return c;
+}
+
+TEST(ModelCalibration, AMixedStepCalibratesThePhaseHoldingMostOfItsTokens) {
+  EXPECT_EQ(calibration_phase(mixed_step(0, 512, 16)), "decode");
+  EXPECT_EQ(calibration_phase(mixed_step(1, 8, 16)), "decode");
+  EXPECT_EQ(calibration_phase(mixed_step(1, 512, 16)), "prefill");
+  // A tie goes to prefill, as a trace's step is predicted.
+  EXPECT_EQ(calibration_phase(mixed_step(1, 16, 16)), "prefill");
+}
+
+TEST(ModelCalibration, OtherPhasesAndTraceRunsKeepTheirOwn) {
+  for (const char* phase : {"prefill", "decode", "train"}) {
+    RunConfig c;
+    c.phase = phase;
+    EXPECT_EQ(calibration_phase(c), phase);
+  }
+  RunConfig trace = mixed_step(0, 512, 16);
+  trace.trace_gen = "rate=4,requests=8,prompt=16,output=4,seed=1";
+  EXPECT_EQ(calibration_phase(trace), "mixed");
 }
 
 } // namespace
