@@ -56,3 +56,19 @@ for tp in 1 2; do
 done
 $BIN model --validate h5/job2/trace_tp2_r32.h5 --calibrate h5/job1/cal_decode_tp2.h5 \
   --calibrate h5/job1/cal_prefill_tp2.h5 > "$OUTDIR/validate_cal_job2_tp2_r32.txt" 2>&1
+# The decode steps calibrated from a decode-only mixed step over ragged contexts (job 2, each
+# turn's file in turn) with job 1's prefill point.
+RAGGED=${3:-model/ragged}
+mkdir -p "$RAGGED"
+for tp in 1 2; do
+  for turn in t1 t2; do
+    cal="--calibrate h5/job2/mixr_tp${tp}_$turn.h5 --calibrate h5/job1/cal_prefill_tp$tp.h5"
+    # shellcheck disable=SC2086
+    $BIN model --validate h5/job2/mixr_tp${tp}_$turn.h5 $cal > "$RAGGED/mixr_tp${tp}_$turn.txt" 2>&1
+    for rate in 16 32 48; do
+      # shellcheck disable=SC2086
+      $BIN model --validate h5/job1/trace_tp${tp}_r$rate.h5 $cal \
+        > "$RAGGED/validate_tp${tp}_r${rate}_$turn.txt" 2>&1
+    done
+  done
+done
