@@ -53,25 +53,15 @@ double TpStage::overlap_memory_bytes(const StageSpec& spec, DType dtype, bool ex
 
 TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec, OpTable& ops,
                  PeerExchange* exchange)
-    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange),
-      m_lanes(backend, tp_comm, spec.shape.tp), m_spec(spec),
-      m_policy(overlap_policy(spec.overlap)), m_op_table(&ops) {
-  m_lanes.use(m_policy);
+    : StageCore(backend, tp_comm, exchange, spec.shape.tp, spec.overlap), m_spec(spec),
+      m_op_table(&ops) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
-  RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
-                    "tensor parallelism needs a communicator of tp ranks");
   RIDGELINE_REQUIRE(spec.mlp == nullptr || (s.tp == 1 && overlap_policy(spec.overlap).parts == 1),
                     "a stage's own MLP runs whole at tp 1");
   const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
   if (!problems.empty()) throw UsageError(problems.front());
-  if (exchange) {
-    const std::vector<size_t> need = exchange_windows(spec, backend.dtype());
-    RIDGELINE_REQUIRE(exchange->size() == s.tp && exchange->rank() == spec.tp_rank,
-                      "the peer exchange must span the stage's tensor-parallel group");
-    for (size_t w = 0; w < need.size(); ++w)
-      RIDGELINE_REQUIRE(exchange->window_bytes(w) >= need[w], "peer exchange windows too small");
-  }
+  if (exchange) require_exchange_windows(exchange_windows(spec, backend.dtype()), spec.tp_rank);
   m_sp = s.sequence_parallel && s.tp > 1;
   if (spec.mixed()) {
     RIDGELINE_REQUIRE(s.phase == Phase::prefill && s.batch == 1 && s.seq == spec.mix.tokens(),
@@ -208,21 +198,6 @@ void TpStage::set_attention(AttentionImpl impl) {
   for (const OpSpec& o : stage_ops(m_spec, impl))
     for (OpSpec& mine : m_ops)
       if (mine.name == o.name) mine.cost = o.cost;
-}
-
-Tensor TpStage::full_view(void* data) const {
-  return Tensor{data, m_geo.tokens, m_spec.model.hidden, m_spec.model.hidden, m_backend.dtype()};
-}
-
-Tensor TpStage::stream_view(void* data) const {
-  return Tensor{data, m_geo.stream_tokens, m_spec.model.hidden, m_spec.model.hidden,
-                m_backend.dtype()};
-}
-
-Buffer TpStage::alloc(int64_t rows, int64_t cols) {
-  Buffer b = m_backend.allocate(rows, cols);
-  m_allocated += b.bytes();
-  return b;
 }
 
 void TpStage::init_layer(int64_t layer, LayerWeights& w) {

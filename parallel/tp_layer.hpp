@@ -24,6 +24,7 @@
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap.hpp"
 #include "parallel/overlap_policy.hpp"
+#include "parallel/stage_core.hpp"
 #include "parallel/stage_lanes.hpp"
 
 namespace ridgeline {
@@ -79,7 +80,7 @@ std::string mixed_overlap_problem(const Overlap& overlap, bool sequence_parallel
 /// without compute (same messages, same order); the last two isolate each lane's time.
 enum class StageMode { full, compute_only, comm_only };
 
-class TpStage {
+class TpStage : public StageCore {
 public:
   /// Allocates and generates this rank's shard of every weight (and KV cache for decode).
   /// `tp_comm` may be null when shape.tp == 1. Op ids are interned into `ops` (which set_mix()
@@ -143,8 +144,6 @@ public:
   /// The whole [tokens, hidden] output in token order (gathers the shards under sequence
   /// parallelism). Every rank of the TP group calls it.
   std::vector<float> gather_output();
-  /// Bytes of weights, caches and activations this stage allocated.
-  size_t allocated_bytes() const { return m_allocated; }
   /// Where the symm: strategies' collective buffers live (StageSpec::symmetric_buffers): the
   /// communicator's SymmetricMemory::describe(), or "none: " and why they are ordinary buffers.
   /// Empty without symmetric_buffers.
@@ -169,7 +168,6 @@ private:
     Buffer kv_cache;     ///< [batch * cache rows][keys | values] (decode)
     int64_t kv_rows = 0; ///< kv_cache's rows
   };
-  Buffer alloc(int64_t rows, int64_t cols);
   // m_ops' entries bound to the layer slots (ids interned into m_op_table); absent ops -1.
   void bind_ops();
   void init_layer(int64_t layer, LayerWeights& w);
@@ -204,7 +202,6 @@ private:
   // ce-ring: the column-parallel GEMM beside the puts of this rank's rows (sequence
   // parallelism), and the row-parallel GEMM piece by piece with its reduce-scatter (and, without
   // sequence parallelism, the all-gather of the summed pieces) as puts.
-  bool ring() const { return m_policy.ring && m_spec.shape.tp > 1; }
   void ring_column_gemm(Recorder& rec, int gemm_slot, int gather_slot, int64_t layer,
                         const Tensor& w, Tensor out);
   // What ring_row_gemm() left for the op that reads its rows next. Under sequence parallelism:
@@ -243,8 +240,6 @@ private:
   template <class OnRows>
   void gathered_pieces(Recorder& rec, PendingPiece& pending, OnRows&& on_rows);
   PendingPiece m_pending_proj, m_pending_fc2;
-  Tensor full_view(void* data) const;   // [tokens, hidden]
-  Tensor stream_view(void* data) const; // [stream tokens, hidden]
   // ce-ring's all-gather half: `bytes` from `src` into every peer's window `w` at `offset`, on
   // the comm lane.
   void put_to_peers(size_t w, size_t offset, const void* src, size_t bytes);
@@ -264,25 +259,17 @@ private:
   void collective(Recorder& rec, int slot, int64_t layer, double share, Issue&& issue);
   void wait_comm(Recorder& rec, size_t fence);
 
-  Backend& m_backend;
-  Communicator* m_comm;
-  PeerExchange* m_exchange;
-  StageLanes m_lanes;
   StageSpec m_spec;
-  OverlapPolicy m_policy; ///< m_spec.overlap's
   StageMode m_mode = StageMode::full;
   bool m_sp = false;
-  OpTable* m_op_table; ///< the constructor's `ops`
-  std::vector<OpSpec> m_ops;
-  layer_op::LayerOpIndex m_op_index; ///< m_ops by the layer's ops (bind_ops())
-  // This rank's shard of a layer; its tokens and stream tokens are the step's rows (a mixed
-  // stage's current mix's), the buffers hold the capacity's.
-  LayerGeometry m_geo;
+  OpTable* m_op_table;       ///< the constructor's `ops`
+  std::vector<OpSpec> m_ops; ///< m_op_index's plan (bind_ops())
+  // m_geo's tokens and stream tokens are the step's rows (a mixed stage's current mix's); the
+  // buffers hold the capacity's.
   // A mixed stage: the mix it was built for (its mix_cache_rows() are each sequence's block of
   // the KV cache); empty otherwise.
   StepMix m_capacity;
   int64_t m_decode_step = 0;
-  size_t m_allocated = 0;
   std::vector<LayerWeights> m_layers;
   Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,
       m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;

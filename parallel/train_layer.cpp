@@ -34,14 +34,6 @@ struct TrainStage::LayerPass {
   Tensor dln;      ///< the same summed over TP (this rank's rows under sequence parallelism)
 };
 
-Tensor TrainStage::full_view(void* data) const {
-  return Tensor{data, m_geo.tokens, m_geo.hidden, m_geo.hidden, m_backend.dtype()};
-}
-
-Tensor TrainStage::stream_view(void* data) const {
-  return Tensor{data, m_geo.stream_tokens, m_geo.hidden, m_geo.hidden, m_backend.dtype()};
-}
-
 void TrainStage::tp_collective(Recorder& rec, int op, int64_t layer,
                                const std::function<void(Stream)>& issue) {
   if (m_spec.shape.tp == 1) return;

@@ -51,26 +51,15 @@ double TrainStage::overlap_memory_bytes(const TrainSpec& spec, DType dtype, bool
 
 TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec& spec, OpTable& ops,
                        PeerExchange* exchange)
-    : m_backend(backend), m_comm(tp_comm), m_exchange(exchange),
-      m_lanes(backend, tp_comm, spec.shape.tp), m_spec(spec),
-      m_policy(overlap_policy(spec.overlap)) {
-  m_lanes.use(m_policy);
+    : StageCore(backend, tp_comm, exchange, spec.shape.tp, spec.overlap), m_spec(spec) {
   const LayerShape& s = spec.shape;
   RIDGELINE_REQUIRE(s.phase == Phase::prefill, "the train phase runs prefill-shaped layers");
-  RIDGELINE_REQUIRE(s.tp == 1 || (tp_comm && tp_comm->size() == s.tp),
-                    "tensor parallelism needs a communicator of tp ranks");
   RIDGELINE_REQUIRE(!spec.chunks.empty(), "a stage holds at least one chunk");
   m_geo = layer_geometry(spec.model, s, spec.tp_rank);
   RIDGELINE_REQUIRE(m_geo.stream_tokens * s.tp == m_geo.tokens || !m_geo.sequence_parallel,
                     "sequence parallelism needs the tokens of a microbatch to divide by tp");
-  if (exchange && s.tp > 1) {
-    const std::vector<size_t> need = exchange_windows(spec, backend.dtype());
-    RIDGELINE_REQUIRE(exchange->size() == s.tp && exchange->rank() == spec.tp_rank,
-                      "the peer exchange spans the TP group");
-    for (size_t w = 0; w < need.size(); ++w)
-      RIDGELINE_REQUIRE(exchange->window_bytes(w) >= need[w],
-                        "the peer exchange's windows are smaller than the stage's");
-  }
+  if (exchange && s.tp > 1)
+    require_exchange_windows(exchange_windows(spec, backend.dtype()), spec.tp_rank);
   require_runs(spec.overlap, s);
   require_exchange(spec.overlap);
   m_plan = train_layer_plan(spec.model, s, spec.attention);
@@ -168,12 +157,6 @@ void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
   const std::vector<OpSpec> plan = train_layer_plan(m_spec.model, m_spec.shape, attention);
   RIDGELINE_REQUIRE(plan.size() == m_plan.size(), "the layer plan keeps its ops");
   std::copy(plan.begin(), plan.end(), m_plan.begin());
-}
-
-Buffer TrainStage::alloc(int64_t rows, int64_t cols) {
-  Buffer b = m_backend.allocate(rows, cols);
-  m_allocated += b.bytes();
-  return b;
 }
 
 TrainStage::Slot& TrainStage::slot(int microbatch, int chunk) {

@@ -21,6 +21,7 @@
 #include "parallel/layer_op_index.hpp"
 #include "parallel/layer_weights.hpp"
 #include "parallel/overlap_policy.hpp"
+#include "parallel/stage_core.hpp"
 #include "parallel/stage_lanes.hpp"
 
 namespace ridgeline {
@@ -63,7 +64,7 @@ struct LayerGrads {
   Tensor ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, wqkv, wo, w1, w2;
 };
 
-class TrainStage {
+class TrainStage : public StageCore {
 public:
   /// Throws UsageError when spec.overlap cannot run on spec.shape (policy_problems). `exchange`,
   /// over the TP group with windows of exchange_windows() bytes, is what ce-ring puts through
@@ -161,7 +162,6 @@ private:
   LayerActs& recompute_acts();
   // Allocates what a layer's forward saves for its backward (all but its input).
   void allocate_saved(LayerActs& a);
-  Buffer alloc(int64_t rows, int64_t cols);
   // Throws UsageError where `overlap` puts through a peer exchange the stage was built without.
   void require_exchange(const Overlap& overlap) const;
 
@@ -201,7 +201,6 @@ private:
   // piece of `full` as it lands. Each leaves nothing in flight.
   using RowGemm = std::function<void(int64_t, int64_t)>;
   using ColumnGemm = std::function<void(const Tensor&, Tensor)>;
-  bool ring() const { return m_policy.ring && m_spec.shape.tp > 1; }
   void ring_row_gemm(Recorder& rec, int gemm_op, int reduce_op, int64_t layer, const Tensor& full,
                      const Tensor& rows, const RowGemm& gemm);
   void ring_column_gemm(Recorder& rec, int gather_op, int gemm_op, int64_t layer,
@@ -229,22 +228,12 @@ private:
   // lane), and the compute's wait for it, completing what the host started (m_lanes).
   size_t tp_fence() const { return m_lanes.fence(); }
   void wait_tp(Recorder& rec, size_t fence) { m_lanes.join(rec, fence); }
-  Tensor full_view(void* data) const;   // [tokens, hidden]
-  Tensor stream_view(void* data) const; // [stream tokens, hidden]
-
   void layer_done(Recorder& rec, size_t local);
   void issue_buckets(Recorder& rec, bool all);
 
-  Backend& m_backend;
-  Communicator* m_comm;
-  PeerExchange* m_exchange = nullptr;
-  StageLanes m_lanes;
   TrainSpec m_spec;
-  OverlapPolicy m_policy; ///< m_spec.overlap's
-  LayerGeometry m_geo;
   DataParallel m_dp;
-  std::vector<OpSpec> m_plan;          ///< forward then backward ops of one layer
-  layer_op::LayerOpIndex m_op_index;   ///< m_plan by the layer's ops
+  std::vector<OpSpec> m_plan;          ///< forward then backward ops of one layer (m_op_index's)
   std::vector<LayerWeights> m_weights; ///< per local layer
   std::vector<LayerGrads> m_grads;
   std::vector<int64_t> m_global;
@@ -276,7 +265,6 @@ private:
   size_t m_buckets_issued = 0;
   std::vector<size_t> m_dp_open;
   size_t m_live_bytes = 0, m_peak_bytes = 0;
-  size_t m_allocated = 0;
 };
 
 } // namespace ridgeline
