@@ -19,3 +19,7 @@ AB_TURNS=3 AB_CASES="overlap_tp overlap_tp_split train_tp_split train_pp" \
                                         # -> table_call2.md
 # Pooled: call 1's turns as t1-t2 and call 2's as t3-t5 in one folder (json/ab-json.tar.xz).
 python3 scripts/ab_table.py POOLED > table_pooled.md
+# Later, on a fresh 2 x H200 node: StageCore (9c3c90b, B) beside 0197f52 (A), two turns.
+git archive --format=tar.gz -o base2.tar.gz 0197f52 -- . ':(exclude)results'
+AB_BASE=$PWD/base2.tar.gz AB_TURNS=2 AB_CASES="overlap_tp train_tp_split" \
+  GPU_CHECK_STEP_TIMEOUT=100 scripts/gpu-check.sh OUT/gd --only ab   # -> table_stagecore.md
