@@ -21,6 +21,17 @@ void StageCore::require_exchange_windows(const std::vector<size_t>& need, int tp
                       "the peer exchange's windows are smaller than the stage's");
 }
 
+void StageCore::require_exchange(const Overlap& overlap) const {
+  if (overlap_policy(overlap).ring && m_tp > 1 && m_exchange == nullptr)
+    throw UsageError("--overlap " + overlap.name() + " needs the stage built with a peer exchange");
+}
+
+void StageCore::use_overlap(const Overlap& overlap) {
+  require_exchange(overlap);
+  m_policy = overlap_policy(overlap);
+  m_lanes.use(m_policy);
+}
+
 Buffer StageCore::alloc(int64_t rows, int64_t cols) {
   Buffer b = m_backend.allocate(rows, cols);
   m_allocated += b.bytes();

@@ -33,6 +33,12 @@ protected:
   /// Throws where the peer exchange does not span the TP group as rank `tp_rank`, or where a
   /// window is smaller than `need` says.
   void require_exchange_windows(const std::vector<size_t>& need, int tp_rank) const;
+  /// Throws UsageError where `overlap` puts through a peer exchange (ce-ring at tp > 1) and the
+  /// stage was built without one.
+  void require_exchange(const Overlap& overlap) const;
+  /// Runs the TP sites under `overlap` from now on (its policy, on its lanes), once
+  /// require_exchange() has passed.
+  void use_overlap(const Overlap& overlap);
 
   Buffer alloc(int64_t rows, int64_t cols);
   Tensor full_view(void* data) const;   ///< [tokens, hidden]

@@ -73,8 +73,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
   bind_ops();
   m_geo = layer_geometry(m, s, spec.tp_rank);
   m_capacity = spec.mix;
-  if (ring() && exchange == nullptr)
-    throw UsageError("ce-ring needs the stage built with a peer exchange");
+  require_exchange(spec.overlap);
 
   const int64_t h = m.hidden;
   m_in_buf = alloc(m_geo.stream_tokens, h);
@@ -184,12 +183,8 @@ void TpStage::set_overlap(const Overlap& overlap) {
     if (const std::string problem = mixed_overlap_problem(overlap, m_spec.shape.sequence_parallel);
         !problem.empty())
       throw UsageError(problem);
-  const OverlapPolicy policy = overlap_policy(overlap);
-  if (policy.ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
-    throw UsageError("ce-ring needs the stage built with a peer exchange");
+  use_overlap(overlap);
   m_spec.overlap = overlap;
-  m_policy = policy;
-  m_lanes.use(policy);
 }
 
 void TpStage::set_attention(AttentionImpl impl) {

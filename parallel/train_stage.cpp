@@ -140,18 +140,11 @@ TrainStage::TrainStage(Backend& backend, Communicator* tp_comm, const TrainSpec&
 
 TrainStage::~TrainStage() = default;
 
-void TrainStage::require_exchange(const Overlap& overlap) const {
-  if (overlap_policy(overlap).ring && m_spec.shape.tp > 1 && m_exchange == nullptr)
-    throw UsageError("--overlap " + overlap.name() + " needs the stage built with a peer exchange");
-}
-
 void TrainStage::set_variant(AttentionImpl attention, const Overlap& overlap) {
   require_runs(overlap, m_spec.shape);
-  require_exchange(overlap);
+  use_overlap(overlap);
   m_spec.attention = attention;
   m_spec.overlap = overlap;
-  m_policy = overlap_policy(overlap);
-  m_lanes.use(m_policy);
   // The same ops in the same order (their ids stay); the naive attention's costs differ (it
   // writes its score matrices). Assigned entry by entry, where m_op_index points.
   const std::vector<OpSpec> plan = train_layer_plan(m_spec.model, m_spec.shape, attention);

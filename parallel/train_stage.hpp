@@ -162,8 +162,6 @@ private:
   LayerActs& recompute_acts();
   // Allocates what a layer's forward saves for its backward (all but its input).
   void allocate_saved(LayerActs& a);
-  // Throws UsageError where `overlap` puts through a peer exchange the stage was built without.
-  void require_exchange(const Overlap& overlap) const;
 
   // One layer's forward and backward (train_layer.cpp), part by part in phases separated by
   // the row-parallel sites' collectives (split:N interleaves the parts phase by phase); each
