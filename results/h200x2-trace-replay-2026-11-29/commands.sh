@@ -72,3 +72,15 @@ for tp in 1 2; do
     done
   done
 done
+# Latency against arrival rate, predicted at each TP from the ragged calibration, with the
+# measured runs as markers (from this directory, raw files extracted).
+for tp in 1 2; do
+  $BIN model --config ../../models/llama3-8b.toml --dtype bf16 --tp $tp \
+    --trace-gen rate=16,requests=200,prompt=128:1024,output=32:256,seed=1 \
+    --rates 8,16,24,32,40,48,56,64 --token-budget 2048 --chunk 512 --max-batch 64 \
+    --slo-ttft-ms 500 --slo-tpot-ms 50 --roofs h5/job1/trace_tp${tp}_r32.h5 \
+    --calibrate h5/job2/mixr_tp${tp}_t1.h5 --calibrate h5/job1/cal_prefill_tp$tp.h5 \
+    --json model/rates_tp$tp.json > model/rates_tp$tp.txt 2>&1
+  (cd ../../scripts && python3 -m ridgeline_analysis latency "$OLDPWD/model/rates_tp$tp.json" \
+    --measured "$OLDPWD"/h5/job1/trace_tp${tp}_r{16,32,48}.h5 -o "$OLDPWD/latency_tp$tp.png")
+done
