@@ -26,6 +26,7 @@ public:
   size_t allocated_bytes() const { return m_allocated; }
 
 protected:
+  ~StageCore() = default; // an executor is never deleted through its base
   /// Throws where tp > 1 without a communicator of tp ranks.
   StageCore(Backend& backend, Communicator* tp_comm, PeerExchange* exchange, int tp,
             const Overlap& overlap);

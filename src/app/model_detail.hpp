@@ -104,10 +104,11 @@ RunData read_measured(const std::string& path);
 /// `gaps` lay between ops; the rest lengthened the ops on the step's path, and each of those is
 /// taken at this share of its stamped time. On the path: the compute lane's ops, and, where
 /// `collectives_on_path` (overlap none: each collective runs between two compute ops), the
-/// collectives too, whose stamps lengthened them as much. 1 where the stamps added nothing
-/// beyond the gaps.
+/// collectives too, whose stamps lengthened them as much; of those, the data-parallel
+/// reductions only where `dp_on_path` (--dp-overlap off: they run after the backward, not
+/// beside it). 1 where the stamps added nothing beyond the gaps.
 double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, double gaps,
-                        bool collectives_on_path);
+                        bool collectives_on_path, bool dp_on_path);
 
 /// The phase whose predictions a measured point calibrates: its own, and for a mixed step the
 /// phase holding most of its tokens (as a trace's steps are predicted), so that a decode-only

@@ -11,6 +11,7 @@
 #include "app/model_detail.hpp"
 #include "app/run_file.hpp"
 #include "core/error.hpp"
+#include "models/op_registry.hpp"
 
 namespace ridgeline::model_detail {
 
@@ -32,12 +33,15 @@ RunData read_measured(const std::string& path) {
 }
 
 double stamped_ops_kept(const std::vector<OpAggregate>& ops, double stamps, double gaps,
-                        bool collectives_on_path) {
+                        bool collectives_on_path, bool dp_on_path) {
   if (stamps <= gaps) return 1.0;
   double ops_ns = 0;
-  for (const OpAggregate& a : ops)
-    if (a.kind == "collective" ? collectives_on_path : a.kind != "p2p" && a.lane == "compute")
+  for (const OpAggregate& a : ops) {
+    const bool dp = a.name == op::dp_allreduce || a.name == op::dp_reducescatter;
+    if (a.kind == "collective" ? collectives_on_path && (dp_on_path || !dp)
+                               : a.kind != "p2p" && a.lane == "compute")
       ops_ns += a.per_step_p50_ns;
+  }
   return ops_ns > stamps - gaps ? (ops_ns - (stamps - gaps)) / ops_ns : 1.0;
 }
 
@@ -92,10 +96,10 @@ Calibration calibrate(const std::vector<std::string>& paths, const ModelOptions&
       // Stamps beyond those gaps lengthened the ops themselves: each op's time is taken at the
       // share of the step's ops' time the uninstrumented step kept, so that an efficiency holds
       // for the step the model predicts (eager points with both figures).
-      const double kept =
-          !cfg.graphs && launch_class != nullptr && plain != nullptr
-              ? stamped_ops_kept(summary->ops, stamps, stamped, cfg.overlap == "none")
-              : 1.0;
+      const double kept = !cfg.graphs && launch_class != nullptr && plain != nullptr
+                              ? stamped_ops_kept(summary->ops, stamps, stamped,
+                                                 cfg.overlap == "none", cfg.dp_overlap == "off")
+                              : 1.0;
       for (const PredictOp& op : pl.ops) {
         if (op.comm_lane) continue;
         const OpPrediction p = predict_op(op, roofs, pl.options);

@@ -168,6 +168,9 @@ struct EmptyOpTable {
 class MarkRecorder : private detail::EmptyOpTable, public Recorder {
 public:
   explicit MarkRecorder(Clock& clock) : Recorder(clock, table) {}
+  // A copy's Recorder would refer to the original's table.
+  MarkRecorder(const MarkRecorder&) = delete;
+  MarkRecorder& operator=(const MarkRecorder&) = delete;
 };
 
 /// RAII op scope: the op's profiler range (named as in the op table) and begin() in the

@@ -21,26 +21,35 @@ OpAggregate op(const char* name, const char* kind, const char* lane, double per_
 
 const std::vector<OpAggregate> kOps = {
     op("fc1_gemm", "gemm", "compute", 600), op("norm1", "norm", "compute", 200),
-    op("allreduce_mlp", "collective", "comm", 200), op("send_next", "p2p", "comm", 100),
+    op("allreduce_mlp", "collective", "comm", 200), op("pp_send", "p2p", "compute", 100),
     op("prefetch", "elementwise", "comm", 50)};
 
 TEST(ModelCalibration, StampsBeyondTheGapsComeOutOfTheComputeLanesOps) {
   // 300 ns of stamps, 100 of them between ops: 200 out of the 800 ns of compute-lane ops.
-  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, false), 0.75);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, false, false), 0.75);
 }
 
 TEST(ModelCalibration, CollectivesOnTheStepsPathShareTheStamps) {
   // Overlap none: the all-reduce runs between two compute ops, its stamps lengthened it too, so
   // the 200 ns come out of 1000 ns; the p2p op and the comm lane's other op stay out.
-  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, true), 0.8);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 300, 100, true, false), 0.8);
+}
+
+TEST(ModelCalibration, DataParallelReductionsBesideTheBackwardStayOut) {
+  std::vector<OpAggregate> ops = kOps;
+  ops.push_back(op("dp_allreduce", "collective", "comm", 1000));
+  // --dp-overlap on: the gradient reduction runs beside the backward, off the step's path.
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(ops, 300, 100, true, false), 0.8);
+  // --dp-overlap off: it runs after the backward, on the path: 200 ns out of 2000.
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(ops, 300, 100, true, true), 0.9);
 }
 
 TEST(ModelCalibration, NothingIsTakenWhereTheStampsAddedNoMoreThanTheGaps) {
-  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 100, 100, true), 1.0);
-  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 50, 100, false), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 100, 100, true, false), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 50, 100, false, false), 1.0);
   // More extra time than the ops took: not a share the ops could have kept.
-  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 900, 0, false), 1.0);
-  EXPECT_DOUBLE_EQ(stamped_ops_kept({}, 300, 100, true), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept(kOps, 900, 0, false, false), 1.0);
+  EXPECT_DOUBLE_EQ(stamped_ops_kept({}, 300, 100, true, false), 1.0);
 }
 
 RunConfig mixed_step(int64_t prefill_seqs, int64_t chunk, int64_t decode_batch) {
