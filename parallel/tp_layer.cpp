@@ -57,7 +57,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
       m_op_table(&ops) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
-  RIDGELINE_REQUIRE(spec.mlp == nullptr || (s.tp == 1 && overlap_policy(spec.overlap).parts == 1),
+  RIDGELINE_REQUIRE(spec.mlp == nullptr || (s.tp == 1 && m_policy.parts == 1),
                     "a stage's own MLP runs whole at tp 1");
   const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
   if (!problems.empty()) throw UsageError(problems.front());

@@ -74,15 +74,14 @@ std::string without_point_intervals(const std::string& text) {
 }
 
 // The gap between two launches of `cfg`'s step: --graphs, the roofs' graph node floor; eager,
-// the calibration's measured gap of the phase it calibrates (--gap auto) where it has one, else the
-// roofs' eager launch floor (back-to-back launches from the host).
-void set_gap(Placed& p, const RunConfig& cfg, const ModelOptions& o, const Machine& m,
-             const Calibration& cal) {
+// the calibration's measured gap of `phase`, the one cfg calibrates (--gap auto), where it has
+// one, else the roofs' eager launch floor (back-to-back launches from the host).
+void set_gap(Placed& p, const RunConfig& cfg, const std::string& phase, const ModelOptions& o,
+             const Machine& m, const Calibration& cal) {
   if (o.gap == "none") {
     p.gap_source = "none (--gap none)";
     return;
   }
-  const std::string phase = calibration_phase(cfg);
   const auto measured = cal.gap_ns.find(phase);
   if (!cfg.graphs && o.gap == "auto" && measured != cal.gap_ns.end()) {
     p.options.gap_ns = measured->second;
@@ -191,9 +190,10 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   po.dp_overlap = cfg.dp_overlap != "off";
   po.dp_shard = cfg.dp_shard;
   po.layers = layers;
-  if (const auto e = cal.efficiency.find(calibration_phase(cfg)); e != cal.efficiency.end())
+  const std::string phase = calibration_phase(cfg);
+  if (const auto e = cal.efficiency.find(phase); e != cal.efficiency.end())
     po.efficiency = e->second;
-  set_gap(p, cfg, o, m, cal);
+  set_gap(p, cfg, phase, o, m, cal);
   const AttentionImpl attn = cfg.attention == "naive" ? AttentionImpl::naive : AttentionImpl::fused;
   // The train phase runs the layer plan's backward after its forward.
   std::vector<OpSpec> plan;
