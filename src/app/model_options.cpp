@@ -81,8 +81,10 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
       ->group("Prediction");
   cmd.add_option("--calibrate", o.calibrate,
                  "Measured run or sweep file: each op kind's efficiency against its roofs, and "
-                 "the gap between eager launches its uninstrumented steps left, per phase, "
-                 "applied to the predictions and printed (may be repeated)")
+                 "the gap between eager launches its uninstrumented steps left, per phase (a "
+                 "mixed step's: the phase holding most of its tokens, so a decode-only mixed "
+                 "step of ragged contexts calibrates a trace's decode steps), applied to the "
+                 "predictions and printed (may be repeated)")
       ->check(CLI::ExistingFile)
       ->check(regular_file())
       ->group("Prediction");
