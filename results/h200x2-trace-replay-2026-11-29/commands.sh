@@ -84,3 +84,4 @@ for tp in 1 2; do
   (cd ../../scripts && python3 -m ridgeline_analysis latency "$OLDPWD/model/rates_tp$tp.json" \
     --measured "$OLDPWD"/h5/job1/trace_tp${tp}_r{16,32,48}.h5 -o "$OLDPWD/latency_tp$tp.png")
 done
+python3 slow_steps.py > model/slow_steps.txt   # the bursts of slow decode steps
