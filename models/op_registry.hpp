@@ -44,6 +44,7 @@ enum class Pass : uint8_t { forward, backward_input, backward_weight };
   X(moe_experts, "moe_experts_gemm", gemm, compute, forward, "")                                   \
   X(moe_combine, "moe_combine", collective, comm, forward, "all_to_all")                           \
   X(moe_shared, "moe_shared_gemm", gemm, compute, forward, "")                                     \
+  X(moe_allgather, "moe_allgather", collective, comm, forward, "all_gather")                       \
   X(residual2, "residual2", elementwise, compute, forward, "")                                     \
   X(fc2_dgrad, "fc2_dgrad", gemm, compute, backward_input, "")                                     \
   X(fc2_wgrad, "fc2_wgrad", gemm, compute, backward_weight, "")                                    \

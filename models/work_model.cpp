@@ -188,14 +188,24 @@ MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype) {
 
 namespace ridgeline {
 
+OpSpec moe_allgather_op(const ModelSpec& m, const LayerShape& s) {
+  const double e = static_cast<double>(dtype_size(s.dtype));
+  const double t = static_cast<double>(s.tokens()), h = static_cast<double>(m.hidden);
+  const double out = t * h * e;
+  // As the sequence-parallel all-gathers: this rank's rows read, every row written.
+  return registered_op(op::moe_allgather, OpCost{0, out / static_cast<double>(s.tp) + out, out});
+}
+
 std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn,
                                   const MoeLoad& load) {
-  RIDGELINE_REQUIRE(s.tp == 1, "moe_layer_ops: the experts are unsplit by TP (tp 1)");
   const MoeWork w = moe_work(m, load, s.dtype);
   std::vector<OpSpec> ops = layer_ops(m, s, attn);
-  // At tp 1 the dense MLP is fc1, the activation and fc2, before the residual add kept last.
+  // The dense MLP (its GEMMs, and at tp > 1 its collectives) sits between the second norm and
+  // the residual add kept last.
   const OpSpec residual2 = ops.back();
-  ops.erase(std::find_if(ops.begin(), ops.end(), [](const OpSpec& o) { return o.name == op::fc1; }),
+  ops.erase(std::find_if(
+                ops.begin(), ops.end(),
+                [](const OpSpec& o) { return o.name == op::fc1 || o.name == op::allgather_mlp; }),
             ops.end());
   auto gemm = [](const char* name, const OpCost& c, int64_t rows, int64_t cols, int64_t inner) {
     OpSpec o = registered_op(name, c);
@@ -209,7 +219,9 @@ std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, Atten
     return o;
   };
   const int64_t f = m.expert_ffn_hidden;
-  ops.push_back(gemm(op::moe_router, w.router, s.tokens(), m.experts, m.hidden));
+  // A rank's MoE rows: its block of its TP group's tokens.
+  const int64_t tokens = s.tokens() / s.tp;
+  ops.push_back(gemm(op::moe_router, w.router, tokens, m.experts, m.hidden));
   // On one rank every expert is local: no all-to-all runs (as no all-reduce at tp 1).
   if (load.ep > 1) ops.push_back(all_to_all(op::moe_dispatch, w.dispatch));
   // The grouped GEMMs' shape for the roofs: the busiest rank's mean rows per expert it holds.
@@ -217,7 +229,9 @@ std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, Atten
   ops.push_back(gemm(op::moe_experts, w.experts, rows, 2 * f, m.hidden));
   if (load.ep > 1) ops.push_back(all_to_all(op::moe_combine, w.combine));
   if (m.shared_experts > 0)
-    ops.push_back(gemm(op::moe_shared, w.shared, s.tokens(), 2 * m.shared_experts * f, m.hidden));
+    ops.push_back(gemm(op::moe_shared, w.shared, tokens, 2 * m.shared_experts * f, m.hidden));
+  // Without sequence parallelism every rank of the TP group needs every token's output.
+  if (s.tp > 1 && !s.sequence_parallel) ops.push_back(moe_allgather_op(m, s));
   ops.push_back(residual2);
   return ops;
 }

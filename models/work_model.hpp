@@ -85,13 +85,18 @@ struct MoeWork {
 /// elements. Additive: the dense layer's ops are untouched.
 MoeWork moe_work(const ModelSpec& m, const MoeLoad& load, DType dtype);
 
-/// Every op of one MoE layer on the busiest rank of its expert-parallel group (s.tp 1: the
-/// experts are unsplit by TP): layer_ops' attention ops unchanged, then in place of the MLP's
-/// GEMMs and collectives the router GEMM, the dispatch all-to-all over load.ep ranks (the
-/// busiest rank's bytes), the experts' grouped GEMMs (the busiest rank's rows), the combine
-/// all-to-all (both all-to-alls only where load.ep > 1) and, with shared experts, their GEMMs; then
-/// the residual add. The costs are moe_work's. `load` routes s.tokens() x load.ep tokens: each rank
-/// its own batch.
+/// Every op of one MoE layer on the busiest rank of its expert-parallel group (the experts
+/// unsplit by TP): layer_ops' attention ops unchanged, then in place of the MLP's GEMMs and
+/// collectives the router GEMM, the dispatch all-to-all over load.ep ranks (the busiest rank's
+/// bytes), the experts' grouped GEMMs (the busiest rank's rows), the combine all-to-all (both
+/// all-to-alls only where load.ep > 1), with shared experts their GEMMs, and at s.tp > 1 without
+/// sequence parallelism moe_allgather_op; then the residual add. The costs are moe_work's. At
+/// tp > 1 each rank of a TP group routes its block of s.tokens() / s.tp of the group's tokens;
+/// `load` routes s.tokens() / s.tp x load.ep tokens: each rank of the EP group its own.
 std::vector<OpSpec> moe_layer_ops(const ModelSpec& m, const LayerShape& s, AttentionImpl attn,
                                   const MoeLoad& load);
+/// An MoE layer at s.tp > 1 without sequence parallelism: the MLP outputs of each TP rank's
+/// block of the tokens all-gathered over the TP group (comm_bytes: the whole [tokens, hidden]
+/// output, as the dense all-gathers count).
+OpSpec moe_allgather_op(const ModelSpec& m, const LayerShape& s);
 } // namespace ridgeline

@@ -32,6 +32,8 @@ EpMoe::EpMoe(Backend& backend, Communicator* ep_comm, MPI_Comm counts, const EpM
   for (int64_t l = 0; l < spec.num_layers; ++l)
     m_weights.push_back(
         make_moe_weights(backend, m, spec.first_layer + l, spec.seed, spec.ep_rank * local, local));
+  RIDGELINE_REQUIRE(spec.block_seeds.empty() || spec.ep == 1,
+                    "EpMoe: only a one-rank layer routes its tokens in blocks");
   m_routings.resize(static_cast<size_t>(spec.num_layers));
   if (spec.ep > 1) {
     const int64_t rows = spec.tokens * m.top_k;
@@ -48,6 +50,10 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   OpTable& table = rec.ops();
   const int32_t router = intern_op(table, layer_op::op_moe_router),
                 experts = intern_op(table, layer_op::op_moe_experts);
+  if (!m_spec.block_seeds.empty()) {
+    forward_blocks(rec, layer, x, y);
+    return;
+  }
   MoeStep step;
   {
     const ScopedOp op(rec, router, at, Lane::compute, m_work.router, Lane::compute);
@@ -108,6 +114,40 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
     moe_combine(m_backend, m, sent, step, 0, y);
   }
   m_rows.push_back(plan.received());
+}
+
+void EpMoe::forward_blocks(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
+  const ModelSpec& m = m_spec.model;
+  const size_t l = static_cast<size_t>(layer - m_spec.first_layer);
+  const int32_t at = static_cast<int32_t>(layer);
+  const MoeWeights& w = m_weights[l];
+  OpTable& table = rec.ops();
+  const int64_t blocks = static_cast<int64_t>(m_spec.block_seeds.size());
+  RIDGELINE_REQUIRE(x.rows % blocks == 0, "EpMoe: the tokens do not split into the blocks");
+  const int64_t rows = x.rows / blocks;
+  if (m.shared_experts > 0)
+    moe_shared(m_backend, m, w, x, y, &m_scratch);
+  else
+    m_backend.fill_value(y, 0.0f);
+  // Each block routed with its own seed and through every expert: the rows of a token do not
+  // depend on the rows beside it, so this is what the EP x TP layout computes block by block.
+  const ScopedOp op(rec, intern_op(table, layer_op::op_moe_experts), at, Lane::compute,
+                    m_work.experts, Lane::compute);
+  Routing all;
+  for (int64_t b = 0; b < blocks; ++b) {
+    RoutingControl control = m_spec.routing;
+    control.seed = m_spec.block_seeds[static_cast<size_t>(b)];
+    const Tensor xb = x.rows_slice(b * rows, rows);
+    const MoeStep step = moe_route(m_backend, m, w, xb, control, &m_scratch);
+    moe_routed(m_backend, m, w, xb, y.rows_slice(b * rows, rows), step, &m_scratch);
+    all.tokens += step.routing.tokens;
+    all.experts = step.routing.experts;
+    all.top_k = step.routing.top_k;
+    all.expert.insert(all.expert.end(), step.routing.expert.begin(), step.routing.expert.end());
+    all.weight.insert(all.weight.end(), step.routing.weight.begin(), step.routing.weight.end());
+  }
+  m_routings[l] = std::move(all);
+  m_rows.push_back(x.rows * m.top_k);
 }
 
 MoeLoad EpMoe::group_load(size_t local_layer) const {

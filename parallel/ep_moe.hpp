@@ -1,8 +1,8 @@
-// The mixture-of-experts MLP of a stage on an expert-parallel group (tp 1): each rank routes
-// its own tokens, sends each row to the rank holding its expert (the dispatch, an
-// all-to-all-v), runs its experts' grouped GEMMs on the rows it received and sends them back
-// (the combine), then adds them to their tokens with their weights. Backend-generic: the rows
-// move through the Communicator, the GEMMs through Backend::grouped_gemm.
+// The mixture-of-experts MLP of a stage on an expert-parallel group: each rank routes its own
+// tokens (at tp > 1 its block of its TP group's), sends each row to the rank holding its expert
+// (the dispatch, an all-to-all-v), runs its experts' grouped GEMMs on the rows it received and
+// sends them back (the combine), then adds them to their tokens with their weights.
+// Backend-generic: the rows move through the Communicator, the GEMMs through Backend::grouped_gemm.
 #pragma once
 
 #include <mpi.h>
@@ -28,6 +28,10 @@ struct EpMoeSpec {
   int64_t num_layers = 1;
   int64_t tokens = 0; ///< this rank's tokens per forward
   uint64_t seed = 0;
+  /// ep 1 only: the tokens routed in blocks.size() equal blocks, block i with the routing seed
+  /// blocks[i], as the ranks of an EP x TP layout route theirs (the reference of such a
+  /// layout). Empty: one block, routing.seed.
+  std::vector<uint64_t> block_seeds;
 };
 
 class EpMoe final : public StageMlp {
@@ -55,6 +59,9 @@ public:
   std::vector<double> imbalance_history() const;
 
 private:
+  // forward() of a layer routed in spec.block_seeds' blocks (one rank, every expert).
+  void forward_blocks(Recorder& rec, int64_t layer, const Tensor& x, Tensor y);
+
   Backend& m_backend;
   Communicator* m_comm;
   MPI_Comm m_counts;

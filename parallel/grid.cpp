@@ -91,7 +91,11 @@ GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp, int ep) {
   s.tp = widest(nodes, [&](int r) { return r / tp; });
   s.pp = widest(nodes, [&](int r) { return r / stage * tp + r % tp; });
   s.dp = widest(nodes, [&](int r) { return r % stage; });
-  s.ep = widest(nodes, [&](int r) { return r / (stage * ep) * stage + r % stage; });
+  // A stage's ranks in order (dp, then tp), ep consecutive ones a group.
+  s.ep = widest(nodes, [&](int r) {
+    const GridCoords c = grid_coords(r, tp, pp);
+    return (c.dp_rank * tp + c.tp_rank) / ep * pp + c.pp_rank;
+  });
   const int ranks = static_cast<int>(nodes.node_of_rank.size());
   for (int r = 0; r + tp < ranks; ++r)
     if ((r / tp) % pp + 1 < pp) s.p2p = wider_scope(s.p2p, group_scope(nodes, {r, r + tp}));

@@ -41,13 +41,14 @@ Scope group_scope(const NodeMap& nodes, const std::vector<int>& ranks);
 
 /// Where the grid's groups sit, each the widest scope over every group of its kind, for the
 /// grid of tp x pp over all of nodes.node_of_rank's ranks (dp = ranks / (tp x pp)); an MoE
-/// layer's expert-parallel groups are `ep` consecutive replicas of the data-parallel groups.
+/// layer's expert-parallel groups are `ep` consecutive ranks of a stage, ordered by (dp rank, tp
+/// rank): at tp 1 ep consecutive replicas, at tp > 1 whole TP groups or blocks of one.
 struct GridScopes {
   Scope tp = Scope::intra;  ///< TP groups: tp consecutive ranks
   Scope pp = Scope::intra;  ///< pipeline groups: one rank of each stage (the flush's all-reduce)
   Scope dp = Scope::intra;  ///< data-parallel groups: the replicas of one (tp rank, stage)
   Scope p2p = Scope::intra; ///< pairs of neighbouring stages (the pipeline's sends)
-  Scope ep = Scope::intra;  ///< expert-parallel groups: ep consecutive replicas of one dp group
+  Scope ep = Scope::intra;  ///< expert-parallel groups: ep consecutive ranks of a stage
 };
 GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp, int ep = 1);
 

@@ -57,8 +57,9 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
       m_op_table(&ops) {
   const ModelSpec& m = spec.model;
   const LayerShape& s = spec.shape;
-  RIDGELINE_REQUIRE(spec.mlp == nullptr || (s.tp == 1 && m_policy.parts == 1),
-                    "a stage's own MLP runs whole at tp 1");
+  RIDGELINE_REQUIRE(spec.mlp == nullptr || s.tp == 1 || s.tokens() % s.tp == 0,
+                    "a stage's own MLP at tp > 1 takes a block of tokens / tp rows a rank");
+  require_mlp_overlap(m_policy);
   const std::vector<std::string> problems = stage_split_problems(s, spec.overlap);
   if (!problems.empty()) throw UsageError(problems.front());
   if (exchange) require_exchange_windows(exchange_windows(spec, backend.dtype()), spec.tp_rank);
@@ -99,6 +100,7 @@ TpStage::TpStage(Backend& backend, Communicator* tp_comm, const StageSpec& spec,
       m_plain.ln_full = m_ln_full_buf.data();
     }
   }
+  if (spec.mlp != nullptr && s.tp > 1 && !m_sp) m_mlp_block_buf = alloc(m_geo.tokens / s.tp, h);
   if (m_sp) {
     m_proj_shard_buf = alloc(m_geo.stream_tokens, h);
     m_fc2_shard_buf = alloc(m_geo.stream_tokens, h);
@@ -176,9 +178,16 @@ void TpStage::set_decode_step(int64_t step) {
   m_decode_step = step;
 }
 
+void TpStage::require_mlp_overlap(const OverlapPolicy& policy) const {
+  if (m_spec.mlp != nullptr &&
+      (policy.parts > 1 || policy.chunks > 1 || policy.ring || policy.symmetric))
+    throw UsageError("a stage with its own MLP (an MoE layer's) runs --overlap none or async");
+}
+
 void TpStage::set_overlap(const Overlap& overlap) {
   const std::vector<std::string> problems = stage_split_problems(m_spec.shape, overlap);
   if (!problems.empty()) throw UsageError(problems.front());
+  require_mlp_overlap(overlap_policy(overlap));
   if (m_spec.mixed())
     if (const std::string problem = mixed_overlap_problem(overlap, m_spec.shape.sequence_parallel);
         !problem.empty())
@@ -534,10 +543,7 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
                            static_cast<float>(m.norm_eps));
     }
     release_pending(m_pending_proj);
-    if (m_spec.mlp != nullptr) {
-      if (computing()) m_spec.mlp->forward(rec, layer, ln, full_view(bufs().fc2_full));
-      return 0;
-    }
+    if (m_spec.mlp != nullptr) return stage_mlp(rec, layer, ln);
     const GemmEpilogue::Kind act_kind =
         swiglu ? GemmEpilogue::Kind::swiglu : GemmEpilogue::Kind::gelu;
     if (fused(act_kind)) {
@@ -575,6 +581,28 @@ size_t TpStage::mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, c
   }
   return row_gemm(rec, op_fc2, m_sp ? op_reducescatter_mlp : op_allreduce_mlp, layer, act,
                   w.w2.view(h, m_geo.ffn, dt), fc2, fc2_shard, part);
+}
+
+size_t TpStage::stage_mlp(Recorder& rec, int64_t layer, const Tensor& ln) {
+  const int tp = m_spec.shape.tp;
+  if (tp == 1 || m_sp) {
+    // Every token, or under sequence parallelism this rank's rows, into what the residual add
+    // reads.
+    if (computing())
+      m_spec.mlp->forward(rec, layer, ln,
+                          m_sp ? stream_view(bufs().fc2_shard) : full_view(bufs().fc2_full));
+    return 0;
+  }
+  // Each rank of the TP group its block of the (replicated) tokens, then the blocks gathered.
+  const int64_t rows = m_geo.tokens / tp;
+  const Tensor block = m_mlp_block_buf.view(rows, m_spec.model.hidden, m_backend.dtype());
+  if (computing())
+    m_spec.mlp->forward(rec, layer, ln.rows_slice(m_spec.tp_rank * rows, rows), block);
+  void* full = bufs().fc2_full;
+  collective(rec, op_moe_allgather, layer, 1.0, [&](Stream st) {
+    m_comm->all_gather(block.data, full, static_cast<size_t>(block.elements()), block.dtype, st);
+  });
+  return m_lanes.fence();
 }
 
 void TpStage::final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence) {

@@ -29,9 +29,12 @@
 
 namespace ridgeline {
 
-/// An MLP in place of a stage's dense one (an MoE layer's), run whole at tp 1: it reads the
-/// second norm's output x [tokens, hidden], writes the MLP's output y [tokens, hidden] (which
-/// the stage then adds to the residual stream) and records its own ops.
+/// An MLP in place of a stage's dense one (an MoE layer's), unsplit by TP: it reads rows of the
+/// second norm's output x [rows, hidden], writes the MLP's output of them y [rows, hidden] and
+/// records its own ops. At tp 1 the rows are every token; at tp > 1 each rank of the TP group
+/// gives it its block of tokens / tp rows (under sequence parallelism its own rows), and without
+/// sequence parallelism the stage all-gathers the outputs over the group (moe_allgather) before
+/// adding them to the residual stream.
 class StageMlp {
 public:
   virtual ~StageMlp() = default;
@@ -60,7 +63,7 @@ struct StageSpec {
   /// mix within this one.
   StepMix mix;
   bool mixed() const { return !mix.entries.empty(); }
-  StageMlp* mlp = nullptr; ///< not owned; null: the dense MLP (else tp 1, one part)
+  StageMlp* mlp = nullptr; ///< not owned; null: the dense MLP (else one part: none or async)
 };
 
 /// The ops of one layer of `spec`'s stage on its rank as the work model sees them: layer_ops(),
@@ -183,6 +186,11 @@ private:
                        const Tensor& attn);
   size_t mlp_phase(Recorder& rec, int64_t layer, const LayerWeights& w, const Tensor& x, Tensor y,
                    int part, size_t fence);
+  // The spec's StageMlp on `ln`'s rows this rank computes (see StageMlp); returns the fence of
+  // the all-gather of its blocks, or 0 where none runs.
+  size_t stage_mlp(Recorder& rec, int64_t layer, const Tensor& ln);
+  // Refuses a policy that cuts the layer where the spec has its own MLP (it takes whole rows).
+  void require_mlp_overlap(const OverlapPolicy& policy) const;
   void final_phase(Recorder& rec, int64_t layer, Tensor y, int part, size_t fence);
   // A GEMM of the layer; one that runs beside a collective in flight (`beside_comm`) targets
   // overlap_gemm_sms SMs so that NCCL's kernel can start before the GEMM ends.
@@ -273,6 +281,7 @@ private:
   std::vector<LayerWeights> m_layers;
   Buffer m_in_buf, m_out_buf, m_tmp_buf, m_ln_buf, m_ln_full_buf, m_qkv_buf, m_attn_buf, m_proj_buf,
       m_proj_shard_buf, m_fc1_buf, m_act_buf, m_fc2_buf, m_fc2_shard_buf;
+  Buffer m_mlp_block_buf; ///< a StageMlp's output of this rank's block (tp > 1, no sequence par.)
   // The buffers the collectives read or write: the norms' outputs ([stream tokens, hidden]:
   // the all-gathers' sources under sequence parallelism), the [tokens, hidden] buffers the
   // all-gathers land in and the row-parallel GEMMs write, and the reduce-scatters' outputs.

@@ -18,7 +18,13 @@ namespace ridgeline {
 using namespace layer_op;
 
 std::vector<OpSpec> stage_ops(const StageSpec& spec, AttentionImpl attention) {
-  if (!spec.mixed()) return layer_ops(spec.model, spec.shape, attention);
+  if (!spec.mixed()) {
+    std::vector<OpSpec> ops = layer_ops(spec.model, spec.shape, attention);
+    // A StageMlp at tp > 1 computes this rank's block of the tokens, gathered by the stage.
+    if (spec.mlp != nullptr && spec.shape.tp > 1 && !spec.shape.sequence_parallel)
+      ops.push_back(moe_allgather_op(spec.model, spec.shape));
+    return ops;
+  }
   return mixed_step_ops(spec.model, spec.mix, spec.shape.tp, spec.shape.dtype, attention,
                         spec.shape.sequence_parallel);
 }

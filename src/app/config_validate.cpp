@@ -130,8 +130,9 @@ void check_workload(const RunConfig& c, Parsed& d, Problems& p) {
   choice(p, c.rotary, "--rotary", {"on", "off"});
 }
 
-// What the MoE executor runs: the attention at tp 1, the experts over EP groups of ep
-// consecutive data-parallel replicas, forward only.
+// What the MoE executor runs: the attention at any tp, the experts unsplit by TP over EP groups
+// of ep consecutive ranks (TP innermost), each rank routing its block of its TP group's tokens;
+// forward only.
 void check_moe_layout(const RunConfig& c, Problems& p) {
   const std::string moe = "--experts " + str(c.experts) + ": ";
   if (c.phase == "train")
@@ -139,14 +140,28 @@ void check_moe_layout(const RunConfig& c, Problems& p) {
                       "executed for MoE models");
   else if (!c.schedule.empty())
     p.push_back(moe + "--schedule runs dense layers only; run an MoE model without it");
-  if (c.tp != 1)
-    p.push_back(moe + "the experts are unsplit by TP: an MoE point runs at --tp 1 (got --tp " +
-                str(c.tp) + "; EP x TP is not executed)");
   if (c.pp != 1) p.push_back(moe + "an MoE point runs one pipeline stage (--pp 1)");
-  if (c.dp >= 1 && c.ep >= 1 && c.dp % c.ep != 0)
-    p.push_back("--ep " + str(c.ep) + " does not divide the " + str(c.dp) +
-                " data-parallel ranks: an EP group is ep consecutive replicas (run ep x N ranks "
-                "with --dp ep x N)");
+  if (c.tp >= 1 && c.dp >= 1 && c.ep >= 1 && (c.tp * c.dp) % c.ep != 0)
+    p.push_back("--ep " + str(c.ep) + " does not divide the " + str(c.tp * c.dp) + " ranks (tp " +
+                str(c.tp) + " x dp " + str(c.dp) +
+                "): an EP group is ep consecutive ranks, TP innermost");
+  if (c.tp > 1) {
+    const int64_t tokens = c.phase == "decode" ? c.batch : c.batch * c.seq;
+    if (tokens % c.tp != 0)
+      p.push_back(moe + "at --tp " + str(c.tp) + " each rank routes a block of tokens / tp, but " +
+                  str(tokens) + " tokens (" +
+                  (c.phase == "decode" ? std::string("--batch") : std::string("--batch x --seq")) +
+                  ") do not divide by " + str(c.tp));
+  }
+  try {
+    for (const Overlap& o : overlap_list(c))
+      if (o.symmetric || (o.kind != Overlap::Kind::none && o.kind != Overlap::Kind::async))
+        p.push_back(moe + "--overlap " + o.name() +
+                    ": an MoE point runs --overlap none or async (its MLP takes whole rows, not "
+                    "parts, units or ring pieces)");
+  } catch (const std::exception&) {
+    // check_overlap reports the list itself.
+  }
   if (c.graphs)
     p.push_back(moe + "--graphs captures a step, but an MoE step routes its tokens on the host");
 }

@@ -151,15 +151,18 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   const LinkPreset* intra = m.have_links ? m.hw.link(o.link) : nullptr;
   const LinkPreset* inter = m.have_links ? m.hw.link(o.inter_node) : nullptr;
   if (what_if != nullptr) intra = inter = what_if;
-  // An MoE layer: each rank of an EP group (ep of the data-parallel ranks) holds experts / ep
-  // experts and its own batch; its experts unsplit by TP, its training not modelled.
+  // An MoE layer: each rank of an EP group (ep consecutive ranks of the stage, TP innermost)
+  // holds experts / ep experts and routes its block of its TP group's tokens; its experts
+  // unsplit by TP, its training not modelled.
   const bool moe = spec.moe();
-  if (moe && (cfg.tp != 1 || cfg.phase == "train" || cfg.dp % cfg.ep != 0)) {
-    p.problem = "an MoE layer is predicted at --tp 1 (its experts are unsplit by TP), in prefill "
-                "or decode, with --ep dividing --dp (EP groups are ep of the data-parallel "
-                "ranks); got tp " +
-                std::to_string(cfg.tp) + ", " + cfg.phase + ", ep " + std::to_string(cfg.ep) +
-                ", dp " + std::to_string(cfg.dp);
+  if (moe && (cfg.phase == "train" || cfg.pp != 1 || (cfg.tp * cfg.dp) % cfg.ep != 0 ||
+              shape.tokens() % cfg.tp != 0)) {
+    p.problem = "an MoE layer is predicted in prefill or decode, at --pp 1, with --ep dividing "
+                "tp x dp (EP groups are ep consecutive ranks) and the tokens dividing by --tp; "
+                "got " +
+                cfg.phase + ", pp " + std::to_string(cfg.pp) + ", tp " + std::to_string(cfg.tp) +
+                ", ep " + std::to_string(cfg.ep) + ", dp " + std::to_string(cfg.dp) + ", " +
+                std::to_string(shape.tokens()) + " tokens";
     return p;
   }
   // The groups placed node by node, --gpus-per-node ranks a node, TP innermost: a group within a
@@ -198,7 +201,7 @@ Placed place(const RunConfig& cfg, const ModelOptions& o, const Machine& m, cons
   // The train phase runs the layer plan's backward after its forward.
   std::vector<OpSpec> plan;
   if (moe) {
-    const MoeLoad load = moe_load(moe_routing(o, shape.tokens() * cfg.ep, spec), cfg.ep);
+    const MoeLoad load = moe_load(moe_routing(o, shape.tokens() / cfg.tp * cfg.ep, spec), cfg.ep);
     plan = moe_layer_ops(spec, shape, attn, load);
     p.rank_imbalance = load.rank_imbalance();
   } else if (cfg.phase == "mixed") {

@@ -20,10 +20,14 @@ double moe_memory_bytes(const PointSpec& point, bool check) {
             static_cast<double>(m.shared_experts) * 3 * f * h) *
            e;
   };
-  const double rows = static_cast<double>(point.shape.tokens() * m.top_k);
+  // A rank's rows: its block of its TP group's tokens, each to top_k experts.
+  const double block = static_cast<double>(point.shape.tokens() / point.tp);
+  const double rows = block * static_cast<double>(m.top_k);
   double bytes = static_cast<double>(point.stage_layers()) *
                      layer_bytes(static_cast<double>(m.experts / point.ep)) +
                  (1 + point.ep) * rows * h * e;
+  // At tp > 1 the stage keeps the block's output for the all-gather.
+  if (point.tp > 1) bytes += block * h * e;
   // --a2a ipc: two pairs of a slot per rank of the group, each of a rank's every row.
   if (point.ipc_a2a) bytes += 2.0 * point.ep * rows * h * e;
   if (check) bytes += static_cast<double>(m.layers) * layer_bytes(static_cast<double>(m.experts));
@@ -34,32 +38,35 @@ MoePoint::MoePoint(JobContext& job, const PointSpec& point, const GridComms& com
                    Backend& backend, OpTable& ops, bool check)
     : m_point(point) {
   const GridCoords& gc = comms.grid->coords();
-  const int ep = point.ep;
-  RIDGELINE_CHECK(MPI_Comm_split(comms.grid->dp_comm(), gc.dp_rank / ep, gc.dp_rank, &m_group));
+  const int ep = point.ep, tp = point.tp;
+  // The stage's ranks in order (pp 1: the world's): an EP group is ep consecutive ones.
+  const int index = gc.dp_rank * tp + gc.tp_rank;
+  RIDGELINE_CHECK(MPI_Comm_split(comms.grid->world(), index / ep, index, &m_group));
+  const int64_t tokens = point.shape.tokens() / tp; // this rank's block of its TP group's
   if (ep > 1) m_comm = job.make_communicator(m_group, point_nccl(point));
   if (ep > 1 && point.ipc_a2a) {
     // A slot per peer holds the most rows one rank can send one peer: all of its own.
-    const size_t block =
-        static_cast<size_t>(point.shape.tokens() * point.model.top_k * point.model.hidden) *
-        dtype_size(point.dtype);
+    const size_t block = static_cast<size_t>(tokens * point.model.top_k * point.model.hidden) *
+                         dtype_size(point.dtype);
     m_comm =
         make_ipc_communicator(std::move(m_comm), nullptr, {}, make_ipc_all_to_all(m_group, block));
   }
-  m_input = gc.dp_rank;
+  m_input = gc.dp_rank; // the TP group's tokens
   EpMoeSpec spec;
   spec.model = point.model;
   spec.routing = point.routing;
-  // Each rank draws its own tokens' experts.
-  spec.routing.seed += static_cast<uint64_t>(gc.dp_rank % ep);
+  // Each rank draws its own tokens' experts: EP rank r with the seed + r.
+  const uint64_t base = point.routing.seed;
+  spec.routing.seed = base + static_cast<uint64_t>(index % ep);
   spec.ep = ep;
-  spec.ep_rank = gc.dp_rank % ep;
+  spec.ep_rank = index % ep;
   spec.first_layer = gc.pp_rank * point.stage_layers();
   spec.num_layers = point.stage_layers();
-  spec.tokens = point.shape.tokens();
+  spec.tokens = tokens;
   spec.seed = point.seed;
   // The layer's ops in the op table in the order they run, before the stage adds its own.
   const MoeLoad uniform =
-      moe_load(route_uniform(spec.tokens * ep, point.model.experts, point.model.top_k), ep);
+      moe_load(route_uniform(tokens * ep, point.model.experts, point.model.top_k), ep);
   for (const OpSpec& o : moe_layer_ops(point.model, point.shape, AttentionImpl::fused, uniform))
     ops.intern(o.name, o.kind);
   m_moe = std::make_unique<EpMoe>(backend, m_comm.get(), m_group, spec);
@@ -69,6 +76,11 @@ MoePoint::MoePoint(JobContext& job, const PointSpec& point, const GridComms& com
   whole.ep_rank = 0;
   whole.first_layer = 0;
   whole.num_layers = point.model.layers;
+  whole.tokens = point.shape.tokens();
+  // The TP group's tokens in the blocks its ranks route, each with that rank's seed.
+  if (tp > 1)
+    for (int t = 0; t < tp; ++t)
+      whole.block_seeds.push_back(base + static_cast<uint64_t>((gc.dp_rank * tp + t) % ep));
   m_reference = std::make_unique<EpMoe>(backend, nullptr, MPI_COMM_SELF, whole);
 }
 

@@ -1,7 +1,8 @@
-// The mixture-of-experts part of a point of an MoE model (tp 1): the expert-parallel group
-// (ep consecutive data-parallel replicas), this rank's MoE MLPs in place of the stage's dense
-// ones, the one-rank MLPs of every expert the check's reference stage runs, the group's load
-// and what the output records of it.
+// The mixture-of-experts part of a point of an MoE model: the expert-parallel group (ep
+// consecutive ranks of the stage, TP innermost: at tp > 1 it may hold the ranks of several TP
+// groups, or part of one), this rank's MoE MLPs in place of the stage's dense ones (on its block
+// of its TP group's tokens), the one-rank MLPs of every expert the check's reference stage runs,
+// the group's load and what the output records of it.
 #pragma once
 
 #include <mpi.h>
@@ -22,7 +23,7 @@ double moe_memory_bytes(const PointSpec& point, bool check);
 
 class MoePoint {
 public:
-  /// Splits the group off the data-parallel ranks, creates its communicator and this rank's
+  /// Splits the group off the stage's ranks, creates its communicator and this rank's
   /// experts, and with `check` the reference's every expert (of every layer). Every rank calls.
   MoePoint(JobContext& job, const PointSpec& point, const GridComms& comms, Backend& backend,
            OpTable& ops, bool check);
@@ -32,7 +33,8 @@ public:
 
   StageMlp* mlp() { return m_moe.get(); }
   StageMlp* reference() { return m_reference.get(); }
-  /// The microbatch index of this rank's input: each replica of an EP group its own tokens.
+  /// The microbatch index of this rank's input: each TP group (data-parallel replica) its own
+  /// tokens.
   int64_t input_index() const { return m_input; }
   /// One untimed forward of `stage` (built with mlp() and the op table `ops`), then the group's
   /// load of its first layer and the ops' costs from it (moe_work). Every rank calls.

@@ -166,7 +166,8 @@ void print_run(std::ostream& out, const RunConfig& cfg, const PointSpec& spec, c
   }
   if (spec.scheduled())
     print_pipeline_table(out, results, spec.pp);
-  else if (!spec.graphs && (results.size() > 1 || spec.tp > 1))
+  else if (!spec.graphs && !spec.model.moe() && (results.size() > 1 || spec.tp > 1))
+    // (An MoE step's lanes are not measured apart: its all-to-alls wait on its routing.)
     print_overlap_table(out, results);
   if (spec.attentions.size() > 1) print_attention_table(out, results);
   print_gpu_table(out, results, cfg.sample_ms);

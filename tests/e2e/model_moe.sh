@@ -29,4 +29,18 @@ assert all(r["compute_ns"] > 0 for r in moe), moe
 assert len(d["moe_crossovers"]) == 1, d["moe_crossovers"]
 assert [p["ep"] for p in d["points"]] == [1, 2, 4, 8], d["points"]
 PY
+# EP x TP: at TP 2 the gather of the blocks priced on the TP link, the all-to-all on the EP
+# group's; an EP degree that does not divide tp x dp fails that point alone.
+"$bin" model --config "$repo/models/mixtral-8x7b.toml" --layers 1 \
+  --hardware "$repo/models/hardware/h200-sxm.toml" --tp 2 --ep 2,4,8 --dp 2 --batch 1 \
+  --seq 4096 --routing uniform --json "$work/eptp.json" | tee "$work/eptp.log"
+grep -q "interconnect all_gather x2 intra" "$work/eptp.log"
+grep -q "interconnect all_to_all x4 intra" "$work/eptp.log"
+python3 - "$work" <<'PY'
+import json, sys
+d = json.load(open(f"{sys.argv[1]}/eptp.json"))
+status = [p["status"] for p in d["points"]]
+assert status[:2] == ["ok", "ok"], status
+assert "--ep dividing tp x dp" in status[2], status
+PY
 echo "model_moe: ok"

@@ -3,7 +3,8 @@
 # (--ep 2, Zipf routing), Qwen3-MoE with two EP groups of 2 in 4 ranks, and DeepSeek-V3 (a
 # shared expert, sigmoid gating) decoding with the router's choice; each checked against one
 # rank computing every expert, its dispatch and combine timed as ops, the load imbalance in the
-# console and the file, and a file both validators accept; then a sweep of two such points.
+# console and the file, and a file both validators accept; EP x TP layouts (TP 2 with EP 2 and
+# EP 4); then a sweep of two such points.
 # Usage: run_moe.sh RIDGELINE_BIN REPO_DIR
 set -euo pipefail
 bin=$1 repo=$2
@@ -38,6 +39,19 @@ run qwen 4 qwen3-moe --seq 16 --batch 1 --dp 4 --ep 2 --routing uniform
 grep -q "^moe_rank_imbalance: 1$" "$work/qwen.log"
 run deepseek 2 deepseek-v3 --ffn-hidden 256 --phase decode --context 16 --batch 4 --dp 2 --ep 2
 grep -q "^moe_shared_gemm " "$work/deepseek.log"
+# EP x TP: the attention at TP 2, each rank routing its half of its TP group's tokens; EP 2 on
+# the TP group itself (the blocks all-gathered), and EP 4 over two TP groups under sequence
+# parallelism (no gather).
+run eptp 2 mixtral-8x7b --seq 32 --batch 2 --tp 2 --ep 2 --routing zipf:1.2 --overlap none,async
+grep -Eq "^moe_allgather +collective " "$work/eptp.log"
+[ "$(grep -c "^check: passed" "$work/eptp.log")" -eq 2 ]
+mpiexec -n 4 --oversubscribe "$bin" run --config "$repo/models/qwen3-moe.toml" "${small[@]}" \
+  --seq 16 --batch 2 --tp 2 --dp 2 --ep 4 --sequence-parallel --out "$work/eptp4.h5" |
+  tee "$work/eptp4.log"
+grep -q "^check: passed" "$work/eptp4.log"
+grep -q "^ridgeline: MoE ep 4, routing router" "$work/eptp4.log"
+if grep -q "^moe_allgather " "$work/eptp4.log"; then echo "a gather under sequence parallelism" >&2; exit 1; fi
+"$bin" validate "$work/eptp4.h5"
 # sweep runs each point the same way.
 mpiexec -n 2 --oversubscribe "$bin" sweep --config "$repo/models/mixtral-8x7b.toml" "${small[@]}" \
   --seq 16,32 --batch 1 --ep 2 --routing uniform --repeats 1 --out "$work/sweep.h5" | tee "$work/sweep.log"

@@ -157,8 +157,15 @@ TEST(Scopes, OfTheGridsGroups) {
   EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1, 4).ep, intra);
   EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1, 8).ep, hier);
   EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 1, 1).ep, intra);
-  // TP 2 x EP 2 on nodes of 4: a group of two replicas of one TP rank, within a node.
+  // At TP 2 an EP group is ep consecutive ranks of the stage: EP 2 is a TP group, EP 4 two TP
+  // groups of one node, EP 8 both nodes'.
   EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 2, 1, 2).ep, intra);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 2, 1, 4).ep, intra);
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 4)), 2, 1, 8).ep, hier);
+  // On nodes of 2 with TP 2, EP 4 crosses them with two ranks each: hier.
+  EXPECT_EQ(grid_scopes(map_nodes(block(2, 2)), 2, 1, 4).ep, hier);
+  // TP 4 x EP 2: two EP groups inside each TP group.
+  EXPECT_EQ(grid_scopes(map_nodes(block(4, 2)), 4, 1, 2).ep, intra);
 }
 
 // Every group of a layout has its size, its scope and its nodes.

@@ -464,5 +464,42 @@ TEST(MoeLayerOps, TwoRanksSendHalfTheirRows) {
   EXPECT_DOUBLE_EQ(find_op(ops, op::moe_experts).cost.flops, 2.0 * (512 + 256) * 2);
 }
 
+TEST(MoeLayerOps, AtTpTwoEachRankRoutesItsBlockAndTheBlocksAreGathered) {
+  // TP 2 x EP 2: the TP group's 8 tokens in blocks of 4, each rank routing its own; the load
+  // routes 4 x 2 tokens over the EP group.
+  const ModelSpec m = tiny_moe();
+  LayerShape s = eight_tokens();
+  s.tp = 2;
+  const MoeLoad load = moe_load(route_uniform(8, 4, 2), 2);
+  const std::vector<OpSpec> ops = moe_layer_ops(m, s, AttentionImpl::fused, load);
+  std::vector<std::string> names;
+  for (const OpSpec& o : ops)
+    names.push_back(o.name);
+  const std::vector<std::string> expected = {
+      op::norm1,           op::qkv,           op::attention,    op::proj,        op::allreduce_attn,
+      op::residual1_norm2, op::moe_router,    op::moe_dispatch, op::moe_experts, op::moe_combine,
+      op::moe_shared,      op::moe_allgather, op::residual2};
+  EXPECT_EQ(names, expected);
+  // Router [4, 8] x [4, 8]^T; the shared expert on the same 4 tokens.
+  EXPECT_EQ(find_op(ops, op::moe_router).m, 4);
+  EXPECT_DOUBLE_EQ(find_op(ops, op::moe_router).cost.flops, 2.0 * 4 * 4 * 8);
+  EXPECT_EQ(find_op(ops, op::moe_shared).m, 4);
+  // The gather: every rank's [4, 8] block into the [8, 8] output.
+  const OpSpec& gather = find_op(ops, op::moe_allgather);
+  EXPECT_EQ(gather.kind, OpKind::collective);
+  EXPECT_EQ(gather.collective, "all_gather");
+  EXPECT_EQ(gather.group, CommGroup::tp);
+  EXPECT_DOUBLE_EQ(gather.cost.comm_bytes, 8.0 * 8 * 4);
+  EXPECT_DOUBLE_EQ(gather.cost.hbm_bytes, (32.0 + 64) * 4);
+  // Under sequence parallelism the block is the rank's own rows: nothing to gather, and no dense
+  // collective of the MLP is left.
+  s.sequence_parallel = true;
+  const std::vector<OpSpec> sp = moe_layer_ops(m, s, AttentionImpl::fused, load);
+  for (const OpSpec& o : sp)
+    for (const char* dense : {op::moe_allgather, op::allgather_mlp, op::reducescatter_mlp, op::fc1})
+      EXPECT_NE(o.name, dense);
+  EXPECT_EQ(sp[sp.size() - 2].name, op::moe_shared);
+}
+
 } // namespace
 } // namespace ridgeline
