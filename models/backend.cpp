@@ -1,12 +1,13 @@
 // The backend interface's composed ops, for backends that do not fuse them: a GEMM plus an
 // addend, a forward GEMM and the op after it (and the RMS norm before it, when asked), in
-// turn, the grouped GEMM as one GEMM per group, the row gather, row scatter and weighted
-// scatter-add as one copy or axpy per row, rotary at per-row positions as one rotary() per run
-// of consecutive positions, and ragged decode attention as one attention() per run of equal
-// contexts.
+// turn, the router's top-k on the host, the grouped GEMM as one GEMM per group, the row gather, row
+// scatter and weighted scatter-add as one copy or axpy per row, rotary at per-row positions as one
+// rotary() per run of consecutive positions, and ragged decode attention as one attention() per run
+// of equal contexts.
 #include "models/backend.hpp"
 
 #include "core/error.hpp"
+#include "models/moe_routing.hpp"
 
 namespace ridgeline {
 
@@ -14,6 +15,14 @@ void Backend::gemm_add(const Tensor& a, const Tensor& w, const Tensor& addend, T
   RIDGELINE_REQUIRE(addend.data != c.data, "gemm_add: the addend is the output");
   copy(addend, c);
   gemm(a, Trans::no, w, Trans::yes, c, true, Lane::compute);
+}
+
+void Backend::route_top_k(const Tensor& logits, int64_t top_k, bool sigmoid,
+                          std::vector<int32_t>& expert, std::vector<float>& weight) {
+  Routing r = ridgeline::route_top_k(to_host(logits), logits.rows, logits.cols, top_k,
+                                     sigmoid ? GatingKind::sigmoid : GatingKind::softmax);
+  expert = std::move(r.expert);
+  weight = std::move(r.weight);
 }
 
 void Backend::gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out) {

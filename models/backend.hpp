@@ -264,6 +264,14 @@ public:
   /// out row r = x row index[r], for every row of out (index.size() == out.rows): the gather of
   /// an MoE dispatch. One copy() per row unless a backend gathers in one kernel.
   virtual void gather_rows(const Tensor& x, const std::vector<int64_t>& index, Tensor out);
+  /// The router's choice for each row of `logits` [tokens, experts]: expert[t k + j] the j-th of
+  /// the k columns of highest score (the logit, or with `sigmoid` its sigmoid; ties to the lower
+  /// column) and weight[t k + j] its combine weight (the softmax over the k chosen logits, or
+  /// the k sigmoids over their sum): route_top_k's rule (models/moe_routing.hpp). Reads the
+  /// logits back and routes on the host unless a backend routes on the device (then only the
+  /// choice comes back). Waits for the device.
+  virtual void route_top_k(const Tensor& logits, int64_t top_k, bool sigmoid,
+                           std::vector<int32_t>& expert, std::vector<float>& weight);
   /// out row index[r] = rows row r, for every row of rows (distinct indices): a mixed step's
   /// decode tokens' keys and values into their sequences' cache rows. One copy() per row unless
   /// a backend copies every row in one kernel.

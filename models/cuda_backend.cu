@@ -385,6 +385,31 @@ void CudaBackend::rotary_rows(Tensor x, int64_t heads, int64_t head_dim,
                static_cast<const int64_t*>(d));
 }
 
+// The choice on the device, one warp a token: only tokens x k experts and weights come back
+// (the logits of 128 experts were 16 times as many bytes, and the host's choice over them took
+// milliseconds a step).
+void CudaBackend::route_top_k(const Tensor& logits, int64_t top_k, bool sigmoid,
+                              std::vector<int32_t>& expert, std::vector<float>& weight) {
+  RIDGELINE_REQUIRE(top_k >= 1 && top_k <= logits.cols, "route_top_k: top_k not in [1, experts]");
+  require_dtype(logits);
+  if (top_k > cuda::kMaxRouteTopK) {
+    Backend::route_top_k(logits, top_k, sigmoid, expert, weight);
+    return;
+  }
+  const size_t n = static_cast<size_t>(logits.rows * top_k);
+  expert.resize(n);
+  weight.resize(n);
+  if (n == 0) return;
+  void* d = scratch(m_route, n * (sizeof(int32_t) + sizeof(float)));
+  int32_t* d_expert = static_cast<int32_t*>(d);
+  float* d_weight = reinterpret_cast<float*>(d_expert + n);
+  cuda::route_top_k(logits, static_cast<int>(top_k), sigmoid, d_expert, d_weight, m_compute.get());
+  // Every lane may have produced the logits: as to_host(), wait for all of them.
+  synchronize();
+  RIDGELINE_CHECK(cudaMemcpy(expert.data(), d_expert, n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  RIDGELINE_CHECK(cudaMemcpy(weight.data(), d_weight, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
 void CudaBackend::scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
                                    const std::vector<float>& weight, Tensor y) {
   RIDGELINE_REQUIRE(static_cast<int64_t>(index.size()) == rows.rows &&

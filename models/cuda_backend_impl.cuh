@@ -282,6 +282,8 @@ public:
   /// are uploaded from host memory).
   void rotary_rows(Tensor x, int64_t heads, int64_t head_dim, const std::vector<int64_t>& positions,
                    float theta) override;
+  void route_top_k(const Tensor& logits, int64_t top_k, bool sigmoid, std::vector<int32_t>& expert,
+                   std::vector<float>& weight) override;
   void scatter_add_rows(const Tensor& rows, const std::vector<int64_t>& index,
                         const std::vector<float>& weight, Tensor y) override;
 
@@ -473,6 +475,7 @@ private:
   DeviceBuffer m_scores;
   DeviceBuffer m_probs;
   DeviceBuffer m_decode_scratch;
+  DeviceBuffer m_route;         ///< route_top_k's choice and weights
   HeldUpload m_ragged_work;     ///< attention_decode_ragged()'s work list
   DeviceBuffer m_train_scratch; ///< norm partial sums; attention backward's delta and fp32 dQ
   DeviceBuffer m_delta;         ///< the naive attention backward's rowsum(dO * O)

@@ -110,10 +110,16 @@ MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, con
   const Tensor lt =
       (scratch ? *scratch : local).get(backend, MoeScratch::logits, tokens, m.experts);
   backend.gemm(x, w.router.view(m.experts, m.hidden, dt), lt);
-  // Only the router's own choice reads the logits back (and waits for the device to do so).
-  step.routing =
-      route(control, m, tokens,
-            control.mode == RoutingMode::router ? backend.to_host(lt) : std::vector<float>{});
+  if (control.mode == RoutingMode::router) {
+    // Only the router's own choice waits for the device, for the choice (or the logits).
+    step.routing.tokens = tokens;
+    step.routing.experts = m.experts;
+    step.routing.top_k = m.top_k;
+    backend.route_top_k(lt, m.top_k, m.gating == GatingKind::sigmoid, step.routing.expert,
+                        step.routing.weight);
+  } else {
+    step.routing = route(control, m, tokens, {});
+  }
   step.permutation = permute(step.routing);
   return step;
 }

@@ -80,9 +80,10 @@ struct MoeStep {
   Permutation permutation;
 };
 
-/// The router GEMM and the routing of x's tokens under `control`, with its permutation.
-/// The routing is computed on the host: under RoutingMode::router it reads the logits back
-/// (a synchronisation); a controlled routing ignores them and does not wait.
+/// The router GEMM and the routing of x's tokens under `control`, with its permutation (on
+/// the host). Under RoutingMode::router the choice is Backend::route_top_k's (on the device
+/// with the CUDA backend) and waits for the device; a controlled routing ignores the logits and
+/// does not wait.
 MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, const Tensor& x,
                   const RoutingControl& control, MoeScratch* scratch = nullptr);
 

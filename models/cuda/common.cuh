@@ -185,6 +185,14 @@ void scatter_rows(const Tensor& rows, const int64_t* index, const Tensor& out, c
 void scatter_add_rows(const Tensor& rows, const int64_t* src, const int64_t* dest,
                       const int64_t* offsets, const float* weight, int64_t groups, const Tensor& y,
                       cudaStream_t s);
+/// The most experts route_top_k chooses per token.
+constexpr int kMaxRouteTopK = 32;
+/// For each row t of logits [tokens, experts]: expert[t k + j] = the j-th of the k columns of
+/// highest score (the logit, or with `sigmoid` its sigmoid; ties to the lower column) and
+/// weight[t k + j] its combine weight (the softmax over the k chosen logits, or the k sigmoids
+/// over their sum). k <= kMaxRouteTopK; expert and weight: device arrays of tokens x k.
+void route_top_k(const Tensor& logits, int top_k, bool sigmoid, int32_t* expert, float* weight,
+                 cudaStream_t s);
 /// y = a + round(b + c): b and c two partial sums (add(b, c) then add(a, .) in one pass).
 void add_partials(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y, Launch where);
 /// Layer norm when beta is non-null, RMS norm otherwise; one block per row, fp32 sums. With

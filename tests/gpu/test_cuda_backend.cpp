@@ -16,6 +16,7 @@
 #include "core/stats.hpp"
 #include "models/backend.hpp"
 #include "models/cuda_backend.hpp"
+#include "models/moe_routing.hpp"
 #include "tests/support/backend_pair.hpp"
 
 namespace ridgeline {
@@ -161,6 +162,31 @@ TEST_F(CudaVsHost, GatherAndScatterAddRows) {
     m_host->scatter_add_rows(rows.host, index, weight, y.host);
     expect_close(y, "scatter_add_rows");
   }
+}
+
+// The router's choice on the device against the host's rule on the same (bf16) logits: fewer
+// experts than a warp's lanes, several per lane, k of 1, 2 and 8, softmax and sigmoid gating;
+// bf16 logits tie often, so the ties go to the lower expert on both.
+TEST_F(CudaVsHost, RouteTopK) {
+  struct Case {
+    int64_t experts, k;
+  };
+  const int64_t tokens = 300;
+  for (const Case c : {Case{8, 2}, Case{60, 1}, Case{128, 8}, Case{256, 8}})
+    for (const bool sigmoid : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.experts) + " experts, k " + std::to_string(c.k) +
+                   (sigmoid ? ", sigmoid" : ", softmax"));
+      const Pair logits = make(tokens, c.experts, 5, 2.0f);
+      std::vector<int32_t> expert;
+      std::vector<float> weight;
+      m_gpu->route_top_k(logits.gpu, c.k, sigmoid, expert, weight);
+      const Routing want = route_top_k(m_gpu->to_host(logits.gpu), tokens, c.experts, c.k,
+                                       sigmoid ? GatingKind::sigmoid : GatingKind::softmax);
+      EXPECT_EQ(expert, want.expert);
+      ASSERT_EQ(weight.size(), want.weight.size());
+      for (size_t i = 0; i < weight.size(); ++i)
+        ASSERT_NEAR(weight[i], want.weight[i], 1e-6f) << "choice " << i;
+    }
 }
 
 // A mixed step's per-row rotary and decode cache appends: the kernels against the host's

@@ -55,6 +55,37 @@ TEST(MoeRouting, SigmoidChoosesByScoreSoSaturatedScoresTieToTheLowerIndex) {
   EXPECT_FLOAT_EQ(route_top_k(logits, 1, 4, 1, GatingKind::sigmoid).weight[0], 1.0f);
 }
 
+TEST(MoeRouting, TheChoiceIsAFullSortsByScoreThenIndex) {
+  // Logits on a coarse grid tie often; every k of 8 and 40 experts, both gatings, against a
+  // stable sort of every expert by score (high first), equal scores by index.
+  for (const int64_t experts : {8, 40})
+    for (int64_t k = 1; k <= std::min<int64_t>(experts, 9); ++k)
+      for (const GatingKind g : {GatingKind::softmax, GatingKind::sigmoid}) {
+        const int64_t tokens = 50;
+        std::vector<float> logits(static_cast<size_t>(tokens * experts));
+        for (size_t i = 0; i < logits.size(); ++i)
+          logits[i] = static_cast<float>(static_cast<int64_t>((i * 2654435761u) % 7) - 3) * 0.5f;
+        const Routing r = route_top_k(logits, tokens, experts, k, g);
+        for (int64_t t = 0; t < tokens; ++t) {
+          std::vector<float> score(static_cast<size_t>(experts));
+          for (int64_t e = 0; e < experts; ++e) {
+            const float l = logits[static_cast<size_t>(t * experts + e)];
+            score[static_cast<size_t>(e)] =
+                g == GatingKind::softmax ? l : 1.0f / (1.0f + std::exp(-l));
+          }
+          std::vector<int32_t> order(static_cast<size_t>(experts));
+          for (int32_t e = 0; e < experts; ++e)
+            order[static_cast<size_t>(e)] = e;
+          std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+            return score[static_cast<size_t>(a)] > score[static_cast<size_t>(b)];
+          });
+          for (int64_t j = 0; j < k; ++j)
+            ASSERT_EQ(r.expert[static_cast<size_t>(t * k + j)], order[static_cast<size_t>(j)])
+                << experts << " experts, k " << k << ", token " << t << ", choice " << j;
+        }
+      }
+}
+
 TEST(MoeRouting, TopKOutsideOneToExpertsIsRefused) {
   const std::vector<float> logits(8, 0.0f);
   EXPECT_THROW(route_top_k(logits, 2, 4, 5, GatingKind::softmax), UsageError);
