@@ -51,7 +51,7 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   const int32_t router = intern_op(table, layer_op::op_moe_router),
                 experts = intern_op(table, layer_op::op_moe_experts);
   if (!m_spec.block_seeds.empty()) {
-    forward_blocks(rec, layer, x, y);
+    forward_blocks(rec, experts, l, w, x, y);
     return;
   }
   MoeStep step;
@@ -116,12 +116,10 @@ void EpMoe::forward(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
   m_rows.push_back(plan.received());
 }
 
-void EpMoe::forward_blocks(Recorder& rec, int64_t layer, const Tensor& x, Tensor y) {
+void EpMoe::forward_blocks(Recorder& rec, int32_t experts_op, size_t l, const MoeWeights& w,
+                           const Tensor& x, Tensor y) {
   const ModelSpec& m = m_spec.model;
-  const size_t l = static_cast<size_t>(layer - m_spec.first_layer);
-  const int32_t at = static_cast<int32_t>(layer);
-  const MoeWeights& w = m_weights[l];
-  OpTable& table = rec.ops();
+  const int32_t at = static_cast<int32_t>(m_spec.first_layer + static_cast<int64_t>(l));
   const int64_t blocks = static_cast<int64_t>(m_spec.block_seeds.size());
   RIDGELINE_REQUIRE(x.rows % blocks == 0, "EpMoe: the tokens do not split into the blocks");
   const int64_t rows = x.rows / blocks;
@@ -131,8 +129,7 @@ void EpMoe::forward_blocks(Recorder& rec, int64_t layer, const Tensor& x, Tensor
     m_backend.fill_value(y, 0.0f);
   // Each block routed with its own seed and through every expert: the rows of a token do not
   // depend on the rows beside it, so this is what the EP x TP layout computes block by block.
-  const ScopedOp op(rec, intern_op(table, layer_op::op_moe_experts), at, Lane::compute,
-                    m_work.experts, Lane::compute);
+  const ScopedOp op(rec, experts_op, at, Lane::compute, m_work.experts, Lane::compute);
   Routing all;
   for (int64_t b = 0; b < blocks; ++b) {
     RoutingControl control = m_spec.routing;

@@ -59,8 +59,10 @@ public:
   std::vector<double> imbalance_history() const;
 
 private:
-  // forward() of a layer routed in spec.block_seeds' blocks (one rank, every expert).
-  void forward_blocks(Recorder& rec, int64_t layer, const Tensor& x, Tensor y);
+  // forward() of the stage's layer l (weights w) routed in spec.block_seeds' blocks (one rank,
+  // every expert), recorded as the op `experts_op`.
+  void forward_blocks(Recorder& rec, int32_t experts_op, size_t l, const MoeWeights& w,
+                      const Tensor& x, Tensor y);
 
   Backend& m_backend;
   Communicator* m_comm;
