@@ -128,6 +128,27 @@ CLI::Validator regular_file() {
       "", "file");
 }
 
+void bind_trace_options(CLI::App& cmd, const TraceOptionFields& f, const char* group) {
+  cmd.add_option("--trace", *f.trace, f.help[0])
+      ->check(CLI::ExistingFile)
+      ->check(regular_file())
+      ->group(group);
+  cmd.add_option("--trace-gen", *f.trace_gen, f.help[1])->group(group);
+  // A step's tokens and sequences; the cache's tokens (the KV cache of every running sequence).
+  const int64_t step_most = int64_t{1} << 30, cache_most = int64_t{1} << 40;
+  cmd.add_option("--token-budget", *f.token_budget, f.help[2])
+      ->check(integer_in(1, step_most))
+      ->group(group);
+  cmd.add_option("--max-batch", *f.max_batch, f.help[3])
+      ->check(integer_in(1, step_most))
+      ->group(group);
+  cmd.add_option("--kv-capacity", *f.kv_capacity, f.help[4])
+      ->check(integer_in(2, cache_most))
+      ->group(group);
+  cmd.add_option("--slo-ttft-ms", *f.slo_ttft_ms, f.help[5])->check(number_above(0))->group(group);
+  cmd.add_option("--slo-tpot-ms", *f.slo_tpot_ms, f.help[6])->check(number_above(0))->group(group);
+}
+
 CLI::Validator nccl_ctas() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -41,6 +41,20 @@ CLI::Validator byte_count();
 /// device, a socket), which a reader would fail on or wait on forever. A missing path is left to
 /// the reader, which names it.
 CLI::Validator regular_file();
+/// A serving trace's options as `run --trace` and `model --trace` bind them: the option, the
+/// field it sets and its help; the names, checks and group are bind_trace_options'.
+struct TraceOptionFields {
+  std::string* trace;     ///< --trace (an existing regular file)
+  std::string* trace_gen; ///< --trace-gen
+  int64_t* token_budget;  ///< --token-budget, [1, 2^30]
+  int64_t* max_batch;     ///< --max-batch, [1, 2^30]
+  int64_t* kv_capacity;   ///< --kv-capacity, [2, 2^40]
+  double* slo_ttft_ms;    ///< --slo-ttft-ms, above 0
+  double* slo_tpot_ms;    ///< --slo-tpot-ms, above 0
+  const char* help[7];    ///< each option's help, in the order above
+};
+/// Binds the seven options of `f` to `cmd` in `group`.
+void bind_trace_options(CLI::App& cmd, const TraceOptionFields& f, const char* group);
 /// -1 (NCCL's default) or a positive integer: --nccl-max-ctas, --nccl-min-ctas.
 CLI::Validator nccl_ctas();
 /// default, efficiency or zero: --nccl-cta-policy.

@@ -138,36 +138,28 @@ void bind_mixed_options(CLI::App& cmd, RunConfig& c) {
 
 void bind_trace_options(CLI::App& cmd, RunConfig& c) {
   const char* const group = "Trace run (--phase mixed --trace or --trace-gen)";
-  cmd.add_option("--trace", c.trace,
-                 "Replay a serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl) "
-                 "with real mixed steps: continuous batching decides each step, every rank runs "
-                 "it, and each request's TTFT, TPOT and end-to-end latency are measured "
-                 "(docs/SERVING.md)")
-      ->check(CLI::ExistingFile)
-      ->check(regular_file())
-      ->group(group);
-  cmd.add_option("--trace-gen", c.trace_gen,
-                 "Replay a generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,"
-                 "output=L,seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
-      ->group(group);
-  struct Limit {
-    const char* name;
-    int64_t* field;
-    int64_t min;
-    const char* help;
-  };
-  const Limit limits[] = {
-      {"--token-budget", &c.token_budget, 1,
-       "Trace: tokens per step, decode and prefill together (default 256 on host, 2048 on GPUs; "
-       "--chunk is the prefill tokens of one sequence per step)"},
-      {"--max-batch", &c.max_batch, 1,
-       "Trace: sequences per step at most (default 16 on host, 64 on GPUs)"},
-      {"--kv-capacity", &c.kv_capacity, 2,
-       "Trace: KV cache tokens of all running sequences together (default 262144)"}};
-  for (const Limit& l : limits)
-    cmd.add_option(l.name, *l.field, l.help)
-        ->check(integer_in(l.min, int64_t{1} << 40))
-        ->group(group);
+  bind_trace_options(
+      cmd,
+      TraceOptionFields{
+          &c.trace,
+          &c.trace_gen,
+          &c.token_budget,
+          &c.max_batch,
+          &c.kv_capacity,
+          &c.slo_ttft_ms,
+          &c.slo_tpot_ms,
+          {"Replay a serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl) with "
+           "real mixed steps: continuous batching decides each step, every rank runs it, and "
+           "each request's TTFT, TPOT and end-to-end latency are measured (docs/SERVING.md)",
+           "Replay a generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,"
+           "output=L,seed=S; L is N, A:B (uniform) or A/B/C (one of a list)",
+           "Trace: tokens per step, decode and prefill together (default 256 on host, 2048 on "
+           "GPUs; --chunk is the prefill tokens of one sequence per step)",
+           "Trace: sequences per step at most (default 16 on host, 64 on GPUs)",
+           "Trace: KV cache tokens of all running sequences together (default 262144)",
+           "Trace: goodput's time-to-first-token target (ms)",
+           "Trace: goodput's time-per-output-token target (ms)"}},
+      group);
   cmd.add_option("--duration", c.duration_s,
                  "Trace: replay the requests arriving in the trace's first S seconds (each then "
                  "runs to its last token); default: every request")
@@ -179,13 +171,6 @@ void bind_trace_options(CLI::App& cmd, RunConfig& c) {
                  "and choose GEMM algorithms); 0: none")
       ->check(CLI::Range(0, 10))
       ->capture_default_str()
-      ->group(group);
-  cmd.add_option("--slo-ttft-ms", c.slo_ttft_ms, "Trace: goodput's time-to-first-token target (ms)")
-      ->check(number_above(0))
-      ->group(group);
-  cmd.add_option("--slo-tpot-ms", c.slo_tpot_ms,
-                 "Trace: goodput's time-per-output-token target (ms)")
-      ->check(number_above(0))
       ->group(group);
 }
 

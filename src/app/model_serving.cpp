@@ -462,16 +462,26 @@ std::string validate_trace(const std::string& path, const RunConfig& measured,
 
 void bind_serving_options(CLI::App& cmd, ServingOptions& s) {
   const char* group = "Serving trace";
-  cmd.add_option("--trace", s.trace,
-                 "Serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl): its "
-                 "requests through continuous batching, every step predicted (docs/SERVING.md)")
-      ->check(CLI::ExistingFile)
-      ->check(regular_file())
-      ->group(group);
-  cmd.add_option("--trace-gen", s.trace_gen,
-                 "Generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,output=L,"
-                 "seed=S; L is N, A:B (uniform) or A/B/C (one of a list)")
-      ->group(group);
+  bind_trace_options(
+      cmd,
+      TraceOptionFields{
+          &s.trace,
+          &s.trace_gen,
+          &s.scheduler.token_budget,
+          &s.scheduler.max_batch,
+          &s.scheduler.kv_capacity_tokens,
+          &s.slo_ttft_ms,
+          &s.slo_tpot_ms,
+          {"Serving trace (CSV arrival_s,prompt_tokens,output_tokens, or .jsonl): its requests "
+           "through continuous batching, every step predicted (docs/SERVING.md)",
+           "Generated trace: rate=R (requests/s, Poisson),requests=N,prompt=L,output=L,seed=S; "
+           "L is N, A:B (uniform) or A/B/C (one of a list)",
+           "Tokens per step, decode and prefill together", "Sequences per step at most",
+           "KV cache tokens of all running sequences together (a request holds its prompt + "
+           "output from its first step to its last)",
+           "Goodput's time-to-first-token target (ms)",
+           "Goodput's time-per-output-token target (ms)"}},
+      group);
   cmd.add_option("--rates", s.rates,
                  "With --trace-gen: the trace predicted at each of these arrival rates "
                  "(requests/s, comma list) in place of its rate=, from the same seed (the same "
@@ -484,26 +494,8 @@ void bind_serving_options(CLI::App& cmd, ServingOptions& s) {
                  "Write the trace's requests to this file (.jsonl: JSONL, else CSV), generated "
                  "or read: a --trace-gen trace kept to be given again with --trace")
       ->group(group);
-  cmd.add_option("--token-budget", s.scheduler.token_budget,
-                 "Tokens per step, decode and prefill together")
-      ->check(integer_in(1, int64_t{1} << 30))
-      ->group(group);
   cmd.add_option("--chunk", s.scheduler.chunk, "Prefill tokens of one sequence per step at most")
       ->check(integer_in(1, int64_t{1} << 30))
-      ->group(group);
-  cmd.add_option("--max-batch", s.scheduler.max_batch, "Sequences per step at most")
-      ->check(integer_in(1, int64_t{1} << 30))
-      ->group(group);
-  cmd.add_option("--kv-capacity", s.scheduler.kv_capacity_tokens,
-                 "KV cache tokens of all running sequences together (a request holds its "
-                 "prompt + output from its first step to its last)")
-      ->check(integer_in(2, int64_t{1} << 40))
-      ->group(group);
-  cmd.add_option("--slo-ttft-ms", s.slo_ttft_ms, "Goodput's time-to-first-token target (ms)")
-      ->check(number_above(0))
-      ->group(group);
-  cmd.add_option("--slo-tpot-ms", s.slo_tpot_ms, "Goodput's time-per-output-token target (ms)")
-      ->check(number_above(0))
       ->group(group);
 }
 
