@@ -9,6 +9,19 @@ export NCCL_NVLS_ENABLE=0
 R=build-gpu/src/ridgeline
 mp="mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE"
 $mp $R roofs --quick --out roofs.h5
+# Job 4, on the final code: `commands.sh job4` (its own quick roofs, as above).
+if [ "${1:-}" = job4 ]; then
+  for m in mixtral-8x7b qwen3-moe deepseek-v3; do
+    M="--config models/$m.toml --layers 1 --ep 2 --warmup 3 --iters 20 --check on --roofs roofs.h5"
+    r=5
+    [ $m = deepseek-v3 ] && r=3
+    $mp $R sweep $M --tp 1,2 --batch 1,2 --seq 4096 --repeats $r --out ${m}_prefill.h5
+    [ $m = deepseek-v3 ] && continue
+    $mp $R sweep $M --phase decode --tp 1,2 --batch 64,128 --context 4096 --repeats 5 \
+      --out ${m}_decode.h5
+  done
+  exit 0
+fi
 for m in mixtral-8x7b qwen3-moe; do
   M="--config models/$m.toml --layers 1 --ep 2 --warmup 3 --iters 20 --check on --roofs roofs.h5"
   # tp 1: two data-parallel replicas of --batch B, one EP group of both; tp 2: one TP group of
