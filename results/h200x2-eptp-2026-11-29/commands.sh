@@ -3,7 +3,8 @@
 # scripts/build.sh build-gpu -DCMAKE_CUDA_ARCHITECTURES=90, NCCL_NVLS_ENABLE=0 in every process.
 # Job 3 (the tables of README.md): the quick roofs, then per model a prefill and a decode sweep
 # whose points take turns five times. Job 1 (earlier, same code): the same Mixtral sweeps at three
-# repeats (not kept here), one sequence-parallel run and the gpu tests of the all-to-all paths.
+# repeats (the prefill log kept as logs/job1_mixtral-8x7b_prefill.log), one sequence-parallel run
+# and the gpu tests of the all-to-all paths.
 set -u
 export NCCL_NVLS_ENABLE=0
 R=build-gpu/src/ridgeline
@@ -33,5 +34,5 @@ done
 # Job 1: the sequence-parallel form of the tp 2 point (its own job: not in turns with the above).
 $mp $R run --config models/mixtral-8x7b.toml --layers 1 --ep 2 --warmup 3 --iters 20 --check on \
   --roofs roofs.h5 --tp 2 --batch 2 --seq 4096 --sequence-parallel --repeats 3 \
-  --out job1_mixtral-8x7b_prefill_sp.h5
+  --out prefill_sp.h5 # kept as job1_mixtral-8x7b_prefill_sp.h5
 (cd build-gpu && ctest -L gpu -R "alltoall|nccl|moe|grouped" --output-on-failure)
