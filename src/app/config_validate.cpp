@@ -145,14 +145,13 @@ void check_moe_layout(const RunConfig& c, Problems& p) {
     p.push_back("--ep " + str(c.ep) + " does not divide the " + str(c.tp * c.dp) + " ranks (tp " +
                 str(c.tp) + " x dp " + str(c.dp) +
                 "): an EP group is ep consecutive ranks, TP innermost");
-  if (c.tp > 1) {
-    const int64_t tokens = c.phase == "decode" ? c.batch : c.batch * c.seq;
-    if (tokens % c.tp != 0)
-      p.push_back(moe + "at --tp " + str(c.tp) + " each rank routes a block of tokens / tp, but " +
-                  str(tokens) + " tokens (" +
-                  (c.phase == "decode" ? std::string("--batch") : std::string("--batch x --seq")) +
-                  ") do not divide by " + str(c.tp));
-  }
+  // The stage's tokens, as the point runs them (per microbatch).
+  if (const int64_t tokens = layer_shape(c).tokens(); c.tp > 1 && tokens % c.tp != 0)
+    p.push_back(moe + "at --tp " + str(c.tp) + " each rank routes a block of tokens / tp, but " +
+                str(tokens) + " tokens (" +
+                (c.phase == "decode" ? std::string("--batch") : std::string("--batch x --seq")) +
+                (c.microbatches > 1 ? " / --microbatches" : "") + ") do not divide by " +
+                str(c.tp));
   try {
     for (const Overlap& o : overlap_list(c))
       if (o.symmetric || (o.kind != Overlap::Kind::none && o.kind != Overlap::Kind::async))
