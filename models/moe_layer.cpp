@@ -40,8 +40,9 @@ std::optional<RoutingControl> parse_routing(const std::string& text, uint64_t se
   return std::nullopt;
 }
 
-Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
-              const std::vector<float>& logits) {
+Routing route(Backend& backend, const RoutingControl& control, const ModelSpec& m,
+              const Tensor& logits) {
+  const int64_t tokens = logits.rows;
   switch (control.mode) {
   case RoutingMode::uniform:
     return route_uniform(tokens, m.experts, m.top_k);
@@ -50,7 +51,12 @@ Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
   case RoutingMode::router:
     break;
   }
-  return route_top_k(logits, tokens, m.experts, m.top_k, m.gating);
+  Routing r;
+  r.tokens = tokens;
+  r.experts = m.experts;
+  r.top_k = m.top_k;
+  backend.route_top_k(logits, m.top_k, m.gating == GatingKind::sigmoid, r.expert, r.weight);
+  return r;
 }
 
 MoeWeights make_moe_weights(Backend& backend, const ModelSpec& m, int64_t layer, uint64_t seed,
@@ -110,16 +116,7 @@ MoeStep moe_route(Backend& backend, const ModelSpec& m, const MoeWeights& w, con
   const Tensor lt =
       (scratch ? *scratch : local).get(backend, MoeScratch::logits, tokens, m.experts);
   backend.gemm(x, w.router.view(m.experts, m.hidden, dt), lt);
-  if (control.mode == RoutingMode::router) {
-    // Only the router's own choice waits for the device, for the choice (or the logits).
-    step.routing.tokens = tokens;
-    step.routing.experts = m.experts;
-    step.routing.top_k = m.top_k;
-    backend.route_top_k(lt, m.top_k, m.gating == GatingKind::sigmoid, step.routing.expert,
-                        step.routing.weight);
-  } else {
-    step.routing = route(control, m, tokens, {});
-  }
+  step.routing = route(backend, control, m, lt);
   step.permutation = permute(step.routing);
   return step;
 }

@@ -40,10 +40,11 @@ struct RoutingControl {
 /// none of them.
 std::optional<RoutingControl> parse_routing(const std::string& text, uint64_t seed);
 
-/// The routing of `tokens` tokens of `m` under `control`; `logits` ([tokens x experts]) are
-/// read by the router mode only.
-Routing route(const RoutingControl& control, const ModelSpec& m, int64_t tokens,
-              const std::vector<float>& logits);
+/// The routing of the tokens of `logits` ([tokens, experts] on `backend`) under `control`: the
+/// router mode chooses from them (Backend::route_top_k, which waits for the device); a
+/// controlled mode reads only their row count and does not wait.
+Routing route(Backend& backend, const RoutingControl& control, const ModelSpec& m,
+              const Tensor& logits);
 
 /// One layer's MoE weights for experts [first_expert, first_expert + expert_count), the
 /// router and the shared experts (whole on every rank).

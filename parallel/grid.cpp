@@ -21,6 +21,10 @@ int grid_rank(const GridCoords& c, int tp, int pp) {
   return (c.dp_rank * pp + c.pp_rank) * tp + c.tp_rank;
 }
 
+int stage_place(const GridCoords& c, int tp) {
+  return c.dp_rank * tp + c.tp_rank;
+}
+
 NodeMap map_nodes(const std::vector<std::string>& hosts) {
   NodeMap m;
   std::map<std::string, int> index;
@@ -91,10 +95,10 @@ GridScopes grid_scopes(const NodeMap& nodes, int tp, int pp, int ep) {
   s.tp = widest(nodes, [&](int r) { return r / tp; });
   s.pp = widest(nodes, [&](int r) { return r / stage * tp + r % tp; });
   s.dp = widest(nodes, [&](int r) { return r % stage; });
-  // A stage's ranks in order (dp, then tp), ep consecutive ones a group.
+  // ep consecutive places of a stage a group.
   s.ep = widest(nodes, [&](int r) {
     const GridCoords c = grid_coords(r, tp, pp);
-    return (c.dp_rank * tp + c.tp_rank) / ep * pp + c.pp_rank;
+    return stage_place(c, tp) / ep * pp + c.pp_rank;
   });
   const int ranks = static_cast<int>(nodes.node_of_rank.size());
   for (int r = 0; r + tp < ranks; ++r)

@@ -22,6 +22,10 @@ struct GridCoords {
 
 GridCoords grid_coords(int world_rank, int tp, int pp);
 int grid_rank(const GridCoords& c, int tp, int pp);
+/// The rank's place among the ranks of its stage, ordered by (dp rank, tp rank): dp_rank x tp +
+/// tp_rank. An MoE layer's expert-parallel group is ep consecutive places (place / ep), the
+/// rank's EP rank place % ep.
+int stage_place(const GridCoords& c, int tp);
 
 /// The nodes of a job, from the host name of each world rank (element r: rank r).
 struct NodeMap {

@@ -7,6 +7,7 @@
 
 #include "collectives/ipc_allreduce.hpp"
 #include "core/error.hpp"
+#include "parallel/grid.hpp"
 
 namespace ridgeline {
 
@@ -39,8 +40,8 @@ MoePoint::MoePoint(JobContext& job, const PointSpec& point, const GridComms& com
     : m_point(point) {
   const GridCoords& gc = comms.grid->coords();
   const int ep = point.ep, tp = point.tp;
-  // The stage's ranks in order (pp 1: the world's): an EP group is ep consecutive ones.
-  const int index = gc.dp_rank * tp + gc.tp_rank;
+  // An EP group is ep consecutive places of the stage (pp 1: the world's ranks).
+  const int index = stage_place(gc, tp);
   RIDGELINE_CHECK(MPI_Comm_split(comms.grid->world(), index / ep, index, &m_group));
   const int64_t tokens = point.shape.tokens() / tp; // this rank's block of its TP group's
   if (ep > 1) m_comm = job.make_communicator(m_group, point_nccl(point));
@@ -80,7 +81,9 @@ MoePoint::MoePoint(JobContext& job, const PointSpec& point, const GridComms& com
   // The TP group's tokens in the blocks its ranks route, each with that rank's seed.
   if (tp > 1)
     for (int t = 0; t < tp; ++t)
-      whole.block_seeds.push_back(base + static_cast<uint64_t>((gc.dp_rank * tp + t) % ep));
+      whole.block_seeds.push_back(
+          base +
+          static_cast<uint64_t>(stage_place(GridCoords{t, gc.pp_rank, gc.dp_rank}, tp) % ep));
   m_reference = std::make_unique<EpMoe>(backend, nullptr, MPI_COMM_SELF, whole);
 }
 

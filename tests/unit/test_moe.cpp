@@ -310,7 +310,11 @@ TEST(MoeLayer, ControlledRoutingsMatchTheNaiveLoop) {
   const ModelSpec m = small_moe(GatingKind::softmax, 2);
   check_layer(m, RoutingControl{RoutingMode::uniform, 0.0, 0}, 7);
   check_layer(m, RoutingControl{RoutingMode::zipf, 1.5, 11}, 12);
-  EXPECT_EQ(route(RoutingControl{RoutingMode::uniform, 0.0, 0}, m, 7, {}).expert,
+  std::unique_ptr<Backend> backend = make_host_backend();
+  Buffer logits = backend->allocate(7, m.experts);
+  EXPECT_EQ(route(*backend, RoutingControl{RoutingMode::uniform, 0.0, 0}, m,
+                  logits.view(7, m.experts, backend->dtype()))
+                .expert,
             route_uniform(7, 6, 2).expert);
 }
 
