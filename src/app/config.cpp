@@ -180,7 +180,9 @@ void bind_parallel_options(CLI::App& cmd, RunConfig& c) {
       ->group(par);
   cmd.add_option("--ep", c.ep,
                  "Expert-parallel degree of an MoE model: the routed experts split into ep "
-                 "contiguous blocks (--experts must divide by it)")
+                 "contiguous blocks (--experts must divide by it) over groups of ep consecutive "
+                 "ranks, TP innermost (tp x dp must divide by it); at --tp above 1 each rank "
+                 "routes its block of tokens / tp of its TP group's tokens")
       ->check(integer_in(1, kIntMax))
       ->capture_default_str()
       ->group(par);

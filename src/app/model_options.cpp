@@ -98,9 +98,10 @@ void bind_model_options(CLI::App& cmd, ModelOptions& o) {
   // A sweep axis (bound by bind_sweep_axis_lists): here with what a prediction prints along it.
   cmd.get_option("--ep")->description(
       "Expert-parallel degrees of an MoE model (comma list: one point per value): an EP group "
-      "is ep of the data-parallel ranks (--dp must divide by it, --tp 1), each rank holding "
-      "experts / ep experts and its own batch; the dispatch and combine all-to-alls run over "
-      "it. Prints where the all-to-all exceeds the compute- and HBM-bound time (all-to-all "
+      "is ep consecutive ranks, TP innermost (tp x dp must divide by it), each rank holding "
+      "experts / ep experts and routing its block of tokens / tp of its TP group's tokens; the "
+      "dispatch and combine all-to-alls run over it. Prints where the all-to-all exceeds the "
+      "compute- and HBM-bound time (all-to-all "
       "crossover)");
   cmd.remove_option(cmd.get_option("--routing"));
   cmd.remove_option(cmd.get_option("--routing-seed"));
